@@ -1,0 +1,60 @@
+/* Private to ipc/: the allocator, the little-endian writer and the bounds-checked reader. */
+#ifndef DSIPC_INT_H
+#define DSIPC_INT_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dsipc.h"
+
+void *dsipc__malloc(size_t n);
+void *dsipc__realloc(void *p, size_t n);
+void *dsipc__calloc(size_t n, size_t size);
+void dsipc__free(void *p);
+char *dsipc__strdup(const char *s);
+
+/* Fills st: code, hresult and a formatted message. Returns code, so `return dsipc__fail(...)`. */
+int dsipc__fail(dsipc_status *st, int code, uint32_t hresult, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void dsipc__ok(dsipc_status *st);
+
+/* Writer: appends to a dsipc_buf. Errors are remembered so a whole message can be written and
+ * checked once (w.err). */
+struct dsipc__writer {
+  dsipc_buf *b;
+  int err;
+};
+void dsipc__w_begin(struct dsipc__writer *w, dsipc_buf *b, uint8_t set, uint8_t id);
+void dsipc__w_u8(struct dsipc__writer *w, uint8_t v);
+void dsipc__w_u16(struct dsipc__writer *w, uint16_t v);
+void dsipc__w_u32(struct dsipc__writer *w, uint32_t v);
+void dsipc__w_u64(struct dsipc__writer *w, uint64_t v);
+void dsipc__w_bytes(struct dsipc__writer *w, const void *p, size_t n);
+/* UTF-8 in, protocol string out (u32 count incl. NUL, UTF-16LE); NULL or "" -> count 0. */
+void dsipc__w_string(struct dsipc__writer *w, const char *utf8);
+/* Patches the header's size; DSIPC_ETOOBIG over 65535. Returns w->err or 0. */
+int dsipc__w_end(struct dsipc__writer *w);
+
+/* Reader: a cursor that never reads past its end (ds_ipc_message_try_parse_* style). */
+struct dsipc__reader {
+  const uint8_t *p;
+  size_t left;
+};
+int dsipc__r_u8(struct dsipc__reader *r, uint8_t *v);
+int dsipc__r_u16(struct dsipc__reader *r, uint16_t *v);
+int dsipc__r_u32(struct dsipc__reader *r, uint32_t *v);
+int dsipc__r_u64(struct dsipc__reader *r, uint64_t *v);
+int dsipc__r_bytes(struct dsipc__reader *r, void *out, size_t n);
+/* A protocol string as a heap UTF-8 copy (NULL for count 0). DSIPC_EPROTO for a count past the
+ * bytes left, a missing NUL, a NUL inside, or a lone surrogate. */
+int dsipc__r_string(struct dsipc__reader *r, char **out);
+
+/* UTF-8 <-> UTF-16LE. Both reject malformed input. */
+int dsipc__utf8_to_utf16(const char *s, uint16_t **out, size_t *units);
+int dsipc__utf16le_to_utf8(const uint8_t *p, size_t units, char **out);
+
+/* Largest string we accept from a runtime, in UTF-16 units (a command line can be long). */
+#define DSIPC__MAX_STRING_UNITS (1u << 20)
+
+#endif

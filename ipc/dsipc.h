@@ -1,0 +1,262 @@
+/* dsipc: a client of the .NET diagnostics IPC protocol (the one dotnet-trace, dotnet-counters and
+ * dotnet-dump speak), for Linux.
+ *
+ * Three layers, usable on their own:
+ *   - encoding and decoding of messages, on memory only (protocol.c, process.c, eventpipe.c,
+ *     dump.c): every request byte-exact, every reply checked against the bytes it has;
+ *   - transport over libuv Unix-domain pipes with one deadline per operation (transport.c), and
+ *     the reverse direction, where the runtime connects to us (listener.c);
+ *   - discovery of a process's diagnostic socket, across mount and PID namespaces (discover.c).
+ *
+ * Conventions: 0 is success, negative is an error (-errno, or a DSIPC_E* code below). Calls that
+ * talk to a runtime fill a caller-provided dsipc_status with the code, the runtime's HRESULT and a
+ * one-line message. Strings in and out are UTF-8; the wire's UTF-16 stays inside the library.
+ * Wire facts follow dotnet/runtime src/native/eventpipe/ds-protocol.h and ds-types.h.
+ */
+#ifndef DSIPC_H
+#define DSIPC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Errors ---- */
+#define DSIPC_ERRNO_MAP(XX)                                                         \
+  XX(NOTFOUND, -3001, "no diagnostic socket")                                       \
+  XX(UNSAFE, -3002, "socket not owned by the target's user")                        \
+  XX(NOMEM, -3003, "out of memory")                                                 \
+  XX(PROTO, -3004, "malformed message")                                             \
+  XX(BADMAGIC, -3005, "bad magic")                                                  \
+  XX(TOOBIG, -3006, "message too large")                                            \
+  XX(SERVER, -3007, "the runtime answered with an error")                           \
+  XX(UNKNOWNCMD, -3008, "the runtime does not know this command")                   \
+  XX(TIMEDOUT, -3009, "timed out")                                                  \
+  XX(CLOSED, -3010, "the connection closed early")                                  \
+  XX(INVAL, -3011, "invalid argument")
+
+enum dsipc_err {
+#define XX(name, value, msg) DSIPC_E##name = value,
+  DSIPC_ERRNO_MAP(XX)
+#undef XX
+};
+
+/* Both return static strings; they also know -errno values. */
+const char *dsipc_strerror(int err);
+const char *dsipc_err_name(int err);
+
+/* The outcome of one exchange with a runtime. Caller-owned, no heap inside. */
+typedef struct dsipc_status {
+  int code;          /* 0 or a negative error */
+  uint32_t hresult;  /* the runtime's HRESULT when code == DSIPC_ESERVER/EUNKNOWNCMD, else 0 */
+  char msg[320];     /* one line, "" when code == 0 */
+} dsipc_status;
+
+/* HRESULTs the runtime sends (ds-types.h), and what they mean to a user. */
+#define DSIPC_HR_BAD_ENCODING 0x80131384u
+#define DSIPC_HR_UNKNOWN_COMMAND 0x80131385u
+#define DSIPC_HR_UNKNOWN_MAGIC 0x80131386u
+#define DSIPC_HR_NOTSUPPORTED 0x80131515u
+#define DSIPC_HR_FAIL 0x80004005u
+#define DSIPC_HR_NOT_YET_AVAILABLE 0x8013135bu
+#define DSIPC_HR_RUNTIME_UNINITIALIZED 0x80131371u
+#define DSIPC_HR_INVALIDARG 0x80070057u
+#define DSIPC_HR_INSUFFICIENT_BUFFER 0x8007007au
+#define DSIPC_HR_ENVVAR_NOT_FOUND 0x800000cbu
+/* Static text, e.g. "unknown command"; "unknown error" for codes not listed. */
+const char *dsipc_hresult_message(uint32_t hr);
+
+/* Library allocations go through these (libuv's uv_replace_allocator idea), so tests can make
+ * them fail. All four or none; returns DSIPC_EINVAL if any is NULL. */
+int dsipc_replace_allocator(void *(*malloc_fn)(size_t), void *(*realloc_fn)(void *, size_t),
+                            void *(*calloc_fn)(size_t, size_t), void (*free_fn)(void *));
+
+/* ---- Wire constants ---- */
+#define DSIPC_HEADER_SIZE 20
+#define DSIPC_MAX_MESSAGE 0xffffu
+enum dsipc_command_set {
+  DSIPC_SET_DUMP = 0x01,
+  DSIPC_SET_EVENTPIPE = 0x02,
+  DSIPC_SET_PROFILER = 0x03,
+  DSIPC_SET_PROCESS = 0x04,
+  DSIPC_SET_SERVER = 0xff,
+};
+enum dsipc_command_id {
+  DSIPC_DUMP_GENERATE = 0x01, DSIPC_DUMP_GENERATE2 = 0x02, DSIPC_DUMP_GENERATE3 = 0x03,
+  DSIPC_EP_STOP = 0x01, DSIPC_EP_COLLECT = 0x02, DSIPC_EP_COLLECT2 = 0x03, DSIPC_EP_COLLECT3 = 0x04,
+  DSIPC_EP_COLLECT4 = 0x05, DSIPC_EP_COLLECT5 = 0x06, DSIPC_EP_COLLECT6 = 0x07,
+  DSIPC_PROC_INFO = 0x00, DSIPC_PROC_RESUME = 0x01, DSIPC_PROC_ENV = 0x02, DSIPC_PROC_SET_ENV = 0x03,
+  DSIPC_PROC_INFO2 = 0x04, DSIPC_PROC_ENABLE_PERFMAP = 0x05, DSIPC_PROC_DISABLE_PERFMAP = 0x06,
+  DSIPC_PROC_APPLY_STARTUP_HOOK = 0x07, DSIPC_PROC_INFO3 = 0x08,
+  DSIPC_SERVER_OK = 0x00, DSIPC_SERVER_ERROR = 0xff,
+};
+
+/* ---- Encoding (pure, no I/O) ---- */
+
+/* A growable byte buffer. Caller-owned struct; the bytes are freed by dsipc_buf_release. */
+typedef struct dsipc_buf {
+  uint8_t *data;
+  size_t len, cap;
+} dsipc_buf;
+void dsipc_buf_init(dsipc_buf *b);
+void dsipc_buf_release(dsipc_buf *b);
+
+/* Each encoder replaces b's contents with one whole message (header included). 0, DSIPC_ENOMEM,
+ * DSIPC_ETOOBIG (over 65535 bytes: never truncated) or DSIPC_EINVAL (bad UTF-8, bad argument).
+ * Strings are caller-owned UTF-8 and are copied. */
+int dsipc_encode_command(dsipc_buf *b, uint8_t set, uint8_t id); /* commands with no payload */
+int dsipc_encode_set_env(dsipc_buf *b, const char *name, const char *value);
+int dsipc_encode_enable_perfmap(dsipc_buf *b, uint32_t perfmap_type);
+int dsipc_encode_stop_tracing(dsipc_buf *b, uint64_t session_id);
+/* GenerateCoreDump v1 (flags is 0/1 logging), v2 or v3. dump_type: 1 mini, 2 heap, 3 triage, 4 full. */
+int dsipc_encode_dump(dsipc_buf *b, int version, const char *path, uint32_t dump_type, uint32_t flags);
+
+/* An EventPipe provider and session, as CollectTracing 1..6 carry them. */
+typedef struct dsipc_provider {
+  const char *name;        /* required, UTF-8 */
+  uint64_t keywords;
+  uint32_t level;          /* 0 LogAlways .. 5 Verbose */
+  const char *args;        /* "k=v;k2=v2" or NULL */
+  int filter_enable;       /* v5+: event-id filter: 1 allow-list, 0 deny-list */
+  const uint32_t *event_ids; /* v5+: may be NULL with n_event_ids 0 (= no filter) */
+  uint32_t n_event_ids;
+} dsipc_provider;
+
+typedef struct dsipc_session_config {
+  uint32_t buffer_mb;      /* > 0 */
+  uint32_t format;         /* 1 = NetTrace (0 = NetPerf, legacy) */
+  int request_rundown;     /* v1..v3: rundown on/off */
+  uint64_t rundown_keyword;/* v4+: replaces request_rundown */
+  int request_stackwalk;   /* v3+ */
+  uint32_t buffering_mode; /* v6: 0 drop, 1 block */
+  const dsipc_provider *providers;
+  size_t n_providers;      /* 1..1000 */
+} dsipc_session_config;
+#define DSIPC_DEFAULT_RUNDOWN_KEYWORD 0x80020139ull
+
+/* version is 1..6 (CollectTracing .. CollectTracing6); streaming sessions only. */
+int dsipc_encode_collect_tracing(dsipc_buf *b, int version, const dsipc_session_config *cfg);
+
+/* ---- Decoding (pure, no I/O); every length is checked against the bytes given ---- */
+
+typedef struct dsipc_header {
+  uint16_t size; /* whole message, header included: >= 20 */
+  uint8_t set, id;
+} dsipc_header;
+/* Needs DSIPC_HEADER_SIZE bytes. DSIPC_EBADMAGIC, DSIPC_EPROTO (size < 20) or 0. */
+int dsipc_decode_header(const uint8_t *p, size_t n, dsipc_header *h);
+
+/* Classifies a reply: 0 for OK; DSIPC_ESERVER / DSIPC_EUNKNOWNCMD for an error reply, with the
+ * HRESULT (and, for GenerateCoreDump3, the runtime's message) in st; DSIPC_EPROTO otherwise.
+ * st is always filled. payload points into the caller's bytes. */
+int dsipc_decode_reply(const dsipc_header *h, const uint8_t *payload, size_t n, dsipc_status *st);
+
+/* ProcessInfo / ProcessInfo2 / ProcessInfo3. Strings are heap copies owned by the struct:
+ * release with dsipc_process_info_release (safe on a zeroed struct). Missing fields are NULL. */
+typedef struct dsipc_process_info {
+  int info_version;        /* which command answered: 1, 2 or 3 */
+  uint64_t process_id;     /* in the target's own PID namespace */
+  uint8_t runtime_cookie[16];
+  char *command_line, *os, *arch;
+  char *managed_entrypoint_assembly_name, *clr_product_version; /* v2+ */
+  char *runtime_identifier;                                      /* v3 (inner version >= 1) */
+} dsipc_process_info;
+int dsipc_decode_process_info(const uint8_t *payload, size_t n, int info_version, dsipc_process_info *out);
+void dsipc_process_info_release(dsipc_process_info *pi);
+
+/* ProcessEnvironment: the reply's payload gives the size of the continuation that follows. */
+int dsipc_decode_env_reply(const uint8_t *payload, size_t n, uint32_t *continuation_len);
+/* The continuation: u32 count, then count strings "NAME=value". *env is a heap array of heap
+ * strings owned by the caller: free with dsipc_env_free. */
+int dsipc_decode_env_block(const uint8_t *p, size_t n, char ***env, size_t *count);
+void dsipc_env_free(char **env, size_t count);
+#define DSIPC_MAX_ENV_BLOCK (64u << 20)
+
+/* OK payload of CollectTracing* and StopTracing: the u64 session id. */
+int dsipc_decode_session_id(const uint8_t *payload, size_t n, uint64_t *session_id);
+
+/* The advertise a runtime sends when it connects to us (ADVR_V1, 34 bytes). */
+#define DSIPC_ADVERTISE_SIZE 34
+typedef struct dsipc_advertise {
+  uint8_t cookie[16];
+  uint64_t pid;
+} dsipc_advertise;
+int dsipc_decode_advertise(const uint8_t *p, size_t n, dsipc_advertise *out);
+
+/* Formats a runtime cookie (Windows GUID byte order) as 8-4-4-4-12 hex into out[37]. */
+void dsipc_format_guid(const uint8_t guid[16], char out[37]);
+
+/* A reply framer fed any split of the bytes (git's packet_reader idea): it collects one whole
+ * message. Caller-owned struct; dsipc_framer_release frees its buffer. */
+typedef struct dsipc_framer {
+  uint8_t *buf;
+  size_t have;
+  dsipc_header header;
+  int complete;
+} dsipc_framer;
+void dsipc_framer_init(dsipc_framer *f);
+void dsipc_framer_release(dsipc_framer *f);
+/* Consumes what it needs of p and returns how many bytes that was (bytes after a complete
+ * message are not consumed: they belong to a continuation), or a negative error.
+ * f->complete is set once the message is whole; f->buf + 20 is then its payload. */
+long dsipc_framer_feed(dsipc_framer *f, const uint8_t *p, size_t n);
+
+/* ---- Transport: one request on a fresh connection, one deadline for all of it ---- */
+
+/* Sends req (a whole message) to the socket at path and waits for the reply; if the reply says a
+ * continuation of known length follows (ProcessEnvironment), that is read too. On 0, reply holds
+ * the reply message and cont the continuation (both caller-owned buffers, replaced). */
+int dsipc_transact(const char *path, const dsipc_buf *req, uint64_t timeout_ms, dsipc_buf *reply,
+                   dsipc_buf *cont, dsipc_status *st);
+
+/* ProcessInfo3, falling back to 2 then 1 when the runtime answers UNKNOWN_COMMAND. out: as
+ * dsipc_decode_process_info. */
+int dsipc_process_info_get(const char *path, uint64_t timeout_ms, dsipc_process_info *out, dsipc_status *st);
+/* The environment; *env as dsipc_decode_env_block. */
+int dsipc_process_env_get(const char *path, uint64_t timeout_ms, char ***env, size_t *count, dsipc_status *st);
+int dsipc_resume_runtime(const char *path, uint64_t timeout_ms, dsipc_status *st);
+int dsipc_set_env(const char *path, const char *name, const char *value, uint64_t timeout_ms, dsipc_status *st);
+/* perfmap_type: 1 all, 2 jitdump, 3 perfmap. */
+int dsipc_perfmap_enable(const char *path, uint32_t perfmap_type, uint64_t timeout_ms, dsipc_status *st);
+int dsipc_perfmap_disable(const char *path, uint64_t timeout_ms, dsipc_status *st);
+
+/* ---- Reverse direction: the runtime connects to us (DOTNET_DiagnosticPorts=<path>,connect) ---- */
+
+/* A listening socket in a fresh private directory (0700) with the socket itself 0600.
+ * Create with dsipc_listener_open, free with dsipc_listener_close (removes socket and directory). */
+typedef struct dsipc_listener dsipc_listener;
+/* dir_template: a mkdtemp template such as "/tmp/dntrace-XXXXXX" (copied), or NULL for that one.
+ * name: the socket's file name in that directory. */
+int dsipc_listener_open(dsipc_listener **out, const char *dir_template, const char *name, dsipc_status *st);
+/* The socket path to give the runtime; owned by the listener. */
+const char *dsipc_listener_path(const dsipc_listener *l);
+/* Waits for a runtime to connect and advertise itself. On 0, *fd is the accepted connection
+ * (caller-owned: pass it to dsipc_transact_fd, or close it). */
+int dsipc_listener_accept(dsipc_listener *l, uint64_t timeout_ms, dsipc_advertise *adv, int *fd, dsipc_status *st);
+void dsipc_listener_close(dsipc_listener *l);
+/* As dsipc_transact, on a connection the runtime opened; takes ownership of fd and closes it. */
+int dsipc_transact_fd(int fd, const dsipc_buf *req, uint64_t timeout_ms, dsipc_buf *reply, dsipc_buf *cont,
+                      dsipc_status *st);
+
+/* ---- Discovery: finding a runtime's diagnostic socket (discover.c) ---- */
+typedef struct dsipc_endpoint {
+  int host_pid;             /* pid as seen from this process (/proc/<host_pid>) */
+  int ns_pid;               /* pid inside the target's own PID namespace (last NSpid entry) */
+  unsigned long long key;   /* disambiguation key from the socket name (process start time) */
+  char path[4096];          /* socket path usable from here; may go through /proc/<pid>/root */
+  char errmsg[256];         /* why the last call on this endpoint failed, "" if it did not */
+} dsipc_endpoint;
+/* Finds the socket of host_pid: 0, or a negative error with out->errmsg set. out: caller-owned.
+ * -ESRCH no such process; -EACCES not permitted; DSIPC_EUNSAFE a socket of the wrong owner;
+ * DSIPC_ENOTFOUND none (errmsg says whether the process is .NET and has diagnostics disabled). */
+int dsipc_endpoint_find(int host_pid, dsipc_endpoint *out);
+/* Calls cb once per process that publishes a usable socket; cb returns non-zero to stop.
+ * The endpoint passed to cb is valid only during the call. Returns 0 or a negative error. */
+int dsipc_endpoint_list(int (*cb)(const dsipc_endpoint *ep, void *ud), void *ud);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

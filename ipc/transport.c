@@ -1,0 +1,254 @@
+/* One request, one reply, on a fresh connection, under one deadline (the runtime's own
+ * IpcSocketDeadline idea): a timer covers connecting, writing and the whole reply, so a runtime
+ * that hangs costs at most timeout_ms. Each call runs a private libuv loop, so the CLI can stay
+ * synchronous while collect-style streaming shares the same connection code later. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "dsipc-int.h"
+
+struct xact {
+  uv_loop_t loop;
+  uv_pipe_t pipe;
+  uv_timer_t timer;
+  uv_connect_t connect_req;
+  uv_write_t write_req;
+  const dsipc_buf *req;
+  dsipc_buf *reply, *cont;
+  dsipc_framer framer;
+  uint32_t cont_len;
+  int cont_known;
+  int done, rc;
+  uint64_t timeout_ms;
+  const char *what; /* the socket path, for messages */
+  dsipc_status *st;
+  uint8_t readbuf[64 * 1024];
+};
+
+static void finish(struct xact *x, int rc) {
+  if (x->done) return;
+  x->done = 1;
+  x->rc = rc;
+  uv_read_stop((uv_stream_t *)&x->pipe);
+  uv_timer_stop(&x->timer);
+}
+
+static int buf_append(dsipc_buf *b, const uint8_t *p, size_t n) {
+  if (b->len + n > b->cap) {
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + n) cap *= 2;
+    uint8_t *grown = dsipc__realloc(b->data, cap);
+    if (!grown) return DSIPC_ENOMEM;
+    b->data = grown;
+    b->cap = cap;
+  }
+  memcpy(b->data + b->len, p, n);
+  b->len += n;
+  return 0;
+}
+
+/* The reply is whole: classify it, and decide whether a continuation follows. */
+static int on_reply(struct xact *x) {
+  const dsipc_framer *f = &x->framer;
+  x->reply->len = 0;
+  int rc = buf_append(x->reply, f->buf, f->header.size);
+  if (rc) return dsipc__fail(x->st, rc, 0, "out of memory");
+  const uint8_t *payload = f->buf + DSIPC_HEADER_SIZE;
+  size_t n = f->header.size - DSIPC_HEADER_SIZE;
+  rc = dsipc_decode_reply(&f->header, payload, n, x->st);
+  if (rc || !x->cont) return rc;
+  rc = dsipc_decode_env_reply(payload, n, &x->cont_len);
+  if (rc) return dsipc__fail(x->st, rc, 0, "malformed continuation header: %s", dsipc_strerror(rc));
+  x->cont_known = 1;
+  x->cont->len = 0;
+  return 0;
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  struct xact *x = h->data;
+  (void)suggested;
+  *buf = uv_buf_init((char *)x->readbuf, sizeof x->readbuf);
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
+  struct xact *x = s->data;
+  if (x->done) return;
+  if (nread < 0) {
+    if (nread == UV_EOF) {
+      if (!x->framer.complete)
+        finish(x, dsipc__fail(x->st, DSIPC_ECLOSED, 0, "'%s' closed the connection after %zu bytes of the reply",
+                              x->what, x->framer.have));
+      else
+        finish(x, dsipc__fail(x->st, DSIPC_ECLOSED, 0,
+                              "'%s' closed the connection after %zu of %u bytes of the continuation", x->what,
+                              x->cont->len, x->cont_len));
+    } else {
+      finish(x, dsipc__fail(x->st, -ECONNRESET, 0, "reading from '%s': %s", x->what, uv_strerror((int)nread)));
+    }
+    return;
+  }
+  const uint8_t *p = (const uint8_t *)buf->base;
+  size_t n = (size_t)nread;
+  if (!x->framer.complete) {
+    long used = dsipc_framer_feed(&x->framer, p, n);
+    if (used < 0) {
+      finish(x, dsipc__fail(x->st, (int)used, 0, "bad reply from '%s': %s", x->what, dsipc_strerror((int)used)));
+      return;
+    }
+    p += used;
+    n -= (size_t)used;
+    if (!x->framer.complete) return;
+    int rc = on_reply(x);
+    if (rc || !x->cont) {
+      finish(x, rc);
+      return;
+    }
+  }
+  size_t want = x->cont_len - x->cont->len;
+  if (n > want) n = want; /* nothing is supposed to follow; ignore it rather than grow */
+  if (n && buf_append(x->cont, p, n)) {
+    finish(x, dsipc__fail(x->st, DSIPC_ENOMEM, 0, "out of memory"));
+    return;
+  }
+  if (x->cont->len == x->cont_len) finish(x, 0);
+}
+
+static void on_write(uv_write_t *w, int status) {
+  struct xact *x = w->data;
+  if (status < 0 && !x->done)
+    finish(x, dsipc__fail(x->st, -EPIPE, 0, "cannot send the request to '%s': %s", x->what, uv_strerror(status)));
+}
+
+static void start_exchange(struct xact *x) {
+  uv_buf_t b = uv_buf_init((char *)x->req->data, (unsigned)x->req->len);
+  x->write_req.data = x;
+  int rc = uv_write(&x->write_req, (uv_stream_t *)&x->pipe, &b, 1, on_write);
+  if (!rc) rc = uv_read_start((uv_stream_t *)&x->pipe, on_alloc, on_read);
+  if (rc) finish(x, dsipc__fail(x->st, -EPIPE, 0, "cannot talk to '%s': %s", x->what, uv_strerror(rc)));
+}
+
+static void on_connect(uv_connect_t *c, int status) {
+  struct xact *x = c->data;
+  if (x->done) return;
+  if (status < 0) {
+    const char *hint = status == UV_ECONNREFUSED ? " (the process has exited, or its runtime stopped listening)"
+                       : status == UV_EACCES    ? " (run as the process's user, or as root)"
+                                                 : "";
+    finish(x, dsipc__fail(x->st, status == UV_EACCES ? -EACCES : -ECONNREFUSED, 0, "cannot connect to '%s': %s%s",
+                          x->what, uv_strerror(status), hint));
+    return;
+  }
+  start_exchange(x);
+}
+
+static void on_timeout(uv_timer_t *t) {
+  struct xact *x = t->data;
+  finish(x, dsipc__fail(x->st, DSIPC_ETIMEDOUT, 0, "no answer from '%s' within %llu ms", x->what,
+                        (unsigned long long)x->timeout_ms));
+}
+
+static int xact_init(struct xact *x, const dsipc_buf *req, uint64_t timeout_ms, dsipc_buf *reply, dsipc_buf *cont,
+                     dsipc_status *st, const char *what) {
+  memset(x, 0, offsetof(struct xact, readbuf));
+  x->req = req;
+  x->reply = reply;
+  x->cont = cont;
+  x->timeout_ms = timeout_ms;
+  x->st = st;
+  x->what = what;
+  dsipc_framer_init(&x->framer);
+  if (uv_loop_init(&x->loop)) return dsipc__fail(st, DSIPC_ENOMEM, 0, "cannot create an event loop");
+  uv_pipe_init(&x->loop, &x->pipe, 0);
+  uv_timer_init(&x->loop, &x->timer);
+  x->pipe.data = x->timer.data = x;
+  x->connect_req.data = x;
+  uv_timer_start(&x->timer, on_timeout, timeout_ms, 0);
+  return 0;
+}
+
+static int xact_run(struct xact *x) {
+  while (!x->done && uv_run(&x->loop, UV_RUN_ONCE)) {}
+  if (!x->done) finish(x, dsipc__fail(x->st, DSIPC_ECLOSED, 0, "the exchange with '%s' ended early", x->what));
+  uv_close((uv_handle_t *)&x->pipe, NULL);
+  uv_close((uv_handle_t *)&x->timer, NULL);
+  uv_run(&x->loop, UV_RUN_DEFAULT);
+  uv_loop_close(&x->loop);
+  dsipc_framer_release(&x->framer);
+  if (x->rc == 0) dsipc__ok(x->st);
+  return x->rc;
+}
+
+/* sun_path holds 108 bytes; a path through /proc/PID/root/... can be longer. Connecting through
+ * /proc/self/fd/N of the opened directory keeps the address short without a chdir. */
+static int short_alias(const char *path, char *alias, size_t cap, int *dirfd) {
+  *dirfd = -1;
+  if (strlen(path) < sizeof(((struct sockaddr_un *)0)->sun_path)) {
+    snprintf(alias, cap, "%s", path);
+    return 0;
+  }
+  const char *slash = strrchr(path, '/');
+  if (!slash || slash == path) return -ENAMETOOLONG;
+  char dir[4096];
+  if ((size_t)(slash - path) >= sizeof dir) return -ENAMETOOLONG;
+  memcpy(dir, path, (size_t)(slash - path));
+  dir[slash - path] = '\0';
+  *dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (*dirfd < 0) return -errno;
+  int n = snprintf(alias, cap, "/proc/self/fd/%d/%s", *dirfd, slash + 1);
+  if (n < 0 || (size_t)n >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+    close(*dirfd);
+    *dirfd = -1;
+    return -ENAMETOOLONG;
+  }
+  return 0;
+}
+
+int dsipc_transact(const char *path, const dsipc_buf *req, uint64_t timeout_ms, dsipc_buf *reply, dsipc_buf *cont,
+                   dsipc_status *st) {
+  char alias[128];
+  int dirfd;
+  int rc = short_alias(path, alias, sizeof alias, &dirfd);
+  if (rc) return dsipc__fail(st, rc, 0, "cannot reach '%s': %s", path, strerror(-rc));
+  struct xact *x = dsipc__malloc(sizeof *x);
+  if (!x) {
+    if (dirfd >= 0) close(dirfd);
+    return dsipc__fail(st, DSIPC_ENOMEM, 0, "out of memory");
+  }
+  rc = xact_init(x, req, timeout_ms, reply, cont, st, path);
+  if (rc == 0) {
+    uv_pipe_connect(&x->connect_req, &x->pipe, alias, on_connect);
+    rc = xact_run(x);
+  }
+  dsipc__free(x);
+  if (dirfd >= 0) close(dirfd);
+  return rc;
+}
+
+int dsipc_transact_fd(int fd, const dsipc_buf *req, uint64_t timeout_ms, dsipc_buf *reply, dsipc_buf *cont,
+                      dsipc_status *st) {
+  struct xact *x = dsipc__malloc(sizeof *x);
+  if (!x) {
+    close(fd);
+    return dsipc__fail(st, DSIPC_ENOMEM, 0, "out of memory");
+  }
+  int rc = xact_init(x, req, timeout_ms, reply, cont, st, "the runtime's connection");
+  if (rc == 0) {
+    rc = uv_pipe_open(&x->pipe, fd);
+    if (rc) {
+      close(fd);
+      finish(x, dsipc__fail(st, -EBADF, 0, "cannot use the runtime's connection: %s", uv_strerror(rc)));
+    } else {
+      start_exchange(x);
+    }
+    rc = xact_run(x); /* closing the pipe closes fd */
+  } else {
+    close(fd);
+  }
+  dsipc__free(x);
+  return rc;
+}

@@ -1,0 +1,37 @@
+/* The subcommands of dntrace and what they share.
+ *
+ * Adding a subcommand:
+ *   1. write src/cmd-<name>.c exporting `int cmd_<name>(int argc, char **argv)`, with its option
+ *      table and a `usage_<name>[]` array (the first line is the SYNOPSIS of its man page);
+ *   2. add one row to `commands[]` in src/dntrace.c and declare both symbols below;
+ *   3. list the file in src/Makemodule.am;
+ *   4. write man/dntrace-<name>.1 (add it to dist_man1_MANS) and a README section;
+ *   5. add tests: the SYNOPSIS check in tests/test-cli.c covers the usage text automatically.
+ */
+#ifndef DNT_BUILTIN_H
+#define DNT_BUILTIN_H
+
+/* Exit codes that mean something to scripts (documented in dntrace(1)). */
+enum dnt_exit {
+  DNT_EXIT_OK = 0,
+  DNT_EXIT_FAILURE = 1, /* the operation failed (target refused, I/O error, ...) */
+  DNT_EXIT_USAGE = 2,   /* bad command line */
+  DNT_EXIT_NOTARGET = 3 /* no such process, not .NET, no permission, diagnostics disabled */
+};
+
+struct dnt_cmd {
+  const char *name;
+  int (*fn)(int argc, char **argv);
+  const char *const *usage; /* NULL-terminated; usage[0] is the synopsis, usage[1] the summary */
+};
+
+int cmd_ps(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+
+extern const char *const usage_ps[];
+extern const char *const usage_info[];
+
+/* Looks a subcommand up by name; NULL if there is none. */
+const struct dnt_cmd *dnt_find_cmd(const char *name);
+
+#endif

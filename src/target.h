@@ -1,0 +1,24 @@
+/* Choosing the process a command talks to: -p PID or -n NAME, resolved to a diagnostic socket. */
+#ifndef DNT_TARGET_H
+#define DNT_TARGET_H
+
+#include "dsipc.h"
+
+struct dnt_target {
+  int pid;              /* host pid */
+  char name[256];       /* process name as `ps` shows it */
+  dsipc_endpoint ep;    /* where its diagnostic socket is */
+};
+
+/* Fills t from a pid (>0) or a name (non-NULL). Prints one clear error line and returns an exit
+ * code (DNT_EXIT_NOTARGET, DNT_EXIT_USAGE) on failure, 0 on success. t: caller-owned. */
+int dnt_target_resolve(int pid, const char *name, struct dnt_target *t);
+
+/* The name shown for a process: the entry assembly for `dotnet app.dll`, else the executable's
+ * base name (not truncated like /proc/PID/comm). Writes into buf (caller-owned) and returns it. */
+const char *dnt_process_name(int pid, char *buf, size_t cap);
+
+/* Reads /proc/PID/cmdline as one space-joined string into buf; "" if unreadable. */
+const char *dnt_process_cmdline(int pid, char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,26 @@
+/* Runs the dntrace binary (or any program) as a child and captures what it prints. */
+#ifndef DNT_TEST_RUN_H
+#define DNT_TEST_RUN_H
+
+#include <stddef.h>
+
+struct dnt_run {
+  int status;      /* exit code, or 128+signal; -1 if it could not run or timed out */
+  double seconds;  /* wall time */
+  char *out;       /* stdout, NUL-terminated; owned by the struct, freed by dnt_run_free */
+  char *err;       /* stderr, likewise */
+};
+
+/* Runs argv (argv[0] is a path) with an optional extra environment (NULL-terminated
+ * "NAME=value" list, may be NULL), killing it after timeout_ms. Returns r->status. */
+int dnt_run_argv(struct dnt_run *r, char *const argv[], const char *const *env, int timeout_ms);
+
+/* Runs $DNT_BIN with the given arguments (NULL-terminated), 20 s timeout. */
+int dnt_run_dntrace(struct dnt_run *r, ...);
+
+void dnt_run_free(struct dnt_run *r);
+
+/* Path of the dntrace binary under test ($DNT_BIN, else ./dntrace). */
+const char *dnt_bin(void);
+
+#endif
