@@ -46,7 +46,7 @@ static void mapped_runtime_version(pid_t pid, char *out, size_t cap) {
 }
 
 static const char *expected_rid(void) {
-  struct utsname u;
+  static struct utsname u;
   uname(&u);
   if (strcmp(u.machine, "x86_64") == 0) return "linux-x64";
   if (strcmp(u.machine, "aarch64") == 0) return "linux-arm64";
@@ -120,30 +120,31 @@ Test(runtime, info_reports_command_line_rid_and_env, .timeout = 90) {
 
 /* A unique name for -n: a symlink to the apphost gets its own argv[0] and comm, while the
  * apphost still finds Sample.dll next to the file it resolves to. */
-static char *named_copy(const char *name) {
-  char *dir = strdup("/tmp/dnt-name-XXXXXX");
-  cr_assert(mkdtemp(dir));
-  char *link = NULL;
-  cr_assert(asprintf(&link, "%s/%s", dir, name) > 0);
-  cr_assert_eq(symlink(dnt_target_exe(), link), 0);
-  free(dir);
-  return link;
+struct named_copy {
+  char dir[64];
+  char link[128];
+};
+
+static void make_named_copy(struct named_copy *c, const char *name) {
+  snprintf(c->dir, sizeof c->dir, "/tmp/dnt-name-XXXXXX");
+  cr_assert(mkdtemp(c->dir));
+  snprintf(c->link, sizeof c->link, "%s/%s", c->dir, name);
+  cr_assert_eq(symlink(dnt_target_exe(), c->link), 0);
 }
 
-static void remove_named_copy(char *link) {
-  unlink(link);
-  *strrchr(link, '/') = '\0';
-  rmdir(link);
-  free(link);
+static void remove_named_copy(const struct named_copy *c) {
+  unlink(c->link);
+  rmdir(c->dir);
 }
 
 Test(runtime, info_by_name_and_ambiguous_name, .timeout = 120) {
   DNT_REQUIRE_TARGET();
   char name[32];
   snprintf(name, sizeof name, "SmpN%d", (int)getpid() % 100000);
-  char *link = named_copy(name);
+  struct named_copy copy;
+  make_named_copy(&copy, name);
   dnt_target a, b;
-  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .exe = link, .wait_socket = 1, .timeout_ms = 30000};
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .exe = copy.link, .wait_socket = 1, .timeout_ms = 30000};
   char err[512];
   cr_assert_eq(dnt_target_start(&a, &o, err, sizeof err), 0, "%s", err);
 
@@ -161,7 +162,7 @@ Test(runtime, info_by_name_and_ambiguous_name, .timeout = 120) {
   dnt_run_free(&r);
   dnt_target_stop(&b);
   dnt_target_stop(&a);
-  remove_named_copy(link);
+  remove_named_copy(&copy);
 }
 
 Test(runtime, found_in_a_private_mount_namespace, .timeout = 90) {

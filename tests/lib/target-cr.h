@@ -1,0 +1,24 @@
+/* Criterion glue for tests that need the sample .NET target. */
+#ifndef DNT_TEST_TARGET_CR_H
+#define DNT_TEST_TARGET_CR_H
+
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "target.h"
+
+/* Skips (with the reason) when no target can be started; under CI=true that is a failure, so a
+ * CI run can never pass by skipping the runtime tests. */
+#define DNT_REQUIRE_TARGET()                                                                       \
+  do {                                                                                             \
+    const char *why_ = dnt_target_unavailable();                                                   \
+    if (why_) {                                                                                    \
+      const char *ci_ = getenv("CI");                                                              \
+      if (ci_ && strcmp(ci_, "true") == 0)                                                         \
+        cr_assert_fail("needs a .NET runtime: %s (CI=true: a missing runtime is a failure)", why_);      \
+      cr_skip_test("needs a .NET runtime: %s", why_);                                              \
+    }                                                                                              \
+  } while (0)
+
+#endif

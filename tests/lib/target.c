@@ -1,0 +1,251 @@
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "target.h"
+
+const char *dnt_target_exe(void) {
+  static char path[4096];
+  const char *b = getenv("DNT_BUILDDIR");
+  snprintf(path, sizeof path, "%s/tests/targets/sample/out/Sample", b && *b ? b : ".");
+  return path;
+}
+
+const char *dnt_target_unavailable(void) {
+  if (access(dnt_target_exe(), X_OK) == 0) return NULL;
+  if (system("command -v dotnet >/dev/null 2>&1") != 0) return "dotnet (the .NET SDK) is not installed";
+  return "the sample target is not built (make sample-target)";
+}
+
+static long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+/* The single child of the unshare wrapper: the .NET process in its new PID namespace. */
+static pid_t child_of(pid_t parent) {
+  char path[64], buf[256];
+  snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)parent, (int)parent);
+  FILE *fp = fopen(path, "r");
+  if (!fp) return 0;
+  pid_t pid = 0;
+  if (fgets(buf, sizeof buf, fp)) pid = (pid_t)atoi(buf);
+  fclose(fp);
+  return pid;
+}
+
+static pid_t last_nspid(pid_t pid) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE *fp = fopen(path, "r");
+  if (!fp) return 0;
+  pid_t ns = 0;
+  while (fgets(line, sizeof line, fp)) {
+    if (strncmp(line, "NSpid:", 6) != 0) continue;
+    for (char *p = line + 6, *end;; p = end) {
+      long v = strtol(p, &end, 10);
+      if (end == p) break;
+      ns = (pid_t)v;
+    }
+  }
+  fclose(fp);
+  return ns;
+}
+
+/* The socket, looked for the simple way (not with dntrace's own discovery, which is under test):
+ * through /proc/PID/root so it works in every mode. */
+static int find_socket(dnt_target *t) {
+  char pattern[256];
+  snprintf(pattern, sizeof pattern, "/proc/%d/root/tmp/dotnet-diagnostic-%d-*-socket", (int)t->pid, (int)t->ns_pid);
+  glob_t g;
+  int found = 0;
+  if (glob(pattern, 0, NULL, &g) == 0 && g.gl_pathc > 0) {
+    const char *p = g.gl_pathv[g.gl_pathc - 1];
+    if (strcmp(p + strlen(p) - 7, "-socket") == 0) {
+      /* in the host's mount namespace the plain /tmp path is the one users see */
+      if (t->wrapper_pid == 0 || last_nspid(t->pid) == t->pid) {
+        const char *tmp = strstr(p, "/root/tmp/");
+        if (tmp && access(tmp + 5, F_OK) == 0)
+          snprintf(t->socket_path, sizeof t->socket_path, "%s", tmp + 5);
+        else
+          snprintf(t->socket_path, sizeof t->socket_path, "%s", p);
+      } else {
+        snprintf(t->socket_path, sizeof t->socket_path, "%s", p);
+      }
+      found = 1;
+    }
+  }
+  globfree(&g);
+  return found;
+}
+
+/* Reads the child's stdout until a line equal to `want`, or the deadline. */
+static int wait_line(int fd, const char *want, long deadline, char *first, size_t firstcap) {
+  char buf[4096];
+  size_t len = 0;
+  for (;;) {
+    char *nl;
+    while ((nl = memchr(buf, '\n', len)) != NULL) {
+      *nl = '\0';
+      if (first && !first[0]) snprintf(first, firstcap, "%.200s", buf);
+      int hit = strcmp(buf, want) == 0;
+      len -= (size_t)(nl + 1 - buf);
+      memmove(buf, nl + 1, len);
+      if (hit) return 0;
+    }
+    long left = deadline - now_ms();
+    if (left <= 0 || len == sizeof buf) return -1;
+    struct pollfd p = {fd, POLLIN, 0};
+    if (poll(&p, 1, (int)left) <= 0) continue;
+    ssize_t n = read(fd, buf + len, sizeof buf - len);
+    if (n <= 0) return -1;
+    len += (size_t)n;
+  }
+}
+
+static void kill_all(dnt_target *t) {
+  if (t->pid > 0) kill(t->pid, SIGKILL);
+  pid_t w = t->wrapper_pid ? t->wrapper_pid : t->pid;
+  if (w > 0) {
+    kill(w, SIGKILL);
+    waitpid(w, NULL, 0);
+  }
+  if (t->stdout_fd >= 0) close(t->stdout_fd);
+  t->stdout_fd = -1;
+  t->pid = t->wrapper_pid = 0;
+}
+
+int dnt_target_start(dnt_target *t, const dnt_target_opts *o, char *err, size_t errlen) {
+  memset(t, 0, sizeof *t);
+  t->stdout_fd = -1;
+  const char *exe = o->exe ? o->exe : dnt_target_exe();
+  int timeout = o->timeout_ms > 0 ? o->timeout_ms : 30000;
+  long deadline = now_ms() + timeout;
+
+  const char *argv[64];
+  int n = 0;
+  if (o->mode == DNT_TARGET_MOUNTNS_PRIVATE_TMP) {
+    /* --kill-child: the target dies with the wrapper, so a crashed test leaves nothing behind */
+    argv[n++] = "unshare";
+    argv[n++] = "-m";
+    argv[n++] = "--propagation";
+    argv[n++] = "private";
+    argv[n++] = "--fork";
+    argv[n++] = "--kill-child";
+    argv[n++] = "--";
+    argv[n++] = "/bin/sh";
+    argv[n++] = "-c";
+    argv[n++] = "mount -t tmpfs -o mode=1777 tmpfs /tmp && exec \"$0\" \"$@\"";
+  } else if (o->mode == DNT_TARGET_PIDNS) {
+    argv[n++] = "unshare";
+    argv[n++] = "-p";
+    argv[n++] = "-f";
+    argv[n++] = "--mount-proc";
+    argv[n++] = "--kill-child";
+    argv[n++] = "--";
+  }
+  argv[n++] = exe;
+  for (const char *const *a = o->args; a && *a && n < 62; a++) argv[n++] = *a;
+  argv[n] = NULL;
+
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) < 0) {
+    snprintf(err, errlen, "pipe: %s", strerror(errno));
+    return -1;
+  }
+  pid_t child = fork();
+  if (child < 0) {
+    snprintf(err, errlen, "fork: %s", strerror(errno));
+    close(out[0]);
+    close(out[1]);
+    return -1;
+  }
+  if (child == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    dup2(out[1], 1);
+    int devnull = open("/dev/null", O_RDWR);
+    if (devnull >= 0) dup2(devnull, 0);
+    for (const char *const *e = o->env; e && *e; e++) putenv((char *)*e);
+    if (o->mode == DNT_TARGET_PLAIN)
+      execv(argv[0], (char *const *)argv);
+    else
+      execvp(argv[0], (char *const *)argv);
+    fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+  }
+  close(out[1]);
+  t->stdout_fd = out[0];
+  if (o->mode == DNT_TARGET_PLAIN) {
+    t->pid = child;
+  } else {
+    t->wrapper_pid = child;
+    /* mount mode: unshare --fork -> sh which execs the target, so it is the wrapper's child too */
+    while (!(t->pid = child_of(child)) && now_ms() < deadline) usleep(10 * 1000);
+    if (!t->pid) {
+      snprintf(err, errlen, "the target did not start under unshare (is unshare permitted?)");
+      kill_all(t);
+      return -1;
+    }
+  }
+  char first[256] = "";
+  if (wait_line(t->stdout_fd, "ready", deadline, first, sizeof first) != 0) {
+    snprintf(err, errlen, "the target did not print 'ready' within %d ms (first line: '%s')", timeout, first);
+    kill_all(t);
+    return -1;
+  }
+  t->ns_pid = last_nspid(t->pid);
+  if (strncmp(first, "pid ", 4) != 0 || atoi(first + 4) != t->ns_pid) {
+    snprintf(err, errlen, "the target's first line is '%s', expected 'pid %d'", first, (int)t->ns_pid);
+    kill_all(t);
+    return -1;
+  }
+  if (o->wait_socket) {
+    while (!find_socket(t) && now_ms() < deadline) usleep(10 * 1000);
+    if (!t->socket_path[0]) {
+      snprintf(err, errlen, "no diagnostic socket for pid %d within %d ms", (int)t->pid, timeout);
+      kill_all(t);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+int dnt_target_wait(dnt_target *t, int timeout_ms) {
+  pid_t w = t->wrapper_pid ? t->wrapper_pid : t->pid;
+  long deadline = now_ms() + timeout_ms;
+  int st;
+  while (now_ms() < deadline) {
+    pid_t r = waitpid(w, &st, WNOHANG);
+    if (r == w) {
+      if (t->stdout_fd >= 0) close(t->stdout_fd);
+      t->stdout_fd = -1;
+      t->pid = t->wrapper_pid = 0;
+      return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    }
+    usleep(10 * 1000);
+  }
+  return -1;
+}
+
+int dnt_target_stop(dnt_target *t) {
+  if (!t->pid && !t->wrapper_pid) return -1;
+  kill(t->pid, SIGTERM);
+  int rc = dnt_target_wait(t, 5000);
+  if (rc < 0) {
+    kill_all(t);
+    return -1;
+  }
+  return rc;
+}

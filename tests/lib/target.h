@@ -1,0 +1,39 @@
+/* Starts the sample .NET target for a test: plainly, in a private mount namespace with its own
+ * /tmp, or in a new PID namespace, and waits until its diagnostic socket is there. */
+#ifndef DNT_TEST_TARGET_H
+#define DNT_TEST_TARGET_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+typedef enum { DNT_TARGET_PLAIN, DNT_TARGET_MOUNTNS_PRIVATE_TMP, DNT_TARGET_PIDNS } dnt_target_mode;
+
+typedef struct dnt_target_opts {
+  dnt_target_mode mode;
+  const char *exe;             /* the program to start; NULL for the sample's apphost */
+  const char *const *args;     /* extra arguments (NULL-terminated) or NULL */
+  const char *const *env;      /* extra "NAME=value" entries, or NULL */
+  int wait_socket;             /* 1: wait for the diagnostic socket; 0: only for the "ready" line */
+  int timeout_ms;              /* how long to wait for the start (0: 30 s) */
+} dnt_target_opts;
+
+typedef struct dnt_target {
+  pid_t pid;              /* host pid of the .NET process itself (not of a wrapper) */
+  pid_t ns_pid;           /* its pid inside its own PID namespace */
+  pid_t wrapper_pid;      /* the unshare wrapper to reap, or 0 */
+  char socket_path[4096]; /* its socket as reachable from here ("" when not waited for) */
+  int stdout_fd;          /* read end of its stdout (after "ready"), or -1 */
+} dnt_target;
+
+/* Path of the built apphost: $DNT_BUILDDIR/tests/targets/sample/out/Sample. */
+const char *dnt_target_exe(void);
+/* NULL when the sample can be started, else why not. */
+const char *dnt_target_unavailable(void);
+/* 0, or -1 with a reason in err. Nothing is left running on failure. */
+int dnt_target_start(dnt_target *t, const dnt_target_opts *o, char *err, size_t errlen);
+/* SIGTERM, a bounded wait, then SIGKILL; reaps everything. Returns the exit status or -1. */
+int dnt_target_stop(dnt_target *t);
+/* Waits up to timeout_ms for the target to exit on its own; returns its exit code, or -1. */
+int dnt_target_wait(dnt_target *t, int timeout_ms);
+
+#endif

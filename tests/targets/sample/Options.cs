@@ -1,0 +1,50 @@
+using System;
+using System.Globalization;
+
+namespace Sample
+{
+    // Command-line switches; each part of the workload can be turned off.
+    public sealed class Options
+    {
+        public const string Usage =
+            "usage: Sample [--seconds N] [--exit-code N] [--no-cpu] [--no-blocking] [--no-alloc]\n" +
+            "              [--no-exceptions] [--no-counters] [--event-rate N]\n" +
+            "  --seconds N      run N seconds, then exit (default: until killed or Ctrl+C)\n" +
+            "  --exit-code N    exit with N when done\n" +
+            "  --event-rate N   emit about N Sample-Load events per second (0: off; very high: as fast as possible)";
+
+        public double Seconds;
+        public int ExitCode;
+        public bool Cpu = true, Blocking = true, Alloc = true, Exceptions = true, Counters = true, Help;
+        public long EventRate;
+
+        public static Options Parse(string[] args)
+        {
+            var o = new Options();
+            for (int i = 0; i < args.Length; i++)
+            {
+                string a = args[i];
+                switch (a)
+                {
+                    case "--seconds": o.Seconds = double.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
+                    case "--exit-code": o.ExitCode = int.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
+                    case "--event-rate": o.EventRate = long.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
+                    case "--no-cpu": o.Cpu = false; break;
+                    case "--no-blocking": o.Blocking = false; break;
+                    case "--no-alloc": o.Alloc = false; break;
+                    case "--no-exceptions": o.Exceptions = false; break;
+                    case "--no-counters": o.Counters = false; break;
+                    case "--help": case "-h": o.Help = true; break;
+                    default: throw new ArgumentException("unknown argument '" + a + "'\n" + Usage);
+                }
+            }
+            return o;
+        }
+
+        private static string Value(string[] args, ref int i)
+        {
+            if (i + 1 >= args.Length) throw new ArgumentException("option '" + args[i] + "' needs a value");
+            return args[++i];
+        }
+    }
+}

@@ -1,0 +1,49 @@
+// The sample .NET target: a process with known hot paths, waits, allocations, exceptions,
+// counters and metrics, so every dntrace test and the demo know what they should find.
+using System;
+using System.Threading;
+
+namespace Sample
+{
+    public static class Program
+    {
+        public static int Main(string[] args)
+        {
+            Options opts;
+            try
+            {
+                opts = Options.Parse(args);
+            }
+            catch (ArgumentException e)
+            {
+                Console.Error.WriteLine("Sample: " + e.Message);
+                return 2;
+            }
+            if (opts.Help)
+            {
+                Console.WriteLine(Options.Usage);
+                return 0;
+            }
+
+            Console.WriteLine("pid " + Environment.ProcessId);
+            Console.Out.Flush();
+
+            using var stop = new CancellationTokenSource();
+            AppDomain.CurrentDomain.ProcessExit += (_, _) => stop.Cancel();
+            Console.CancelKeyPress += (_, e) => { e.Cancel = true; stop.Cancel(); };
+
+            var workers = new Workers(opts, stop.Token);
+            workers.Start();
+            Console.WriteLine("ready");
+            Console.Out.Flush();
+
+            if (opts.Seconds > 0)
+                stop.Token.WaitHandle.WaitOne(TimeSpan.FromSeconds(opts.Seconds));
+            else
+                stop.Token.WaitHandle.WaitOne();
+            stop.Cancel();
+            workers.Join();
+            return opts.ExitCode;
+        }
+    }
+}
