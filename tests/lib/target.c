@@ -199,9 +199,24 @@ int dnt_target_start(dnt_target *t, const dnt_target_opts *o, char *err, size_t 
       return -1;
     }
   }
+  t->ns_pid = last_nspid(t->pid);
+  if (o->no_wait) return 0;
+  if (dnt_target_wait_ready(t, (int)(deadline - now_ms()), err, errlen) != 0) return -1;
+  if (o->wait_socket) {
+    while (!find_socket(t) && now_ms() < deadline) usleep(10 * 1000);
+    if (!t->socket_path[0]) {
+      snprintf(err, errlen, "no diagnostic socket for pid %d within %d ms", (int)t->pid, timeout);
+      kill_all(t);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+int dnt_target_wait_ready(dnt_target *t, int timeout_ms, char *err, size_t errlen) {
   char first[256] = "";
-  if (wait_line(t->stdout_fd, "ready", deadline, first, sizeof first) != 0) {
-    snprintf(err, errlen, "the target did not print 'ready' within %d ms (first line: '%s')", timeout, first);
+  if (wait_line(t->stdout_fd, "ready", now_ms() + timeout_ms, first, sizeof first) != 0) {
+    snprintf(err, errlen, "the target did not print 'ready' within %d ms (first line: '%s')", timeout_ms, first);
     kill_all(t);
     return -1;
   }
@@ -210,14 +225,6 @@ int dnt_target_start(dnt_target *t, const dnt_target_opts *o, char *err, size_t 
     snprintf(err, errlen, "the target's first line is '%s', expected 'pid %d'", first, (int)t->ns_pid);
     kill_all(t);
     return -1;
-  }
-  if (o->wait_socket) {
-    while (!find_socket(t) && now_ms() < deadline) usleep(10 * 1000);
-    if (!t->socket_path[0]) {
-      snprintf(err, errlen, "no diagnostic socket for pid %d within %d ms", (int)t->pid, timeout);
-      kill_all(t);
-      return -1;
-    }
   }
   return 0;
 }

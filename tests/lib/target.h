@@ -15,6 +15,8 @@ typedef struct dnt_target_opts {
   const char *const *env;      /* extra "NAME=value" entries, or NULL */
   int wait_socket;             /* 1: wait for the diagnostic socket; 0: only for the "ready" line */
   int timeout_ms;              /* how long to wait for the start (0: 30 s) */
+  int no_wait;                 /* 1: return once started (for a runtime suspended at startup);
+                                  dnt_target_wait_ready() waits for it later */
 } dnt_target_opts;
 
 typedef struct dnt_target {
@@ -31,6 +33,8 @@ const char *dnt_target_exe(void);
 const char *dnt_target_unavailable(void);
 /* 0, or -1 with a reason in err. Nothing is left running on failure. */
 int dnt_target_start(dnt_target *t, const dnt_target_opts *o, char *err, size_t errlen);
+/* After no_wait: waits for the "ready" line. 0, or -1 with a reason in err. */
+int dnt_target_wait_ready(dnt_target *t, int timeout_ms, char *err, size_t errlen);
 /* SIGTERM, a bounded wait, then SIGKILL; reaps everything. Returns the exit status or -1. */
 int dnt_target_stop(dnt_target *t);
 /* Waits up to timeout_ms for the target to exit on its own; returns its exit code, or -1. */
