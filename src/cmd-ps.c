@@ -129,7 +129,7 @@ int cmd_ps(int argc, char **argv) {
     dnt_error("cannot list processes: %s", dsipc_strerror(rc));
     return DNT_EXIT_FAILURE;
   }
-  qsort(l.rows, l.count, sizeof *l.rows, by_pid);
+  if (l.count) qsort(l.rows, l.count, sizeof *l.rows, by_pid);
   if (json)
     print_json(&l);
   else
