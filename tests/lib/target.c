@@ -149,8 +149,8 @@ int dnt_target_start(dnt_target *t, const dnt_target_opts *o, char *err, size_t 
     argv[n++] = "-c";
     /* A fresh tmpfs hides the host's /tmp; when the program itself lives under /tmp (a CI
      * clone there), its directory is bound back in from the old /tmp, held open on fd 3. */
-    argv[n++] = "exec 3</tmp && mount -t tmpfs -o mode=1777 tmpfs /tmp || exit 97; "
-                "d=$(dirname \"$(realpath \"$0\")\"); "
+    argv[n++] = "d=$(dirname \"$(realpath \"$0\")\") && exec 3</tmp && "
+                "mount -t tmpfs -o mode=1777 tmpfs /tmp || exit 97; "
                 "case \"$d\" in /tmp/*) mkdir -p \"$d\" && mount --bind \"/proc/self/fd/3/${d#/tmp/}\" \"$d\" || exit 98;; esac; "
                 "exec 3<&-; exec \"$0\" \"$@\"";
   } else if (o->mode == DNT_TARGET_PIDNS) {
