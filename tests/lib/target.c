@@ -151,7 +151,7 @@ int dnt_target_start(dnt_target *t, const dnt_target_opts *o, char *err, size_t 
      * clone there), its directory is bound back in from the old /tmp, held open on fd 3. */
     argv[n++] = "d=$(dirname \"$(realpath \"$0\")\") && exec 3</tmp && "
                 "mount -t tmpfs -o mode=1777 tmpfs /tmp || exit 97; "
-                "case \"$d\" in /tmp/*) mkdir -p \"$d\" && mount --bind \"/proc/self/fd/3/${d#/tmp/}\" \"$d\" || exit 98;; esac; "
+                "case \"$d\" in /tmp/*) mkdir -p \"$d\" && mount --no-canonicalize --bind \"/proc/self/fd/3/${d#/tmp/}\" \"$d\" || exit 98;; esac; "
                 "exec 3<&-; exec \"$0\" \"$@\"";
   } else if (o->mode == DNT_TARGET_PIDNS) {
     argv[n++] = "unshare";

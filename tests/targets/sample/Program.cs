@@ -28,7 +28,8 @@ namespace Sample
             Console.WriteLine("pid " + Environment.ProcessId);
             Console.Out.Flush();
 
-            using var stop = new CancellationTokenSource();
+            // never disposed: ProcessExit may still cancel it while Main returns
+            var stop = new CancellationTokenSource();
             AppDomain.CurrentDomain.ProcessExit += (_, _) => stop.Cancel();
             Console.CancelKeyPress += (_, e) => { e.Cancel = true; stop.Cancel(); };
 
