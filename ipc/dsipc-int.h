@@ -54,6 +54,10 @@ int dsipc__r_string(struct dsipc__reader *r, char **out);
 int dsipc__utf8_to_utf16(const char *s, uint16_t **out, size_t *units);
 int dsipc__utf16le_to_utf8(const uint8_t *p, size_t units, char **out);
 
+/* A connectable address for path: itself, or /proc/self/fd/N/<name> when path is longer than
+ * sun_path (*dirfd then holds N, to close after connecting). */
+int dsipc__short_alias(const char *path, char *alias, size_t cap, int *dirfd);
+
 /* Largest string we accept from a runtime, in UTF-16 units (a command line can be long). */
 #define DSIPC__MAX_STRING_UNITS (1u << 20)
 

@@ -222,6 +222,32 @@ int dsipc_set_env(const char *path, const char *name, const char *value, uint64_
 int dsipc_perfmap_enable(const char *path, uint32_t perfmap_type, uint64_t timeout_ms, dsipc_status *st);
 int dsipc_perfmap_disable(const char *path, uint64_t timeout_ms, dsipc_status *st);
 
+/* ---- Streaming: a reply followed by a continuation of unknown length (EventPipe) ---- */
+
+struct uv_loop_s;
+typedef struct dsipc_stream dsipc_stream;
+typedef struct dsipc_stream_cb {
+  /* The reply arrived. st->code is 0 for OK (payload holds its payload, e.g. the session id),
+   * else an error and on_end follows. payload is valid only during the call. */
+  void (*on_reply)(void *ud, const dsipc_status *st, const uint8_t *payload, size_t n);
+  /* Continuation bytes, as they arrive; valid only during the call (copy or write them). */
+  void (*on_data)(void *ud, const uint8_t *p, size_t n);
+  /* The stream is over: code 0 when the peer closed it after the reply, else the error. The
+   * stream must still be freed with dsipc_stream_close. */
+  void (*on_end)(void *ud, const dsipc_status *st);
+} dsipc_stream_cb;
+
+/* Connects to path (or, when fd >= 0, uses that connection, taking ownership of it) on the
+ * caller's loop, sends req (copied) and delivers the reply and the continuation through cb.
+ * reply_timeout_ms covers connecting and the reply, not the continuation. On 0, *out is the
+ * stream (free with dsipc_stream_close); on error no callback will be called. */
+int dsipc_stream_open(struct uv_loop_s *loop, const char *path, int fd, const dsipc_buf *req,
+                      uint64_t reply_timeout_ms, const dsipc_stream_cb *cb, void *ud, dsipc_stream **out,
+                      dsipc_status *st);
+/* Stops reading and releases the stream once libuv has closed its handles; no callback is called
+ * after this. Safe from inside a callback and on NULL. */
+void dsipc_stream_close(dsipc_stream *s);
+
 /* ---- Reverse direction: the runtime connects to us (DOTNET_DiagnosticPorts=<path>,connect) ---- */
 
 /* A listening socket in a fresh private directory (0700) with the socket itself 0600.

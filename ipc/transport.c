@@ -185,7 +185,7 @@ static int xact_run(struct xact *x) {
 
 /* sun_path holds 108 bytes; a path through /proc/PID/root/... can be longer. Connecting through
  * /proc/self/fd/N of the opened directory keeps the address short without a chdir. */
-static int short_alias(const char *path, char *alias, size_t cap, int *dirfd) {
+int dsipc__short_alias(const char *path, char *alias, size_t cap, int *dirfd) {
   *dirfd = -1;
   if (strlen(path) < sizeof(((struct sockaddr_un *)0)->sun_path)) {
     snprintf(alias, cap, "%s", path);
@@ -212,7 +212,7 @@ int dsipc_transact(const char *path, const dsipc_buf *req, uint64_t timeout_ms, 
                    dsipc_status *st) {
   char alias[128];
   int dirfd;
-  int rc = short_alias(path, alias, sizeof alias, &dirfd);
+  int rc = dsipc__short_alias(path, alias, sizeof alias, &dirfd);
   if (rc) return dsipc__fail(st, rc, 0, "cannot reach '%s': %s", path, strerror(-rc));
   struct xact *x = dsipc__malloc(sizeof *x);
   if (!x) {

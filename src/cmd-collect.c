@@ -1,0 +1,534 @@
+/* dntrace collect: an EventPipe session streamed to a .nettrace file, as dotnet-trace collect.
+ *
+ * The stream goes to the file as libuv reads it, so memory stays flat however long the session.
+ * Stopping (Enter, Ctrl+C, --duration) sends StopTracing on a second connection and keeps
+ * reading until the runtime has written its rundown and closed the stream; a second Ctrl+C
+ * abandons the rundown but keeps every byte already received. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "builtin.h"
+#include "dsipc.h"
+#include "providers.h"
+#include "target.h"
+#include "util.h"
+
+const char *const usage_collect[] = {
+    "dntrace collect (-p PID | -n NAME) [-o FILE] [--providers LIST] [--profile LIST] [--duration TIME]",
+    "Record an EventPipe trace of a .NET process into a .nettrace file",
+    "    -p, --process-id PID     the process, by pid as seen from here",
+    "    -n, --name NAME          the process, by name (an error if several match)",
+    "    -o, --output FILE        where to write (default: <app>_<yyyyMMdd>_<HHmmss>.nettrace)",
+    "    --providers LIST         Name[:[Keywords][:[Level][:[Args]]]], comma-separated",
+    "    --profile LIST           named provider sets, comma-separated (see --list-profiles)",
+    "    --clrevents LIST         runtime keywords by name, '+'-separated (gc+jit+loader...)",
+    "    --clreventlevel LEVEL    level for --clrevents (number or name; default informational)",
+    "    --buffersize MB          the runtime's session buffer (default 256)",
+    "    --duration TIME          stop after dd:hh:mm:ss, or a number with s, m or h (30s, 5m)",
+    "    --rundown BOOL           method and module rundown at the end (default true)",
+    "    --rundown-keyword HEX    a custom rundown keyword (runtime 9 and later)",
+    "    --format FORMAT          nettrace (the only one so far)",
+    "    --list-profiles          print the profiles and exit",
+    "    -h, --help               show this help",
+    NULL,
+};
+
+#define REPLY_TIMEOUT_MS 10000
+#define DEFAULT_BUFFER_MB 256
+
+struct collect {
+  uv_loop_t *loop;
+  struct dnt_target target;
+  const char *output;
+  int out_fd;
+  uint64_t bytes;
+  uint8_t tail[2];           /* the last two bytes: 06 01 ends a complete nettrace stream */
+  int write_failed;
+  char write_error[300];
+  dsipc_stream *session, *stopper;
+  uint64_t session_id;
+  int replied, reply_code, unknown_command;
+  char reply_msg[320];
+  int ended, stopping, abandoned, end_code;
+  char end_msg[320];
+  uint64_t start_ms, duration_ms;
+  int tty;
+  uv_signal_t sigint, sigterm;
+  uv_timer_t ticker;
+  uv_poll_t stdin_poll;
+  int stdin_polling;
+};
+
+static uint64_t now_ms(void) { return uv_hrtime() / 1000000u; }
+
+static void status_line(struct collect *c, int final) {
+  if (!c->tty) return;
+  uint64_t s = (now_ms() - c->start_ms) / 1000;
+  double mb = (double)c->bytes / (1024.0 * 1024.0);
+  printf("\r[%02llu:%02llu:%02llu:%02llu]\tRecording trace %.1f MB   %s", (unsigned long long)(s / 86400),
+         (unsigned long long)(s / 3600 % 24), (unsigned long long)(s / 60 % 60), (unsigned long long)(s % 60), mb,
+         final ? "\n" : "");
+  fflush(stdout);
+}
+
+/* ---- the session stream ---- */
+
+static void on_session_reply(void *ud, const dsipc_status *st, const uint8_t *payload, size_t n) {
+  struct collect *c = ud;
+  c->replied = 1;
+  c->reply_code = st->code;
+  c->unknown_command = st->code == DSIPC_EUNKNOWNCMD;
+  snprintf(c->reply_msg, sizeof c->reply_msg, "%s", st->msg);
+  if (st->code == 0 && dsipc_decode_session_id(payload, n, &c->session_id) != 0) {
+    c->reply_code = DSIPC_EPROTO;
+    snprintf(c->reply_msg, sizeof c->reply_msg, "the runtime's reply has no session id");
+  }
+}
+
+static void stop_session(struct collect *c, const char *why);
+
+static void on_session_data(void *ud, const uint8_t *p, size_t n) {
+  struct collect *c = ud;
+  if (c->write_failed) return;
+  uv_fs_t req;
+  uv_buf_t b = uv_buf_init((char *)p, (unsigned)n);
+  size_t done = 0;
+  while (done < n) {
+    b = uv_buf_init((char *)p + done, (unsigned)(n - done));
+    int w = uv_fs_write(c->loop, &req, c->out_fd, &b, 1, -1, NULL); /* no callback: synchronous */
+    uv_fs_req_cleanup(&req);
+    if (w < 0) {
+      c->write_failed = 1;
+      snprintf(c->write_error, sizeof c->write_error, "cannot write '%s': %s", c->output, strerror(-w));
+      stop_session(c, NULL);
+      return;
+    }
+    done += (size_t)w;
+  }
+  if (n >= 2) {
+    c->tail[0] = p[n - 2];
+    c->tail[1] = p[n - 1];
+  } else if (n == 1) {
+    c->tail[0] = c->tail[1];
+    c->tail[1] = p[0];
+  }
+  c->bytes += n;
+}
+
+static void close_everything(struct collect *c) {
+  uv_close((uv_handle_t *)&c->sigint, NULL);
+  uv_close((uv_handle_t *)&c->sigterm, NULL);
+  uv_close((uv_handle_t *)&c->ticker, NULL);
+  if (c->stdin_polling) uv_close((uv_handle_t *)&c->stdin_poll, NULL);
+  dsipc_stream_close(c->session);
+  dsipc_stream_close(c->stopper);
+  c->session = c->stopper = NULL;
+}
+
+static void on_session_end(void *ud, const dsipc_status *st) {
+  struct collect *c = ud;
+  c->ended = 1;
+  c->end_code = st->code;
+  snprintf(c->end_msg, sizeof c->end_msg, "%s", st->msg);
+  close_everything(c);
+}
+
+/* ---- stopping ---- */
+
+static void on_stop_reply(void *ud, const dsipc_status *st, const uint8_t *payload, size_t n) {
+  struct collect *c = ud;
+  (void)payload, (void)n;
+  if (st->code) dnt_warning("StopTracing: %s", st->msg);
+  (void)c;
+}
+
+static void on_stop_end(void *ud, const dsipc_status *st) {
+  (void)ud, (void)st; /* the session stream's end is what counts */
+}
+
+static void stop_session(struct collect *c, const char *why) {
+  if (c->stopping || c->ended) return;
+  c->stopping = 1;
+  if (why) {
+    status_line(c, 1);
+    printf("%s\n", why);
+    fflush(stdout);
+  }
+  dsipc_buf req;
+  dsipc_buf_init(&req);
+  dsipc_status st;
+  static const dsipc_stream_cb cb = {on_stop_reply, NULL, on_stop_end};
+  if (dsipc_encode_stop_tracing(&req, c->session_id) != 0 ||
+      dsipc_stream_open(c->loop, c->target.ep.path, -1, &req, REPLY_TIMEOUT_MS, &cb, c, &c->stopper, &st) != 0) {
+    dnt_warning("cannot send StopTracing: %s; closing the session", st.msg);
+    dsipc_stream_close(c->session);
+    c->session = NULL;
+    c->ended = 1;
+    c->abandoned = 1;
+    close_everything(c);
+  }
+  dsipc_buf_release(&req);
+}
+
+static void on_signal(uv_signal_t *h, int signum) {
+  struct collect *c = h->data;
+  (void)signum;
+  if (!c->stopping) {
+    stop_session(c, "Stopping the trace. The runtime now writes its rundown; Ctrl+C again abandons it.");
+    return;
+  }
+  /* a second Ctrl+C: keep what we have and go */
+  c->abandoned = 1;
+  c->ended = 1;
+  close_everything(c);
+}
+
+static void on_tick(uv_timer_t *t) {
+  struct collect *c = t->data;
+  status_line(c, 0);
+  if (c->duration_ms && !c->stopping && now_ms() - c->start_ms >= c->duration_ms)
+    stop_session(c, "Duration reached: stopping the trace.");
+}
+
+static void on_stdin(uv_poll_t *p, int status, int events) {
+  struct collect *c = p->data;
+  (void)events;
+  char buf[256];
+  ssize_t n = status < 0 ? 0 : read(0, buf, sizeof buf);
+  if (n <= 0) { /* closed or unreadable: stop watching, Ctrl+C still works */
+    uv_poll_stop(p);
+    return;
+  }
+  if (memchr(buf, '\n', (size_t)n)) stop_session(c, "Stopping the trace (Enter). The runtime now writes its rundown.");
+}
+
+/* ---- setup ---- */
+
+/* dd:hh:mm:ss (dotnet-trace's TimeSpan) or N with s, m, h suffix; 0 on error. */
+static uint64_t parse_duration(const char *s) {
+  unsigned long long f[4];
+  char tail;
+  int n = sscanf(s, "%llu:%llu:%llu:%llu%c", &f[0], &f[1], &f[2], &f[3], &tail);
+  if (n == 4 && f[1] < 24 && f[2] < 60 && f[3] < 60) return ((f[0] * 24 + f[1]) * 3600 + f[2] * 60 + f[3]) * 1000;
+  n = sscanf(s, "%llu:%llu:%llu%c", &f[0], &f[1], &f[2], &tail);
+  if (n == 3 && f[1] < 60 && f[2] < 60) return (f[0] * 3600 + f[1] * 60 + f[2]) * 1000;
+  char *end;
+  double v = strtod(s, &end);
+  if (end == s || v <= 0) return 0;
+  double mult = strcmp(end, "s") == 0 || *end == '\0' ? 1 : strcmp(end, "m") == 0 ? 60 : strcmp(end, "h") == 0 ? 3600 : -1;
+  if (mult < 0) return 0;
+  return (uint64_t)(v * mult * 1000);
+}
+
+/* Opens the output without following a symlink; an existing file is only replaced when it is a
+ * regular file of ours. */
+static int open_output(const char *path) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd >= 0 || errno != EEXIST) return fd;
+  struct stat st;
+  if (lstat(path, &st) < 0) return -1;
+  if (!S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+    errno = EEXIST;
+    return -1;
+  }
+  return open(path, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
+}
+
+static char *default_output(const char *app) {
+  time_t t = time(NULL);
+  struct tm tm;
+  localtime_r(&t, &tm);
+  char stamp[32];
+  strftime(stamp, sizeof stamp, "%Y%m%d_%H%M%S", &tm);
+  size_t n = strlen(app) + strlen(stamp) + 16;
+  char *out = dnt_xmalloc(n);
+  snprintf(out, n, "%s_%s.nettrace", app, stamp);
+  return out;
+}
+
+/* The oldest CollectTracing that can say what was asked (as dotnet-trace picks it): 2 for the
+ * default rundown on/off, 4 for a custom rundown keyword. */
+static int pick_version(int custom_rundown) { return custom_rundown ? 4 : 2; }
+
+static int start_session(struct collect *c, int version, const dsipc_session_config *cfg) {
+  dsipc_buf req;
+  dsipc_buf_init(&req);
+  dsipc_status st;
+  static const dsipc_stream_cb cb = {on_session_reply, on_session_data, on_session_end};
+  int rc = dsipc_encode_collect_tracing(&req, version, cfg);
+  if (rc) {
+    dnt_error("cannot encode the session request: %s", dsipc_strerror(rc));
+    dsipc_buf_release(&req);
+    return rc;
+  }
+  c->replied = c->ended = 0;
+  rc = dsipc_stream_open(c->loop, c->target.ep.path, -1, &req, REPLY_TIMEOUT_MS, &cb, c, &c->session, &st);
+  dsipc_buf_release(&req);
+  if (rc) {
+    dnt_error("process %d: %s", c->target.pid, st.msg);
+    return rc;
+  }
+  while (!c->replied && uv_run(c->loop, UV_RUN_ONCE)) {}
+  if (c->reply_code) {
+    dsipc_stream_close(c->session);
+    c->session = NULL;
+    while (uv_run(c->loop, UV_RUN_NOWAIT)) {}
+  }
+  return c->reply_code;
+}
+
+int cmd_collect(int argc, char **argv) {
+  enum {
+    OPT_PROVIDERS = 1000, OPT_PROFILE, OPT_CLREVENTS, OPT_CLRLEVEL, OPT_BUFFERSIZE, OPT_DURATION, OPT_RUNDOWN,
+    OPT_RUNDOWN_KEYWORD, OPT_FORMAT, OPT_LIST_PROFILES
+  };
+  static const struct option opts[] = {
+      {"process-id", required_argument, NULL, 'p'},
+      {"name", required_argument, NULL, 'n'},
+      {"output", required_argument, NULL, 'o'},
+      {"providers", required_argument, NULL, OPT_PROVIDERS},
+      {"profile", required_argument, NULL, OPT_PROFILE},
+      {"clrevents", required_argument, NULL, OPT_CLREVENTS},
+      {"clreventlevel", required_argument, NULL, OPT_CLRLEVEL},
+      {"buffersize", required_argument, NULL, OPT_BUFFERSIZE},
+      {"duration", required_argument, NULL, OPT_DURATION},
+      {"rundown", required_argument, NULL, OPT_RUNDOWN},
+      {"rundown-keyword", required_argument, NULL, OPT_RUNDOWN_KEYWORD},
+      {"format", required_argument, NULL, OPT_FORMAT},
+      {"list-profiles", no_argument, NULL, OPT_LIST_PROFILES},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0},
+  };
+  char shortopts[64], err[512];
+  dnt_shortopts(opts, shortopts, sizeof shortopts);
+  int pid = 0, c_opt, rc = DNT_EXIT_USAGE, rundown = 1, custom_rundown = 0, clr_level = 4;
+  uint64_t rundown_keyword = DSIPC_DEFAULT_RUNDOWN_KEYWORD, duration_ms = 0;
+  uint32_t buffer_mb = DEFAULT_BUFFER_MB;
+  const char *name = NULL, *output = NULL, *profiles = NULL, *clrevents = NULL;
+  char *default_out = NULL;
+  struct dnt_providers providers = {0};
+  struct collect c;
+  memset(&c, 0, sizeof c);
+  c.out_fd = -1;
+
+  optind = 1;
+  while ((c_opt = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
+    switch (c_opt) {
+    case 'p':
+      if ((pid = dnt_parse_pid(optarg)) < 0) {
+        dnt_error("'%s' is not a process id", optarg);
+        goto out;
+      }
+      break;
+    case 'n': name = optarg; break;
+    case 'o': output = optarg; break;
+    case OPT_PROVIDERS:
+      if (dnt_providers_parse(&providers, optarg, err, sizeof err) < 0) {
+        dnt_error("--providers: %s", err);
+        goto out;
+      }
+      break;
+    case OPT_PROFILE: profiles = optarg; break;
+    case OPT_CLREVENTS: clrevents = optarg; break;
+    case OPT_CLRLEVEL:
+      if ((clr_level = dnt_parse_level(optarg)) < 0) {
+        dnt_error("--clreventlevel: '%s' is not 0-5 or a level name", optarg);
+        goto out;
+      }
+      break;
+    case OPT_BUFFERSIZE: {
+      char *end;
+      long v = strtol(optarg, &end, 10);
+      if (*end || v <= 0 || v > 4096) {
+        dnt_error("--buffersize: '%s' is not a size in MB between 1 and 4096", optarg);
+        goto out;
+      }
+      buffer_mb = (uint32_t)v;
+      break;
+    }
+    case OPT_DURATION:
+      if (!(duration_ms = parse_duration(optarg))) {
+        dnt_error("--duration: '%s' is not dd:hh:mm:ss or a number with s, m or h", optarg);
+        goto out;
+      }
+      break;
+    case OPT_RUNDOWN:
+      if (strcasecmp(optarg, "true") == 0 || strcmp(optarg, "1") == 0 || strcasecmp(optarg, "on") == 0)
+        rundown = 1;
+      else if (strcasecmp(optarg, "false") == 0 || strcmp(optarg, "0") == 0 || strcasecmp(optarg, "off") == 0)
+        rundown = 0;
+      else {
+        dnt_error("--rundown: '%s' is not true or false", optarg);
+        goto out;
+      }
+      break;
+    case OPT_RUNDOWN_KEYWORD: {
+      char *end;
+      const char *k = strncasecmp(optarg, "0x", 2) == 0 ? optarg + 2 : optarg;
+      errno = 0;
+      rundown_keyword = strtoull(k, &end, 16);
+      if (!*k || *end || errno) {
+        dnt_error("--rundown-keyword: '%s' is not a hex number", optarg);
+        goto out;
+      }
+      custom_rundown = 1;
+      break;
+    }
+    case OPT_FORMAT:
+      if (strcasecmp(optarg, "nettrace") != 0) {
+        dnt_error("--format: '%s' is not supported yet (only nettrace; speedscope and chromium come with "
+                  "'dntrace convert')", optarg);
+        goto out;
+      }
+      break;
+    case OPT_LIST_PROFILES: dnt_profiles_print(stdout); rc = 0; goto out;
+    case 'h': dnt_print_usage(stdout, usage_collect); rc = 0; goto out;
+    default: rc = dnt_usage_error("collect", c_opt, optopt, argv); goto out;
+    }
+  }
+  if (optind < argc) {
+    dnt_error("unexpected argument '%s'", argv[optind]);
+    goto out;
+  }
+  if ((pid > 0) == (name != NULL)) {
+    dnt_error("name the process with exactly one of -p PID or -n NAME");
+    goto out;
+  }
+  if (profiles && dnt_providers_add_profiles(&providers, profiles, err, sizeof err) < 0) {
+    dnt_error("--profile: %s", err);
+    goto out;
+  }
+  if (clrevents) {
+    int ignored;
+    if (dnt_providers_add_clrevents(&providers, clrevents, (uint32_t)clr_level, &ignored, err, sizeof err) < 0) {
+      dnt_error("--clrevents: %s", err);
+      goto out;
+    }
+    if (ignored) dnt_warning("--clrevents is ignored: %s is already enabled by --providers or --profile", DNT_RUNTIME_PROVIDER);
+  }
+  if (providers.n == 0) {
+    printf("No providers were given: using the profiles dotnet-common + dotnet-sampled-thread-time.\n");
+    dnt_providers_add_profiles(&providers, "dotnet-common,dotnet-sampled-thread-time", err, sizeof err);
+  }
+  if (!custom_rundown && providers.has_rundown_keyword) {
+    rundown_keyword = providers.rundown_keyword;
+    custom_rundown = 1;
+  }
+  if (!rundown) {
+    rundown_keyword = 0;
+    custom_rundown = 0;
+  }
+
+  rc = dnt_target_resolve(pid, name, &c.target);
+  if (rc) goto out;
+  rc = DNT_EXIT_FAILURE;
+  if (!output) output = default_out = default_output(c.target.name);
+  c.output = output;
+  c.out_fd = open_output(output);
+  if (c.out_fd < 0) {
+    dnt_error(errno == EEXIST ? "cannot write '%s': it exists and is not a regular file of yours"
+                              : "cannot write '%s': %s", output, strerror(errno));
+    goto out;
+  }
+
+  dsipc_provider *wire = dnt_xmalloc(providers.n * sizeof *wire);
+  for (size_t i = 0; i < providers.n; i++)
+    wire[i] = (dsipc_provider){.name = providers.v[i].name, .keywords = providers.v[i].keywords,
+                               .level = providers.v[i].level, .args = providers.v[i].args};
+  dsipc_session_config cfg = {.buffer_mb = buffer_mb, .format = 1, .request_rundown = rundown,
+                              .rundown_keyword = rundown_keyword, .request_stackwalk = 1,
+                              .providers = wire, .n_providers = providers.n};
+
+  dnt_providers_print(stdout, &providers);
+  printf("Process        : %d (%s)\n", c.target.pid, c.target.name);
+  printf("Output File    : %s\n", output);
+  if (duration_ms) printf("Trace Duration : %llu s\n", (unsigned long long)(duration_ms / 1000));
+  fflush(stdout);
+
+  c.loop = uv_default_loop();
+  c.tty = isatty(1);
+  c.duration_ms = duration_ms;
+  int version = pick_version(custom_rundown);
+  int src = start_session(&c, version, &cfg);
+  if (src == DSIPC_EUNKNOWNCMD && version > 2) {
+    /* an older runtime: the custom rundown keyword cannot be expressed, take the default one */
+    dnt_warning("this runtime does not take a custom rundown keyword; using the default rundown");
+    src = start_session(&c, 2, &cfg);
+  }
+  if (src == DSIPC_EUNKNOWNCMD) src = start_session(&c, 1, &cfg);
+  free(wire);
+  if (src) {
+    dnt_error("process %d refused the session: %s", c.target.pid, c.reply_msg);
+    close(c.out_fd);
+    c.out_fd = -1;
+    unlink(output); /* nothing was written: leave no empty file behind */
+    goto out;
+  }
+
+  c.start_ms = now_ms();
+  uv_signal_init(c.loop, &c.sigint);
+  uv_signal_init(c.loop, &c.sigterm);
+  c.sigint.data = c.sigterm.data = &c;
+  uv_signal_start(&c.sigint, on_signal, SIGINT);
+  uv_signal_start(&c.sigterm, on_signal, SIGTERM);
+  uv_timer_init(c.loop, &c.ticker);
+  c.ticker.data = &c;
+  uv_timer_start(&c.ticker, on_tick, duration_ms && duration_ms < 1000 ? duration_ms : 1000,
+                 duration_ms && duration_ms < 1000 ? duration_ms : 1000);
+  if (isatty(0) && uv_poll_init(c.loop, &c.stdin_poll, 0) == 0) {
+    c.stdin_poll.data = &c;
+    c.stdin_polling = 1;
+    uv_poll_start(&c.stdin_poll, UV_READABLE, on_stdin);
+  }
+  if (c.tty) printf("Press <Enter> or <Ctrl+C> to exit...\n");
+  status_line(&c, 0);
+  uv_run(c.loop, UV_RUN_DEFAULT);
+  status_line(&c, 1);
+
+  int complete = c.tail[0] == 0x06 && c.tail[1] == 0x01;
+  if (uv_fs_fsync(NULL, &(uv_fs_t){0}, c.out_fd, NULL) < 0 && !c.write_failed) {}
+  if (close(c.out_fd) < 0 && !c.write_failed) {
+    c.write_failed = 1;
+    snprintf(c.write_error, sizeof c.write_error, "cannot write '%s': %s", output, strerror(errno));
+  }
+  c.out_fd = -1;
+  if (c.write_failed) {
+    /* a cut file must not pass for a trace: move it aside */
+    char partial[4200];
+    snprintf(partial, sizeof partial, "%s.partial", output);
+    int moved = rename(output, partial) == 0;
+    if (moved)
+      dnt_error("%s; the incomplete trace is kept as '%s'", c.write_error, partial);
+    else
+      dnt_error("%s; the trace is incomplete", c.write_error);
+    goto out;
+  }
+  if (complete) {
+    printf("Trace completed: %s (%llu bytes)\n", output, (unsigned long long)c.bytes);
+    rc = 0;
+  } else if (c.abandoned) {
+    printf("Rundown abandoned: %s holds the %llu bytes received, without the end of the stream\n", output,
+           (unsigned long long)c.bytes);
+    rc = 0;
+  } else if (c.bytes > 0) {
+    printf("The target ended the session early%s%s: %s keeps the %llu bytes received (no end of stream)\n",
+           c.end_msg[0] ? " - " : "", c.end_msg, output, (unsigned long long)c.bytes);
+    rc = 0;
+  } else {
+    dnt_error("the target ended the session before sending anything%s%s", c.end_msg[0] ? ": " : "", c.end_msg);
+    unlink(output);
+  }
+out:
+  if (c.out_fd >= 0) close(c.out_fd);
+  if (c.loop) uv_loop_close(c.loop);
+  dnt_providers_release(&providers);
+  free(default_out);
+  return rc;
+}

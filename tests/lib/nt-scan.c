@@ -1,0 +1,206 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nt-scan.h"
+
+struct cur {
+  const uint8_t *p;
+  size_t len, off;
+  int bad;
+};
+
+static int need(struct cur *c, size_t n) {
+  if (c->bad || c->len - c->off < n) {
+    c->bad = 1;
+    return 0;
+  }
+  return 1;
+}
+static uint32_t u32(struct cur *c) {
+  if (!need(c, 4)) return 0;
+  const uint8_t *b = c->p + c->off;
+  c->off += 4;
+  return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+static uint8_t u8(struct cur *c) { return need(c, 1) ? c->p[c->off++] : 0; }
+static uint64_t varu(struct cur *c) {
+  uint64_t v = 0;
+  for (int shift = 0; shift < 70; shift += 7) {
+    uint8_t b = u8(c);
+    v |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) return v;
+  }
+  c->bad = 1;
+  return 0;
+}
+static void skip(struct cur *c, size_t n) {
+  if (need(c, n)) c->off += n;
+}
+
+static void provider_of(struct cur *c, char *out, size_t cap) {
+  size_t k = 0;
+  for (;;) {
+    if (!need(c, 2)) return;
+    uint16_t ch = (uint16_t)(c->p[c->off] | c->p[c->off + 1] << 8);
+    c->off += 2;
+    if (!ch) break;
+    if (k + 1 < cap) out[k++] = ch < 128 ? (char)ch : '?';
+  }
+  out[k] = '\0';
+}
+
+static void count(struct nt_scan *s, uint32_t meta_id, uint64_t thread) {
+  const char *prov = "?";
+  uint32_t ev = 0;
+  for (int i = 0; i < s->nmeta; i++)
+    if (s->meta[i].id == meta_id) prov = s->meta[i].provider, ev = s->meta[i].event_id;
+  s->events++;
+  for (int i = 0; i < s->ncounts; i++)
+    if (s->counts[i].thread == thread && s->counts[i].event_id == ev && strcmp(s->counts[i].provider, prov) == 0) {
+      s->counts[i].count++;
+      return;
+    }
+  if (s->ncounts == (int)(sizeof s->counts / sizeof s->counts[0])) return;
+  snprintf(s->counts[s->ncounts].provider, sizeof s->counts[0].provider, "%s", prov);
+  s->counts[s->ncounts].event_id = ev;
+  s->counts[s->ncounts].thread = thread;
+  s->counts[s->ncounts].count = 1;
+  s->ncounts++;
+}
+
+/* Event or metadata blobs with header compression; the state resets per block. */
+static void scan_blobs(struct nt_scan *s, struct cur *c, size_t end, int is_meta) {
+  uint32_t meta = 0, payload = 0;
+  uint64_t thread = 0;
+  while (c->off < end && !c->bad) {
+    uint8_t flags = u8(c);
+    if (flags & 0x01) meta = (uint32_t)varu(c);
+    if (flags & 0x02) varu(c), varu(c), varu(c);
+    if (flags & 0x04) thread = varu(c);
+    if (flags & 0x08) varu(c);
+    varu(c);
+    if (flags & 0x10) skip(c, 16);
+    if (flags & 0x20) skip(c, 16);
+    if (flags & 0x80) payload = (uint32_t)varu(c);
+    if (c->bad || payload > end - c->off) {
+      c->bad = 1;
+      return;
+    }
+    if (is_meta && s->nmeta < NT_SCAN_MAX) {
+      struct cur m = {c->p + c->off, payload, 0, 0};
+      s->meta[s->nmeta].id = u32(&m);
+      provider_of(&m, s->meta[s->nmeta].provider, sizeof s->meta[0].provider);
+      s->meta[s->nmeta].event_id = u32(&m);
+      if (!m.bad) s->nmeta++;
+    } else if (!is_meta) {
+      count(s, meta, thread);
+    }
+    c->off += payload;
+  }
+}
+
+void nt_scan(const uint8_t *p, size_t len, struct nt_scan *s) {
+  memset(s, 0, sizeof *s);
+  struct cur c = {p, len, 0, 0};
+  static const char magic[] = "Nettrace\x14\0\0\0!FastSerialization.1";
+  if (len < 32 || memcmp(p, magic, 32) != 0) {
+    snprintf(s->problem, sizeof s->problem, "no Nettrace/FastSerialization header");
+    return;
+  }
+  s->magic_ok = 1;
+  c.off = 32;
+  for (;;) {
+    size_t obj_start = c.off;
+    uint8_t tag = u8(&c);
+    if (c.bad) break;
+    if (tag == 0x01) {
+      s->complete = c.off == len;
+      if (!s->complete) snprintf(s->problem, sizeof s->problem, "bytes after the end tag");
+      s->stopped_at = c.off;
+      return;
+    }
+    if (tag != 0x05 || u8(&c) != 0x05 || u8(&c) != 0x01) {
+      if (!c.bad) snprintf(s->problem, sizeof s->problem, "bad object tag at %zu", obj_start);
+      c.bad = 1;
+      break;
+    }
+    skip(&c, 8);
+    uint32_t name_len = u32(&c);
+    if (name_len > 64 || !need(&c, name_len)) {
+      c.bad = 1;
+      break;
+    }
+    char name[65];
+    memcpy(name, p + c.off, name_len);
+    name[name_len] = '\0';
+    c.off += name_len;
+    if (u8(&c) != 0x06) c.bad = 1;
+    if (c.bad) break;
+    if (strcmp(name, "Trace") == 0) {
+      if (!need(&c, 48)) break;
+      s->pointer_size = (uint32_t)(p[c.off + 32] | p[c.off + 33] << 8);
+      c.off += 48;
+      s->trace_objects++;
+    } else {
+      uint32_t size = u32(&c);
+      skip(&c, (4 - (c.off & 3)) & 3);
+      if (c.bad || size > len - c.off) {
+        c.bad = 1;
+        break;
+      }
+      size_t end = c.off + size;
+      int is_event = strcmp(name, "EventBlock") == 0, is_meta = strcmp(name, "MetadataBlock") == 0;
+      if (is_event || is_meta) {
+        struct cur h = c;
+        uint16_t header_size = (uint16_t)(p[c.off] | p[c.off + 1] << 8);
+        uint16_t flags = (uint16_t)(p[c.off + 2] | p[c.off + 3] << 8);
+        if (header_size < 4 || header_size > size || !(flags & 1)) {
+          snprintf(s->problem, sizeof s->problem, "unexpected block header in %s at %zu", name, c.off);
+          c.bad = 1;
+          break;
+        }
+        h.off += header_size;
+        scan_blobs(s, &h, end, is_meta);
+        if (h.bad) {
+          snprintf(s->problem, sizeof s->problem, "bad event data in %s at %zu", name, h.off);
+          c.bad = 1;
+          break;
+        }
+      }
+      c.off = end;
+      s->blocks++;
+    }
+    if (u8(&c) != 0x06) c.bad = 1;
+    if (c.bad) break;
+  }
+  s->stopped_at = c.off;
+  if (!s->problem[0]) snprintf(s->problem, sizeof s->problem, "truncated at %zu of %zu bytes", c.off, len);
+}
+
+int nt_scan_file(const char *path, struct nt_scan *out) {
+  FILE *fp = fopen(path, "rb");
+  if (!fp) return -1;
+  fseek(fp, 0, SEEK_END);
+  long n = ftell(fp);
+  fseek(fp, 0, SEEK_SET);
+  uint8_t *buf = malloc(n > 0 ? (size_t)n : 1);
+  size_t got = buf ? fread(buf, 1, (size_t)n, fp) : 0;
+  fclose(fp);
+  if (!buf || got != (size_t)n) {
+    free(buf);
+    return -1;
+  }
+  nt_scan(buf, got, out);
+  free(buf);
+  return 0;
+}
+
+uint64_t nt_scan_count(const struct nt_scan *s, const char *provider, long event_id, uint64_t thread) {
+  uint64_t n = 0;
+  for (int i = 0; i < s->ncounts; i++)
+    if (strcmp(s->counts[i].provider, provider) == 0 && (event_id < 0 || s->counts[i].event_id == (uint32_t)event_id) &&
+        (thread == 0 || s->counts[i].thread == thread))
+      n += s->counts[i].count;
+  return n;
+}

@@ -1,0 +1,35 @@
+/* A small structural reader of NetTrace V4/V5 files for the tests of `collect`, independent of
+ * the product's parser: it walks the FastSerialization objects, decodes the compressed event
+ * headers, and counts events per provider and per thread. */
+#ifndef DNT_TEST_NT_SCAN_H
+#define DNT_TEST_NT_SCAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NT_SCAN_MAX 256
+
+struct nt_scan {
+  int magic_ok;           /* starts with Nettrace + !FastSerialization.1 */
+  int complete;           /* every object whole and the final NullReference tag present */
+  size_t stopped_at;      /* offset where a structural problem or the end of data stopped it */
+  char problem[128];      /* "" for a complete stream */
+  int trace_objects, blocks;
+  uint32_t pointer_size;
+  /* metadata id -> provider name */
+  struct { uint32_t id; char provider[128]; uint32_t event_id; } meta[NT_SCAN_MAX];
+  int nmeta;
+  /* events per (provider, event id, thread) */
+  struct { char provider[128]; uint32_t event_id; uint64_t thread; uint64_t count; } counts[NT_SCAN_MAX * 4];
+  int ncounts;
+  uint64_t events;
+};
+
+/* Scans a whole file in memory. Never reads past len. */
+void nt_scan(const uint8_t *p, size_t len, struct nt_scan *out);
+/* Reads a file and scans it; -1 if the file cannot be read. */
+int nt_scan_file(const char *path, struct nt_scan *out);
+/* Events of provider (and event id, or any when event_id < 0) on thread (any when thread == 0). */
+uint64_t nt_scan_count(const struct nt_scan *s, const char *provider, long event_id, uint64_t thread);
+
+#endif

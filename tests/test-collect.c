@@ -1,0 +1,269 @@
+/* dntrace collect against the real sample target: a default session, --duration, Ctrl+C with
+ * rundown, the target killed mid-session, and output that must not be written. The files are
+ * checked with an independent structural reader (tests/lib/nt-scan.c). */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/nt-scan.h"
+#include "lib/run.h"
+#include "lib/target-cr.h"
+#include "lib/target.h"
+
+#define RUNTIME "Microsoft-Windows-DotNETRuntime"
+#define RUNDOWN "Microsoft-Windows-DotNETRuntimeRundown"
+#define SAMPLER "Microsoft-DotNETCore-SampleProfiler"
+
+static void start(dnt_target *t) {
+  DNT_REQUIRE_TARGET();
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = 30000};
+  char err[512];
+  cr_assert_eq(dnt_target_start(t, &o, err, sizeof err), 0, "cannot start the sample target: %s", err);
+}
+
+/* The OS thread id of the target's thread with this name (from /proc, not from the trace). */
+static unsigned long thread_named(pid_t pid, const char *name) {
+  char dir[64];
+  snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+  DIR *d = opendir(dir);
+  cr_assert(d);
+  unsigned long tid = 0;
+  struct dirent *de;
+  while (!tid && (de = readdir(d))) {
+    char path[600], comm[64] = "";
+    snprintf(path, sizeof path, "%s/%s/comm", dir, de->d_name);
+    FILE *fp = fopen(path, "r");
+    if (!fp) continue;
+    if (fgets(comm, sizeof comm, fp)) comm[strcspn(comm, "\n")] = '\0';
+    fclose(fp);
+    if (strcmp(comm, name) == 0) tid = strtoul(de->d_name, NULL, 10);
+  }
+  closedir(d);
+  cr_assert(tid, "the target has a thread named %s", name);
+  return tid;
+}
+
+static char *temp_dir(void) {
+  char *d = strdup("/tmp/dnt-collect-XXXXXX");
+  cr_assert(mkdtemp(d));
+  return d;
+}
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Starts dntrace with stdout/stderr to files; returns its pid. */
+static pid_t spawn_dntrace(char *const argv[], const char *log) {
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    int devnull = open("/dev/null", O_RDONLY);
+    dup2(devnull, 0);
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  return pid;
+}
+
+static int wait_exit(pid_t pid, int timeout_s) {
+  double deadline = now() + timeout_s;
+  int st;
+  while (now() < deadline) {
+    if (waitpid(pid, &st, WNOHANG) == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    usleep(20000);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &st, 0);
+  return -1;
+}
+
+static char *slurp(const char *path) {
+  FILE *fp = fopen(path, "r");
+  cr_assert(fp, "%s", path);
+  char *buf = calloc(1, 65536);
+  size_t n = fread(buf, 1, 65535, fp);
+  buf[n] = '\0';
+  fclose(fp);
+  return buf;
+}
+
+Test(collect, default_session_has_samples_of_cpu_work_and_rundown, .timeout = 120) {
+  dnt_target t;
+  start(&t);
+  unsigned long cpu_tid = thread_named(t.pid, "cpu-work");
+  char *dir = temp_dir();
+  char out[128], pid[16];
+  snprintf(out, sizeof out, "%s/trace.nettrace", dir);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+
+  struct dnt_run r;
+  double t0 = now();
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "-o", out, "--duration", "3s", NULL), 0, "%s%s", r.out, r.err);
+  double took = now() - t0;
+  cr_assert(strstr(r.out, "0x000000100003801D   Informational(4)   --profile"), "the default profiles are announced:\n%s", r.out);
+  cr_assert(strstr(r.out, "Trace completed"), "%s", r.out);
+  cr_assert(took >= 3.0 && took < 4.5, "--duration 3s took %.2f s", took);
+
+  static struct nt_scan s;
+  cr_assert_eq(nt_scan_file(out, &s), 0);
+  cr_assert(s.magic_ok, "begins with Nettrace");
+  cr_assert(s.complete, "ends with the end-of-stream tag: %s", s.problem);
+  cr_assert_eq(s.pointer_size, 8);
+  uint64_t cpu_samples = nt_scan_count(&s, SAMPLER, 0, cpu_tid);
+  cr_assert_gt(cpu_samples, 100, "SampleProfiler samples of cpu-work (tid %lu): %llu", cpu_tid,
+               (unsigned long long)cpu_samples);
+  cr_assert_gt(nt_scan_count(&s, RUNDOWN, 144, 0), 0, "MethodDCEndVerbose rundown events");
+  cr_assert_gt(nt_scan_count(&s, RUNTIME, 80, 0), 0, "exception events (the sample throws every 2 s)");
+  dnt_run_free(&r);
+  dnt_target_stop(&t);
+  unlink(out);
+  rmdir(dir);
+  free(dir);
+}
+
+Test(collect, ctrl_c_keeps_a_complete_stream_with_rundown, .timeout = 120) {
+  dnt_target t;
+  start(&t);
+  char *dir = temp_dir();
+  char out[128], log[128], pid[16];
+  snprintf(out, sizeof out, "%s/t.nettrace", dir);
+  snprintf(log, sizeof log, "%s/log", dir);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  char *argv[] = {(char *)dnt_bin(), "collect", "-p", pid, "-o", out, NULL};
+  pid_t d = spawn_dntrace(argv, log);
+  sleep(2);
+  kill(d, SIGINT);
+  int rc = wait_exit(d, 30);
+  char *text = slurp(log);
+  cr_assert_eq(rc, 0, "%s", text);
+  cr_assert(strstr(text, "Stopping the trace"), "%s", text);
+  static struct nt_scan s;
+  cr_assert_eq(nt_scan_file(out, &s), 0);
+  cr_assert(s.complete, "%s", s.problem);
+  cr_assert_gt(nt_scan_count(&s, RUNDOWN, 144, 0), 0, "rundown after Ctrl+C");
+  free(text);
+  dnt_target_stop(&t);
+  unlink(out);
+  unlink(log);
+  rmdir(dir);
+  free(dir);
+}
+
+Test(collect, target_killed_mid_session_keeps_a_valid_prefix, .timeout = 120) {
+  dnt_target t;
+  start(&t);
+  char *dir = temp_dir();
+  char out[128], log[128], pid[16];
+  snprintf(out, sizeof out, "%s/t.nettrace", dir);
+  snprintf(log, sizeof log, "%s/log", dir);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  char *argv[] = {(char *)dnt_bin(), "collect", "-p", pid, "-o", out, NULL};
+  pid_t d = spawn_dntrace(argv, log);
+  sleep(2);
+  kill(t.pid, SIGKILL);
+  int rc = wait_exit(d, 30);
+  dnt_target_stop(&t);
+  char *text = slurp(log);
+  cr_assert_eq(rc, 0, "data arrived, so the exit is 0: %s", text);
+  cr_assert(strstr(text, "ended the session early"), "%s", text);
+  static struct nt_scan s;
+  cr_assert_eq(nt_scan_file(out, &s), 0);
+  cr_assert(s.magic_ok);
+  cr_assert_not(s.complete);
+  cr_assert(strstr(s.problem, "truncated at"), "a prefix of a valid stream, not garbage: %s", s.problem);
+  cr_assert_gt(s.blocks, 0);
+  free(text);
+  unlink(out);
+  unlink(log);
+  rmdir(dir);
+  free(dir);
+}
+
+Test(collect, output_is_never_written_through_a_symlink, .timeout = 60) {
+  dnt_target t;
+  start(&t);
+  char *dir = temp_dir();
+  char victim[128], link[128], pid[16];
+  snprintf(victim, sizeof victim, "%s/victim", dir);
+  snprintf(link, sizeof link, "%s/t.nettrace", dir);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  FILE *fp = fopen(victim, "w");
+  fputs("precious", fp);
+  fclose(fp);
+  cr_assert_eq(symlink(victim, link), 0);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "-o", link, "--duration", "1s", NULL), 1, "%s", r.out);
+  cr_assert(strstr(r.err, "cannot write"), "%s", r.err);
+  char *text = slurp(victim);
+  cr_assert_str_eq(text, "precious");
+  free(text);
+  dnt_run_free(&r);
+
+  char bad[160];
+  snprintf(bad, sizeof bad, "%s/no/such/dir/t.nettrace", dir);
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "-o", bad, "--duration", "1s", NULL), 1, "%s", r.out);
+  cr_assert(strstr(r.err, "No such file or directory"), "%s", r.err);
+  dnt_run_free(&r);
+  dnt_target_stop(&t);
+  unlink(link);
+  unlink(victim);
+  rmdir(dir);
+  free(dir);
+}
+
+/* A full disk: a 256 KiB tmpfs in a private mount namespace. One clear error, exit 1, and the
+ * cut file moved aside so it cannot pass for a trace. */
+Test(collect, a_full_disk_is_one_clear_error, .timeout = 120) {
+  dnt_target t;
+  start(&t);
+  if (geteuid() != 0) cr_skip_test("needs root to mount a small tmpfs");
+  char *dir = temp_dir();
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd,
+           "mount -t tmpfs -o size=256k tmpfs '%s' && \"$DNT_BIN\" collect -p %d -o '%s/t.nettrace' --duration 10s; "
+           "rc=$?; echo \"files: $(ls '%s' | tr '\\n' ' ')\"; exit $rc",
+           dir, (int)t.pid, dir, dir);
+  char *argv[] = {"/usr/bin/unshare", "-m", "--propagation", "private", "/bin/sh", "-c", cmd, NULL};
+  struct dnt_run r;
+  int rc = dnt_run_argv(&r, argv, NULL, 60000);
+  cr_assert_eq(rc, 1, "out: %s err: %s", r.out, r.err);
+  cr_assert(strstr(r.err, "No space left on device"), "%s", r.err);
+  cr_assert(strstr(r.out, "\nfiles: t.nettrace.partial \n"), "only the cut file, renamed: %s", r.out);
+  dnt_run_free(&r);
+  dnt_target_stop(&t);
+  rmdir(dir);
+  free(dir);
+}
+
+Test(collect, usage_errors) {
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", "1", "--providers", "A::9", NULL), 2);
+  cr_assert(strstr(r.err, "level '9'"), "%s", r.err);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", "1", "--duration", "soon", NULL), 2);
+  cr_assert(strstr(r.err, "--duration"), "%s", r.err);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", "1", "--profile", "nope", NULL), 2);
+  cr_assert(strstr(r.err, "unknown profile 'nope'"), "%s", r.err);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", "1", "--format", "speedscope", NULL), 2);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "--list-profiles", NULL), 0);
+  cr_assert(strstr(r.out, "dotnet-sampled-thread-time") && strstr(r.out, "0x0000F00000000000"), "%s", r.out);
+  dnt_run_free(&r);
+}
