@@ -21,10 +21,15 @@
 #include "util.h"
 
 const char *const usage_collect[] = {
-    "dntrace collect (-p PID | -n NAME) [-o FILE] [--providers LIST] [--profile LIST] [--duration TIME]",
+    "dntrace collect (-p PID | -n NAME | --diagnostic-port PATH | -- CMD...) [-o FILE] [--providers LIST] [--profile LIST] [--duration TIME]",
     "Record an EventPipe trace of a .NET process into a .nettrace file",
     "    -p, --process-id PID     the process, by pid as seen from here",
     "    -n, --name NAME          the process, by name (an error if several match)",
+    "    --diagnostic-port PATH   a runtime's socket given by path (PATH or PATH,connect)",
+    "    -- CMD [ARGS...]         start CMD suspended, trace it from its first instruction, and exit",
+    "                             with its exit code",
+    "    --show-child-io          with --: let CMD use this terminal (else its output is discarded)",
+    "    --resume-runtime BOOL    with --: resume CMD once the session runs (default true)",
     "    -o, --output FILE        where to write (default: <app>_<yyyyMMdd>_<HHmmss>.nettrace)",
     "    --providers LIST         Name[:[Keywords][:[Level][:[Args]]]], comma-separated",
     "    --profile LIST           named provider sets, comma-separated (see --list-profiles)",
@@ -64,7 +69,44 @@ struct collect {
   uv_timer_t ticker;
   uv_poll_t stdin_poll;
   int stdin_polling;
+  /* launch mode: the child and the listener its runtime dials */
+  dsipc_listener *listener;
+  uv_process_t child;
+  int child_started, child_exited;
+  int64_t child_status;
+  int child_signal;
 };
+
+#define ADVERTISE_TIMEOUT_MS 30000
+
+static void on_child_exit(uv_process_t *p, int64_t status, int signal) {
+  struct collect *c = p->data;
+  c->child_exited = 1;
+  c->child_status = status;
+  c->child_signal = signal;
+  uv_close((uv_handle_t *)p, NULL);
+}
+
+/* A fresh connection for the next command: in launch mode the runtime dials our listener again
+ * after every command, otherwise we connect to its socket (fd -1, path given). */
+static int next_connection(struct collect *c, int *fd, const char **path, dsipc_status *st) {
+  *fd = -1;
+  *path = c->target.ep.path;
+  if (!c->listener) return 0;
+  *path = NULL;
+  uint64_t deadline = uv_hrtime() / 1000000u + ADVERTISE_TIMEOUT_MS;
+  for (;;) {
+    dsipc_advertise adv;
+    int rc = dsipc_listener_accept(c->listener, 100, &adv, fd, st);
+    if (rc != DSIPC_ETIMEDOUT) return rc;
+    uv_run(c->loop, UV_RUN_NOWAIT); /* notice a child that died before its runtime dialled */
+    if (c->child_exited || uv_hrtime() / 1000000u >= deadline) {
+      snprintf(st->msg, sizeof st->msg, "%s", c->child_exited ? "the command exited before its runtime connected"
+                                                               : "the command's runtime did not connect within 30 s");
+      return DSIPC_ETIMEDOUT;
+    }
+  }
+}
 
 static uint64_t now_ms(void) { return uv_hrtime() / 1000000u; }
 
@@ -165,8 +207,11 @@ static void stop_session(struct collect *c, const char *why) {
   dsipc_buf_init(&req);
   dsipc_status st;
   static const dsipc_stream_cb cb = {on_stop_reply, NULL, on_stop_end};
-  if (dsipc_encode_stop_tracing(&req, c->session_id) != 0 ||
-      dsipc_stream_open(c->loop, c->target.ep.path, -1, &req, REPLY_TIMEOUT_MS, &cb, c, &c->stopper, &st) != 0) {
+  int fd;
+  const char *path;
+  st.msg[0] = '\0';
+  if (dsipc_encode_stop_tracing(&req, c->session_id) != 0 || next_connection(c, &fd, &path, &st) != 0 ||
+      dsipc_stream_open(c->loop, path, fd, &req, REPLY_TIMEOUT_MS, &cb, c, &c->stopper, &st) != 0) {
     dnt_warning("cannot send StopTracing: %s; closing the session", st.msg);
     dsipc_stream_close(c->session);
     c->session = NULL;
@@ -269,10 +314,15 @@ static int start_session(struct collect *c, int version, const dsipc_session_con
     return rc;
   }
   c->replied = c->ended = 0;
-  rc = dsipc_stream_open(c->loop, c->target.ep.path, -1, &req, REPLY_TIMEOUT_MS, &cb, c, &c->session, &st);
+  int fd;
+  const char *path;
+  rc = next_connection(c, &fd, &path, &st);
+  if (!rc) rc = dsipc_stream_open(c->loop, path, fd, &req, REPLY_TIMEOUT_MS, &cb, c, &c->session, &st);
   dsipc_buf_release(&req);
   if (rc) {
-    dnt_error("process %d: %s", c->target.pid, st.msg);
+    c->replied = 1;
+    c->reply_code = rc;
+    snprintf(c->reply_msg, sizeof c->reply_msg, "%s", st.msg);
     return rc;
   }
   while (!c->replied && uv_run(c->loop, UV_RUN_ONCE)) {}
@@ -284,10 +334,92 @@ static int start_session(struct collect *c, int version, const dsipc_session_con
   return c->reply_code;
 }
 
+static int parse_bool(const char *s) {
+  if (strcasecmp(s, "true") == 0 || strcmp(s, "1") == 0 || strcasecmp(s, "on") == 0) return 1;
+  if (strcasecmp(s, "false") == 0 || strcmp(s, "0") == 0 || strcasecmp(s, "off") == 0) return 0;
+  return -1;
+}
+
+extern char **environ;
+
+/* `-- CMD`: a private listening socket, CMD started with its runtime told to dial it and wait
+ * (suspend) until the session runs, so the trace sees the process from its first instruction. */
+static int launch_child(struct collect *c, char **argv, int show_io) {
+  dsipc_status st;
+  char sock[64];
+  snprintf(sock, sizeof sock, "dntrace-%d.sock", (int)getpid());
+  if (dsipc_listener_open(&c->listener, NULL, sock, &st) != 0) {
+    dnt_error("%s", st.msg);
+    return DNT_EXIT_FAILURE;
+  }
+  size_t n = 0;
+  while (environ[n]) n++;
+  char **env = dnt_xmalloc((n + 2) * sizeof *env);
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (strncmp(environ[i], "DOTNET_DiagnosticPorts=", 23) != 0) env[k++] = environ[i];
+  char port[4200];
+  snprintf(port, sizeof port, "DOTNET_DiagnosticPorts=%s,suspend,connect", dsipc_listener_path(c->listener));
+  env[k++] = port;
+  env[k] = NULL;
+  uv_stdio_container_t stdio[3];
+  for (int i = 0; i < 3; i++) {
+    stdio[i].flags = show_io ? UV_INHERIT_FD : UV_IGNORE;
+    stdio[i].data.fd = i;
+  }
+  uv_process_options_t o = {.exit_cb = on_child_exit, .file = argv[0], .args = argv, .env = env,
+                            .stdio_count = 3, .stdio = stdio};
+  c->child.data = c;
+  int rc = uv_spawn(c->loop, &c->child, &o);
+  free(env);
+  if (rc) {
+    dnt_error("cannot start '%s': %s", argv[0], uv_strerror(rc));
+    return DNT_EXIT_FAILURE;
+  }
+  c->child_started = 1;
+  c->target.pid = c->child.pid;
+  const char *slash = strrchr(argv[0], '/');
+  snprintf(c->target.name, sizeof c->target.name, "%s", slash ? slash + 1 : argv[0]);
+  snprintf(c->target.ep.path, sizeof c->target.ep.path, "%s", dsipc_listener_path(c->listener));
+  return 0;
+}
+
+/* --diagnostic-port PATH[,connect]: a runtime's socket named directly (a dsrouter, a socket
+ * bind-mounted from a container). */
+static int use_diagnostic_port(struct collect *c, const char *spec) {
+  char path[sizeof c->target.ep.path];
+  snprintf(path, sizeof path, "%s", spec);
+  char *comma = strrchr(path, ',');
+  if (comma) {
+    if (strcmp(comma + 1, "listen") == 0) {
+      dnt_error("--diagnostic-port ...,listen is not supported yet: start the application with '-- CMD' instead");
+      return DNT_EXIT_USAGE;
+    }
+    if (strcmp(comma + 1, "connect") != 0) {
+      dnt_error("--diagnostic-port: '%s' is neither connect nor listen", comma + 1);
+      return DNT_EXIT_USAGE;
+    }
+    *comma = '\0';
+  }
+  dsipc_process_info pi;
+  dsipc_status st;
+  if (dsipc_process_info_get(path, REPLY_TIMEOUT_MS, &pi, &st) != 0) {
+    dnt_error("%s", st.msg);
+    return DNT_EXIT_NOTARGET;
+  }
+  c->target.pid = (int)pi.process_id;
+  dsipc_process_info_release(&pi);
+  snprintf(c->target.ep.path, sizeof c->target.ep.path, "%s", path);
+  /* the socket's file name stands in for the app name, as in dotnet-trace */
+  const char *slash = strrchr(path, '/');
+  snprintf(c->target.name, sizeof c->target.name, "%.200s", slash ? slash + 1 : path);
+  return 0;
+}
+
 int cmd_collect(int argc, char **argv) {
   enum {
     OPT_PROVIDERS = 1000, OPT_PROFILE, OPT_CLREVENTS, OPT_CLRLEVEL, OPT_BUFFERSIZE, OPT_DURATION, OPT_RUNDOWN,
-    OPT_RUNDOWN_KEYWORD, OPT_FORMAT, OPT_LIST_PROFILES
+    OPT_RUNDOWN_KEYWORD, OPT_FORMAT, OPT_LIST_PROFILES, OPT_DIAG_PORT, OPT_SHOW_CHILD_IO, OPT_RESUME
   };
   static const struct option opts[] = {
       {"process-id", required_argument, NULL, 'p'},
@@ -303,6 +435,10 @@ int cmd_collect(int argc, char **argv) {
       {"rundown-keyword", required_argument, NULL, OPT_RUNDOWN_KEYWORD},
       {"format", required_argument, NULL, OPT_FORMAT},
       {"list-profiles", no_argument, NULL, OPT_LIST_PROFILES},
+      {"diagnostic-port", required_argument, NULL, OPT_DIAG_PORT},
+      {"dport", required_argument, NULL, OPT_DIAG_PORT},
+      {"show-child-io", no_argument, NULL, OPT_SHOW_CHILD_IO},
+      {"resume-runtime", required_argument, NULL, OPT_RESUME},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
@@ -311,7 +447,9 @@ int cmd_collect(int argc, char **argv) {
   int pid = 0, c_opt, rc = DNT_EXIT_USAGE, rundown = 1, custom_rundown = 0, clr_level = 4;
   uint64_t rundown_keyword = DSIPC_DEFAULT_RUNDOWN_KEYWORD, duration_ms = 0;
   uint32_t buffer_mb = DEFAULT_BUFFER_MB;
-  const char *name = NULL, *output = NULL, *profiles = NULL, *clrevents = NULL;
+  const char *name = NULL, *output = NULL, *profiles = NULL, *clrevents = NULL, *diag_port = NULL;
+  int show_child_io = 0, resume_runtime = 1;
+  char **child_argv = NULL;
   char *default_out = NULL;
   struct dnt_providers providers = {0};
   struct collect c;
@@ -360,15 +498,17 @@ int cmd_collect(int argc, char **argv) {
       }
       break;
     case OPT_RUNDOWN:
-      if (strcasecmp(optarg, "true") == 0 || strcmp(optarg, "1") == 0 || strcasecmp(optarg, "on") == 0)
-        rundown = 1;
-      else if (strcasecmp(optarg, "false") == 0 || strcmp(optarg, "0") == 0 || strcasecmp(optarg, "off") == 0)
-        rundown = 0;
-      else {
-        dnt_error("--rundown: '%s' is not true or false", optarg);
+    case OPT_RESUME: {
+      int v = parse_bool(optarg);
+      if (v < 0) {
+        dnt_error("--%s: '%s' is not true or false", c_opt == OPT_RUNDOWN ? "rundown" : "resume-runtime", optarg);
         goto out;
       }
+      *(c_opt == OPT_RUNDOWN ? &rundown : &resume_runtime) = v;
       break;
+    }
+    case OPT_DIAG_PORT: diag_port = optarg; break;
+    case OPT_SHOW_CHILD_IO: show_child_io = 1; break;
     case OPT_RUNDOWN_KEYWORD: {
       char *end;
       const char *k = strncasecmp(optarg, "0x", 2) == 0 ? optarg + 2 : optarg;
@@ -393,12 +533,18 @@ int cmd_collect(int argc, char **argv) {
     default: rc = dnt_usage_error("collect", c_opt, optopt, argv); goto out;
     }
   }
-  if (optind < argc) {
-    dnt_error("unexpected argument '%s'", argv[optind]);
+  if (optind < argc && strcmp(argv[optind - 1], "--") == 0) {
+    child_argv = argv + optind;
+  } else if (optind < argc) {
+    dnt_error("unexpected argument '%s' (a command to start goes after '--')", argv[optind]);
     goto out;
   }
-  if ((pid > 0) == (name != NULL)) {
-    dnt_error("name the process with exactly one of -p PID or -n NAME");
+  if ((pid > 0) + (name != NULL) + (diag_port != NULL) + (child_argv != NULL) != 1) {
+    dnt_error("name the process with exactly one of -p PID, -n NAME, --diagnostic-port PATH or -- CMD");
+    goto out;
+  }
+  if (show_child_io && !child_argv) {
+    dnt_error("--show-child-io goes with a command to start (-- CMD)");
     goto out;
   }
   if (profiles && dnt_providers_add_profiles(&providers, profiles, err, sizeof err) < 0) {
@@ -426,8 +572,17 @@ int cmd_collect(int argc, char **argv) {
     custom_rundown = 0;
   }
 
-  rc = dnt_target_resolve(pid, name, &c.target);
-  if (rc) goto out;
+  c.loop = uv_default_loop();
+  if (child_argv) {
+    rc = launch_child(&c, child_argv, show_child_io);
+    if (rc) goto out;
+  } else if (diag_port) {
+    rc = use_diagnostic_port(&c, diag_port);
+    if (rc) goto out;
+  } else {
+    rc = dnt_target_resolve(pid, name, &c.target);
+    if (rc) goto out;
+  }
   rc = DNT_EXIT_FAILURE;
   if (!output) output = default_out = default_output(c.target.name);
   c.output = output;
@@ -452,8 +607,7 @@ int cmd_collect(int argc, char **argv) {
   if (duration_ms) printf("Trace Duration : %llu s\n", (unsigned long long)(duration_ms / 1000));
   fflush(stdout);
 
-  c.loop = uv_default_loop();
-  c.tty = isatty(1);
+  c.tty = isatty(1) && !show_child_io;
   c.duration_ms = duration_ms;
   int version = pick_version(custom_rundown);
   int src = start_session(&c, version, &cfg);
@@ -472,6 +626,21 @@ int cmd_collect(int argc, char **argv) {
     goto out;
   }
 
+  if (c.listener && resume_runtime) {
+    dsipc_status st;
+    int fd;
+    const char *path;
+    dsipc_buf req, reply;
+    dsipc_buf_init(&req);
+    dsipc_buf_init(&reply);
+    int r = next_connection(&c, &fd, &path, &st);
+    if (!r) r = dsipc_encode_command(&req, DSIPC_SET_PROCESS, DSIPC_PROC_RESUME);
+    if (!r) r = dsipc_transact_fd(fd, &req, REPLY_TIMEOUT_MS, &reply, NULL, &st);
+    if (r) dnt_warning("cannot resume the command's runtime: %s", st.msg);
+    dsipc_buf_release(&req);
+    dsipc_buf_release(&reply);
+  }
+
   c.start_ms = now_ms();
   uv_signal_init(c.loop, &c.sigint);
   uv_signal_init(c.loop, &c.sigterm);
@@ -482,7 +651,7 @@ int cmd_collect(int argc, char **argv) {
   c.ticker.data = &c;
   uv_timer_start(&c.ticker, on_tick, duration_ms && duration_ms < 1000 ? duration_ms : 1000,
                  duration_ms && duration_ms < 1000 ? duration_ms : 1000);
-  if (isatty(0) && uv_poll_init(c.loop, &c.stdin_poll, 0) == 0) {
+  if (isatty(0) && !show_child_io && uv_poll_init(c.loop, &c.stdin_poll, 0) == 0) {
     c.stdin_poll.data = &c;
     c.stdin_polling = 1;
     uv_poll_start(&c.stdin_poll, UV_READABLE, on_stdin);
@@ -525,9 +694,26 @@ int cmd_collect(int argc, char **argv) {
     dnt_error("the target ended the session before sending anything%s%s", c.end_msg[0] ? ": " : "", c.end_msg);
     unlink(output);
   }
+  if (c.child_started) {
+    if (!c.child_exited) {
+      printf("Waiting for the command (pid %d) to exit...\n", c.target.pid);
+      fflush(stdout);
+    }
+    while (!c.child_exited && uv_run(c.loop, UV_RUN_ONCE)) {}
+    int child_rc = c.child_signal ? 128 + c.child_signal : (int)c.child_status;
+    if (rc == 0) rc = child_rc; /* dotnet-trace's rule: the command's exit code is ours */
+  }
 out:
+  if (c.child_started && !c.child_exited) {
+    uv_process_kill(&c.child, SIGTERM);
+    while (!c.child_exited && uv_run(c.loop, UV_RUN_ONCE)) {}
+  }
+  dsipc_listener_close(c.listener);
   if (c.out_fd >= 0) close(c.out_fd);
-  if (c.loop) uv_loop_close(c.loop);
+  if (c.loop) {
+    while (uv_run(c.loop, UV_RUN_NOWAIT)) {}
+    uv_loop_close(c.loop);
+  }
   dnt_providers_release(&providers);
   free(default_out);
   return rc;

@@ -267,3 +267,73 @@ Test(collect, usage_errors) {
   cr_assert(strstr(r.out, "dotnet-sampled-thread-time") && strstr(r.out, "0x0000F00000000000"), "%s", r.out);
   dnt_run_free(&r);
 }
+
+/* `-- CMD`: the command starts suspended, the session begins before its first managed code, so
+ * the JIT events for Main are in the trace; dntrace exits with the command's exit code. */
+Test(collect, launch_mode_traces_from_startup, .timeout = 120) {
+  DNT_REQUIRE_TARGET();
+  char *dir = temp_dir();
+  char out[128];
+  snprintf(out, sizeof out, "%s/launch.nettrace", dir);
+  struct dnt_run r;
+  int rc = dnt_run_dntrace(&r, "collect", "-o", out, "--providers", "Microsoft-Windows-DotNETRuntime:0x10:5", "--",
+                           dnt_target_exe(), "--seconds", "1", "--exit-code", "7", NULL);
+  cr_assert_eq(rc, 7, "the command's exit code: %s%s", r.out, r.err);
+  static struct nt_scan s;
+  snprintf(s.needle, sizeof s.needle, "Main");
+  cr_assert_eq(nt_scan_file(out, &s), 0);
+  cr_assert(s.complete, "%s", s.problem);
+  cr_assert_gt(nt_scan_needle_hits(&s, RUNTIME, 143), 0, "MethodLoadVerbose for Main");
+  cr_assert_gt(nt_scan_needle_hits(&s, RUNTIME, 145), 0, "MethodJittingStarted for Main");
+  dnt_run_free(&r);
+  unlink(out);
+  rmdir(dir);
+  free(dir);
+}
+
+Test(collect, launch_mode_command_not_found) {
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-o", "/tmp/never.nettrace", "--", "/no/such/program", NULL), 1);
+  cr_assert(strstr(r.err, "cannot start '/no/such/program'"), "%s", r.err);
+  cr_assert_neq(access("/tmp/never.nettrace", F_OK), 0, "no empty trace left behind");
+  dnt_run_free(&r);
+}
+
+Test(collect, duration_2s_stops_within_a_second, .timeout = 60) {
+  dnt_target t;
+  start(&t);
+  char *dir = temp_dir();
+  char out[128], pid[16];
+  snprintf(out, sizeof out, "%s/d.nettrace", dir);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  struct dnt_run r;
+  double t0 = now();
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "-o", out, "--duration", "00:00:00:02", NULL), 0, "%s", r.err);
+  double took = now() - t0;
+  cr_assert(took >= 2.0 && took < 3.0, "took %.2f s", took);
+  dnt_run_free(&r);
+  dnt_target_stop(&t);
+  unlink(out);
+  rmdir(dir);
+  free(dir);
+}
+
+Test(collect, diagnostic_port_connect, .timeout = 60) {
+  dnt_target t;
+  start(&t);
+  char *dir = temp_dir();
+  char out[128], port[4200];
+  snprintf(out, sizeof out, "%s/p.nettrace", dir);
+  snprintf(port, sizeof port, "%s,connect", t.socket_path);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "--diagnostic-port", port, "-o", out, "--duration", "1s",
+                               "--profile", "gc-collect", NULL), 0, "%s", r.err);
+  static struct nt_scan s;
+  cr_assert_eq(nt_scan_file(out, &s), 0);
+  cr_assert(s.complete, "%s", s.problem);
+  dnt_run_free(&r);
+  dnt_target_stop(&t);
+  unlink(out);
+  rmdir(dir);
+  free(dir);
+}

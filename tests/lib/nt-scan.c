@@ -50,7 +50,18 @@ static void provider_of(struct cur *c, char *out, size_t cap) {
   out[k] = '\0';
 }
 
-static void count(struct nt_scan *s, uint32_t meta_id, uint64_t thread) {
+static int has_needle(const struct nt_scan *s, const uint8_t *p, size_t n) {
+  size_t k = strlen(s->needle);
+  if (!k || n < 2 * k) return 0;
+  for (size_t i = 0; i + 2 * k <= n; i++) {
+    size_t j = 0;
+    while (j < k && p[i + 2 * j] == (uint8_t)s->needle[j] && p[i + 2 * j + 1] == 0) j++;
+    if (j == k) return 1;
+  }
+  return 0;
+}
+
+static void count(struct nt_scan *s, uint32_t meta_id, uint64_t thread, int hit) {
   const char *prov = "?";
   uint32_t ev = 0;
   for (int i = 0; i < s->nmeta; i++)
@@ -59,6 +70,7 @@ static void count(struct nt_scan *s, uint32_t meta_id, uint64_t thread) {
   for (int i = 0; i < s->ncounts; i++)
     if (s->counts[i].thread == thread && s->counts[i].event_id == ev && strcmp(s->counts[i].provider, prov) == 0) {
       s->counts[i].count++;
+      s->counts[i].needle_hits += (uint64_t)hit;
       return;
     }
   if (s->ncounts == (int)(sizeof s->counts / sizeof s->counts[0])) return;
@@ -66,6 +78,7 @@ static void count(struct nt_scan *s, uint32_t meta_id, uint64_t thread) {
   s->counts[s->ncounts].event_id = ev;
   s->counts[s->ncounts].thread = thread;
   s->counts[s->ncounts].count = 1;
+  s->counts[s->ncounts].needle_hits = (uint64_t)hit;
   s->ncounts++;
 }
 
@@ -94,14 +107,17 @@ static void scan_blobs(struct nt_scan *s, struct cur *c, size_t end, int is_meta
       s->meta[s->nmeta].event_id = u32(&m);
       if (!m.bad) s->nmeta++;
     } else if (!is_meta) {
-      count(s, meta, thread);
+      count(s, meta, thread, has_needle(s, c->p + c->off, payload));
     }
     c->off += payload;
   }
 }
 
 void nt_scan(const uint8_t *p, size_t len, struct nt_scan *s) {
+  char needle[sizeof s->needle];
+  memcpy(needle, s->needle, sizeof needle);
   memset(s, 0, sizeof *s);
+  memcpy(s->needle, needle, sizeof needle);
   struct cur c = {p, len, 0, 0};
   static const char magic[] = "Nettrace\x14\0\0\0!FastSerialization.1";
   if (len < 32 || memcmp(p, magic, 32) != 0) {
@@ -202,5 +218,13 @@ uint64_t nt_scan_count(const struct nt_scan *s, const char *provider, long event
     if (strcmp(s->counts[i].provider, provider) == 0 && (event_id < 0 || s->counts[i].event_id == (uint32_t)event_id) &&
         (thread == 0 || s->counts[i].thread == thread))
       n += s->counts[i].count;
+  return n;
+}
+
+uint64_t nt_scan_needle_hits(const struct nt_scan *s, const char *provider, long event_id) {
+  uint64_t n = 0;
+  for (int i = 0; i < s->ncounts; i++)
+    if (strcmp(s->counts[i].provider, provider) == 0 && (event_id < 0 || s->counts[i].event_id == (uint32_t)event_id))
+      n += s->counts[i].needle_hits;
   return n;
 }

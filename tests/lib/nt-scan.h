@@ -10,6 +10,7 @@
 #define NT_SCAN_MAX 256
 
 struct nt_scan {
+  char needle[64];        /* input: an ASCII word looked for, as UTF-16, in every event payload */
   int magic_ok;           /* starts with Nettrace + !FastSerialization.1 */
   int complete;           /* every object whole and the final NullReference tag present */
   size_t stopped_at;      /* offset where a structural problem or the end of data stopped it */
@@ -20,15 +21,17 @@ struct nt_scan {
   struct { uint32_t id; char provider[128]; uint32_t event_id; } meta[NT_SCAN_MAX];
   int nmeta;
   /* events per (provider, event id, thread) */
-  struct { char provider[128]; uint32_t event_id; uint64_t thread; uint64_t count; } counts[NT_SCAN_MAX * 4];
+  struct { char provider[128]; uint32_t event_id; uint64_t thread; uint64_t count; uint64_t needle_hits; } counts[NT_SCAN_MAX * 4];
   int ncounts;
   uint64_t events;
 };
 
-/* Scans a whole file in memory. Never reads past len. */
+/* Scans a whole file in memory. Never reads past len. Only out->needle is read on entry. */
 void nt_scan(const uint8_t *p, size_t len, struct nt_scan *out);
 /* Reads a file and scans it; -1 if the file cannot be read. */
 int nt_scan_file(const char *path, struct nt_scan *out);
+/* Events of provider (event id, or any when < 0) whose payload holds the needle. */
+uint64_t nt_scan_needle_hits(const struct nt_scan *s, const char *provider, long event_id);
 /* Events of provider (and event id, or any when event_id < 0) on thread (any when thread == 0). */
 uint64_t nt_scan_count(const struct nt_scan *s, const char *provider, long event_id, uint64_t thread);
 
