@@ -5,7 +5,7 @@ set -u
 b=$DNT_BUILDDIR
 exe=$b/tests/targets/sample/out/Sample
 
-for prog in $DNT_BENCH_PROGRAMS; do
+for prog in $DNT_BENCHES; do
   echo "== $prog"
   "$b/$prog" || echo "($prog failed with $?)"
 done
@@ -34,7 +34,7 @@ if [ -x "$exe" ]; then
     printf 'dntrace %-10s best %d.%03d ms, mean %d.%03d ms over %d runs (%d processes on the machine)\n' \
       "$cmd" $((best / 1000)) $((best % 1000)) $((total / runs / 1000)) $((total / runs % 1000)) $runs "$nproc_total"
   done
-  kill $pid; wait $pid 2>/dev/null
+  kill $pid; wait $pid 2>/dev/null || true
 else
   echo "(no sample target: ps/info timings skipped)"
 fi
