@@ -337,3 +337,46 @@ Test(collect, diagnostic_port_connect, .timeout = 60) {
   rmdir(dir);
   free(dir);
 }
+
+/* On a terminal the status line is rewritten in place (tmux is the terminal); to a pipe there
+ * is no status line at all. */
+Test(collect, status_line_on_a_terminal_only, .timeout = 90) {
+  if (system("command -v tmux >/dev/null 2>&1") != 0) cr_skip_test("needs tmux (./bootstrap.sh installs it)");
+  dnt_target t;
+  start(&t);
+  char *dir = temp_dir();
+  char cmd[4600], session[32];
+  snprintf(session, sizeof session, "dnt%d", (int)getpid());
+  snprintf(cmd, sizeof cmd,
+           "tmux new-session -d -s %s -x 120 -y 30 \"'%s' collect -p %d -o '%s/tty.nettrace' --duration 4s; sleep 30\"",
+           session, dnt_bin(), (int)t.pid, dir);
+  cr_assert_eq(system(cmd), 0);
+  sleep(3);
+  char capture[256], *screen;
+  snprintf(capture, sizeof capture, "tmux capture-pane -p -t %s > '%s/screen'", session, dir);
+  cr_assert_eq(system(capture), 0);
+  char screen_path[160];
+  snprintf(screen_path, sizeof screen_path, "%s/screen", dir);
+  screen = slurp(screen_path);
+  snprintf(cmd, sizeof cmd, "tmux kill-session -t %s", session);
+  cr_assert_eq(system(cmd), 0);
+  int lines = 0;
+  for (const char *p = screen; (p = strstr(p, "Recording trace")); p++) lines++;
+  cr_assert_eq(lines, 1, "one status line, rewritten in place:\n%s", screen);
+  cr_assert(strstr(screen, "[00:00:00:02]") || strstr(screen, "[00:00:00:03]"), "elapsed time shown:\n%s", screen);
+  cr_assert(strstr(screen, "Press <Enter> or <Ctrl+C> to exit"), "%s", screen);
+  free(screen);
+
+  struct dnt_run r;
+  char out[160], pid[16];
+  snprintf(out, sizeof out, "%s/pipe.nettrace", dir);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "-o", out, "--duration", "2s", NULL), 0);
+  cr_assert_null(strstr(r.out, "Recording trace"), "no status line into a pipe:\n%s", r.out);
+  cr_assert_null(strchr(r.out, '\r'), "no carriage returns into a pipe");
+  dnt_run_free(&r);
+  dnt_target_stop(&t);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_assert_eq(system(cmd), 0);
+  free(dir);
+}
