@@ -12,6 +12,7 @@ static const struct dnt_cmd commands[] = {
     {"ps", cmd_ps, usage_ps},
     {"info", cmd_info, usage_info},
     {"collect", cmd_collect, usage_collect},
+    {"dump", cmd_dump, usage_dump},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
