@@ -112,6 +112,9 @@ int dsipc_encode_enable_perfmap(dsipc_buf *b, uint32_t perfmap_type);
 int dsipc_encode_stop_tracing(dsipc_buf *b, uint64_t session_id);
 /* GenerateCoreDump v1 (flags is 0/1 logging), v2 or v3. dump_type: 1 mini, 2 heap, 3 triage, 4 full. */
 int dsipc_encode_dump(dsipc_buf *b, int version, const char *path, uint32_t dump_type, uint32_t flags);
+enum dsipc_dump_type { DSIPC_DUMP_MINI = 1, DSIPC_DUMP_HEAP = 2, DSIPC_DUMP_TRIAGE = 3, DSIPC_DUMP_FULL = 4 };
+enum dsipc_dump_flags { DSIPC_DUMP_LOGGING = 0x1, DSIPC_DUMP_VERBOSE = 0x2, DSIPC_DUMP_CRASHREPORT = 0x4 };
+enum dsipc_perfmap_type { DSIPC_PERFMAP_ALL = 1, DSIPC_PERFMAP_JITDUMP = 2, DSIPC_PERFMAP_PERFMAP = 3 };
 
 /* An EventPipe provider and session, as CollectTracing 1..6 carry them. */
 typedef struct dsipc_provider {
@@ -195,6 +198,7 @@ typedef struct dsipc_framer {
   size_t have;
   dsipc_header header;
   int complete;
+  int err; /* sticky: once a feed fails, every later feed returns the same error (zlib's BAD) */
 } dsipc_framer;
 void dsipc_framer_init(dsipc_framer *f);
 void dsipc_framer_release(dsipc_framer *f);
@@ -221,6 +225,12 @@ int dsipc_set_env(const char *path, const char *name, const char *value, uint64_
 /* perfmap_type: 1 all, 2 jitdump, 3 perfmap. */
 int dsipc_perfmap_enable(const char *path, uint32_t perfmap_type, uint64_t timeout_ms, dsipc_status *st);
 int dsipc_perfmap_disable(const char *path, uint64_t timeout_ms, dsipc_status *st);
+/* GenerateCoreDump3, falling back to 2 then 1 on UNKNOWN_COMMAND (v1 keeps only the logging bit).
+ * dump_path (caller-owned UTF-8) is where the target's createdump writes, as the target sees the
+ * filesystem. The runtime answers only once the dump is written, so give timeout_ms minutes, not
+ * seconds. A v3 failure brings the runtime's own explanation, appended to st->msg. */
+int dsipc_dump_generate(const char *path, const char *dump_path, uint32_t dump_type, uint32_t flags,
+                        uint64_t timeout_ms, dsipc_status *st);
 
 /* ---- Streaming: a reply followed by a continuation of unknown length (EventPipe) ---- */
 
@@ -261,7 +271,22 @@ const char *dsipc_listener_path(const dsipc_listener *l);
 /* Waits for a runtime to connect and advertise itself. On 0, *fd is the accepted connection
  * (caller-owned: pass it to dsipc_transact_fd, or close it). */
 int dsipc_listener_accept(dsipc_listener *l, uint64_t timeout_ms, dsipc_advertise *adv, int *fd, dsipc_status *st);
+/* Closes the socket, removes it and its directory, and cancels a pending async accept (whose
+ * callback is then never called; its handles are released on the loop's next turn). NULL is fine. */
 void dsipc_listener_close(dsipc_listener *l);
+
+/* The async accept's result: st->code 0 with adv (valid during the call) and fd, a non-blocking
+ * connection now owned by the callee (pass it to dsipc_stream_open / dsipc_transact_fd, or close
+ * it); otherwise the error, with adv NULL and fd -1. */
+typedef void (*dsipc_accept_cb)(void *ud, const dsipc_status *st, const dsipc_advertise *adv, int fd);
+/* As dsipc_listener_accept, on the caller's loop: cb is called exactly once, unless the accept is
+ * cancelled first. One accept at a time per listener (-EBUSY otherwise, also for the sync call).
+ * timeout_ms covers the connection and its advertise; 0 means no deadline. cb may start the next
+ * accept. Returns 0, or an error (st filled) and cb will not be called. */
+int dsipc_listener_accept_start(dsipc_listener *l, struct uv_loop_s *loop, uint64_t timeout_ms, dsipc_accept_cb cb,
+                                void *ud, dsipc_status *st);
+/* Cancels a pending async accept: no callback; a half-read connection is closed. No-op if none. */
+void dsipc_listener_accept_cancel(dsipc_listener *l);
 /* As dsipc_transact, on a connection the runtime opened; takes ownership of fd and closes it. */
 int dsipc_transact_fd(int fd, const dsipc_buf *req, uint64_t timeout_ms, dsipc_buf *reply, dsipc_buf *cont,
                       dsipc_status *st);

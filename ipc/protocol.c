@@ -48,6 +48,8 @@ void dsipc_framer_release(dsipc_framer *f) {
 }
 
 long dsipc_framer_feed(dsipc_framer *f, const uint8_t *p, size_t n) {
+  /* after a bad header, f->header is garbage: never use it again */
+  if (f->err) return f->err;
   if (f->complete) return 0;
   if (!f->buf && !(f->buf = dsipc__malloc(DSIPC_MAX_MESSAGE))) return DSIPC_ENOMEM;
   size_t used = 0;
@@ -59,7 +61,7 @@ long dsipc_framer_feed(dsipc_framer *f, const uint8_t *p, size_t n) {
     used += take;
     if (f->have < DSIPC_HEADER_SIZE) return (long)used;
     int rc = dsipc_decode_header(f->buf, f->have, &f->header);
-    if (rc) return rc;
+    if (rc) return f->err = rc;
   }
   size_t take = f->header.size - f->have;
   if (take > n - used) take = n - used;
@@ -118,17 +120,5 @@ int dsipc_encode_stop_tracing(dsipc_buf *b, uint64_t session_id) {
   struct dsipc__writer w;
   dsipc__w_begin(&w, b, DSIPC_SET_EVENTPIPE, DSIPC_EP_STOP);
   dsipc__w_u64(&w, session_id);
-  return dsipc__w_end(&w);
-}
-
-int dsipc_encode_dump(dsipc_buf *b, int version, const char *path, uint32_t dump_type, uint32_t flags) {
-  static const uint8_t ids[] = {0, DSIPC_DUMP_GENERATE, DSIPC_DUMP_GENERATE2, DSIPC_DUMP_GENERATE3};
-  if (version < 1 || version > 3 || !path || !*path || dump_type < 1 || dump_type > 4) return DSIPC_EINVAL;
-  if (version == 1 && flags > 1) return DSIPC_EINVAL; /* v1 only knows "logging on/off" */
-  struct dsipc__writer w;
-  dsipc__w_begin(&w, b, DSIPC_SET_DUMP, ids[version]);
-  dsipc__w_string(&w, path);
-  dsipc__w_u32(&w, dump_type);
-  dsipc__w_u32(&w, flags);
   return dsipc__w_end(&w);
 }
