@@ -266,6 +266,9 @@ typedef struct dsipc_listener dsipc_listener;
 /* dir_template: a mkdtemp template such as "/tmp/dntrace-XXXXXX" (copied), or NULL for that one.
  * name: the socket's file name in that directory. */
 int dsipc_listener_open(dsipc_listener **out, const char *dir_template, const char *name, dsipc_status *st);
+/* A listening socket at exactly path (0600; it must not exist), for --diagnostic-port PATH,listen.
+ * dsipc_listener_close removes the socket. */
+int dsipc_listener_open_at(dsipc_listener **out, const char *path, dsipc_status *st);
 /* The socket path to give the runtime; owned by the listener. */
 const char *dsipc_listener_path(const dsipc_listener *l);
 /* Waits for a runtime to connect and advertise itself. On 0, *fd is the accepted connection

@@ -29,6 +29,33 @@ struct dsipc_listener {
   char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 };
 
+/* Binds l->path (born 0600) and listens. On failure l->path is cleared if nothing was created. */
+static int bind_and_listen(dsipc_listener *l, dsipc_status *st) {
+  int rc;
+  size_t n = strlen(l->path);
+  l->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (l->fd < 0) {
+    rc = dsipc__fail(st, -errno, 0, "socket: %s", strerror(errno));
+    return rc;
+  }
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  memcpy(sa.sun_path, l->path, (size_t)n + 1);
+  mode_t old = umask(0177); /* the socket is born 0600: no window where it is wider */
+  int bound = bind(l->fd, (struct sockaddr *)&sa, sizeof sa);
+  int bind_errno = errno;
+  umask(old);
+  if (bound < 0) {
+    rc = dsipc__fail(st, -bind_errno, 0, "cannot listen on '%s': %s", l->path, strerror(bind_errno));
+    l->path[0] = '\0';
+    return rc;
+  }
+  if (listen(l->fd, 8) < 0) {
+    rc = dsipc__fail(st, -errno, 0, "cannot listen on '%s': %s", l->path, strerror(errno));
+    return rc;
+  }
+  return 0;
+}
+
 int dsipc_listener_open(dsipc_listener **out, const char *dir_template, const char *name, dsipc_status *st) {
   *out = NULL;
   if (!name || !*name || strchr(name, '/'))
@@ -49,26 +76,28 @@ int dsipc_listener_open(dsipc_listener **out, const char *dir_template, const ch
     l->path[0] = '\0';
     goto fail;
   }
-  l->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (l->fd < 0) {
-    rc = dsipc__fail(st, -errno, 0, "socket: %s", strerror(errno));
+  if ((rc = bind_and_listen(l, st)) != 0) goto fail;
+  dsipc__ok(st);
+  *out = l;
+  return 0;
+fail:
+  dsipc_listener_close(l);
+  return rc;
+}
+
+int dsipc_listener_open_at(dsipc_listener **out, const char *path, dsipc_status *st) {
+  *out = NULL;
+  if (!path || path[0] != '/') return dsipc__fail(st, DSIPC_EINVAL, 0, "'%s' is not an absolute socket path", path ? path : "");
+  dsipc_listener *l = dsipc__calloc(1, sizeof *l);
+  if (!l) return dsipc__fail(st, DSIPC_ENOMEM, 0, "out of memory");
+  l->fd = -1;
+  int rc;
+  if (strlen(path) >= sizeof l->path) {
+    rc = dsipc__fail(st, -ENAMETOOLONG, 0, "socket path '%s' is too long", path);
     goto fail;
   }
-  struct sockaddr_un sa = {.sun_family = AF_UNIX};
-  memcpy(sa.sun_path, l->path, (size_t)n + 1);
-  mode_t old = umask(0177); /* the socket is born 0600: no window where it is wider */
-  int bound = bind(l->fd, (struct sockaddr *)&sa, sizeof sa);
-  int bind_errno = errno;
-  umask(old);
-  if (bound < 0) {
-    rc = dsipc__fail(st, -bind_errno, 0, "cannot listen on '%s': %s", l->path, strerror(bind_errno));
-    l->path[0] = '\0';
-    goto fail;
-  }
-  if (listen(l->fd, 8) < 0) {
-    rc = dsipc__fail(st, -errno, 0, "cannot listen on '%s': %s", l->path, strerror(errno));
-    goto fail;
-  }
+  memcpy(l->path, path, strlen(path) + 1);
+  if ((rc = bind_and_listen(l, st)) != 0) goto fail;
   dsipc__ok(st);
   *out = l;
   return 0;

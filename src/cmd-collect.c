@@ -25,11 +25,12 @@ const char *const usage_collect[] = {
     "Record an EventPipe trace of a .NET process into a .nettrace file",
     "    -p, --process-id PID     the process, by pid as seen from here",
     "    -n, --name NAME          the process, by name (an error if several match)",
-    "    --diagnostic-port PATH   a runtime's socket given by path (PATH or PATH,connect)",
+    "    --diagnostic-port PATH   a runtime's socket (PATH[,connect]), or PATH,listen to wait for",
+    "                             a runtime started with DOTNET_DiagnosticPorts=PATH",
     "    -- CMD [ARGS...]         start CMD suspended, trace it from its first instruction, and exit",
     "                             with its exit code",
     "    --show-child-io          with --: let CMD use this terminal (else its output is discarded)",
-    "    --resume-runtime BOOL    with --: resume CMD once the session runs (default true)",
+    "    --resume-runtime BOOL    with -- or listen: resume the runtime once the session runs",
     "    -o, --output FILE        where to write (default: <app>_<yyyyMMdd>_<HHmmss>.nettrace)",
     "    --providers LIST         Name[:[Keywords][:[Level][:[Args]]]], comma-separated",
     "    --profile LIST           named provider sets, comma-separated (see --list-profiles)",
@@ -75,7 +76,14 @@ struct collect {
   int child_started, child_exited;
   int64_t child_status;
   int child_signal;
+  int listen_mode; /* --diagnostic-port PATH,listen: wait for any runtime to dial */
 };
+
+static volatile sig_atomic_t interrupted;
+static void on_interrupt(int sig) {
+  (void)sig;
+  interrupted = 1;
+}
 
 #define ADVERTISE_TIMEOUT_MS 30000
 
@@ -94,12 +102,20 @@ static int next_connection(struct collect *c, int *fd, const char **path, dsipc_
   *path = c->target.ep.path;
   if (!c->listener) return 0;
   *path = NULL;
+  /* the first dial of a runtime the user starts by hand may take as long as the user does */
+  int forever = c->listen_mode && !c->session_id;
   uint64_t deadline = uv_hrtime() / 1000000u + ADVERTISE_TIMEOUT_MS;
   for (;;) {
     dsipc_advertise adv;
     int rc = dsipc_listener_accept(c->listener, 100, &adv, fd, st);
+    if (rc == 0 && c->listen_mode && !c->target.pid) c->target.pid = (int)adv.pid;
     if (rc != DSIPC_ETIMEDOUT) return rc;
     uv_run(c->loop, UV_RUN_NOWAIT); /* notice a child that died before its runtime dialled */
+    if (interrupted) {
+      snprintf(st->msg, sizeof st->msg, "interrupted while waiting for a runtime to connect");
+      return DSIPC_ETIMEDOUT;
+    }
+    if (forever) continue;
     if (c->child_exited || uv_hrtime() / 1000000u >= deadline) {
       snprintf(st->msg, sizeof st->msg, "%s", c->child_exited ? "the command exited before its runtime connected"
                                                                : "the command's runtime did not connect within 30 s");
@@ -392,8 +408,23 @@ static int use_diagnostic_port(struct collect *c, const char *spec) {
   char *comma = strrchr(path, ',');
   if (comma) {
     if (strcmp(comma + 1, "listen") == 0) {
-      dnt_error("--diagnostic-port ...,listen is not supported yet: start the application with '-- CMD' instead");
-      return DNT_EXIT_USAGE;
+      *comma = '\0';
+      dsipc_status st;
+      if (dsipc_listener_open_at(&c->listener, path, &st) != 0) {
+        dnt_error("%s", st.msg);
+        return DNT_EXIT_FAILURE;
+      }
+      c->listen_mode = 1;
+      const char *slash = strrchr(path, '/');
+      snprintf(c->target.name, sizeof c->target.name, "%.200s", slash ? slash + 1 : path);
+      snprintf(c->target.ep.path, sizeof c->target.ep.path, "%s", path);
+      /* a plain handler until the session's own: Ctrl+C while waiting still removes the socket */
+      signal(SIGINT, on_interrupt);
+      signal(SIGTERM, on_interrupt);
+      printf("Waiting for a runtime to connect. Start the application with:\n"
+             "  DOTNET_DiagnosticPorts=%s\n", path);
+      fflush(stdout);
+      return 0;
     }
     if (strcmp(comma + 1, "connect") != 0) {
       dnt_error("--diagnostic-port: '%s' is neither connect nor listen", comma + 1);
@@ -602,7 +633,10 @@ int cmd_collect(int argc, char **argv) {
                               .providers = wire, .n_providers = providers.n};
 
   dnt_providers_print(stdout, &providers);
-  printf("Process        : %d (%s)\n", c.target.pid, c.target.name);
+  if (c.target.pid)
+    printf("Process        : %d (%s)\n", c.target.pid, c.target.name);
+  else
+    printf("Process        : the first runtime to connect to %s\n", c.target.ep.path);
   printf("Output File    : %s\n", output);
   if (duration_ms) printf("Trace Duration : %llu s\n", (unsigned long long)(duration_ms / 1000));
   fflush(stdout);
@@ -619,7 +653,10 @@ int cmd_collect(int argc, char **argv) {
   if (src == DSIPC_EUNKNOWNCMD) src = start_session(&c, 1, &cfg);
   free(wire);
   if (src) {
-    dnt_error("process %d refused the session: %s", c.target.pid, c.reply_msg);
+    if (interrupted)
+      dnt_error("interrupted before a runtime connected");
+    else
+      dnt_error("process %d refused the session: %s", c.target.pid, c.reply_msg);
     close(c.out_fd);
     c.out_fd = -1;
     unlink(output); /* nothing was written: leave no empty file behind */

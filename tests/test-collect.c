@@ -380,3 +380,43 @@ Test(collect, status_line_on_a_terminal_only, .timeout = 90) {
   cr_assert_eq(system(cmd), 0);
   free(dir);
 }
+
+/* --diagnostic-port PATH,listen: dntrace waits on PATH, a runtime started with
+ * DOTNET_DiagnosticPorts=PATH dials it (suspended), the session runs, the runtime is resumed. */
+Test(collect, diagnostic_port_listen, .timeout = 120) {
+  DNT_REQUIRE_TARGET();
+  char *dir = temp_dir();
+  char sock[128], spec[160], out[128], log[128];
+  snprintf(sock, sizeof sock, "%s/port.sock", dir);
+  snprintf(spec, sizeof spec, "%s,listen", sock);
+  snprintf(out, sizeof out, "%s/l.nettrace", dir);
+  snprintf(log, sizeof log, "%s/log", dir);
+  char *argv[] = {(char *)dnt_bin(), "collect", "--diagnostic-port", spec, "-o", out, "--duration", "2s", NULL};
+  pid_t d = spawn_dntrace(argv, log);
+  struct stat st;
+  for (int i = 0; i < 200 && stat(sock, &st) != 0; i++) usleep(10000);
+  cr_assert(S_ISSOCK(st.st_mode), "dntrace listens on %s", sock);
+  cr_assert_eq(st.st_mode & 0777, 0600);
+  char env[200];
+  snprintf(env, sizeof env, "DOTNET_DiagnosticPorts=%s", sock);
+  const char *const envs[] = {env, NULL};
+  dnt_target t;
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .env = envs, .no_wait = 1, .timeout_ms = 30000};
+  char err[512];
+  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(dnt_target_wait_ready(&t, 20000, err, sizeof err), 0, "dntrace resumed the runtime: %s", err);
+  int rc = wait_exit(d, 30);
+  char *text = slurp(log);
+  cr_assert_eq(rc, 0, "%s", text);
+  static struct nt_scan s;
+  cr_assert_eq(nt_scan_file(out, &s), 0);
+  cr_assert(s.complete, "%s", s.problem);
+  cr_assert_gt(nt_scan_count(&s, SAMPLER, 0, 0), 0);
+  cr_assert_neq(stat(sock, &st), 0, "the socket is removed at the end");
+  free(text);
+  dnt_target_stop(&t);
+  unlink(out);
+  unlink(log);
+  rmdir(dir);
+  free(dir);
+}
