@@ -19,6 +19,13 @@ packages=(build-essential autoconf autoconf-archive automake libtool pkg-config
 
 say() { printf '==> %s\n' "$*"; }
 
+# The public trace corpus beside the clone (CI has it); exported so `make distcheck`, which runs
+# the tests from a copy elsewhere, finds it too.
+if [ -z "${DNT_CORPUS:-}" ] && [ -d "$top/../shared/corpus" ]; then
+  DNT_CORPUS=$(cd "$top/../shared/corpus" && pwd)
+  export DNT_CORPUS
+fi
+
 deps() {
   local missing=() p
   for p in "${packages[@]}"; do

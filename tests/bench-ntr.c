@@ -1,0 +1,182 @@
+/* bench-ntr.c: parse-only throughput of the nettrace parser. Prints, asserts nothing.
+ *   tests/bench-ntr            generate a ~256 MB V4 trace in memory (tests/lib/ntr-writer.c)
+ *   tests/bench-ntr FILE...    parse these files instead
+ * For each input: one whole-buffer feed and 64 KiB feeds (what a socket reader does). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "lib/ntr-writer.h"
+#include "ntr.h"
+
+struct sink {
+  uint64_t events, payload_bytes, frames;
+};
+
+static int on_event(void *ud, const ntr_event *e) {
+  struct sink *s = ud;
+  s->events++;
+  s->payload_bytes += e->payload_size;
+  if (e->stack)
+    s->frames += e->stack->nframes;
+  return 0;
+}
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Sample-profiler-like events: per thread runs of events with stacks, 100 KB blocks, a stack
+ * block before each event block, a sequence point every ~10 MB. */
+static void generate(ntrw *w, size_t target) {
+  ntrw_trace t = {1000, 1000000000, 8, 4242, 8, 1000000, NULL, 0};
+  static const ntrw_field fs[] = {{"Type", 10, NULL, NULL, 0, 0}};
+  ntrw_md md = {1, "Microsoft-DotNETCore-SampleProfiler", 0, "", 0, 0, 4, -1, fs, 1, 0, 0};
+  ntrw_md md2 = {2, "Microsoft-Windows-DotNETRuntime", 80, "", 0x8000, 1, 4, -1, NULL, 0, 0, 1};
+  uint64_t frames[64][24];
+  const uint64_t *fp[64];
+  uint32_t nf[64], seq[16] = {0};
+  uint64_t ts = 1000, th[16];
+  uint8_t payload[96];
+  size_t last_sp = 0;
+  uint32_t next_stack = 1; /* ids are dense and restart after each sequence point */
+  unsigned r = 12345;
+  int i, k;
+
+  for (i = 0; i < 64; i++) {
+    nf[i] = 4 + (uint32_t)(i % 20);
+    for (k = 0; k < 24; k++)
+      frames[i][k] = 0x7f1234000000ULL + (uint64_t)i * 4096 + (uint64_t)k * 64;
+    fp[i] = frames[i];
+  }
+  for (i = 0; i < 16; i++)
+    th[i] = 30000 + (uint64_t)i;
+  memset(payload, 0x5a, sizeof(payload));
+  ntrw_init(w, 0);
+  ntrw_trace_hdr(w, &t);
+  ntrw_md_begin(w);
+  ntrw_metadata(w, &md);
+  ntrw_metadata(w, &md2);
+  ntrw_block_end(w);
+  while (w->len < target) {
+    size_t start;
+    ntrw_stacks(w, next_stack, 64, fp, nf);
+    {
+      uint32_t base = next_stack;
+      next_stack += 64;
+      ntrw_ev_begin(w, 1);
+      start = w->len;
+      while (w->len - start < 100000) {
+        int t_i = (int)((r >> 16) % 16), run = 1 + (int)((r >> 8) % 8);
+        for (k = 0; k < run; k++) {
+          ntrw_ev e;
+          r = r * 1103515245u + 12345u;
+          memset(&e, 0, sizeof(e));
+          e.metadata_id = (r >> 20) % 8 ? 1 : 2;
+          e.seq = ++seq[t_i];
+          e.capture_thread = 1000;
+          e.thread = th[t_i];
+          e.proc = 0xffffffffu;
+          e.stack_id = base + (r >> 10) % 64;
+          ts += 1000 + (r >> 12) % 5000;
+          e.ts = ts;
+          e.payload = payload;
+          e.payload_size = e.metadata_id == 1 ? 4 : 16 + (r >> 4) % 80;
+          e.capture_thread = th[t_i];
+          ntrw_event(w, &e);
+        }
+      }
+      ntrw_block_end(w);
+    }
+    if (w->len - last_sp > 10u << 20) {
+      ntrw_sp(w, ts, 0, 16, th, seq);
+      last_sp = w->len;
+      next_stack = 1;
+    }
+  }
+  ntrw_end(w);
+}
+
+static void bench(const char *name, const uint8_t *buf, size_t len) {
+  static const size_t chunks[] = {0, 65536};
+  size_t c;
+  for (c = 0; c < 2; c++) {
+    double best = 1e9;
+    int rep, rc = 0;
+    struct sink s;
+    ntr_stats st;
+    for (rep = 0; rep < 3; rep++) {
+      static const ntr_callbacks cb = {NULL, NULL, NULL, on_event, NULL, NULL, NULL};
+      ntr_parser *p;
+      size_t off = 0;
+      double t0, dt;
+      memset(&s, 0, sizeof(s));
+      if (ntr_parser_new(&p, &cb, &s, NULL) < 0)
+        return;
+      t0 = now();
+      while (off < len) {
+        size_t n = chunks[c] ? chunks[c] : len;
+        if (n > len - off)
+          n = len - off;
+        rc = ntr_parser_feed(p, buf + off, n);
+        off += n;
+        if (rc < 0)
+          break;
+      }
+      rc = ntr_parser_finish(p);
+      dt = now() - t0;
+      if (dt < best)
+        best = dt;
+      ntr_parser_stats(p, &st);
+      ntr_parser_free(p);
+    }
+    printf("ntr parse %-28s %s: %8.1f MB in %.3f s = %7.0f MB/s, %.1f M events/s (%llu events, "
+           "finish %s)\n",
+           name, chunks[c] ? "64KiB feeds" : "whole buffer", (double)len / 1e6, best,
+           (double)len / 1e6 / best, (double)s.events / 1e6 / best,
+           (unsigned long long)s.events, rc ? ntr_err_name(rc) : "ok");
+  }
+}
+
+int main(int argc, char **argv) {
+  struct rusage ru;
+  int i;
+  if (argc > 1) {
+    for (i = 1; i < argc; i++) {
+      FILE *f = fopen(argv[i], "rb");
+      uint8_t *b;
+      long n;
+      if (!f) {
+        perror(argv[i]);
+        return 1;
+      }
+      fseek(f, 0, SEEK_END);
+      n = ftell(f);
+      fseek(f, 0, SEEK_SET);
+      b = malloc((size_t)n + 1);
+      if (!b || fread(b, 1, (size_t)n, f) != (size_t)n) {
+        fprintf(stderr, "cannot read %s\n", argv[i]);
+        return 1;
+      }
+      fclose(f);
+      bench(argv[i], b, (size_t)n);
+      free(b);
+    }
+  } else {
+    ntrw w;
+    double t0 = now();
+    generate(&w, 256u << 20);
+    printf("generated a %.1f MB synthetic V4 trace in %.2f s\n", (double)w.len / 1e6, now() - t0);
+    getrusage(RUSAGE_SELF, &ru);
+    printf("peak RSS after generating: %ld MB\n", ru.ru_maxrss / 1024);
+    bench("(synthetic)", w.buf, w.len);
+    ntrw_release(&w);
+  }
+  getrusage(RUSAGE_SELF, &ru);
+  printf("peak RSS: %ld MB (input buffer included)\n", ru.ru_maxrss / 1024);
+  return 0;
+}

@@ -1,0 +1,500 @@
+/* test-ntr-malformed.c: input built to break the parser (libarchive's way), limits, and the
+ * out-of-memory sweep. Each case checks the error code and that the message names the byte. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/ntr-transcript.h"
+#include "lib/ntr-writer.h"
+#include "ntr.h"
+
+static const ntrw_trace tr = {0, 1000000000, 8, 42, 4, 1000000, NULL, 0};
+
+/* Parses b whole and split by 1; both must fail alike. Returns the code; msg gets the text. */
+static int parse(const uint8_t *b, size_t n, const ntr_limits *lim, char *msg, size_t msz) {
+  ntr_transcript t1, t2;
+  char m2[256];
+  int rc1, rc2;
+  ntr_transcript_init(&t1, 0);
+  ntr_transcript_init(&t2, 0);
+  rc1 = ntr_transcript_run(&t1, b, n, 0, 0, lim, msg, msz);
+  rc2 = ntr_transcript_run(&t2, b, n, 1, 0, lim, m2, sizeof(m2));
+  cr_assert_eq(rc1, rc2, "whole: %s / bytewise: %s", msg, m2);
+  cr_assert_str_eq(msg, m2);
+  cr_assert_eq(t1.digest, t2.digest);
+  ntr_transcript_release(&t1);
+  ntr_transcript_release(&t2);
+  return rc1;
+}
+
+static void expect(const uint8_t *b, size_t n, const ntr_limits *lim, int code, const char *at,
+                   const char *text) {
+  char msg[256];
+  int rc = parse(b, n, lim, msg, sizeof(msg));
+  cr_assert_eq(rc, code, "got %s (%s), want %s", ntr_err_name(rc), msg, ntr_err_name(code));
+  if (at)
+    cr_assert(strncmp(msg, at, strlen(at)) == 0, "message '%s' should start with '%s'", msg, at);
+  cr_assert(strstr(msg, text), "message '%s' should mention '%s'", msg, text);
+}
+
+static void v4_start(ntrw *w) {
+  ntrw_init(w, 0);
+  ntrw_trace_hdr(w, &tr);
+}
+
+/* Opens an EventBlock object by hand and returns the offset where its blockSize goes. */
+static size_t raw_block(ntrw *w, const char *type) {
+  size_t at;
+  ntrw_u8(w, 5);
+  ntrw_u8(w, 5);
+  ntrw_u8(w, 1);
+  ntrw_u32(w, 2);
+  ntrw_u32(w, 2);
+  ntrw_u32(w, (uint32_t)strlen(type));
+  ntrw_bytes(w, type, strlen(type));
+  ntrw_u8(w, 6);
+  at = w->len;
+  ntrw_u32(w, 0);
+  while (w->len % 4)
+    ntrw_u8(w, 0);
+  return at;
+}
+
+static void set32(ntrw *w, size_t at, uint32_t v) {
+  w->buf[at] = (uint8_t)v;
+  w->buf[at + 1] = (uint8_t)(v >> 8);
+  w->buf[at + 2] = (uint8_t)(v >> 16);
+  w->buf[at + 3] = (uint8_t)(v >> 24);
+}
+
+Test(ntr_malformed, bad_magic) {
+  static const uint8_t b[] = "NotTraceXXXXXXXXXXXXXXXXXXXXXXXXX";
+  expect(b, sizeof(b) - 1, NULL, NTR_EFORMAT, "byte 0:", "bad magic");
+}
+
+Test(ntr_malformed, netperf_is_refused_clearly) {
+  ntrw w;
+  ntrw_init(&w, 0);
+  ntrw_u32(&w, 20);
+  ntrw_bytes(&w, "!FastSerialization.1", 20);
+  ntrw_bytes(&w, "\x04\x04\x01", 3);
+  expect(w.buf, w.len, NULL, NTR_EUNSUPPORTED, "byte 0:", "NetPerf (.NET Core 2.x) traces are not supported");
+  ntrw_release(&w);
+}
+
+Test(ntr_malformed, bad_preamble_and_tags) {
+  ntrw w;
+  ntrw_init(&w, 0);
+  ntrw_bytes(&w, "Nettrace", 8);
+  ntrw_u32(&w, 20);
+  ntrw_bytes(&w, "!FastSerialization.2", 20);
+  expect(w.buf, w.len, NULL, NTR_EFORMAT, "byte 12:", "preamble");
+  ntrw_release(&w);
+  v4_start(&w);
+  ntrw_u8(&w, 0x07);
+  expect(w.buf, w.len, NULL, NTR_EFORMAT, NULL, "bad object tag 0x07");
+  ntrw_release(&w);
+  v4_start(&w);
+  raw_block(&w, "WhatBlock");
+  expect(w.buf, w.len, NULL, NTR_EFORMAT, NULL, "unknown object type 'WhatBlock'");
+  ntrw_release(&w);
+}
+
+Test(ntr_malformed, block_size_beyond_limit) {
+  ntrw w;
+  ntr_limits lim;
+  size_t at;
+  char want[32];
+  v4_start(&w);
+  at = raw_block(&w, "EventBlock");
+  set32(&w, at, 0x7ffffff0u);
+  snprintf(want, sizeof(want), "byte %zu:", at);
+  expect(w.buf, w.len, NULL, NTR_ELIMIT, want, "exceeds the limit of 67108864 bytes");
+  /* A smaller configured limit applies too. */
+  set32(&w, at, 5000);
+  memset(&lim, 0, sizeof(lim));
+  lim.max_block_size = 4096;
+  expect(w.buf, w.len, &lim, NTR_ELIMIT, want, "exceeds the limit of 4096 bytes");
+  /* Negative as i32: garbage, not a limit question. */
+  set32(&w, at, 0xfffffff0u);
+  expect(w.buf, w.len, NULL, NTR_EFORMAT, want, "block size");
+  ntrw_release(&w);
+}
+
+Test(ntr_malformed, block_size_beyond_stream_or_lying) {
+  ntrw w;
+  size_t at;
+  v4_start(&w);
+  at = raw_block(&w, "EventBlock");
+  ntrw_u16(&w, 20);
+  ntrw_u16(&w, 1);
+  ntrw_u64(&w, 0);
+  ntrw_u64(&w, 0);
+  /* Claims 1000 bytes, the stream ends after 20: truncated. */
+  set32(&w, at, 1000);
+  expect(w.buf, w.len, NULL, NTR_ETRUNCATED, NULL, "inside an object");
+  /* Claims 16 bytes of 20 and the EndObject tag is not where it should be. */
+  ntrw_u8(&w, 6);
+  ntrw_u8(&w, 1);
+  set32(&w, at, 16);
+  expect(w.buf, w.len, NULL, NTR_EFORMAT, NULL, "missing EndObject after a block");
+  ntrw_release(&w);
+  /* Shorter than an event block header. */
+  v4_start(&w);
+  at = raw_block(&w, "EventBlock");
+  ntrw_u16(&w, 20);
+  ntrw_u16(&w, 1);
+  set32(&w, at, 4);
+  ntrw_u8(&w, 6);
+  ntrw_u8(&w, 1);
+  expect(w.buf, w.len, NULL, NTR_EFORMAT, NULL, "shorter than its header");
+  ntrw_release(&w);
+}
+
+Test(ntr_malformed, varuint_overlong) {
+  ntrw w;
+  size_t at, start;
+  char want[32];
+  int i;
+  v4_start(&w);
+  at = raw_block(&w, "EventBlock");
+  start = w.len;
+  ntrw_u16(&w, 20);
+  ntrw_u16(&w, 1);
+  ntrw_u64(&w, 0);
+  ntrw_u64(&w, 0);
+  snprintf(want, sizeof(want), "byte %zu:", w.len);
+  ntrw_u8(&w, 0x01); /* flags: metadata id follows */
+  for (i = 0; i < 6; i++)
+    ntrw_u8(&w, 0x80); /* 6 continuation bytes: over the 5 a 32-bit value may take */
+  ntrw_u8(&w, 0x01);
+  set32(&w, at, (uint32_t)(w.len - start));
+  ntrw_u8(&w, 6);
+  ntrw_u8(&w, 1);
+  expect(w.buf, w.len, NULL, NTR_EFORMAT, want, "overlong varint");
+  ntrw_release(&w);
+
+  /* 64-bit: 11 bytes for the timestamp delta. */
+  v4_start(&w);
+  at = raw_block(&w, "EventBlock");
+  start = w.len;
+  ntrw_u16(&w, 20);
+  ntrw_u16(&w, 1);
+  ntrw_u64(&w, 0);
+  ntrw_u64(&w, 0);
+  ntrw_u8(&w, 0x00);
+  for (i = 0; i < 10; i++)
+    ntrw_u8(&w, 0xff);
+  ntrw_u8(&w, 0x01);
+  set32(&w, at, (uint32_t)(w.len - start));
+  ntrw_u8(&w, 6);
+  ntrw_u8(&w, 1);
+  expect(w.buf, w.len, NULL, NTR_EFORMAT, NULL, "overlong varint");
+  ntrw_release(&w);
+}
+
+/* A MetadataBlock holding one hand-made record payload. */
+static void md_with_payload(ntrw *w, const ntrw *rec) {
+  ntrw_ev e;
+  memset(&e, 0, sizeof(e));
+  e.payload = rec->buf;
+  e.payload_size = (uint32_t)rec->len;
+  v4_start(w);
+  ntrw_md_begin(w);
+  ntrw_event(w, &e);
+  ntrw_block_end(w);
+  ntrw_end(w);
+}
+
+static void md_head(ntrw *r) {
+  ntrw_init(r, 0);
+  ntrw_u32(r, 1);
+  ntrw_wstr(r, "P");
+  ntrw_u32(r, 1);
+  ntrw_wstr(r, "E");
+  ntrw_u64(r, 0);
+  ntrw_u32(r, 0);
+  ntrw_u32(r, 4);
+}
+
+Test(ntr_malformed, metadata_field_count_huge) {
+  ntrw r, w;
+  md_head(&r);
+  ntrw_u32(&r, 0x10000000u);
+  ntrw_u32(&r, 9);
+  md_with_payload(&w, &r);
+  expect(w.buf, w.len, NULL, NTR_ELIMIT, "byte ", "more than 4096 fields");
+  ntrw_release(&w);
+  ntrw_release(&r);
+  /* Under the limit but more than the bytes can hold. */
+  md_head(&r);
+  ntrw_u32(&r, 1000);
+  ntrw_u32(&r, 9);
+  md_with_payload(&w, &r);
+  expect(w.buf, w.len, NULL, NTR_EFORMAT, "byte ", "does not fit");
+  ntrw_release(&w);
+  ntrw_release(&r);
+}
+
+Test(ntr_malformed, metadata_nesting_too_deep) {
+  ntrw r, w;
+  int i;
+  md_head(&r);
+  for (i = 0; i < 40; i++) {
+    ntrw_u32(&r, 1); /* one field ... */
+    ntrw_u32(&r, 1); /* ... of type Object, whose list follows */
+  }
+  ntrw_u32(&r, 0);
+  for (i = 0; i < 40; i++)
+    ntrw_wstr(&r, "f");
+  md_with_payload(&w, &r);
+  expect(w.buf, w.len, NULL, NTR_ELIMIT, "byte ", "nested deeper than 16");
+  ntrw_release(&w);
+  ntrw_release(&r);
+}
+
+Test(ntr_malformed, metadata_unterminated_string) {
+  ntrw r, w;
+  ntrw_init(&r, 0);
+  ntrw_u32(&r, 1);
+  ntrw_u16(&r, 'P');
+  ntrw_u16(&r, 'Q');
+  md_with_payload(&w, &r);
+  expect(w.buf, w.len, NULL, NTR_EFORMAT, "byte ", "unterminated UTF-16 provider name");
+  ntrw_release(&w);
+  ntrw_release(&r);
+}
+
+Test(ntr_malformed, stack_size_not_multiple_of_pointer) {
+  ntrw w;
+  size_t at, start;
+  char want[32];
+  v4_start(&w);
+  at = raw_block(&w, "StackBlock");
+  start = w.len;
+  ntrw_u32(&w, 1);
+  ntrw_u32(&w, 1);
+  snprintf(want, sizeof(want), "byte %zu:", w.len);
+  ntrw_u32(&w, 12); /* 12 bytes of 8-byte IPs */
+  ntrw_u64(&w, 1);
+  ntrw_u32(&w, 2);
+  set32(&w, at, (uint32_t)(w.len - start));
+  ntrw_u8(&w, 6);
+  ntrw_u8(&w, 1);
+  expect(w.buf, w.len, NULL, NTR_EFORMAT, want, "not a multiple of the pointer size 8");
+  ntrw_release(&w);
+}
+
+Test(ntr_malformed, stack_table_limit) {
+  ntrw w;
+  ntr_limits lim;
+  static const uint64_t f[64] = {1};
+  const uint64_t *fr[4] = {f, f, f, f};
+  const uint32_t n[4] = {64, 64, 64, 64};
+  v4_start(&w);
+  ntrw_stacks(&w, 1, 4, fr, n);
+  ntrw_end(&w);
+  memset(&lim, 0, sizeof(lim));
+  lim.max_stack_bytes = 1024; /* 2 stacks of 64 IPs */
+  expect(w.buf, w.len, &lim, NTR_ELIMIT, "byte ", "max_stack_bytes");
+  ntrw_release(&w);
+}
+
+Test(ntr_malformed, v6_unknown_kind_skipped_major7_refused) {
+  ntrw w;
+  ntr_transcript t;
+  static const uint8_t junk[300] = {0xff};
+  const ntrw_trace t6 = {0, 1000, 8, 0, 0, 0, NULL, 0};
+  ntrw_init(&w, 1);
+  ntrw_trace_hdr(&w, &t6);
+  ntrw_raw_v6_block(&w, 200, junk, sizeof(junk));
+  ntrw_raw_v6_block(&w, 9, junk, 0);
+  ntrw_end(&w);
+  ntr_transcript_init(&t, 1);
+  cr_assert_eq(ntr_transcript_run(&t, w.buf, w.len, 1, 0, NULL, NULL, 0), 0, "%s", t.text);
+  cr_assert_eq(t.ends, 1);
+  ntr_transcript_release(&t);
+  ntrw_release(&w);
+
+  ntrw_init(&w, 1);
+  ntrw_bytes(&w, "Nettrace", 8);
+  ntrw_u32(&w, 0);
+  ntrw_u32(&w, 7);
+  ntrw_u32(&w, 0);
+  expect(w.buf, w.len, NULL, NTR_EUNSUPPORTED, "byte 12:", "major version 7 is not supported");
+  ntrw_release(&w);
+}
+
+Test(ntr_malformed, v6_block_before_trace) {
+  ntrw w;
+  static const uint8_t b[4] = {0};
+  ntrw_init(&w, 1);
+  ntrw_bytes(&w, "Nettrace", 8);
+  ntrw_u32(&w, 0);
+  ntrw_u32(&w, 6);
+  ntrw_u32(&w, 0);
+  ntrw_raw_v6_block(&w, 5, b, 4);
+  expect(w.buf, w.len, NULL, NTR_EFORMAT, "byte 24:", "before the Trace block");
+  ntrw_release(&w);
+}
+
+Test(ntr_malformed, errors_are_sticky) {
+  static const uint8_t b[] = "NotTrace";
+  ntr_parser *p;
+  cr_assert_eq(ntr_parser_new(&p, NULL, NULL, NULL), 0);
+  cr_assert_eq(ntr_parser_feed(p, b, 8), NTR_EFORMAT);
+  cr_assert_eq(ntr_parser_feed(p, b, 8), NTR_EFORMAT);
+  cr_assert_eq(ntr_parser_finish(p), NTR_EFORMAT);
+  cr_assert(strstr(ntr_parser_errmsg(p), "bad magic"));
+  ntr_parser_free(p);
+}
+
+/* ---- out of memory ---- */
+
+static long alloc_budget = -1, alloc_count;
+
+static int take(void) {
+  if (alloc_budget >= 0 && alloc_count >= alloc_budget)
+    return 0;
+  alloc_count++;
+  return 1;
+}
+static void *t_malloc(size_t n) { return take() ? malloc(n) : NULL; }
+static void *t_realloc(void *p, size_t n) { return take() ? realloc(p, n) : NULL; }
+static void *t_calloc(size_t c, size_t n) { return take() ? calloc(c, n) : NULL; }
+
+static void build_rich_v4(ntrw *w) {
+  static const ntrw_field pt[] = {{"X", 9, NULL, NULL, 0, 0}, {"Y", 9, NULL, NULL, 0, 0}};
+  static const ntrw_field el = {"", 1, NULL, pt, 2, 0};
+  static const ntrw_field fs[] = {{"A", 19, &el, NULL, 0, 0}, {"B", 1, NULL, pt, 2, 0}};
+  ntrw_md m = {1, "Prov", 1, "Ev", 0, 0, 4, 1, fs, 2, 1, 0};
+  static const uint64_t f[3] = {1, 2, 3};
+  const uint64_t *fr[2] = {f, f};
+  const uint32_t n[2] = {3, 2};
+  uint64_t th[2] = {1, 2};
+  uint32_t sq[2] = {3, 3};
+  ntrw_ev e;
+  int i;
+  v4_start(w);
+  ntrw_md_begin(w);
+  ntrw_metadata(w, &m);
+  m.id = 2;
+  m.v2params = 0;
+  m.fields = pt;
+  ntrw_metadata(w, &m);
+  ntrw_block_end(w);
+  ntrw_stacks(w, 1, 2, fr, n);
+  ntrw_ev_begin(w, 1);
+  memset(&e, 0, sizeof(e));
+  for (i = 0; i < 6; i++) {
+    e.metadata_id = 1 + i % 2;
+    e.capture_thread = e.thread = 1 + i % 2;
+    e.seq = 1 + i / 2;
+    e.stack_id = 1 + i % 2;
+    e.ts += 5;
+    ntrw_event(w, &e);
+  }
+  ntrw_block_end(w);
+  ntrw_sp(w, 100, 0, 2, th, sq);
+  ntrw_end(w);
+}
+
+static void build_rich_v6(ntrw *w) {
+  static const char *kv[] = {"ProcessId", "1"};
+  const ntrw_trace t6 = {0, 1000, 8, 0, 0, 0, kv, 1};
+  static const ntrw_field pt[] = {{"X", 9, NULL, NULL, 0, 0}};
+  ntrw_md m = {1, "Prov", 1, "Ev", 0, 0, 4, 1, pt, 1, 0, 0};
+  static const uint64_t f[3] = {1, 2, 3};
+  const uint64_t *fr[1] = {f};
+  const uint32_t n[1] = {3};
+  uint8_t act[16] = {1};
+  uint64_t th = 1;
+  uint32_t sq = 2;
+  ntrw_ev e;
+  ntrw_init(w, 1);
+  ntrw_trace_hdr(w, &t6);
+  ntrw_thread(w, 1, 100, "t");
+  ntrw_md_begin(w);
+  ntrw_metadata(w, &m);
+  ntrw_block_end(w);
+  ntrw_label_list(w, 1, act, "k", "v");
+  ntrw_stacks(w, 1, 1, fr, n);
+  ntrw_ev_begin(w, 1);
+  memset(&e, 0, sizeof(e));
+  e.metadata_id = 1;
+  e.capture_thread = e.thread = 1;
+  e.seq = 1;
+  e.stack_id = 1;
+  e.label_list = 1;
+  ntrw_event(w, &e);
+  e.seq = 2;
+  ntrw_event(w, &e);
+  ntrw_block_end(w);
+  ntrw_sp(w, 100, 3, 1, &th, &sq);
+  ntrw_remove_thread(w, 1, 2);
+  ntrw_end(w);
+}
+
+static void oom_sweep(const ntrw *w, long chunk) {
+  long budget;
+  int done = 0;
+  cr_assert_eq(ntr_replace_allocator(t_malloc, t_realloc, t_calloc, free), 0);
+  for (budget = 0; budget < 10000 && !done; budget++) {
+    ntr_parser *p = NULL;
+    size_t off = 0;
+    int rc;
+    alloc_budget = budget;
+    alloc_count = 0;
+    rc = ntr_parser_new(&p, NULL, NULL, NULL);
+    if (rc == NTR_ENOMEM) {
+      cr_assert_null(p);
+      continue;
+    }
+    cr_assert_eq(rc, 0);
+    while (off < w->len) {
+      size_t n = chunk ? (size_t)chunk : w->len;
+      if (n > w->len - off)
+        n = w->len - off;
+      rc = ntr_parser_feed(p, w->buf + off, n);
+      off += n;
+      if (rc < 0 && rc != NTR_EOF)
+        break;
+    }
+    if (rc == NTR_EOF) {
+      cr_assert_eq(ntr_parser_finish(p), 0);
+      done = 1;
+    } else {
+      cr_assert_eq(rc, NTR_ENOMEM, "budget %ld: %s (%s)", budget, ntr_err_name(rc),
+                   ntr_parser_errmsg(p));
+      cr_assert(strstr(ntr_parser_errmsg(p), "out of memory"), "%s", ntr_parser_errmsg(p));
+      cr_assert_eq(ntr_parser_feed(p, w->buf, 1), NTR_ENOMEM, "sticky");
+      cr_assert_eq(ntr_parser_finish(p), NTR_ENOMEM);
+    }
+    ntr_parser_free(p);
+  }
+  alloc_budget = -1;
+  ntr_replace_allocator(malloc, realloc, calloc, free);
+  cr_assert(done, "never succeeded");
+  cr_assert_gt(budget, 5, "the sweep should have met several allocations");
+}
+
+Test(ntr_oom, v4_every_allocation_fails_cleanly) {
+  ntrw w;
+  build_rich_v4(&w);
+  oom_sweep(&w, 0);
+  oom_sweep(&w, 7);
+  ntrw_release(&w);
+}
+
+Test(ntr_oom, v6_every_allocation_fails_cleanly) {
+  ntrw w;
+  build_rich_v6(&w);
+  oom_sweep(&w, 0);
+  oom_sweep(&w, 3);
+  ntrw_release(&w);
+}
+
+Test(ntr_oom, replace_allocator_rejects_null) {
+  cr_assert_eq(ntr_replace_allocator(NULL, realloc, calloc, free), NTR_EINVAL);
+}
