@@ -16,6 +16,7 @@
 
 #include "builtin.h"
 #include "dsipc.h"
+#include "ntr.h"
 #include "providers.h"
 #include "target.h"
 #include "util.h"
@@ -55,7 +56,9 @@ struct collect {
   const char *output;
   int out_fd;
   uint64_t bytes;
-  uint8_t tail[2];           /* the last two bytes: 06 01 ends a complete nettrace stream */
+  ntr_parser *parser;        /* reads along: completeness, event count, dropped events */
+  int parse_failed;
+  char parse_error[256];
   int write_failed;
   char write_error[300];
   dsipc_stream *session, *stopper;
@@ -170,12 +173,12 @@ static void on_session_data(void *ud, const uint8_t *p, size_t n) {
     }
     done += (size_t)w;
   }
-  if (n >= 2) {
-    c->tail[0] = p[n - 2];
-    c->tail[1] = p[n - 1];
-  } else if (n == 1) {
-    c->tail[0] = c->tail[1];
-    c->tail[1] = p[0];
+  if (c->parser && !c->parse_failed) {
+    int rc = ntr_parser_feed(c->parser, p, n);
+    if (rc < 0 && rc != NTR_EOF) {
+      c->parse_failed = 1;
+      snprintf(c->parse_error, sizeof c->parse_error, "%s", ntr_parser_errmsg(c->parser));
+    }
   }
   c->bytes += n;
 }
@@ -624,6 +627,7 @@ int cmd_collect(int argc, char **argv) {
     goto out;
   }
 
+  if (ntr_parser_new(&c.parser, NULL, NULL, NULL) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   dsipc_provider *wire = dnt_xmalloc(providers.n * sizeof *wire);
   for (size_t i = 0; i < providers.n; i++)
     wire[i] = (dsipc_provider){.name = providers.v[i].name, .keywords = providers.v[i].keywords,
@@ -698,7 +702,13 @@ int cmd_collect(int argc, char **argv) {
   uv_run(c.loop, UV_RUN_DEFAULT);
   status_line(&c, 1);
 
-  int complete = c.tail[0] == 0x06 && c.tail[1] == 0x01;
+  int complete = 0;
+  ntr_stats stats = {0};
+  if (c.parser && !c.parse_failed) {
+    complete = ntr_parser_finish(c.parser) == 0;
+    ntr_parser_stats(c.parser, &stats);
+  }
+  if (c.parse_failed) dnt_warning("the stream does not parse as nettrace: %s", c.parse_error);
   if (uv_fs_fsync(NULL, &(uv_fs_t){0}, c.out_fd, NULL) < 0 && !c.write_failed) {}
   if (close(c.out_fd) < 0 && !c.write_failed) {
     c.write_failed = 1;
@@ -717,8 +727,12 @@ int cmd_collect(int argc, char **argv) {
     goto out;
   }
   if (complete) {
-    printf("Trace completed: %s (%llu bytes)\n", output, (unsigned long long)c.bytes);
+    printf("Trace completed: %s (%llu bytes, %llu events)\n", output, (unsigned long long)c.bytes,
+           (unsigned long long)stats.events);
     rc = 0;
+    if (stats.dropped_events)
+      dnt_warning("the runtime dropped %llu events (its buffer was full): raise --buffersize or enable fewer events",
+                  (unsigned long long)stats.dropped_events);
   } else if (c.abandoned) {
     printf("Rundown abandoned: %s holds the %llu bytes received, without the end of the stream\n", output,
            (unsigned long long)c.bytes);
@@ -751,6 +765,7 @@ out:
     while (uv_run(c.loop, UV_RUN_NOWAIT)) {}
     uv_loop_close(c.loop);
   }
+  ntr_parser_free(c.parser);
   dnt_providers_release(&providers);
   free(default_out);
   return rc;

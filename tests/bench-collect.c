@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "lib/nt-scan.h"
+#include "ntr.h"
 #include "lib/run.h"
 #include "lib/target.h"
 
@@ -102,11 +103,24 @@ static void high_rate(long rate, int seconds) {
   static struct nt_scan s;
   nt_scan_file(out, &s);
   uint64_t events = nt_scan_count(&s, "Sample-Load", -1, 0);
+  /* drops: gaps in the per-thread sequence numbers, as the nettrace parser counts them */
+  ntr_stats stats = {0};
+  ntr_parser *p;
+  FILE *fp = fopen(out, "rb");
+  if (fp && ntr_parser_new(&p, NULL, NULL, NULL) == 0) {
+    static uint8_t buf[1 << 20];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, fp)) > 0) ntr_parser_feed(p, buf, n);
+    ntr_parser_finish(p);
+    ntr_parser_stats(p, &stats);
+    ntr_parser_free(p);
+  }
+  if (fp) fclose(fp);
   double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
                (double)ru.ru_stime.tv_usec / 1e6;
   printf("collect: high-rate session (asked %ld events/s for %d s): %.1f MB in %.1f s = %.1f MB/s, %.0f events/s "
-         "received; dntrace CPU %.2f s (%.1f%% of a core), peak RSS %ld KB\n",
-         rate, seconds, (double)st.st_size / 1e6, wall, (double)st.st_size / 1e6 / wall, (double)events / wall, cpu,
+         "received, %llu dropped by the runtime; dntrace CPU %.2f s (%.1f%% of a core), peak RSS %ld KB\n",
+         rate, seconds, (double)st.st_size / 1e6, wall, (double)st.st_size / 1e6 / wall, (double)events / wall, (unsigned long long)stats.dropped_events, cpu,
          100 * cpu / wall, ru.ru_maxrss);
   unlink(out);
 }
