@@ -13,6 +13,7 @@ static const struct dnt_cmd commands[] = {
     {"info", cmd_info, usage_info},
     {"collect", cmd_collect, usage_collect},
     {"dump", cmd_dump, usage_dump},
+    {"report", cmd_report, usage_report},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

@@ -1,0 +1,155 @@
+/* dntrace report: where the time goes, from the SampleProfiler samples of a trace: the top
+ * functions by exclusive or inclusive thread time, overall or per thread. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "builtin.h"
+#include "ntr.h"
+#include "profile.h"
+#include "util.h"
+
+const char *const usage_report[] = {
+    "dntrace report FILE [-n N] [--inclusive] [--threads]",
+    "Show the functions that take the most thread time in a trace",
+    "    -n, --number N   how many functions (default 5)",
+    "    --inclusive      rank by inclusive time (default: exclusive)",
+    "    --threads        one table per thread, besides the overall one",
+    "    -h, --help       show this help",
+    NULL,
+};
+
+/* Streams a plain .nettrace file into the parser; 0 complete, 1 truncated (events delivered),
+ * -1 unreadable (message printed). */
+static int read_trace(const char *path, ntr_callbacks *cb, void *ud) {
+  FILE *fp = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+  if (!fp) {
+    dnt_error("cannot open '%s': %s", path, strerror(errno));
+    return -1;
+  }
+  ntr_parser *p;
+  if (ntr_parser_new(&p, cb, ud, NULL) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  static uint8_t buf[1 << 20];
+  size_t n;
+  int rc = 0;
+  while ((n = fread(buf, 1, sizeof buf, fp)) > 0) {
+    rc = ntr_parser_feed(p, buf, n);
+    if (rc < 0 && rc != NTR_EOF) break;
+  }
+  int result;
+  if (ferror(fp)) {
+    dnt_error("cannot read '%s': %s", path, strerror(errno));
+    result = -1;
+  } else if (rc < 0 && rc != NTR_EOF) {
+    ntr_stats st;
+    ntr_parser_stats(p, &st);
+    if (st.events == 0) {
+      dnt_error("'%s' is not a readable trace: %s", path, ntr_parser_errmsg(p));
+      result = -1;
+    } else {
+      dnt_warning("'%s' is damaged (%s): the report covers what came before", path, ntr_parser_errmsg(p));
+      result = 1;
+    }
+  } else if (ntr_parser_finish(p) != 0) {
+    ntr_stats st;
+    ntr_parser_stats(p, &st);
+    if (st.events == 0) {
+      dnt_error("'%s' is not a readable trace: %s", path, ntr_parser_errmsg(p));
+      result = -1;
+    } else {
+      dnt_warning("'%s' is truncated (%s): methods named only by the final rundown may show as addresses", path,
+                  ntr_parser_errmsg(p));
+      result = 1;
+    }
+  } else {
+    result = 0;
+  }
+  ntr_parser_free(p);
+  if (fp != stdin) fclose(fp);
+  return result;
+}
+
+static void print_table(const struct dnt_profile *prof, size_t thread, int by_inclusive, size_t top, uint64_t total) {
+  struct dnt_profile_row *rows = dnt_xmalloc(top * sizeof *rows);
+  size_t n = dnt_profile_top(prof, thread, by_inclusive, rows, top);
+  double ms = dnt_profile_sample_ms(prof);
+  printf("  %18s  %18s  %s\n", "Exclusive", "Inclusive", "Function");
+  for (size_t i = 0; i < n; i++) {
+    char ex[32], in[32];
+    snprintf(ex, sizeof ex, "%.0f ms %5.1f%%", rows[i].exclusive * ms, total ? 100.0 * rows[i].exclusive / total : 0);
+    snprintf(in, sizeof in, "%.0f ms %5.1f%%", rows[i].inclusive * ms, total ? 100.0 * rows[i].inclusive / total : 0);
+    printf("  %18s  %18s  %s\n", ex, in, rows[i].name);
+  }
+  if (n == 0) printf("  (no samples)\n");
+  free(rows);
+}
+
+int cmd_report(int argc, char **argv) {
+  enum { OPT_INCLUSIVE = 1000, OPT_THREADS };
+  static const struct option opts[] = {
+      {"number", required_argument, NULL, 'n'},
+      {"inclusive", no_argument, NULL, OPT_INCLUSIVE},
+      {"threads", no_argument, NULL, OPT_THREADS},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0},
+  };
+  char shortopts[32];
+  dnt_shortopts(opts, shortopts, sizeof shortopts);
+  int c, by_inclusive = 0, threads = 0;
+  long top = 5;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
+    switch (c) {
+    case 'n': {
+      char *end;
+      top = strtol(optarg, &end, 10);
+      if (*end || top <= 0 || top > 100000) {
+        dnt_error("-n: '%s' is not a count", optarg);
+        return DNT_EXIT_USAGE;
+      }
+      break;
+    }
+    case OPT_INCLUSIVE: by_inclusive = 1; break;
+    case OPT_THREADS: threads = 1; break;
+    case 'h': dnt_print_usage(stdout, usage_report); return 0;
+    default: return dnt_usage_error("report", c, optopt, argv);
+    }
+  }
+  if (optind + 1 != argc) {
+    dnt_error(optind == argc ? "name the trace file to report on" : "one trace file at a time");
+    return DNT_EXIT_USAGE;
+  }
+  const char *path = argv[optind];
+  struct dnt_profile *prof = dnt_profile_new();
+  if (!prof) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  ntr_callbacks cb;
+  dnt_profile_callbacks(&cb);
+  int rc = read_trace(path, &cb, prof);
+  if (rc < 0) {
+    dnt_profile_free(prof);
+    return DNT_EXIT_FAILURE;
+  }
+  dnt_profile_finish(prof);
+  uint64_t total = dnt_profile_samples(prof);
+  if (total == 0) {
+    dnt_error("'%s' has no SampleProfiler samples (record with the default profiles, or "
+              "--profile dotnet-sampled-thread-time)", path);
+    dnt_profile_free(prof);
+    return DNT_EXIT_FAILURE;
+  }
+  printf("%llu samples on %zu threads, %.2f ms each: thread time, whether running or waiting\n\n",
+         (unsigned long long)total, dnt_profile_nthreads(prof), dnt_profile_sample_ms(prof));
+  printf("Top %ld functions by %s time, all threads:\n", top, by_inclusive ? "inclusive" : "exclusive");
+  print_table(prof, (size_t)-1, by_inclusive, (size_t)top, total);
+  if (threads) {
+    for (size_t t = 0; t < dnt_profile_nthreads(prof); t++) {
+      uint64_t n = dnt_profile_thread_samples(prof, t);
+      printf("\nThread %llu (%llu samples):\n", (unsigned long long)dnt_profile_thread_id(prof, t),
+             (unsigned long long)n);
+      print_table(prof, t, by_inclusive, (size_t)top, n);
+    }
+  }
+  dnt_profile_free(prof);
+  return 0;
+}

@@ -1,0 +1,442 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "profile.h"
+#include "util.h"
+
+#define RUNTIME "Microsoft-Windows-DotNETRuntime"
+#define RUNDOWN "Microsoft-Windows-DotNETRuntimeRundown"
+#define SAMPLER "Microsoft-DotNETCore-SampleProfiler"
+
+/* A tiny growable array: `v` of `n` items, room for `cap`. */
+#define GROW(arr, n, cap)                                                      \
+  do {                                                                         \
+    if ((n) == (cap)) {                                                        \
+      (cap) = (cap) ? (cap) * 2 : 64;                                          \
+      void *grown_ = realloc((arr), (cap) * sizeof *(arr));                    \
+      if (!grown_) dnt_die(DNT_EXIT_FAILURE_CODE, "out of memory");            \
+      (arr) = grown_;                                                          \
+    }                                                                          \
+  } while (0)
+#define DNT_EXIT_FAILURE_CODE 1
+
+struct method {
+  uint64_t start, end, module_id;
+  char *name;
+  uint32_t seq; /* load order: a later load of the same range wins */
+};
+
+struct module {
+  uint64_t id;
+  char *name;
+};
+
+struct stack {
+  size_t off;       /* into frames */
+  uint32_t n;
+  uint32_t hash;
+};
+
+struct count {
+  uint64_t thread;
+  uint32_t stack;
+  uint32_t external; /* the thread was in native code: the leaf is UNMANAGED_CODE_TIME */
+  uint64_t samples;
+};
+
+struct dnt_profile {
+  double sample_ms;
+  struct method *methods;
+  size_t nmethods, capmethods;
+  struct module *modules;
+  size_t nmodules, capmodules;
+  uint64_t *frames;
+  size_t nframes, capframes;
+  struct stack *stacks;
+  size_t nstacks, capstacks;
+  uint32_t *stack_table; /* open addressing: stack index + 1, 0 = empty */
+  size_t stack_table_cap;
+  struct count *counts;
+  size_t ncounts, capcounts;
+  uint32_t *count_table;
+  size_t count_table_cap;
+  uint64_t samples;
+  /* after finish: names of functions, and per stack frame the function index */
+  char **names;
+  size_t nnames, capnames;
+  uint32_t *name_table;
+  size_t name_table_cap;
+  uint32_t *frame_names; /* parallel to frames */
+  uint64_t *threads;
+  uint64_t *thread_samples;
+  size_t nthreads;
+  uint32_t unmanaged_name;
+  int finished;
+};
+
+static uint32_t hash_bytes(const void *p, size_t n, uint32_t h) {
+  const uint8_t *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 16777619u;
+  return h;
+}
+
+struct dnt_profile *dnt_profile_new(void) {
+  struct dnt_profile *p = calloc(1, sizeof *p);
+  if (p) p->sample_ms = 1.0;
+  return p;
+}
+
+void dnt_profile_free(struct dnt_profile *p) {
+  if (!p) return;
+  for (size_t i = 0; i < p->nmethods; i++) free(p->methods[i].name);
+  for (size_t i = 0; i < p->nmodules; i++) free(p->modules[i].name);
+  for (size_t i = 0; i < p->nnames; i++) free(p->names[i]);
+  free(p->methods);
+  free(p->modules);
+  free(p->frames);
+  free(p->stacks);
+  free(p->stack_table);
+  free(p->counts);
+  free(p->count_table);
+  free(p->names);
+  free(p->name_table);
+  free(p->frame_names);
+  free(p->threads);
+  free(p->thread_samples);
+  free(p);
+}
+
+/* ---- interning ---- */
+
+static void rehash_stacks(struct dnt_profile *p) {
+  size_t cap = p->stack_table_cap ? p->stack_table_cap * 2 : 1024;
+  uint32_t *t = calloc(cap, sizeof *t);
+  if (!t) dnt_die(1, "out of memory");
+  for (size_t i = 0; i < p->nstacks; i++) {
+    size_t j = p->stacks[i].hash & (cap - 1);
+    while (t[j]) j = (j + 1) & (cap - 1);
+    t[j] = (uint32_t)i + 1;
+  }
+  free(p->stack_table);
+  p->stack_table = t;
+  p->stack_table_cap = cap;
+}
+
+static uint32_t intern_stack(struct dnt_profile *p, const uint64_t *frames, uint32_t n) {
+  if ((p->nstacks + 1) * 2 > p->stack_table_cap) rehash_stacks(p);
+  uint32_t h = hash_bytes(frames, n * sizeof *frames, 2166136261u ^ n);
+  size_t j = h & (p->stack_table_cap - 1);
+  while (p->stack_table[j]) {
+    const struct stack *s = &p->stacks[p->stack_table[j] - 1];
+    if (s->hash == h && s->n == n && memcmp(p->frames + s->off, frames, n * sizeof *frames) == 0)
+      return p->stack_table[j] - 1;
+    j = (j + 1) & (p->stack_table_cap - 1);
+  }
+  while (p->nframes + n > p->capframes) {
+    p->capframes = p->capframes ? p->capframes * 2 : 4096;
+    uint64_t *f = realloc(p->frames, p->capframes * sizeof *f);
+    if (!f) dnt_die(1, "out of memory");
+    p->frames = f;
+  }
+  if (n) memcpy(p->frames + p->nframes, frames, n * sizeof *frames);
+  GROW(p->stacks, p->nstacks, p->capstacks);
+  p->stacks[p->nstacks] = (struct stack){p->nframes, n, h};
+  p->nframes += n;
+  p->stack_table[j] = (uint32_t)++p->nstacks;
+  return (uint32_t)p->nstacks - 1;
+}
+
+static void rehash_counts(struct dnt_profile *p) {
+  size_t cap = p->count_table_cap ? p->count_table_cap * 2 : 1024;
+  uint32_t *t = calloc(cap, sizeof *t);
+  if (!t) dnt_die(1, "out of memory");
+  for (size_t i = 0; i < p->ncounts; i++) {
+    const struct count *c = &p->counts[i];
+    uint32_t h = hash_bytes(&c->thread, sizeof c->thread, c->stack * 2654435761u ^ c->external);
+    size_t j = h & (cap - 1);
+    while (t[j]) j = (j + 1) & (cap - 1);
+    t[j] = (uint32_t)i + 1;
+  }
+  free(p->count_table);
+  p->count_table = t;
+  p->count_table_cap = cap;
+}
+
+static void add_sample(struct dnt_profile *p, uint64_t thread, uint32_t stack, uint32_t external) {
+  if ((p->ncounts + 1) * 2 > p->count_table_cap) rehash_counts(p);
+  uint32_t h = hash_bytes(&thread, sizeof thread, stack * 2654435761u ^ external);
+  size_t j = h & (p->count_table_cap - 1);
+  while (p->count_table[j]) {
+    struct count *c = &p->counts[p->count_table[j] - 1];
+    if (c->thread == thread && c->stack == stack && c->external == external) {
+      c->samples++;
+      p->samples++;
+      return;
+    }
+    j = (j + 1) & (p->count_table_cap - 1);
+  }
+  GROW(p->counts, p->ncounts, p->capcounts);
+  p->counts[p->ncounts] = (struct count){thread, stack, external, 1};
+  p->count_table[j] = (uint32_t)++p->ncounts;
+  p->samples++;
+}
+
+static uint32_t intern_name(struct dnt_profile *p, const char *name) {
+  if ((p->nnames + 1) * 2 > p->name_table_cap) {
+    size_t cap = p->name_table_cap ? p->name_table_cap * 2 : 1024;
+    uint32_t *t = calloc(cap, sizeof *t);
+    if (!t) dnt_die(1, "out of memory");
+    for (size_t i = 0; i < p->nnames; i++) {
+      size_t j = hash_bytes(p->names[i], strlen(p->names[i]), 2166136261u) & (cap - 1);
+      while (t[j]) j = (j + 1) & (cap - 1);
+      t[j] = (uint32_t)i + 1;
+    }
+    free(p->name_table);
+    p->name_table = t;
+    p->name_table_cap = cap;
+  }
+  size_t j = hash_bytes(name, strlen(name), 2166136261u) & (p->name_table_cap - 1);
+  while (p->name_table[j]) {
+    if (strcmp(p->names[p->name_table[j] - 1], name) == 0) return p->name_table[j] - 1;
+    j = (j + 1) & (p->name_table_cap - 1);
+  }
+  GROW(p->names, p->nnames, p->capnames);
+  p->names[p->nnames] = dnt_xstrdup(name);
+  p->name_table[j] = (uint32_t)++p->nnames;
+  return (uint32_t)p->nnames - 1;
+}
+
+/* ---- events ---- */
+
+static char *read_wstr(ntr_payload *c) {
+  char buf[1024];
+  if (ntr_payload_utf16z(c, buf, sizeof buf, NULL) != 0) return NULL;
+  return dnt_xstrdup(buf);
+}
+
+/* MethodLoadVerbose / MethodDCStartVerbose / MethodDCEndVerbose (version 1 and 2 layout). */
+static void on_method(struct dnt_profile *p, const ntr_event *ev) {
+  ntr_payload c;
+  ntr_payload_init(&c, ev->payload, ev->payload_size);
+  uint64_t method_id, module_id, start;
+  uint32_t size, token, flags;
+  if (ntr_payload_u64(&c, &method_id) || ntr_payload_u64(&c, &module_id) || ntr_payload_u64(&c, &start) ||
+      ntr_payload_u32(&c, &size) || ntr_payload_u32(&c, &token) || ntr_payload_u32(&c, &flags))
+    return;
+  char *ns = read_wstr(&c), *name = read_wstr(&c);
+  if (ns && name && size) {
+    size_t n = strlen(ns) + strlen(name) + 2;
+    char *full = dnt_xmalloc(n);
+    snprintf(full, n, "%s%s%s", ns, *ns ? "." : "", name);
+    GROW(p->methods, p->nmethods, p->capmethods);
+    p->methods[p->nmethods] = (struct method){start, start + size, module_id, full, (uint32_t)p->nmethods};
+    p->nmethods++;
+  }
+  free(ns);
+  free(name);
+}
+
+/* ModuleLoad / ModuleDCStart / ModuleDCEnd: the module's IL path names its frames. */
+static void on_module(struct dnt_profile *p, const ntr_event *ev) {
+  ntr_payload c;
+  ntr_payload_init(&c, ev->payload, ev->payload_size);
+  uint64_t module_id, assembly_id;
+  uint32_t flags, reserved;
+  if (ntr_payload_u64(&c, &module_id) || ntr_payload_u64(&c, &assembly_id) || ntr_payload_u32(&c, &flags) ||
+      ntr_payload_u32(&c, &reserved))
+    return;
+  char *path = read_wstr(&c);
+  if (!path) return;
+  const char *base = strrchr(path, '/');
+  if (!base) base = strrchr(path, '\\');
+  base = base ? base + 1 : path;
+  char *name = dnt_xstrdup(base);
+  size_t len = strlen(name);
+  if (len > 4 && (strcasecmp(name + len - 4, ".dll") == 0 || strcasecmp(name + len - 4, ".exe") == 0))
+    name[len - 4] = '\0';
+  free(path);
+  GROW(p->modules, p->nmodules, p->capmodules);
+  p->modules[p->nmodules++] = (struct module){module_id, name};
+}
+
+static int profile_on_trace(void *ud, const ntr_trace *t) {
+  struct dnt_profile *p = ud;
+  if (t->sampling_interval_ns) p->sample_ms = t->sampling_interval_ns / 1e6;
+  return 0;
+}
+
+static int profile_on_event(void *ud, const ntr_event *ev) {
+  struct dnt_profile *p = ud;
+  const ntr_metadata *md = ev->metadata;
+  if (!md) return 0;
+  if (md->event_id == 0 && strcmp(md->provider, SAMPLER) == 0) {
+    uint32_t kind = 2;
+    if (ev->payload_size >= 4) memcpy(&kind, ev->payload, 4);
+    uint32_t stack = ev->stack ? intern_stack(p, ev->stack->frames, ev->stack->nframes) : intern_stack(p, NULL, 0);
+    add_sample(p, ev->thread_id, stack, kind == 1);
+    return 0;
+  }
+  int runtime = strcmp(md->provider, RUNTIME) == 0, rundown = strcmp(md->provider, RUNDOWN) == 0;
+  if ((runtime && md->event_id == 143) || (rundown && (md->event_id == 143 || md->event_id == 144)))
+    on_method(p, ev);
+  else if ((runtime && md->event_id == 152) || (rundown && (md->event_id == 153 || md->event_id == 154)))
+    on_module(p, ev);
+  return 0;
+}
+
+void dnt_profile_callbacks(ntr_callbacks *cb) {
+  memset(cb, 0, sizeof *cb);
+  cb->on_trace = profile_on_trace;
+  cb->on_event = profile_on_event;
+}
+
+/* ---- naming ---- */
+
+static int by_start(const void *a, const void *b) {
+  const struct method *x = a, *y = b;
+  if (x->start != y->start) return x->start < y->start ? -1 : 1;
+  return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int by_module_id(const void *a, const void *b) {
+  const struct module *x = a, *y = b;
+  return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static const char *module_name(const struct dnt_profile *p, uint64_t id) {
+  size_t lo = 0, hi = p->nmodules;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (p->modules[mid].id < id) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < p->nmodules && p->modules[lo].id == id ? p->modules[lo].name : NULL;
+}
+
+/* The method whose code holds ip: the last-loaded of those starting at or before it. */
+static const struct method *find_method(const struct dnt_profile *p, uint64_t ip) {
+  size_t lo = 0, hi = p->nmethods;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (p->methods[mid].start <= ip) lo = mid + 1;
+    else hi = mid;
+  }
+  /* walk back over the few ranges that start before ip; stop at the first that covers it */
+  for (size_t i = lo, steps = 0; i > 0 && steps < 8; i--, steps++)
+    if (ip < p->methods[i - 1].end) return &p->methods[i - 1];
+  return NULL;
+}
+
+void dnt_profile_finish(struct dnt_profile *p) {
+  if (p->finished) return;
+  p->finished = 1;
+  qsort(p->methods, p->nmethods, sizeof *p->methods, by_start);
+  qsort(p->modules, p->nmodules, sizeof *p->modules, by_module_id);
+  p->unmanaged_name = intern_name(p, DNT_UNMANAGED_FRAME);
+  p->frame_names = malloc((p->nframes ? p->nframes : 1) * sizeof *p->frame_names);
+  if (!p->frame_names) dnt_die(1, "out of memory");
+  for (size_t s = 0; s < p->nstacks; s++) {
+    const struct stack *st = &p->stacks[s];
+    for (uint32_t i = 0; i < st->n; i++) {
+      uint64_t ip = p->frames[st->off + i];
+      /* a caller frame holds a return address: the call itself is the byte before */
+      const struct method *m = find_method(p, i == 0 ? ip : ip - 1);
+      char name[1200];
+      if (m) {
+        const char *mod = module_name(p, m->module_id);
+        snprintf(name, sizeof name, "%s!%s", mod ? mod : "?", m->name);
+      } else {
+        snprintf(name, sizeof name, "?!0x%llx", (unsigned long long)ip);
+      }
+      p->frame_names[st->off + i] = intern_name(p, name);
+    }
+  }
+  /* threads, in order of first appearance */
+  p->threads = calloc(p->ncounts ? p->ncounts : 1, sizeof *p->threads);
+  p->thread_samples = calloc(p->ncounts ? p->ncounts : 1, sizeof *p->thread_samples);
+  if (!p->threads || !p->thread_samples) dnt_die(1, "out of memory");
+  for (size_t i = 0; i < p->ncounts; i++) {
+    size_t t = 0;
+    while (t < p->nthreads && p->threads[t] != p->counts[i].thread) t++;
+    if (t == p->nthreads) p->threads[p->nthreads++] = p->counts[i].thread;
+    p->thread_samples[t] += p->counts[i].samples;
+  }
+}
+
+uint64_t dnt_profile_samples(const struct dnt_profile *p) { return p->samples; }
+double dnt_profile_sample_ms(const struct dnt_profile *p) { return p->sample_ms; }
+size_t dnt_profile_nthreads(const struct dnt_profile *p) { return p->nthreads; }
+uint64_t dnt_profile_thread_id(const struct dnt_profile *p, size_t t) { return p->threads[t]; }
+uint64_t dnt_profile_thread_samples(const struct dnt_profile *p, size_t t) { return p->thread_samples[t]; }
+
+struct rank {
+  uint32_t name;
+  uint64_t key, exclusive, inclusive;
+};
+
+static int by_key_desc(const void *a, const void *b) {
+  const struct rank *x = a, *y = b;
+  if (x->key != y->key) return x->key > y->key ? -1 : 1;
+  return x->name < y->name ? -1 : x->name > y->name;
+}
+
+size_t dnt_profile_top(const struct dnt_profile *p, size_t t, int by_inclusive, struct dnt_profile_row *rows,
+                       size_t max) {
+  uint64_t *excl = calloc(p->nnames ? p->nnames : 1, sizeof *excl);
+  uint64_t *incl = calloc(p->nnames ? p->nnames : 1, sizeof *incl);
+  uint32_t *seen = calloc(p->nnames ? p->nnames : 1, sizeof *seen); /* which count last touched a name */
+  if (!excl || !incl || !seen) dnt_die(1, "out of memory");
+  for (size_t i = 0; i < p->ncounts; i++) {
+    const struct count *c = &p->counts[i];
+    if (t != (size_t)-1 && c->thread != p->threads[t]) continue;
+    const struct stack *st = &p->stacks[c->stack];
+    uint32_t leaf = c->external || st->n == 0 ? p->unmanaged_name : p->frame_names[st->off];
+    excl[leaf] += c->samples;
+    /* inclusive: once per function per stack, however often recursion repeats it */
+    incl[leaf] += c->samples;
+    seen[leaf] = (uint32_t)i + 1;
+    for (uint32_t f = 0; f < st->n; f++) {
+      uint32_t n = p->frame_names[st->off + f];
+      if (seen[n] == (uint32_t)i + 1) continue;
+      seen[n] = (uint32_t)i + 1;
+      incl[n] += c->samples;
+    }
+  }
+  struct rank *r = malloc((p->nnames ? p->nnames : 1) * sizeof *r);
+  if (!r) dnt_die(1, "out of memory");
+  size_t n = 0;
+  for (size_t i = 0; i < p->nnames; i++)
+    if (incl[i]) r[n++] = (struct rank){(uint32_t)i, by_inclusive ? incl[i] : excl[i], excl[i], incl[i]};
+  qsort(r, n, sizeof *r, by_key_desc);
+  size_t out = 0;
+  for (size_t i = 0; i < n && out < max; i++) {
+    if (!by_inclusive && r[i].exclusive == 0) break;
+    rows[out++] = (struct dnt_profile_row){p->names[r[i].name], r[i].exclusive, r[i].inclusive};
+  }
+  free(r);
+  free(excl);
+  free(incl);
+  free(seen);
+  return out;
+}
+
+void dnt_profile_each_stack(const struct dnt_profile *p, dnt_profile_stack_fn fn, void *ud) {
+  size_t cap = 0;
+  const char **frames = NULL;
+  for (size_t i = 0; i < p->ncounts; i++) {
+    const struct count *c = &p->counts[i];
+    const struct stack *st = &p->stacks[c->stack];
+    if (st->n + 1 > cap) {
+      cap = st->n + 1;
+      frames = realloc(frames, cap * sizeof *frames);
+      if (!frames) dnt_die(1, "out of memory");
+    }
+    size_t n = 0;
+    for (uint32_t f = st->n; f > 0; f--) frames[n++] = p->names[p->frame_names[st->off + f - 1]];
+    if (c->external || st->n == 0) frames[n++] = DNT_UNMANAGED_FRAME;
+    fn(ud, c->thread, frames, n, c->samples);
+  }
+  free(frames);
+}

@@ -1,0 +1,54 @@
+/* Thread-time profiles from a nettrace: SampleProfiler samples with their managed stacks, named
+ * through the method load and rundown events, aggregated per thread.
+ *
+ * Fed through nettrace callbacks while the trace streams by; memory grows with the distinct
+ * stacks, methods and modules, not with the samples. Names are resolved once the stream is over,
+ * because methods jitted before the session and precompiled code are only named by the rundown
+ * at its end. */
+#ifndef DNT_PROFILE_H
+#define DNT_PROFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ntr.h"
+
+#define DNT_UNMANAGED_FRAME "UNMANAGED_CODE_TIME"
+
+struct dnt_profile;
+
+/* A new, empty profile; NULL when out of memory. Free with dnt_profile_free (NULL is fine). */
+struct dnt_profile *dnt_profile_new(void);
+void dnt_profile_free(struct dnt_profile *p);
+
+/* Callbacks to hand the nettrace parser, with the profile as their ud. */
+void dnt_profile_callbacks(ntr_callbacks *cb);
+
+/* Resolves names after the last byte; call once, before the queries below. */
+void dnt_profile_finish(struct dnt_profile *p);
+
+/* Totals. */
+uint64_t dnt_profile_samples(const struct dnt_profile *p);
+double dnt_profile_sample_ms(const struct dnt_profile *p); /* weight of one sample */
+size_t dnt_profile_nthreads(const struct dnt_profile *p);
+uint64_t dnt_profile_thread_id(const struct dnt_profile *p, size_t t);
+uint64_t dnt_profile_thread_samples(const struct dnt_profile *p, size_t t);
+
+/* One row of a top-N table. name points into the profile (valid until it is freed). */
+struct dnt_profile_row {
+  const char *name;
+  uint64_t exclusive, inclusive; /* samples */
+};
+
+/* Fills rows (caller-owned, up to max) with the top functions of thread index t, or of all
+ * threads when t == (size_t)-1, by exclusive or inclusive samples. Returns how many. */
+size_t dnt_profile_top(const struct dnt_profile *p, size_t t, int by_inclusive, struct dnt_profile_row *rows,
+                       size_t max);
+
+/* Walks every distinct (thread, stack) with its sample count; frames root first, names resolved.
+ * The frames array is valid during the call only. For folded stacks and flame graphs. */
+typedef void (*dnt_profile_stack_fn)(void *ud, uint64_t thread_id, const char *const *frames, size_t nframes,
+                                     uint64_t samples);
+void dnt_profile_each_stack(const struct dnt_profile *p, dnt_profile_stack_fn fn, void *ud);
+
+#endif
