@@ -70,7 +70,7 @@ struct collect {
   uint64_t start_ms, duration_ms;
   int tty;
   uv_signal_t sigint, sigterm;
-  uv_timer_t ticker;
+  uv_timer_t ticker, stopper_timer;
   uv_poll_t stdin_poll;
   int stdin_polling;
   /* launch mode: the child and the listener its runtime dials */
@@ -187,6 +187,7 @@ static void close_everything(struct collect *c) {
   uv_close((uv_handle_t *)&c->sigint, NULL);
   uv_close((uv_handle_t *)&c->sigterm, NULL);
   uv_close((uv_handle_t *)&c->ticker, NULL);
+  uv_close((uv_handle_t *)&c->stopper_timer, NULL);
   if (c->stdin_polling) uv_close((uv_handle_t *)&c->stdin_poll, NULL);
   dsipc_stream_close(c->session);
   dsipc_stream_close(c->stopper);
@@ -257,9 +258,9 @@ static void on_signal(uv_signal_t *h, int signum) {
 static void on_tick(uv_timer_t *t) {
   struct collect *c = t->data;
   status_line(c, 0);
-  if (c->duration_ms && !c->stopping && now_ms() - c->start_ms >= c->duration_ms)
-    stop_session(c, "Duration reached: stopping the trace.");
 }
+
+static void on_duration(uv_timer_t *t) { stop_session(t->data, "Duration reached: stopping the trace."); }
 
 static void on_stdin(uv_poll_t *p, int status, int events) {
   struct collect *c = p->data;
@@ -690,8 +691,10 @@ int cmd_collect(int argc, char **argv) {
   uv_signal_start(&c.sigterm, on_signal, SIGTERM);
   uv_timer_init(c.loop, &c.ticker);
   c.ticker.data = &c;
-  uv_timer_start(&c.ticker, on_tick, duration_ms && duration_ms < 1000 ? duration_ms : 1000,
-                 duration_ms && duration_ms < 1000 ? duration_ms : 1000);
+  uv_timer_start(&c.ticker, on_tick, 1000, 1000);
+  uv_timer_init(c.loop, &c.stopper_timer);
+  c.stopper_timer.data = &c;
+  if (duration_ms) uv_timer_start(&c.stopper_timer, on_duration, duration_ms, 0);
   if (isatty(0) && !show_child_io && uv_poll_init(c.loop, &c.stdin_poll, 0) == 0) {
     c.stdin_poll.data = &c;
     c.stdin_polling = 1;

@@ -332,8 +332,8 @@ static const struct method *find_method(const struct dnt_profile *p, uint64_t ip
 void dnt_profile_finish(struct dnt_profile *p) {
   if (p->finished) return;
   p->finished = 1;
-  qsort(p->methods, p->nmethods, sizeof *p->methods, by_start);
-  qsort(p->modules, p->nmodules, sizeof *p->modules, by_module_id);
+  if (p->nmethods) qsort(p->methods, p->nmethods, sizeof *p->methods, by_start);
+  if (p->nmodules) qsort(p->modules, p->nmodules, sizeof *p->modules, by_module_id);
   p->unmanaged_name = intern_name(p, DNT_UNMANAGED_FRAME);
   p->frame_names = malloc((p->nframes ? p->nframes : 1) * sizeof *p->frame_names);
   if (!p->frame_names) dnt_die(1, "out of memory");
@@ -409,7 +409,7 @@ size_t dnt_profile_top(const struct dnt_profile *p, size_t t, int by_inclusive, 
   size_t n = 0;
   for (size_t i = 0; i < p->nnames; i++)
     if (incl[i]) r[n++] = (struct rank){(uint32_t)i, by_inclusive ? incl[i] : excl[i], excl[i], incl[i]};
-  qsort(r, n, sizeof *r, by_key_desc);
+  if (n) qsort(r, n, sizeof *r, by_key_desc);
   size_t out = 0;
   for (size_t i = 0; i < n && out < max; i++) {
     if (!by_inclusive && r[i].exclusive == 0) break;
