@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bootstrap.sh: set up a fresh Debian machine for dntrace and run one of its jobs.
 #
-#   ./bootstrap.sh demo    install what is missing, build, start the sample .NET app, show dntrace on it
+#   ./bootstrap.sh demo    install what is missing, build, start the sample .NET app, trace it and
+#                          print its hottest methods
 #   ./bootstrap.sh check   install what is missing, build with ASan+UBSan, run every test
 #   ./bootstrap.sh bench   build optimised and run the benchmarks (figures printed, not asserted)
 #   ./bootstrap.sh deps | build      only those steps
@@ -123,6 +124,11 @@ demo() {
   build/dntrace ps
   say "dntrace info -p $pid"
   build/dntrace info -p "$pid"
+  say "dntrace collect -p $pid --duration 5s -o build/demo.nettrace"
+  rm -f build/demo.nettrace
+  build/dntrace collect -p "$pid" --duration 5s -o build/demo.nettrace
+  say "dntrace report build/demo.nettrace -n 8"
+  build/dntrace report build/demo.nettrace -n 8
 }
 
 bench() {
