@@ -30,12 +30,14 @@ int cmd_info(int argc, char **argv);
 int cmd_collect(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
 
 extern const char *const usage_ps[];
 extern const char *const usage_info[];
 extern const char *const usage_collect[];
 extern const char *const usage_dump[];
 extern const char *const usage_report[];
+extern const char *const usage_convert[];
 
 /* Looks a subcommand up by name; NULL if there is none. */
 const struct dnt_cmd *dnt_find_cmd(const char *name);

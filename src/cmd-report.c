@@ -1,6 +1,5 @@
 /* dntrace report: where the time goes, from the SampleProfiler samples of a trace: the top
  * functions by exclusive or inclusive thread time, overall or per thread. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,56 +18,6 @@ const char *const usage_report[] = {
     "    -h, --help       show this help",
     NULL,
 };
-
-/* Streams a plain .nettrace file into the parser; 0 complete, 1 truncated (events delivered),
- * -1 unreadable (message printed). */
-static int read_trace(const char *path, ntr_callbacks *cb, void *ud) {
-  FILE *fp = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-  if (!fp) {
-    dnt_error("cannot open '%s': %s", path, strerror(errno));
-    return -1;
-  }
-  ntr_parser *p;
-  if (ntr_parser_new(&p, cb, ud, NULL) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  static uint8_t buf[1 << 20];
-  size_t n;
-  int rc = 0;
-  while ((n = fread(buf, 1, sizeof buf, fp)) > 0) {
-    rc = ntr_parser_feed(p, buf, n);
-    if (rc < 0 && rc != NTR_EOF) break;
-  }
-  int result;
-  if (ferror(fp)) {
-    dnt_error("cannot read '%s': %s", path, strerror(errno));
-    result = -1;
-  } else if (rc < 0 && rc != NTR_EOF) {
-    ntr_stats st;
-    ntr_parser_stats(p, &st);
-    if (st.events == 0) {
-      dnt_error("'%s' is not a readable trace: %s", path, ntr_parser_errmsg(p));
-      result = -1;
-    } else {
-      dnt_warning("'%s' is damaged (%s): the report covers what came before", path, ntr_parser_errmsg(p));
-      result = 1;
-    }
-  } else if (ntr_parser_finish(p) != 0) {
-    ntr_stats st;
-    ntr_parser_stats(p, &st);
-    if (st.events == 0) {
-      dnt_error("'%s' is not a readable trace: %s", path, ntr_parser_errmsg(p));
-      result = -1;
-    } else {
-      dnt_warning("'%s' is truncated (%s): methods named only by the final rundown may show as addresses", path,
-                  ntr_parser_errmsg(p));
-      result = 1;
-    }
-  } else {
-    result = 0;
-  }
-  ntr_parser_free(p);
-  if (fp != stdin) fclose(fp);
-  return result;
-}
 
 static void print_table(const struct dnt_profile *prof, size_t thread, int by_inclusive, size_t top, uint64_t total) {
   struct dnt_profile_row *rows = dnt_xmalloc(top * sizeof *rows);
@@ -123,14 +72,10 @@ int cmd_report(int argc, char **argv) {
   const char *path = argv[optind];
   struct dnt_profile *prof = dnt_profile_new();
   if (!prof) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  ntr_callbacks cb;
-  dnt_profile_callbacks(&cb);
-  int rc = read_trace(path, &cb, prof);
-  if (rc < 0) {
+  if (dnt_profile_load(prof, path) < 0) {
     dnt_profile_free(prof);
     return DNT_EXIT_FAILURE;
   }
-  dnt_profile_finish(prof);
   uint64_t total = dnt_profile_samples(prof);
   if (total == 0) {
     dnt_error("'%s' has no SampleProfiler samples (record with the default profiles, or "

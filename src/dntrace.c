@@ -14,6 +14,7 @@ static const struct dnt_cmd commands[] = {
     {"collect", cmd_collect, usage_collect},
     {"dump", cmd_dump, usage_dump},
     {"report", cmd_report, usage_report},
+    {"convert", cmd_convert, usage_convert},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

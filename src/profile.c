@@ -1,3 +1,4 @@
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -422,9 +423,12 @@ size_t dnt_profile_top(const struct dnt_profile *p, size_t t, int by_inclusive, 
   return out;
 }
 
+size_t dnt_profile_nnames(const struct dnt_profile *p) { return p->nnames; }
+const char *dnt_profile_name(const struct dnt_profile *p, uint32_t id) { return id < p->nnames ? p->names[id] : "?"; }
+
 void dnt_profile_each_stack(const struct dnt_profile *p, dnt_profile_stack_fn fn, void *ud) {
   size_t cap = 0;
-  const char **frames = NULL;
+  uint32_t *frames = NULL;
   for (size_t i = 0; i < p->ncounts; i++) {
     const struct count *c = &p->counts[i];
     const struct stack *st = &p->stacks[c->stack];
@@ -434,9 +438,49 @@ void dnt_profile_each_stack(const struct dnt_profile *p, dnt_profile_stack_fn fn
       if (!frames) dnt_die(1, "out of memory");
     }
     size_t n = 0;
-    for (uint32_t f = st->n; f > 0; f--) frames[n++] = p->names[p->frame_names[st->off + f - 1]];
-    if (c->external || st->n == 0) frames[n++] = DNT_UNMANAGED_FRAME;
+    for (uint32_t f = st->n; f > 0; f--) frames[n++] = p->frame_names[st->off + f - 1];
+    if (c->external || st->n == 0) frames[n++] = p->unmanaged_name;
     fn(ud, c->thread, frames, n, c->samples);
   }
   free(frames);
+}
+
+int dnt_profile_load(struct dnt_profile *prof, const char *path) {
+  FILE *fp = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+  if (!fp) {
+    dnt_error("cannot open '%s': %s", path, strerror(errno));
+    return -1;
+  }
+  ntr_callbacks cb;
+  dnt_profile_callbacks(&cb);
+  ntr_parser *p;
+  if (ntr_parser_new(&p, &cb, prof, NULL) != 0) dnt_die(1, "out of memory");
+  static uint8_t buf[1 << 20];
+  size_t n;
+  int rc = 0;
+  while ((n = fread(buf, 1, sizeof buf, fp)) > 0) {
+    rc = ntr_parser_feed(p, buf, n);
+    if (rc < 0 && rc != NTR_EOF) break;
+  }
+  int damaged = rc < 0 && rc != NTR_EOF;
+  int result = 0;
+  ntr_stats st;
+  if (ferror(fp)) {
+    dnt_error("cannot read '%s': %s", path, strerror(errno));
+    result = -1;
+  } else if (damaged || ntr_parser_finish(p) != 0) {
+    ntr_parser_stats(p, &st);
+    if (st.events == 0) {
+      dnt_error("'%s' is not a readable trace: %s", path, ntr_parser_errmsg(p));
+      result = -1;
+    } else {
+      dnt_warning("'%s' is %s (%s): what came before is used; methods named only by the final rundown may show "
+                  "as addresses", path, damaged ? "damaged" : "truncated", ntr_parser_errmsg(p));
+      result = 1;
+    }
+  }
+  ntr_parser_free(p);
+  if (fp != stdin) fclose(fp);
+  if (result >= 0) dnt_profile_finish(prof);
+  return result;
 }

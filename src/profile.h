@@ -45,10 +45,20 @@ struct dnt_profile_row {
 size_t dnt_profile_top(const struct dnt_profile *p, size_t t, int by_inclusive, struct dnt_profile_row *rows,
                        size_t max);
 
-/* Walks every distinct (thread, stack) with its sample count; frames root first, names resolved.
- * The frames array is valid during the call only. For folded stacks and flame graphs. */
-typedef void (*dnt_profile_stack_fn)(void *ud, uint64_t thread_id, const char *const *frames, size_t nframes,
+/* Function names by id (0 .. dnt_profile_nnames - 1); owned by the profile. */
+size_t dnt_profile_nnames(const struct dnt_profile *p);
+const char *dnt_profile_name(const struct dnt_profile *p, uint32_t id);
+
+/* Walks every distinct (thread, stack) with its sample count; frames are function ids, root
+ * first, the leaf last (UNMANAGED_CODE_TIME for a thread in native code). The array is valid
+ * during the call only. For folded stacks, speedscope and flame graphs. */
+typedef void (*dnt_profile_stack_fn)(void *ud, uint64_t thread_id, const uint32_t *frames, size_t nframes,
                                      uint64_t samples);
 void dnt_profile_each_stack(const struct dnt_profile *p, dnt_profile_stack_fn fn, void *ud);
+
+/* Reads a trace file ("-" for stdin) into the profile and finishes it. 0 for a complete trace,
+ * 1 for a truncated or damaged one whose readable part was used (a warning is printed), -1 when
+ * nothing could be read (an error is printed). */
+int dnt_profile_load(struct dnt_profile *p, const char *path);
 
 #endif

@@ -156,6 +156,8 @@ void nt_scan(const uint8_t *p, size_t len, struct nt_scan *s) {
     if (strcmp(name, "Trace") == 0) {
       if (!need(&c, 48)) break;
       s->pointer_size = (uint32_t)(p[c.off + 32] | p[c.off + 33] << 8);
+      s->sampling_ns = (uint32_t)p[c.off + 44] | (uint32_t)p[c.off + 45] << 8 | (uint32_t)p[c.off + 46] << 16 |
+                       (uint32_t)p[c.off + 47] << 24;
       c.off += 48;
       s->trace_objects++;
     } else {

@@ -17,6 +17,7 @@ struct nt_scan {
   char problem[128];      /* "" for a complete stream */
   int trace_objects, blocks;
   uint32_t pointer_size;
+  uint32_t sampling_ns;    /* the Trace object's expected sampling interval */
   /* metadata id -> provider name */
   struct { uint32_t id; char provider[128]; uint32_t event_id; } meta[NT_SCAN_MAX];
   int nmeta;

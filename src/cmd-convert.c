@@ -1,0 +1,174 @@
+/* dntrace convert: a trace's thread-time samples as folded stacks (flamegraph.pl, inferno) or a
+ * speedscope profile, one profile per thread. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "builtin.h"
+#include "config.h"
+#include "profile.h"
+#include "util.h"
+
+const char *const usage_convert[] = {
+    "dntrace convert FILE --format FORMAT [-o OUT]",
+    "Convert a trace's samples to folded stacks or a speedscope profile",
+    "    --format FORMAT   folded or speedscope",
+    "    -o, --output OUT  where to write (default: FILE with .folded or .speedscope.json; - for stdout)",
+    "    -h, --help        show this help",
+    NULL,
+};
+
+struct writer {
+  FILE *fp;
+  const struct dnt_profile *prof;
+  uint64_t thread; /* speedscope: the thread being written */
+  double ms;
+  int first;
+  int pass;        /* speedscope: 0 samples, 1 weights */
+};
+
+/* folded: "thread;root;...;leaf count" per line; the thread keeps threads apart in a flame graph */
+static void folded_line(void *ud, uint64_t thread, const uint32_t *frames, size_t n, uint64_t samples) {
+  struct writer *w = ud;
+  fprintf(w->fp, "Thread %llu", (unsigned long long)thread);
+  for (size_t i = 0; i < n; i++) {
+    fputc(';', w->fp);
+    /* ';' separates frames and ' ' ends them: keep names from breaking the format */
+    for (const char *c = dnt_profile_name(w->prof, frames[i]); *c; c++)
+      fputc(*c == ';' ? ':' : *c == ' ' ? '_' : *c, w->fp);
+  }
+  fprintf(w->fp, " %llu\n", (unsigned long long)samples);
+}
+
+static void speedscope_item(void *ud, uint64_t thread, const uint32_t *frames, size_t n, uint64_t samples) {
+  struct writer *w = ud;
+  if (thread != w->thread) return;
+  fputs(w->first ? "" : ",", w->fp);
+  w->first = 0;
+  if (w->pass == 1) {
+    fprintf(w->fp, "%.6g", (double)samples * w->ms);
+    return;
+  }
+  fputc('[', w->fp);
+  for (size_t i = 0; i < n; i++) fprintf(w->fp, "%s%u", i ? "," : "", frames[i]);
+  fputc(']', w->fp);
+}
+
+static void write_speedscope(FILE *fp, const struct dnt_profile *prof, const char *name) {
+  struct writer w = {fp, prof, 0, dnt_profile_sample_ms(prof), 1, 0};
+  fputs("{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",\"shared\":{\"frames\":[", fp);
+  for (size_t i = 0; i < dnt_profile_nnames(prof); i++) {
+    fputs(i ? ",{\"name\":" : "{\"name\":", fp);
+    dnt_json_string(fp, dnt_profile_name(prof, (uint32_t)i));
+    fputc('}', fp);
+  }
+  fputs("]},\"profiles\":[", fp);
+  for (size_t t = 0; t < dnt_profile_nthreads(prof); t++) {
+    w.thread = dnt_profile_thread_id(prof, t);
+    double total = (double)dnt_profile_thread_samples(prof, t) * w.ms;
+    fprintf(fp, "%s{\"type\":\"sampled\",\"name\":\"Thread %llu\",\"unit\":\"milliseconds\",\"startValue\":0,"
+                "\"endValue\":%.6g,\"samples\":[",
+            t ? "," : "", (unsigned long long)w.thread, total);
+    w.first = 1;
+    w.pass = 0;
+    dnt_profile_each_stack(prof, speedscope_item, &w);
+    fputs("],\"weights\":[", fp);
+    w.first = 1;
+    w.pass = 1;
+    dnt_profile_each_stack(prof, speedscope_item, &w);
+    fputs("]}", fp);
+  }
+  fputs("],\"name\":", fp);
+  dnt_json_string(fp, name);
+  fputs(",\"activeProfileIndex\":0,\"exporter\":\"dntrace " PACKAGE_VERSION "\"}\n", fp);
+}
+
+int cmd_convert(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"format", required_argument, NULL, 'f'},
+      {"output", required_argument, NULL, 'o'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0},
+  };
+  char shortopts[32];
+  dnt_shortopts(opts, shortopts, sizeof shortopts);
+  const char *format = NULL, *output = NULL;
+  int c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
+    switch (c) {
+    case 'f': format = optarg; break;
+    case 'o': output = optarg; break;
+    case 'h': dnt_print_usage(stdout, usage_convert); return 0;
+    default: return dnt_usage_error("convert", c, optopt, argv);
+    }
+  }
+  if (optind + 1 != argc) {
+    dnt_error(optind == argc ? "name the trace file to convert" : "one trace file at a time");
+    return DNT_EXIT_USAGE;
+  }
+  int speedscope;
+  if (!format) {
+    dnt_error("--format is required: folded or speedscope");
+    return DNT_EXIT_USAGE;
+  } else if (strcasecmp(format, "folded") == 0) {
+    speedscope = 0;
+  } else if (strcasecmp(format, "speedscope") == 0) {
+    speedscope = 1;
+  } else {
+    dnt_error("--format: '%s' is not folded or speedscope", format);
+    return DNT_EXIT_USAGE;
+  }
+  const char *path = argv[optind];
+  char *default_out = NULL;
+  if (!output) {
+    size_t n = strlen(path);
+    const char *ext = speedscope ? ".speedscope.json" : ".folded";
+    size_t stem = n > 9 && strcmp(path + n - 9, ".nettrace") == 0 ? n - 9 : n;
+    default_out = dnt_xmalloc(stem + strlen(ext) + 1);
+    memcpy(default_out, path, stem);
+    strcpy(default_out + stem, ext);
+    output = default_out;
+  }
+
+  int rc = DNT_EXIT_FAILURE;
+  struct dnt_profile *prof = dnt_profile_new();
+  if (!prof) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  FILE *fp = NULL;
+  if (dnt_profile_load(prof, path) < 0) goto out;
+  if (dnt_profile_samples(prof) == 0) {
+    dnt_error("'%s' has no SampleProfiler samples to convert", path);
+    goto out;
+  }
+  fp = strcmp(output, "-") == 0 ? stdout : fopen(output, "w");
+  if (!fp) {
+    dnt_error("cannot write '%s': %s", output, strerror(errno));
+    goto out;
+  }
+  if (speedscope) {
+    write_speedscope(fp, prof, path);
+  } else {
+    struct writer w = {fp, prof, 0, 0, 1, 0};
+    dnt_profile_each_stack(prof, folded_line, &w);
+  }
+  if (fp != stdout) {
+    int bad = ferror(fp);
+    if (fclose(fp) != 0 || bad) {
+      fp = NULL;
+      dnt_error("cannot write '%s': %s", output, strerror(errno ? errno : EIO));
+      unlink(output);
+      goto out;
+    }
+    fp = NULL;
+    fprintf(stderr, "Wrote %s (%llu samples)\n", output, (unsigned long long)dnt_profile_samples(prof));
+  }
+  rc = 0;
+out:
+  if (fp && fp != stdout) fclose(fp);
+  dnt_profile_free(prof);
+  free(default_out);
+  return rc;
+}

@@ -1,0 +1,97 @@
+/* dntrace convert on a trace of the real sample target: the folded and speedscope outputs carry
+ * every sample of the file (counted by the independent reader), and the speedscope file passes a
+ * strict check of the format's rules. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/nt-scan.h"
+#include "lib/run.h"
+#include "lib/target-cr.h"
+#include "lib/target.h"
+
+/* speedscope's file-format rules, checked strictly: frames with string names, sampled profiles
+ * whose samples and weights pair up, frame indexes in range, weights adding up to the span. */
+static const char *speedscope_check =
+    "import json,sys\n"
+    "d=json.load(open(sys.argv[1]))\n"
+    "assert d['$schema']=='https://www.speedscope.app/file-format-schema.json'\n"
+    "fr=d['shared']['frames']; assert fr and all(isinstance(f['name'],str) and f['name'] for f in fr)\n"
+    "assert set(d)>={'$schema','shared','profiles','name','exporter'}\n"
+    "assert 0<=d['activeProfileIndex']<len(d['profiles'])\n"
+    "total=0\n"
+    "for p in d['profiles']:\n"
+    "  assert p['type']=='sampled' and p['unit']=='milliseconds' and isinstance(p['name'],str)\n"
+    "  assert len(p['samples'])==len(p['weights'])>0\n"
+    "  assert all(isinstance(i,int) and 0<=i<len(fr) for s in p['samples'] for i in s)\n"
+    "  assert all(w>0 for w in p['weights'])\n"
+    "  assert abs(sum(p['weights'])-(p['endValue']-p['startValue']))<1e-6*max(1,p['endValue'])\n"
+    "  total+=sum(p['weights'])\n"
+    "print('%.3f'%total)\n";
+
+Test(convert, folded_and_speedscope_carry_every_sample, .timeout = 120) {
+  DNT_REQUIRE_TARGET();
+  if (system("command -v python3 >/dev/null 2>&1") != 0) cr_skip_test("needs python3 for the strict JSON check");
+  dnt_target t;
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = 30000};
+  char err[512];
+  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
+  char dir[] = "/tmp/dnt-convert-XXXXXX";
+  cr_assert(mkdtemp(dir));
+  char trace[64], folded[64], ss[80], pid[16];
+  snprintf(trace, sizeof trace, "%s/t.nettrace", dir);
+  snprintf(folded, sizeof folded, "%s/t.folded", dir);
+  snprintf(ss, sizeof ss, "%s/t.speedscope.json", dir);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "-o", trace, "--duration", "2s", NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+  dnt_target_stop(&t);
+  static struct nt_scan s;
+  cr_assert_eq(nt_scan_file(trace, &s), 0);
+  uint64_t samples = nt_scan_count(&s, "Microsoft-DotNETCore-SampleProfiler", 0, 0);
+  cr_assert_gt(samples, 0);
+
+  /* folded, default name */
+  cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "folded", NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+  FILE *fp = fopen(folded, "r");
+  cr_assert(fp, "%s written", folded);
+  char line[8192];
+  uint64_t sum = 0;
+  int countprimes = 0;
+  while (fgets(line, sizeof line, fp)) {
+    char *sp = strrchr(line, ' ');
+    cr_assert(sp && strncmp(line, "Thread ", 7) == 0, "folded line: %s", line);
+    sum += strtoull(sp + 1, NULL, 10);
+    countprimes |= strstr(line, ";Sample!Sample.CpuWork.CountPrimes ") != NULL;
+  }
+  fclose(fp);
+  cr_assert_eq(sum, samples, "folded counts add up to the trace's samples");
+  cr_assert(countprimes, "CountPrimes is a leaf in the folded stacks");
+
+  /* speedscope */
+  cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "speedscope", NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+  char py[64];
+  snprintf(py, sizeof py, "%s/check.py", dir);
+  fp = fopen(py, "w");
+  fputs(speedscope_check, fp);
+  fclose(fp);
+  char *argv[] = {"/usr/bin/env", "python3", py, ss, NULL};
+  cr_assert_eq(dnt_run_argv(&r, argv, NULL, 60000), 0, "speedscope check failed: %s", r.err);
+  double total_ms = atof(r.out);
+  /* the weights are the samples times the sampling interval the Trace object announces */
+  double want_ms = (double)samples * s.sampling_ns / 1e6;
+  cr_assert_gt(s.sampling_ns, 0);
+  cr_assert(total_ms > want_ms * 0.9999 && total_ms < want_ms * 1.0001, "weights %.3f ms, expected %.3f ms",
+            total_ms, want_ms);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "pdf", NULL), 2);
+  dnt_run_free(&r);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_assert_eq(system(cmd), 0);
+}
