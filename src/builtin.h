@@ -39,6 +39,9 @@ extern const char *const usage_dump[];
 extern const char *const usage_report[];
 extern const char *const usage_convert[];
 
+/* Converts a trace's samples (see cmd-convert.c); collect --format uses it after the session. */
+int dnt_convert(const char *trace, const char *format, const char *output);
+
 /* Looks a subcommand up by name; NULL if there is none. */
 const struct dnt_cmd *dnt_find_cmd(const char *name);
 

@@ -41,7 +41,7 @@ const char *const usage_collect[] = {
     "    --duration TIME          stop after dd:hh:mm:ss, or a number with s, m or h (30s, 5m)",
     "    --rundown BOOL           method and module rundown at the end (default true)",
     "    --rundown-keyword HEX    a custom rundown keyword (runtime 9 and later)",
-    "    --format FORMAT          nettrace (the only one so far)",
+    "    --format FORMAT          nettrace (default), or also write speedscope or folded beside it",
     "    --list-profiles          print the profiles and exit",
     "    -h, --help               show this help",
     NULL,
@@ -483,6 +483,7 @@ int cmd_collect(int argc, char **argv) {
   uint64_t rundown_keyword = DSIPC_DEFAULT_RUNDOWN_KEYWORD, duration_ms = 0;
   uint32_t buffer_mb = DEFAULT_BUFFER_MB;
   const char *name = NULL, *output = NULL, *profiles = NULL, *clrevents = NULL, *diag_port = NULL;
+  const char *format = NULL; /* a conversion to write beside the .nettrace */
   int show_child_io = 0, resume_runtime = 1;
   char **child_argv = NULL;
   char *default_out = NULL;
@@ -557,9 +558,12 @@ int cmd_collect(int argc, char **argv) {
       break;
     }
     case OPT_FORMAT:
-      if (strcasecmp(optarg, "nettrace") != 0) {
-        dnt_error("--format: '%s' is not supported yet (only nettrace; speedscope and chromium come with "
-                  "'dntrace convert')", optarg);
+      if (strcasecmp(optarg, "nettrace") == 0) {
+        format = NULL;
+      } else if (strcasecmp(optarg, "speedscope") == 0 || strcasecmp(optarg, "folded") == 0) {
+        format = optarg;
+      } else {
+        dnt_error("--format: '%s' is not nettrace, speedscope or folded", optarg);
         goto out;
       }
       break;
@@ -733,6 +737,10 @@ int cmd_collect(int argc, char **argv) {
     printf("Trace completed: %s (%llu bytes, %llu events)\n", output, (unsigned long long)c.bytes,
            (unsigned long long)stats.events);
     rc = 0;
+    if (format) {
+      fflush(stdout);
+      rc = dnt_convert(output, format, NULL);
+    }
     if (stats.dropped_events)
       dnt_warning("the runtime dropped %llu events (its buffer was full): raise --buffersize or enable fewer events",
                   (unsigned long long)stats.dropped_events);

@@ -86,35 +86,12 @@ static void write_speedscope(FILE *fp, const struct dnt_profile *prof, const cha
   fputs(",\"activeProfileIndex\":0,\"exporter\":\"dntrace " PACKAGE_VERSION "\"}\n", fp);
 }
 
-int cmd_convert(int argc, char **argv) {
-  static const struct option opts[] = {
-      {"format", required_argument, NULL, 'f'},
-      {"output", required_argument, NULL, 'o'},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0},
-  };
-  char shortopts[32];
-  dnt_shortopts(opts, shortopts, sizeof shortopts);
-  const char *format = NULL, *output = NULL;
-  int c;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
-    switch (c) {
-    case 'f': format = optarg; break;
-    case 'o': output = optarg; break;
-    case 'h': dnt_print_usage(stdout, usage_convert); return 0;
-    default: return dnt_usage_error("convert", c, optopt, argv);
-    }
-  }
-  if (optind + 1 != argc) {
-    dnt_error(optind == argc ? "name the trace file to convert" : "one trace file at a time");
-    return DNT_EXIT_USAGE;
-  }
+/* Converts trace (a .nettrace path) into output in format ("folded" or "speedscope"); output
+ * NULL picks the default name. Prints its own errors. Returns 0, DNT_EXIT_USAGE for an unknown
+ * format, or DNT_EXIT_FAILURE. */
+int dnt_convert(const char *path, const char *format, const char *output) {
   int speedscope;
-  if (!format) {
-    dnt_error("--format is required: folded or speedscope");
-    return DNT_EXIT_USAGE;
-  } else if (strcasecmp(format, "folded") == 0) {
+  if (strcasecmp(format, "folded") == 0) {
     speedscope = 0;
   } else if (strcasecmp(format, "speedscope") == 0) {
     speedscope = 1;
@@ -122,7 +99,6 @@ int cmd_convert(int argc, char **argv) {
     dnt_error("--format: '%s' is not folded or speedscope", format);
     return DNT_EXIT_USAGE;
   }
-  const char *path = argv[optind];
   char *default_out = NULL;
   if (!output) {
     size_t n = strlen(path);
@@ -171,4 +147,35 @@ out:
   dnt_profile_free(prof);
   free(default_out);
   return rc;
+}
+
+int cmd_convert(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"format", required_argument, NULL, 'f'},
+      {"output", required_argument, NULL, 'o'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0},
+  };
+  char shortopts[32];
+  dnt_shortopts(opts, shortopts, sizeof shortopts);
+  const char *format = NULL, *output = NULL;
+  int c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
+    switch (c) {
+    case 'f': format = optarg; break;
+    case 'o': output = optarg; break;
+    case 'h': dnt_print_usage(stdout, usage_convert); return 0;
+    default: return dnt_usage_error("convert", c, optopt, argv);
+    }
+  }
+  if (optind + 1 != argc) {
+    dnt_error(optind == argc ? "name the trace file to convert" : "one trace file at a time");
+    return DNT_EXIT_USAGE;
+  }
+  if (!format) {
+    dnt_error("--format is required: folded or speedscope");
+    return DNT_EXIT_USAGE;
+  }
+  return dnt_convert(argv[optind], format, output);
 }

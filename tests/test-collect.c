@@ -261,7 +261,7 @@ Test(collect, usage_errors) {
   cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", "1", "--profile", "nope", NULL), 2);
   cr_assert(strstr(r.err, "unknown profile 'nope'"), "%s", r.err);
   dnt_run_free(&r);
-  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", "1", "--format", "speedscope", NULL), 2);
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", "1", "--format", "pdf", NULL), 2);
   dnt_run_free(&r);
   cr_assert_eq(dnt_run_dntrace(&r, "collect", "--list-profiles", NULL), 0);
   cr_assert(strstr(r.out, "dotnet-sampled-thread-time") && strstr(r.out, "0x0000F00000000000"), "%s", r.out);
@@ -427,6 +427,32 @@ Test(collect, diagnostic_port_listen, .timeout = 120) {
   dnt_target_stop(&t);
   unlink(out);
   unlink(log);
+  rmdir(dir);
+  free(dir);
+}
+
+/* --format speedscope: the .nettrace as usual, and the conversion beside it once complete. */
+Test(collect, format_speedscope_writes_both_files, .timeout = 90) {
+  dnt_target t;
+  start(&t);
+  char *dir = temp_dir();
+  char out[128], ss[160], pid[16];
+  snprintf(out, sizeof out, "%s/f.nettrace", dir);
+  snprintf(ss, sizeof ss, "%s/f.speedscope.json", dir);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "-o", out, "--duration", "1s", "--format", "speedscope", NULL),
+               0, "%s%s", r.out, r.err);
+  static struct nt_scan s;
+  cr_assert_eq(nt_scan_file(out, &s), 0);
+  cr_assert(s.complete, "%s", s.problem);
+  char *json = slurp(ss);
+  cr_assert(strncmp(json, "{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\"", 62) == 0, "%.80s", json);
+  free(json);
+  dnt_run_free(&r);
+  dnt_target_stop(&t);
+  unlink(out);
+  unlink(ss);
   rmdir(dir);
   free(dir);
 }
