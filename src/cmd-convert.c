@@ -9,14 +9,16 @@
 
 #include "builtin.h"
 #include "config.h"
+#include "flamegraph.h"
 #include "profile.h"
 #include "util.h"
 
 const char *const usage_convert[] = {
     "dntrace convert FILE --format FORMAT [-o OUT]",
-    "Convert a trace's samples to folded stacks or a speedscope profile",
-    "    --format FORMAT   folded or speedscope",
-    "    -o, --output OUT  where to write (default: FILE with .folded or .speedscope.json; - for stdout)",
+    "Convert a trace's samples to folded stacks, a speedscope profile or a flame graph",
+    "    --format FORMAT   folded, speedscope or flamegraph (an interactive SVG)",
+    "    -o, --output OUT  where to write (default: FILE with .folded, .speedscope.json or .svg;",
+    "                      - for stdout)",
     "    -h, --help        show this help",
     NULL,
 };
@@ -90,19 +92,21 @@ static void write_speedscope(FILE *fp, const struct dnt_profile *prof, const cha
  * NULL picks the default name. Prints its own errors. Returns 0, DNT_EXIT_USAGE for an unknown
  * format, or DNT_EXIT_FAILURE. */
 int dnt_convert(const char *path, const char *format, const char *output) {
-  int speedscope;
+  enum { FOLDED, SPEEDSCOPE, FLAMEGRAPH } kind;
   if (strcasecmp(format, "folded") == 0) {
-    speedscope = 0;
+    kind = FOLDED;
   } else if (strcasecmp(format, "speedscope") == 0) {
-    speedscope = 1;
+    kind = SPEEDSCOPE;
+  } else if (strcasecmp(format, "flamegraph") == 0 || strcasecmp(format, "svg") == 0) {
+    kind = FLAMEGRAPH;
   } else {
-    dnt_error("--format: '%s' is not folded or speedscope", format);
+    dnt_error("--format: '%s' is not folded, speedscope or flamegraph", format);
     return DNT_EXIT_USAGE;
   }
   char *default_out = NULL;
   if (!output) {
     size_t n = strlen(path);
-    const char *ext = speedscope ? ".speedscope.json" : ".folded";
+    const char *ext = kind == SPEEDSCOPE ? ".speedscope.json" : kind == FLAMEGRAPH ? ".svg" : ".folded";
     size_t stem = n > 9 && strcmp(path + n - 9, ".nettrace") == 0 ? n - 9 : n;
     default_out = dnt_xmalloc(stem + strlen(ext) + 1);
     memcpy(default_out, path, stem);
@@ -119,12 +123,19 @@ int dnt_convert(const char *path, const char *format, const char *output) {
     dnt_error("'%s' has no SampleProfiler samples to convert", path);
     goto out;
   }
+  if (kind == FLAMEGRAPH) {
+    if (dnt_flamegraph_write(prof, path, output) < 0) goto out;
+    if (strcmp(output, "-") != 0)
+      fprintf(stderr, "Wrote %s (%llu samples)\n", output, (unsigned long long)dnt_profile_samples(prof));
+    rc = 0;
+    goto out;
+  }
   fp = strcmp(output, "-") == 0 ? stdout : fopen(output, "w");
   if (!fp) {
     dnt_error("cannot write '%s': %s", output, strerror(errno));
     goto out;
   }
-  if (speedscope) {
+  if (kind == SPEEDSCOPE) {
     write_speedscope(fp, prof, path);
   } else {
     struct writer w = {fp, prof, 0, 0, 1, 0};
@@ -174,7 +185,7 @@ int cmd_convert(int argc, char **argv) {
     return DNT_EXIT_USAGE;
   }
   if (!format) {
-    dnt_error("--format is required: folded or speedscope");
+    dnt_error("--format is required: folded, speedscope or flamegraph");
     return DNT_EXIT_USAGE;
   }
   return dnt_convert(argv[optind], format, output);

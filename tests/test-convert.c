@@ -2,7 +2,10 @@
  * every sample of the file (counted by the independent reader), and the speedscope file passes a
  * strict check of the format's rules. */
 #include <criterion/criterion.h>
+#include <libxml/parser.h>
+#include <libxml/tree.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -91,6 +94,53 @@ Test(convert, folded_and_speedscope_carry_every_sample, .timeout = 120) {
   dnt_run_free(&r);
   cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "pdf", NULL), 2);
   dnt_run_free(&r);
+
+  /* the flame graph: well-formed SVG, one frame per node, thread towers spanning the width */
+  char svg[80];
+  snprintf(svg, sizeof svg, "%s/t.svg", dir);
+  cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "flamegraph", NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+  xmlDocPtr doc = xmlReadFile(svg, NULL, XML_PARSE_NONET);
+  cr_assert(doc, "%s parses as XML", svg);
+  xmlNodePtr root = xmlDocGetRootElement(doc);
+  cr_assert_str_eq((const char *)root->name, "svg");
+  int frames = 0, found = 0;
+  double thread_width = 0;
+  for (xmlNodePtr n = root->children; n; n = n->next) {
+    if (n->type != XML_ELEMENT_NODE || strcmp((const char *)n->name, "g") != 0) continue;
+    frames++;
+    xmlChar *lvl = xmlGetProp(n, BAD_CAST "data-l"), *w = xmlGetProp(n, BAD_CAST "data-w");
+    xmlChar *title = xmlNodeGetContent(n->children);
+    cr_assert(title && strstr((const char *)title, " samples, "), "every frame has a tooltip: %s", title);
+    if (strcmp((const char *)lvl, "1") == 0) thread_width += atof((const char *)w);
+    found |= strstr((const char *)title, "Sample!Sample.CpuWork.CountPrimes") != NULL;
+    xmlFree(lvl);
+    xmlFree(w);
+    xmlFree(title);
+  }
+  xmlFreeDoc(doc);
+  cr_assert_gt(frames, 10);
+  cr_assert(found, "CountPrimes has a frame");
+  cr_assert(thread_width > 1179 && thread_width < 1181, "the threads span the graph: %.2f", thread_width);
+
+  /* it renders: headless Chromium takes a screenshot of it */
+  const char *chromium = access("/usr/bin/chromium", X_OK) == 0 ? "/usr/bin/chromium" : NULL;
+  if (!chromium) {
+    const char *ci = getenv("CI");
+    if (ci && strcmp(ci, "true") == 0) cr_assert_fail("no chromium to render the flame graph (./bootstrap.sh installs it)");
+  } else {
+    char png[80], shot[200], url[120];
+    snprintf(png, sizeof png, "%s/t.png", dir);
+    snprintf(shot, sizeof shot, "--screenshot=%s", png);
+    snprintf(url, sizeof url, "file://%s", svg);
+    char *cargv[] = {(char *)chromium, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1200,800",
+                     shot, url, NULL};
+    dnt_run_argv(&r, cargv, NULL, 60000);
+    struct stat st;
+    cr_assert_eq(stat(png, &st), 0, "chromium wrote a screenshot: %s", r.err);
+    cr_assert_gt(st.st_size, 5000, "a screenshot with something in it (%lld bytes)", (long long)st.st_size);
+    dnt_run_free(&r);
+  }
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   cr_assert_eq(system(cmd), 0);
