@@ -404,8 +404,8 @@ static int launch_child(struct collect *c, char **argv, int show_io) {
   return 0;
 }
 
-/* --diagnostic-port PATH[,connect]: a runtime's socket named directly (a dsrouter, a socket
- * bind-mounted from a container). */
+/* --diagnostic-port PATH[,connect|listen]: a runtime's socket named directly, or (listen) one we
+ * create for a runtime started with DOTNET_DiagnosticPorts=PATH. */
 static int use_diagnostic_port(struct collect *c, const char *spec) {
   char path[sizeof c->target.ep.path];
   snprintf(path, sizeof path, "%s", spec);
@@ -430,25 +430,8 @@ static int use_diagnostic_port(struct collect *c, const char *spec) {
       fflush(stdout);
       return 0;
     }
-    if (strcmp(comma + 1, "connect") != 0) {
-      dnt_error("--diagnostic-port: '%s' is neither connect nor listen", comma + 1);
-      return DNT_EXIT_USAGE;
-    }
-    *comma = '\0';
   }
-  dsipc_process_info pi;
-  dsipc_status st;
-  if (dsipc_process_info_get(path, REPLY_TIMEOUT_MS, &pi, &st) != 0) {
-    dnt_error("%s", st.msg);
-    return DNT_EXIT_NOTARGET;
-  }
-  c->target.pid = (int)pi.process_id;
-  dsipc_process_info_release(&pi);
-  snprintf(c->target.ep.path, sizeof c->target.ep.path, "%s", path);
-  /* the socket's file name stands in for the app name, as in dotnet-trace */
-  const char *slash = strrchr(path, '/');
-  snprintf(c->target.name, sizeof c->target.name, "%.200s", slash ? slash + 1 : path);
-  return 0;
+  return dnt_target_from_port(spec, &c->target);
 }
 
 int cmd_collect(int argc, char **argv) {
@@ -496,10 +479,7 @@ int cmd_collect(int argc, char **argv) {
   while ((c_opt = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
     switch (c_opt) {
     case 'p':
-      if ((pid = dnt_parse_pid(optarg)) < 0) {
-        dnt_error("'%s' is not a process id", optarg);
-        goto out;
-      }
+      if ((pid = dnt_opt_pid(optarg)) < 0) goto out;
       break;
     case 'n': name = optarg; break;
     case 'o': output = optarg; break;

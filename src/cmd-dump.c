@@ -221,10 +221,7 @@ int cmd_dump(int argc, char **argv) {
   while ((c_opt = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
     switch (c_opt) {
     case 'p':
-      if ((pid = dnt_parse_pid(optarg)) < 0) {
-        dnt_error("'%s' is not a process id", optarg);
-        return DNT_EXIT_USAGE;
-      }
+      if ((pid = dnt_opt_pid(optarg)) < 0) return DNT_EXIT_USAGE;
       break;
     case 'n': name = optarg; break;
     case 'o': output = optarg; break;
@@ -257,22 +254,8 @@ int cmd_dump(int argc, char **argv) {
 
   struct dnt_target t;
   memset(&t, 0, sizeof t);
-  if (diag_port) {
-    dsipc_process_info pi;
-    dsipc_status st;
-    snprintf(t.ep.path, sizeof t.ep.path, "%s", diag_port);
-    char *comma = strrchr(t.ep.path, ',');
-    if (comma && strcmp(comma, ",connect") == 0) *comma = '\0';
-    if (dsipc_process_info_get(t.ep.path, 5000, &pi, &st) != 0) {
-      dnt_error("%s", st.msg);
-      return DNT_EXIT_NOTARGET;
-    }
-    t.pid = (int)pi.process_id;
-    dsipc_process_info_release(&pi);
-  } else {
-    int rc = dnt_target_resolve(pid, name, &t);
-    if (rc) return rc;
-  }
+  int rc = diag_port ? dnt_target_from_port(diag_port, &t) : dnt_target_resolve(pid, name, &t);
+  if (rc) return rc;
 
   /* where the user wants it, absolute */
   char want[PATH_MAX + 64], cwd[PATH_MAX / 2];
@@ -329,7 +312,7 @@ int cmd_dump(int argc, char **argv) {
   d.start_ms = now_ms();
   uv_timer_init(d.loop, &d.ticker);
   d.ticker.data = &d;
-  int rc = request_dump(&d, t.ep.path, runtime_path, type, flags);
+  rc = request_dump(&d, t.ep.path, runtime_path, type, flags);
   progress(&d, 1);
   uv_close((uv_handle_t *)&d.ticker, NULL);
   while (uv_run(d.loop, UV_RUN_NOWAIT)) {}

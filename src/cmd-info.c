@@ -103,11 +103,7 @@ int cmd_info(int argc, char **argv) {
   while ((c = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
     switch (c) {
     case 'p':
-      pid = dnt_parse_pid(optarg);
-      if (pid < 0) {
-        dnt_error("'%s' is not a process id", optarg);
-        return DNT_EXIT_USAGE;
-      }
+      if ((pid = dnt_opt_pid(optarg)) < 0) return DNT_EXIT_USAGE;
       break;
     case 'n': name = optarg; break;
     case OPT_ENV: want_env = 1; break;

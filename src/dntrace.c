@@ -15,6 +15,7 @@ static const struct dnt_cmd commands[] = {
     {"dump", cmd_dump, usage_dump},
     {"report", cmd_report, usage_report},
     {"convert", cmd_convert, usage_convert},
+    {"events", cmd_events, usage_events},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

@@ -5,6 +5,7 @@
 #include <strings.h>
 
 #include "profile.h"
+#include "trace-input.h"
 #include "util.h"
 
 #define RUNTIME "Microsoft-Windows-DotNETRuntime"
@@ -446,41 +447,17 @@ void dnt_profile_each_stack(const struct dnt_profile *p, dnt_profile_stack_fn fn
 }
 
 int dnt_profile_load(struct dnt_profile *prof, const char *path) {
-  FILE *fp = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-  if (!fp) {
-    dnt_error("cannot open '%s': %s", path, strerror(errno));
-    return -1;
-  }
   ntr_callbacks cb;
   dnt_profile_callbacks(&cb);
-  ntr_parser *p;
-  if (ntr_parser_new(&p, &cb, prof, NULL) != 0) dnt_die(1, "out of memory");
-  static uint8_t buf[1 << 20];
-  size_t n;
-  int rc = 0;
-  while ((n = fread(buf, 1, sizeof buf, fp)) > 0) {
-    rc = ntr_parser_feed(p, buf, n);
-    if (rc < 0 && rc != NTR_EOF) break;
+  ntr_stats st = {0};
+  char err[512] = "";
+  int rc = dnt_trace_read(path, &cb, prof, &st, err, sizeof err);
+  if (rc < 0 || (rc != DNT_TRACE_COMPLETE && st.events == 0)) {
+    dnt_error("%s", err[0] ? err : "cannot read the trace");
+    return -1;
   }
-  int damaged = rc < 0 && rc != NTR_EOF;
-  int result = 0;
-  ntr_stats st;
-  if (ferror(fp)) {
-    dnt_error("cannot read '%s': %s", path, strerror(errno));
-    result = -1;
-  } else if (damaged || ntr_parser_finish(p) != 0) {
-    ntr_parser_stats(p, &st);
-    if (st.events == 0) {
-      dnt_error("'%s' is not a readable trace: %s", path, ntr_parser_errmsg(p));
-      result = -1;
-    } else {
-      dnt_warning("'%s' is %s (%s): what came before is used; methods named only by the final rundown may show "
-                  "as addresses", path, damaged ? "damaged" : "truncated", ntr_parser_errmsg(p));
-      result = 1;
-    }
-  }
-  ntr_parser_free(p);
-  if (fp != stdin) fclose(fp);
-  if (result >= 0) dnt_profile_finish(prof);
-  return result;
+  if (rc != DNT_TRACE_COMPLETE)
+    dnt_warning("%s: what came before is used; methods named only by the final rundown may show as addresses", err);
+  dnt_profile_finish(prof);
+  return rc == DNT_TRACE_COMPLETE ? 0 : 1;
 }

@@ -133,3 +133,30 @@ int dnt_target_resolve(int pid, const char *name, struct dnt_target *t) {
   dnt_process_name(pid, t->name, sizeof t->name);
   return 0;
 }
+
+int dnt_target_from_port(const char *spec, struct dnt_target *t) {
+  memset(t, 0, sizeof *t);
+  char path[sizeof t->ep.path];
+  snprintf(path, sizeof path, "%s", spec);
+  char *comma = strrchr(path, ',');
+  if (comma) {
+    if (strcmp(comma + 1, "connect") != 0) {
+      dnt_error("--diagnostic-port: '%s' is not 'connect'%s", comma + 1,
+                strcmp(comma + 1, "listen") == 0 ? " (listen is for 'dntrace collect')" : "");
+      return DNT_EXIT_USAGE;
+    }
+    *comma = '\0';
+  }
+  dsipc_process_info pi;
+  dsipc_status st;
+  if (dsipc_process_info_get(path, 5000, &pi, &st) != 0) {
+    dnt_error("%s", st.msg);
+    return DNT_EXIT_NOTARGET;
+  }
+  t->pid = (int)pi.process_id;
+  dsipc_process_info_release(&pi);
+  snprintf(t->ep.path, sizeof t->ep.path, "%s", path);
+  const char *slash = strrchr(path, '/');
+  snprintf(t->name, sizeof t->name, "%.200s", slash ? slash + 1 : path);
+  return 0;
+}

@@ -14,6 +14,12 @@ struct dnt_target {
  * code (DNT_EXIT_NOTARGET, DNT_EXIT_USAGE) on failure, 0 on success. t: caller-owned. */
 int dnt_target_resolve(int pid, const char *name, struct dnt_target *t);
 
+/* --diagnostic-port PATH[,connect]: a runtime's socket named directly (a dsrouter, a socket
+ * bind-mounted out of a container). Asks the runtime for its pid; the socket's file name stands in
+ * for the process name, as in dotnet-trace. Prints one error line and returns an exit code on
+ * failure, 0 on success. t: caller-owned. */
+int dnt_target_from_port(const char *spec, struct dnt_target *t);
+
 /* The name shown for a process: the entry assembly for `dotnet app.dll`, else the executable's
  * base name (not truncated like /proc/PID/comm). Writes into buf (caller-owned) and returns it. */
 const char *dnt_process_name(int pid, char *buf, size_t cap);

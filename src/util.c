@@ -82,6 +82,12 @@ int dnt_parse_pid(const char *s) {
   return (int)v;
 }
 
+int dnt_opt_pid(const char *arg) {
+  int pid = dnt_parse_pid(arg);
+  if (pid < 0) dnt_error("'%s' is not a process id", arg);
+  return pid;
+}
+
 void dnt_shortopts(const struct option *opts, char *out, size_t cap) {
   size_t n = 0;
   out[n++] = ':';

@@ -26,6 +26,8 @@ void dnt_print_usage(FILE *fp, const char *const *usage);
 
 /* Parses a positive pid; -1 if s is not one. */
 int dnt_parse_pid(const char *s);
+/* The same for a -p value: prints "'X' is not a process id" when it is not one. */
+int dnt_opt_pid(const char *arg);
 
 /* Builds a getopt_long short-option string from a long-option table (":" first, so a missing
  * argument is reported apart from an unknown option). out must hold 3 * count + 2 bytes. */

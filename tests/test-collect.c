@@ -30,24 +30,8 @@ static void start(dnt_target *t) {
   cr_assert_eq(dnt_target_start(t, &o, err, sizeof err), 0, "cannot start the sample target: %s", err);
 }
 
-/* The OS thread id of the target's thread with this name (from /proc, not from the trace). */
 static unsigned long thread_named(pid_t pid, const char *name) {
-  char dir[64];
-  snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
-  DIR *d = opendir(dir);
-  cr_assert(d);
-  unsigned long tid = 0;
-  struct dirent *de;
-  while (!tid && (de = readdir(d))) {
-    char path[600], comm[64] = "";
-    snprintf(path, sizeof path, "%s/%s/comm", dir, de->d_name);
-    FILE *fp = fopen(path, "r");
-    if (!fp) continue;
-    if (fgets(comm, sizeof comm, fp)) comm[strcspn(comm, "\n")] = '\0';
-    fclose(fp);
-    if (strcmp(comm, name) == 0) tid = strtoul(de->d_name, NULL, 10);
-  }
-  closedir(d);
+  unsigned long tid = dnt_target_thread_named(pid, name);
   cr_assert(tid, "the target has a thread named %s", name);
   return tid;
 }

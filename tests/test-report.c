@@ -14,22 +14,7 @@
 #include "lib/target.h"
 
 static unsigned long thread_named(pid_t pid, const char *name) {
-  char dir[64];
-  snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
-  DIR *d = opendir(dir);
-  cr_assert(d);
-  unsigned long tid = 0;
-  struct dirent *de;
-  while (!tid && (de = readdir(d))) {
-    char path[600], comm[64] = "";
-    snprintf(path, sizeof path, "%s/%s/comm", dir, de->d_name);
-    FILE *fp = fopen(path, "r");
-    if (!fp) continue;
-    if (fgets(comm, sizeof comm, fp)) comm[strcspn(comm, "\n")] = '\0';
-    fclose(fp);
-    if (strcmp(comm, name) == 0) tid = strtoul(de->d_name, NULL, 10);
-  }
-  closedir(d);
+  unsigned long tid = dnt_target_thread_named(pid, name);
   cr_assert(tid, "the target has a thread named %s", name);
   return tid;
 }
@@ -122,9 +107,10 @@ Test(report, bad_input) {
   struct dnt_run r;
   cr_assert_eq(dnt_run_dntrace(&r, "report", "/no/such/file.nettrace", NULL), 1);
   cr_assert(strstr(r.err, "cannot open '/no/such/file.nettrace'"), "%s", r.err);
+  cr_assert_eq(strchr(r.err, '\n'), r.err + strlen(r.err) - 1, "one line: %s", r.err);
   dnt_run_free(&r);
   cr_assert_eq(dnt_run_dntrace(&r, "report", "/etc/passwd", NULL), 1);
-  cr_assert(strstr(r.err, "not a readable trace"), "%s", r.err);
+  cr_assert(strstr(r.err, "not a nettrace file"), "%s", r.err);
   dnt_run_free(&r);
   cr_assert_eq(dnt_run_dntrace(&r, "report", NULL), 2);
   dnt_run_free(&r);

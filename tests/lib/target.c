@@ -261,3 +261,23 @@ int dnt_target_stop(dnt_target *t) {
   }
   return rc;
 }
+
+unsigned long dnt_target_thread_named(pid_t pid, const char *name) {
+  char dir[64];
+  snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  unsigned long tid = 0;
+  struct dirent *de;
+  while (!tid && (de = readdir(d))) {
+    char path[600], comm[64] = "";
+    snprintf(path, sizeof path, "%s/%s/comm", dir, de->d_name);
+    FILE *fp = fopen(path, "r");
+    if (!fp) continue;
+    if (fgets(comm, sizeof comm, fp)) comm[strcspn(comm, "\n")] = '\0';
+    fclose(fp);
+    if (strcmp(comm, name) == 0) tid = strtoul(de->d_name, NULL, 10);
+  }
+  closedir(d);
+  return tid;
+}

@@ -35,6 +35,8 @@ const char *dnt_target_unavailable(void);
 int dnt_target_start(dnt_target *t, const dnt_target_opts *o, char *err, size_t errlen);
 /* After no_wait: waits for the "ready" line. 0, or -1 with a reason in err. */
 int dnt_target_wait_ready(dnt_target *t, int timeout_ms, char *err, size_t errlen);
+/* The OS thread id of pid's thread named name (its /proc/PID/task/TID/comm), or 0. */
+unsigned long dnt_target_thread_named(pid_t pid, const char *name);
 /* SIGTERM, a bounded wait, then SIGKILL; reaps everything. Returns the exit status or -1. */
 int dnt_target_stop(dnt_target *t);
 /* Waits up to timeout_ms for the target to exit on its own; returns its exit code, or -1. */

@@ -1,0 +1,317 @@
+/* dntrace events: every event of a trace file, one line each (text or JSON), self-describing
+ * payloads decoded field by field from their metadata. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "builtin.h"
+#include "fields.h"
+#include "ntr.h"
+#include "trace-input.h"
+#include "util.h"
+
+const char *const usage_events[] = {
+    "dntrace events FILE [--provider NAME]... [--name NAME]... [-n COUNT] [--json] [--verbose]",
+    "Print the events of a trace, one per line",
+    "    --provider NAME   only events of this provider (exact, any case; may be repeated)",
+    "    --name NAME       only events with this name, or Event(ID) for unnamed ones (may be repeated)",
+    "    -n, --count N     stop after N events",
+    "    --json            one JSON object per line",
+    "    -v, --verbose     also show in hex the payloads that cannot be decoded field by field",
+    "    -h, --help        show this help",
+    NULL,
+};
+
+#define MAX_JSON_NESTING 80
+
+struct events {
+  const char **providers;
+  size_t nproviders;
+  const char **names;
+  size_t nnames;
+  int json, verbose;
+  uint64_t limit;    /* 0: no limit */
+  uint64_t shown;
+  uint64_t undecodable;
+  uint64_t sync_qpc, qpc_freq;
+  dnt_record rec;
+  char *scratch;     /* value text for the text format */
+  size_t scratch_cap;
+};
+
+static int matches(const char *s, const char **list, size_t n) {
+  if (!n) return 1;
+  for (size_t k = 0; k < n; k++)
+    if (strcasecmp(s, list[k]) == 0) return 1;
+  return 0;
+}
+
+static int on_trace(void *ud, const ntr_trace *t) {
+  struct events *e = ud;
+  e->sync_qpc = t->sync_time_qpc;
+  e->qpc_freq = t->qpc_frequency;
+  return 0;
+}
+
+static void print_hex(const uint8_t *p, size_t n) {
+  for (size_t k = 0; k < n; k++) printf("%02x", p[k]);
+}
+
+/* Text-format value: as is when it is one plain word, else in double quotes with C escapes
+ * (logfmt's rule), so a line splits unambiguously on spaces. */
+static void print_text_value(const char *s, int is_string) {
+  int plain = !is_string || *s;
+  for (const unsigned char *p = (const unsigned char *)s; plain && *p; p++)
+    if (*p <= ' ' || *p == '"' || *p == '=' || *p == '\\' || *p == 0x7f) plain = 0;
+  if (plain) {
+    fputs(s, stdout);
+    return;
+  }
+  putchar('"');
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    switch (*p) {
+    case '"': fputs("\\\"", stdout); break;
+    case '\\': fputs("\\\\", stdout); break;
+    case '\n': fputs("\\n", stdout); break;
+    case '\r': fputs("\\r", stdout); break;
+    case '\t': fputs("\\t", stdout); break;
+    default:
+      if (*p < 0x20 || *p == 0x7f)
+        printf("\\x%02x", *p);
+      else
+        putchar(*p);
+    }
+  }
+  putchar('"');
+}
+
+static const char *value_text(struct events *e, const dnt_value *v) {
+  size_t n = dnt_value_format(v, e->scratch, e->scratch_cap);
+  if (n >= e->scratch_cap) {
+    free(e->scratch);
+    e->scratch_cap = n + 1;
+    e->scratch = dnt_xmalloc(e->scratch_cap);
+    dnt_value_format(v, e->scratch, e->scratch_cap);
+  }
+  return e->scratch;
+}
+
+static void print_text_fields(struct events *e) {
+  for (size_t k = 0; k < e->rec.nvalues; k++) {
+    const dnt_value *v = &e->rec.values[k];
+    if (v->kind == DNT_VALUE_END || ((v->kind == DNT_VALUE_OBJECT || v->kind == DNT_VALUE_ARRAY) && v->count))
+      continue; /* the members speak for their container */
+    printf(" %s=", v->name);
+    if (v->kind == DNT_VALUE_OBJECT)
+      fputs("{}", stdout);
+    else if (v->kind == DNT_VALUE_ARRAY)
+      fputs("[]", stdout);
+    else
+      print_text_value(value_text(e, v), v->kind == DNT_VALUE_STRING);
+  }
+}
+
+static void print_json_fields(struct events *e) {
+  char stack[MAX_JSON_NESTING]; /* '}' or ']' for every open container */
+  size_t depth = 0;
+  int first = 1;
+  fputs("{", stdout);
+  for (size_t k = 0; k < e->rec.nvalues; k++) {
+    const dnt_value *v = &e->rec.values[k];
+    if (v->kind == DNT_VALUE_END) {
+      if (depth) putchar(stack[--depth]);
+      first = 0;
+      continue;
+    }
+    if (!first) putchar(',');
+    first = 0;
+    if (!depth || stack[depth - 1] == '}') {
+      dnt_json_string(stdout, v->key);
+      putchar(':');
+    }
+    switch (v->kind) {
+    case DNT_VALUE_OBJECT:
+    case DNT_VALUE_ARRAY:
+      if (depth == MAX_JSON_NESTING) { /* deeper than any real payload: flatten */
+        fputs("null", stdout);
+        break;
+      }
+      putchar(v->kind == DNT_VALUE_OBJECT ? '{' : '[');
+      stack[depth++] = v->kind == DNT_VALUE_OBJECT ? '}' : ']';
+      first = 1;
+      break;
+    case DNT_VALUE_STRING:
+    case DNT_VALUE_BYTES: dnt_json_string(stdout, value_text(e, v)); break;
+    case DNT_VALUE_FLOAT:
+      if (!isfinite(v->f)) {
+        dnt_json_string(stdout, value_text(e, v));
+        break;
+      }
+      /* fall through */
+    default: fputs(value_text(e, v), stdout); break;
+    }
+  }
+  while (depth) putchar(stack[--depth]); /* after a decode error */
+  putchar('}');
+}
+
+static int on_event(void *ud, const ntr_event *ev) {
+  struct events *e = ud;
+  const ntr_metadata *md = ev->metadata;
+  char unnamed[32];
+  const char *provider = md ? md->provider : "(undefined)", *name;
+  if (md && md->event_name[0]) {
+    name = md->event_name;
+  } else {
+    if (md)
+      snprintf(unnamed, sizeof unnamed, "Event(%u)", md->event_id);
+    else
+      snprintf(unnamed, sizeof unnamed, "Metadata(%u)", ev->metadata_id);
+    name = unnamed;
+  }
+  if (!matches(provider, e->providers, e->nproviders) || !matches(name, e->names, e->nnames)) return 0;
+
+  double t = e->qpc_freq ? (double)(int64_t)(ev->timestamp - e->sync_qpc) / (double)e->qpc_freq : 0.0;
+  int described = md && md->nfields > 0, rc = 0;
+  e->rec.nvalues = 0;
+  if (described) {
+    rc = dnt_record_decode_event(&e->rec, ev);
+    if (rc) e->undecodable++;
+  }
+  if (e->json) {
+    printf("{\"timestamp\":%.6f,\"thread\":%llu,\"provider\":", t, (unsigned long long)ev->thread_id);
+    dnt_json_string(stdout, provider);
+    fputs(",\"event\":", stdout);
+    dnt_json_string(stdout, name);
+    printf(",\"eventId\":%u", md ? md->event_id : 0);
+    if (described) {
+      fputs(",\"fields\":", stdout);
+      print_json_fields(e);
+      if (rc) {
+        fputs(",\"error\":", stdout);
+        dnt_json_string(stdout, e->rec.err);
+      }
+      if (rc && e->verbose) {
+        fputs(",\"payload\":\"", stdout);
+        print_hex(ev->payload, ev->payload_size);
+        putchar('"');
+      }
+    } else {
+      printf(",\"payloadSize\":%u", ev->payload_size);
+      if (e->verbose) {
+        fputs(",\"payload\":\"", stdout);
+        print_hex(ev->payload, ev->payload_size);
+        putchar('"');
+      }
+    }
+    fputs("}\n", stdout);
+  } else {
+    printf("%.6f %llu %s %s", t, (unsigned long long)ev->thread_id, provider, name);
+    if (described) {
+      print_text_fields(e);
+      if (rc) {
+        fputs(" (undecodable: ", stdout);
+        fputs(e->rec.err, stdout);
+        putchar(')');
+        if (e->verbose) {
+          fputs(" payload=", stdout);
+          print_hex(ev->payload, ev->payload_size);
+        }
+      }
+    } else {
+      printf(" size=%u", ev->payload_size);
+      if (e->verbose) {
+        fputs(" payload=", stdout);
+        print_hex(ev->payload, ev->payload_size);
+      }
+    }
+    putchar('\n');
+  }
+  e->shown++;
+  if (ferror(stdout)) return 1; /* a closed pipe: stop reading, the exit reports it */
+  return e->limit && e->shown >= e->limit;
+}
+
+int cmd_events(int argc, char **argv) {
+  enum { OPT_PROVIDER = 1000, OPT_NAME, OPT_JSON };
+  static const struct option opts[] = {
+      {"provider", required_argument, NULL, OPT_PROVIDER},
+      {"name", required_argument, NULL, OPT_NAME},
+      {"count", required_argument, NULL, 'n'},
+      {"json", no_argument, NULL, OPT_JSON},
+      {"verbose", no_argument, NULL, 'v'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0},
+  };
+  char shortopts[32];
+  dnt_shortopts(opts, shortopts, sizeof shortopts);
+  struct events e;
+  memset(&e, 0, sizeof e);
+  e.providers = dnt_xmalloc((size_t)argc * sizeof *e.providers);
+  e.names = dnt_xmalloc((size_t)argc * sizeof *e.names);
+  int c, ret = DNT_EXIT_OK;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
+    switch (c) {
+    case OPT_PROVIDER: e.providers[e.nproviders++] = optarg; break;
+    case OPT_NAME: e.names[e.nnames++] = optarg; break;
+    case 'n': {
+      char *end;
+      unsigned long long v = strtoull(optarg, &end, 10);
+      if (*end || end == optarg || v == 0 || optarg[0] == '-') {
+        dnt_error("-n: '%s' is not a count", optarg);
+        ret = DNT_EXIT_USAGE;
+        goto out;
+      }
+      e.limit = v;
+      break;
+    }
+    case OPT_JSON: e.json = 1; break;
+    case 'v': e.verbose = 1; break;
+    case 'h': dnt_print_usage(stdout, usage_events); goto out;
+    default: ret = dnt_usage_error("events", c, optopt, argv); goto out;
+    }
+  }
+  if (optind + 1 != argc) {
+    dnt_error(optind == argc ? "name the trace file to read" : "one trace file at a time");
+    ret = DNT_EXIT_USAGE;
+    goto out;
+  }
+  const char *path = argv[optind];
+
+  dnt_record_init(&e.rec);
+  ntr_callbacks cb = {.on_trace = on_trace, .on_event = on_event};
+  ntr_stats st;
+  char err[512];
+  int rc = dnt_trace_read(path, &cb, &e, &st, err, sizeof err);
+  fflush(stdout);
+  if (rc < 0) {
+    dnt_error("%s", err);
+    ret = DNT_EXIT_FAILURE;
+    goto out_rec;
+  }
+  /* The summary goes to stderr, so stdout holds nothing but events. */
+  fprintf(stderr, "%llu event%s shown (%s %llu %s)\n", (unsigned long long)e.shown, e.shown == 1 ? "" : "s",
+          rc == DNT_TRACE_STOPPED ? "stopped after" : "of", (unsigned long long)st.events,
+          rc == DNT_TRACE_STOPPED ? "read" : "in the trace");
+  if (st.dropped_events)
+    dnt_warning("the trace misses %llu events that its writer dropped (sequence number gaps)",
+                (unsigned long long)st.dropped_events);
+  if (e.undecodable)
+    dnt_warning("%llu events did not match their metadata's field description", (unsigned long long)e.undecodable);
+  if (rc == DNT_TRACE_TRUNCATED) {
+    dnt_warning("%s: the events before the cut are shown", err);
+  } else if (rc == DNT_TRACE_DAMAGED) {
+    dnt_error("%s: the events before it are shown", err);
+    ret = DNT_EXIT_FAILURE;
+  }
+out_rec:
+  dnt_record_release(&e.rec);
+  free(e.scratch);
+out:
+  free(e.providers);
+  free(e.names);
+  return ret;
+}

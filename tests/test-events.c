@@ -1,0 +1,1031 @@
+/* dntrace events, and the two pieces it is built on: src/fields.c (payloads decoded by their
+ * metadata) and src/trace-input.c (plain, gzip and zip trace files streamed into the parser).
+ * Expected values come from what the tests wrote (hand-built payloads, tests/lib/ntr-writer.c),
+ * from the sample target's source, or from the corpus files read independently (strings -el). */
+#include <criterion/criterion.h>
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "fields.h"
+#include "lib/ntr-writer.h"
+#include "lib/run.h"
+#include "lib/target-cr.h"
+#include "lib/target.h"
+#include "ntr.h"
+#include "trace-input.h"
+
+/* ---- small helpers ---------------------------------------------------------------------- */
+
+struct bytes {
+  uint8_t b[1 << 18];
+  size_t n;
+};
+
+static void put(struct bytes *b, const void *p, size_t n) {
+  cr_assert_leq(b->n + n, sizeof b->b);
+  memcpy(b->b + b->n, p, n);
+  b->n += n;
+}
+static void put8(struct bytes *b, uint8_t v) { put(b, &v, 1); }
+static void put16(struct bytes *b, uint16_t v) { put8(b, (uint8_t)v), put8(b, (uint8_t)(v >> 8)); }
+static void put32(struct bytes *b, uint32_t v) { put16(b, (uint16_t)v), put16(b, (uint16_t)(v >> 16)); }
+static void put64(struct bytes *b, uint64_t v) { put32(b, (uint32_t)v), put32(b, (uint32_t)(v >> 32)); }
+static void putf32(struct bytes *b, float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  put32(b, u);
+}
+static void putf64(struct bytes *b, double f) {
+  uint64_t u;
+  memcpy(&u, &f, 8);
+  put64(b, u);
+}
+/* ASCII as UTF-16LE with its NUL */
+static void putws(struct bytes *b, const char *s) {
+  for (; *s; s++) put16(b, (uint8_t)*s);
+  put16(b, 0);
+}
+
+static char *temp_dir(void) {
+  char *d = strdup("/tmp/dnt-events-XXXXXX");
+  cr_assert(mkdtemp(d));
+  return d;
+}
+
+static void write_file(const char *path, const void *p, size_t n) {
+  FILE *fp = fopen(path, "wb");
+  cr_assert(fp, "%s: %s", path, strerror(errno));
+  cr_assert_eq(fwrite(p, 1, n, fp), n);
+  cr_assert_eq(fclose(fp), 0);
+}
+
+static void rm_rf(const char *dir) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+static size_t count_lines(const char *s) {
+  size_t n = 0;
+  for (; *s; s++) n += *s == '\n';
+  return n;
+}
+
+/* ---- a strict JSON checker (RFC 8259 values; enough to validate --json lines) ------------- */
+
+static const char *js_ws(const char *p) {
+  while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') p++;
+  return p;
+}
+static const char *js_value(const char *p, int depth);
+static const char *js_string(const char *p) {
+  if (*p++ != '"') return NULL;
+  while (*p != '"') {
+    unsigned char c = (unsigned char)*p;
+    if (c < 0x20) return NULL;
+    if (c == '\\') {
+      p++;
+      if (*p == 'u') {
+        for (int k = 1; k <= 4; k++)
+          if (!isxdigit((unsigned char)p[k])) return NULL;
+        p += 5;
+        continue;
+      }
+      if (!strchr("\"\\/bfnrt", *p) || !*p) return NULL;
+    }
+    p++;
+  }
+  return p + 1;
+}
+static const char *js_number(const char *p) {
+  if (*p == '-') p++;
+  if (*p == '0')
+    p++;
+  else if (isdigit((unsigned char)*p))
+    while (isdigit((unsigned char)*p)) p++;
+  else
+    return NULL;
+  if (*p == '.') {
+    p++;
+    if (!isdigit((unsigned char)*p)) return NULL;
+    while (isdigit((unsigned char)*p)) p++;
+  }
+  if (*p == 'e' || *p == 'E') {
+    p++;
+    if (*p == '+' || *p == '-') p++;
+    if (!isdigit((unsigned char)*p)) return NULL;
+    while (isdigit((unsigned char)*p)) p++;
+  }
+  return p;
+}
+static const char *js_value(const char *p, int depth) {
+  if (depth > 100) return NULL;
+  p = js_ws(p);
+  if (*p == '{' || *p == '[') {
+    char close = *p == '{' ? '}' : ']';
+    p = js_ws(p + 1);
+    if (*p == close) return p + 1;
+    for (;;) {
+      if (close == '}') {
+        p = js_string(js_ws(p));
+        if (!p) return NULL;
+        p = js_ws(p);
+        if (*p++ != ':') return NULL;
+      }
+      p = js_value(p, depth + 1);
+      if (!p) return NULL;
+      p = js_ws(p);
+      if (*p == close) return p + 1;
+      if (*p++ != ',') return NULL;
+    }
+  }
+  if (*p == '"') return js_string(p);
+  if (!strncmp(p, "true", 4)) return p + 4;
+  if (!strncmp(p, "false", 5)) return p + 5;
+  if (!strncmp(p, "null", 4)) return p + 4;
+  return js_number(p);
+}
+/* 1 if line (without its newline) is exactly one JSON object. */
+static int json_object_line(const char *line, size_t len) {
+  char *s = strndup(line, len);
+  const char *end = js_ws(s)[0] == '{' ? js_value(s, 0) : NULL;
+  int ok = end && *js_ws(end) == '\0';
+  free(s);
+  return ok;
+}
+
+Test(events, json_checker_is_strict) {
+  const char *good = "{\"a\":[1,2.5e3,-0.1,\"x\\n\",{}],\"b\":null}";
+  cr_assert(json_object_line(good, strlen(good)));
+  const char *bad[] = {"{\"a\":}", "{\"a\":1,}", "{\"a\":NaN}", "{\"a\":\"\x01\"}", "[1]", "{\"a\":01}", "{} x"};
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
+    cr_assert_not(json_object_line(bad[k], strlen(bad[k])), "%s", bad[k]);
+}
+
+/* ---- fields.c: payloads built by hand --------------------------------------------------- */
+
+static const ntr_field f_int_el = {.name = "", .type = NTR_TYPE_INT32};
+static const ntr_field f_point[] = {{.name = "x", .type = NTR_TYPE_INT16}, {.name = "tag", .type = NTR_TYPE_STRING}};
+static const ntr_field f_point_el = {.name = "", .type = NTR_TYPE_OBJECT, .nfields = 2, .fields = f_point};
+static const ntr_field f_counter[] = {{.name = "Name", .type = NTR_TYPE_STRING},
+                                      {.name = "Mean", .type = NTR_TYPE_DOUBLE},
+                                      {.name = "Count", .type = NTR_TYPE_INT32}};
+static const ntr_field f_every[] = {
+    {.name = "b", .type = NTR_TYPE_BOOLEAN},
+    {.name = "c", .type = NTR_TYPE_CHAR},
+    {.name = "sb", .type = NTR_TYPE_SBYTE},
+    {.name = "by", .type = NTR_TYPE_BYTE},
+    {.name = "i16", .type = NTR_TYPE_INT16},
+    {.name = "u16", .type = NTR_TYPE_UINT16},
+    {.name = "i32", .type = NTR_TYPE_INT32},
+    {.name = "u32", .type = NTR_TYPE_UINT32},
+    {.name = "i64", .type = NTR_TYPE_INT64},
+    {.name = "u64", .type = NTR_TYPE_UINT64},
+    {.name = "f", .type = NTR_TYPE_SINGLE},
+    {.name = "d", .type = NTR_TYPE_DOUBLE},
+    {.name = "dec", .type = NTR_TYPE_DECIMAL},
+    {.name = "dt", .type = NTR_TYPE_DATETIME},
+    {.name = "g", .type = NTR_TYPE_GUID},
+    {.name = "s", .type = NTR_TYPE_STRING},
+    {.name = "Payload", .type = NTR_TYPE_OBJECT, .nfields = 3, .fields = f_counter},
+    {.name = "arr", .type = NTR_TYPE_ARRAY, .element = &f_int_el},
+    {.name = "pts", .type = NTR_TYPE_ARRAY, .element = &f_point_el},
+    {.name = "last", .type = NTR_TYPE_STRING},
+};
+#define NEVERY (sizeof f_every / sizeof f_every[0])
+
+static void build_every(struct bytes *b) {
+  b->n = 0;
+  put32(b, 1);                               /* b */
+  put16(b, 0xe9);                            /* c: é */
+  put8(b, 0xfe);                             /* sb: -2 */
+  put8(b, 200);                              /* by */
+  put16(b, 0x8000);                          /* i16: -32768 */
+  put16(b, 65535);                           /* u16 */
+  put32(b, (uint32_t)-123456);               /* i32 */
+  put32(b, 4000000000u);                     /* u32 */
+  put64(b, (uint64_t)INT64_MIN);             /* i64 */
+  put64(b, UINT64_MAX);                      /* u64 */
+  putf32(b, 0.1f);                           /* f */
+  putf64(b, 0.25);                           /* d */
+  put32(b, 2u << 16 | 0x80000000u);          /* dec: flags: scale 2, negative */
+  put32(b, 0);                               /* hi */
+  put64(b, 12345);                           /* lo: -123.45 */
+  put64(b, 133486382451234567ull);           /* dt: 2024-01-02T03:04:05.1234567Z */
+  for (int k = 0; k < 16; k++) put8(b, (uint8_t)k); /* g */
+  put16(b, 'h'), put16(b, 0xd83d), put16(b, 0xde00), put16(b, 0xdc00), put16(b, 0); /* s: h😀� */
+  putws(b, "cpu-usage");                     /* Payload.Name */
+  putf64(b, 1.5);                            /* Payload.Mean */
+  put32(b, 7);                               /* Payload.Count */
+  put16(b, 3), put32(b, 10), put32(b, 20), put32(b, (uint32_t)-30); /* arr */
+  put16(b, 2);                               /* pts */
+  put16(b, 1), putws(b, "a");
+  put16(b, 2), putws(b, "b c");
+  putws(b, "");                              /* last */
+}
+
+static const char *fmt(const dnt_value *v) {
+  static char buf[256];
+  cr_assert(v);
+  dnt_value_format(v, buf, sizeof buf);
+  return buf;
+}
+
+static const char *get(const dnt_record *r, const char *name) {
+  const dnt_value *v = dnt_record_get(r, name);
+  cr_assert(v, "no field %s", name);
+  return fmt(v);
+}
+
+Test(fields, every_type) {
+  static struct bytes b;
+  build_every(&b);
+  dnt_record r;
+  dnt_record_init(&r);
+  cr_assert_eq(dnt_record_decode(&r, f_every, NEVERY, b.b, b.n), 0, "%s", r.err);
+  cr_assert_eq(r.trailing, 0);
+  cr_assert_str_eq(get(&r, "b"), "true");
+  cr_assert_eq(dnt_record_get(&r, "b")->kind, DNT_VALUE_BOOL);
+  cr_assert_str_eq(get(&r, "c"), "\xc3\xa9");
+  cr_assert_str_eq(get(&r, "sb"), "-2");
+  cr_assert_str_eq(get(&r, "by"), "200");
+  cr_assert_str_eq(get(&r, "i16"), "-32768");
+  cr_assert_str_eq(get(&r, "u16"), "65535");
+  cr_assert_str_eq(get(&r, "i32"), "-123456");
+  cr_assert_str_eq(get(&r, "u32"), "4000000000");
+  cr_assert_str_eq(get(&r, "i64"), "-9223372036854775808");
+  cr_assert_str_eq(get(&r, "u64"), "18446744073709551615");
+  cr_assert_str_eq(get(&r, "f"), "0.1");
+  cr_assert_str_eq(get(&r, "d"), "0.25");
+  cr_assert_str_eq(get(&r, "dec"), "-123.45");
+  cr_assert_str_eq(get(&r, "dt"), "2024-01-02T03:04:05.1234567Z");
+  cr_assert_eq(dnt_record_get(&r, "dt")->u, 133486382451234567ull);
+  cr_assert_str_eq(get(&r, "g"), "03020100-0504-0706-0809-0a0b0c0d0e0f");
+  cr_assert_str_eq(get(&r, "s"), "h\xf0\x9f\x98\x80\xef\xbf\xbd");
+  cr_assert_str_eq(dnt_record_str(&r, "Payload.Name"), "cpu-usage");
+  double mean = 0, count = 0;
+  cr_assert_eq(dnt_record_num(&r, "Payload.Mean", &mean), 0);
+  cr_assert_eq(mean, 1.5);
+  cr_assert_eq(dnt_record_num(&r, "Payload.Count", &count), 0);
+  cr_assert_eq(count, 7);
+  cr_assert_eq(dnt_record_num(&r, "Payload.Name", &mean), -1, "a string is not a number");
+  cr_assert_null(dnt_record_get(&r, "Payload.Missing"));
+  cr_assert_null(dnt_record_str(&r, "Payload.Mean"));
+  const dnt_value *p = dnt_record_get(&r, "Payload");
+  cr_assert_eq(p->kind, DNT_VALUE_OBJECT);
+  cr_assert_eq(p->count, 3);
+  cr_assert_str_eq(dnt_record_get(&r, "Payload.Mean")->key, "Mean");
+  cr_assert_eq(dnt_record_get(&r, "Payload.Mean")->depth, 1);
+  cr_assert_eq(dnt_record_get(&r, "arr")->count, 3);
+  cr_assert_str_eq(get(&r, "arr[0]"), "10");
+  cr_assert_str_eq(get(&r, "arr[2]"), "-30");
+  cr_assert_eq(dnt_record_get(&r, "arr[2]")->index, 2);
+  cr_assert_str_eq(get(&r, "pts[0].x"), "1");
+  cr_assert_str_eq(get(&r, "pts[1].tag"), "b c");
+  cr_assert_str_eq(get(&r, "last"), "");
+  cr_assert_eq(dnt_record_get(&r, "last")->slen, 0);
+
+  /* the flat list nests: every OBJECT/ARRAY is closed by an END, in order */
+  int depth = 0, ends = 0;
+  for (size_t k = 0; k < r.nvalues; k++) {
+    if (r.values[k].kind == DNT_VALUE_OBJECT || r.values[k].kind == DNT_VALUE_ARRAY) depth++;
+    if (r.values[k].kind == DNT_VALUE_END) depth--, ends++;
+    cr_assert_geq(depth, 0);
+  }
+  cr_assert_eq(depth, 0);
+  cr_assert_eq(ends, 5, "Payload, arr, pts and its two points");
+
+  /* the record is reusable: a second decode replaces the first */
+  static struct bytes b2;
+  put32(&b2, 0);
+  cr_assert_eq(dnt_record_decode(&r, f_every, 1, b2.b, b2.n), 0);
+  cr_assert_eq(r.nvalues, 1);
+  cr_assert_str_eq(get(&r, "b"), "false");
+  dnt_record_release(&r);
+}
+
+/* Every cut of the payload is an error, never a read past its end (the copy is exactly as long
+ * as the cut, so ASan sees any over-read). */
+Test(fields, every_truncation_is_an_error) {
+  static struct bytes b;
+  build_every(&b);
+  dnt_record r;
+  dnt_record_init(&r);
+  for (size_t n = 0; n < b.n; n++) {
+    uint8_t *cut = malloc(n ? n : 1);
+    memcpy(cut, b.b, n);
+    int rc = dnt_record_decode(&r, f_every, NEVERY, n ? cut : NULL, n);
+    cr_assert_eq(rc, NTR_ETRUNCATED, "a %zu-byte cut of %zu: rc %d", n, b.n, rc);
+    cr_assert(strstr(r.err, "field '"), "%s", r.err);
+    cr_assert(strstr(r.err, "payload byte"), "%s", r.err);
+    for (size_t k = 0; k < r.nvalues; k++) cr_assert_neq(r.values[k].kind, 0, "no half-decoded value is kept");
+    free(cut);
+  }
+  /* a trailing byte is no error but is counted */
+  b.b[b.n++] = 0x55;
+  cr_assert_eq(dnt_record_decode(&r, f_every, NEVERY, b.b, b.n), 0);
+  cr_assert_eq(r.trailing, 1);
+  dnt_record_release(&r);
+}
+
+Test(fields, truncation_messages_name_the_field) {
+  static struct bytes b;
+  build_every(&b);
+  dnt_record r;
+  dnt_record_init(&r);
+  /* cut inside Payload.Mean: after b..s, Payload.Name */
+  size_t mean_at = 0;
+  cr_assert_eq(dnt_record_decode(&r, f_every, NEVERY, b.b, b.n), 0);
+  mean_at = dnt_record_get(&r, "Payload.Mean")->offset;
+  cr_assert_eq(dnt_record_decode(&r, f_every, NEVERY, b.b, mean_at + 3), NTR_ETRUNCATED);
+  cr_assert_str_eq(r.err, "field 'Payload.Mean' (Double) at payload byte 118: needs 8 bytes, 3 left");
+  cr_assert_eq(mean_at, 118, "88 bytes of fixed-size fields, 10 of s, 20 of Payload.Name");
+  cr_assert_str_eq(dnt_record_str(&r, "Payload.Name"), "cpu-usage", "what came before is kept");
+  dnt_record_release(&r);
+}
+
+Test(fields, v6_types) {
+  static const ntr_field u8_el = {.name = "", .type = NTR_TYPE_BYTE};
+  static const ntr_field f[] = {
+      {.name = "vi", .type = NTR_TYPE_VARINT},
+      {.name = "vu", .type = NTR_TYPE_VARUINT},
+      {.name = "fa", .type = NTR_TYPE_FIXED_ARRAY, .element = &u8_el, .fixed_count = 3},
+      {.name = "u8c", .type = NTR_TYPE_UTF8_CHAR},
+      {.name = "b8", .type = NTR_TYPE_BOOLEAN8},
+      {.name = "rl", .type = NTR_TYPE_RELLOC, .element = &u8_el},
+      {.name = "dl", .type = NTR_TYPE_DATALOC, .element = &u8_el},
+  };
+  static struct bytes b;
+  put8(&b, 5);                    /* vi: zigzag(-3) */
+  put8(&b, 0xac), put8(&b, 0x02); /* vu: 300 */
+  put8(&b, 1), put8(&b, 2), put8(&b, 3);
+  put8(&b, 'A');
+  put8(&b, 1);
+  put32(&b, 2u << 16 | 8); /* rl: 2 bytes, 8 after the end of this field */
+  put32(&b, 1u << 16 | 0); /* dl: 1 byte at the payload's start */
+  put32(&b, 0);
+  put8(&b, 0xde), put8(&b, 0xad);
+  dnt_record r;
+  dnt_record_init(&r);
+  cr_assert_eq(dnt_record_decode(&r, f, 7, b.b, b.n), 0, "%s", r.err);
+  cr_assert_str_eq(get(&r, "vi"), "-3");
+  cr_assert_str_eq(get(&r, "vu"), "300");
+  cr_assert_str_eq(get(&r, "fa[2]"), "3");
+  cr_assert_str_eq(get(&r, "u8c"), "A");
+  cr_assert_str_eq(get(&r, "b8"), "true");
+  cr_assert_str_eq(get(&r, "rl"), "dead");
+  cr_assert_str_eq(get(&r, "dl"), "05");
+  for (size_t n = 0; n < b.n; n++) {
+    uint8_t *cut = malloc(n ? n : 1);
+    memcpy(cut, b.b, n);
+    cr_assert_neq(dnt_record_decode(&r, f, 7, cut, n), 0, "cut at %zu", n);
+    free(cut);
+  }
+  /* a location outside the payload */
+  b.b[14] = 0xff;
+  cr_assert_eq(dnt_record_decode(&r, f, 7, b.b, b.n), NTR_EFORMAT);
+  cr_assert(strstr(r.err, "field 'dl'"), "%s", r.err);
+  dnt_record_release(&r);
+}
+
+Test(fields, malformed_descriptions_and_values) {
+  dnt_record r;
+  dnt_record_init(&r);
+  static const uint8_t zeros[32];
+  static const ntr_field unknown[] = {{.name = "u", .type = 99}};
+  cr_assert_eq(dnt_record_decode(&r, unknown, 1, zeros, sizeof zeros), NTR_EFORMAT);
+  cr_assert(strstr(r.err, "'u'") && strstr(r.err, "99"), "%s", r.err);
+  static const ntr_field noel[] = {{.name = "a", .type = NTR_TYPE_ARRAY}};
+  cr_assert_eq(dnt_record_decode(&r, noel, 1, zeros, sizeof zeros), NTR_EFORMAT);
+  static const ntr_field vu[] = {{.name = "v", .type = NTR_TYPE_VARUINT}};
+  static const uint8_t overlong[11] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01};
+  cr_assert_eq(dnt_record_decode(&r, vu, 1, overlong, sizeof overlong), NTR_EFORMAT);
+  static const uint8_t unterminated[2] = {0xff, 0xff};
+  cr_assert_eq(dnt_record_decode(&r, vu, 1, unterminated, sizeof unterminated), NTR_ETRUNCATED);
+  static const ntr_field dec[] = {{.name = "m", .type = NTR_TYPE_DECIMAL}};
+  static const uint8_t baddec[16] = {1, 0, 30, 0};
+  cr_assert_eq(dnt_record_decode(&r, dec, 1, baddec, sizeof baddec), NTR_EFORMAT);
+  static const ntr_field s[] = {{.name = "s", .type = NTR_TYPE_STRING}};
+  static const uint8_t odd[3] = {'a', 0, 0}; /* the terminator's second byte is missing */
+  cr_assert_eq(dnt_record_decode(&r, s, 1, odd, sizeof odd), NTR_ETRUNCATED);
+  cr_assert(strstr(r.err, "terminating NUL"), "%s", r.err);
+  /* no fields, no payload: an empty record */
+  cr_assert_eq(dnt_record_decode(&r, NULL, 0, NULL, 0), 0);
+  cr_assert_eq(r.nvalues, 0);
+  dnt_record_release(&r);
+}
+
+Test(fields, value_count_is_bounded) {
+  /* arrays of arrays of empty objects: two bytes a count, ~4 billion values if unbounded */
+  static const ntr_field empty = {.name = "", .type = NTR_TYPE_OBJECT};
+  static const ntr_field inner = {.name = "", .type = NTR_TYPE_ARRAY, .element = &empty};
+  static const ntr_field outer[] = {{.name = "a", .type = NTR_TYPE_ARRAY, .element = &inner}};
+  static struct bytes b;
+  put16(&b, 65535);
+  for (int k = 0; k < 65535; k++) put16(&b, 65535);
+  dnt_record r;
+  dnt_record_init(&r);
+  cr_assert_eq(dnt_record_decode(&r, outer, 1, b.b, b.n), NTR_ELIMIT);
+  cr_assert(strstr(r.err, "values"), "%s", r.err);
+  cr_assert_leq(r.nvalues, DNT_FIELDS_MAX_VALUES);
+  dnt_record_release(&r);
+}
+
+Test(fields, text_forms) {
+  char s[40];
+  dnt_format_filetime(0, s);
+  cr_assert_str_eq(s, "1601-01-01T00:00:00.0000000Z");
+  dnt_format_filetime(116444736000000000ull, s);
+  cr_assert_str_eq(s, "1970-01-01T00:00:00.0000000Z");
+  dnt_format_filetime(125911584000000000ull + 9999999, s); /* 2000-01-01 + 0.9999999 s */
+  cr_assert_str_eq(s, "2000-01-01T00:00:00.9999999Z");
+  dnt_format_filetime(UINT64_MAX, s);
+  cr_assert_str_eq(s, "60056-05-28T05:36:10.9551615Z");
+  dnt_value v = {.kind = DNT_VALUE_FLOAT, .type = NTR_TYPE_DOUBLE, .f = NAN};
+  cr_assert_str_eq(fmt(&v), "NaN");
+  v.f = -INFINITY;
+  cr_assert_str_eq(fmt(&v), "-Infinity");
+  v.f = 1.0 / 3;
+  cr_assert_str_eq(fmt(&v), "0.33333333333333331");
+  v.f = 1e300;
+  cr_assert_str_eq(fmt(&v), "1e+300");
+  v.type = NTR_TYPE_SINGLE, v.f = (float)(1.0 / 3);
+  cr_assert_str_eq(fmt(&v), "0.333333343");
+  cr_assert_str_eq(dnt_type_name(NTR_TYPE_GUID), "Guid");
+  cr_assert_str_eq(dnt_type_name(2), "Unknown");
+  cr_assert_str_eq(dnt_type_name(1000), "Unknown");
+  /* a too-small buffer: cut, NUL-terminated, the full length returned */
+  dnt_value str = {.kind = DNT_VALUE_STRING, .s = "abcdef"};
+  char small[4];
+  cr_assert_eq(dnt_value_format(&str, small, sizeof small), 6);
+  cr_assert_str_eq(small, "abc");
+}
+
+/* ---- a trace written by tests/lib/ntr-writer.c ------------------------------------------ */
+
+static const ntrw_field w_int_el = {"", NTR_TYPE_INT32, NULL, NULL, 0, 0};
+static const ntrw_field w_payload[] = {{"Name", NTR_TYPE_STRING, NULL, NULL, 0, 0},
+                                       {"Mean", NTR_TYPE_DOUBLE, NULL, NULL, 0, 0}};
+static const ntrw_field w_fields[] = {
+    {"n", NTR_TYPE_INT32, NULL, NULL, 0, 0},
+    {"s", NTR_TYPE_STRING, NULL, NULL, 0, 0},
+    {"Payload", NTR_TYPE_OBJECT, NULL, w_payload, 2, 0},
+    {"arr", NTR_TYPE_ARRAY, &w_int_el, NULL, 0, 0},
+};
+
+#define QPC0 1000000ull
+#define FREQ 1000000ull
+
+/* A V5 trace: a self-describing "Test-Provider/Every" event (n, s, Payload{Name, Mean}, arr),
+ * a native runtime event without fields, and a second Every event. */
+static void build_trace(ntrw *w, int complete) {
+  ntrw_trace t = {QPC0, FREQ, 8, 4321, 4, 1000000, NULL, 0};
+  ntrw_md md[] = {
+      {1, "Test-Provider", 7, "Every", 0, 0, 4, -1, w_fields, 4, 1, 0},
+      {2, "Microsoft-Windows-DotNETRuntime", 80, "", 0x8000, 0, 2, -1, NULL, 0, 0, 1},
+  };
+  static struct bytes p1, p2, p3;
+  p1.n = p2.n = p3.n = 0;
+  put32(&p1, (uint32_t)-5), putws(&p1, "a b"), putws(&p1, "cpu-usage"), putf64(&p1, 0.25);
+  put16(&p1, 2), put32(&p1, 1), put32(&p1, 2);
+  put32(&p2, 0xdeadbeef);
+  put32(&p3, 6), putws(&p3, "q\"\\\n"), putws(&p3, ""), putf64(&p3, NAN), put16(&p3, 0);
+  ntrw_ev ev[3] = {
+      {.metadata_id = 1, .seq = 1, .thread = 77, .capture_thread = 77, .ts = QPC0 + 1500000, .payload = p1.b,
+       .payload_size = (uint32_t)p1.n},
+      {.metadata_id = 2, .seq = 2, .thread = 77, .capture_thread = 77, .ts = QPC0 + 2000000, .payload = p2.b,
+       .payload_size = (uint32_t)p2.n},
+      {.metadata_id = 1, .seq = 3, .thread = 78, .capture_thread = 77, .ts = QPC0 + 2000001, .payload = p3.b,
+       .payload_size = (uint32_t)p3.n},
+  };
+  ntrw_init(w, 0);
+  ntrw_trace_hdr(w, &t);
+  ntrw_md_begin(w);
+  for (int k = 0; k < 2; k++) ntrw_metadata(w, &md[k]);
+  ntrw_block_end(w);
+  ntrw_ev_begin(w, 1);
+  for (int k = 0; k < 3; k++) ntrw_event(w, &ev[k]);
+  ntrw_block_end(w);
+  if (complete) ntrw_end(w);
+}
+
+static const char *const EXPECT_TEXT =
+    "1.500000 77 Test-Provider Every n=-5 s=\"a b\" Payload.Name=cpu-usage Payload.Mean=0.25 arr[0]=1 arr[1]=2\n"
+    "2.000000 77 Microsoft-Windows-DotNETRuntime Event(80) size=4\n"
+    "2.000001 78 Test-Provider Every n=6 s=\"q\\\"\\\\\\n\" Payload.Name=\"\" Payload.Mean=NaN arr=[]\n";
+
+static void gzip_file(const char *path, const uint8_t *p, size_t n) {
+  gzFile gz = gzopen(path, "wb");
+  cr_assert(gz);
+  cr_assert_eq(gzwrite(gz, p, (unsigned)n), (int)n);
+  cr_assert_eq(gzclose(gz), Z_OK);
+}
+
+/* A zip archive by hand: an unrelated first member, then `name` stored or deflated. */
+static size_t make_zip(uint8_t *out, size_t cap, const char *name, const uint8_t *p, size_t n, int deflated) {
+  static struct bytes z;
+  uint8_t *comp = malloc(n + 1024);
+  uLongf clen = (uLongf)(n + 1024);
+  if (deflated) {
+    z_stream s;
+    memset(&s, 0, sizeof s);
+    cr_assert_eq(deflateInit2(&s, 9, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
+    s.next_in = (Bytef *)(uintptr_t)p;
+    s.avail_in = (uInt)n;
+    s.next_out = comp;
+    s.avail_out = (uInt)clen;
+    cr_assert_eq(deflate(&s, Z_FINISH), Z_STREAM_END);
+    clen = s.total_out;
+    deflateEnd(&s);
+  } else {
+    memcpy(comp, p, n);
+    clen = n;
+  }
+  uint32_t crc = (uint32_t)crc32(0, p, (uInt)n);
+  const char *other = "readme.txt";
+  z.n = 0;
+  /* member 1: readme.txt, stored, 2 bytes */
+  put32(&z, 0x04034b50), put16(&z, 20), put16(&z, 0), put16(&z, 0), put32(&z, 0);
+  put32(&z, (uint32_t)crc32(0, (const Bytef *)"hi", 2)), put32(&z, 2), put32(&z, 2);
+  put16(&z, (uint16_t)strlen(other)), put16(&z, 0), put(&z, other, strlen(other)), put(&z, "hi", 2);
+  uint32_t local2 = (uint32_t)z.n;
+  put32(&z, 0x04034b50), put16(&z, 20), put16(&z, 0), put16(&z, deflated ? 8 : 0), put32(&z, 0);
+  put32(&z, crc), put32(&z, (uint32_t)clen), put32(&z, (uint32_t)n);
+  put16(&z, (uint16_t)strlen(name)), put16(&z, 4), put(&z, name, strlen(name)), put32(&z, 0xcafe0000);
+  put(&z, comp, clen);
+  uint32_t cd = (uint32_t)z.n;
+  put32(&z, 0x02014b50), put16(&z, 20), put16(&z, 20), put16(&z, 0), put16(&z, 0), put32(&z, 0);
+  put32(&z, (uint32_t)crc32(0, (const Bytef *)"hi", 2)), put32(&z, 2), put32(&z, 2);
+  put16(&z, (uint16_t)strlen(other)), put16(&z, 0), put16(&z, 0), put16(&z, 0), put16(&z, 0), put32(&z, 0),
+      put32(&z, 0);
+  put(&z, other, strlen(other));
+  put32(&z, 0x02014b50), put16(&z, 20), put16(&z, 20), put16(&z, 0), put16(&z, deflated ? 8 : 0), put32(&z, 0);
+  put32(&z, crc), put32(&z, (uint32_t)clen), put32(&z, (uint32_t)n);
+  put16(&z, (uint16_t)strlen(name)), put16(&z, 0), put16(&z, 0), put16(&z, 0), put16(&z, 0), put32(&z, 0),
+      put32(&z, local2);
+  put(&z, name, strlen(name));
+  uint32_t cdlen = (uint32_t)z.n - cd;
+  put32(&z, 0x06054b50), put16(&z, 0), put16(&z, 0), put16(&z, 2), put16(&z, 2), put32(&z, cdlen), put32(&z, cd);
+  put16(&z, 3), put(&z, "zip", 3);
+  free(comp);
+  cr_assert_leq(z.n, cap);
+  memcpy(out, z.b, z.n);
+  return z.n;
+}
+
+struct collect {
+  uint64_t events;
+  dnt_record rec;
+  char first_s[64];
+};
+
+static int count_event(void *ud, const ntr_event *ev) {
+  struct collect *c = ud;
+  if (c->events++ == 0 && dnt_record_decode_event(&c->rec, ev) == 0)
+    snprintf(c->first_s, sizeof c->first_s, "%s", dnt_record_str(&c->rec, "s"));
+  return 0;
+}
+
+static int read_path(const char *path, struct collect *c, char *err, size_t errlen) {
+  memset(c, 0, sizeof *c);
+  dnt_record_init(&c->rec);
+  ntr_callbacks cb = {.on_event = count_event};
+  ntr_stats st;
+  int rc = dnt_trace_read(path, &cb, c, &st, err, errlen);
+  cr_assert_eq(st.events, c->events);
+  dnt_record_release(&c->rec);
+  return rc;
+}
+
+Test(trace_input, plain_gzip_and_zip_read_alike) {
+  ntrw w;
+  build_trace(&w, 1);
+  char *dir = temp_dir();
+  char path[256], err[512];
+  static uint8_t zip[1 << 16];
+  struct collect c;
+  struct {
+    const char *name;
+    int kind; /* 0 plain, 1 gzip, 2 zip stored, 3 zip deflated */
+  } files[] = {{"t.nettrace", 0}, {"t.nettrace.gz", 1}, {"stored.zip", 2}, {"deflated.zip", 3}, {"no-suffix", 1}};
+  for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
+    snprintf(path, sizeof path, "%s/%s", dir, files[k].name);
+    if (files[k].kind == 0) write_file(path, w.buf, w.len);
+    if (files[k].kind == 1) gzip_file(path, w.buf, w.len);
+    if (files[k].kind >= 2) write_file(path, zip, make_zip(zip, sizeof zip, "dir/trace.nettrace", w.buf, w.len, files[k].kind == 3));
+    cr_assert_eq(read_path(path, &c, err, sizeof err), DNT_TRACE_COMPLETE, "%s: %s", files[k].name, err);
+    cr_assert_eq(c.events, 3, "%s", files[k].name);
+    cr_assert_str_eq(c.first_s, "a b");
+  }
+  /* through the command, by its output */
+  snprintf(path, sizeof path, "%s/deflated.zip", dir);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "events", path, NULL), 0, "%s", r.err);
+  cr_assert_str_eq(r.out, EXPECT_TEXT);
+  cr_assert(strstr(r.err, "3 events shown (of 3 in the trace)"), "%s", r.err);
+  dnt_run_free(&r);
+  ntrw_release(&w);
+  rm_rf(dir);
+  free(dir);
+}
+
+Test(trace_input, damaged_containers) {
+  ntrw w;
+  build_trace(&w, 1);
+  char *dir = temp_dir();
+  char path[256], err[512];
+  static uint8_t zip[1 << 16];
+  struct collect c;
+  size_t n = make_zip(zip, sizeof zip, "t.nettrace", w.buf, w.len, 1);
+  snprintf(path, sizeof path, "%s/z.zip", dir);
+
+  /* every cut of the archive: an error or a truncation, never a crash or a success */
+  for (size_t cut = 4; cut < n; cut++) {
+    write_file(path, zip, cut);
+    int rc = read_path(path, &c, err, sizeof err);
+    cr_assert(rc < 0 || rc == DNT_TRACE_TRUNCATED || rc == DNT_TRACE_DAMAGED, "cut %zu: rc %d", cut, rc);
+    cr_assert(err[0], "cut %zu has a message", cut);
+  }
+  /* the central directory's offset pointing past the file */
+  static uint8_t bad[1 << 16];
+  memcpy(bad, zip, n);
+  bad[n - 22 - 3 + 16] = 0xff, bad[n - 22 - 3 + 19] = 0x7f;
+  write_file(path, bad, n);
+  cr_assert_lt(read_path(path, &c, err, sizeof err), 0);
+  cr_assert(strstr(err, "central directory"), "%s", err);
+  /* a flipped bit in the compressed data */
+  memcpy(bad, zip, n);
+  bad[100] ^= 0x10;
+  write_file(path, bad, n);
+  int rc = read_path(path, &c, err, sizeof err);
+  cr_assert(rc < 0 || rc == DNT_TRACE_DAMAGED || rc == DNT_TRACE_TRUNCATED, "rc %d: %s", rc, err);
+  /* no .nettrace member */
+  n = make_zip(zip, sizeof zip, "t.txt", w.buf, w.len, 0);
+  write_file(path, zip, n);
+  cr_assert_lt(read_path(path, &c, err, sizeof err), 0);
+  cr_assert(strstr(err, "no .nettrace member"), "%s", err);
+
+  /* a gzip file cut in the middle: the events before the cut */
+  static uint8_t gz[1 << 16];
+  snprintf(path, sizeof path, "%s/t.gz", dir);
+  gzip_file(path, w.buf, w.len);
+  FILE *fp = fopen(path, "rb");
+  size_t gn = fread(gz, 1, sizeof gz, fp);
+  fclose(fp);
+  write_file(path, gz, gn - 12);
+  rc = read_path(path, &c, err, sizeof err);
+  cr_assert(rc == DNT_TRACE_TRUNCATED || rc < 0, "rc %d: %s", rc, err);
+  if (rc == DNT_TRACE_TRUNCATED) cr_assert(strstr(err, "compressed data ends early"), "%s", err);
+  ntrw_release(&w);
+  rm_rf(dir);
+  free(dir);
+}
+
+Test(trace_input, truncated_stream_every_cut) {
+  ntrw w;
+  build_trace(&w, 1);
+  char *dir = temp_dir();
+  char path[256], err[512];
+  struct collect c;
+  snprintf(path, sizeof path, "%s/t.nettrace", dir);
+  size_t header_end = 0;
+  for (size_t cut = 0; cut < w.len; cut++) {
+    write_file(path, w.buf, cut);
+    int rc = read_path(path, &c, err, sizeof err);
+    if (rc == DNT_TRACE_TRUNCATED) {
+      if (!header_end) header_end = cut;
+      cr_assert(strstr(err, "is truncated at byte "), "%s", err);
+    } else {
+      cr_assert_eq(rc, -1, "cut %zu: rc %d (%s)", cut, rc, err);
+      cr_assert_not(header_end, "once the header is read, a cut is a truncation (cut %zu)", cut);
+      if (cut == 0) cr_assert(strstr(err, "is empty"), "%s", err);
+    }
+  }
+  cr_assert(header_end > 0 && header_end < 200);
+  write_file(path, w.buf, w.len);
+  cr_assert_eq(read_path(path, &c, err, sizeof err), DNT_TRACE_COMPLETE);
+  ntrw_release(&w);
+  rm_rf(dir);
+  free(dir);
+}
+
+Test(trace_input, stdin_and_stop) {
+  ntrw w;
+  build_trace(&w, 1);
+  char *dir = temp_dir();
+  char path[256], cmd[600];
+  snprintf(path, sizeof path, "%s/t.nettrace.gz", dir);
+  gzip_file(path, w.buf, w.len);
+  /* a pipe on stdin, gzip recognised by its bytes */
+  snprintf(cmd, sizeof cmd, "cat '%s' | '%s' events - --json -n 2 > '%s/out' 2>'%s/err'", path, dnt_bin(), dir, dir);
+  cr_assert_eq(system(cmd), 0);
+  snprintf(path, sizeof path, "%s/out", dir);
+  FILE *fp = fopen(path, "r");
+  char line[4096];
+  int n = 0;
+  while (fgets(line, sizeof line, fp)) {
+    cr_assert(json_object_line(line, strcspn(line, "\n")), "%s", line);
+    n++;
+  }
+  fclose(fp);
+  cr_assert_eq(n, 2, "-n 2 stops after two events");
+  ntrw_release(&w);
+  rm_rf(dir);
+  free(dir);
+}
+
+/* ---- the command ------------------------------------------------------------------------ */
+
+Test(events, text_json_and_filters_on_a_written_trace) {
+  ntrw w;
+  build_trace(&w, 1);
+  char *dir = temp_dir();
+  char path[256];
+  snprintf(path, sizeof path, "%s/t.nettrace", dir);
+  write_file(path, w.buf, w.len);
+  struct dnt_run r;
+
+  cr_assert_eq(dnt_run_dntrace(&r, "events", path, NULL), 0, "%s", r.err);
+  cr_assert_str_eq(r.out, EXPECT_TEXT);
+  dnt_run_free(&r);
+
+  cr_assert_eq(dnt_run_dntrace(&r, "events", path, "--json", "--verbose", NULL), 0, "%s", r.err);
+  cr_assert_eq(count_lines(r.out), 3);
+  for (const char *l = r.out; *l; l = strchr(l, '\n') + 1)
+    cr_assert(json_object_line(l, strcspn(l, "\n")), "%.*s", (int)strcspn(l, "\n"), l);
+  cr_assert(strstr(r.out, "{\"timestamp\":1.500000,\"thread\":77,\"provider\":\"Test-Provider\",\"event\":\"Every\","
+                          "\"eventId\":7,\"fields\":{\"n\":-5,\"s\":\"a b\",\"Payload\":{\"Name\":\"cpu-usage\","
+                          "\"Mean\":0.25},\"arr\":[1,2]}}\n"),
+            "%s", r.out);
+  cr_assert(strstr(r.out, "\"event\":\"Event(80)\",\"eventId\":80,\"payloadSize\":4,\"payload\":\"efbeadde\"}"), "%s",
+            r.out);
+  cr_assert(strstr(r.out, "\"s\":\"q\\\"\\\\\\n\",\"Payload\":{\"Name\":\"\",\"Mean\":\"NaN\"},\"arr\":[]"), "%s",
+            r.out);
+  dnt_run_free(&r);
+
+  cr_assert_eq(dnt_run_dntrace(&r, "events", path, "--provider", "test-provider", NULL), 0);
+  cr_assert_eq(count_lines(r.out), 2);
+  cr_assert(strstr(r.err, "2 events shown (of 3 in the trace)"), "%s", r.err);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "events", path, "--provider", "Test", "--provider", "nope", NULL), 0);
+  cr_assert_eq(count_lines(r.out), 0, "exact, not a prefix");
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "events", path, "--provider", "nope", "--provider",
+                               "MICROSOFT-WINDOWS-DOTNETRUNTIME", NULL),
+               0);
+  cr_assert_str_eq(r.out, "2.000000 77 Microsoft-Windows-DotNETRuntime Event(80) size=4\n");
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "events", path, "--name", "event(80)", "-v", NULL), 0);
+  cr_assert_str_eq(r.out, "2.000000 77 Microsoft-Windows-DotNETRuntime Event(80) size=4 payload=efbeadde\n");
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "events", path, "--name", "Every", "-n", "1", NULL), 0);
+  cr_assert_eq(count_lines(r.out), 1);
+  cr_assert(strstr(r.out, "n=-5"), "%s", r.out);
+  dnt_run_free(&r);
+
+  /* truncated inside the event block: what came before, a warning, exit 0 */
+  ntrw_release(&w);
+  build_trace(&w, 0);
+  write_file(path, w.buf, w.len - 5);
+  cr_assert_eq(dnt_run_dntrace(&r, "events", path, NULL), 0, "%s", r.err);
+  cr_assert(strstr(r.err, "is truncated at byte"), "%s", r.err);
+  cr_assert(strstr(r.err, "warning:"), "%s", r.err);
+  dnt_run_free(&r);
+  ntrw_release(&w);
+  rm_rf(dir);
+  free(dir);
+}
+
+/* One clear line on stderr (git style) and exit 1; nothing on stdout. */
+static void expect_unreadable(const char *path, const char *what) {
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "events", path, NULL), 1, "%s: %s", path, r.err);
+  cr_assert_str_eq(r.out, "");
+  cr_assert_eq(count_lines(r.err), 1, "%s", r.err);
+  cr_assert(strncmp(r.err, "dntrace: error: ", 16) == 0, "%s", r.err);
+  cr_assert(strstr(r.err, what), "'%s' in %s", what, r.err);
+  dnt_run_free(&r);
+}
+
+Test(events, bad_input) {
+  char *dir = temp_dir();
+  char path[256], msg[400];
+  snprintf(path, sizeof path, "%s/missing.nettrace", dir);
+  snprintf(msg, sizeof msg, "cannot open '%s': No such file or directory", path);
+  expect_unreadable(path, msg);
+  snprintf(path, sizeof path, "%s/empty.nettrace", dir);
+  write_file(path, "", 0);
+  expect_unreadable(path, "is empty");
+  snprintf(path, sizeof path, "%s/text.nettrace", dir);
+  write_file(path, "hello, world\n", 13);
+  snprintf(msg, sizeof msg, "'%s' is not a nettrace file", path);
+  expect_unreadable(path, msg);
+  snprintf(path, sizeof path, "%s/short", dir);
+  write_file(path, "Net", 3);
+  expect_unreadable(path, "truncated at byte 3, before its trace header");
+  expect_unreadable(dir, "Is a directory");
+  static const uint8_t v7[20] = {'N', 'e', 't', 't', 'r', 'a', 'c', 'e', 0, 0, 0, 0, 7, 0, 0, 0};
+  snprintf(path, sizeof path, "%s/v7.nettrace", dir);
+  write_file(path, v7, sizeof v7);
+  expect_unreadable(path, "major version 7 is not supported");
+
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "events", NULL), 2);
+  cr_assert(strstr(r.err, "name the trace file"), "%s", r.err);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "events", "a", "b", NULL), 2);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "events", path, "-n", "0", NULL), 2);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "events", path, "-n", "x", NULL), 2);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "events", path, "--bogus", NULL), 2);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "events", path, "--provider", NULL), 2);
+  cr_assert(strstr(r.err, "needs a value"), "%s", r.err);
+  dnt_run_free(&r);
+  rm_rf(dir);
+  free(dir);
+}
+
+/* ---- the public corpus ------------------------------------------------------------------ */
+
+static char corpus_dir[4096];
+
+static void need_corpus(void) {
+  const char *d = getenv("DNT_CORPUS"), *src = getenv("DNT_SRCDIR"), *ci = getenv("CI");
+  char idx[4200];
+  if (d && *d)
+    snprintf(corpus_dir, sizeof corpus_dir, "%s", d);
+  else
+    snprintf(corpus_dir, sizeof corpus_dir, "%s/../shared/corpus", src ? src : ".");
+  snprintf(idx, sizeof idx, "%s/INDEX.md", corpus_dir);
+  if (access(idx, R_OK) == 0) return;
+  if (ci && !strcmp(ci, "true")) cr_assert_fail("the corpus is missing at %s and CI=true", corpus_dir);
+  cr_skip_test("no corpus at %s (set DNT_CORPUS)", corpus_dir);
+}
+
+static int corpus_run(struct dnt_run *r, const char *file, ...) {
+  char path[4400];
+  char *argv[16];
+  int n = 0;
+  snprintf(path, sizeof path, "%s/%s", corpus_dir, file);
+  argv[n++] = (char *)dnt_bin();
+  argv[n++] = "events";
+  argv[n++] = path;
+  va_list ap;
+  va_start(ap, file);
+  const char *a;
+  while ((a = va_arg(ap, const char *)) && n < 15) argv[n++] = (char *)a;
+  va_end(ap);
+  argv[n] = NULL;
+  return dnt_run_argv(r, argv, NULL, 120000);
+}
+
+/* The counters named here were found in the files with `strings -el`, not with dntrace. */
+Test(events_corpus, countercow_event_counters, .timeout = 120) {
+  need_corpus();
+  static const struct {
+    const char *file, *counters[4];
+  } files[] = {
+      {"tbbuck__countercow/console-net8.nettrace", {"cpu-usage", "working-set", "gc-heap-size", NULL}},
+      {"tbbuck__countercow/aspnet-net9.nettrace", {"cpu-usage", "requests-per-second", "total-connections", NULL}},
+      {"tbbuck__countercow/generic-net10.nettrace", {"cpu-usage", "gc-heap-size", NULL}},
+  };
+  for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
+    struct dnt_run r;
+    cr_assert_eq(corpus_run(&r, files[k].file, "--name", "EventCounters", NULL), 0, "%s: %s", files[k].file, r.err);
+    cr_assert_gt(count_lines(r.out), 10, "%s", files[k].file);
+    for (const char *l = r.out; *l; l = strchr(l, '\n') + 1) {
+      size_t len = strcspn(l, "\n");
+      char *line = strndup(l, len);
+      cr_assert(strstr(line, " EventCounters Payload.Name="), "%s", line);
+      cr_assert(strstr(line, " Payload.DisplayName="), "%s", line);
+      cr_assert(strstr(line, " Payload.DisplayUnits="), "%s", line);
+      cr_assert(strstr(line, " Payload.Mean=") || strstr(line, " Payload.Increment="), "%s", line);
+      free(line);
+    }
+    for (int c = 0; files[k].counters[c]; c++) {
+      char want[128];
+      snprintf(want, sizeof want, "System.Runtime EventCounters Payload.Name=%s ", files[k].counters[c]);
+      if (!strcmp(files[k].counters[c], "requests-per-second") || !strcmp(files[k].counters[c], "total-connections"))
+        snprintf(want, sizeof want, " EventCounters Payload.Name=%s ", files[k].counters[c]);
+      cr_assert(strstr(r.out, want), "%s: no '%s'", files[k].file, want);
+    }
+    dnt_run_free(&r);
+  }
+  /* the decoded values, through --json: cpu-usage is a Mean counter in percent */
+  struct dnt_run r;
+  cr_assert_eq(corpus_run(&r, "tbbuck__countercow/console-net8.nettrace", "--name", "EventCounters", "--json", NULL), 0);
+  for (const char *l = r.out; *l; l = strchr(l, '\n') + 1) cr_assert(json_object_line(l, strcspn(l, "\n")));
+  cr_assert(strstr(r.out, "\"Name\":\"cpu-usage\",\"DisplayName\":\"CPU Usage\",\"Mean\":"), "%s", r.out);
+  cr_assert(strstr(r.out, "\"CounterType\":\"Mean\""), "%s", r.out);
+  cr_assert(strstr(r.out, "\"DisplayUnits\":\"%\""), "%s", r.out);
+  dnt_run_free(&r);
+}
+
+Test(events_corpus, zipped_voicememo, .timeout = 180) {
+  need_corpus();
+  struct dnt_run r;
+  cr_assert_eq(corpus_run(&r, "microsoft__perfview/VoiceMemo.23092.nettrace.zip", "-n", "50000", NULL), 0, "%s", r.err);
+  cr_assert_eq(count_lines(r.out), 50000);
+  cr_assert(strstr(r.out, " Microsoft-DotNETCore-SampleProfiler Event(0) size="), "%.400s", r.out);
+  dnt_run_free(&r);
+  /* every event, counted independently of the command by the parser on the same bytes */
+  char path[4400], err[512];
+  struct collect c;
+  snprintf(path, sizeof path, "%s/microsoft__perfview/VoiceMemo.23092.nettrace.zip", corpus_dir);
+  cr_assert_eq(read_path(path, &c, err, sizeof err), DNT_TRACE_COMPLETE, "%s", err);
+  cr_assert_gt(c.events, 100000);
+}
+
+Test(events_corpus, truncated_trace_is_shown_and_reported, .timeout = 120) {
+  need_corpus();
+  struct dnt_run r;
+  cr_assert_eq(corpus_run(&r, "dotnet__diagnostics/trace.nettrace", NULL), 0, "%s", r.err);
+  cr_assert_gt(count_lines(r.out), 1000);
+  cr_assert(strstr(r.err, "dntrace: warning: '") && strstr(r.err, "trace.nettrace' is truncated at byte 4174144"), "%s",
+            r.err);
+  cr_assert(strstr(r.out, "System.Runtime EventCounters Payload.Name=cpu-usage "), "events before the cut are decoded");
+  dnt_run_free(&r);
+  cr_assert_eq(corpus_run(&r, "microsoft__perfview/eventpipe-dotnetcore2.1-win-x86-objver3.netperf.zip", NULL), 1);
+  cr_assert(strstr(r.err, "NetPerf traces (.NET Core 2.x) are not supported"), "%s", r.err);
+  dnt_run_free(&r);
+}
+
+/* ---- against the real runtime ----------------------------------------------------------- */
+
+Test(events_runtime, sample_load_ticks, .timeout = 120) {
+  DNT_REQUIRE_TARGET();
+  static const char *const args[] = {"--event-rate", "1000", NULL};
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = args, .wait_socket = 1, .timeout_ms = 30000};
+  dnt_target t;
+  char err[512];
+  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "cannot start the sample target: %s", err);
+  char *dir = temp_dir();
+  char out[128], pid[16];
+  snprintf(out, sizeof out, "%s/trace.nettrace", dir);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "--providers", "Sample-Load:0:4", "--duration", "2s", "-o", out,
+                               NULL),
+               0, "%s%s", r.out, r.err);
+  dnt_run_free(&r);
+  dnt_target_stop(&t);
+
+  cr_assert_eq(dnt_run_dntrace(&r, "events", out, "--provider", "Sample-Load", NULL), 0, "%s", r.err);
+  size_t lines = count_lines(r.out);
+  cr_assert_gt(lines, 500, "about 1000 ticks a second for 2 s: %zu", lines);
+  long prev = -1;
+  double prev_t = -1;
+  for (const char *l = r.out; *l; l = strchr(l, '\n') + 1) {
+    double ts;
+    unsigned long tid;
+    long n;
+    char s[16];
+    cr_assert_eq(sscanf(l, "%lf %lu Sample-Load Tick n=%ld s=%15s", &ts, &tid, &n, s), 4, "%.200s", l);
+    cr_assert_str_eq(s, "tick");
+    cr_assert_gt(n, prev, "n increases: %ld after %ld", n, prev);
+    cr_assert_geq(ts, prev_t - 0.05, "time goes forward (within a block's reordering)");
+    cr_assert(ts >= 0 && ts < 10, "%f", ts);
+    prev = n, prev_t = ts;
+  }
+  cr_assert(strstr(r.err, "events shown"), "%s", r.err);
+  dnt_run_free(&r);
+
+  cr_assert_eq(dnt_run_dntrace(&r, "events", out, "--provider", "SAMPLE-LOAD", "--json", NULL), 0, "%s", r.err);
+  cr_assert_eq(count_lines(r.out), lines);
+  for (const char *l = r.out; *l; l = strchr(l, '\n') + 1) {
+    size_t len = strcspn(l, "\n");
+    cr_assert(json_object_line(l, len), "%.*s", (int)len, l);
+    cr_assert(strstr(l, "\"event\":\"Tick\"") && strstr(l, ",\"s\":\"tick\"}}"), "%.*s", (int)len, l);
+  }
+  dnt_run_free(&r);
+
+  cr_assert_eq(dnt_run_dntrace(&r, "events", out, "--name", "tick", "-n", "5", NULL), 0, "%s", r.err);
+  cr_assert_eq(count_lines(r.out), 5);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "events", out, "--name", "NoSuchEvent", NULL), 0, "%s", r.err);
+  cr_assert_str_eq(r.out, "");
+  dnt_run_free(&r);
+
+  /* EventPipe's own ProcessInfo event carries the command line */
+  cr_assert_eq(dnt_run_dntrace(&r, "events", out, "--provider", "Microsoft-DotNETCore-EventPipe", "--name", "ProcessInfo",
+                               "--json", NULL),
+               0, "%s", r.err);
+  cr_assert_eq(count_lines(r.out), 1, "%s", r.out);
+  cr_assert(strstr(r.out, "\"CommandLine\":\""), "%s", r.out);
+  cr_assert(strstr(r.out, dnt_target_exe()), "the command line names %s: %s", dnt_target_exe(), r.out);
+  dnt_run_free(&r);
+  unlink(out);
+  rmdir(dir);
+  free(dir);
+}
