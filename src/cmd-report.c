@@ -83,8 +83,14 @@ int cmd_report(int argc, char **argv) {
     dnt_profile_free(prof);
     return DNT_EXIT_FAILURE;
   }
-  printf("%llu samples on %zu threads, %.2f ms each: thread time, whether running or waiting\n\n",
+  printf("%llu samples on %zu threads, %.2f ms each: thread time, whether running or waiting\n",
          (unsigned long long)total, dnt_profile_nthreads(prof), dnt_profile_sample_ms(prof));
+  double measured = dnt_profile_measured_ms(prof);
+  /* the runtime announces its nominal interval; say so when it really sampled slower or faster */
+  if (measured > 0 && (measured > 1.1 * dnt_profile_sample_ms(prof) || measured < 0.9 * dnt_profile_sample_ms(prof)))
+    printf("(the samples were in fact %.2f ms apart: times below use the trace's %.2f ms)\n", measured,
+           dnt_profile_sample_ms(prof));
+  putchar('\n');
   printf("Top %ld functions by %s time, all threads:\n", top, by_inclusive ? "inclusive" : "exclusive");
   print_table(prof, (size_t)-1, by_inclusive, (size_t)top, total);
   if (threads) {

@@ -76,6 +76,12 @@ struct dnt_profile {
   size_t nthreads;
   uint32_t unmanaged_name;
   int finished;
+  /* the sampler's real pace, measured on the busiest thread: first/last timestamps and count */
+  uint64_t qpc_frequency;
+  struct pace {
+    uint64_t thread, first, last, n;
+  } pace[64];
+  size_t npace;
 };
 
 static uint32_t hash_bytes(const void *p, size_t n, uint32_t h) {
@@ -266,6 +272,7 @@ static void on_module(struct dnt_profile *p, const ntr_event *ev) {
 static int profile_on_trace(void *ud, const ntr_trace *t) {
   struct dnt_profile *p = ud;
   if (t->sampling_interval_ns) p->sample_ms = t->sampling_interval_ns / 1e6;
+  p->qpc_frequency = t->qpc_frequency;
   return 0;
 }
 
@@ -278,6 +285,14 @@ static int profile_on_event(void *ud, const ntr_event *ev) {
     if (ev->payload_size >= 4) memcpy(&kind, ev->payload, 4);
     uint32_t stack = ev->stack ? intern_stack(p, ev->stack->frames, ev->stack->nframes) : intern_stack(p, NULL, 0);
     add_sample(p, ev->thread_id, stack, kind == 1);
+    size_t i = 0;
+    while (i < p->npace && p->pace[i].thread != ev->thread_id) i++;
+    if (i == p->npace && p->npace < sizeof p->pace / sizeof p->pace[0])
+      p->pace[p->npace++] = (struct pace){ev->thread_id, ev->timestamp, ev->timestamp, 0};
+    if (i < p->npace) {
+      p->pace[i].last = ev->timestamp;
+      p->pace[i].n++;
+    }
     return 0;
   }
   int runtime = strcmp(md->provider, RUNTIME) == 0, rundown = strcmp(md->provider, RUNDOWN) == 0;
@@ -369,6 +384,14 @@ void dnt_profile_finish(struct dnt_profile *p) {
 
 uint64_t dnt_profile_samples(const struct dnt_profile *p) { return p->samples; }
 double dnt_profile_sample_ms(const struct dnt_profile *p) { return p->sample_ms; }
+
+double dnt_profile_measured_ms(const struct dnt_profile *p) {
+  const struct pace *best = NULL;
+  for (size_t i = 0; i < p->npace; i++)
+    if (!best || p->pace[i].n > best->n) best = &p->pace[i];
+  if (!best || best->n < 10 || !p->qpc_frequency || best->last <= best->first) return 0;
+  return (double)(best->last - best->first) / (double)(best->n - 1) * 1000.0 / (double)p->qpc_frequency;
+}
 size_t dnt_profile_nthreads(const struct dnt_profile *p) { return p->nthreads; }
 uint64_t dnt_profile_thread_id(const struct dnt_profile *p, size_t t) { return p->threads[t]; }
 uint64_t dnt_profile_thread_samples(const struct dnt_profile *p, size_t t) { return p->thread_samples[t]; }

@@ -29,7 +29,9 @@ void dnt_profile_finish(struct dnt_profile *p);
 
 /* Totals. */
 uint64_t dnt_profile_samples(const struct dnt_profile *p);
-double dnt_profile_sample_ms(const struct dnt_profile *p); /* weight of one sample */
+double dnt_profile_sample_ms(const struct dnt_profile *p); /* weight of one sample (the trace's) */
+/* The interval actually seen between one thread's samples, 0 if too few to tell. */
+double dnt_profile_measured_ms(const struct dnt_profile *p);
 size_t dnt_profile_nthreads(const struct dnt_profile *p);
 uint64_t dnt_profile_thread_id(const struct dnt_profile *p, size_t t);
 uint64_t dnt_profile_thread_samples(const struct dnt_profile *p, size_t t);
