@@ -8,17 +8,19 @@
 
 #include "builtin.h"
 #include "fields.h"
+#include "schema.h"
 #include "ntr.h"
 #include "trace-input.h"
 #include "util.h"
 
 const char *const usage_events[] = {
-    "dntrace events FILE [--provider NAME]... [--name NAME]... [-n COUNT] [--json] [--verbose]",
+    "dntrace events FILE [--provider NAME]... [--name NAME]... [-n COUNT] [--json] [--schema FILE]... [--verbose]",
     "Print the events of a trace, one per line",
     "    --provider NAME   only events of this provider (exact, any case; may be repeated)",
     "    --name NAME       only events with this name, or Event(ID) for unnamed ones (may be repeated)",
     "    -n, --count N     stop after N events",
     "    --json            one JSON object per line",
+    "    --schema FILE     more event layouts (dntrace schema XML) for events without field metadata",
     "    -v, --verbose     also show in hex the payloads that cannot be decoded field by field",
     "    -h, --help        show this help",
     NULL,
@@ -37,6 +39,8 @@ struct events {
   uint64_t undecodable;
   uint64_t sync_qpc, qpc_freq;
   dnt_record rec;
+  struct dnt_schema *schema; /* layouts of the runtime's events, which carry no field list */
+  uint32_t pointer_size;
   char *scratch;     /* value text for the text format */
   size_t scratch_cap;
 };
@@ -52,6 +56,7 @@ static int on_trace(void *ud, const ntr_trace *t) {
   struct events *e = ud;
   e->sync_qpc = t->sync_time_qpc;
   e->qpc_freq = t->qpc_frequency;
+  e->pointer_size = t->pointer_size;
   return 0;
 }
 
@@ -171,15 +176,25 @@ static int on_event(void *ud, const ntr_event *ev) {
       snprintf(unnamed, sizeof unnamed, "Metadata(%u)", ev->metadata_id);
     name = unnamed;
   }
-  if (!matches(provider, e->providers, e->nproviders) || !matches(name, e->names, e->nnames)) return 0;
-
   double t = e->qpc_freq ? (double)(int64_t)(ev->timestamp - e->sync_qpc) / (double)e->qpc_freq : 0.0;
   int described = md && md->nfields > 0, rc = 0;
   e->rec.nvalues = 0;
   if (described) {
     rc = dnt_record_decode_event(&e->rec, ev);
     if (rc) e->undecodable++;
+  } else if (md && e->schema && e->pointer_size == 8) {
+    /* the runtime's own events: layouts from the schema (which assumes 64-bit pointers) */
+    const char *schema_name;
+    uint32_t n;
+    const ntr_field *f = dnt_schema_lookup(e->schema, md->provider, md->event_id, md->version, &schema_name, &n);
+    if (f) {
+      if (!md->event_name[0]) name = schema_name;
+      described = 1;
+      rc = dnt_record_decode(&e->rec, f, n, ev->payload, ev->payload_size);
+      if (rc) e->undecodable++;
+    }
   }
+  if (!matches(provider, e->providers, e->nproviders) || !matches(name, e->names, e->nnames)) return 0;
   if (e->json) {
     printf("{\"timestamp\":%.6f,\"thread\":%llu,\"provider\":", t, (unsigned long long)ev->thread_id);
     dnt_json_string(stdout, provider);
@@ -235,13 +250,14 @@ static int on_event(void *ud, const ntr_event *ev) {
 }
 
 int cmd_events(int argc, char **argv) {
-  enum { OPT_PROVIDER = 1000, OPT_NAME, OPT_JSON };
+  enum { OPT_PROVIDER = 1000, OPT_NAME, OPT_JSON, OPT_SCHEMA };
   static const struct option opts[] = {
       {"provider", required_argument, NULL, OPT_PROVIDER},
       {"name", required_argument, NULL, OPT_NAME},
       {"count", required_argument, NULL, 'n'},
       {"json", no_argument, NULL, OPT_JSON},
       {"verbose", no_argument, NULL, 'v'},
+      {"schema", required_argument, NULL, OPT_SCHEMA},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
@@ -251,6 +267,8 @@ int cmd_events(int argc, char **argv) {
   memset(&e, 0, sizeof e);
   e.providers = dnt_xmalloc((size_t)argc * sizeof *e.providers);
   e.names = dnt_xmalloc((size_t)argc * sizeof *e.names);
+  const char **schemas = dnt_xmalloc((size_t)argc * sizeof *schemas);
+  size_t nschemas = 0;
   int c, ret = DNT_EXIT_OK;
   optind = 1;
   while ((c = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
@@ -270,6 +288,7 @@ int cmd_events(int argc, char **argv) {
     }
     case OPT_JSON: e.json = 1; break;
     case 'v': e.verbose = 1; break;
+    case OPT_SCHEMA: schemas[nschemas++] = optarg; break;
     case 'h': dnt_print_usage(stdout, usage_events); goto out;
     default: ret = dnt_usage_error("events", c, optopt, argv); goto out;
     }
@@ -281,6 +300,18 @@ int cmd_events(int argc, char **argv) {
   }
   const char *path = argv[optind];
 
+  /* the built-in layouts, then the user's files, which may replace them */
+  char why[512];
+  if (!(e.schema = dnt_schema_new())) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  if (dnt_schema_load_default(e.schema, why, sizeof why) < 0 && e.verbose)
+    dnt_warning("no built-in event layouts: %s", why);
+  for (size_t k = 0; k < nschemas; k++) {
+    if (dnt_schema_load(e.schema, schemas[k], why, sizeof why) < 0) {
+      dnt_error("--schema: %s", why);
+      ret = DNT_EXIT_USAGE;
+      goto out;
+    }
+  }
   dnt_record_init(&e.rec);
   ntr_callbacks cb = {.on_trace = on_trace, .on_event = on_event};
   ntr_stats st;
@@ -311,6 +342,8 @@ out_rec:
   dnt_record_release(&e.rec);
   free(e.scratch);
 out:
+  dnt_schema_free(e.schema);
+  free(schemas);
   free(e.providers);
   free(e.names);
   return ret;

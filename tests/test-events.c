@@ -490,7 +490,8 @@ static void build_trace(ntrw *w, int complete) {
   ntrw_trace t = {QPC0, FREQ, 8, 4321, 4, 1000000, NULL, 0};
   ntrw_md md[] = {
       {1, "Test-Provider", 7, "Every", 0, 0, 4, -1, w_fields, 4, 1, 0},
-      {2, "Microsoft-Windows-DotNETRuntime", 80, "", 0x8000, 0, 2, -1, NULL, 0, 0, 1},
+      /* an id the built-in schema does not describe: shown by number and size */
+      {2, "Microsoft-Windows-DotNETRuntime", 9999, "", 0x8000, 0, 2, -1, NULL, 0, 0, 1},
   };
   static struct bytes p1, p2, p3;
   p1.n = p2.n = p3.n = 0;
@@ -519,7 +520,7 @@ static void build_trace(ntrw *w, int complete) {
 
 static const char *const EXPECT_TEXT =
     "1.500000 77 Test-Provider Every n=-5 s=\"a b\" Payload.Name=cpu-usage Payload.Mean=0.25 arr[0]=1 arr[1]=2\n"
-    "2.000000 77 Microsoft-Windows-DotNETRuntime Event(80) size=4\n"
+    "2.000000 77 Microsoft-Windows-DotNETRuntime Event(9999) size=4\n"
     "2.000001 78 Test-Provider Every n=6 s=\"q\\\"\\\\\\n\" Payload.Name=\"\" Payload.Mean=NaN arr=[]\n";
 
 static void gzip_file(const char *path, const uint8_t *p, size_t n) {
@@ -765,7 +766,7 @@ Test(events, text_json_and_filters_on_a_written_trace) {
                           "\"eventId\":7,\"fields\":{\"n\":-5,\"s\":\"a b\",\"Payload\":{\"Name\":\"cpu-usage\","
                           "\"Mean\":0.25},\"arr\":[1,2]}}\n"),
             "%s", r.out);
-  cr_assert(strstr(r.out, "\"event\":\"Event(80)\",\"eventId\":80,\"payloadSize\":4,\"payload\":\"efbeadde\"}"), "%s",
+  cr_assert(strstr(r.out, "\"event\":\"Event(9999)\",\"eventId\":9999,\"payloadSize\":4,\"payload\":\"efbeadde\"}"), "%s",
             r.out);
   cr_assert(strstr(r.out, "\"s\":\"q\\\"\\\\\\n\",\"Payload\":{\"Name\":\"\",\"Mean\":\"NaN\"},\"arr\":[]"), "%s",
             r.out);
@@ -781,10 +782,10 @@ Test(events, text_json_and_filters_on_a_written_trace) {
   cr_assert_eq(dnt_run_dntrace(&r, "events", path, "--provider", "nope", "--provider",
                                "MICROSOFT-WINDOWS-DOTNETRUNTIME", NULL),
                0);
-  cr_assert_str_eq(r.out, "2.000000 77 Microsoft-Windows-DotNETRuntime Event(80) size=4\n");
+  cr_assert_str_eq(r.out, "2.000000 77 Microsoft-Windows-DotNETRuntime Event(9999) size=4\n");
   dnt_run_free(&r);
-  cr_assert_eq(dnt_run_dntrace(&r, "events", path, "--name", "event(80)", "-v", NULL), 0);
-  cr_assert_str_eq(r.out, "2.000000 77 Microsoft-Windows-DotNETRuntime Event(80) size=4 payload=efbeadde\n");
+  cr_assert_eq(dnt_run_dntrace(&r, "events", path, "--name", "event(9999)", "-v", NULL), 0);
+  cr_assert_str_eq(r.out, "2.000000 77 Microsoft-Windows-DotNETRuntime Event(9999) size=4 payload=efbeadde\n");
   dnt_run_free(&r);
   cr_assert_eq(dnt_run_dntrace(&r, "events", path, "--name", "Every", "-n", "1", NULL), 0);
   cr_assert_eq(count_lines(r.out), 1);
@@ -1028,4 +1029,61 @@ Test(events_runtime, sample_load_ticks, .timeout = 120) {
   unlink(out);
   rmdir(dir);
   free(dir);
+}
+
+/* The runtime's own events carry no field list: their layouts come from data/runtime-events.xml.
+ * The sample throws InvalidOperationException("sample exception, thrown on purpose") every 2 s. */
+Test(schema, runtime_events_by_field_name, .timeout = 120) {
+  DNT_REQUIRE_TARGET();
+  dnt_target t;
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = 30000};
+  char err[512];
+  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
+  char dir[] = "/tmp/dnt-schema-XXXXXX";
+  cr_assert(mkdtemp(dir));
+  char trace[64], pid[16];
+  snprintf(trace, sizeof trace, "%s/t.nettrace", dir);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "-o", trace, "--duration", "3s", NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+  dnt_target_stop(&t);
+  cr_assert_eq(dnt_run_dntrace(&r, "events", trace, "--name", "ExceptionThrown", NULL), 0, "%s", r.err);
+  cr_assert(strstr(r.out, " Microsoft-Windows-DotNETRuntime ExceptionThrown ExceptionType=System.InvalidOperationException "
+                          "ExceptionMessage=\"sample exception, thrown on purpose\""),
+            "%s", r.out);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "events", trace, "--name", "MethodDCEndVerbose", "-n", "50", NULL), 0, "%s", r.err);
+  cr_assert(strstr(r.out, "MethodNamespace=Sample.CpuWork MethodName=CountPrimes"), "rundown names CountPrimes:\n%.2000s",
+            r.out);
+  dnt_run_free(&r);
+
+  /* a schema of one's own replaces a built-in layout */
+  char schema[80];
+  snprintf(schema, sizeof schema, "%s/mine.xml", dir);
+  FILE *fp = fopen(schema, "w");
+  fputs("<dntrace-schema version=\"1\"><provider name=\"Microsoft-Windows-DotNETRuntime\">"
+        "<event id=\"80\" name=\"MyThrow\"><field name=\"What\" type=\"String\"/></event>"
+        "</provider></dntrace-schema>\n",
+        fp);
+  fclose(fp);
+  cr_assert_eq(dnt_run_dntrace(&r, "events", trace, "--schema", schema, "--name", "MyThrow", "-n", "1", NULL), 0, "%s",
+               r.err);
+  cr_assert(strstr(r.out, " MyThrow What=System.InvalidOperationException\n"), "%s", r.out);
+  dnt_run_free(&r);
+
+  /* a broken schema: one line naming the file and the line */
+  fp = fopen(schema, "w");
+  fputs("<dntrace-schema version=\"1\">\n<provider name=\"P\">\n<event id=\"1\" name=\"E\">\n"
+        "<field name=\"x\" type=\"Float128\"/></event></provider></dntrace-schema>\n",
+        fp);
+  fclose(fp);
+  cr_assert_eq(dnt_run_dntrace(&r, "events", trace, "--schema", schema, NULL), 2, "%s", r.out);
+  char want[128];
+  snprintf(want, sizeof want, "%s:4: unknown field type Float128", schema);
+  cr_assert(strstr(r.err, want), "%s", r.err);
+  dnt_run_free(&r);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_assert_eq(system(cmd), 0);
 }
