@@ -41,7 +41,7 @@ const char *const usage_collect[] = {
     "    --duration TIME          stop after dd:hh:mm:ss, or a number with s, m or h (30s, 5m)",
     "    --rundown BOOL           method and module rundown at the end (default true)",
     "    --rundown-keyword HEX    a custom rundown keyword (runtime 9 and later)",
-    "    --format FORMAT          nettrace (default), or also write speedscope, folded or flamegraph",
+    "    --format FORMAT          nettrace (default), or also speedscope, chromium, flamegraph, folded",
     "    --list-profiles          print the profiles and exit",
     "    -h, --help               show this help",
     NULL,
@@ -541,10 +541,10 @@ int cmd_collect(int argc, char **argv) {
       if (strcasecmp(optarg, "nettrace") == 0) {
         format = NULL;
       } else if (strcasecmp(optarg, "speedscope") == 0 || strcasecmp(optarg, "folded") == 0 ||
-                 strcasecmp(optarg, "flamegraph") == 0) {
+                 strcasecmp(optarg, "flamegraph") == 0 || strcasecmp(optarg, "chromium") == 0) {
         format = optarg;
       } else {
-        dnt_error("--format: '%s' is not nettrace, speedscope, folded or flamegraph", optarg);
+        dnt_error("--format: '%s' is not nettrace, speedscope, chromium, folded or flamegraph", optarg);
         goto out;
       }
       break;

@@ -15,10 +15,10 @@
 
 const char *const usage_convert[] = {
     "dntrace convert FILE --format FORMAT [-o OUT]",
-    "Convert a trace's samples to folded stacks, a speedscope profile or a flame graph",
-    "    --format FORMAT   folded, speedscope or flamegraph (an interactive SVG)",
-    "    -o, --output OUT  where to write (default: FILE with .folded, .speedscope.json or .svg;",
-    "                      - for stdout)",
+    "Convert a trace's samples to a flame graph, speedscope, Chromium trace or folded stacks",
+    "    --format FORMAT   flamegraph (an interactive SVG), speedscope, chromium or folded",
+    "    -o, --output OUT  where to write (default: FILE with .svg, .speedscope.json,",
+    "                      .chromium.json or .folded; - for stdout)",
     "    -h, --help        show this help",
     NULL,
 };
@@ -59,6 +59,64 @@ static void speedscope_item(void *ud, uint64_t thread, const uint32_t *frames, s
   fputc(']', w->fp);
 }
 
+/* Chromium trace events: per thread, a frame opens when it first appears on the sampled stack
+ * and closes when a later sample no longer has it at that depth ("X" complete events). */
+struct chromium {
+  FILE *fp;
+  const struct dnt_profile *prof;
+  uint64_t thread;
+  double last_us, step_us;
+  uint32_t *open;    /* the frames open now, root first */
+  double *since;     /* when each opened */
+  size_t nopen, cap;
+  int first;
+  uint32_t pid;
+};
+
+static void chromium_close(struct chromium *c, size_t keep, double t_us) {
+  while (c->nopen > keep) {
+    c->nopen--;
+    fprintf(c->fp, "%s{\"name\":", c->first ? "" : ",\n");
+    c->first = 0;
+    dnt_json_string(c->fp, dnt_profile_name(c->prof, c->open[c->nopen]));
+    fprintf(c->fp, ",\"cat\":\"sample\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%u,\"tid\":%llu}",
+            c->since[c->nopen], t_us - c->since[c->nopen], c->pid, (unsigned long long)c->thread);
+  }
+}
+
+static void chromium_sample(void *ud, uint64_t thread, double t_us, const uint32_t *frames, size_t n) {
+  struct chromium *c = ud;
+  if (thread != c->thread) {
+    chromium_close(c, 0, c->last_us + c->step_us);
+    c->thread = thread;
+  }
+  size_t same = 0;
+  while (same < n && same < c->nopen && c->open[same] == frames[same]) same++;
+  chromium_close(c, same, t_us);
+  if (n > c->cap) {
+    c->cap = n * 2;
+    c->open = realloc(c->open, c->cap * sizeof *c->open);
+    c->since = realloc(c->since, c->cap * sizeof *c->since);
+    if (!c->open || !c->since) dnt_die(1, "out of memory");
+  }
+  for (size_t i = same; i < n; i++) {
+    c->open[i] = frames[i];
+    c->since[i] = t_us;
+  }
+  c->nopen = n;
+  c->last_us = t_us;
+}
+
+static void write_chromium(FILE *fp, const struct dnt_profile *prof, uint32_t pid) {
+  struct chromium c = {fp, prof, 0, 0, dnt_profile_sample_ms(prof) * 1000, NULL, NULL, 0, 0, 1, pid};
+  fputs("{\"traceEvents\":[\n", fp);
+  dnt_profile_each_sample(prof, chromium_sample, &c);
+  chromium_close(&c, 0, c.last_us + c.step_us);
+  fputs("\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"exporter\":\"dntrace " PACKAGE_VERSION "\"}}\n", fp);
+  free(c.open);
+  free(c.since);
+}
+
 static void write_speedscope(FILE *fp, const struct dnt_profile *prof, const char *name) {
   struct writer w = {fp, prof, 0, dnt_profile_sample_ms(prof), 1, 0};
   fputs("{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",\"shared\":{\"frames\":[", fp);
@@ -92,21 +150,26 @@ static void write_speedscope(FILE *fp, const struct dnt_profile *prof, const cha
  * NULL picks the default name. Prints its own errors. Returns 0, DNT_EXIT_USAGE for an unknown
  * format, or DNT_EXIT_FAILURE. */
 int dnt_convert(const char *path, const char *format, const char *output) {
-  enum { FOLDED, SPEEDSCOPE, FLAMEGRAPH } kind;
+  enum { FOLDED, SPEEDSCOPE, FLAMEGRAPH, CHROMIUM } kind;
   if (strcasecmp(format, "folded") == 0) {
     kind = FOLDED;
   } else if (strcasecmp(format, "speedscope") == 0) {
     kind = SPEEDSCOPE;
   } else if (strcasecmp(format, "flamegraph") == 0 || strcasecmp(format, "svg") == 0) {
     kind = FLAMEGRAPH;
+  } else if (strcasecmp(format, "chromium") == 0) {
+    kind = CHROMIUM;
   } else {
-    dnt_error("--format: '%s' is not folded, speedscope or flamegraph", format);
+    dnt_error("--format: '%s' is not folded, speedscope, chromium or flamegraph", format);
     return DNT_EXIT_USAGE;
   }
   char *default_out = NULL;
   if (!output) {
     size_t n = strlen(path);
-    const char *ext = kind == SPEEDSCOPE ? ".speedscope.json" : kind == FLAMEGRAPH ? ".svg" : ".folded";
+    const char *ext = kind == SPEEDSCOPE ? ".speedscope.json"
+                      : kind == FLAMEGRAPH ? ".svg"
+                      : kind == CHROMIUM   ? ".chromium.json"
+                                           : ".folded";
     size_t stem = n > 9 && strcmp(path + n - 9, ".nettrace") == 0 ? n - 9 : n;
     default_out = dnt_xmalloc(stem + strlen(ext) + 1);
     memcpy(default_out, path, stem);
@@ -118,6 +181,7 @@ int dnt_convert(const char *path, const char *format, const char *output) {
   struct dnt_profile *prof = dnt_profile_new();
   if (!prof) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   FILE *fp = NULL;
+  if (kind == CHROMIUM) dnt_profile_keep_timeline(prof);
   if (dnt_profile_load(prof, path) < 0) goto out;
   if (dnt_profile_samples(prof) == 0) {
     dnt_error("'%s' has no SampleProfiler samples to convert", path);
@@ -137,6 +201,8 @@ int dnt_convert(const char *path, const char *format, const char *output) {
   }
   if (kind == SPEEDSCOPE) {
     write_speedscope(fp, prof, path);
+  } else if (kind == CHROMIUM) {
+    write_chromium(fp, prof, 1);
   } else {
     struct writer w = {fp, prof, 0, 0, 1, 0};
     dnt_profile_each_stack(prof, folded_line, &w);
@@ -185,7 +251,7 @@ int cmd_convert(int argc, char **argv) {
     return DNT_EXIT_USAGE;
   }
   if (!format) {
-    dnt_error("--format is required: folded, speedscope or flamegraph");
+    dnt_error("--format is required: flamegraph, speedscope, chromium or folded");
     return DNT_EXIT_USAGE;
   }
   return dnt_convert(argv[optind], format, output);

@@ -76,6 +76,14 @@ struct dnt_profile {
   size_t nthreads;
   uint32_t unmanaged_name;
   int finished;
+  /* the timeline, when kept: one entry per sample */
+  int keep_timeline;
+  struct sample {
+    uint64_t thread, ts;
+    uint32_t stack, external;
+  } *timeline;
+  size_t ntimeline, captimeline;
+  uint64_t sync_qpc;
   /* the sampler's real pace, measured on the busiest thread: first/last timestamps and count */
   uint64_t qpc_frequency;
   struct pace {
@@ -113,6 +121,7 @@ void dnt_profile_free(struct dnt_profile *p) {
   free(p->frame_names);
   free(p->threads);
   free(p->thread_samples);
+  free(p->timeline);
   free(p);
 }
 
@@ -273,6 +282,7 @@ static int profile_on_trace(void *ud, const ntr_trace *t) {
   struct dnt_profile *p = ud;
   if (t->sampling_interval_ns) p->sample_ms = t->sampling_interval_ns / 1e6;
   p->qpc_frequency = t->qpc_frequency;
+  p->sync_qpc = t->sync_time_qpc;
   return 0;
 }
 
@@ -285,6 +295,10 @@ static int profile_on_event(void *ud, const ntr_event *ev) {
     if (ev->payload_size >= 4) memcpy(&kind, ev->payload, 4);
     uint32_t stack = ev->stack ? intern_stack(p, ev->stack->frames, ev->stack->nframes) : intern_stack(p, NULL, 0);
     add_sample(p, ev->thread_id, stack, kind == 1);
+    if (p->keep_timeline) {
+      GROW(p->timeline, p->ntimeline, p->captimeline);
+      p->timeline[p->ntimeline++] = (struct sample){ev->thread_id, ev->timestamp, stack, kind == 1};
+    }
     size_t i = 0;
     while (i < p->npace && p->pace[i].thread != ev->thread_id) i++;
     if (i == p->npace && p->npace < sizeof p->pace / sizeof p->pace[0])
@@ -301,6 +315,14 @@ static int profile_on_event(void *ud, const ntr_event *ev) {
   else if ((runtime && md->event_id == 152) || (rundown && (md->event_id == 153 || md->event_id == 154)))
     on_module(p, ev);
   return 0;
+}
+
+void dnt_profile_keep_timeline(struct dnt_profile *p) { p->keep_timeline = 1; }
+
+static int by_thread_time(const void *a, const void *b) {
+  const struct sample *x = a, *y = b;
+  if (x->thread != y->thread) return x->thread < y->thread ? -1 : 1;
+  return x->ts < y->ts ? -1 : x->ts > y->ts;
 }
 
 void dnt_profile_callbacks(ntr_callbacks *cb) {
@@ -352,6 +374,7 @@ void dnt_profile_finish(struct dnt_profile *p) {
   if (p->nmethods) qsort(p->methods, p->nmethods, sizeof *p->methods, by_start);
   if (p->nmodules) qsort(p->modules, p->nmodules, sizeof *p->modules, by_module_id);
   p->unmanaged_name = intern_name(p, DNT_UNMANAGED_FRAME);
+  if (p->ntimeline) qsort(p->timeline, p->ntimeline, sizeof *p->timeline, by_thread_time);
   p->frame_names = malloc((p->nframes ? p->nframes : 1) * sizeof *p->frame_names);
   if (!p->frame_names) dnt_die(1, "out of memory");
   for (size_t s = 0; s < p->nstacks; s++) {
@@ -465,6 +488,26 @@ void dnt_profile_each_stack(const struct dnt_profile *p, dnt_profile_stack_fn fn
     for (uint32_t f = st->n; f > 0; f--) frames[n++] = p->frame_names[st->off + f - 1];
     if (c->external || st->n == 0) frames[n++] = p->unmanaged_name;
     fn(ud, c->thread, frames, n, c->samples);
+  }
+  free(frames);
+}
+
+void dnt_profile_each_sample(const struct dnt_profile *p, dnt_profile_sample_fn fn, void *ud) {
+  size_t cap = 0;
+  uint32_t *frames = NULL;
+  for (size_t i = 0; i < p->ntimeline; i++) {
+    const struct sample *s = &p->timeline[i];
+    const struct stack *st = &p->stacks[s->stack];
+    if (st->n + 1 > cap) {
+      cap = st->n + 1;
+      frames = realloc(frames, cap * sizeof *frames);
+      if (!frames) dnt_die(1, "out of memory");
+    }
+    size_t n = 0;
+    for (uint32_t f = st->n; f > 0; f--) frames[n++] = p->frame_names[st->off + f - 1];
+    if (s->external || st->n == 0) frames[n++] = p->unmanaged_name;
+    double t_us = p->qpc_frequency ? (double)(int64_t)(s->ts - p->sync_qpc) * 1e6 / (double)p->qpc_frequency : 0;
+    fn(ud, s->thread, t_us, frames, n);
   }
   free(frames);
 }

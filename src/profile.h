@@ -21,6 +21,16 @@ struct dnt_profile;
 struct dnt_profile *dnt_profile_new(void);
 void dnt_profile_free(struct dnt_profile *p);
 
+/* Keep every sample's time too (memory then grows with the samples): for timelines such as the
+ * Chromium trace format. Call before loading. */
+void dnt_profile_keep_timeline(struct dnt_profile *p);
+
+/* Walks the samples of each thread in time order (needs dnt_profile_keep_timeline): t_us is
+ * microseconds since the trace start, frames as in dnt_profile_each_stack. */
+typedef void (*dnt_profile_sample_fn)(void *ud, uint64_t thread_id, double t_us, const uint32_t *frames,
+                                      size_t nframes);
+void dnt_profile_each_sample(const struct dnt_profile *p, dnt_profile_sample_fn fn, void *ud);
+
 /* Callbacks to hand the nettrace parser, with the profile as their ud. */
 void dnt_profile_callbacks(ntr_callbacks *cb);
 

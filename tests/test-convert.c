@@ -95,6 +95,29 @@ Test(convert, folded_and_speedscope_carry_every_sample, .timeout = 120) {
   cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "pdf", NULL), 2);
   dnt_run_free(&r);
 
+  /* Chromium trace events: complete ("X") events, non-negative, on the threads of the samples */
+  static const char *chromium_check =
+      "import json,sys\n"
+      "d=json.load(open(sys.argv[1])); ev=d['traceEvents']; assert ev\n"
+      "for e in ev:\n"
+      "  assert e['ph']=='X' and isinstance(e['name'],str) and e['dur']>=0 and e['ts']>=0\n"
+      "  assert isinstance(e['tid'],int) and isinstance(e['pid'],int)\n"
+      "print(len(set(e['tid'] for e in ev)), sum(1 for e in ev if e['name'].endswith('CountPrimes')))\n";
+  char chromium_json[80];
+  snprintf(chromium_json, sizeof chromium_json, "%s/t.chromium.json", dir);
+  cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "chromium", NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+  fp = fopen(py, "w");
+  fputs(chromium_check, fp);
+  fclose(fp);
+  char *cargv2[] = {"/usr/bin/env", "python3", py, chromium_json, NULL};
+  cr_assert_eq(dnt_run_argv(&r, cargv2, NULL, 60000), 0, "chromium check failed: %s", r.err);
+  int threads = 0, countprimes_events = 0;
+  cr_assert_eq(sscanf(r.out, "%d %d", &threads, &countprimes_events), 2, "%s", r.out);
+  cr_assert_geq(threads, 2, "several threads: %s", r.out);
+  cr_assert_gt(countprimes_events, 0, "CountPrimes appears on the timeline");
+  dnt_run_free(&r);
+
   /* the flame graph: well-formed SVG, one frame per node, thread towers spanning the width */
   char svg[80];
   snprintf(svg, sizeof svg, "%s/t.svg", dir);
