@@ -36,6 +36,9 @@ void dsipc__w_string(struct dsipc__writer *w, const char *utf8);
 /* Patches the header's size; DSIPC_ETOOBIG over 65535. Returns w->err or 0. */
 int dsipc__w_end(struct dsipc__writer *w);
 
+/* Appends n bytes to b, growing it (no size limit: for replies and continuations). */
+int dsipc__buf_append(dsipc_buf *b, const void *p, size_t n);
+
 /* Reader: a cursor that never reads past its end (ds_ipc_message_try_parse_* style). */
 struct dsipc__reader {
   const uint8_t *p;

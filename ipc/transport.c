@@ -38,25 +38,12 @@ static void finish(struct xact *x, int rc) {
   uv_timer_stop(&x->timer);
 }
 
-static int buf_append(dsipc_buf *b, const uint8_t *p, size_t n) {
-  if (b->len + n > b->cap) {
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + n) cap *= 2;
-    uint8_t *grown = dsipc__realloc(b->data, cap);
-    if (!grown) return DSIPC_ENOMEM;
-    b->data = grown;
-    b->cap = cap;
-  }
-  memcpy(b->data + b->len, p, n);
-  b->len += n;
-  return 0;
-}
 
 /* The reply is whole: classify it, and decide whether a continuation follows. */
 static int on_reply(struct xact *x) {
   const dsipc_framer *f = &x->framer;
   x->reply->len = 0;
-  int rc = buf_append(x->reply, f->buf, f->header.size);
+  int rc = dsipc__buf_append(x->reply, f->buf, f->header.size);
   if (rc) return dsipc__fail(x->st, rc, 0, "out of memory");
   const uint8_t *payload = f->buf + DSIPC_HEADER_SIZE;
   size_t n = f->header.size - DSIPC_HEADER_SIZE;
@@ -111,7 +98,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   }
   size_t want = x->cont_len - x->cont->len;
   if (n > want) n = want; /* nothing is supposed to follow; ignore it rather than grow */
-  if (n && buf_append(x->cont, p, n)) {
+  if (n && dsipc__buf_append(x->cont, p, n)) {
     finish(x, dsipc__fail(x->st, DSIPC_ENOMEM, 0, "out of memory"));
     return;
   }

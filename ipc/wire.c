@@ -23,6 +23,14 @@ static int reserve(dsipc_buf *b, size_t more) {
   return 0;
 }
 
+int dsipc__buf_append(dsipc_buf *b, const void *p, size_t n) {
+  int rc = reserve(b, n);
+  if (rc) return rc;
+  if (n) memcpy(b->data + b->len, p, n);
+  b->len += n;
+  return 0;
+}
+
 void dsipc__w_bytes(struct dsipc__writer *w, const void *p, size_t n) {
   if (w->err) return;
   if (w->b->len + n > DSIPC_MAX_MESSAGE + 1) { /* stop growing once it cannot fit anyway */

@@ -473,20 +473,27 @@ size_t dnt_profile_top(const struct dnt_profile *p, size_t t, int by_inclusive, 
 size_t dnt_profile_nnames(const struct dnt_profile *p) { return p->nnames; }
 const char *dnt_profile_name(const struct dnt_profile *p, uint32_t id) { return id < p->nnames ? p->names[id] : "?"; }
 
+/* The frames of a stack as function ids, root first, with the UNMANAGED_CODE_TIME leaf when the
+ * thread was in native code; *buf grows as needed (the caller frees it). */
+static size_t stack_frames(const struct dnt_profile *p, uint32_t stack, uint32_t external, uint32_t **buf, size_t *cap) {
+  const struct stack *st = &p->stacks[stack];
+  if (st->n + 1 > *cap) {
+    *cap = st->n + 1;
+    *buf = realloc(*buf, *cap * sizeof **buf);
+    if (!*buf) dnt_die(1, "out of memory");
+  }
+  size_t n = 0;
+  for (uint32_t f = st->n; f > 0; f--) (*buf)[n++] = p->frame_names[st->off + f - 1];
+  if (external || st->n == 0) (*buf)[n++] = p->unmanaged_name;
+  return n;
+}
+
 void dnt_profile_each_stack(const struct dnt_profile *p, dnt_profile_stack_fn fn, void *ud) {
   size_t cap = 0;
   uint32_t *frames = NULL;
   for (size_t i = 0; i < p->ncounts; i++) {
     const struct count *c = &p->counts[i];
-    const struct stack *st = &p->stacks[c->stack];
-    if (st->n + 1 > cap) {
-      cap = st->n + 1;
-      frames = realloc(frames, cap * sizeof *frames);
-      if (!frames) dnt_die(1, "out of memory");
-    }
-    size_t n = 0;
-    for (uint32_t f = st->n; f > 0; f--) frames[n++] = p->frame_names[st->off + f - 1];
-    if (c->external || st->n == 0) frames[n++] = p->unmanaged_name;
+    size_t n = stack_frames(p, c->stack, c->external, &frames, &cap);
     fn(ud, c->thread, frames, n, c->samples);
   }
   free(frames);
@@ -497,15 +504,7 @@ void dnt_profile_each_sample(const struct dnt_profile *p, dnt_profile_sample_fn 
   uint32_t *frames = NULL;
   for (size_t i = 0; i < p->ntimeline; i++) {
     const struct sample *s = &p->timeline[i];
-    const struct stack *st = &p->stacks[s->stack];
-    if (st->n + 1 > cap) {
-      cap = st->n + 1;
-      frames = realloc(frames, cap * sizeof *frames);
-      if (!frames) dnt_die(1, "out of memory");
-    }
-    size_t n = 0;
-    for (uint32_t f = st->n; f > 0; f--) frames[n++] = p->frame_names[st->off + f - 1];
-    if (s->external || st->n == 0) frames[n++] = p->unmanaged_name;
+    size_t n = stack_frames(p, s->stack, s->external, &frames, &cap);
     double t_us = p->qpc_frequency ? (double)(int64_t)(s->ts - p->sync_qpc) * 1e6 / (double)p->qpc_frequency : 0;
     fn(ud, s->thread, t_us, frames, n);
   }
