@@ -17,7 +17,7 @@ jobs=$(nproc 2>/dev/null || echo 2)
 packages=(build-essential autoconf autoconf-archive automake libtool pkg-config
           libuv1-dev libxml2-dev zlib1g-dev libcriterion-dev
           linux-perf util-linux procps tmux curl unzip python3
-          chromium fonts-dejavu-core)   # chromium renders the flame graph in a test
+          chromium fonts-dejavu-core time)   # chromium renders the flame graph in a test
 
 say() { printf '==> %s\n' "$*"; }
 

@@ -76,6 +76,12 @@ struct dnt_profile {
   size_t nthreads;
   uint32_t unmanaged_name;
   int finished;
+  /* hot-path caches: the stream's stack ids (valid until the next sequence point, where the
+   * format restarts them) to interned stacks, and the last metadata's kind */
+  uint32_t *stack_cache; /* stack id -> interned index + 1, 0 = not yet */
+  size_t stack_cache_cap;
+  const ntr_metadata *last_md;
+  int last_kind;
   /* the timeline, when kept: one entry per sample */
   int keep_timeline;
   struct sample {
@@ -122,6 +128,7 @@ void dnt_profile_free(struct dnt_profile *p) {
   free(p->threads);
   free(p->thread_samples);
   free(p->timeline);
+  free(p->stack_cache);
   free(p);
 }
 
@@ -286,14 +293,58 @@ static int profile_on_trace(void *ud, const ntr_trace *t) {
   return 0;
 }
 
+enum { KIND_OTHER, KIND_SAMPLE, KIND_METHOD, KIND_MODULE };
+
+static int kind_of(const ntr_metadata *md) {
+  if (md->event_id == 0 && strcmp(md->provider, SAMPLER) == 0) return KIND_SAMPLE;
+  int runtime = strcmp(md->provider, RUNTIME) == 0, rundown = strcmp(md->provider, RUNDOWN) == 0;
+  if ((runtime && md->event_id == 143) || (rundown && (md->event_id == 143 || md->event_id == 144)))
+    return KIND_METHOD;
+  if ((runtime && md->event_id == 152) || (rundown && (md->event_id == 153 || md->event_id == 154)))
+    return KIND_MODULE;
+  return KIND_OTHER;
+}
+
+/* The interned index of an event's stack; most samples reuse a stack id already seen. */
+static uint32_t stack_of(struct dnt_profile *p, const ntr_event *ev) {
+  if (!ev->stack) return intern_stack(p, NULL, 0);
+  uint32_t id = ev->stack_id;
+  if (id < (1u << 24)) { /* ids are dense from 1; a wild one just skips the cache */
+    if (id >= p->stack_cache_cap) {
+      size_t cap = p->stack_cache_cap ? p->stack_cache_cap : 1024;
+      while (cap <= id) cap *= 2;
+      uint32_t *c = realloc(p->stack_cache, cap * sizeof *c);
+      if (!c) dnt_die(1, "out of memory");
+      memset(c + p->stack_cache_cap, 0, (cap - p->stack_cache_cap) * sizeof *c);
+      p->stack_cache = c;
+      p->stack_cache_cap = cap;
+    }
+    if (!p->stack_cache[id]) p->stack_cache[id] = intern_stack(p, ev->stack->frames, ev->stack->nframes) + 1;
+    return p->stack_cache[id] - 1;
+  }
+  return intern_stack(p, ev->stack->frames, ev->stack->nframes);
+}
+
+static int profile_on_sequence_point(void *ud, const ntr_sequence_point *sp) {
+  struct dnt_profile *p = ud;
+  (void)sp;
+  if (p->stack_cache) memset(p->stack_cache, 0, p->stack_cache_cap * sizeof *p->stack_cache);
+  return 0;
+}
+
 static int profile_on_event(void *ud, const ntr_event *ev) {
   struct dnt_profile *p = ud;
   const ntr_metadata *md = ev->metadata;
   if (!md) return 0;
-  if (md->event_id == 0 && strcmp(md->provider, SAMPLER) == 0) {
+  if (md != p->last_md) {
+    p->last_md = md;
+    p->last_kind = kind_of(md);
+  }
+  switch (p->last_kind) {
+  case KIND_SAMPLE: {
     uint32_t kind = 2;
     if (ev->payload_size >= 4) memcpy(&kind, ev->payload, 4);
-    uint32_t stack = ev->stack ? intern_stack(p, ev->stack->frames, ev->stack->nframes) : intern_stack(p, NULL, 0);
+    uint32_t stack = stack_of(p, ev);
     add_sample(p, ev->thread_id, stack, kind == 1);
     if (p->keep_timeline) {
       GROW(p->timeline, p->ntimeline, p->captimeline);
@@ -307,13 +358,12 @@ static int profile_on_event(void *ud, const ntr_event *ev) {
       p->pace[i].last = ev->timestamp;
       p->pace[i].n++;
     }
-    return 0;
+    break;
   }
-  int runtime = strcmp(md->provider, RUNTIME) == 0, rundown = strcmp(md->provider, RUNDOWN) == 0;
-  if ((runtime && md->event_id == 143) || (rundown && (md->event_id == 143 || md->event_id == 144)))
-    on_method(p, ev);
-  else if ((runtime && md->event_id == 152) || (rundown && (md->event_id == 153 || md->event_id == 154)))
-    on_module(p, ev);
+  case KIND_METHOD: on_method(p, ev); break;
+  case KIND_MODULE: on_module(p, ev); break;
+  default: break;
+  }
   return 0;
 }
 
@@ -329,6 +379,7 @@ void dnt_profile_callbacks(ntr_callbacks *cb) {
   memset(cb, 0, sizeof *cb);
   cb->on_trace = profile_on_trace;
   cb->on_event = profile_on_event;
+  cb->on_sequence_point = profile_on_sequence_point;
 }
 
 /* ---- naming ---- */

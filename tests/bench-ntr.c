@@ -1,6 +1,8 @@
 /* bench-ntr.c: parse-only throughput of the nettrace parser. Prints, asserts nothing.
  *   tests/bench-ntr            generate a ~256 MB V4 trace in memory (tests/lib/ntr-writer.c)
  *   tests/bench-ntr FILE...    parse these files instead
+ *   tests/bench-ntr --write FILE MB   write a synthetic trace of about MB megabytes (for
+ *                              benchmarks of whole commands on a big file)
  * For each input: one whole-buffer feed and 64 KiB feeds (what a socket reader does). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,6 +147,18 @@ static void bench(const char *name, const uint8_t *buf, size_t len) {
 int main(int argc, char **argv) {
   struct rusage ru;
   int i;
+  if (argc == 4 && strcmp(argv[1], "--write") == 0) {
+    ntrw w;
+    generate(&w, (size_t)atol(argv[3]) << 20);
+    FILE *f = fopen(argv[2], "wb");
+    if (!f || fwrite(w.buf, 1, w.len, f) != w.len || fclose(f) != 0) {
+      perror(argv[2]);
+      return 1;
+    }
+    printf("wrote a %.1f MB synthetic trace to %s\n", (double)w.len / 1e6, argv[2]);
+    ntrw_release(&w);
+    return 0;
+  }
   if (argc > 1) {
     for (i = 1; i < argc; i++) {
       FILE *f = fopen(argv[i], "rb");

@@ -10,6 +10,20 @@ for prog in $DNT_BENCHES; do
   "$b/$prog" || echo "($prog failed with $?)"
 done
 
+# a whole command on a big file: streaming read, symbolization, aggregation
+big=/tmp/dnt-bench-big.nettrace
+if "$b/tests/bench-ntr" --write "$big" 512 >/dev/null; then
+  size=$(stat -c %s "$big")
+  echo "== dntrace report on a $((size / 1000000)) MB synthetic trace (one core)"
+  for cmd in "report $big" "convert $big --format folded -o /dev/null"; do
+    /usr/bin/time -f "%e %M" -o /tmp/dnt-bench-time $DNT_BIN $cmd >/dev/null 2>&1
+    read -r secs kb < /tmp/dnt-bench-time
+    awk -v s="$secs" -v kb="$kb" -v mb="$size" -v c="$cmd" \
+      'BEGIN { printf "dntrace %-8s %6.0f MB/s (%.2f s), peak RSS %d MB\n", substr(c, 1, index(c, " ") - 1), mb / 1e6 / s, s, kb / 1024 }'
+  done
+  rm -f "$big"
+fi
+
 if [ -x "$exe" ]; then
   echo "== dntrace ps / info against a running sample target"
   "$exe" --no-cpu >/dev/null 2>&1 &
