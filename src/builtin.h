@@ -32,6 +32,7 @@ int cmd_dump(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_events(int argc, char **argv);
+int cmd_counters(int argc, char **argv);
 
 extern const char *const usage_ps[];
 extern const char *const usage_info[];
@@ -40,6 +41,7 @@ extern const char *const usage_dump[];
 extern const char *const usage_report[];
 extern const char *const usage_convert[];
 extern const char *const usage_events[];
+extern const char *const usage_counters[];
 
 /* Converts a trace's samples (see cmd-convert.c); collect --format uses it after the session. */
 int dnt_convert(const char *trace, const char *format, const char *output);

@@ -16,6 +16,7 @@ static const struct dnt_cmd commands[] = {
     {"report", cmd_report, usage_report},
     {"convert", cmd_convert, usage_convert},
     {"events", cmd_events, usage_events},
+    {"counters", cmd_counters, usage_counters},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

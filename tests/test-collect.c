@@ -345,13 +345,19 @@ Test(collect, status_line_on_a_terminal_only, .timeout = 90) {
            "tmux new-session -d -s %s -x 120 -y 30 \"'%s' collect -p %d -o '%s/tty.nettrace' --duration 4s; sleep 30\"",
            session, dnt_bin(), (int)t.pid, dir);
   cr_assert_eq(system(cmd), 0);
-  sleep(3);
-  char capture[256], *screen;
-  snprintf(capture, sizeof capture, "tmux capture-pane -p -t %s > '%s/screen'", session, dir);
-  cr_assert_eq(system(capture), 0);
+  /* the status line ticks once a second: wait (under load, start-up can take a while) until it
+   * has ticked twice, then look at the whole screen */
+  char capture[256], *screen = NULL;
   char screen_path[160];
+  snprintf(capture, sizeof capture, "tmux capture-pane -p -t %s > '%s/screen'", session, dir);
   snprintf(screen_path, sizeof screen_path, "%s/screen", dir);
-  screen = slurp(screen_path);
+  for (int i = 0; i < 100; i++) {
+    free(screen);
+    cr_assert_eq(system(capture), 0);
+    screen = slurp(screen_path);
+    if (strstr(screen, "[00:00:00:02]") || strstr(screen, "[00:00:00:03]")) break;
+    usleep(100 * 1000);
+  }
   snprintf(cmd, sizeof cmd, "tmux kill-session -t %s", session);
   cr_assert_eq(system(cmd), 0);
   int lines = 0;

@@ -1,0 +1,398 @@
+/* dntrace counters: the --counters grammar and the session's providers (unit tests of
+ * counters-session.c), the decoding of recorded counter traces from the corpus, and collect /
+ * monitor against the real sample target. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "counters-session.h"
+#include "lib/run.h"
+#include "lib/target-cr.h"
+#include "lib/target.h"
+
+/* ---- the grammar ---- */
+
+struct grammar_case {
+  const char *spec;
+  const char *want; /* "prov[a,b];prov2[]" or NULL for an error */
+  const char *err;  /* a piece of the message when an error */
+};
+
+static const struct grammar_case grammar_cases[] = {
+    {"System.Runtime", "System.Runtime[]", NULL},
+    {"System.Runtime[cpu-usage]", "System.Runtime[cpu-usage]", NULL},
+    {"System.Runtime[cpu-usage,working-set],Sample.Meter", "System.Runtime[cpu-usage,working-set];Sample.Meter[]", NULL},
+    {" A [ x , y ] , B ", "A[x,y];B[]", NULL},
+    {"A[x],A[y],A[x]", "A[x,y]", NULL},
+    {"A[x],A", "A[]", NULL},
+    {"A,A[x]", "A[]", NULL},
+    {"EventCounters\\System.Runtime[cpu-usage]", "EC:System.Runtime[cpu-usage]", NULL},
+    {"EventCounters\\System.Runtime,System.Runtime", "EC:System.Runtime[];System.Runtime[]", NULL},
+    {"A[x", NULL, "unbalanced"},
+    {"A[x[y]]", NULL, "unbalanced"},
+    {"A]x", NULL, "without '['"},
+    {"A[x]B", NULL, "unexpected 'B'"},
+    {"", NULL, "empty provider"},
+    {"A,", NULL, "empty provider"},
+    {",A", NULL, "empty provider"},
+    {"A[]", NULL, "empty counter"},
+    {"A[x,,y]", NULL, "empty counter"},
+    {"EventCounters\\", NULL, "empty provider"},
+};
+
+static void render(const struct dnt_counter_specs *l, char *out, size_t cap) {
+  size_t n = 0;
+  out[0] = '\0';
+  for (size_t i = 0; i < l->n; i++) {
+    n += (size_t)snprintf(out + n, cap - n, "%s%s%s[", i ? ";" : "", l->v[i].eventcounters_only ? "EC:" : "",
+                          l->v[i].provider);
+    for (size_t k = 0; k < l->v[i].nnames; k++) n += (size_t)snprintf(out + n, cap - n, "%s%s", k ? "," : "", l->v[i].names[k]);
+    n += (size_t)snprintf(out + n, cap - n, "]");
+  }
+}
+
+Test(counters_grammar, table) {
+  for (size_t i = 0; i < sizeof grammar_cases / sizeof grammar_cases[0]; i++) {
+    const struct grammar_case *c = &grammar_cases[i];
+    struct dnt_counter_specs l = {0};
+    char err[256] = "", got[512];
+    int rc = dnt_counter_specs_parse(&l, c->spec, err, sizeof err);
+    if (c->want) {
+      cr_expect_eq(rc, 0, "'%s' parses (got: %s)", c->spec, err);
+      render(&l, got, sizeof got);
+      cr_expect_str_eq(got, c->want, "'%s'", c->spec);
+    } else {
+      cr_expect_lt(rc, 0, "'%s' is refused", c->spec);
+      cr_expect(strstr(err, c->err) != NULL, "'%s': message '%s' mentions '%s'", c->spec, err, c->err);
+    }
+    dnt_counter_specs_release(&l);
+  }
+}
+
+Test(counters_grammar, match) {
+  struct dnt_counter_specs l = {0};
+  char err[256];
+  cr_assert_eq(dnt_counter_specs_parse(&l, "A[x,y],B", err, sizeof err), 0);
+  cr_expect(dnt_counter_specs_match(&l, "A", "x"));
+  cr_expect(!dnt_counter_specs_match(&l, "A", "z"));
+  cr_expect(dnt_counter_specs_match(&l, "B", "anything"));
+  cr_expect(!dnt_counter_specs_match(&l, "C", "x"));
+  cr_expect(dnt_counter_specs_match(NULL, "C", "x"));
+  dnt_counter_specs_release(&l);
+}
+
+Test(counters_wire, providers) {
+  struct dnt_counter_specs l = {0};
+  char err[256];
+  cr_assert_eq(dnt_counter_specs_parse(&l, "System.Runtime,Sample.Meter[sample.requests,sample.latency],EventCounters\\Old", err,
+                                       sizeof err), 0);
+  struct dnt_counters_wire w;
+  cr_assert_eq(dnt_counters_wire_build(&w, &l, 2, 500, 7), 0);
+  cr_assert_eq(w.n, 4);
+  for (size_t i = 0; i < 3; i++) {
+    cr_expect_eq(w.v[i].keywords, 0);
+    cr_expect_eq(w.v[i].level, 4);
+    cr_expect_str_eq(w.v[i].args, "EventCounterIntervalSec=2");
+  }
+  cr_expect_str_eq(w.v[2].name, "Old");
+  cr_expect_str_eq(w.v[3].name, "System.Diagnostics.Metrics");
+  cr_expect_eq(w.v[3].keywords, 0x2);
+  cr_expect_eq(w.v[3].level, 4);
+  char want[256];
+  snprintf(want, sizeof want, "SessionId=%s;Metrics=System.Runtime,Sample.Meter\\sample.requests,Sample.Meter\\sample.latency;"
+                              "RefreshInterval=2;MaxTimeSeries=500;MaxHistograms=7;ClientId=", w.session_id);
+  cr_expect(strncmp(w.v[3].args, want, strlen(want)) == 0, "args '%s'", w.v[3].args);
+  cr_expect_eq(strlen(w.session_id), 36);
+  dnt_counters_wire_release(&w);
+
+  /* EventCounters only: no metrics provider */
+  struct dnt_counter_specs l2 = {0};
+  cr_assert_eq(dnt_counter_specs_parse(&l2, "EventCounters\\System.Runtime", err, sizeof err), 0);
+  cr_assert_eq(dnt_counters_wire_build(&w, &l2, 1, 1000, 10), 0);
+  cr_expect_eq(w.n, 1);
+  cr_expect_str_eq(w.session_id, "");
+  dnt_counters_wire_release(&w);
+  dnt_counter_specs_release(&l);
+  dnt_counter_specs_release(&l2);
+}
+
+Test(counters_wire, quantiles) {
+  double q[4], v[4];
+  cr_assert_eq(dnt_parse_quantiles("0.5=12.5;0.95=40;0.99=49.75", q, v, 4), 3);
+  cr_expect_eq(q[0], 0.5);
+  cr_expect_eq(v[0], 12.5);
+  cr_expect_eq(q[2], 0.99);
+  cr_expect_eq(v[2], 49.75);
+  cr_expect_eq(dnt_parse_quantiles("", q, v, 4), 0);
+  cr_expect_eq(dnt_parse_quantiles("0.5=", q, v, 4), 0);
+  cr_expect_eq(dnt_parse_quantiles("0.5=1;junk", q, v, 4), 1);
+  cr_expect_eq(dnt_parse_quantiles("0.5=1;0.9=2;0.99=3", q, v, 2), 2);
+}
+
+/* ---- the corpus ---- */
+
+struct seen {
+  char (*keys)[300];
+  size_t n, cap;
+  uint64_t values;
+};
+
+static int remember(void *ud, const dnt_counter_value *v) {
+  struct seen *s = ud;
+  s->values++;
+  char key[300];
+  snprintf(key, sizeof key, "%s|%s|%s", v->provider, v->name, v->unit);
+  for (size_t i = 0; i < s->n; i++)
+    if (strcmp(s->keys[i], key) == 0) return 0;
+  if (s->n == s->cap) {
+    s->cap = s->cap ? 2 * s->cap : 64;
+    s->keys = realloc(s->keys, s->cap * sizeof *s->keys);
+    cr_assert(s->keys);
+  }
+  snprintf(s->keys[s->n++], sizeof s->keys[0], "%s", key);
+  return 0;
+}
+
+static int has(const struct seen *s, const char *key) {
+  for (size_t i = 0; i < s->n; i++)
+    if (strcmp(s->keys[i], key) == 0) return 1;
+  return 0;
+}
+
+static const char *corpus_dir(char *buf, size_t cap) {
+  const char *d = getenv("DNT_CORPUS");
+  if (d) {
+    snprintf(buf, cap, "%s", d);
+  } else {
+    const char *src = getenv("DNT_SRCDIR");
+    snprintf(buf, cap, "%s/../shared/corpus", src ? src : ".");
+  }
+  if (access(buf, R_OK) != 0) {
+    const char *ci = getenv("CI");
+    if (ci && strcmp(ci, "true") == 0) cr_assert_fail("no corpus at %s (CI=true: a missing corpus is a failure)", buf);
+    cr_skip_test("no corpus at %s (set DNT_CORPUS)", buf);
+  }
+  return buf;
+}
+
+static void read_corpus(const char *name, struct seen *s) {
+  char dir[4096], path[4400], err[512];
+  corpus_dir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/tbbuck__countercow/%s", dir, name);
+  int rc = dnt_counters_read_trace(path, NULL, remember, s, err, sizeof err);
+  cr_assert_eq(rc, 0, "%s reads completely: %s", path, err);
+}
+
+Test(counters_corpus, net8_eventcounters) {
+  struct seen s = {0};
+  read_corpus("console-net8.nettrace", &s);
+  cr_expect(has(&s, "System.Runtime|cpu-usage|%"), "cpu-usage in %%");
+  cr_expect(has(&s, "System.Runtime|working-set|MB"), "working-set in MB");
+  cr_expect(has(&s, "System.Runtime|gc-heap-size|MB"), "gc-heap-size in MB");
+  cr_expect(has(&s, "System.Runtime|alloc-rate|B"), "alloc-rate in B");
+  cr_expect(has(&s, "System.Runtime|time-in-gc|%"), "time-in-gc in %%");
+  cr_expect(has(&s, "System.Runtime|threadpool-thread-count|"), "threadpool-thread-count");
+  cr_expect_gt(s.values, 40);
+  free(s.keys);
+}
+
+Test(counters_corpus, every_counter_trace) {
+  static const char *const files[] = {"aspnet-net9.nettrace", "generic-net10.nettrace", "aspnet-net10-loaded.nettrace"};
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    struct seen s = {0};
+    read_corpus(files[i], &s);
+    cr_expect(has(&s, "System.Runtime|cpu-usage|%"), "%s: cpu-usage in %%", files[i]);
+    cr_expect(has(&s, "System.Runtime|working-set|MB"), "%s: working-set in MB", files[i]);
+    free(s.keys);
+  }
+  struct seen s = {0};
+  read_corpus("aspnet-net9.nettrace", &s);
+  int hosting = 0;
+  for (size_t i = 0; i < s.n; i++) hosting |= strncmp(s.keys[i], "Microsoft.AspNetCore.Hosting|", 29) == 0;
+  cr_expect(hosting, "aspnet-net9 has Microsoft.AspNetCore.Hosting counters");
+  free(s.keys);
+}
+
+Test(counters_corpus, filter_by_spec) {
+  char dir[4096], path[4400], err[512];
+  corpus_dir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/tbbuck__countercow/console-net8.nettrace", dir);
+  struct dnt_counter_specs l = {0};
+  cr_assert_eq(dnt_counter_specs_parse(&l, "System.Runtime[cpu-usage]", err, sizeof err), 0);
+  struct seen s = {0};
+  cr_assert_eq(dnt_counters_read_trace(path, &l, remember, &s, err, sizeof err), 0, "%s", err);
+  cr_expect_eq(s.n, 1);
+  cr_expect(has(&s, "System.Runtime|cpu-usage|%"));
+  free(s.keys);
+  dnt_counter_specs_release(&l);
+}
+
+/* ---- the real runtime ---- */
+
+static void start(dnt_target *t) {
+  DNT_REQUIRE_TARGET();
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = 30000};
+  char err[512];
+  cr_assert_eq(dnt_target_start(t, &o, err, sizeof err), 0, "cannot start the sample target: %s", err);
+}
+
+static char *slurp(const char *path) {
+  FILE *fp = fopen(path, "r");
+  cr_assert(fp, "cannot open %s", path);
+  fseek(fp, 0, SEEK_END);
+  long n = ftell(fp);
+  fseek(fp, 0, SEEK_SET);
+  char *buf = malloc((size_t)n + 1);
+  cr_assert(buf);
+  cr_assert_eq(fread(buf, 1, (size_t)n, fp), (size_t)n);
+  buf[n] = '\0';
+  fclose(fp);
+  return buf;
+}
+
+struct csv_row {
+  char *cell[5];
+};
+
+/* Splits one CSV line (no quotes in our cells) into exactly 5 cells, else fails the test. */
+static void split_row(char *line, struct csv_row *r, int lineno) {
+  int n = 0;
+  for (char *p = line;; p++) {
+    cr_assert_lt(n, 5, "line %d has more than 5 cells", lineno);
+    r->cell[n++] = p;
+    p = strchr(p, ',');
+    if (!p) break;
+    *p = '\0';
+  }
+  cr_assert_eq(n, 5, "line %d has %d cells, not 5", lineno, n);
+}
+
+Test(counters_runtime, collect_csv, .timeout = 90) {
+  dnt_target t;
+  start(&t);
+  char dir[] = "/tmp/dnt-counters-XXXXXX", path[128], pid[16];
+  cr_assert(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/out.csv", dir);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  struct dnt_run r;
+  int rc = dnt_run_dntrace(&r, "counters", "collect", "-p", pid, "--counters", "Sample-Counters,Sample.Meter,System.Runtime",
+                           "--refresh-interval", "1", "--duration", "4s", "--format", "csv", "-o", path, NULL);
+  cr_assert_eq(rc, 0, "dntrace counters collect: %s%s", r.out, r.err);
+  cr_expect_leq(r.seconds, 12.0, "--duration 4s stops in time (took %.1f s)", r.seconds);
+  dnt_run_free(&r);
+  char *text = slurp(path);
+  char *save = NULL;
+  char *line = strtok_r(text, "\n", &save);
+  cr_assert(line);
+  cr_assert_str_eq(line, "Timestamp,Provider,Counter Name,Counter Type,Mean/Increment");
+  int lineno = 1, work = 0, requests = 0, latency = 0, cpu = 0, gc = 0, threads = 0, working_set = 0;
+  while ((line = strtok_r(NULL, "\n", &save))) {
+    struct csv_row row;
+    lineno++;
+    split_row(line, &row, lineno);
+    char *end;
+    double v = strtod(row.cell[4], &end);
+    cr_assert(end != row.cell[4] && *end == '\0', "line %d: '%s' is a number", lineno, row.cell[4]);
+    cr_expect(strcmp(row.cell[3], "Rate") == 0 || strcmp(row.cell[3], "Metric") == 0, "line %d: type '%s'", lineno,
+              row.cell[3]);
+    cr_expect_eq(strlen(row.cell[0]), 23, "line %d: timestamp '%s'", lineno, row.cell[0]);
+    const char *prov = row.cell[1], *name = row.cell[2];
+    if (strcmp(prov, "Sample-Counters") == 0 && strcmp(name, "work-items") == 0) {
+      work++;
+      cr_expect_gt(v, 0, "work-items %g is positive", v);
+      cr_expect_lt(v, 1e7, "work-items %g is plausible", v);
+    } else if (strcmp(prov, "Sample.Meter") == 0 && strncmp(name, "sample.requests", 15) == 0) {
+      requests++;
+      cr_expect_geq(v, 0, "sample.requests rate %g", v);
+      cr_expect(strstr(name, "[route=/") != NULL, "tagged name '%s'", name);
+      cr_expect_str_eq(row.cell[3], "Rate");
+    } else if (strcmp(prov, "Sample.Meter") == 0 && strncmp(name, "sample.latency[Percentile=", 26) == 0) {
+      latency++;
+      cr_expect(v >= 5 && v <= 50, "%s = %g ms is within 5..50", name, v);
+    } else if (strcmp(prov, "System.Runtime") == 0) {
+      cpu += strncmp(name, "dotnet.process.cpu.time", 23) == 0;
+      gc += strncmp(name, "dotnet.gc.collections", 21) == 0 || strcmp(name, "dotnet.gc.heap.total_allocated") == 0;
+      threads += strcmp(name, "dotnet.thread_pool.thread.count") == 0;
+      working_set += strcmp(name, "dotnet.process.memory.working_set") == 0;
+    }
+  }
+  cr_expect_geq(work, 2, "work-items rows: %d", work);
+  cr_expect_geq(requests, 2, "sample.requests rows: %d", requests);
+  cr_expect_geq(latency, 3, "sample.latency rows: %d", latency);
+  cr_expect_gt(cpu, 0, "dotnet.process.cpu.time rows");
+  cr_expect_gt(gc, 0, "dotnet.gc.* rows");
+  cr_expect_gt(threads, 0, "dotnet.thread_pool.thread.count rows");
+  cr_expect_gt(working_set, 0, "dotnet.process.memory.working_set rows");
+  free(text);
+  unlink(path);
+  rmdir(dir);
+  dnt_target_stop(&t);
+}
+
+Test(counters_runtime, collect_json, .timeout = 90) {
+  dnt_target t;
+  start(&t);
+  char dir[] = "/tmp/dnt-counters-XXXXXX", base[128], path[160], pid[16], cmd[512];
+  cr_assert(mkdtemp(dir));
+  snprintf(base, sizeof base, "%s/out", dir); /* the extension is added */
+  snprintf(path, sizeof path, "%s.json", base);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  struct dnt_run r;
+  int rc = dnt_run_dntrace(&r, "counters", "collect", "-p", pid, "--counters", "Sample-Counters,Sample.Meter",
+                           "--duration", "3s", "--format", "json", "-o", base, NULL);
+  cr_assert_eq(rc, 0, "dntrace counters collect: %s%s", r.out, r.err);
+  dnt_run_free(&r);
+  snprintf(cmd, sizeof cmd,
+           "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); e=d[\"Events\"]; "
+           "assert d[\"TargetProcess\"] and d[\"StartTime\"]; "
+           "assert any(x[\"name\"]==\"work-items\" and x[\"unit\"]==\"items\" and x[\"value\"]>0 for x in e); "
+           "assert any(x[\"name\"]==\"sample.requests\" and x[\"counterType\"]==\"Rate\" for x in e); "
+           "assert all(set(x)>={\"timestamp\",\"provider\",\"name\",\"tags\",\"counterType\",\"value\"} for x in e)' %s",
+           path);
+  if (system("python3 -c 1 >/dev/null 2>&1") != 0) {
+    unlink(path);
+    rmdir(dir);
+    dnt_target_stop(&t);
+    cr_skip_test("python3 is not available to check the JSON");
+  }
+  cr_expect_eq(system(cmd), 0, "%s parses as JSON with the expected events", path);
+  unlink(path);
+  rmdir(dir);
+  dnt_target_stop(&t);
+}
+
+Test(counters_runtime, monitor_plain, .timeout = 60) {
+  dnt_target t;
+  start(&t);
+  char pid[16];
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  struct dnt_run r;
+  int rc = dnt_run_dntrace(&r, "counters", "monitor", "-p", pid, "--counters", "Sample-Counters", "--duration", "3s", NULL);
+  cr_assert_eq(rc, 0, "dntrace counters monitor: %s%s", r.out, r.err);
+  cr_expect(strstr(r.out, "Sample-Counters / work-items (items) ") != NULL, "work-items shown:\n%s", r.out);
+  cr_expect_leq(r.seconds, 10.0, "--duration 3s stops in time (took %.1f s)", r.seconds);
+  dnt_run_free(&r);
+  dnt_target_stop(&t);
+}
+
+Test(counters_cli, errors) {
+  struct dnt_run r;
+  cr_expect_eq(dnt_run_dntrace(&r, "counters", "collect", "-p", "1", "--counters", "A[x", NULL), 2);
+  cr_expect(strstr(r.err, "--counters: unbalanced") != NULL, "%s", r.err);
+  dnt_run_free(&r);
+  cr_expect_eq(dnt_run_dntrace(&r, "counters", "collect", "--counters", "A", NULL), 2);
+  dnt_run_free(&r);
+  cr_expect_eq(dnt_run_dntrace(&r, "counters", "collect", "-p", "1", "--format", "xml", NULL), 2);
+  dnt_run_free(&r);
+  cr_expect_eq(dnt_run_dntrace(&r, "counters", "frobnicate", NULL), 2);
+  dnt_run_free(&r);
+  cr_expect_eq(dnt_run_dntrace(&r, "counters", "list", NULL), 0);
+  cr_expect(strstr(r.out, "dotnet.gc.collections") && strstr(r.out, "cpu-usage"), "%s", r.out);
+  dnt_run_free(&r);
+  cr_expect_eq(dnt_run_dntrace(&r, "counters", "--help", NULL), 0);
+  cr_expect(strncmp(r.out, "usage: dntrace counters", 23) == 0 || strstr(r.out, "dntrace counters (collect"), "%s", r.out);
+  dnt_run_free(&r);
+}
