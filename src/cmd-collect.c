@@ -276,21 +276,6 @@ static void on_stdin(uv_poll_t *p, int status, int events) {
 
 /* ---- setup ---- */
 
-/* dd:hh:mm:ss (dotnet-trace's TimeSpan) or N with s, m, h suffix; 0 on error. */
-static uint64_t parse_duration(const char *s) {
-  unsigned long long f[4];
-  char tail;
-  int n = sscanf(s, "%llu:%llu:%llu:%llu%c", &f[0], &f[1], &f[2], &f[3], &tail);
-  if (n == 4 && f[1] < 24 && f[2] < 60 && f[3] < 60) return ((f[0] * 24 + f[1]) * 3600 + f[2] * 60 + f[3]) * 1000;
-  n = sscanf(s, "%llu:%llu:%llu%c", &f[0], &f[1], &f[2], &tail);
-  if (n == 3 && f[1] < 60 && f[2] < 60) return (f[0] * 3600 + f[1] * 60 + f[2]) * 1000;
-  char *end;
-  double v = strtod(s, &end);
-  if (end == s || v <= 0) return 0;
-  double mult = strcmp(end, "s") == 0 || *end == '\0' ? 1 : strcmp(end, "m") == 0 ? 60 : strcmp(end, "h") == 0 ? 3600 : -1;
-  if (mult < 0) return 0;
-  return (uint64_t)(v * mult * 1000);
-}
 
 /* Opens the output without following a symlink; an existing file is only replaced when it is a
  * regular file of ours. */
@@ -508,7 +493,7 @@ int cmd_collect(int argc, char **argv) {
       break;
     }
     case OPT_DURATION:
-      if (!(duration_ms = parse_duration(optarg))) {
+      if (!(duration_ms = dnt_parse_duration(optarg))) {
         dnt_error("--duration: '%s' is not dd:hh:mm:ss or a number with s, m or h", optarg);
         goto out;
       }

@@ -361,22 +361,6 @@ static int start_session(struct counters *c, int version, const dsipc_session_co
 
 /* ---- options ---- */
 
-/* dd:hh:mm:ss, hh:mm:ss, or N with an s, m or h suffix; 0 on error. */
-static uint64_t parse_duration(const char *s) {
-  unsigned long long f[4];
-  char tail;
-  if (sscanf(s, "%llu:%llu:%llu:%llu%c", &f[0], &f[1], &f[2], &f[3], &tail) == 4 && f[1] < 24 && f[2] < 60 &&
-      f[3] < 60)
-    return ((f[0] * 24 + f[1]) * 3600 + f[2] * 60 + f[3]) * 1000;
-  if (sscanf(s, "%llu:%llu:%llu%c", &f[0], &f[1], &f[2], &tail) == 3 && f[1] < 60 && f[2] < 60)
-    return (f[0] * 3600 + f[1] * 60 + f[2]) * 1000;
-  char *end;
-  double v = strtod(s, &end);
-  if (end == s || !(v > 0) || v > 1e9) return 0;
-  double mult = *end == '\0' || strcmp(end, "s") == 0 ? 1 : strcmp(end, "m") == 0 ? 60 : strcmp(end, "h") == 0 ? 3600 : -1;
-  if (mult < 0) return 0;
-  return (uint64_t)(v * mult * 1000);
-}
 
 static int parse_positive_int(const char *opt, const char *s, int *out) {
   char *end;
@@ -455,7 +439,7 @@ static int run(enum mode mode, int argc, char **argv) {
       break;
     }
     case OPT_DURATION:
-      if (!(duration_ms = parse_duration(optarg))) {
+      if (!(duration_ms = dnt_parse_duration(optarg))) {
         dnt_error("--duration: '%s' is not dd:hh:mm:ss or a number with s, m or h", optarg);
         goto out;
       }

@@ -88,6 +88,22 @@ int dnt_opt_pid(const char *arg) {
   return pid;
 }
 
+uint64_t dnt_parse_duration(const char *s) {
+  unsigned long long f[4];
+  char tail;
+  if (sscanf(s, "%llu:%llu:%llu:%llu%c", &f[0], &f[1], &f[2], &f[3], &tail) == 4 && f[1] < 24 && f[2] < 60 &&
+      f[3] < 60)
+    return ((f[0] * 24 + f[1]) * 3600 + f[2] * 60 + f[3]) * 1000;
+  if (sscanf(s, "%llu:%llu:%llu%c", &f[0], &f[1], &f[2], &tail) == 3 && f[1] < 60 && f[2] < 60)
+    return (f[0] * 3600 + f[1] * 60 + f[2]) * 1000;
+  char *end;
+  double v = strtod(s, &end);
+  if (end == s || !(v > 0) || v > 1e9) return 0;
+  double mult = *end == '\0' || strcmp(end, "s") == 0 ? 1 : strcmp(end, "m") == 0 ? 60 : strcmp(end, "h") == 0 ? 3600 : -1;
+  if (mult < 0) return 0;
+  return (uint64_t)(v * mult * 1000);
+}
+
 void dnt_shortopts(const struct option *opts, char *out, size_t cap) {
   size_t n = 0;
   out[n++] = ':';

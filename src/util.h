@@ -29,6 +29,10 @@ int dnt_parse_pid(const char *s);
 /* The same for a -p value: prints "'X' is not a process id" when it is not one. */
 int dnt_opt_pid(const char *arg);
 
+/* A --duration value: dd:hh:mm:ss, hh:mm:ss, or a number with s, m or h (30s, 1.5m); in ms,
+ * 0 when s is none of these. */
+uint64_t dnt_parse_duration(const char *s);
+
 /* Builds a getopt_long short-option string from a long-option table (":" first, so a missing
  * argument is reported apart from an unknown option). out must hold 3 * count + 2 bytes. */
 void dnt_shortopts(const struct option *opts, char *out, size_t cap);

@@ -335,7 +335,7 @@ Test(counters_runtime, collect_csv, .timeout = 90) {
 Test(counters_runtime, collect_json, .timeout = 90) {
   dnt_target t;
   start(&t);
-  char dir[] = "/tmp/dnt-counters-XXXXXX", base[128], path[160], pid[16], cmd[512];
+  char dir[] = "/tmp/dnt-counters-XXXXXX", base[128], path[160], pid[16], cmd[1024];
   cr_assert(mkdtemp(dir));
   snprintf(base, sizeof base, "%s/out", dir); /* the extension is added */
   snprintf(path, sizeof path, "%s.json", base);
