@@ -18,6 +18,7 @@
 #include "dsipc.h"
 #include "ntr.h"
 #include "providers.h"
+#include "session.h"
 #include "target.h"
 #include "util.h"
 
@@ -47,12 +48,11 @@ const char *const usage_collect[] = {
     NULL,
 };
 
-#define REPLY_TIMEOUT_MS 10000
 #define DEFAULT_BUFFER_MB 256
 
 struct collect {
   uv_loop_t *loop;
-  struct dnt_target target;
+  dnt_session s;
   const char *output;
   int out_fd;
   uint64_t bytes;
@@ -61,71 +61,13 @@ struct collect {
   char parse_error[256];
   int write_failed;
   char write_error[300];
-  dsipc_stream *session, *stopper;
-  uint64_t session_id;
-  int replied, reply_code, unknown_command;
-  char reply_msg[320];
-  int ended, stopping, abandoned, end_code;
-  char end_msg[320];
   uint64_t start_ms, duration_ms;
   int tty;
   uv_signal_t sigint, sigterm;
   uv_timer_t ticker, stopper_timer;
   uv_poll_t stdin_poll;
   int stdin_polling;
-  /* launch mode: the child and the listener its runtime dials */
-  dsipc_listener *listener;
-  uv_process_t child;
-  int child_started, child_exited;
-  int64_t child_status;
-  int child_signal;
-  int listen_mode; /* --diagnostic-port PATH,listen: wait for any runtime to dial */
 };
-
-static volatile sig_atomic_t interrupted;
-static void on_interrupt(int sig) {
-  (void)sig;
-  interrupted = 1;
-}
-
-#define ADVERTISE_TIMEOUT_MS 30000
-
-static void on_child_exit(uv_process_t *p, int64_t status, int signal) {
-  struct collect *c = p->data;
-  c->child_exited = 1;
-  c->child_status = status;
-  c->child_signal = signal;
-  uv_close((uv_handle_t *)p, NULL);
-}
-
-/* A fresh connection for the next command: in launch mode the runtime dials our listener again
- * after every command, otherwise we connect to its socket (fd -1, path given). */
-static int next_connection(struct collect *c, int *fd, const char **path, dsipc_status *st) {
-  *fd = -1;
-  *path = c->target.ep.path;
-  if (!c->listener) return 0;
-  *path = NULL;
-  /* the first dial of a runtime the user starts by hand may take as long as the user does */
-  int forever = c->listen_mode && !c->session_id;
-  uint64_t deadline = uv_hrtime() / 1000000u + ADVERTISE_TIMEOUT_MS;
-  for (;;) {
-    dsipc_advertise adv;
-    int rc = dsipc_listener_accept(c->listener, 100, &adv, fd, st);
-    if (rc == 0 && c->listen_mode && !c->target.pid) c->target.pid = (int)adv.pid;
-    if (rc != DSIPC_ETIMEDOUT) return rc;
-    uv_run(c->loop, UV_RUN_NOWAIT); /* notice a child that died before its runtime dialled */
-    if (interrupted) {
-      snprintf(st->msg, sizeof st->msg, "interrupted while waiting for a runtime to connect");
-      return DSIPC_ETIMEDOUT;
-    }
-    if (forever) continue;
-    if (c->child_exited || uv_hrtime() / 1000000u >= deadline) {
-      snprintf(st->msg, sizeof st->msg, "%s", c->child_exited ? "the command exited before its runtime connected"
-                                                               : "the command's runtime did not connect within 30 s");
-      return DSIPC_ETIMEDOUT;
-    }
-  }
-}
 
 static uint64_t now_ms(void) { return uv_hrtime() / 1000000u; }
 
@@ -141,28 +83,15 @@ static void status_line(struct collect *c, int final) {
 
 /* ---- the session stream ---- */
 
-static void on_session_reply(void *ud, const dsipc_status *st, const uint8_t *payload, size_t n) {
-  struct collect *c = ud;
-  c->replied = 1;
-  c->reply_code = st->code;
-  c->unknown_command = st->code == DSIPC_EUNKNOWNCMD;
-  snprintf(c->reply_msg, sizeof c->reply_msg, "%s", st->msg);
-  if (st->code == 0 && dsipc_decode_session_id(payload, n, &c->session_id) != 0) {
-    c->reply_code = DSIPC_EPROTO;
-    snprintf(c->reply_msg, sizeof c->reply_msg, "the runtime's reply has no session id");
-  }
-}
-
 static void stop_session(struct collect *c, const char *why);
 
 static void on_session_data(void *ud, const uint8_t *p, size_t n) {
   struct collect *c = ud;
   if (c->write_failed) return;
-  uv_fs_t req;
-  uv_buf_t b = uv_buf_init((char *)p, (unsigned)n);
   size_t done = 0;
   while (done < n) {
-    b = uv_buf_init((char *)p + done, (unsigned)(n - done));
+    uv_fs_t req;
+    uv_buf_t b = uv_buf_init((char *)p + done, (unsigned)(n - done));
     int w = uv_fs_write(c->loop, &req, c->out_fd, &b, 1, -1, NULL); /* no callback: synchronous */
     uv_fs_req_cleanup(&req);
     if (w < 0) {
@@ -183,76 +112,36 @@ static void on_session_data(void *ud, const uint8_t *p, size_t n) {
   c->bytes += n;
 }
 
-static void close_everything(struct collect *c) {
+/* The stream is over: our handles go so that the loop can end. */
+static void on_session_end(void *ud) {
+  struct collect *c = ud;
   uv_close((uv_handle_t *)&c->sigint, NULL);
   uv_close((uv_handle_t *)&c->sigterm, NULL);
   uv_close((uv_handle_t *)&c->ticker, NULL);
   uv_close((uv_handle_t *)&c->stopper_timer, NULL);
   if (c->stdin_polling) uv_close((uv_handle_t *)&c->stdin_poll, NULL);
-  dsipc_stream_close(c->session);
-  dsipc_stream_close(c->stopper);
-  c->session = c->stopper = NULL;
-}
-
-static void on_session_end(void *ud, const dsipc_status *st) {
-  struct collect *c = ud;
-  c->ended = 1;
-  c->end_code = st->code;
-  snprintf(c->end_msg, sizeof c->end_msg, "%s", st->msg);
-  close_everything(c);
 }
 
 /* ---- stopping ---- */
 
-static void on_stop_reply(void *ud, const dsipc_status *st, const uint8_t *payload, size_t n) {
-  struct collect *c = ud;
-  (void)payload, (void)n;
-  if (st->code) dnt_warning("StopTracing: %s", st->msg);
-  (void)c;
-}
-
-static void on_stop_end(void *ud, const dsipc_status *st) {
-  (void)ud, (void)st; /* the session stream's end is what counts */
-}
-
 static void stop_session(struct collect *c, const char *why) {
-  if (c->stopping || c->ended) return;
-  c->stopping = 1;
+  if (c->s.stopping || c->s.ended) return;
   if (why) {
     status_line(c, 1);
     printf("%s\n", why);
     fflush(stdout);
   }
-  dsipc_buf req;
-  dsipc_buf_init(&req);
-  dsipc_status st;
-  static const dsipc_stream_cb cb = {on_stop_reply, NULL, on_stop_end};
-  int fd;
-  const char *path;
-  st.msg[0] = '\0';
-  if (dsipc_encode_stop_tracing(&req, c->session_id) != 0 || next_connection(c, &fd, &path, &st) != 0 ||
-      dsipc_stream_open(c->loop, path, fd, &req, REPLY_TIMEOUT_MS, &cb, c, &c->stopper, &st) != 0) {
-    dnt_warning("cannot send StopTracing: %s; closing the session", st.msg);
-    dsipc_stream_close(c->session);
-    c->session = NULL;
-    c->ended = 1;
-    c->abandoned = 1;
-    close_everything(c);
-  }
-  dsipc_buf_release(&req);
+  dnt_session_stop(&c->s);
 }
 
 static void on_signal(uv_signal_t *h, int signum) {
   struct collect *c = h->data;
   (void)signum;
-  if (!c->stopping) {
+  if (!c->s.stopping) {
     stop_session(c, "Stopping the trace. The runtime now writes its rundown; Ctrl+C again abandons it.");
     return;
   }
-  /* a second Ctrl+C: keep what we have and go */
-  c->abandoned = 1;
-  c->ended = 1;
-  close_everything(c);
+  dnt_session_abandon(&c->s); /* a second Ctrl+C: keep what we have and go */
 }
 
 static void on_tick(uv_timer_t *t) {
@@ -307,116 +196,10 @@ static char *default_output(const char *app) {
  * default rundown on/off, 4 for a custom rundown keyword. */
 static int pick_version(int custom_rundown) { return custom_rundown ? 4 : 2; }
 
-static int start_session(struct collect *c, int version, const dsipc_session_config *cfg) {
-  dsipc_buf req;
-  dsipc_buf_init(&req);
-  dsipc_status st;
-  static const dsipc_stream_cb cb = {on_session_reply, on_session_data, on_session_end};
-  int rc = dsipc_encode_collect_tracing(&req, version, cfg);
-  if (rc) {
-    dnt_error("cannot encode the session request: %s", dsipc_strerror(rc));
-    dsipc_buf_release(&req);
-    return rc;
-  }
-  c->replied = c->ended = 0;
-  int fd;
-  const char *path;
-  rc = next_connection(c, &fd, &path, &st);
-  if (!rc) rc = dsipc_stream_open(c->loop, path, fd, &req, REPLY_TIMEOUT_MS, &cb, c, &c->session, &st);
-  dsipc_buf_release(&req);
-  if (rc) {
-    c->replied = 1;
-    c->reply_code = rc;
-    snprintf(c->reply_msg, sizeof c->reply_msg, "%s", st.msg);
-    return rc;
-  }
-  while (!c->replied && uv_run(c->loop, UV_RUN_ONCE)) {}
-  if (c->reply_code) {
-    dsipc_stream_close(c->session);
-    c->session = NULL;
-    while (uv_run(c->loop, UV_RUN_NOWAIT)) {}
-  }
-  return c->reply_code;
-}
-
 static int parse_bool(const char *s) {
   if (strcasecmp(s, "true") == 0 || strcmp(s, "1") == 0 || strcasecmp(s, "on") == 0) return 1;
   if (strcasecmp(s, "false") == 0 || strcmp(s, "0") == 0 || strcasecmp(s, "off") == 0) return 0;
   return -1;
-}
-
-extern char **environ;
-
-/* `-- CMD`: a private listening socket, CMD started with its runtime told to dial it and wait
- * (suspend) until the session runs, so the trace sees the process from its first instruction. */
-static int launch_child(struct collect *c, char **argv, int show_io) {
-  dsipc_status st;
-  char sock[64];
-  snprintf(sock, sizeof sock, "dntrace-%d.sock", (int)getpid());
-  if (dsipc_listener_open(&c->listener, NULL, sock, &st) != 0) {
-    dnt_error("%s", st.msg);
-    return DNT_EXIT_FAILURE;
-  }
-  size_t n = 0;
-  while (environ[n]) n++;
-  char **env = dnt_xmalloc((n + 2) * sizeof *env);
-  size_t k = 0;
-  for (size_t i = 0; i < n; i++)
-    if (strncmp(environ[i], "DOTNET_DiagnosticPorts=", 23) != 0) env[k++] = environ[i];
-  char port[4200];
-  snprintf(port, sizeof port, "DOTNET_DiagnosticPorts=%s,suspend,connect", dsipc_listener_path(c->listener));
-  env[k++] = port;
-  env[k] = NULL;
-  uv_stdio_container_t stdio[3];
-  for (int i = 0; i < 3; i++) {
-    stdio[i].flags = show_io ? UV_INHERIT_FD : UV_IGNORE;
-    stdio[i].data.fd = i;
-  }
-  uv_process_options_t o = {.exit_cb = on_child_exit, .file = argv[0], .args = argv, .env = env,
-                            .stdio_count = 3, .stdio = stdio};
-  c->child.data = c;
-  int rc = uv_spawn(c->loop, &c->child, &o);
-  free(env);
-  if (rc) {
-    dnt_error("cannot start '%s': %s", argv[0], uv_strerror(rc));
-    return DNT_EXIT_FAILURE;
-  }
-  c->child_started = 1;
-  c->target.pid = c->child.pid;
-  const char *slash = strrchr(argv[0], '/');
-  snprintf(c->target.name, sizeof c->target.name, "%s", slash ? slash + 1 : argv[0]);
-  snprintf(c->target.ep.path, sizeof c->target.ep.path, "%s", dsipc_listener_path(c->listener));
-  return 0;
-}
-
-/* --diagnostic-port PATH[,connect|listen]: a runtime's socket named directly, or (listen) one we
- * create for a runtime started with DOTNET_DiagnosticPorts=PATH. */
-static int use_diagnostic_port(struct collect *c, const char *spec) {
-  char path[sizeof c->target.ep.path];
-  snprintf(path, sizeof path, "%s", spec);
-  char *comma = strrchr(path, ',');
-  if (comma) {
-    if (strcmp(comma + 1, "listen") == 0) {
-      *comma = '\0';
-      dsipc_status st;
-      if (dsipc_listener_open_at(&c->listener, path, &st) != 0) {
-        dnt_error("%s", st.msg);
-        return DNT_EXIT_FAILURE;
-      }
-      c->listen_mode = 1;
-      const char *slash = strrchr(path, '/');
-      snprintf(c->target.name, sizeof c->target.name, "%.200s", slash ? slash + 1 : path);
-      snprintf(c->target.ep.path, sizeof c->target.ep.path, "%s", path);
-      /* a plain handler until the session's own: Ctrl+C while waiting still removes the socket */
-      signal(SIGINT, on_interrupt);
-      signal(SIGTERM, on_interrupt);
-      printf("Waiting for a runtime to connect. Start the application with:\n"
-             "  DOTNET_DiagnosticPorts=%s\n", path);
-      fflush(stdout);
-      return 0;
-    }
-  }
-  return dnt_target_from_port(spec, &c->target);
 }
 
 int cmd_collect(int argc, char **argv) {
@@ -578,18 +361,12 @@ int cmd_collect(int argc, char **argv) {
   }
 
   c.loop = uv_default_loop();
-  if (child_argv) {
-    rc = launch_child(&c, child_argv, show_child_io);
-    if (rc) goto out;
-  } else if (diag_port) {
-    rc = use_diagnostic_port(&c, diag_port);
-    if (rc) goto out;
-  } else {
-    rc = dnt_target_resolve(pid, name, &c.target);
-    if (rc) goto out;
-  }
+  struct dnt_session_target want = {.pid = pid, .name = name, .port = diag_port, .child_argv = child_argv,
+                                    .show_child_io = show_child_io};
+  rc = dnt_session_open(&c.s, c.loop, &want);
+  if (rc) goto out;
   rc = DNT_EXIT_FAILURE;
-  if (!output) output = default_out = default_output(c.target.name);
+  if (!output) output = default_out = default_output(c.s.target.name);
   c.output = output;
   c.out_fd = open_output(output);
   if (c.out_fd < 0) {
@@ -608,50 +385,30 @@ int cmd_collect(int argc, char **argv) {
                               .providers = wire, .n_providers = providers.n};
 
   dnt_providers_print(stdout, &providers);
-  if (c.target.pid)
-    printf("Process        : %d (%s)\n", c.target.pid, c.target.name);
+  if (c.s.target.pid)
+    printf("Process        : %d (%s)\n", c.s.target.pid, c.s.target.name);
   else
-    printf("Process        : the first runtime to connect to %s\n", c.target.ep.path);
+    printf("Process        : the first runtime to connect to %s\n", c.s.target.ep.path);
   printf("Output File    : %s\n", output);
   if (duration_ms) printf("Trace Duration : %llu s\n", (unsigned long long)(duration_ms / 1000));
   fflush(stdout);
 
   c.tty = isatty(1) && !show_child_io;
   c.duration_ms = duration_ms;
-  int version = pick_version(custom_rundown);
-  int src = start_session(&c, version, &cfg);
-  if (src == DSIPC_EUNKNOWNCMD && version > 2) {
-    /* an older runtime: the custom rundown keyword cannot be expressed, take the default one */
-    dnt_warning("this runtime does not take a custom rundown keyword; using the default rundown");
-    src = start_session(&c, 2, &cfg);
-  }
-  if (src == DSIPC_EUNKNOWNCMD) src = start_session(&c, 1, &cfg);
+  static const dnt_session_cb session_cb = {on_session_data, on_session_end};
+  int src = dnt_session_start(&c.s, pick_version(custom_rundown), &cfg, &session_cb, &c);
   free(wire);
   if (src) {
-    if (interrupted)
+    if (dnt_session_interrupted())
       dnt_error("interrupted before a runtime connected");
     else
-      dnt_error("process %d refused the session: %s", c.target.pid, c.reply_msg);
+      dnt_error("process %d refused the session: %s", c.s.target.pid, c.s.reply_msg);
     close(c.out_fd);
     c.out_fd = -1;
     unlink(output); /* nothing was written: leave no empty file behind */
     goto out;
   }
-
-  if (c.listener && resume_runtime) {
-    dsipc_status st;
-    int fd;
-    const char *path;
-    dsipc_buf req, reply;
-    dsipc_buf_init(&req);
-    dsipc_buf_init(&reply);
-    int r = next_connection(&c, &fd, &path, &st);
-    if (!r) r = dsipc_encode_command(&req, DSIPC_SET_PROCESS, DSIPC_PROC_RESUME);
-    if (!r) r = dsipc_transact_fd(fd, &req, REPLY_TIMEOUT_MS, &reply, NULL, &st);
-    if (r) dnt_warning("cannot resume the command's runtime: %s", st.msg);
-    dsipc_buf_release(&req);
-    dsipc_buf_release(&reply);
-  }
+  if (resume_runtime) dnt_session_resume(&c.s);
 
   c.start_ms = now_ms();
   uv_signal_init(c.loop, &c.sigint);
@@ -710,33 +467,28 @@ int cmd_collect(int argc, char **argv) {
     if (stats.dropped_events)
       dnt_warning("the runtime dropped %llu events (its buffer was full): raise --buffersize or enable fewer events",
                   (unsigned long long)stats.dropped_events);
-  } else if (c.abandoned) {
+  } else if (c.s.abandoned) {
     printf("Rundown abandoned: %s holds the %llu bytes received, without the end of the stream\n", output,
            (unsigned long long)c.bytes);
     rc = 0;
   } else if (c.bytes > 0) {
     printf("The target ended the session early%s%s: %s keeps the %llu bytes received (no end of stream)\n",
-           c.end_msg[0] ? " - " : "", c.end_msg, output, (unsigned long long)c.bytes);
+           c.s.end_msg[0] ? " - " : "", c.s.end_msg, output, (unsigned long long)c.bytes);
     rc = 0;
   } else {
-    dnt_error("the target ended the session before sending anything%s%s", c.end_msg[0] ? ": " : "", c.end_msg);
+    dnt_error("the target ended the session before sending anything%s%s", c.s.end_msg[0] ? ": " : "", c.s.end_msg);
     unlink(output);
   }
-  if (c.child_started) {
-    if (!c.child_exited) {
-      printf("Waiting for the command (pid %d) to exit...\n", c.target.pid);
+  if (c.s.child_started) {
+    if (!c.s.child_exited) {
+      printf("Waiting for the command (pid %d) to exit...\n", c.s.target.pid);
       fflush(stdout);
     }
-    while (!c.child_exited && uv_run(c.loop, UV_RUN_ONCE)) {}
-    int child_rc = c.child_signal ? 128 + c.child_signal : (int)c.child_status;
+    int child_rc = dnt_session_wait_child(&c.s);
     if (rc == 0) rc = child_rc; /* dotnet-trace's rule: the command's exit code is ours */
   }
 out:
-  if (c.child_started && !c.child_exited) {
-    uv_process_kill(&c.child, SIGTERM);
-    while (!c.child_exited && uv_run(c.loop, UV_RUN_ONCE)) {}
-  }
-  dsipc_listener_close(c.listener);
+  if (c.loop) dnt_session_close(&c.s);
   if (c.out_fd >= 0) close(c.out_fd);
   if (c.loop) {
     while (uv_run(c.loop, UV_RUN_NOWAIT)) {}

@@ -1,0 +1,90 @@
+/* An EventPipe session on one .NET process, as `collect`, `counters` and `perf` need it: the
+ * target named by -p, -n, --diagnostic-port PATH[,listen] or `-- CMD`, a session started with the
+ * newest CollectTracing the runtime takes, its stream handed to the caller as it arrives, and
+ * StopTracing sent on a second connection when the caller wants to stop.
+ *
+ * Launch (`-- CMD`) and listen modes hold a listener the runtime dials: every command after the
+ * first needs a fresh dial, which dnt_session_command waits for. Runs on the caller's libuv
+ * loop; this is CLI code, so it prints its errors (git style) and returns exit codes. */
+#ifndef DNT_SESSION_H
+#define DNT_SESSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "dsipc.h"
+#include "target.h"
+
+/* What the user named; exactly one of pid, name, port, child_argv is set (the caller checks). */
+struct dnt_session_target {
+  int pid;
+  const char *name;
+  const char *port;  /* PATH[,connect] or PATH,listen */
+  char **child_argv; /* NULL-terminated */
+  int show_child_io; /* the command keeps this terminal (else its stdio goes to /dev/null) */
+};
+
+typedef struct dnt_session_cb {
+  /* Bytes of the stream, in order; valid only during the call. */
+  void (*on_data)(void *ud, const uint8_t *p, size_t n);
+  /* The stream is over (the runtime closed it, the session was abandoned or StopTracing could
+   * not be sent): close your own handles here so the loop can end. */
+  void (*on_end)(void *ud);
+} dnt_session_cb;
+
+typedef struct dnt_session {
+  uv_loop_t *loop;
+  struct dnt_target target;
+  /* launch and listen modes */
+  dsipc_listener *listener;
+  int listen_mode;
+  uv_process_t child;
+  int child_started, child_exited, child_signal;
+  int64_t child_status;
+  /* the session */
+  dsipc_stream *stream, *stopper;
+  uint64_t session_id;
+  int replied, reply_code;
+  char reply_msg[320];
+  int running, stopping, ended, abandoned, end_code, ended_early;
+  uv_timer_t deferred_end;
+  char end_msg[320];
+  dnt_session_cb cb;
+  void *ud;
+} dnt_session;
+
+/* Finds or starts the target on loop (borrowed). s: caller-owned, zeroed here; release with
+ * dnt_session_close even on failure. Returns 0 or an exit code (the error is printed). */
+int dnt_session_open(dnt_session *s, uv_loop_t *loop, const struct dnt_session_target *t);
+
+/* Starts a session with CollectTracing `version`, falling back to 2 then 1 on an older runtime
+ * (a warning says what a fallback loses). cfg is borrowed for the call. Returns 0 or a dsipc
+ * error with the runtime's words in s->reply_msg. cb/ud are kept for the stream's life. */
+int dnt_session_start(dnt_session *s, int version, const dsipc_session_config *cfg, const dnt_session_cb *cb,
+                      void *ud);
+
+/* Sends one more command (ResumeRuntime, EnablePerfMap...) on a fresh connection and reads its
+ * reply into reply (caller-owned, may be NULL). 0 or a dsipc error, st filled. */
+int dnt_session_command(dnt_session *s, const dsipc_buf *req, dsipc_buf *reply, dsipc_status *st);
+
+/* Launch and listen modes: lets the suspended runtime go on (a warning if it cannot). */
+void dnt_session_resume(dnt_session *s);
+
+/* Asks the runtime to end the session (it writes its rundown, then closes the stream). Called
+ * twice, or while the stream is already over: nothing. */
+void dnt_session_stop(dnt_session *s);
+
+/* Stops reading now: what arrived is kept, the rest (rundown) is lost. */
+void dnt_session_abandon(dnt_session *s);
+
+/* Launch mode: runs the loop until the command exits; its exit code (128 + signal when killed). */
+int dnt_session_wait_child(dnt_session *s);
+
+/* Set by SIGINT/SIGTERM while no libuv signal handler is installed (waiting for a runtime to dial). */
+int dnt_session_interrupted(void);
+
+/* Kills a command still running, closes streams and the listener (removing its socket). */
+void dnt_session_close(dnt_session *s);
+
+#endif
