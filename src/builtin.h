@@ -46,6 +46,9 @@ extern const char *const usage_counters[];
 /* Converts a trace's samples (see cmd-convert.c); collect --format uses it after the session. */
 int dnt_convert(const char *trace, const char *format, const char *output);
 
+/* `counters list` (counters-known.c). */
+int dnt_counters_list(void);
+
 /* Looks a subcommand up by name; NULL if there is none. */
 const struct dnt_cmd *dnt_find_cmd(const char *name);
 

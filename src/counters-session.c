@@ -421,6 +421,10 @@ static int on_metrics(dnt_counters_decoder *d, const ntr_event *ev) {
   const dnt_record *r = &d->rec;
   int id = metrics_event_id(ev->metadata);
   if (id == MEV_MULTIPLE) {
+    /* naming our own session: the runtime saw a command for the provider that is not ours to
+     * judge (seen as the session is torn down); only another tool's session is a problem */
+    const char *running = dnt_record_str(r, "runningSessionId");
+    if (running && d->session_id && strcmp(running, d->session_id) == 0) return 0;
     snprintf(d->error, sizeof d->error, "another tool already has a metrics session with this process (%s)",
              str_or(r, "runningSessionId", "?"));
     return 0;

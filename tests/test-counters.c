@@ -300,23 +300,26 @@ Test(counters_runtime, collect_csv, .timeout = 90) {
               row.cell[3]);
     cr_expect_eq(strlen(row.cell[0]), 23, "line %d: timestamp '%s'", lineno, row.cell[0]);
     const char *prov = row.cell[1], *name = row.cell[2];
-    if (strcmp(prov, "Sample-Counters") == 0 && strcmp(name, "work-items") == 0) {
+    /* Counter Name as dotnet-counters writes it: the display name, the unit (per interval for
+     * a rate: the session's 1 s refresh), tags in brackets with ';' between them */
+    if (strcmp(prov, "Sample-Counters") == 0 && strcmp(name, "Work Items (items)") == 0) {
       work++;
       cr_expect_gt(v, 0, "work-items %g is positive", v);
       cr_expect_lt(v, 1e7, "work-items %g is plausible", v);
-    } else if (strcmp(prov, "Sample.Meter") == 0 && strncmp(name, "sample.requests", 15) == 0) {
+    } else if (strcmp(prov, "Sample.Meter") == 0 && strncmp(name, "sample.requests ({request} / 1 sec)[", 36) == 0) {
       requests++;
       cr_expect_geq(v, 0, "sample.requests rate %g", v);
       cr_expect(strstr(name, "[route=/") != NULL, "tagged name '%s'", name);
       cr_expect_str_eq(row.cell[3], "Rate");
-    } else if (strcmp(prov, "Sample.Meter") == 0 && strncmp(name, "sample.latency[Percentile=", 26) == 0) {
+    } else if (strcmp(prov, "Sample.Meter") == 0 && strncmp(name, "sample.latency (ms)[Percentile=", 31) == 0) {
       latency++;
       cr_expect(v >= 5 && v <= 50, "%s = %g ms is within 5..50", name, v);
     } else if (strcmp(prov, "System.Runtime") == 0) {
-      cpu += strncmp(name, "dotnet.process.cpu.time", 23) == 0;
-      gc += strncmp(name, "dotnet.gc.collections", 21) == 0 || strcmp(name, "dotnet.gc.heap.total_allocated") == 0;
-      threads += strcmp(name, "dotnet.thread_pool.thread.count") == 0;
-      working_set += strcmp(name, "dotnet.process.memory.working_set") == 0;
+      cpu += strncmp(name, "dotnet.process.cpu.time (s / 1 sec)[cpu.mode=", 45) == 0;
+      gc += strncmp(name, "dotnet.gc.collections ({collection} / 1 sec)", 44) == 0 ||
+            strcmp(name, "dotnet.gc.heap.total_allocated (By / 1 sec)") == 0;
+      threads += strncmp(name, "dotnet.thread_pool.thread.count ({thread}", 41) == 0;
+      working_set += strcmp(name, "dotnet.process.memory.working_set (By)") == 0;
     }
   }
   cr_expect_geq(work, 2, "work-items rows: %d", work);
@@ -372,7 +375,9 @@ Test(counters_runtime, monitor_plain, .timeout = 60) {
   struct dnt_run r;
   int rc = dnt_run_dntrace(&r, "counters", "monitor", "-p", pid, "--counters", "Sample-Counters", "--duration", "3s", NULL);
   cr_assert_eq(rc, 0, "dntrace counters monitor: %s%s", r.out, r.err);
-  cr_expect(strstr(r.out, "Sample-Counters / work-items (items) ") != NULL, "work-items shown:\n%s", r.out);
+  cr_expect(strstr(r.out, "[Sample-Counters]\n    Work Items (items)  ") != NULL, "work-items shown:\n%s", r.out);
+  cr_expect_null(strstr(r.out, "\033"), "no terminal escapes into a pipe");
+  cr_expect_null(strstr(r.out, "Press p"), "no key hint into a pipe");
   cr_expect_leq(r.seconds, 10.0, "--duration 3s stops in time (took %.1f s)", r.seconds);
   dnt_run_free(&r);
   dnt_target_stop(&t);
@@ -395,4 +400,137 @@ Test(counters_cli, errors) {
   cr_expect_eq(dnt_run_dntrace(&r, "counters", "--help", NULL), 0);
   cr_expect(strncmp(r.out, "usage: dntrace counters", 23) == 0 || strstr(r.out, "dntrace counters (collect"), "%s", r.out);
   dnt_run_free(&r);
+}
+
+/* ---- the full-screen monitor, in a real terminal (tmux) ---- */
+
+static char *tmux_screen(const char *session, const char *dir) {
+  char cmd[512], path[256];
+  snprintf(cmd, sizeof cmd, "tmux capture-pane -p -t %s > '%s/screen'", session, dir);
+  cr_assert_eq(system(cmd), 0);
+  snprintf(path, sizeof path, "%s/screen", dir);
+  return slurp(path);
+}
+
+/* Polls the pane until it shows `want` (10 s at most); returns the last screen. */
+static char *tmux_wait_for(const char *session, const char *dir, const char *want) {
+  char *screen = NULL;
+  for (int i = 0; i < 100; i++) {
+    free(screen);
+    screen = tmux_screen(session, dir);
+    if (strstr(screen, want)) break;
+    usleep(100 * 1000);
+  }
+  return screen;
+}
+
+static int tmux_alternate_on(const char *session) {
+  char cmd[256], out[16] = "";
+  snprintf(cmd, sizeof cmd, "tmux display-message -p -t %s '#{alternate_on}'", session);
+  FILE *p = popen(cmd, "r");
+  cr_assert(p);
+  cr_assert(fgets(out, sizeof out, p));
+  pclose(p);
+  return atoi(out);
+}
+
+static void tmux(const char *fmt, const char *session, const char *arg) {
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, fmt, session, arg);
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+/* The line of the pane that holds `what`, cut at its end (a pointer into screen). */
+static const char *screen_line(char *screen, const char *what) {
+  char *p = strstr(screen, what);
+  if (!p) return NULL;
+  while (p > screen && p[-1] != '\n') p--;
+  char *end = strchr(p, '\n');
+  if (end) *end = '\0';
+  return p;
+}
+
+Test(counters_runtime, monitor_full_screen, .timeout = 120) {
+  if (system("command -v tmux >/dev/null 2>&1") != 0) cr_skip_test("needs tmux (./bootstrap.sh installs it)");
+  dnt_target t;
+  start(&t);
+  char dir[] = "/tmp/dnt-monitor-XXXXXX", script[128], session[32], cmd[256];
+  cr_assert(mkdtemp(dir));
+  snprintf(session, sizeof session, "dntm%d", (int)getpid());
+  snprintf(script, sizeof script, "%s/run.sh", dir);
+  FILE *fp = fopen(script, "w");
+  cr_assert(fp);
+  /* the terminal settings before and after tell whether dntrace put them back */
+  fprintf(fp, "s=$(stty -g)\n'%s' counters monitor -p %d --counters Sample-Counters,Sample.Meter\n"
+              "echo EXIT=$?\n[ \"$(stty -g)\" = \"$s\" ] && echo TTY=restored\nsleep 60\n",
+          dnt_bin(), (int)t.pid);
+  fclose(fp);
+  snprintf(cmd, sizeof cmd, "tmux new-session -d -s %s -x 100 -y 40 \"sh '%s'\"", session, script);
+  cr_assert_eq(system(cmd), 0);
+
+  char *screen = tmux_wait_for(session, dir, "sample.latency (ms)");
+  cr_expect_eq(tmux_alternate_on(session), 1, "the table is on the alternate screen");
+  cr_expect(strstr(screen, "Press p to pause, r to resume, q to quit."), "%s", screen);
+  cr_expect(strstr(screen, "Status: Running"), "%s", screen);
+  cr_expect(strstr(screen, "[Sample-Counters]") && strstr(screen, "[Sample.Meter]"), "%s", screen);
+  cr_expect(strstr(screen, "Percentile=95"), "histogram percentiles as rows:\n%s", screen);
+  cr_expect(strstr(screen, "route=/a") || strstr(screen, "route=/b"), "tag sets as rows:\n%s", screen);
+  const char *row = screen_line(screen, "Work Items (items)");
+  cr_assert(row, "%s", screen);
+  size_t n = strlen(row);
+  cr_expect(n > 0 && row[n - 1] >= '0' && row[n - 1] <= '9', "a value at the end of '%s'", row);
+  free(screen);
+
+  tmux("tmux send-keys -t %s p%s", session, "");
+  screen = tmux_wait_for(session, dir, "Status: Paused");
+  cr_expect(strstr(screen, "Status: Paused"), "p pauses:\n%s", screen);
+  free(screen);
+  tmux("tmux send-keys -t %s r%s", session, "");
+  screen = tmux_wait_for(session, dir, "Status: Running");
+  cr_expect(strstr(screen, "Status: Running"), "r resumes:\n%s", screen);
+  free(screen);
+
+  /* a narrower terminal: rows are cut to fit instead of wrapping, values stay at the end */
+  tmux("tmux resize-window -t %s -x 50 -y 40%s", session, "");
+  usleep(1500 * 1000);
+  screen = tmux_screen(session, dir);
+  row = screen_line(screen, "Work Items");
+  cr_assert(row, "%s", screen);
+  n = strlen(row);
+  cr_expect(n <= 50 && n > 0 && row[n - 1] >= '0' && row[n - 1] <= '9', "'%s' fits 50 columns with its value", row);
+  cr_expect_null(strstr(screen, "\n            "), "no wrapped continuation lines:\n%s", screen);
+  free(screen);
+
+  tmux("tmux send-keys -t %s q%s", session, "");
+  screen = tmux_wait_for(session, dir, "TTY=restored");
+  cr_expect(strstr(screen, "EXIT=0"), "q quits with 0:\n%s", screen);
+  cr_expect(strstr(screen, "TTY=restored"), "the terminal settings are back:\n%s", screen);
+  cr_expect_eq(tmux_alternate_on(session), 0, "back on the normal screen");
+  free(screen);
+  tmux("tmux kill-session -t %s%s", session, "");
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_assert_eq(system(cmd), 0);
+  dnt_target_stop(&t);
+}
+
+/* `-- CMD`: the command starts with the session already on, its values are recorded until it
+ * exits, and its exit code is ours. */
+Test(counters_runtime, collect_a_command, .timeout = 90) {
+  DNT_REQUIRE_TARGET();
+  char dir[] = "/tmp/dnt-counters-XXXXXX", path[128];
+  cr_assert(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/cmd.csv", dir);
+  struct dnt_run r;
+  int rc = dnt_run_dntrace(&r, "counters", "collect", "--counters", "Sample-Counters", "-o", path, "--",
+                           dnt_target_exe(), "--seconds", "4", "--exit-code", "7", NULL);
+  cr_expect_eq(rc, 7, "the command's exit code (7) is dntrace's: %d\n%s%s", rc, r.out, r.err);
+  cr_expect(strstr(r.out, "The target ended the session"), "%s", r.out);
+  dnt_run_free(&r);
+  char *text = slurp(path);
+  int rows = 0;
+  for (const char *p = text; (p = strstr(p, ",Sample-Counters,Work Items (items),Metric,")); p++) rows++;
+  cr_expect_geq(rows, 2, "work-items values of the command's life:\n%s", text);
+  free(text);
+  unlink(path);
+  rmdir(dir);
 }
