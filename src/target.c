@@ -95,6 +95,12 @@ static int match_name(const dsipc_endpoint *ep, void *ud) {
   return 0;
 }
 
+int dnt_target_find_by_name(const char *name) {
+  struct name_search s = {.name = name};
+  if (dsipc_endpoint_list(match_name, &s) < 0 || s.count != 1) return 0;
+  return s.matches[0];
+}
+
 static int exit_for(int rc) {
   return rc == -EINVAL ? DNT_EXIT_USAGE : DNT_EXIT_NOTARGET;
 }

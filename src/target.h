@@ -20,6 +20,9 @@ int dnt_target_resolve(int pid, const char *name, struct dnt_target *t);
  * failure, 0 on success. t: caller-owned. */
 int dnt_target_from_port(const char *spec, struct dnt_target *t);
 
+/* The pid of the one .NET process named name, silently: 0 when there is none or several. */
+int dnt_target_find_by_name(const char *name);
+
 /* The name shown for a process: the entry assembly for `dotnet app.dll`, else the executable's
  * base name (not truncated like /proc/PID/comm). Writes into buf (caller-owned) and returns it. */
 const char *dnt_process_name(int pid, char *buf, size_t cap);
