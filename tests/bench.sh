@@ -48,6 +48,30 @@ if [ -x "$exe" ]; then
     printf 'dntrace %-10s best %d.%03d ms, mean %d.%03d ms over %d runs (%d processes on the machine)\n' \
       "$cmd" $((best / 1000)) $((best % 1000)) $((total / runs / 1000)) $((total / runs % 1000)) $runs "$nproc_total"
   done
+  # counters: what a 1 s monitor costs, and how fast serve answers a scrape
+  echo "== dntrace counters against the running sample (System.Runtime + the sample's counters, 1 s refresh)"
+  $DNT_BIN counters monitor -p $pid --counters System.Runtime,Sample.Meter,Sample-Counters --plain >/dev/null 2>&1 &
+  mon=$!
+  sleep 5   # past the start-up
+  t0=$(awk '{print $1}' /proc/$mon/schedstat)   # ns on a CPU: finer than the clock ticks of stat
+  sleep 30
+  t1=$(awk '{print $1}' /proc/$mon/schedstat)
+  rss=$(awk '/VmHWM/ {print $2}' /proc/$mon/status)
+  kill -INT $mon; wait $mon 2>/dev/null || true
+  awk -v a="$t0" -v b="$t1" -v rss="$rss" \
+    'BEGIN { printf "counters monitor: %.3f%% of a core over 30 s, peak RSS %.1f MB\n", (b - a) / 1e9 / 30 * 100, rss / 1024 }'
+  port=$((20000 + $$ % 20000))
+  $DNT_BIN counters serve -p $pid --counters System.Runtime,Sample.Meter,Sample-Counters --listen 127.0.0.1:$port >/dev/null 2>&1 &
+  srv=$!
+  sleep 4
+  times=""
+  for _ in $(seq 50); do
+    times="$times $(curl -s -o /dev/null -w '%{time_total}' http://127.0.0.1:$port/metrics)"
+  done
+  series=$(curl -s http://127.0.0.1:$port/metrics | grep -vc '^#')
+  echo $times | tr ' ' '\n' | sort -n | awk -v n="$series" \
+    '{ t[NR] = $1 } END { printf "counters serve: scrape of %d series median %.2f ms, max %.2f ms over %d scrapes (curl time_total)\n", n, t[int((NR + 1) / 2)] * 1000, t[NR] * 1000, NR }'
+  kill -INT $srv; wait $srv 2>/dev/null || true
   kill $pid; wait $pid 2>/dev/null || true
 else
   echo "(no sample target: ps/info timings skipped)"

@@ -437,8 +437,12 @@ Test(counters_serve, scrapes_and_follows_a_restart, .timeout = 150) {
   cr_expect_eq(prom_value(body, "sample_latency_milliseconds{provider=\"Sample.Meter\",quantile=\"0.95\"}", &v), 0,
                "%s", body);
   cr_expect(v >= 5 && v <= 50, "p95 latency %g ms is within the 5..50 the sample records", v);
+  free(body);
+  /* each instrument reports on its own first interval: wait for the counter too */
+  code = poll_until(url, dir, 200, "sample_requests_total{", &body);
   cr_expect(strstr(body, "sample_requests_total{provider=\"Sample.Meter\",route=\"/"), "%s", body);
   cr_expect(strstr(body, "# TYPE sample_requests_total counter"), "%s", body);
+  cr_expect_eq(prom_check(body, NULL, err, sizeof err), 0, "%s\n%s", err, body);
   free(body);
   /* the EventCounter and the runtime's own Meter arrive on their own schedules */
   code = poll_until(url, dir, 200, "dotnet_process_cpu_time_seconds_total{", &body);

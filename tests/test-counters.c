@@ -468,7 +468,12 @@ Test(counters_runtime, monitor_full_screen, .timeout = 120) {
   snprintf(cmd, sizeof cmd, "tmux new-session -d -s %s -x 100 -y 40 \"sh '%s'\"", session, script);
   cr_assert_eq(system(cmd), 0);
 
+  /* each counter arrives on its own first interval; rows stay once shown */
   char *screen = tmux_wait_for(session, dir, "sample.latency (ms)");
+  free(screen);
+  screen = tmux_wait_for(session, dir, "route=/");
+  free(screen);
+  screen = tmux_wait_for(session, dir, "Work Items (items)");
   cr_expect_eq(tmux_alternate_on(session), 1, "the table is on the alternate screen");
   cr_expect(strstr(screen, "Press p to pause, r to resume, q to quit."), "%s", screen);
   cr_expect(strstr(screen, "Status: Running"), "%s", screen);
