@@ -46,6 +46,15 @@ extern const char *const usage_counters[];
 /* Converts a trace's samples (see cmd-convert.c); collect --format uses it after the session. */
 int dnt_convert(const char *trace, const char *format, const char *output);
 
+/* A loaded profile as folded stacks, speedscope, chromium or a flame graph SVG to output ("-":
+ * stdout), titled title (cmd-convert.c); and the extension a format's file gets. */
+struct dnt_profile;
+int dnt_convert_profile(const struct dnt_profile *prof, const char *format, const char *title, const char *output);
+const char *dnt_convert_extension(const char *format);
+
+/* The top-N tables of `report` (cmd-report.c): all threads, then each thread if asked. */
+void dnt_report_tables(const struct dnt_profile *prof, size_t top, int by_inclusive, int threads);
+
 /* `counters list` (counters-known.c). */
 int dnt_counters_list(void);
 

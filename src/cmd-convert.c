@@ -149,78 +149,83 @@ static void write_speedscope(FILE *fp, const struct dnt_profile *prof, const cha
 /* Converts trace (a .nettrace path) into output in format ("folded" or "speedscope"); output
  * NULL picks the default name. Prints its own errors. Returns 0, DNT_EXIT_USAGE for an unknown
  * format, or DNT_EXIT_FAILURE. */
-int dnt_convert(const char *path, const char *format, const char *output) {
-  enum { FOLDED, SPEEDSCOPE, FLAMEGRAPH, CHROMIUM } kind;
-  if (strcasecmp(format, "folded") == 0) {
-    kind = FOLDED;
-  } else if (strcasecmp(format, "speedscope") == 0) {
-    kind = SPEEDSCOPE;
-  } else if (strcasecmp(format, "flamegraph") == 0 || strcasecmp(format, "svg") == 0) {
-    kind = FLAMEGRAPH;
-  } else if (strcasecmp(format, "chromium") == 0) {
-    kind = CHROMIUM;
+static int format_kind(const char *format) {
+  if (strcasecmp(format, "folded") == 0) return 'f';
+  if (strcasecmp(format, "speedscope") == 0) return 's';
+  if (strcasecmp(format, "flamegraph") == 0 || strcasecmp(format, "svg") == 0) return 'g';
+  if (strcasecmp(format, "chromium") == 0) return 'c';
+  return 0;
+}
+
+const char *dnt_convert_extension(const char *format) {
+  switch (format_kind(format)) {
+  case 's': return ".speedscope.json";
+  case 'g': return ".svg";
+  case 'c': return ".chromium.json";
+  default: return ".folded";
+  }
+}
+
+int dnt_convert_profile(const struct dnt_profile *prof, const char *format, const char *title, const char *output) {
+  int kind = format_kind(format);
+  if (!kind) {
+    dnt_error("--format: '%s' is not folded, speedscope, chromium or flamegraph", format);
+    return DNT_EXIT_USAGE;
+  }
+  if (kind == 'g') {
+    if (dnt_flamegraph_write(prof, title, output) < 0) return DNT_EXIT_FAILURE;
+    if (strcmp(output, "-") != 0)
+      fprintf(stderr, "Wrote %s (%llu samples)\n", output, (unsigned long long)dnt_profile_samples(prof));
+    return 0;
+  }
+  FILE *fp = strcmp(output, "-") == 0 ? stdout : fopen(output, "w");
+  if (!fp) return dnt_error("cannot write '%s': %s", output, strerror(errno)), DNT_EXIT_FAILURE;
+  if (kind == 's') {
+    write_speedscope(fp, prof, title);
+  } else if (kind == 'c') {
+    write_chromium(fp, prof, 1);
   } else {
+    struct writer w = {fp, prof, 0, 0, 1, 0};
+    dnt_profile_each_stack(prof, folded_line, &w);
+  }
+  if (fp == stdout) return 0;
+  int bad = ferror(fp);
+  if (fclose(fp) != 0 || bad) {
+    dnt_error("cannot write '%s': %s", output, strerror(errno ? errno : EIO));
+    unlink(output);
+    return DNT_EXIT_FAILURE;
+  }
+  fprintf(stderr, "Wrote %s (%llu samples)\n", output, (unsigned long long)dnt_profile_samples(prof));
+  return 0;
+}
+
+int dnt_convert(const char *path, const char *format, const char *output) {
+  int kind = format_kind(format);
+  if (!kind) {
     dnt_error("--format: '%s' is not folded, speedscope, chromium or flamegraph", format);
     return DNT_EXIT_USAGE;
   }
   char *default_out = NULL;
   if (!output) {
     size_t n = strlen(path);
-    const char *ext = kind == SPEEDSCOPE ? ".speedscope.json"
-                      : kind == FLAMEGRAPH ? ".svg"
-                      : kind == CHROMIUM   ? ".chromium.json"
-                                           : ".folded";
+    const char *ext = dnt_convert_extension(format);
     size_t stem = n > 9 && strcmp(path + n - 9, ".nettrace") == 0 ? n - 9 : n;
     default_out = dnt_xmalloc(stem + strlen(ext) + 1);
     memcpy(default_out, path, stem);
     strcpy(default_out + stem, ext);
     output = default_out;
   }
-
   int rc = DNT_EXIT_FAILURE;
   struct dnt_profile *prof = dnt_profile_new();
   if (!prof) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  FILE *fp = NULL;
-  if (kind == CHROMIUM) dnt_profile_keep_timeline(prof);
+  if (kind == 'c') dnt_profile_keep_timeline(prof);
   if (dnt_profile_load(prof, path) < 0) goto out;
   if (dnt_profile_samples(prof) == 0) {
     dnt_error("'%s' has no SampleProfiler samples to convert", path);
     goto out;
   }
-  if (kind == FLAMEGRAPH) {
-    if (dnt_flamegraph_write(prof, path, output) < 0) goto out;
-    if (strcmp(output, "-") != 0)
-      fprintf(stderr, "Wrote %s (%llu samples)\n", output, (unsigned long long)dnt_profile_samples(prof));
-    rc = 0;
-    goto out;
-  }
-  fp = strcmp(output, "-") == 0 ? stdout : fopen(output, "w");
-  if (!fp) {
-    dnt_error("cannot write '%s': %s", output, strerror(errno));
-    goto out;
-  }
-  if (kind == SPEEDSCOPE) {
-    write_speedscope(fp, prof, path);
-  } else if (kind == CHROMIUM) {
-    write_chromium(fp, prof, 1);
-  } else {
-    struct writer w = {fp, prof, 0, 0, 1, 0};
-    dnt_profile_each_stack(prof, folded_line, &w);
-  }
-  if (fp != stdout) {
-    int bad = ferror(fp);
-    if (fclose(fp) != 0 || bad) {
-      fp = NULL;
-      dnt_error("cannot write '%s': %s", output, strerror(errno ? errno : EIO));
-      unlink(output);
-      goto out;
-    }
-    fp = NULL;
-    fprintf(stderr, "Wrote %s (%llu samples)\n", output, (unsigned long long)dnt_profile_samples(prof));
-  }
-  rc = 0;
+  rc = dnt_convert_profile(prof, format, path, output);
 out:
-  if (fp && fp != stdout) fclose(fp);
   dnt_profile_free(prof);
   free(default_out);
   return rc;

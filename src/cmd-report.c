@@ -34,6 +34,18 @@ static void print_table(const struct dnt_profile *prof, size_t thread, int by_in
   free(rows);
 }
 
+void dnt_report_tables(const struct dnt_profile *prof, size_t top, int by_inclusive, int threads) {
+  printf("Top %zu functions by %s time, all threads:\n", top, by_inclusive ? "inclusive" : "exclusive");
+  print_table(prof, (size_t)-1, by_inclusive, top, dnt_profile_samples(prof));
+  if (!threads) return;
+  for (size_t t = 0; t < dnt_profile_nthreads(prof); t++) {
+    uint64_t n = dnt_profile_thread_samples(prof, t);
+    printf("\nThread %llu (%llu samples):\n", (unsigned long long)dnt_profile_thread_id(prof, t),
+           (unsigned long long)n);
+    print_table(prof, t, by_inclusive, top, n);
+  }
+}
+
 int cmd_report(int argc, char **argv) {
   enum { OPT_INCLUSIVE = 1000, OPT_THREADS };
   static const struct option opts[] = {
@@ -91,16 +103,7 @@ int cmd_report(int argc, char **argv) {
     printf("(the samples were in fact %.2f ms apart: times below use the trace's %.2f ms)\n", measured,
            dnt_profile_sample_ms(prof));
   putchar('\n');
-  printf("Top %ld functions by %s time, all threads:\n", top, by_inclusive ? "inclusive" : "exclusive");
-  print_table(prof, (size_t)-1, by_inclusive, (size_t)top, total);
-  if (threads) {
-    for (size_t t = 0; t < dnt_profile_nthreads(prof); t++) {
-      uint64_t n = dnt_profile_thread_samples(prof, t);
-      printf("\nThread %llu (%llu samples):\n", (unsigned long long)dnt_profile_thread_id(prof, t),
-             (unsigned long long)n);
-      print_table(prof, t, by_inclusive, (size_t)top, n);
-    }
-  }
+  dnt_report_tables(prof, (size_t)top, by_inclusive, threads);
   dnt_profile_free(prof);
   return 0;
 }

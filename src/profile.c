@@ -96,6 +96,9 @@ struct dnt_profile {
     uint64_t thread, first, last, n;
   } pace[64];
   size_t npace;
+  /* names for what the trace's methods do not cover (perf's symbols, a perf map) */
+  dnt_profile_namer namer;
+  void *namer_ud;
 };
 
 static uint32_t hash_bytes(const void *p, size_t n, uint32_t h) {
@@ -369,6 +372,26 @@ static int profile_on_event(void *ud, const ntr_event *ev) {
 
 void dnt_profile_keep_timeline(struct dnt_profile *p) { p->keep_timeline = 1; }
 
+void dnt_profile_set_clock(struct dnt_profile *p, double sample_ms, uint64_t clock_hz, uint64_t start) {
+  p->sample_ms = sample_ms;
+  p->qpc_frequency = clock_hz;
+  p->sync_qpc = start;
+}
+
+void dnt_profile_add_ips(struct dnt_profile *p, uint64_t thread, uint64_t time, const uint64_t *ips, size_t n) {
+  uint32_t stack = intern_stack(p, ips, (uint32_t)n);
+  add_sample(p, thread, stack, 0);
+  if (p->keep_timeline) {
+    GROW(p->timeline, p->ntimeline, p->captimeline);
+    p->timeline[p->ntimeline++] = (struct sample){thread, time, stack, 0};
+  }
+}
+
+void dnt_profile_set_namer(struct dnt_profile *p, dnt_profile_namer fn, void *ud) {
+  p->namer = fn;
+  p->namer_ud = ud;
+}
+
 static int by_thread_time(const void *a, const void *b) {
   const struct sample *x = a, *y = b;
   if (x->thread != y->thread) return x->thread < y->thread ? -1 : 1;
@@ -438,6 +461,8 @@ void dnt_profile_finish(struct dnt_profile *p) {
       if (m) {
         const char *mod = module_name(p, m->module_id);
         snprintf(name, sizeof name, "%s!%s", mod ? mod : "?", m->name);
+      } else if (p->namer && p->namer(p->namer_ud, ip, i == 0, name, sizeof name)) {
+        /* named by the caller */
       } else {
         snprintf(name, sizeof name, "?!0x%llx", (unsigned long long)ip);
       }

@@ -31,6 +31,22 @@ typedef void (*dnt_profile_sample_fn)(void *ud, uint64_t thread_id, double t_us,
                                       size_t nframes);
 void dnt_profile_each_sample(const struct dnt_profile *p, dnt_profile_sample_fn fn, void *ud);
 
+/* ---- samples from another sampler (perf), named through the same method table ---- */
+
+/* The weight of a sample, the samples' clock (ticks per second) and its start, for samples added
+ * with dnt_profile_add_ips (perf: 1e9 ticks, CLOCK_MONOTONIC ns, the first sample's time). */
+void dnt_profile_set_clock(struct dnt_profile *p, double sample_ms, uint64_t clock_hz, uint64_t start);
+
+/* One sample of thread: code addresses leaf first (ips borrowed for the call), at time in the
+ * clock's ticks. Call before dnt_profile_finish. */
+void dnt_profile_add_ips(struct dnt_profile *p, uint64_t thread, uint64_t time, const uint64_t *ips, size_t n);
+
+/* Names an address the trace's methods do not cover: writes into buf and returns 1, or returns 0
+ * (the frame is then `?!0xADDR`). leaf: the frame is the sample's own address, not a return
+ * address. Called during dnt_profile_finish; ud must live until then. */
+typedef int (*dnt_profile_namer)(void *ud, uint64_t ip, int leaf, char *buf, size_t cap);
+void dnt_profile_set_namer(struct dnt_profile *p, dnt_profile_namer fn, void *ud);
+
 /* Callbacks to hand the nettrace parser, with the profile as their ud. */
 void dnt_profile_callbacks(ntr_callbacks *cb);
 

@@ -9,7 +9,9 @@
 #include "session.h"
 #include "util.h"
 
-#define REPLY_TIMEOUT_MS 10000
+/* a session start enables EventSources inside the target, which may JIT a good deal of code
+ * first: on a loaded machine that takes seconds */
+#define REPLY_TIMEOUT_MS 30000
 #define DIAL_TIMEOUT_MS 30000
 
 static volatile sig_atomic_t interrupted;

@@ -100,7 +100,7 @@ int dnt_run_dntrace(struct dnt_run *r, ...) {
   while (n < 63 && (a = va_arg(ap, const char *)) != NULL) argv[n++] = (char *)a;
   va_end(ap);
   argv[n] = NULL;
-  return dnt_run_argv(r, argv, NULL, 20000);
+  return dnt_run_argv(r, argv, NULL, 60000);
 }
 
 void dnt_run_free(struct dnt_run *r) {

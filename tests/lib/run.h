@@ -15,7 +15,8 @@ struct dnt_run {
  * "NAME=value" list, may be NULL), killing it after timeout_ms. Returns r->status. */
 int dnt_run_argv(struct dnt_run *r, char *const argv[], const char *const *env, int timeout_ms);
 
-/* Runs $DNT_BIN with the given arguments (NULL-terminated), 20 s timeout. */
+/* Runs $DNT_BIN with the given arguments (NULL-terminated), 60 s timeout (a loaded CI machine
+ * can take seconds to start a session). */
 int dnt_run_dntrace(struct dnt_run *r, ...);
 
 void dnt_run_free(struct dnt_run *r);
