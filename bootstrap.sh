@@ -52,7 +52,7 @@ deps() {
 # configure_tree DIR [configure args...]: (re)configure DIR when configure or its arguments changed
 configure_tree() {
   local dir=$1; shift
-  local inputs=(configure.ac Makefile.am */Makemodule.am tests/*/Makemodule.am)
+  local inputs=(configure.ac Makefile.am */Makemodule*.am tests/*/Makemodule*.am)
   local stale=0 f
   [ -x configure ] || stale=1
   for f in "${inputs[@]}"; do [ "$f" -nt configure ] && stale=1; done

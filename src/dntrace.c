@@ -17,6 +17,7 @@ static const struct dnt_cmd commands[] = {
     {"convert", cmd_convert, usage_convert},
     {"events", cmd_events, usage_events},
     {"counters", cmd_counters, usage_counters},
+    {"perf", cmd_perf, usage_perf},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

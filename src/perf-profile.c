@@ -1,0 +1,183 @@
+/* `perf script` output into a dnt_profile (perf-profile.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "perf-profile.h"
+
+/* Native names by address: open addressing, names in one pool. */
+struct ipname {
+  uint64_t ip;
+  uint32_t off; /* into pool, + 1; 0 = empty slot */
+};
+
+struct dnt_perf_reader {
+  struct dnt_profile *prof;
+  int pid;
+  char event[64];
+  double sample_ms;
+  struct dnt_symtab *perfmap;
+  dnt_perf_script *parser;
+  dnt_perf_maps *maps;
+  struct ipname *names;
+  size_t nnames, names_cap;
+  char *pool;
+  size_t pool_len, pool_cap;
+  uint64_t *ips;
+  uint64_t used, first_time;
+  int failed;
+};
+
+static size_t slot(const struct dnt_perf_reader *r, uint64_t ip) {
+  size_t mask = r->names_cap - 1, i = (size_t)((ip * 0x9E3779B97F4A7C15ull) >> 20) & mask;
+  while (r->names[i].off && r->names[i].ip != ip) i = (i + 1) & mask;
+  return i;
+}
+
+static int grow_names(struct dnt_perf_reader *r) {
+  size_t cap = r->names_cap ? r->names_cap * 2 : 4096;
+  struct ipname *old = r->names;
+  size_t old_cap = r->names_cap;
+  r->names = calloc(cap, sizeof *r->names);
+  if (!r->names) {
+    r->names = old;
+    return -ENOMEM;
+  }
+  r->names_cap = cap;
+  for (size_t i = 0; i < old_cap; i++)
+    if (old[i].off) r->names[slot(r, old[i].ip)] = old[i];
+  free(old);
+  return 0;
+}
+
+static const char *base_name(const char *path) {
+  const char *slash = strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
+/* Remembers what perf said of a native or kernel frame at ip (the first word wins). */
+static int note_native(struct dnt_perf_reader *r, uint64_t ip, const dnt_perf_frame *f) {
+  if (!f->dso || strstr(f->dso, "doublemapper")) return 0; /* JIT code: the tables name it */
+  if ((r->nnames + 1) * 2 > r->names_cap && grow_names(r) != 0) return -ENOMEM;
+  size_t i = slot(r, ip);
+  if (r->names[i].off) return 0;
+  char name[1024];
+  int kernel = f->dso[0] == '[' && strstr(f->dso, "kernel");
+  const char *lib = kernel ? "[kernel]" : base_name(f->dso);
+  if (f->sym)
+    snprintf(name, sizeof name, "%s!%s", lib, f->sym);
+  else
+    snprintf(name, sizeof name, "%s!0x%llx", lib, (unsigned long long)f->addr);
+  size_t n = strlen(name) + 1;
+  if (r->pool_len + n > r->pool_cap) {
+    size_t cap = r->pool_cap ? r->pool_cap * 2 : 1 << 16;
+    while (cap < r->pool_len + n) cap *= 2;
+    char *grown = realloc(r->pool, cap);
+    if (!grown) return -ENOMEM;
+    r->pool = grown;
+    r->pool_cap = cap;
+  }
+  memcpy(r->pool + r->pool_len, name, n);
+  r->names[i] = (struct ipname){ip, (uint32_t)r->pool_len + 1};
+  r->pool_len += n;
+  r->nnames++;
+  return 0;
+}
+
+static int on_mmap(void *ud, const dnt_perf_mmap *m) {
+  struct dnt_perf_reader *r = ud;
+  if (r->pid && m->pid != r->pid) return 0;
+  return dnt_perf_maps_add(r->maps, m);
+}
+
+static int on_sample(void *ud, const dnt_perf_sample *s) {
+  struct dnt_perf_reader *r = ud;
+  if ((r->pid && s->pid != r->pid) || strcmp(s->event, r->event) != 0) return 0;
+  size_t n = 0;
+  for (size_t i = 0; i < s->nframes; i++) {
+    uint64_t ip = dnt_perf_maps_absolute(r->maps, s->pid, &s->frames[i]);
+    if (!ip) ip = s->frames[i].addr; /* a file mapped, not at that offset: keep what perf said */
+    if (note_native(r, ip, &s->frames[i]) != 0) return -ENOMEM;
+    r->ips[n++] = ip;
+  }
+  if (!r->used) {
+    r->first_time = s->time_ns;
+    dnt_profile_set_clock(r->prof, r->sample_ms, 1000000000u, s->time_ns);
+  }
+  r->used++;
+  dnt_profile_add_ips(r->prof, (uint64_t)s->tid, s->time_ns, r->ips, n);
+  return 0;
+}
+
+static int namer(void *ud, uint64_t ip, int leaf, char *buf, size_t cap) {
+  struct dnt_perf_reader *r = ud;
+  if (r->perfmap) {
+    const char *raw = dnt_symtab_find(r->perfmap, leaf ? ip : ip - 1);
+    if (raw) {
+      dnt_perfmap_frame_name(raw, buf, cap);
+      return 1;
+    }
+  }
+  if (r->names_cap) {
+    size_t i = slot(r, ip);
+    if (r->names[i].off) {
+      snprintf(buf, cap, "%s", r->pool + r->names[i].off - 1);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+dnt_perf_reader *dnt_perf_reader_new(struct dnt_profile *prof, int pid, const char *event, double sample_ms,
+                                     struct dnt_symtab *perfmap) {
+  struct dnt_perf_reader *r = calloc(1, sizeof *r);
+  if (!r) return NULL;
+  r->prof = prof;
+  r->pid = pid;
+  snprintf(r->event, sizeof r->event, "%s", event);
+  r->sample_ms = sample_ms;
+  r->perfmap = perfmap;
+  static const dnt_perf_script_cb cb = {on_sample, on_mmap};
+  r->parser = dnt_perf_script_new(&cb, r);
+  r->maps = dnt_perf_maps_new();
+  r->ips = malloc(DNT_PERF_MAX_FRAMES * sizeof *r->ips);
+  if (!r->parser || !r->maps || !r->ips) {
+    dnt_perf_reader_free(r);
+    return NULL;
+  }
+  dnt_profile_set_namer(prof, namer, r);
+  return r;
+}
+
+void dnt_perf_reader_free(dnt_perf_reader *r) {
+  if (!r) return;
+  dnt_perf_script_free(r->parser);
+  dnt_perf_maps_free(r->maps);
+  free(r->names);
+  free(r->pool);
+  free(r->ips);
+  free(r);
+}
+
+int dnt_perf_reader_feed(dnt_perf_reader *r, const char *buf, size_t n) {
+  return dnt_perf_script_feed(r->parser, buf, n);
+}
+
+int dnt_perf_reader_finish(dnt_perf_reader *r) { return dnt_perf_script_finish(r->parser); }
+
+void dnt_perf_reader_stats(const dnt_perf_reader *r, struct dnt_perf_script_stats *st, uint64_t *samples_used) {
+  dnt_perf_script_stats(r->parser, st);
+  *samples_used = r->used;
+}
+
+int dnt_perf_frame_kind(const char *name) {
+  if (strncmp(name, "[kernel]!", 9) == 0) return 'K';
+  if (strncmp(name, "?!", 2) == 0) return '?';
+  const char *bang = strchr(name, '!');
+  if (!bang) return '?';
+  /* native: a shared object or an executable file name before the '!' */
+  if (strstr(name, ".so") && strstr(name, ".so") < bang) return 'N';
+  if (strncmp(name, "[stub]", 6) == 0) return 'N';
+  return 'M';
+}

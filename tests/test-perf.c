@@ -1,0 +1,326 @@
+/* `dntrace perf`: the perf script parser fed every split and truncation, the mappings that turn
+ * printed offsets back into addresses, the perf map table, and the command on the real sample
+ * with real perf (CountPrimes on top, WaitLoop near zero, the perf map off again, a target in a
+ * private mount namespace still named). */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/run.h"
+#include "lib/target-cr.h"
+#include "lib/target.h"
+#include "perf-script.h"
+#include "symtab.h"
+
+/* ---- the parser ---- */
+
+/* Everything the callbacks saw, as text: two parses agree when their transcripts do. */
+struct transcript {
+  char *buf;
+  size_t len;
+  FILE *fp;
+  int samples, mmaps;
+  dnt_perf_maps *maps;
+};
+
+static int t_sample(void *ud, const dnt_perf_sample *s) {
+  struct transcript *t = ud;
+  t->samples++;
+  fprintf(t->fp, "S[%s] %d/%d %llu <%s> <%s>\n", s->comm, s->pid, s->tid, (unsigned long long)s->time_ns, s->event,
+          s->trace);
+  for (size_t i = 0; i < s->nframes; i++)
+    fprintf(t->fp, "  %llx %s | %s | %llx\n", (unsigned long long)s->frames[i].addr,
+            s->frames[i].sym ? s->frames[i].sym : "-", s->frames[i].dso ? s->frames[i].dso : "-",
+            (unsigned long long)(t->maps ? dnt_perf_maps_absolute(t->maps, s->pid, &s->frames[i]) : 0));
+  return 0;
+}
+
+static int t_mmap(void *ud, const dnt_perf_mmap *m) {
+  struct transcript *t = ud;
+  t->mmaps++;
+  fprintf(t->fp, "M %d %llx %llx %llx %s [%s]\n", m->pid, (unsigned long long)m->start, (unsigned long long)m->len,
+          (unsigned long long)m->pgoff, m->prot, m->file);
+  if (t->maps) cr_assert_eq(dnt_perf_maps_add(t->maps, m), 0);
+  return 0;
+}
+
+/* Parses text fed in pieces of the given sizes (cycled), returns the transcript (heap). */
+static char *parse_in_pieces(const char *text, size_t len, size_t first, size_t rest, struct transcript *out) {
+  struct transcript t = {0};
+  t.fp = open_memstream(&t.buf, &t.len);
+  t.maps = dnt_perf_maps_new();
+  static const dnt_perf_script_cb cb = {t_sample, t_mmap};
+  dnt_perf_script *p = dnt_perf_script_new(&cb, &t);
+  cr_assert(p);
+  size_t off = 0, piece = first ? first : rest;
+  while (off < len) {
+    size_t n = len - off < piece ? len - off : piece;
+    cr_assert_eq(dnt_perf_script_feed(p, text + off, n), 0);
+    off += n;
+    piece = rest;
+  }
+  cr_assert_eq(dnt_perf_script_finish(p), 0);
+  struct dnt_perf_script_stats st;
+  dnt_perf_script_stats(p, &st);
+  fprintf(t.fp, "stats %llu %llu %llu\n", (unsigned long long)st.samples, (unsigned long long)st.mmaps,
+          (unsigned long long)st.malformed_lines);
+  dnt_perf_script_free(p);
+  dnt_perf_maps_free(t.maps);
+  fclose(t.fp);
+  if (out) *out = t;
+  return t.buf;
+}
+
+/* What perf prints, written for the test: a JIT frame in the double mapping, a thread name with
+ * spaces and a pid-like word, a tracepoint, C++ symbols with spaces and parentheses. */
+static const char sample_text[] =
+    "Sample     0/0         0.000000000: PERF_RECORD_MMAP2 100/100: [0x7f0000400000(0xa000) @ 0x111000 00:01 18935 0]: r-xs /memfd:doublemapper (deleted)\n"
+    "Sample     0/0         0.000000000: PERF_RECORD_MMAP2 100/100: [0x7f0000000000(0x3c5000) @ 0xb0000 fe:00 351013 0]: r-xp /usr/lib/libcoreclr.so\n"
+    "cpu-work 100/101 20639.099779057: cpu-clock: \n"
+    "\t          1181b3 [unknown] (/memfd:doublemapper (deleted))\n"
+    "\t          0b1234 MethodDesc::DoPrestub(MethodTable*, int) (/usr/lib/libcoreclr.so)\n"
+    "\t          891f5 start_thread (/usr/lib/x86_64-linux-gnu/libc.so.6)\n"
+    "\tffffffff81001234 finish_task_switch.isra.0 ([kernel.kallsyms])\n"
+    "\n"
+    ".NET TP Worker 3/4 x 100/102 20639.100000001: cpu-clock: \n"
+    "\t          deadbeef [unknown] ([unknown])\n"
+    "\n"
+    "blocking-work 100/103 20639.2: sched:sched_switch: prev_comm=blocking-work prev_pid=103 prev_prio=120 prev_state=S ==> next_comm=swapper/1 next_pid=0 next_prio=120\n"
+    "\n"
+    "this line is perf's chatter, not a sample\n"
+    "cpu-work 100/101 20639.300000000: cpu-clock: \n"
+    "\t 1181b3 [unknown] (/memfd:doublemapper (deleted))\n";
+
+Test(perf_script, fields_of_each_line) {
+  struct transcript t;
+  char *out = parse_in_pieces(sample_text, strlen(sample_text), 0, strlen(sample_text), &t);
+  cr_expect_eq(t.samples, 4, "%s", out);
+  cr_expect_eq(t.mmaps, 2, "%s", out);
+  /* 0x7f0000400000 + 0x1181b3 - 0x111000 */
+  cr_expect(strstr(out, "  1181b3 - | /memfd:doublemapper (deleted) | 7f00004071b3\n"), "%s", out);
+  /* 0x7f0000000000 + 0xb1234 - 0xb0000 */
+  cr_expect(strstr(out, "  b1234 MethodDesc::DoPrestub(MethodTable*, int) | /usr/lib/libcoreclr.so | 7f0000001234\n"),
+            "%s", out);
+  cr_expect(strstr(out, "  ffffffff81001234 finish_task_switch.isra.0 | [kernel.kallsyms] | ffffffff81001234\n"), "%s",
+            out);
+  cr_expect(strstr(out, "S[.NET TP Worker 3/4 x] 100/102 20639100000001 <cpu-clock> <>\n  deadbeef - | - | deadbeef\n"),
+            "%s", out);
+  cr_expect(strstr(out, "S[blocking-work] 100/103 20639200000000 <sched:sched_switch> <prev_comm=blocking-work prev_pid=103"),
+            "%s", out);
+  cr_expect(strstr(out, "stats 4 2 1\n"), "one malformed line counted: %s", out);
+  /* the last sample has no blank line after it: finish delivers it */
+  cr_expect(strstr(out, "S[cpu-work] 100/101 20639300000000"), "%s", out);
+  free(out);
+}
+
+Test(perf_script, every_split_gives_the_same_result) {
+  size_t len = strlen(sample_text);
+  char *whole = parse_in_pieces(sample_text, len, 0, len, NULL);
+  for (size_t cut = 1; cut < len; cut++) {
+    char *two = parse_in_pieces(sample_text, len, cut, len, NULL);
+    cr_assert_str_eq(two, whole, "split at %zu", cut);
+    free(two);
+  }
+  char *bytes = parse_in_pieces(sample_text, len, 0, 1, NULL);
+  cr_expect_str_eq(bytes, whole, "a byte at a time");
+  free(bytes);
+  free(whole);
+}
+
+Test(perf_script, every_truncation_is_survived) {
+  size_t len = strlen(sample_text);
+  int last = 0;
+  for (size_t n = 0; n <= len; n++) {
+    struct transcript t;
+    char *out = parse_in_pieces(sample_text, n, 0, 7, &t);
+    /* a cut line is at most one header: never more samples than the whole text has */
+    cr_assert_leq(t.samples, 4, "%zu bytes: %s", n, out);
+    last = t.samples;
+    free(out);
+  }
+  cr_expect_eq(last, 4);
+}
+
+Test(perf_script, limits) {
+  /* a line longer than the maximum is skipped and counted; the next sample still parses */
+  size_t big = DNT_PERF_MAX_LINE + 100;
+  char *text = malloc(big + 256);
+  memset(text, 'x', big);
+  text[big] = '\n';
+  strcpy(text + big + 1, "t 1/2 3.000000001: cpu-clock: \n\t 10 f (/lib/a.so)\n\n");
+  struct transcript t;
+  char *out = parse_in_pieces(text, strlen(text), 0, 4096, &t);
+  cr_expect_eq(t.samples, 1, "%s", out);
+  cr_expect(strstr(out, "stats 1 0 1\n"), "%s", out);
+  free(out);
+  free(text);
+  /* a chain deeper than the maximum keeps its leaf end */
+  size_t cap = (DNT_PERF_MAX_FRAMES + 50) * 32 + 64;
+  text = malloc(cap);
+  size_t o = (size_t)snprintf(text, cap, "t 1/2 3.000000001: cpu-clock: \n");
+  for (int i = 0; i < DNT_PERF_MAX_FRAMES + 50; i++) o += (size_t)snprintf(text + o, cap - o, "\t %x f%d (/lib/a.so)\n", i + 1, i);
+  snprintf(text + o, cap - o, "\n");
+  struct dnt_perf_script_stats st;
+  static const dnt_perf_script_cb cb = {NULL, NULL};
+  dnt_perf_script *p = dnt_perf_script_new(&cb, NULL);
+  cr_assert_eq(dnt_perf_script_feed(p, text, strlen(text)), 0);
+  cr_assert_eq(dnt_perf_script_finish(p), 0);
+  dnt_perf_script_stats(p, &st);
+  cr_expect_eq(st.samples, 1);
+  cr_expect_eq(st.truncated_chains, 1);
+  dnt_perf_script_free(p);
+  free(text);
+}
+
+Test(perf_script, garbage_is_counted_never_fatal) {
+  unsigned seed = 12345;
+  char buf[4096];
+  static const dnt_perf_script_cb cb = {NULL, NULL};
+  for (int round = 0; round < 200; round++) {
+    for (size_t i = 0; i < sizeof buf; i++) {
+      seed = seed * 1103515245u + 12345u;
+      static const char alphabet[] = "0123456789abcdef /:()[]\t\n.xPERF_RECORD_MMAP2@-";
+      buf[i] = alphabet[(seed >> 16) % (sizeof alphabet - 1)];
+    }
+    dnt_perf_script *p = dnt_perf_script_new(&cb, NULL);
+    cr_assert_eq(dnt_perf_script_feed(p, buf, sizeof buf), 0);
+    cr_assert_eq(dnt_perf_script_finish(p), 0);
+    dnt_perf_script_free(p);
+  }
+}
+
+/* ---- the perf map ---- */
+
+Test(symtab, lookup_and_perf_map) {
+  char path[] = "/tmp/dnt-perfmap-XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert_geq(fd, 0);
+  const char *map = "0x1000 100 stub ReportStubBlock<X>\n"
+                    "1040 10 int32 [Sample] Sample.CpuWork::CountPrimes(int32)[OptimizedTier1]\n"
+                    "not a line\n"
+                    "2000 0 zero size\n"
+                    "3000 20 void [System.Private.CoreLib] System.Threading.Monitor::Wait(object)[PreJIT]\n";
+  cr_assert_eq(write(fd, map, strlen(map)), (ssize_t)strlen(map));
+  close(fd);
+  struct dnt_symtab t = {0};
+  size_t bad = 0;
+  cr_assert_eq(dnt_perfmap_load(&t, path, &bad), 0);
+  unlink(path);
+  cr_expect_eq(bad, 2);
+  cr_expect_eq(t.n, 3);
+  char name[256];
+  const char *s = dnt_symtab_find(&t, 0x1045);
+  cr_assert(s);
+  cr_expect_str_eq(dnt_perfmap_frame_name(s, name, sizeof name), "Sample!Sample.CpuWork.CountPrimes");
+  s = dnt_symtab_find(&t, 0x1050); /* past the method, still in the stub block */
+  cr_assert(s);
+  cr_expect_str_eq(dnt_perfmap_frame_name(s, name, sizeof name), "[stub] ReportStubBlock<X>");
+  cr_expect_null(dnt_symtab_find(&t, 0x1100));
+  cr_expect_null(dnt_symtab_find(&t, 0xfff));
+  s = dnt_symtab_find(&t, 0x301f);
+  cr_assert(s);
+  cr_expect_str_eq(dnt_perfmap_frame_name(s, name, sizeof name), "System.Private.CoreLib!System.Threading.Monitor.Wait");
+  cr_expect_null(dnt_symtab_find(&t, 0x3020));
+  cr_expect_eq(dnt_perfmap_load(&t, "/nonexistent/perf.map", NULL), -ENOENT);
+  dnt_symtab_release(&t);
+}
+
+/* ---- the command, with real perf ---- */
+
+static void require_perf(void) {
+  DNT_REQUIRE_TARGET();
+  const char *ci = getenv("CI");
+  int in_ci = ci && strcmp(ci, "true") == 0;
+  if (system("perf --version >/dev/null 2>&1") != 0) {
+    if (in_ci) cr_assert_fail("perf is not installed (CI=true: ./bootstrap.sh installs linux-perf)");
+    cr_skip_test("SKIP: perf is not installed (apt-get install linux-perf)");
+  }
+  if (system("perf record -e cpu-clock -o /dev/null -- true >/dev/null 2>&1") != 0) {
+    if (in_ci) cr_assert_fail("perf cannot record here (CI=true)");
+    cr_skip_test("SKIP: perf cannot record here (perf_event_paranoid, no permission)");
+  }
+}
+
+/* The exclusive share (%) of the report row naming fn, -1 when absent. */
+static double share_of(const char *report, const char *fn) {
+  const char *p = strstr(report, fn);
+  if (!p) return -1;
+  while (p > report && p[-1] != '\n') p--;
+  double ms, pct;
+  return sscanf(p, " %lf ms %lf%%", &ms, &pct) == 2 ? pct : -1;
+}
+
+static int fd_points_at(pid_t pid, const char *needle) {
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "ls -l /proc/%d/fd 2>/dev/null | grep -q '%s'", (int)pid, needle);
+  return system(cmd) == 0;
+}
+
+static void perf_on(dnt_target_mode mode, const char *tag) {
+  require_perf();
+  dnt_target t;
+  dnt_target_opts o = {.mode = mode, .wait_socket = 1, .timeout_ms = 30000};
+  char err[512];
+  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "cannot start the sample target: %s", err);
+  char dir[] = "/tmp/dnt-perf-XXXXXX", base[128], pid[16], map[64];
+  cr_assert(mkdtemp(dir));
+  snprintf(base, sizeof base, "%s/%s", dir, tag);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  snprintf(map, sizeof map, "perf-%d.map", (int)t.ns_pid);
+  cr_expect_not(fd_points_at(t.pid, map), "the perf map is off before");
+  struct dnt_run r;
+  int rc = dnt_run_dntrace(&r, "perf", "-p", pid, "--duration", "4s", "-o", base, "--top", "400", "--threads",
+                           "--format", "folded", NULL);
+  cr_assert_eq(rc, 0, "dntrace perf: %s%s", r.out, r.err);
+  /* CountPrimes is the cpu-work thread's loop: named, and on top */
+  const char *first = strstr(r.out, "Function\n");
+  cr_assert(first, "%s", r.out);
+  first = strchr(first, '\n') + 1;
+  const char *hit = strstr(first, "Sample.CpuWork.CountPrimes"), *eol = strchr(first, '\n');
+  cr_expect(hit && eol && hit < eol, "CountPrimes heads the report:\n%s", r.out);
+  double count_primes = share_of(r.out, "Sample!Sample.CpuWork.CountPrimes");
+  cr_expect_gt(count_primes, 40, "CountPrimes has %.1f%% of the CPU samples:\n%s", count_primes, r.out);
+  /* WaitLoop blocks: on a CPU almost never */
+  double wait_loop = share_of(r.out, "Sample.BlockingWork.WaitLoop");
+  cr_expect_lt(wait_loop, 2.0, "WaitLoop %.1f%% (-1: absent) is near zero:\n%s", wait_loop, r.out);
+  /* frames no table names: a stray stub at most, not a share worth a line */
+  double unnamed = 0;
+  const char *end = strstr(first, "\n\n");
+  for (const char *q = first; (q = strstr(q, "?!0x")) && (!end || q < end); q++) {
+    const char *line = q;
+    while (line > first && line[-1] != '\n') line--;
+    double ms, pct;
+    if (sscanf(line, " %lf ms %lf%%", &ms, &pct) == 2) unnamed += pct;
+  }
+  cr_expect_lt(unnamed, 2.0, "unnamed frames have %.1f%% of the samples:\n%s", unnamed, r.out);
+  dnt_run_free(&r);
+  cr_expect_not(fd_points_at(t.pid, map), "the perf map is off again after dntrace perf");
+  char folded[160], cmd[400];
+  snprintf(folded, sizeof folded, "%s.folded", base);
+  cr_expect_eq(access(folded, R_OK), 0, "%s written", folded);
+  dnt_target_stop(&t);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+Test(perf_runtime, cpu_view_of_the_sample, .timeout = 120) { perf_on(DNT_TARGET_PLAIN, "plain"); }
+
+/* The target has a /tmp of its own: its perf map is read through /proc/PID/root. */
+Test(perf_runtime, private_mount_namespace, .timeout = 120) { perf_on(DNT_TARGET_MOUNTNS_PRIVATE_TMP, "mntns"); }
+
+Test(perf_cli, errors) {
+  struct dnt_run r;
+  cr_expect_eq(dnt_run_dntrace(&r, "perf", NULL), 2, "no target: usage");
+  dnt_run_free(&r);
+  cr_expect_eq(dnt_run_dntrace(&r, "perf", "-p", "1", "-F", "0", NULL), 2);
+  cr_expect(strstr(r.err, "-F"), "%s", r.err);
+  dnt_run_free(&r);
+  char *const argv[] = {(char *)dnt_bin(), "perf", "-p", "1", NULL};
+  const char *const env[] = {"PATH=/nonexistent", NULL};
+  cr_expect_eq(dnt_run_argv(&r, argv, env, 20000), 1, "%s", r.err);
+  cr_expect(strstr(r.err, "perf is not installed"), "one clear line: %s", r.err);
+  dnt_run_free(&r);
+}
