@@ -60,6 +60,9 @@ int dsipc__utf16le_to_utf8(const uint8_t *p, size_t units, char **out);
 /* A connectable address for path: itself, or /proc/self/fd/N/<name> when path is longer than
  * sun_path (*dirfd then holds N, to close after connecting). */
 int dsipc__short_alias(const char *path, char *alias, size_t cap, int *dirfd);
+/* Connects to the socket at path (any length), retrying briefly while the runtime's listener
+ * refuses; *out a non-blocking fd. 0, or an error with st filled. */
+int dsipc__connect(const char *path, int *out, dsipc_status *st);
 
 /* Largest string we accept from a runtime, in UTF-16 units (a command line can be long). */
 #define DSIPC__MAX_STRING_UNITS (1u << 20)

@@ -99,21 +99,6 @@ static void start_exchange(dsipc_stream *s) {
   if (rc) end(s, dsipc__fail(&s->st, -EPIPE, 0, "cannot talk to '%s': %s", s->what, uv_strerror(rc)));
 }
 
-static void on_connect(uv_connect_t *c, int status) {
-  dsipc_stream *s = c->data;
-  if (s->dirfd >= 0) {
-    close(s->dirfd);
-    s->dirfd = -1;
-  }
-  if (s->ended || s->closing) return;
-  if (status < 0) {
-    end(s, dsipc__fail(&s->st, status == UV_EACCES ? -EACCES : -ECONNREFUSED, 0, "cannot connect to '%s': %s",
-                       s->what, uv_strerror(status)));
-    return;
-  }
-  start_exchange(s);
-}
-
 static void on_timeout(uv_timer_t *t) {
   dsipc_stream *s = t->data;
   end(s, dsipc__fail(&s->st, DSIPC_ETIMEDOUT, 0, "no reply from '%s' within %llu ms", s->what,
@@ -145,11 +130,10 @@ int dsipc_stream_open(struct uv_loop_s *loop, const char *path, int fd, const ds
   dsipc_framer_init(&s->framer);
   dsipc_buf_init(&s->req);
   snprintf(s->what, sizeof s->what, "%s", path ? path : "the runtime's connection");
-  char alias[128];
   int rc = 0;
-  if (fd < 0 && (rc = dsipc__short_alias(path, alias, sizeof alias, &s->dirfd)) != 0) {
+  if (fd < 0 && (rc = dsipc__connect(path, &fd, st)) != 0) {
     dsipc__free(s);
-    return dsipc__fail(st, rc, 0, "cannot reach '%s': %s", path, strerror(-rc));
+    return rc;
   }
   s->req.data = dsipc__malloc(req->len);
   if (!s->req.data) {
@@ -166,7 +150,7 @@ int dsipc_stream_open(struct uv_loop_s *loop, const char *path, int fd, const ds
   s->pipe.data = s->timer.data = s->connect_req.data = s;
   s->open_handles = 2;
   uv_timer_start(&s->timer, on_timeout, reply_timeout_ms, 0);
-  if (fd >= 0) {
+  {
     rc = uv_pipe_open(&s->pipe, fd);
     if (rc) {
       close(fd);
@@ -177,8 +161,6 @@ int dsipc_stream_open(struct uv_loop_s *loop, const char *path, int fd, const ds
       return -EBADF;
     }
     start_exchange(s);
-  } else {
-    uv_pipe_connect(&s->connect_req, &s->pipe, alias, on_connect);
   }
   dsipc__ok(st);
   *out = s;

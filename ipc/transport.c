@@ -6,7 +6,9 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -119,20 +121,6 @@ static void start_exchange(struct xact *x) {
   if (rc) finish(x, dsipc__fail(x->st, -EPIPE, 0, "cannot talk to '%s': %s", x->what, uv_strerror(rc)));
 }
 
-static void on_connect(uv_connect_t *c, int status) {
-  struct xact *x = c->data;
-  if (x->done) return;
-  if (status < 0) {
-    const char *hint = status == UV_ECONNREFUSED ? " (the process has exited, or its runtime stopped listening)"
-                       : status == UV_EACCES    ? " (run as the process's user, or as root)"
-                                                 : "";
-    finish(x, dsipc__fail(x->st, status == UV_EACCES ? -EACCES : -ECONNREFUSED, 0, "cannot connect to '%s': %s%s",
-                          x->what, uv_strerror(status), hint));
-    return;
-  }
-  start_exchange(x);
-}
-
 static void on_timeout(uv_timer_t *t) {
   struct xact *x = t->data;
   finish(x, dsipc__fail(x->st, DSIPC_ETIMEDOUT, 0, "no answer from '%s' within %llu ms", x->what,
@@ -195,35 +183,71 @@ int dsipc__short_alias(const char *path, char *alias, size_t cap, int *dirfd) {
   return 0;
 }
 
-int dsipc_transact(const char *path, const dsipc_buf *req, uint64_t timeout_ms, dsipc_buf *reply, dsipc_buf *cont,
-                   dsipc_status *st) {
+/* A runtime's listener can refuse for a moment (it recreates its socket after a failed
+ * connection; a full backlog says EAGAIN): a few quick retries, ~300 ms in all, before "refused". */
+#define CONNECT_TRIES 5
+
+int dsipc__connect(const char *path, int *out, dsipc_status *st) {
   char alias[128];
   int dirfd;
+  *out = -1;
   int rc = dsipc__short_alias(path, alias, sizeof alias, &dirfd);
   if (rc) return dsipc__fail(st, rc, 0, "cannot reach '%s': %s", path, strerror(-rc));
-  struct xact *x = dsipc__malloc(sizeof *x);
-  if (!x) {
-    if (dirfd >= 0) close(dirfd);
-    return dsipc__fail(st, DSIPC_ENOMEM, 0, "out of memory");
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  memcpy(sa.sun_path, alias, strlen(alias) + 1); /* short_alias made it fit */
+  int err = 0;
+  for (int attempt = 0; attempt < CONNECT_TRIES; attempt++) {
+    if (attempt) {
+      struct timespec pause = {0, 20000000L << (attempt - 1)}; /* 20, 40, 80, 160 ms */
+      nanosleep(&pause, NULL);
+    }
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+      err = errno;
+      break;
+    }
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
+      *out = fd;
+      err = 0;
+      break;
+    }
+    err = errno;
+    close(fd);
+    if (err != ECONNREFUSED && err != EAGAIN && err != ENOENT) break;
   }
-  rc = xact_init(x, req, timeout_ms, reply, cont, st, path);
-  if (rc == 0) {
-    uv_pipe_connect(&x->connect_req, &x->pipe, alias, on_connect);
-    rc = xact_run(x);
-  }
-  dsipc__free(x);
   if (dirfd >= 0) close(dirfd);
-  return rc;
+  if (!err) return 0;
+  const char *hint = err == ECONNREFUSED ? " (the process has exited, or its runtime stopped listening)"
+                     : err == EACCES     ? " (run as the process's user, or as root)"
+                                         : "";
+  return dsipc__fail(st, err == EACCES ? -EACCES : -ECONNREFUSED, 0, "cannot connect to '%s': %s%s", path,
+                     strerror(err), hint);
+}
+
+static int transact_fd(int fd, const dsipc_buf *req, uint64_t timeout_ms, dsipc_buf *reply, dsipc_buf *cont,
+                       dsipc_status *st, const char *what);
+
+int dsipc_transact(const char *path, const dsipc_buf *req, uint64_t timeout_ms, dsipc_buf *reply, dsipc_buf *cont,
+                   dsipc_status *st) {
+  int fd;
+  int rc = dsipc__connect(path, &fd, st);
+  if (rc) return rc;
+  return transact_fd(fd, req, timeout_ms, reply, cont, st, path);
 }
 
 int dsipc_transact_fd(int fd, const dsipc_buf *req, uint64_t timeout_ms, dsipc_buf *reply, dsipc_buf *cont,
                       dsipc_status *st) {
+  return transact_fd(fd, req, timeout_ms, reply, cont, st, "the runtime's connection");
+}
+
+static int transact_fd(int fd, const dsipc_buf *req, uint64_t timeout_ms, dsipc_buf *reply, dsipc_buf *cont,
+                       dsipc_status *st, const char *what) {
   struct xact *x = dsipc__malloc(sizeof *x);
   if (!x) {
     close(fd);
     return dsipc__fail(st, DSIPC_ENOMEM, 0, "out of memory");
   }
-  int rc = xact_init(x, req, timeout_ms, reply, cont, st, "the runtime's connection");
+  int rc = xact_init(x, req, timeout_ms, reply, cont, st, what);
   if (rc == 0) {
     rc = uv_pipe_open(&x->pipe, fd);
     if (rc) {

@@ -1,10 +1,16 @@
 /* `perf script` output into a dnt_profile (perf-profile.h). */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "perf-profile.h"
+#include "trace-input.h"
+#include "util.h"
 
 /* Native names by address: open addressing, names in one pool. */
 struct ipname {
@@ -27,6 +33,8 @@ struct dnt_perf_reader {
   uint64_t *ips;
   uint64_t used, first_time;
   int failed;
+  dnt_perf_observe_fn observe;
+  void *observe_ud;
 };
 
 static size_t slot(const struct dnt_perf_reader *r, uint64_t ip) {
@@ -93,6 +101,7 @@ static int on_mmap(void *ud, const dnt_perf_mmap *m) {
 
 static int on_sample(void *ud, const dnt_perf_sample *s) {
   struct dnt_perf_reader *r = ud;
+  if (r->observe) r->observe(r->observe_ud, s);
   if ((r->pid && s->pid != r->pid) || strcmp(s->event, r->event) != 0) return 0;
   size_t n = 0;
   for (size_t i = 0; i < s->nframes; i++) {
@@ -180,4 +189,75 @@ int dnt_perf_frame_kind(const char *name) {
   if (strstr(name, ".so") && strstr(name, ".so") < bang) return 'N';
   if (strncmp(name, "[stub]", 6) == 0) return 'N';
   return 'M';
+}
+
+void dnt_perf_reader_observe(dnt_perf_reader *r, dnt_perf_observe_fn fn, void *ud) {
+  r->observe = fn;
+  r->observe_ud = ud;
+}
+
+/* `perf script` on data, its output fed to the reader as it comes. 0 or -1 (error printed). */
+static int run_perf_script(const char *data, dnt_perf_reader *reader) {
+  int fds[2];
+  if (pipe(fds) != 0) return dnt_error("cannot create a pipe: %s", strerror(errno));
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  pid_t pid = fork();
+  if (pid < 0) return dnt_error("cannot start perf script: %s", strerror(errno));
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    close(fds[1]);
+    int null = open("/dev/null", O_WRONLY);
+    if (null >= 0) dup2(null, 2);
+    char *const argv[] = {"perf", "script", "-i", (char *)data, "--ns", "--show-mmap-events",
+                          "-F", "comm,pid,tid,time,event,ip,sym,dso,trace", NULL};
+    execvp("perf", argv);
+    _exit(127);
+  }
+  close(fds[1]);
+  static char buf[256 * 1024];
+  ssize_t n;
+  uint64_t bytes = 0;
+  int rc = 0;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0) {
+    bytes += (uint64_t)n;
+    if (!rc && dnt_perf_reader_feed(reader, buf, (size_t)n) != 0) rc = dnt_error("out of memory reading perf script");
+  }
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!rc && dnt_perf_reader_finish(reader) != 0) rc = dnt_error("out of memory reading perf script");
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+  if (!rc && (!WIFEXITED(status) || WEXITSTATUS(status) != 0))
+    return dnt_error("perf script failed on '%s' (exit %d)", data, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  printf("Read %.1f MB of perf script output in %.2f s (%.0f MB/s, perf script itself included)\n",
+         (double)bytes / 1e6, secs, secs > 0 ? (double)bytes / 1e6 / secs : 0);
+  return rc;
+}
+
+dnt_perf_reader *dnt_perf_load(struct dnt_profile *prof, const char *data, const char *trace, const char *map,
+                               double sample_ms, struct dnt_symtab *perfmap, dnt_perf_observe_fn fn, void *ud) {
+  if (map && access(map, R_OK) == 0) {
+    size_t bad = 0;
+    int rc = dnt_perfmap_load(perfmap, map, &bad);
+    if (rc < 0) dnt_warning("cannot read the perf map '%s': %s", map, strerror(-rc));
+  }
+  if (trace) {
+    ntr_callbacks cb;
+    dnt_profile_callbacks(&cb);
+    char err[512] = "";
+    if (dnt_trace_read(trace, &cb, prof, NULL, err, sizeof err) < 0)
+      dnt_warning("%s: %s (managed frames are named from the perf map alone)", trace, err);
+  }
+  dnt_perf_reader *r = dnt_perf_reader_new(prof, 0, "cpu-clock", sample_ms, perfmap);
+  if (!r) dnt_die(1, "out of memory");
+  if (fn) dnt_perf_reader_observe(r, fn, ud);
+  if (run_perf_script(data, r) < 0) {
+    dnt_perf_reader_free(r);
+    return NULL;
+  }
+  dnt_profile_finish(prof);
+  return r;
 }

@@ -31,6 +31,18 @@ int dnt_perf_reader_finish(dnt_perf_reader *r);
 /* Samples taken, and how many of their frames no table could name. */
 void dnt_perf_reader_stats(const dnt_perf_reader *r, struct dnt_perf_script_stats *st, uint64_t *samples_used);
 
+/* Sees every sample perf script gave (all events, sched_switch too), before the profile does. */
+typedef void (*dnt_perf_observe_fn)(void *ud, const dnt_perf_sample *s);
+void dnt_perf_reader_observe(dnt_perf_reader *r, dnt_perf_observe_fn fn, void *ud);
+
+/* The whole post-processing of a recording: the method table of `trace` (a .nettrace with
+ * method events, may be NULL) and the perf map copy `map` (may be NULL or missing) loaded, then
+ * `perf script` run on `data` (argv, no shell) and read as a stream into prof, which is then
+ * finished. perfmap: caller-owned storage for the map (release it after the profile). Prints the
+ * throughput. Returns the reader (free it after prof), or NULL with the error printed. */
+dnt_perf_reader *dnt_perf_load(struct dnt_profile *prof, const char *data, const char *trace, const char *map,
+                               double sample_ms, struct dnt_symtab *perfmap, dnt_perf_observe_fn fn, void *ud);
+
 /* Whether a frame name is of managed code (`Module!Namespace.Type.Method`), native code
  * (`lib.so!sym`, `lib.so!0xOFF`), the kernel (`[kernel]!sym`), or unknown (`?!0x...`): for
  * colouring flame graphs. 'M', 'N', 'K' or '?'. */

@@ -101,7 +101,9 @@ Test(collect, default_session_has_samples_of_cpu_work_and_rundown, .timeout = 12
   double took = now() - t0;
   cr_assert(strstr(r.out, "0x000000100003801D   Informational(4)   --profile"), "the default profiles are announced:\n%s", r.out);
   cr_assert(strstr(r.out, "Trace completed"), "%s", r.out);
-  cr_assert(took >= 3.0 && took < 4.5, "--duration 3s took %.2f s", took);
+  /* the stop itself is timed to the millisecond by duration_stops_on_time; here the rundown and a
+   * loaded machine add what they add */
+  cr_assert(took >= 3.0 && took < 15, "--duration 3s took %.2f s", took);
 
   static struct nt_scan s;
   cr_assert_eq(nt_scan_file(out, &s), 0);

@@ -1,0 +1,198 @@
+/* Linux perf beside an EventPipe session (perf-record.h). */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "perf-record.h"
+#include "util.h"
+
+int dnt_perf_check(void) {
+  const char *path = getenv("PATH");
+  char buf[4096];
+  int found = 0;
+  for (const char *p = path ? path : "/usr/bin:/bin"; *p && !found;) {
+    size_t n = strcspn(p, ":");
+    snprintf(buf, sizeof buf, "%.*s/perf", (int)n, p);
+    found = access(buf, X_OK) == 0;
+    p += n + (p[n] == ':');
+  }
+  if (!found)
+    return dnt_error("perf is not installed (Debian: apt-get install linux-perf); 'dntrace collect' still gives "
+                     "the managed view");
+  if (geteuid() == 0) return 0;
+  FILE *fp = fopen("/proc/sys/kernel/perf_event_paranoid", "re");
+  int level = 2;
+  if (fp) {
+    if (fscanf(fp, "%d", &level) != 1) level = 2;
+    fclose(fp);
+  }
+  if (level <= 1) return 0;
+  return dnt_error("kernel.perf_event_paranoid is %d: perf may not watch other processes; run as root or "
+                   "'sysctl kernel.perf_event_paranoid=1'", level);
+}
+
+/* A quiet `perf record -e sched:sched_switch -- true`: tracepoints need a readable tracefs. */
+int dnt_perf_can_trace_sched(void) {
+  pid_t pid = fork();
+  if (pid < 0) return 0;
+  if (pid == 0) {
+    freopen("/dev/null", "w", stdout);
+    freopen("/dev/null", "w", stderr);
+    char *const argv[] = {"perf", "record", "-q", "-e", "sched:sched_switch", "-o", "/dev/null", "--", "true", NULL};
+    execvp("perf", argv);
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+static void on_exit_cb(uv_process_t *p, int64_t status, int sig) {
+  struct dnt_perf_record *pr = p->data;
+  pr->running = 0;
+  pr->status = (int)status;
+  pr->signal = sig;
+  uv_close((uv_handle_t *)p, NULL);
+  if (pr->on_exit) pr->on_exit(pr->ud);
+}
+
+static void on_err_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  static char chunk[4096];
+  (void)h, (void)suggested;
+  *buf = uv_buf_init(chunk, sizeof chunk);
+}
+
+static void on_err_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+  struct dnt_perf_record *pr = s->data;
+  if (n < 0) {
+    uv_close((uv_handle_t *)s, NULL);
+    return;
+  }
+  size_t room = sizeof pr->err_text - 1 - pr->err_len, take = (size_t)n < room ? (size_t)n : room;
+  memcpy(pr->err_text + pr->err_len, buf->base, take);
+  pr->err_len += take;
+  pr->err_text[pr->err_len] = '\0';
+}
+
+int dnt_perf_record_start(struct dnt_perf_record *pr, uv_loop_t *loop, int pid, int hz, int sched, const char *out,
+                          void (*on_exit)(void *ud), void *ud) {
+  memset(pr, 0, sizeof *pr);
+  pr->on_exit = on_exit;
+  pr->ud = ud;
+  char freq[16], target[16];
+  snprintf(freq, sizeof freq, "%d", hz);
+  snprintf(target, sizeof target, "%d", pid);
+  char *argv[20];
+  int n = 0;
+  argv[n++] = "perf", argv[n++] = "record", argv[n++] = "--quiet", argv[n++] = "-e", argv[n++] = "cpu-clock";
+  if (sched) argv[n++] = "-e", argv[n++] = "sched:sched_switch";
+  argv[n++] = "-g", argv[n++] = "-k", argv[n++] = "CLOCK_MONOTONIC", argv[n++] = "-F", argv[n++] = freq;
+  argv[n++] = "-p", argv[n++] = target, argv[n++] = "-o", argv[n++] = (char *)out, argv[n] = NULL;
+  uv_pipe_init(loop, &pr->err, 0);
+  pr->err.data = pr;
+  uv_stdio_container_t stdio[3] = {{.flags = UV_IGNORE}, {.flags = UV_IGNORE},
+                                   {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&pr->err}};
+  uv_process_options_t po = {.exit_cb = on_exit_cb, .file = "perf", .args = argv, .stdio_count = 3, .stdio = stdio};
+  pr->proc.data = pr;
+  int e = uv_spawn(loop, &pr->proc, &po);
+  if (e) {
+    uv_close((uv_handle_t *)&pr->err, NULL);
+    return dnt_error("cannot start perf: %s", uv_strerror(e));
+  }
+  pr->running = pr->started = 1;
+  uv_read_start((uv_stream_t *)&pr->err, on_err_alloc, on_err_read);
+  return 0;
+}
+
+void dnt_perf_record_stop(struct dnt_perf_record *pr) {
+  if (pr->running) uv_process_kill(&pr->proc, SIGINT);
+}
+
+int dnt_perf_record_ok(struct dnt_perf_record *pr, const char *out) {
+  /* stopped by our SIGINT, perf exits 0 (or dies of it before installing its handler) */
+  int ok = pr->started && (pr->status == 0 || pr->signal == SIGINT) && access(out, R_OK) == 0;
+  if (ok) return 1;
+  while (pr->err_len && pr->err_text[pr->err_len - 1] == '\n') pr->err_text[--pr->err_len] = '\0';
+  dnt_error("perf record failed (exit %d%s%s)%s%s", pr->status, pr->signal ? ", signal " : "",
+            pr->signal ? strsignal(pr->signal) : "", pr->err_len ? ":\n" : "", pr->err_text);
+  return 0;
+}
+
+/* The runtime's perf map was already on (DOTNET_PerfMapEnabled set and not 0)? Also finds where
+ * it writes the map: its TMPDIR, else /tmp, as it sees its own file system. */
+static int read_env(const dnt_session *s, char *tmpdir, size_t cap) {
+  char **env = NULL;
+  size_t n = 0;
+  dsipc_status st;
+  int on = 0;
+  snprintf(tmpdir, cap, "/tmp");
+  if (dsipc_process_env_get(s->target.ep.path, 10000, &env, &n, &st) != 0) return 0;
+  for (size_t i = 0; i < n; i++) {
+    const char *e = env[i];
+    if (strncmp(e, "DOTNET_PerfMapEnabled=", 22) == 0 || strncmp(e, "COMPlus_PerfMapEnabled=", 23) == 0) {
+      const char *v = strchr(e, '=') + 1;
+      on = v[0] && strcmp(v, "0") != 0;
+    } else if (strncmp(e, "TMPDIR=", 7) == 0 && e[7]) {
+      snprintf(tmpdir, cap, "%s", e + 7);
+    }
+  }
+  dsipc_env_free(env, n);
+  return on;
+}
+
+void dnt_perfmap_begin(struct dnt_perfmap_run *m, const dnt_session *s) {
+  char tmpdir[1024];
+  memset(m, 0, sizeof *m);
+  m->was_on = read_env(s, tmpdir, sizeof tmpdir);
+  snprintf(m->path, sizeof m->path, "/proc/%d/root%s/perf-%d.map", s->target.pid, tmpdir,
+           s->target.ep.ns_pid ? s->target.ep.ns_pid : s->target.pid);
+  m->existed = access(m->path, F_OK) == 0;
+  if (m->was_on) return;
+  dsipc_status st = {0};
+  int e = dsipc_perfmap_enable(s->target.ep.path, DSIPC_PERFMAP_PERFMAP, 10000, &st);
+  if (e == 0)
+    m->we_enabled = 1;
+  else if (e == DSIPC_EUNKNOWNCMD)
+    dnt_warning("this runtime (before .NET 8) cannot turn its perf map on; JIT frames are named from the "
+                "method events only (or start the app with DOTNET_PerfMapEnabled=1)");
+  else
+    dnt_warning("cannot turn the perf map on: %s", st.msg);
+}
+
+/* A byte copy; 0 or -errno. */
+static int copy_file(const char *from, const char *to) {
+  FILE *in = fopen(from, "rbe");
+  if (!in) return -errno;
+  FILE *out = fopen(to, "wbe");
+  if (!out) {
+    int e = -errno;
+    fclose(in);
+    return e;
+  }
+  char buf[65536];
+  size_t n;
+  int rc = 0;
+  while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+    if (fwrite(buf, 1, n, out) != n) rc = -EIO;
+  if (ferror(in)) rc = -EIO;
+  fclose(in);
+  if (fclose(out) != 0 && !rc) rc = -EIO;
+  return rc;
+}
+
+void dnt_perfmap_end(struct dnt_perfmap_run *m, const dnt_session *s, const char *save_to) {
+  if (save_to && (m->was_on || m->we_enabled)) {
+    int rc = copy_file(m->path, save_to);
+    if (rc) dnt_warning("cannot copy the perf map '%s': %s", m->path, strerror(-rc));
+  }
+  if (!m->we_enabled) return;
+  m->we_enabled = 0;
+  dsipc_status st = {0};
+  if (dsipc_perfmap_disable(s->target.ep.path, 10000, &st) != 0 && !s->ended)
+    dnt_warning("cannot turn the perf map off again: %s", st.msg);
+  if (!m->existed) unlink(m->path); /* the file this run made the runtime write */
+}
