@@ -34,6 +34,7 @@ int cmd_convert(int argc, char **argv);
 int cmd_events(int argc, char **argv);
 int cmd_counters(int argc, char **argv);
 int cmd_perf(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
 
 extern const char *const usage_ps[];
 extern const char *const usage_info[];
@@ -44,6 +45,7 @@ extern const char *const usage_convert[];
 extern const char *const usage_events[];
 extern const char *const usage_counters[];
 extern const char *const usage_perf[];
+extern const char *const usage_compare[];
 
 /* Converts a trace's samples (see cmd-convert.c); collect --format uses it after the session. */
 int dnt_convert(const char *trace, const char *format, const char *output);

@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "builtin.h"
+#include "collect-native.h"
 #include "dsipc.h"
 #include "ntr.h"
 #include "providers.h"
@@ -43,6 +44,7 @@ const char *const usage_collect[] = {
     "    --rundown BOOL           method and module rundown at the end (default true)",
     "    --rundown-keyword HEX    a custom rundown keyword (runtime 9 and later)",
     "    --format FORMAT          nettrace (default), or also speedscope, chromium, flamegraph, folded",
+    "    --native                 also record the process with Linux perf, for 'dntrace compare'",
     "    --list-profiles          print the profiles and exit",
     "    -h, --help               show this help",
     NULL,
@@ -67,6 +69,8 @@ struct collect {
   uv_timer_t ticker, stopper_timer;
   uv_poll_t stdin_poll;
   int stdin_polling;
+  int native; /* 0 no, 1 perf set up, 2 its files written */
+  struct dnt_native nat;
 };
 
 static uint64_t now_ms(void) { return uv_hrtime() / 1000000u; }
@@ -112,9 +116,10 @@ static void on_session_data(void *ud, const uint8_t *p, size_t n) {
   c->bytes += n;
 }
 
-/* The stream is over: our handles go so that the loop can end. */
+/* The stream is over: our handles go so that the loop can end (perf too: its target is done). */
 static void on_session_end(void *ud) {
   struct collect *c = ud;
+  if (c->native) dnt_native_stop(&c->nat, &c->s);
   uv_close((uv_handle_t *)&c->sigint, NULL);
   uv_close((uv_handle_t *)&c->sigterm, NULL);
   uv_close((uv_handle_t *)&c->ticker, NULL);
@@ -131,6 +136,7 @@ static void stop_session(struct collect *c, const char *why) {
     printf("%s\n", why);
     fflush(stdout);
   }
+  if (c->native) dnt_native_stop(&c->nat, &c->s);
   dnt_session_stop(&c->s);
 }
 
@@ -205,7 +211,7 @@ static int parse_bool(const char *s) {
 int cmd_collect(int argc, char **argv) {
   enum {
     OPT_PROVIDERS = 1000, OPT_PROFILE, OPT_CLREVENTS, OPT_CLRLEVEL, OPT_BUFFERSIZE, OPT_DURATION, OPT_RUNDOWN,
-    OPT_RUNDOWN_KEYWORD, OPT_FORMAT, OPT_LIST_PROFILES, OPT_DIAG_PORT, OPT_SHOW_CHILD_IO, OPT_RESUME
+    OPT_RUNDOWN_KEYWORD, OPT_FORMAT, OPT_LIST_PROFILES, OPT_DIAG_PORT, OPT_SHOW_CHILD_IO, OPT_RESUME, OPT_NATIVE
   };
   static const struct option opts[] = {
       {"process-id", required_argument, NULL, 'p'},
@@ -225,6 +231,7 @@ int cmd_collect(int argc, char **argv) {
       {"dport", required_argument, NULL, OPT_DIAG_PORT},
       {"show-child-io", no_argument, NULL, OPT_SHOW_CHILD_IO},
       {"resume-runtime", required_argument, NULL, OPT_RESUME},
+      {"native", no_argument, NULL, OPT_NATIVE},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
@@ -235,7 +242,7 @@ int cmd_collect(int argc, char **argv) {
   uint32_t buffer_mb = DEFAULT_BUFFER_MB;
   const char *name = NULL, *output = NULL, *profiles = NULL, *clrevents = NULL, *diag_port = NULL;
   const char *format = NULL; /* a conversion to write beside the .nettrace */
-  int show_child_io = 0, resume_runtime = 1;
+  int show_child_io = 0, resume_runtime = 1, native = 0;
   char **child_argv = NULL;
   char *default_out = NULL;
   struct dnt_providers providers = {0};
@@ -293,6 +300,7 @@ int cmd_collect(int argc, char **argv) {
     }
     case OPT_DIAG_PORT: diag_port = optarg; break;
     case OPT_SHOW_CHILD_IO: show_child_io = 1; break;
+    case OPT_NATIVE: native = 1; break;
     case OPT_RUNDOWN_KEYWORD: {
       char *end;
       const char *k = strncasecmp(optarg, "0x", 2) == 0 ? optarg + 2 : optarg;
@@ -375,6 +383,19 @@ int cmd_collect(int argc, char **argv) {
     goto out;
   }
 
+  if (native && c.s.listener) {
+    dnt_error("--native needs a running process (-p or -n): perf watches a pid");
+    close(c.out_fd);
+    c.out_fd = -1;
+    unlink(output);
+    goto out;
+  }
+  if (native) {
+    if (dnt_native_begin(&c.nat, &c.s, output, 999) == 0)
+      c.native = 1;
+    else /* the line above said why perf cannot run; the managed view is still worth having */
+      dnt_warning("recording the EventPipe trace only");
+  }
   if (ntr_parser_new(&c.parser, NULL, NULL, NULL) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   dsipc_provider *wire = dnt_xmalloc(providers.n * sizeof *wire);
   for (size_t i = 0; i < providers.n; i++)
@@ -409,6 +430,8 @@ int cmd_collect(int argc, char **argv) {
     goto out;
   }
   if (resume_runtime) dnt_session_resume(&c.s);
+  if (c.native && dnt_native_start(&c.nat, c.loop, &c.s, NULL, NULL) != 0)
+    dnt_session_stop(&c.s); /* the two views were asked for together: the end reports the failure */
 
   c.start_ms = now_ms();
   uv_signal_init(c.loop, &c.sigint);
@@ -427,11 +450,20 @@ int cmd_collect(int argc, char **argv) {
     c.stdin_polling = 1;
     uv_poll_start(&c.stdin_poll, UV_READABLE, on_stdin);
   }
-  if (c.tty) printf("Press <Enter> or <Ctrl+C> to exit...\n");
+  if (c.tty)
+    printf("Press <Enter> or <Ctrl+C> to exit...\n");
+  else
+    printf("Tracing started. Ctrl+C (SIGINT) or SIGTERM stops it.\n"); /* when, for a script's log */
+  fflush(stdout);
   status_line(&c, 0);
   uv_run(c.loop, UV_RUN_DEFAULT);
   status_line(&c, 1);
 
+  int native_failed = 0;
+  if (c.native == 1) {
+    native_failed = dnt_native_end(&c.nat, &c.s) != 0;
+    c.native = 2;
+  }
   int complete = 0;
   ntr_stats stats = {0};
   if (c.parser && !c.parse_failed) {
@@ -479,6 +511,9 @@ int cmd_collect(int argc, char **argv) {
     dnt_error("the target ended the session before sending anything%s%s", c.s.end_msg[0] ? ": " : "", c.s.end_msg);
     unlink(output);
   }
+  if (rc == 0 && native_failed) rc = DNT_EXIT_FAILURE;
+  if (rc == 0 && c.native == 2)
+    printf("Compare the two views: dntrace compare %s\n", output);
   if (c.s.child_started) {
     if (!c.s.child_exited) {
       printf("Waiting for the command (pid %d) to exit...\n", c.s.target.pid);
@@ -488,6 +523,8 @@ int cmd_collect(int argc, char **argv) {
     if (rc == 0) rc = child_rc; /* dotnet-trace's rule: the command's exit code is ours */
   }
 out:
+  if (c.native == 1) dnt_perfmap_end(&c.nat.pm, &c.s, NULL); /* leave the target as it was found */
+  dnt_native_release(&c.nat);
   if (c.loop) dnt_session_close(&c.s);
   if (c.out_fd >= 0) close(c.out_fd);
   if (c.loop) {

@@ -18,6 +18,7 @@ static const struct dnt_cmd commands[] = {
     {"events", cmd_events, usage_events},
     {"counters", cmd_counters, usage_counters},
     {"perf", cmd_perf, usage_perf},
+    {"compare", cmd_compare, usage_compare},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

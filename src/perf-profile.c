@@ -102,7 +102,7 @@ static int on_mmap(void *ud, const dnt_perf_mmap *m) {
 static int on_sample(void *ud, const dnt_perf_sample *s) {
   struct dnt_perf_reader *r = ud;
   if (r->observe) r->observe(r->observe_ud, s);
-  if ((r->pid && s->pid != r->pid) || strcmp(s->event, r->event) != 0) return 0;
+  if ((r->pid && s->pid != r->pid) || !dnt_perf_event_is(s->event, r->event)) return 0;
   size_t n = 0;
   for (size_t i = 0; i < s->nframes; i++) {
     uint64_t ip = dnt_perf_maps_absolute(r->maps, s->pid, &s->frames[i]);
@@ -248,8 +248,10 @@ dnt_perf_reader *dnt_perf_load(struct dnt_profile *prof, const char *data, const
     ntr_callbacks cb;
     dnt_profile_callbacks(&cb);
     char err[512] = "";
+    dnt_profile_methods_only(prof, 1); /* its SampleProfiler samples are another view */
     if (dnt_trace_read(trace, &cb, prof, NULL, err, sizeof err) < 0)
       dnt_warning("%s: %s (managed frames are named from the perf map alone)", trace, err);
+    dnt_profile_methods_only(prof, 0);
   }
   dnt_perf_reader *r = dnt_perf_reader_new(prof, 0, "cpu-clock", sample_ms, perfmap);
   if (!r) dnt_die(1, "out of memory");

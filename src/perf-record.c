@@ -83,14 +83,22 @@ int dnt_perf_record_start(struct dnt_perf_record *pr, uv_loop_t *loop, int pid, 
   memset(pr, 0, sizeof *pr);
   pr->on_exit = on_exit;
   pr->ud = ud;
-  char freq[16], target[16];
-  snprintf(freq, sizeof freq, "%d", hz);
+  char clock_event[48], target[16];
+  /* The frequency goes on cpu-clock alone: a global -F would sample the tracepoints at that rate
+   * too and drop most switches, where every one of them is wanted (period 1, perf's default). */
+  snprintf(clock_event, sizeof clock_event, "cpu-clock/freq=%d/", hz);
   snprintf(target, sizeof target, "%d", pid);
-  char *argv[20];
+  char *argv[24];
   int n = 0;
-  argv[n++] = "perf", argv[n++] = "record", argv[n++] = "--quiet", argv[n++] = "-e", argv[n++] = "cpu-clock";
-  if (sched) argv[n++] = "-e", argv[n++] = "sched:sched_switch";
-  argv[n++] = "-g", argv[n++] = "-k", argv[n++] = "CLOCK_MONOTONIC", argv[n++] = "-F", argv[n++] = freq;
+  argv[n++] = "perf", argv[n++] = "record", argv[n++] = "--quiet", argv[n++] = "-e", argv[n++] = clock_event;
+  if (sched) {
+    argv[n++] = "-e", argv[n++] = "sched:sched_switch";
+    /* wake-ups by the target's own threads (a lock released, the sampler resuming the runtime):
+     * where a thread became runnable again; no stack needed. sched_waking, not sched_wakeup: the
+     * latter often fires on the wakee's CPU in whatever task runs there, outside the target. */
+    argv[n++] = "-e", argv[n++] = "sched:sched_waking/call-graph=no/";
+  }
+  argv[n++] = "-g", argv[n++] = "-k", argv[n++] = "CLOCK_MONOTONIC";
   argv[n++] = "-p", argv[n++] = target, argv[n++] = "-o", argv[n++] = (char *)out, argv[n] = NULL;
   uv_pipe_init(loop, &pr->err, 0);
   pr->err.data = pr;

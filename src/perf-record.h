@@ -26,8 +26,8 @@ struct dnt_perf_record {
   void *ud;
 };
 
-/* Starts `perf record -e cpu-clock [-e sched:sched_switch] -g -k CLOCK_MONOTONIC -F hz -p pid
- * -o out`. on_exit(ud) is called once perf has exited. pr: caller-owned, lives until then.
+/* Starts `perf record -e cpu-clock/freq=hz/ [-e sched:sched_switch -e sched:sched_waking] -g
+ * -k CLOCK_MONOTONIC -p pid -o out`. on_exit(ud) is called once perf has exited. pr: caller-owned, lives until then.
  * 0 or -1 (the error printed). */
 int dnt_perf_record_start(struct dnt_perf_record *pr, uv_loop_t *loop, int pid, int hz, int sched, const char *out,
                           void (*on_exit)(void *ud), void *ud);

@@ -364,3 +364,8 @@ uint64_t dnt_perf_maps_absolute(const dnt_perf_maps *m, int pid, const dnt_perf_
   }
   return file_mapped ? 0 : f->addr;
 }
+
+int dnt_perf_event_is(const char *event, const char *name) {
+  size_t n = strlen(name);
+  return strncmp(event, name, n) == 0 && (event[n] == '\0' || event[n] == '/');
+}

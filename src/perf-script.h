@@ -62,6 +62,9 @@ int dnt_perf_script_feed(dnt_perf_script *p, const char *buf, size_t n);
 /* The end of the input: a last sample without its blank line is delivered. */
 int dnt_perf_script_finish(dnt_perf_script *p);
 
+/* Whether a sample's event is `name`, also as perf prints it with its terms ("cpu-clock/freq=999/"). */
+int dnt_perf_event_is(const char *event, const char *name);
+
 struct dnt_perf_script_stats {
   uint64_t bytes, samples, mmaps, malformed_lines, truncated_chains;
 };

@@ -99,6 +99,7 @@ struct dnt_profile {
   /* names for what the trace's methods do not cover (perf's symbols, a perf map) */
   dnt_profile_namer namer;
   void *namer_ud;
+  int methods_only; /* a trace read for its method table: its own samples are not counted */
 };
 
 static uint32_t hash_bytes(const void *p, size_t n, uint32_t h) {
@@ -345,6 +346,7 @@ static int profile_on_event(void *ud, const ntr_event *ev) {
   }
   switch (p->last_kind) {
   case KIND_SAMPLE: {
+    if (p->methods_only) break;
     uint32_t kind = 2;
     if (ev->payload_size >= 4) memcpy(&kind, ev->payload, 4);
     uint32_t stack = stack_of(p, ev);
@@ -371,6 +373,8 @@ static int profile_on_event(void *ud, const ntr_event *ev) {
 }
 
 void dnt_profile_keep_timeline(struct dnt_profile *p) { p->keep_timeline = 1; }
+
+void dnt_profile_methods_only(struct dnt_profile *p, int on) { p->methods_only = on; }
 
 void dnt_profile_set_clock(struct dnt_profile *p, double sample_ms, uint64_t clock_hz, uint64_t start) {
   p->sample_ms = sample_ms;
@@ -442,6 +446,19 @@ static const struct method *find_method(const struct dnt_profile *p, uint64_t ip
   return NULL;
 }
 
+/* The threads, in order of first appearance, with their sample counts. */
+static void collect_threads(struct dnt_profile *p) {
+  p->threads = calloc(p->ncounts ? p->ncounts : 1, sizeof *p->threads);
+  p->thread_samples = calloc(p->ncounts ? p->ncounts : 1, sizeof *p->thread_samples);
+  if (!p->threads || !p->thread_samples) dnt_die(1, "out of memory");
+  for (size_t i = 0; i < p->ncounts; i++) {
+    size_t t = 0;
+    while (t < p->nthreads && p->threads[t] != p->counts[i].thread) t++;
+    if (t == p->nthreads) p->threads[p->nthreads++] = p->counts[i].thread;
+    p->thread_samples[t] += p->counts[i].samples;
+  }
+}
+
 void dnt_profile_finish(struct dnt_profile *p) {
   if (p->finished) return;
   p->finished = 1;
@@ -469,16 +486,7 @@ void dnt_profile_finish(struct dnt_profile *p) {
       p->frame_names[st->off + i] = intern_name(p, name);
     }
   }
-  /* threads, in order of first appearance */
-  p->threads = calloc(p->ncounts ? p->ncounts : 1, sizeof *p->threads);
-  p->thread_samples = calloc(p->ncounts ? p->ncounts : 1, sizeof *p->thread_samples);
-  if (!p->threads || !p->thread_samples) dnt_die(1, "out of memory");
-  for (size_t i = 0; i < p->ncounts; i++) {
-    size_t t = 0;
-    while (t < p->nthreads && p->threads[t] != p->counts[i].thread) t++;
-    if (t == p->nthreads) p->threads[p->nthreads++] = p->counts[i].thread;
-    p->thread_samples[t] += p->counts[i].samples;
-  }
+  collect_threads(p);
 }
 
 uint64_t dnt_profile_samples(const struct dnt_profile *p) { return p->samples; }
@@ -601,4 +609,47 @@ int dnt_profile_load(struct dnt_profile *prof, const char *path) {
     dnt_warning("%s: what came before is used; methods named only by the final rundown may show as addresses", err);
   dnt_profile_finish(prof);
   return rc == DNT_TRACE_COMPLETE ? 0 : 1;
+}
+
+void dnt_profile_clock(const struct dnt_profile *p, uint64_t *hz, uint64_t *start) {
+  *hz = p->qpc_frequency;
+  *start = p->sync_qpc;
+}
+
+static void *copy_of(const void *src, size_t n) {
+  void *dst = malloc(n ? n : 1);
+  if (!dst) dnt_die(1, "out of memory");
+  if (n) memcpy(dst, src, n);
+  return dst;
+}
+
+struct dnt_profile *dnt_profile_filter(const struct dnt_profile *p, dnt_profile_keep_fn keep, void *ud) {
+  struct dnt_profile *q = dnt_profile_new();
+  if (!q) return NULL;
+  q->sample_ms = p->sample_ms;
+  q->qpc_frequency = p->qpc_frequency;
+  q->sync_qpc = p->sync_qpc;
+  q->keep_timeline = p->keep_timeline;
+  /* the stacks and their names are shared knowledge: copied as they are */
+  q->frames = copy_of(p->frames, p->nframes * sizeof *p->frames);
+  q->nframes = q->capframes = p->nframes;
+  q->frame_names = copy_of(p->frame_names, p->nframes * sizeof *p->frame_names);
+  q->stacks = copy_of(p->stacks, p->nstacks * sizeof *p->stacks);
+  q->nstacks = q->capstacks = p->nstacks;
+  q->names = copy_of(p->names, p->nnames * sizeof *p->names);
+  for (size_t i = 0; i < p->nnames; i++) q->names[i] = dnt_xstrdup(p->names[i]);
+  q->nnames = q->capnames = p->nnames;
+  q->unmanaged_name = p->unmanaged_name;
+  for (size_t i = 0; i < p->ntimeline; i++) {
+    const struct sample *s = &p->timeline[i];
+    if (!keep(ud, s->thread, s->ts)) continue;
+    add_sample(q, s->thread, s->stack, s->external);
+    if (q->keep_timeline) {
+      GROW(q->timeline, q->ntimeline, q->captimeline);
+      q->timeline[q->ntimeline++] = *s;
+    }
+  }
+  q->finished = 1;
+  collect_threads(q);
+  return q;
 }

@@ -37,6 +37,10 @@ void dnt_profile_each_sample(const struct dnt_profile *p, dnt_profile_sample_fn 
  * with dnt_profile_add_ips (perf: 1e9 ticks, CLOCK_MONOTONIC ns, the first sample's time). */
 void dnt_profile_set_clock(struct dnt_profile *p, double sample_ms, uint64_t clock_hz, uint64_t start);
 
+/* While on, a trace loaded into p gives its method table only, not its samples (the perf view of
+ * `compare` names frames from the EventPipe trace it is compared with). */
+void dnt_profile_methods_only(struct dnt_profile *p, int on);
+
 /* One sample of thread: code addresses leaf first (ips borrowed for the call), at time in the
  * clock's ticks. Call before dnt_profile_finish. */
 void dnt_profile_add_ips(struct dnt_profile *p, uint64_t thread, uint64_t time, const uint64_t *ips, size_t n);
@@ -46,6 +50,15 @@ void dnt_profile_add_ips(struct dnt_profile *p, uint64_t thread, uint64_t time, 
  * address. Called during dnt_profile_finish; ud must live until then. */
 typedef int (*dnt_profile_namer)(void *ud, uint64_t ip, int leaf, char *buf, size_t cap);
 void dnt_profile_set_namer(struct dnt_profile *p, dnt_profile_namer fn, void *ud);
+
+/* The samples' clock: ticks per second and the trace's start, in ticks. */
+void dnt_profile_clock(const struct dnt_profile *p, uint64_t *hz, uint64_t *start);
+
+/* A new, finished profile of the samples of p (finished, its timeline kept) that keep accepts,
+ * given the sample's thread and time (the clock's ticks): the same names, counts of its own. For
+ * the on-CPU and off-CPU views of `compare`. NULL when out of memory; free with dnt_profile_free. */
+typedef int (*dnt_profile_keep_fn)(void *ud, uint64_t thread, uint64_t ticks);
+struct dnt_profile *dnt_profile_filter(const struct dnt_profile *p, dnt_profile_keep_fn keep, void *ud);
 
 /* Callbacks to hand the nettrace parser, with the profile as their ud. */
 void dnt_profile_callbacks(ntr_callbacks *cb);

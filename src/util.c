@@ -42,6 +42,12 @@ void *dnt_xmalloc(size_t n) {
   return p;
 }
 
+void *dnt_xrealloc(void *p, size_t n) {
+  void *grown = realloc(p, n ? n : 1);
+  if (!grown) dnt_die(DNT_EXIT_FAILURE, "out of memory allocating %zu bytes", n);
+  return grown;
+}
+
 char *dnt_xstrdup(const char *s) {
   size_t n = strlen(s) + 1;
   return memcpy(dnt_xmalloc(n), s, n);

@@ -16,6 +16,7 @@ void dnt_die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 
 /* Allocation that dies on failure: only for the CLI, never in the libraries. */
 void *dnt_xmalloc(size_t n);
+void *dnt_xrealloc(void *p, size_t n);
 char *dnt_xstrdup(const char *s);
 
 /* Writes s as a JSON string literal (with quotes) to fp. */

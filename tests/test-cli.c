@@ -11,7 +11,7 @@
 #include "config.h"
 #include "lib/run.h"
 
-static const char *commands[] = {"ps", "info", "collect", "dump", "report", "convert", "events", "counters", "perf"};
+static const char *commands[] = {"ps", "info", "collect", "dump", "report", "convert", "events", "counters", "perf", "compare"};
 
 /* The SYNOPSIS of a man page, with the roff escapes taken out. */
 static char *man_synopsis(const char *cmd) {

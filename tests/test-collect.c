@@ -101,7 +101,7 @@ Test(collect, default_session_has_samples_of_cpu_work_and_rundown, .timeout = 12
   double took = now() - t0;
   cr_assert(strstr(r.out, "0x000000100003801D   Informational(4)   --profile"), "the default profiles are announced:\n%s", r.out);
   cr_assert(strstr(r.out, "Trace completed"), "%s", r.out);
-  /* the stop itself is timed to the millisecond by duration_stops_on_time; here the rundown and a
+  /* the stop itself is timed by duration_2s_stops_within_a_second; here the rundown and a
    * loaded machine add what they add */
   cr_assert(took >= 3.0 && took < 15, "--duration 3s took %.2f s", took);
 
@@ -297,16 +297,19 @@ Test(collect, duration_2s_stops_within_a_second, .timeout = 60) {
   snprintf(pid, sizeof pid, "%d", (int)t.pid);
   char *argv[] = {(char *)dnt_bin(), "collect", "-p", pid, "-o", out, "--duration", "00:00:00:02", NULL};
   fclose(fopen(log, "w")); /* exists before the child opens it */
-  double t0 = now(), stopped = 0;
+  double t0 = now(), started = 0, stopped = 0;
   pid_t d = spawn_dntrace(argv, log);
-  while (!stopped && now() - t0 < 20) {
+  /* from the session's start (a loaded machine may take a while to get there) to the stop */
+  while (!stopped && now() - t0 < 60) {
     char *text = slurp(log);
-    if (strstr(text, "Duration reached")) stopped = now() - t0;
+    if (!started && strstr(text, "Tracing started")) started = now();
+    if (started && strstr(text, "Duration reached")) stopped = now() - started;
     free(text);
     usleep(10000);
   }
-  cr_assert_eq(wait_exit(d, 30), 0);
-  cr_assert(stopped >= 2.0 && stopped < 3.0, "stopped after %.2f s", stopped);
+  cr_assert_eq(wait_exit(d, 60), 0);
+  cr_assert(started, "the start is announced");
+  cr_assert(stopped >= 1.9 && stopped < 3.0, "stopped %.2f s after the start", stopped);
   dnt_target_stop(&t);
   unlink(out);
   unlink(log);

@@ -230,20 +230,6 @@ Test(symtab, lookup_and_perf_map) {
 
 /* ---- the command, with real perf ---- */
 
-static void require_perf(void) {
-  DNT_REQUIRE_TARGET();
-  const char *ci = getenv("CI");
-  int in_ci = ci && strcmp(ci, "true") == 0;
-  if (system("perf --version >/dev/null 2>&1") != 0) {
-    if (in_ci) cr_assert_fail("perf is not installed (CI=true: ./bootstrap.sh installs linux-perf)");
-    cr_skip_test("SKIP: perf is not installed (apt-get install linux-perf)");
-  }
-  if (system("perf record -e cpu-clock -o /dev/null -- true >/dev/null 2>&1") != 0) {
-    if (in_ci) cr_assert_fail("perf cannot record here (CI=true)");
-    cr_skip_test("SKIP: perf cannot record here (perf_event_paranoid, no permission)");
-  }
-}
-
 /* The exclusive share (%) of the report row naming fn, -1 when absent. */
 static double share_of(const char *report, const char *fn) {
   const char *p = strstr(report, fn);
@@ -260,7 +246,7 @@ static int fd_points_at(pid_t pid, const char *needle) {
 }
 
 static void perf_on(dnt_target_mode mode, const char *tag) {
-  require_perf();
+  DNT_REQUIRE_PERF();
   dnt_target t;
   dnt_target_opts o = {.mode = mode, .wait_socket = 1, .timeout_ms = 30000};
   char err[512];

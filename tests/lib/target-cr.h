@@ -21,4 +21,20 @@
     }                                                                                              \
   } while (0)
 
+/* Skips (with the reason) when perf cannot record here; under CI=true a failure, as above. */
+#define DNT_REQUIRE_PERF()                                                                         \
+  do {                                                                                             \
+    DNT_REQUIRE_TARGET();                                                                          \
+    const char *ci_ = getenv("CI");                                                                \
+    int in_ci_ = ci_ && strcmp(ci_, "true") == 0;                                                  \
+    if (system("perf --version >/dev/null 2>&1") != 0) {                                           \
+      if (in_ci_) cr_assert_fail("perf is not installed (CI=true: ./bootstrap.sh installs linux-perf)"); \
+      cr_skip_test("SKIP: perf is not installed (apt-get install linux-perf)");                    \
+    }                                                                                              \
+    if (system("perf record -e cpu-clock -o /dev/null -- true >/dev/null 2>&1") != 0) {           \
+      if (in_ci_) cr_assert_fail("perf cannot record here (CI=true)");                             \
+      cr_skip_test("SKIP: perf cannot record here (perf_event_paranoid, no permission)");          \
+    }                                                                                              \
+  } while (0)
+
 #endif

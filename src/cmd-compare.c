@@ -1,0 +1,288 @@
+/* dntrace compare: EventPipe's thread-time view beside perf's on-CPU view of one recording
+ * (`collect --native`), and every EventPipe sample classified on-CPU or off-CPU.
+ *
+ * The SampleProfiler samples each managed thread every millisecond whether it runs or waits;
+ * perf's cpu-clock samples a thread only while it is on a CPU. Both clocks are CLOCK_MONOTONIC,
+ * so an EventPipe sample of thread T at time t was on a CPU when perf sampled T within one
+ * window of t. perf's sched_switch records (where tracefs could be read) then tell an off-CPU
+ * sample blocked (the thread went to sleep) from runnable (it was preempted, waiting for a CPU).
+ * docs/native-stacks.md explains the method and its error bound. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "builtin.h"
+#include "collect-native.h"
+#include "cpu-states.h"
+#include "perf-profile.h"
+#include "profile.h"
+#include "util.h"
+
+const char *const usage_compare[] = {
+    "dntrace compare TRACE [--top N] [--window MS] [--format FORMAT]",
+    "Compare a trace's EventPipe thread time with perf's on-CPU time (recorded by 'collect --native')",
+    "    TRACE                    the .nettrace of 'dntrace collect --native' (its .perf.data beside it)",
+    "    --top N                  functions in each table (default 10)",
+    "    --window MS              an EventPipe sample is on-CPU when perf sampled its thread within",
+    "                             this many ms (default: 1.5 perf periods)",
+    "    --format FORMAT          also write the on-CPU and off-CPU profiles as folded, speedscope,",
+    "                             chromium or flamegraph",
+    "    -h, --help               show this help",
+    NULL,
+};
+
+/* ---- classifying the EventPipe samples ---- */
+
+struct classifier {
+  const dnt_cpu_states *states;
+  uint64_t hz;
+  struct per_thread {
+    uint64_t tid, counts[4]; /* by enum dnt_cpu_state */
+  } *threads;
+  size_t nthreads, capthreads;
+  uint64_t totals[4];
+};
+
+static struct per_thread *count_row(struct classifier *c, uint64_t tid) {
+  for (size_t i = 0; i < c->nthreads; i++)
+    if (c->threads[i].tid == tid) return &c->threads[i];
+  if (c->nthreads == c->capthreads) {
+    c->capthreads = c->capthreads ? 2 * c->capthreads : 64;
+    c->threads = dnt_xrealloc(c->threads, c->capthreads * sizeof *c->threads);
+  }
+  c->threads[c->nthreads] = (struct per_thread){.tid = tid};
+  return &c->threads[c->nthreads++];
+}
+
+static uint64_t to_ns(const struct classifier *c, uint64_t ticks) {
+  return c->hz == 1000000000u || !c->hz ? ticks : (uint64_t)((double)ticks * 1e9 / (double)c->hz);
+}
+
+static int count_sample(void *ud, uint64_t tid, uint64_t ticks) {
+  struct classifier *c = ud;
+  enum dnt_cpu_state k = dnt_cpu_state_at(c->states, tid, to_ns(c, ticks));
+  count_row(c, tid)->counts[k]++;
+  c->totals[k]++;
+  return 0; /* counted, not kept */
+}
+
+static int keep_on(void *ud, uint64_t tid, uint64_t ticks) {
+  const struct classifier *c = ud;
+  return dnt_cpu_state_at(c->states, tid, to_ns(c, ticks)) == DNT_ON_CPU;
+}
+
+static int keep_off(void *ud, uint64_t tid, uint64_t ticks) {
+  const struct classifier *c = ud;
+  enum dnt_cpu_state k = dnt_cpu_state_at(c->states, tid, to_ns(c, ticks));
+  return k == DNT_OFF_BLOCKED || k == DNT_OFF_RUNNABLE;
+}
+
+/* ---- output ---- */
+
+/* Thread names from TRACE.threads ("tid\tname" lines): /proc's names beat perf's comm. */
+static void read_thread_names(dnt_cpu_states *cs, const char *path) {
+  FILE *fp = fopen(path, "re");
+  if (!fp) return;
+  char line[256];
+  while (fgets(line, sizeof line, fp)) {
+    char *tab = strchr(line, '\t');
+    if (!tab) continue;
+    line[strcspn(line, "\n")] = '\0';
+    uint64_t tid = strtoull(line, NULL, 10);
+    if (tid && dnt_cpu_states_name(cs, tid, tab + 1) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  }
+  fclose(fp);
+}
+
+static double pct(uint64_t part, uint64_t whole) { return whole ? 100.0 * (double)part / (double)whole : 0; }
+
+static uint64_t exclusive_of(const struct dnt_profile_row *rows, size_t n, const char *name) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(rows[i].name, name) == 0) return rows[i].exclusive;
+  return 0;
+}
+
+static void method_table(const struct dnt_profile *ep, const struct dnt_profile *perf, size_t top) {
+  size_t ne = dnt_profile_nnames(ep) + 1, np = dnt_profile_nnames(perf) + 1;
+  struct dnt_profile_row *er = dnt_xmalloc(ne * sizeof *er), *pr = dnt_xmalloc(np * sizeof *pr);
+  ne = dnt_profile_top(ep, (size_t)-1, 0, er, ne);
+  np = dnt_profile_top(perf, (size_t)-1, 0, pr, np);
+  uint64_t et = dnt_profile_samples(ep), pt = dnt_profile_samples(perf);
+  printf("Per function, exclusive: EventPipe thread time (running or waiting) beside perf time on a CPU\n");
+  printf("  %10s  %10s  %s\n", "EventPipe", "perf", "Function");
+  /* the top of the EventPipe view, then what perf adds to it */
+  size_t etop = ne < top ? ne : top, ptop = np < top ? np : top;
+  for (size_t i = 0; i < etop + ptop; i++) {
+    const char *name = i < etop ? er[i].name : pr[i - etop].name;
+    if (i >= etop && exclusive_of(er, etop, name)) continue; /* shown already */
+    printf("  %9.1f%%  %9.1f%%  %s\n", pct(exclusive_of(er, ne, name), et), pct(exclusive_of(pr, np, name), pt), name);
+  }
+  free(er);
+  free(pr);
+}
+
+int cmd_compare(int argc, char **argv) {
+  enum { OPT_TOP = 1000, OPT_WINDOW, OPT_FORMAT };
+  static const struct option opts[] = {
+      {"top", required_argument, NULL, OPT_TOP},
+      {"window", required_argument, NULL, OPT_WINDOW},
+      {"format", required_argument, NULL, OPT_FORMAT},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0},
+  };
+  char shortopts[32];
+  dnt_shortopts(opts, shortopts, sizeof shortopts);
+  int opt, rc = DNT_EXIT_USAGE;
+  long top = 10;
+  double window_ms = 0;
+  const char *format = NULL;
+  dnt_cpu_states *states = NULL;
+  struct classifier cls = {0};
+  struct dnt_symtab perfmap = {0};
+  struct dnt_profile *ep = NULL, *perf = NULL, *on = NULL, *off = NULL;
+  dnt_perf_reader *reader = NULL;
+  char *data = NULL, *map = NULL, *threads = NULL, *trace = NULL;
+  optind = 1;
+  while ((opt = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
+    switch (opt) {
+    case OPT_TOP: {
+      char *end;
+      top = strtol(optarg, &end, 10);
+      if (*end || top <= 0 || top > 100000) {
+        dnt_error("--top: '%s' is not a count", optarg);
+        goto out;
+      }
+      break;
+    }
+    case OPT_WINDOW: {
+      char *end;
+      window_ms = strtod(optarg, &end);
+      if (*end || !(window_ms > 0) || window_ms > 1000) {
+        dnt_error("--window: '%s' is not a number of milliseconds", optarg);
+        goto out;
+      }
+      break;
+    }
+    case OPT_FORMAT:
+      if (strcasecmp(optarg, "folded") && strcasecmp(optarg, "speedscope") && strcasecmp(optarg, "flamegraph") &&
+          strcasecmp(optarg, "chromium")) {
+        dnt_error("--format: '%s' is not folded, speedscope, chromium or flamegraph", optarg);
+        goto out;
+      }
+      format = optarg;
+      break;
+    case 'h': dnt_print_usage(stdout, usage_compare); rc = 0; goto out;
+    default: rc = dnt_usage_error("compare", opt, optopt, argv); goto out;
+    }
+  }
+  if (optind + 1 != argc) {
+    dnt_error(optind == argc ? "name the trace of 'dntrace collect --native'" : "one trace at a time");
+    goto out;
+  }
+  rc = DNT_EXIT_FAILURE;
+  trace = dnt_native_sibling(argv[optind], ".nettrace");
+  data = dnt_native_sibling(trace, ".perf.data");
+  map = dnt_native_sibling(trace, ".perf.map");
+  threads = dnt_native_sibling(trace, ".threads");
+  if (access(data, R_OK) != 0) {
+    dnt_error("no '%s' beside the trace: record with 'dntrace collect --native'", data);
+    goto out;
+  }
+  if (!(ep = dnt_profile_new()) || !(perf = dnt_profile_new()) || !(states = dnt_cpu_states_new()))
+    dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  dnt_profile_keep_timeline(ep);
+  if (dnt_profile_load(ep, trace) < 0) goto out;
+  if (dnt_profile_samples(ep) == 0) {
+    dnt_error("'%s' has no SampleProfiler samples to compare", trace);
+    goto out;
+  }
+  if (!(reader = dnt_perf_load(perf, data, trace, map, 1.0, &perfmap, dnt_cpu_states_observe, states))) goto out;
+  read_thread_names(states, threads);
+  if (dnt_cpu_states_finish(states, window_ms) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  struct dnt_cpu_states_info info;
+  dnt_cpu_states_info(states, &info);
+  if (!info.cpu_samples) {
+    dnt_error("'%s' has no cpu-clock samples of the target", data);
+    goto out;
+  }
+  cls.states = states;
+  uint64_t start;
+  dnt_profile_clock(ep, &cls.hz, &start);
+  struct dnt_profile *counted = dnt_profile_filter(ep, count_sample, &cls); /* counts every sample */
+  dnt_profile_free(counted);
+
+  uint64_t total = dnt_profile_samples(ep), covered = total - cls.totals[DNT_UNCOVERED];
+  printf("EventPipe: %llu samples of thread time (%.2f ms each); perf: %llu cpu-clock samples (%.2f ms apart)%s\n",
+         (unsigned long long)total, dnt_profile_sample_ms(ep), (unsigned long long)info.cpu_samples, info.period_ms,
+         info.has_switches ? " and the scheduler's switches" : "");
+  if (cls.totals[DNT_UNCOVERED])
+    printf("%llu EventPipe samples fell outside perf's recording and are left out below.\n",
+           (unsigned long long)cls.totals[DNT_UNCOVERED]);
+  if (info.has_switches)
+    printf("Each sample is classified by what perf saw its thread do: on a CPU, blocked (asleep) or runnable\n"
+           "(preempted or woken, waiting for a CPU). Off-CPU spells under %.2f ms count as the state before them.\n\n",
+           info.window_ms);
+  else
+    printf("A sample is on-CPU when perf sampled its thread within %.2f ms of it (no scheduler switches: tracefs\n"
+           "was not readable, so off-CPU is not split into blocked and runnable).\n\n",
+           info.window_ms);
+  /* perf's own measure of each thread's CPU, to set the classification beside */
+  double span_ms = info.last_ns > info.first_ns ? (double)(info.last_ns - info.first_ns) / 1e6 : 0;
+  printf("Per thread (perf CPU: its cpu-clock samples times the period, over the %.1f s perf recorded):\n",
+         span_ms / 1000);
+  printf("  %8s  %-16s %9s %9s %9s %9s %9s\n", "tid", "name", "samples", "on-CPU", "blocked", "runnable", "perf CPU");
+  for (size_t i = 0; i < cls.nthreads; i++) {
+    const struct per_thread *t = &cls.threads[i];
+    uint64_t n = t->counts[DNT_ON_CPU] + t->counts[DNT_OFF_BLOCKED] + t->counts[DNT_OFF_RUNNABLE];
+    if (!n) continue;
+    uint64_t cpu_samples;
+    const char *name = dnt_cpu_states_thread(states, t->tid, &cpu_samples);
+    double cpu = span_ms > 0 ? 100.0 * (double)cpu_samples * info.period_ms / span_ms : 0;
+    printf("  %8llu  %-16.16s %9llu %8.1f%% %8.1f%% %8.1f%% %8.1f%%\n", (unsigned long long)t->tid,
+           *name ? name : "?", (unsigned long long)n, pct(t->counts[DNT_ON_CPU], n),
+           pct(t->counts[DNT_OFF_BLOCKED], n), pct(t->counts[DNT_OFF_RUNNABLE], n), cpu > 100 ? 100 : cpu);
+  }
+  printf("  %8s  %-16s %9llu %8.1f%% %8.1f%% %8.1f%%\n\n", "all", "", (unsigned long long)covered,
+         pct(cls.totals[DNT_ON_CPU], covered), pct(cls.totals[DNT_OFF_BLOCKED], covered),
+         pct(cls.totals[DNT_OFF_RUNNABLE], covered));
+  method_table(ep, perf, (size_t)top);
+
+  on = dnt_profile_filter(ep, keep_on, &cls);
+  off = dnt_profile_filter(ep, keep_off, &cls);
+  if (!on || !off) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  printf("\nThe true CPU profile: EventPipe's managed stacks while on a CPU (%llu samples)\n",
+         (unsigned long long)dnt_profile_samples(on));
+  dnt_report_tables(on, (size_t)top, 0, 0);
+  printf("\nThe off-CPU profile: EventPipe's managed stacks while blocked or waiting (%llu samples)\n",
+         (unsigned long long)dnt_profile_samples(off));
+  dnt_report_tables(off, (size_t)top, 1, 0);
+  rc = 0;
+  if (format) {
+    const char *ext = dnt_convert_extension(format);
+    char on_ext[64], off_ext[64];
+    snprintf(on_ext, sizeof on_ext, ".oncpu%s", ext);
+    snprintf(off_ext, sizeof off_ext, ".offcpu%s", ext);
+    char *on_out = dnt_native_sibling(trace, on_ext), *off_out = dnt_native_sibling(trace, off_ext);
+    fflush(stdout);
+    rc = dnt_convert_profile(on, format, "on-CPU", on_out);
+    if (!rc) rc = dnt_convert_profile(off, format, "off-CPU", off_out);
+    free(on_out);
+    free(off_out);
+  }
+out:
+  dnt_cpu_states_free(states);
+  free(cls.threads);
+  dnt_perf_reader_free(reader);
+  dnt_profile_free(ep);
+  dnt_profile_free(perf);
+  dnt_profile_free(on);
+  dnt_profile_free(off);
+  dnt_symtab_release(&perfmap);
+  free(trace);
+  free(data);
+  free(map);
+  free(threads);
+  return rc;
+}
