@@ -192,8 +192,9 @@ static size_t lower_bound(const uint64_t *a, size_t n, uint64_t v) {
  * prove the thread ran until then and join the cpu-clock samples as evidence of running. The
  * cost: any other sleep shorter than the window counts as time in the state before it. */
 static int drop_sampler_spells(struct thread_seen *th, uint64_t window_ns) {
-  qsort(th->running, th->nrunning, sizeof *th->running, by_u64); /* cpu-clock samples only, so far */
-  qsort(th->changes, th->nchanges, sizeof *th->changes, by_change_time);
+  /* (an empty array may be NULL, which qsort must not see) */
+  if (th->nrunning) qsort(th->running, th->nrunning, sizeof *th->running, by_u64); /* cpu-clock samples, so far */
+  if (th->nchanges) qsort(th->changes, th->nchanges, sizeof *th->changes, by_change_time);
   size_t nclock = th->nrunning, kept = 0;
   for (size_t i = 0; i < th->nchanges; i++) {
     const struct state_change c = th->changes[i];
@@ -212,7 +213,7 @@ static int drop_sampler_spells(struct thread_seen *th, uint64_t window_ns) {
     th->changes[kept++] = c;
   }
   th->nchanges = kept;
-  qsort(th->running, th->nrunning, sizeof *th->running, by_u64);
+  if (th->nrunning) qsort(th->running, th->nrunning, sizeof *th->running, by_u64);
   return 0;
 }
 
@@ -238,7 +239,7 @@ int dnt_cpu_states_finish(dnt_cpu_states *cs, double window_ms) {
 static const struct thread_seen *find(const dnt_cpu_states *cs, uint64_t tid) {
   if (!cs->sorted) return NULL;
   struct thread_seen key = {.tid = tid};
-  return bsearch(&key, cs->v, cs->n, sizeof key, by_tid);
+  return cs->n ? bsearch(&key, cs->v, cs->n, sizeof key, by_tid) : NULL;
 }
 
 /* - before perf saw the thread change state: on a CPU when perf saw it run within the window

@@ -60,23 +60,31 @@ static void free_tree(struct node *n) {
   }
 }
 
-/* Colours by module, so one library's frames look alike: a hue from the module name's hash;
- * native time grey, unnamed frames red. */
+/* Colours tell kinds of code apart, as flamegraph.pl's palettes do: managed code warm (red to
+ * yellow), native code green, the kernel blue, time in native code that EventPipe cannot see
+ * (UNMANAGED_CODE_TIME) grey, unnamed frames bright red. Within a kind, a shade from the module
+ * name's hash, so one library's frames look alike. */
 static void colour_of(const char *name, char *out, size_t cap) {
   if (strcmp(name, DNT_UNMANAGED_FRAME) == 0) {
     snprintf(out, cap, "rgb(180,180,180)");
     return;
   }
-  if (strncmp(name, "?!", 2) == 0) {
-    snprintf(out, cap, "rgb(230,90,80)");
+  int kind = dnt_frame_kind(name);
+  if (kind == '?') {
+    snprintf(out, cap, "rgb(230,60,60)");
     return;
   }
   const char *bang = strchr(name, '!');
   size_t len = bang ? (size_t)(bang - name) : strlen(name);
   uint32_t h = 2166136261u;
   for (size_t i = 0; i < len; i++) h = (h ^ (uint8_t)name[i]) * 16777619u;
-  int r = 205 + (int)(h % 50), g = 80 + (int)((h >> 8) % 120), b = 40 + (int)((h >> 16) % 50);
-  snprintf(out, cap, "rgb(%d,%d,%d)", r, g, b);
+  int a = (int)(h % 50), b = (int)((h >> 8) % 120), c = (int)((h >> 16) % 50);
+  if (kind == 'K')
+    snprintf(out, cap, "rgb(%d,%d,%d)", 90 + a, 140 + b / 3, 215 + c / 2);
+  else if (kind == 'N')
+    snprintf(out, cap, "rgb(%d,%d,%d)", 70 + a, 180 + b / 2, 70 + c);
+  else
+    snprintf(out, cap, "rgb(%d,%d,%d)", 205 + a, 80 + b, 40 + c);
 }
 
 struct emit {

@@ -180,17 +180,6 @@ void dnt_perf_reader_stats(const dnt_perf_reader *r, struct dnt_perf_script_stat
   *samples_used = r->used;
 }
 
-int dnt_perf_frame_kind(const char *name) {
-  if (strncmp(name, "[kernel]!", 9) == 0) return 'K';
-  if (strncmp(name, "?!", 2) == 0) return '?';
-  const char *bang = strchr(name, '!');
-  if (!bang) return '?';
-  /* native: a shared object or an executable file name before the '!' */
-  if (strstr(name, ".so") && strstr(name, ".so") < bang) return 'N';
-  if (strncmp(name, "[stub]", 6) == 0) return 'N';
-  return 'M';
-}
-
 void dnt_perf_reader_observe(dnt_perf_reader *r, dnt_perf_observe_fn fn, void *ud) {
   r->observe = fn;
   r->observe_ud = ud;

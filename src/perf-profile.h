@@ -43,9 +43,4 @@ void dnt_perf_reader_observe(dnt_perf_reader *r, dnt_perf_observe_fn fn, void *u
 dnt_perf_reader *dnt_perf_load(struct dnt_profile *prof, const char *data, const char *trace, const char *map,
                                double sample_ms, struct dnt_symtab *perfmap, dnt_perf_observe_fn fn, void *ud);
 
-/* Whether a frame name is of managed code (`Module!Namespace.Type.Method`), native code
- * (`lib.so!sym`, `lib.so!0xOFF`), the kernel (`[kernel]!sym`), or unknown (`?!0x...`): for
- * colouring flame graphs. 'M', 'N', 'K' or '?'. */
-int dnt_perf_frame_kind(const char *name);
-
 #endif

@@ -653,3 +653,15 @@ struct dnt_profile *dnt_profile_filter(const struct dnt_profile *p, dnt_profile_
   collect_threads(q);
   return q;
 }
+
+int dnt_frame_kind(const char *name) {
+  if (strcmp(name, DNT_UNMANAGED_FRAME) == 0) return 'N';
+  if (strncmp(name, "[kernel]!", 9) == 0) return 'K';
+  if (strncmp(name, "?!", 2) == 0) return '?';
+  const char *bang = strchr(name, '!');
+  if (!bang) return '?';
+  /* native: a shared object or an executable file name before the '!' */
+  if (strstr(name, ".so") && strstr(name, ".so") < bang) return 'N';
+  if (strncmp(name, "[stub]", 6) == 0) return 'N';
+  return 'M';
+}

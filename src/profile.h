@@ -15,6 +15,11 @@
 
 #define DNT_UNMANAGED_FRAME "UNMANAGED_CODE_TIME"
 
+/* Whether a frame name is of managed code (`Module!Namespace.Type.Method`), native code
+ * (`lib.so!sym`, `lib.so!0xOFF`, `UNMANAGED_CODE_TIME`), the kernel (`[kernel]!sym`), or
+ * unknown (`?!0x...`): for colouring flame graphs. 'M', 'N', 'K' or '?'. */
+int dnt_frame_kind(const char *name);
+
 struct dnt_profile;
 
 /* A new, empty profile; NULL when out of memory. Free with dnt_profile_free (NULL is fine). */

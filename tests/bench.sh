@@ -76,3 +76,43 @@ if [ -x "$exe" ]; then
 else
   echo "(no sample target: ps/info timings skipped)"
 fi
+
+# perf: from Ctrl+C to the report for a 30 s 999 Hz recording, beside plain perf's own tools on
+# the same data; then collect --native + compare on the same length
+if [ -x "$exe" ] && perf record -e cpu-clock -o /dev/null -- true >/dev/null 2>&1; then
+  echo "== dntrace perf / collect --native / compare on the sample target (30 s at 999 Hz)"
+  "$exe" >/dev/null 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do ls /tmp/dotnet-diagnostic-$pid-*-socket >/dev/null 2>&1 && break; sleep 0.1; done
+  sleep 1
+  base=/tmp/dnt-bench-perf
+  rm -f $base.*
+  $DNT_BIN perf -p $pid -o $base >$base.out 2>&1 &
+  rec=$!
+  sleep 30
+  t0=$(date +%s%N)
+  kill -INT $rec; wait $rec 2>/dev/null || true
+  t1=$(date +%s%N)
+  mb=$(perf script -i $base.perf.data --ns --show-mmap-events -F comm,pid,tid,time,event,ip,sym,dso,trace 2>/dev/null | wc -c)
+  t2=$(date +%s%N)
+  perf script -i $base.perf.data --ns --show-mmap-events -F comm,pid,tid,time,event,ip,sym,dso,trace >/dev/null 2>&1
+  t3=$(date +%s%N)
+  perf report -i $base.perf.data --stdio >/dev/null 2>&1
+  t4=$(date +%s%N)
+  awk -v a="$t0" -v b="$t1" -v c="$t2" -v d="$t3" -v e="$t4" -v mb="$mb" 'BEGIN {
+    printf "dntrace perf: Ctrl+C to report %.2f s (perf stop, rundown, perf script of %.1f MB, naming, report)\n", (b - a) / 1e9, mb / 1e6
+    printf "  perf script alone on the same data %.2f s; perf report --stdio %.2f s (JIT frames left as hex)\n", (d - c) / 1e9, (e - d) / 1e9 }'
+  grep -E "^Read .* MB of perf script" $base.out || true
+  rm -f $base.*
+  $DNT_BIN collect -p $pid --native --duration 30s -o $base.nettrace >/dev/null 2>&1
+  t0=$(date +%s%N)
+  $DNT_BIN compare $base.nettrace >$base.out 2>&1
+  t1=$(date +%s%N)
+  kb=$(stat -c %s $base.perf.data)
+  awk -v a="$t0" -v b="$t1" -v kb="$kb" 'BEGIN { printf "dntrace compare of a 30 s collect --native (perf.data %.1f MB): %.2f s\n", kb / 1e6, (b - a) / 1e9 }'
+  grep -E "^Read .* MB of perf script|cpu-work|blocking-work" $base.out || true
+  rm -f $base.*
+  kill $pid; wait $pid 2>/dev/null || true
+else
+  echo "(no sample target, or perf cannot record: perf timings skipped)"
+fi

@@ -245,6 +245,38 @@ static int fd_points_at(pid_t pid, const char *needle) {
   return system(cmd) == 0;
 }
 
+/* The fill of the first flame graph frame whose title starts with prefix: 0, or -1 when absent. */
+static int fill_of(const char *svg, const char *prefix, int rgb[3]) {
+  char needle[256];
+  snprintf(needle, sizeof needle, "<title>%s", prefix);
+  const char *p = strstr(svg, needle);
+  if (!p || !(p = strstr(p, "fill=\"rgb("))) return -1;
+  return sscanf(p, "fill=\"rgb(%d,%d,%d)", &rgb[0], &rgb[1], &rgb[2]) == 3 ? 0 : -1;
+}
+
+/* Managed frames warm, native green, kernel blue (flamegraph.c). */
+static void expect_kinds_coloured_apart(const char *path) {
+  FILE *fp = fopen(path, "re");
+  cr_assert(fp, "%s written", path);
+  static char svg[16 << 20];
+  size_t n = fread(svg, 1, sizeof svg - 1, fp);
+  fclose(fp);
+  svg[n] = '\0';
+  int c[3];
+  cr_assert_eq(fill_of(svg, "Sample!Sample.CpuWork.CountPrimes", c), 0, "CountPrimes in the flame graph");
+  cr_expect(c[0] > c[1] && c[0] > c[2], "managed frames are warm: rgb(%d,%d,%d)", c[0], c[1], c[2]);
+  int natives = 0;
+  if (fill_of(svg, "libcoreclr.so!", c) == 0) {
+    natives++;
+    cr_expect(c[1] > c[0] && c[1] > c[2], "native frames are green: rgb(%d,%d,%d)", c[0], c[1], c[2]);
+  }
+  if (fill_of(svg, "[kernel]!", c) == 0) {
+    natives++;
+    cr_expect(c[2] > c[0] && c[2] > c[1], "kernel frames are blue: rgb(%d,%d,%d)", c[0], c[1], c[2]);
+  }
+  cr_expect_gt(natives, 0, "the runtime's or the kernel's frames are in the flame graph too");
+}
+
 static void perf_on(dnt_target_mode mode, const char *tag) {
   DNT_REQUIRE_PERF();
   dnt_target t;
@@ -258,8 +290,10 @@ static void perf_on(dnt_target_mode mode, const char *tag) {
   snprintf(map, sizeof map, "perf-%d.map", (int)t.ns_pid);
   cr_expect_not(fd_points_at(t.pid, map), "the perf map is off before");
   struct dnt_run r;
+  /* the flame graph in one run, folded stacks in the other */
+  const char *format = mode == DNT_TARGET_PLAIN ? "flamegraph" : "folded";
   int rc = dnt_run_dntrace(&r, "perf", "-p", pid, "--duration", "4s", "-o", base, "--top", "400", "--threads",
-                           "--format", "folded", NULL);
+                           "--format", format, NULL);
   cr_assert_eq(rc, 0, "dntrace perf: %s%s", r.out, r.err);
   /* CountPrimes is the cpu-work thread's loop: named, and on top */
   const char *first = strstr(r.out, "Function\n");
@@ -284,9 +318,10 @@ static void perf_on(dnt_target_mode mode, const char *tag) {
   cr_expect_lt(unnamed, 2.0, "unnamed frames have %.1f%% of the samples:\n%s", unnamed, r.out);
   dnt_run_free(&r);
   cr_expect_not(fd_points_at(t.pid, map), "the perf map is off again after dntrace perf");
-  char folded[160], cmd[400];
-  snprintf(folded, sizeof folded, "%s.folded", base);
-  cr_expect_eq(access(folded, R_OK), 0, "%s written", folded);
+  char out[160], cmd[400];
+  snprintf(out, sizeof out, "%s.%s", base, mode == DNT_TARGET_PLAIN ? "svg" : "folded");
+  cr_expect_eq(access(out, R_OK), 0, "%s written", out);
+  if (mode == DNT_TARGET_PLAIN) expect_kinds_coloured_apart(out);
   dnt_target_stop(&t);
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   cr_assert_eq(system(cmd), 0);
