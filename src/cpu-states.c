@@ -185,33 +185,45 @@ static size_t lower_bound(const uint64_t *a, size_t n, uint64_t v) {
 }
 
 /* The SampleProfiler suspends every running managed thread to walk its stack: each sample of a
- * busy thread sits in a brief sleep that the sampling itself caused. Such spells, up to the
- * window long, are taken out of the thread's changes, so that it keeps the state it had before.
- * A spell ends at the thread's wake-up, or where perf saw it run again when something outside
- * the target woke it (perf records only the target's own wake-ups). The switch-outs that remain
- * prove the thread ran until then and join the cpu-clock samples as evidence of running. The
- * cost: any other sleep shorter than the window counts as time in the state before it. */
-static int drop_sampler_spells(struct thread_seen *th, uint64_t window_ns) {
+ * busy thread sits in a brief sleep that the sampling itself caused, often just after a brief
+ * preemption (the sampler taking the thread's CPU). Off-CPU spells up to the window long are
+ * taken out of the thread's changes, so that it keeps the state it had before. A sleep ends at
+ * the thread's wake-up, or where perf saw it run again when something outside the target woke it
+ * (perf records only the target's own wake-ups); a preemption ends where perf saw it run again.
+ * The switch-outs that remain prove the thread ran until then and join the cpu-clock samples as
+ * evidence of running. The cost: any other spell shorter than the window counts as time in the
+ * state before it. */
+static int drop_short_spells(struct thread_seen *th, uint64_t window_ns) {
   /* (an empty array may be NULL, which qsort must not see) */
-  if (th->nrunning) qsort(th->running, th->nrunning, sizeof *th->running, by_u64); /* cpu-clock samples, so far */
   if (th->nchanges) qsort(th->changes, th->nchanges, sizeof *th->changes, by_change_time);
-  size_t nclock = th->nrunning, kept = 0;
+  /* every sign of running: the cpu-clock samples so far, and every switch-out */
+  size_t nseen = th->nrunning;
+  uint64_t *seen = malloc((th->nrunning + th->nchanges + 1) * sizeof *seen);
+  if (!seen) return -ENOMEM;
+  if (th->nrunning) memcpy(seen, th->running, th->nrunning * sizeof *seen);
+  for (size_t i = 0; i < th->nchanges; i++)
+    if (th->changes[i].kind != WOKEN) seen[nseen++] = th->changes[i].t;
+  if (nseen) qsort(seen, nseen, sizeof *seen, by_u64);
+  size_t kept = 0;
+  int rc = 0;
   for (size_t i = 0; i < th->nchanges; i++) {
     const struct state_change c = th->changes[i];
-    if (c.kind == SWITCHED_OUT_ASLEEP) {
-      uint64_t end = UINT64_MAX;
-      size_t run = lower_bound(th->running, nclock, c.t + 1);
-      if (run < nclock) end = th->running[run];
-      int woken = i + 1 < th->nchanges && th->changes[i + 1].kind == WOKEN;
-      if (i + 1 < th->nchanges && th->changes[i + 1].t < end) end = th->changes[i + 1].t;
+    if (c.kind != WOKEN) {
+      size_t run = lower_bound(seen, nseen, c.t + 1);
+      uint64_t end = run < nseen ? seen[run] : UINT64_MAX;
+      int woken = c.kind == SWITCHED_OUT_ASLEEP && i + 1 < th->nchanges && th->changes[i + 1].kind == WOKEN &&
+                  th->changes[i + 1].t < end;
+      if (woken) end = th->changes[i + 1].t;
       if (end - c.t <= window_ns) {
-        if (woken && th->changes[i + 1].t == end) i++; /* its wake-up goes with it */
+        if (woken) i++; /* its wake-up goes with it */
         continue;
       }
+      if ((rc = add_running(th, c.t))) break;
     }
-    if (c.kind != WOKEN && add_running(th, c.t)) return -ENOMEM;
     th->changes[kept++] = c;
   }
+  free(seen);
+  if (rc) return rc;
   th->nchanges = kept;
   if (th->nrunning) qsort(th->running, th->nrunning, sizeof *th->running, by_u64);
   return 0;
@@ -232,7 +244,7 @@ int dnt_cpu_states_finish(dnt_cpu_states *cs, double window_ms) {
   cs->sorted = 1;
   cs->last = 0;
   for (size_t i = 0; i < cs->n; i++)
-    if (drop_sampler_spells(&cs->v[i], cs->window_ns)) return -ENOMEM;
+    if (drop_short_spells(&cs->v[i], cs->window_ns)) return -ENOMEM;
   return 0;
 }
 

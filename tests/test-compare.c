@@ -100,6 +100,35 @@ Test(cpu_states, a_busy_thread_is_on_cpu_through_the_samplers_own_suspension) {
   dnt_cpu_states_free(cs);
 }
 
+Test(cpu_states, the_samplers_preemption_and_double_suspension_on_a_busy_machine) {
+  /* what perf recorded of a busy thread while the machine was short of CPU: the sampler's
+   * thread takes its CPU (preempted), then suspends it twice over, then lets it run on */
+  static struct text t;
+  t.len = 0;
+  for (int i = 0; i <= 100; i++) clock_sample(&t, 7, "busy", 1000 * MS + (uint64_t)i * MS);
+  uint64_t x = 1040 * MS + 300000;
+  switch_out(&t, 7, "busy", x, "R");
+  switch_out(&t, 7, "busy", x + 88000, "S");
+  waking(&t, 3, 7, "busy", x + 161000);
+  switch_out(&t, 7, "busy", x + 193000, "S");
+  waking(&t, 3, 7, "busy", x + 250000);
+  /* and a preemption that lasts: 3 ms without running */
+  switch_out(&t, 7, "busy", 1060 * MS + 100000, "R");
+  dnt_cpu_states *cs = states_of(&t, t.len);
+  cr_expect_eq(dnt_cpu_state_at(cs, 7, x + 120000), DNT_ON_CPU, "inside the suspension");
+  cr_expect_eq(dnt_cpu_state_at(cs, 7, x + 220000), DNT_ON_CPU, "inside the second one");
+  dnt_cpu_states_free(cs);
+  /* the lasting preemption: the samples at 1061..1063 ms are taken out for it */
+  t.len = 0;
+  for (int i = 0; i <= 100; i++)
+    if (i < 61 || i > 63) clock_sample(&t, 7, "busy", 1000 * MS + (uint64_t)i * MS);
+  switch_out(&t, 7, "busy", 1060 * MS + 100000, "R");
+  cs = states_of(&t, t.len);
+  cr_expect_eq(dnt_cpu_state_at(cs, 7, 1062 * MS), DNT_OFF_RUNNABLE);
+  cr_expect_eq(dnt_cpu_state_at(cs, 7, 1064 * MS + 100000), DNT_ON_CPU);
+  dnt_cpu_states_free(cs);
+}
+
 Test(cpu_states, sleeping_preempted_and_woken) {
   static struct text t;
   t.len = 0;
