@@ -451,3 +451,28 @@ Test(collect, format_speedscope_writes_both_files, .timeout = 90) {
   rmdir(dir);
   free(dir);
 }
+
+/* --native where perf cannot run: one line says why, and the EventPipe trace is still written. */
+Test(collect, native_without_perf_still_writes_the_trace, .timeout = 120) {
+  dnt_target t;
+  start(&t);
+  char *dir = temp_dir(), out[128], data[128], pid[16];
+  snprintf(out, sizeof out, "%s/t.nettrace", dir);
+  snprintf(data, sizeof data, "%s/t.perf.data", dir);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  char *const argv[] = {(char *)dnt_bin(), "collect", "-p", pid, "--native", "--duration", "2s", "-o", out, NULL};
+  const char *const env[] = {"PATH=/nonexistent", NULL};
+  struct dnt_run r;
+  cr_expect_eq(dnt_run_argv(&r, argv, env, 60000), 0, "%s%s", r.out, r.err);
+  cr_expect(strstr(r.err, "perf is not installed"), "says why: %s", r.err);
+  cr_expect(strstr(r.err, "EventPipe trace only"), "and what it does instead: %s", r.err);
+  struct stat st;
+  cr_expect(stat(out, &st) == 0 && st.st_size > 1000, "the trace is written");
+  cr_expect_neq(access(data, F_OK), 0, "no perf recording");
+  dnt_run_free(&r);
+  dnt_target_stop(&t);
+  char cmd[200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_expect_eq(system(cmd), 0);
+  free(dir);
+}
