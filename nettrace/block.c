@@ -2,8 +2,6 @@
  * object and sequence points, and the tables they feed. Every decoder gets one whole block. */
 #include "ntr-int.h"
 
-#define SEQ_USED ((uint64_t)1 << 32)
-
 /* ---- Trace object (V4/V5) ---- */
 
 int ntr__trace_v4(ntr_parser *p, const uint8_t *d, uint64_t off) {
@@ -38,7 +36,7 @@ int ntr__trace_v4(ntr_parser *p, const uint8_t *d, uint64_t off) {
 int ntr__seq_check(ntr_parser *p, uint64_t key, uint32_t seq, int is_sp, uint64_t off) {
   uint64_t *slot;
   uint32_t last, gap;
-  size_t ci = (size_t)(key ^ (key >> 4) ^ (key >> 8)) & 15;
+  size_t ci = ntr__seq_cache_index(key);
 
   if (p->seq_cache[ci].slot && p->seq_cache[ci].key == key)
     slot = p->seq_cache[ci].slot;
@@ -49,7 +47,7 @@ int ntr__seq_check(ntr_parser *p, uint64_t key, uint32_t seq, int is_sp, uint64_
       return ntr__fail(p, NTR_ELIMIT, off, "more than %u threads (max_threads)",
                        p->lim.max_threads);
     ntr__seq_cache_reset(p);
-    if (ntr__map_put(&p->seq, key, SEQ_USED | seq) < 0)
+    if (ntr__map_put(&p->seq, key, NTR__SEQ_USED | seq) < 0)
       return ntr__fail(p, NTR_ENOMEM, off, "out of memory for the thread table");
     return 0;
   }
@@ -63,7 +61,7 @@ int ntr__seq_check(ntr_parser *p, uint64_t key, uint32_t seq, int is_sp, uint64_
    * TraceEvent does. A "gap" of 2^31 or more is a step backwards, not a loss. */
   if (gap && gap < 0x80000000u && (p->trace.format == NTR_FORMAT_V6 || last != 0))
     p->stats.dropped_events += gap;
-  *slot = SEQ_USED | seq;
+  *slot = NTR__SEQ_USED | seq;
   return 0;
 }
 
@@ -187,7 +185,7 @@ int ntr__sp_block_v4(ntr_parser *p, const uint8_t *data, size_t len, uint64_t of
   ntr__map_clear(&p->seq);
   ntr__seq_cache_reset(p);
   for (i = 0; i < n; i++)
-    if (ntr__map_put(&p->seq, th[i].thread, SEQ_USED | th[i].sequence) < 0) {
+    if (ntr__map_put(&p->seq, th[i].thread, NTR__SEQ_USED | th[i].sequence) < 0) {
       rc = ntr__fail(p, NTR_ENOMEM, off, "out of memory for the thread table");
       goto out;
     }
@@ -428,7 +426,7 @@ int ntr__event_block(ntr_parser *p, const uint8_t *data, size_t len, uint64_t of
       last_stack = ev.stack_id;
     }
 
-    rc = ntr__seq_check(p, ev.capture_thread_index, ev.sequence, 0, row);
+    rc = ntr__seq_event(p, ev.capture_thread_index, ev.sequence, row);
     if (rc < 0)
       return rc;
     p->stats.events++;

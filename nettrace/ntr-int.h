@@ -200,6 +200,24 @@ int ntr__seq_check(ntr_parser *p, uint64_t key, uint32_t seq, int is_sp, uint64_
 static inline void ntr__seq_cache_reset(ntr_parser *p) {
   memset(p->seq_cache, 0, sizeof(p->seq_cache));
 }
+/* A thread table value: this bit (a thread seen) and its last sequence number. */
+#define NTR__SEQ_USED ((uint64_t)1 << 32)
+/* The slot of the direct-mapped cache in front of the thread table (a Fibonacci hash: thread
+ * ids and indexes are often consecutive). */
+static inline size_t ntr__seq_cache_index(uint64_t key) {
+  return (size_t)((key * UINT64_C(0x9E3779B97F4A7C15)) >> 60);
+}
+/* An event's sequence number: the common case (the cached thread's next number) inline, the
+ * rest in ntr__seq_check. */
+static inline int ntr__seq_event(ntr_parser *p, uint64_t key, uint32_t seq, uint64_t off) {
+  size_t ci = ntr__seq_cache_index(key);
+  uint64_t *slot = p->seq_cache[ci].slot;
+  if (slot && p->seq_cache[ci].key == key && seq - (uint32_t)*slot == 1) {
+    *slot = NTR__SEQ_USED | seq;
+    return 0;
+  }
+  return ntr__seq_check(p, key, seq, 0, off);
+}
 
 /* UTF-16LE (n code units) -> UTF-8. Writes at most outsz bytes (no NUL) when out != NULL;
  * returns the full UTF-8 length. */
