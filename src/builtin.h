@@ -55,6 +55,9 @@ int dnt_convert(const char *trace, const char *format, const char *output);
 struct dnt_profile;
 int dnt_convert_profile(const struct dnt_profile *prof, const char *format, const char *title, const char *output);
 const char *dnt_convert_extension(const char *format);
+/* Whether --format names a conversion (folded, speedscope, chromium, flamegraph): 0, or -1 with
+ * the error printed. */
+int dnt_convert_check_format(const char *format);
 
 /* The top-N tables of `report` (cmd-report.c): all threads, then each thread if asked. */
 void dnt_report_tables(const struct dnt_profile *prof, size_t top, int by_inclusive, int threads);

@@ -3,9 +3,9 @@
  *
  * The SampleProfiler samples each managed thread every millisecond whether it runs or waits;
  * perf's cpu-clock samples a thread only while it is on a CPU. Both clocks are CLOCK_MONOTONIC,
- * so an EventPipe sample of thread T at time t was on a CPU when perf sampled T within one
- * window of t. perf's sched_switch records (where tracefs could be read) then tell an off-CPU
- * sample blocked (the thread went to sleep) from runnable (it was preempted, waiting for a CPU).
+ * so an EventPipe sample of thread T at time t is judged by what perf saw T do around t: its
+ * cpu-clock samples, and where tracefs could be read its switches and wake-ups
+ * (cpu-states.c). The verdicts split the trace into a true CPU and an off-CPU profile.
  * docs/native-stacks.md explains the method and its error bound. */
 #include <errno.h>
 #include <stdlib.h>
@@ -25,8 +25,9 @@ const char *const usage_compare[] = {
     "Compare a trace's EventPipe thread time with perf's on-CPU time (recorded by 'collect --native')",
     "    TRACE                    the .nettrace of 'dntrace collect --native' (its .perf.data beside it)",
     "    --top N                  functions in each table (default 10)",
-    "    --window MS              an EventPipe sample is on-CPU when perf sampled its thread within",
-    "                             this many ms (default: 1.5 perf periods)",
+    "    --window MS              off-CPU spells this short count as the state before them (and",
+    "                             without switches: how near perf's samples must be; default 1.5",
+    "                             perf periods)",
     "    --format FORMAT          also write the on-CPU and off-CPU profiles as folded, speedscope,",
     "                             chromium or flamegraph",
     "    -h, --help               show this help",
@@ -41,18 +42,21 @@ struct classifier {
   struct per_thread {
     uint64_t tid, counts[4]; /* by enum dnt_cpu_state */
   } *threads;
-  size_t nthreads, capthreads;
+  size_t nthreads, capthreads, last;
   uint64_t totals[4];
 };
 
 static struct per_thread *count_row(struct classifier *c, uint64_t tid) {
+  /* samples come in runs of rounds over the same few threads: look where the last one was first */
+  if (c->last < c->nthreads && c->threads[c->last].tid == tid) return &c->threads[c->last];
   for (size_t i = 0; i < c->nthreads; i++)
-    if (c->threads[i].tid == tid) return &c->threads[i];
+    if (c->threads[i].tid == tid) return &c->threads[c->last = i];
   if (c->nthreads == c->capthreads) {
     c->capthreads = c->capthreads ? 2 * c->capthreads : 64;
     c->threads = dnt_xrealloc(c->threads, c->capthreads * sizeof *c->threads);
   }
   c->threads[c->nthreads] = (struct per_thread){.tid = tid};
+  c->last = c->nthreads;
   return &c->threads[c->nthreads++];
 }
 
@@ -147,15 +151,9 @@ int cmd_compare(int argc, char **argv) {
   optind = 1;
   while ((opt = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
     switch (opt) {
-    case OPT_TOP: {
-      char *end;
-      top = strtol(optarg, &end, 10);
-      if (*end || top <= 0 || top > 100000) {
-        dnt_error("--top: '%s' is not a count", optarg);
-        goto out;
-      }
+    case OPT_TOP:
+      if (dnt_parse_count("--top", optarg, 100000, &top) != 0) goto out;
       break;
-    }
     case OPT_WINDOW: {
       char *end;
       window_ms = strtod(optarg, &end);
@@ -166,11 +164,7 @@ int cmd_compare(int argc, char **argv) {
       break;
     }
     case OPT_FORMAT:
-      if (strcasecmp(optarg, "folded") && strcasecmp(optarg, "speedscope") && strcasecmp(optarg, "flamegraph") &&
-          strcasecmp(optarg, "chromium")) {
-        dnt_error("--format: '%s' is not folded, speedscope, chromium or flamegraph", optarg);
-        goto out;
-      }
+      if (dnt_convert_check_format(optarg) != 0) goto out;
       format = optarg;
       break;
     case 'h': dnt_print_usage(stdout, usage_compare); rc = 0; goto out;

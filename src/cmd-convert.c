@@ -157,6 +157,11 @@ static int format_kind(const char *format) {
   return 0;
 }
 
+int dnt_convert_check_format(const char *format) {
+  if (format_kind(format)) return 0;
+  return dnt_error("--format: '%s' is not folded, speedscope, chromium or flamegraph", format);
+}
+
 const char *dnt_convert_extension(const char *format) {
   switch (format_kind(format)) {
   case 's': return ".speedscope.json";

@@ -177,22 +177,12 @@ int cmd_perf(int argc, char **argv) {
       }
       break;
     case OPT_FORMAT:
-      if (strcasecmp(optarg, "folded") && strcasecmp(optarg, "speedscope") && strcasecmp(optarg, "flamegraph") &&
-          strcasecmp(optarg, "chromium")) {
-        dnt_error("--format: '%s' is not folded, speedscope, chromium or flamegraph", optarg);
-        goto out;
-      }
+      if (dnt_convert_check_format(optarg) != 0) goto out;
       format = optarg;
       break;
-    case OPT_TOP: {
-      char *end;
-      top = strtol(optarg, &end, 10);
-      if (*end || top <= 0 || top > 100000) {
-        dnt_error("--top: '%s' is not a count", optarg);
-        goto out;
-      }
+    case OPT_TOP:
+      if (dnt_parse_count("--top", optarg, 100000, &top) != 0) goto out;
       break;
-    }
     case OPT_THREADS: threads = 1; break;
     case 'h': dnt_print_usage(stdout, usage_perf); rc = 0; goto out;
     default: rc = dnt_usage_error("perf", opt, optopt, argv); goto out;

@@ -62,15 +62,9 @@ int cmd_report(int argc, char **argv) {
   optind = 1;
   while ((c = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
     switch (c) {
-    case 'n': {
-      char *end;
-      top = strtol(optarg, &end, 10);
-      if (*end || top <= 0 || top > 100000) {
-        dnt_error("-n: '%s' is not a count", optarg);
-        return DNT_EXIT_USAGE;
-      }
+    case 'n':
+      if (dnt_parse_count("-n", optarg, 100000, &top) != 0) return DNT_EXIT_USAGE;
       break;
-    }
     case OPT_INCLUSIVE: by_inclusive = 1; break;
     case OPT_THREADS: threads = 1; break;
     case 'h': dnt_print_usage(stdout, usage_report); return 0;

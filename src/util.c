@@ -146,3 +146,12 @@ int dnt_finish_stdout(void) {
   }
   return DNT_EXIT_OK;
 }
+
+int dnt_parse_count(const char *opt, const char *arg, long max, long *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(arg, &end, 10);
+  if (end == arg || *end || errno || v <= 0 || v > max) return dnt_error("%s: '%s' is not a count", opt, arg);
+  *out = v;
+  return 0;
+}

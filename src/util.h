@@ -33,6 +33,8 @@ int dnt_opt_pid(const char *arg);
 /* A --duration value: dd:hh:mm:ss, hh:mm:ss, or a number with s, m or h (30s, 1.5m); in ms,
  * 0 when s is none of these. */
 uint64_t dnt_parse_duration(const char *s);
+/* A count for option opt ("-n", "--top"): 1..max, whole string. 0, or -1 with the error printed. */
+int dnt_parse_count(const char *opt, const char *arg, long max, long *out);
 
 /* Builds a getopt_long short-option string from a long-option table (":" first, so a missing
  * argument is reported apart from an unknown option). out must hold 3 * count + 2 bytes. */

@@ -24,6 +24,37 @@ if "$b/tests/bench-ntr" --write "$big" 512 >/dev/null; then
   rm -f "$big"
 fi
 
+# a real session of at least 500 MB: the sample's cpu-work beside a thread writing ~600k
+# EventSource events a second, recorded with the sampled-thread-time profile for 50 s; then
+# parse-only, report and TraceEvent (when dotnet can build tests/bench-traceevent) on it
+real=/tmp/dnt-bench-real.nettrace
+if [ -x "$exe" ]; then
+  echo "== a real 50 s high-rate session: parse-only, report, TraceEvent side by side"
+  "$exe" --no-alloc --no-blocking --event-rate 1500000 >/dev/null 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do ls /tmp/dotnet-diagnostic-$pid-*-socket >/dev/null 2>&1 && break; sleep 0.1; done
+  sleep 1
+  $DNT_BIN collect -p $pid --profile dotnet-sampled-thread-time --providers Sample-Load:0:4 --duration 50s \
+    -o $real >/dev/null 2>&1
+  kill $pid; wait $pid 2>/dev/null || true
+  size=$(stat -c %s $real 2>/dev/null || echo 0)
+  echo "recorded $((size / 1000000)) MB"
+  "$b/tests/bench-ntr" $real | grep "ntr parse"
+  /usr/bin/time -f "%e %M" -o /tmp/dnt-bench-time $DNT_BIN report $real >/dev/null 2>&1
+  read -r secs kb < /tmp/dnt-bench-time
+  awk -v s="$secs" -v kb="$kb" -v mb="$size" \
+    'BEGIN { printf "dntrace report   %6.0f MB/s (%.2f s), peak RSS %d MB\n", mb / 1e6 / s, s, kb / 1024 }'
+  te=${DNT_SRCDIR:-$(dirname "$0")/..}/tests/bench-traceevent
+  if command -v dotnet >/dev/null 2>&1 && [ -f "$te/BenchTraceEvent.csproj" ] &&
+    dotnet build -c Release -o "$b/tests/bench-traceevent-out" "$te" >/tmp/dnt-bench-te-build.log 2>&1; then
+    dotnet "$b/tests/bench-traceevent-out/BenchTraceEvent.dll" $real --mode parse
+    dotnet "$b/tests/bench-traceevent-out/BenchTraceEvent.dll" $real --mode stacks
+  else
+    echo "(TraceEvent side by side skipped: no dotnet, or its build failed: /tmp/dnt-bench-te-build.log)"
+  fi
+  rm -f $real
+fi
+
 if [ -x "$exe" ]; then
   echo "== dntrace ps / info against a running sample target"
   "$exe" --no-cpu >/dev/null 2>&1 &
