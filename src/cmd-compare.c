@@ -226,7 +226,8 @@ int cmd_compare(int argc, char **argv) {
   double span_ms = info.last_ns > info.first_ns ? (double)(info.last_ns - info.first_ns) / 1e6 : 0;
   printf("Per thread (perf CPU: its cpu-clock samples times the period, over the %.1f s perf recorded):\n",
          span_ms / 1000);
-  printf("  %8s  %-16s %9s %9s %9s %9s %9s\n", "tid", "name", "samples", "on-CPU", "blocked", "runnable", "perf CPU");
+  printf("  %8s  %-16s %9s %9s %9s %9s %9s\n", "tid", "name", "samples", "on-CPU",
+         info.has_switches ? "blocked" : "off-CPU", info.has_switches ? "runnable" : "(unsplit)", "perf CPU");
   for (size_t i = 0; i < cls.nthreads; i++) {
     const struct per_thread *t = &cls.threads[i];
     uint64_t n = t->counts[DNT_ON_CPU] + t->counts[DNT_OFF_BLOCKED] + t->counts[DNT_OFF_RUNNABLE];

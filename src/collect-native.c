@@ -57,6 +57,9 @@ int dnt_native_begin(struct dnt_native *n, const dnt_session *s, const char *tra
   if (dnt_perf_check() < 0) return -1;
   n->hz = hz;
   n->sched = dnt_perf_can_trace_sched();
+  if (!n->sched)
+    dnt_warning("perf cannot record the scheduler's switches (tracefs not mounted or not readable: as root, "
+                "'mount -t tracefs nodev /sys/kernel/tracing'); compare will judge by cpu-clock samples alone");
   n->data = dnt_native_sibling(trace, ".perf.data");
   n->map = dnt_native_sibling(trace, ".perf.map");
   n->threads = dnt_native_sibling(trace, ".threads");
