@@ -38,7 +38,6 @@ const char *const usage_compare[] = {
 
 struct classifier {
   const dnt_cpu_states *states;
-  uint64_t hz;
   struct per_thread {
     uint64_t tid, counts[4]; /* by enum dnt_cpu_state */
   } *threads;
@@ -60,27 +59,36 @@ static struct per_thread *count_row(struct classifier *c, uint64_t tid) {
   return &c->threads[c->nthreads++];
 }
 
-static uint64_t to_ns(const struct classifier *c, uint64_t ticks) {
-  return c->hz == 1000000000u || !c->hz ? ticks : (uint64_t)((double)ticks * 1e9 / (double)c->hz);
-}
-
-static int count_sample(void *ud, uint64_t tid, uint64_t ticks) {
+static int count_sample(void *ud, uint64_t tid, uint64_t ns) {
   struct classifier *c = ud;
-  enum dnt_cpu_state k = dnt_cpu_state_at(c->states, tid, to_ns(c, ticks));
+  enum dnt_cpu_state k = dnt_cpu_state_at(c->states, tid, ns);
   count_row(c, tid)->counts[k]++;
   c->totals[k]++;
-  return 0; /* counted, not kept */
+  return 1; /* every sample counts in the EventPipe view */
 }
 
-static int keep_on(void *ud, uint64_t tid, uint64_t ticks) {
+static int keep_on(void *ud, uint64_t tid, uint64_t ns) {
   const struct classifier *c = ud;
-  return dnt_cpu_state_at(c->states, tid, to_ns(c, ticks)) == DNT_ON_CPU;
+  return dnt_cpu_state_at(c->states, tid, ns) == DNT_ON_CPU;
 }
 
-static int keep_off(void *ud, uint64_t tid, uint64_t ticks) {
+static int keep_off(void *ud, uint64_t tid, uint64_t ns) {
   const struct classifier *c = ud;
-  enum dnt_cpu_state k = dnt_cpu_state_at(c->states, tid, to_ns(c, ticks));
+  enum dnt_cpu_state k = dnt_cpu_state_at(c->states, tid, ns);
   return k == DNT_OFF_BLOCKED || k == DNT_OFF_RUNNABLE;
+}
+
+/* The trace's samples that keep accepts (all of them when keep is NULL), read as it streams.
+ * NULL (the error printed) when the trace cannot be read. */
+static struct dnt_profile *load_view(const char *trace, dnt_profile_keep_fn keep, struct classifier *cls) {
+  struct dnt_profile *p = dnt_profile_new();
+  if (!p) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  dnt_profile_set_filter(p, keep, cls);
+  if (dnt_profile_load(p, trace) < 0) {
+    dnt_profile_free(p);
+    return NULL;
+  }
+  return p;
 }
 
 /* ---- output ---- */
@@ -184,14 +192,9 @@ int cmd_compare(int argc, char **argv) {
     dnt_error("no '%s' beside the trace: record with 'dntrace collect --native'", data);
     goto out;
   }
-  if (!(ep = dnt_profile_new()) || !(perf = dnt_profile_new()) || !(states = dnt_cpu_states_new()))
-    dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  dnt_profile_keep_timeline(ep);
-  if (dnt_profile_load(ep, trace) < 0) goto out;
-  if (dnt_profile_samples(ep) == 0) {
-    dnt_error("'%s' has no SampleProfiler samples to compare", trace);
-    goto out;
-  }
+  /* perf's record first, so that the trace's samples are classified as it streams (three
+   * passes over the trace: every sample, the on-CPU ones, the off-CPU ones) */
+  if (!(perf = dnt_profile_new()) || !(states = dnt_cpu_states_new())) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   if (!(reader = dnt_perf_load(perf, data, trace, map, 1.0, &perfmap, dnt_cpu_states_observe, states))) goto out;
   read_thread_names(states, threads);
   if (dnt_cpu_states_finish(states, window_ms) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
@@ -202,10 +205,12 @@ int cmd_compare(int argc, char **argv) {
     goto out;
   }
   cls.states = states;
-  uint64_t start;
-  dnt_profile_clock(ep, &cls.hz, &start);
-  struct dnt_profile *counted = dnt_profile_filter(ep, count_sample, &cls); /* counts every sample */
-  dnt_profile_free(counted);
+  if (!(ep = load_view(trace, count_sample, &cls))) goto out;
+  if (dnt_profile_samples(ep) == 0) {
+    dnt_error("'%s' has no SampleProfiler samples to compare", trace);
+    goto out;
+  }
+  if (!(on = load_view(trace, keep_on, &cls)) || !(off = load_view(trace, keep_off, &cls))) goto out;
 
   uint64_t total = dnt_profile_samples(ep), covered = total - cls.totals[DNT_UNCOVERED];
   printf("EventPipe: %llu samples of thread time (%.2f ms each); perf: %llu cpu-clock samples (%.2f ms apart)%s\n",
@@ -244,9 +249,6 @@ int cmd_compare(int argc, char **argv) {
          pct(cls.totals[DNT_OFF_RUNNABLE], covered));
   method_table(ep, perf, (size_t)top);
 
-  on = dnt_profile_filter(ep, keep_on, &cls);
-  off = dnt_profile_filter(ep, keep_off, &cls);
-  if (!on || !off) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   printf("\nThe true CPU profile: EventPipe's managed stacks while on a CPU (%llu samples)\n",
          (unsigned long long)dnt_profile_samples(on));
   dnt_report_tables(on, (size_t)top, 0, 0);

@@ -100,6 +100,8 @@ struct dnt_profile {
   dnt_profile_namer namer;
   void *namer_ud;
   int methods_only; /* a trace read for its method table: its own samples are not counted */
+  dnt_profile_keep_fn keep; /* which samples count, when set */
+  void *keep_ud;
 };
 
 static uint32_t hash_bytes(const void *p, size_t n, uint32_t h) {
@@ -347,6 +349,11 @@ static int profile_on_event(void *ud, const ntr_event *ev) {
   switch (p->last_kind) {
   case KIND_SAMPLE: {
     if (p->methods_only) break;
+    if (p->keep) {
+      uint64_t hz = p->qpc_frequency;
+      uint64_t ns = hz == 1000000000u || !hz ? ev->timestamp : (uint64_t)((double)ev->timestamp * 1e9 / (double)hz);
+      if (!p->keep(p->keep_ud, ev->thread_id, ns)) break;
+    }
     uint32_t kind = 2;
     if (ev->payload_size >= 4) memcpy(&kind, ev->payload, 4);
     uint32_t stack = stack_of(p, ev);
@@ -375,6 +382,11 @@ static int profile_on_event(void *ud, const ntr_event *ev) {
 void dnt_profile_keep_timeline(struct dnt_profile *p) { p->keep_timeline = 1; }
 
 void dnt_profile_methods_only(struct dnt_profile *p, int on) { p->methods_only = on; }
+
+void dnt_profile_set_filter(struct dnt_profile *p, dnt_profile_keep_fn keep, void *ud) {
+  p->keep = keep;
+  p->keep_ud = ud;
+}
 
 void dnt_profile_set_clock(struct dnt_profile *p, double sample_ms, uint64_t clock_hz, uint64_t start) {
   p->sample_ms = sample_ms;
@@ -616,43 +628,6 @@ void dnt_profile_clock(const struct dnt_profile *p, uint64_t *hz, uint64_t *star
   *start = p->sync_qpc;
 }
 
-static void *copy_of(const void *src, size_t n) {
-  void *dst = malloc(n ? n : 1);
-  if (!dst) dnt_die(1, "out of memory");
-  if (n) memcpy(dst, src, n);
-  return dst;
-}
-
-struct dnt_profile *dnt_profile_filter(const struct dnt_profile *p, dnt_profile_keep_fn keep, void *ud) {
-  struct dnt_profile *q = dnt_profile_new();
-  if (!q) return NULL;
-  q->sample_ms = p->sample_ms;
-  q->qpc_frequency = p->qpc_frequency;
-  q->sync_qpc = p->sync_qpc;
-  q->keep_timeline = p->keep_timeline;
-  /* the stacks and their names are shared knowledge: copied as they are */
-  q->frames = copy_of(p->frames, p->nframes * sizeof *p->frames);
-  q->nframes = q->capframes = p->nframes;
-  q->frame_names = copy_of(p->frame_names, p->nframes * sizeof *p->frame_names);
-  q->stacks = copy_of(p->stacks, p->nstacks * sizeof *p->stacks);
-  q->nstacks = q->capstacks = p->nstacks;
-  q->names = copy_of(p->names, p->nnames * sizeof *p->names);
-  for (size_t i = 0; i < p->nnames; i++) q->names[i] = dnt_xstrdup(p->names[i]);
-  q->nnames = q->capnames = p->nnames;
-  q->unmanaged_name = p->unmanaged_name;
-  for (size_t i = 0; i < p->ntimeline; i++) {
-    const struct sample *s = &p->timeline[i];
-    if (!keep(ud, s->thread, s->ts)) continue;
-    add_sample(q, s->thread, s->stack, s->external);
-    if (q->keep_timeline) {
-      GROW(q->timeline, q->ntimeline, q->captimeline);
-      q->timeline[q->ntimeline++] = *s;
-    }
-  }
-  q->finished = 1;
-  collect_threads(q);
-  return q;
-}
 
 int dnt_frame_kind(const char *name) {
   if (strcmp(name, DNT_UNMANAGED_FRAME) == 0) return 'N';

@@ -59,11 +59,12 @@ void dnt_profile_set_namer(struct dnt_profile *p, dnt_profile_namer fn, void *ud
 /* The samples' clock: ticks per second and the trace's start, in ticks. */
 void dnt_profile_clock(const struct dnt_profile *p, uint64_t *hz, uint64_t *start);
 
-/* A new, finished profile of the samples of p (finished, its timeline kept) that keep accepts,
- * given the sample's thread and time (the clock's ticks): the same names, counts of its own. For
- * the on-CPU and off-CPU views of `compare`. NULL when out of memory; free with dnt_profile_free. */
-typedef int (*dnt_profile_keep_fn)(void *ud, uint64_t thread, uint64_t ticks);
-struct dnt_profile *dnt_profile_filter(const struct dnt_profile *p, dnt_profile_keep_fn keep, void *ud);
+/* Counts only the SampleProfiler samples that keep accepts, given the sample's thread and time
+ * (CLOCK_MONOTONIC ns on Linux: the trace's ticks scaled to ns), as the trace streams: the on-CPU
+ * and off-CPU views of `compare`, in constant memory. Call before loading; ud must live until
+ * the load ends. */
+typedef int (*dnt_profile_keep_fn)(void *ud, uint64_t thread, uint64_t time_ns);
+void dnt_profile_set_filter(struct dnt_profile *p, dnt_profile_keep_fn keep, void *ud);
 
 /* Callbacks to hand the nettrace parser, with the profile as their ud. */
 void dnt_profile_callbacks(ntr_callbacks *cb);
