@@ -136,8 +136,7 @@ static void stop_session(struct collect *c, const char *why) {
     printf("%s\n", why);
     fflush(stdout);
   }
-  if (c->native) dnt_native_stop(&c->nat, &c->s);
-  dnt_session_stop(&c->s);
+  dnt_session_stop(&c->s); /* perf stops with the stream (on_session_end): it sees the last samples */
 }
 
 static void on_signal(uv_signal_t *h, int signum) {
@@ -416,6 +415,18 @@ int cmd_collect(int argc, char **argv) {
 
   c.tty = isatty(1) && !show_child_io;
   c.duration_ms = duration_ms;
+  /* perf first: it then sees the session from its first sample */
+  if (c.native && dnt_native_start(&c.nat, c.loop, &c.s, NULL, NULL) != 0) {
+    dnt_native_abandon(&c.nat, &c.s, c.loop);
+    dnt_perf_record_ok(&c.nat.perf, c.nat.data); /* perf's own words */
+    c.native = 2;
+    free(wire);
+    close(c.out_fd);
+    c.out_fd = -1;
+    unlink(output);
+    rc = DNT_EXIT_FAILURE;
+    goto out;
+  }
   static const dnt_session_cb session_cb = {on_session_data, on_session_end};
   int src = dnt_session_start(&c.s, pick_version(custom_rundown), &cfg, &session_cb, &c);
   free(wire);
@@ -427,11 +438,13 @@ int cmd_collect(int argc, char **argv) {
     close(c.out_fd);
     c.out_fd = -1;
     unlink(output); /* nothing was written: leave no empty file behind */
+    if (c.native) {
+      dnt_native_abandon(&c.nat, &c.s, c.loop);
+      c.native = 2;
+    }
     goto out;
   }
   if (resume_runtime) dnt_session_resume(&c.s);
-  if (c.native && dnt_native_start(&c.nat, c.loop, &c.s, NULL, NULL) != 0)
-    dnt_session_stop(&c.s); /* the two views were asked for together: the end reports the failure */
 
   c.start_ms = now_ms();
   uv_signal_init(c.loop, &c.sigint);

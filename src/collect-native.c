@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "collect-native.h"
 #include "util.h"
@@ -87,6 +88,13 @@ int dnt_native_end(struct dnt_native *n, const dnt_session *s) {
   printf("Native recording: %s (%s), %s\n", n->data,
          n->sched ? "cpu-clock and sched_switch" : "cpu-clock only: no readable tracefs", n->map);
   return 0;
+}
+
+void dnt_native_abandon(struct dnt_native *n, const dnt_session *s, uv_loop_t *loop) {
+  dnt_perf_record_stop(&n->perf);
+  uv_run(loop, UV_RUN_DEFAULT); /* until perf has exited and its pipe is closed */
+  dnt_perfmap_end(&n->pm, s, NULL);
+  unlink(n->data);
 }
 
 void dnt_native_release(struct dnt_native *n) {

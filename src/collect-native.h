@@ -27,6 +27,10 @@ int dnt_native_start(struct dnt_native *n, uv_loop_t *loop, const dnt_session *s
 void dnt_native_stop(struct dnt_native *n, const dnt_session *s);
 /* After the loop: the files written, the perf map off again. 0, or -1 when perf failed (printed). */
 int dnt_native_end(struct dnt_native *n, const dnt_session *s);
+/* The run ends before the session began (perf or the session failed to start): perf stopped
+ * and the loop run until it has exited (its words are then in n->perf), the perf map off again,
+ * its recording removed. */
+void dnt_native_abandon(struct dnt_native *n, const dnt_session *s, uv_loop_t *loop);
 void dnt_native_release(struct dnt_native *n);
 /* TRACE.nettrace's sibling TRACE<ext> (".perf.data"...); a path without .nettrace gets ext added.
  * Returns a new string: the caller frees it. */

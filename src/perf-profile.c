@@ -191,6 +191,7 @@ static int run_perf_script(const char *data, dnt_perf_reader *reader) {
   if (pipe(fds) != 0) return dnt_error("cannot create a pipe: %s", strerror(errno));
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
+  fflush(NULL); /* a child must not inherit unwritten output */
   pid_t pid = fork();
   if (pid < 0) return dnt_error("cannot start perf script: %s", strerror(errno));
   if (pid == 0) {

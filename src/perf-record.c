@@ -1,9 +1,12 @@
 /* Linux perf beside an EventPipe session (perf-record.h). */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,6 +40,7 @@ int dnt_perf_check(void) {
 
 /* A quiet `perf record -e sched:sched_switch -- true`: tracepoints need a readable tracefs. */
 int dnt_perf_can_trace_sched(void) {
+  fflush(NULL); /* the child's freopen would write our buffered output a second time */
   pid_t pid = fork();
   if (pid < 0) return 0;
   if (pid == 0) {
@@ -51,9 +55,12 @@ int dnt_perf_can_trace_sched(void) {
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
+static void remove_control(struct dnt_perf_record *pr);
+
 static void on_exit_cb(uv_process_t *p, int64_t status, int sig) {
   struct dnt_perf_record *pr = p->data;
   pr->running = 0;
+  remove_control(pr);
   pr->status = (int)status;
   pr->signal = sig;
   uv_close((uv_handle_t *)p, NULL);
@@ -78,11 +85,84 @@ static void on_err_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   pr->err_text[pr->err_len] = '\0';
 }
 
+/* perf starts with its events off (-D -1) and a control fifo: once it acknowledges "enable", it
+ * records, and the caller may start what it wants recorded from the first moment. */
+static int make_control(struct dnt_perf_record *pr) {
+  const char *tmp = getenv("TMPDIR");
+  snprintf(pr->ctl_dir, sizeof pr->ctl_dir, "%s/dntrace-perf-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(pr->ctl_dir)) {
+    pr->ctl_dir[0] = '\0';
+    return -1;
+  }
+  snprintf(pr->ctl_arg, sizeof pr->ctl_arg, "fifo:%s/ctl,%s/ack", pr->ctl_dir, pr->ctl_dir);
+  char ctl[sizeof pr->ctl_dir + 8], ack[sizeof pr->ctl_dir + 8];
+  snprintf(ctl, sizeof ctl, "%s/ctl", pr->ctl_dir);
+  snprintf(ack, sizeof ack, "%s/ack", pr->ctl_dir);
+  if (mkfifo(ctl, 0600) != 0 || mkfifo(ack, 0600) != 0) return -1;
+  /* read-write opens of a fifo never block on the other side */
+  pr->ctl_fd = open(ctl, O_RDWR | O_CLOEXEC);
+  pr->ack_fd = open(ack, O_RDWR | O_CLOEXEC | O_NONBLOCK);
+  return pr->ctl_fd >= 0 && pr->ack_fd >= 0 ? 0 : -1;
+}
+
+static void remove_control(struct dnt_perf_record *pr) {
+  if (pr->ctl_fd >= 0) close(pr->ctl_fd);
+  if (pr->ack_fd >= 0) close(pr->ack_fd);
+  pr->ctl_fd = pr->ack_fd = -1;
+  if (!pr->ctl_dir[0]) return;
+  char path[sizeof pr->ctl_dir + 8];
+  snprintf(path, sizeof path, "%s/ctl", pr->ctl_dir);
+  unlink(path);
+  snprintf(path, sizeof path, "%s/ack", pr->ctl_dir);
+  unlink(path);
+  rmdir(pr->ctl_dir);
+  pr->ctl_dir[0] = '\0';
+}
+
+/* Whether a child has exited (a zombie not yet reaped: the loop is not running here). */
+static int child_gone(int pid) {
+  char path[64], buf[256];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE *fp = fopen(path, "re");
+  if (!fp) return 1;
+  size_t n = fread(buf, 1, sizeof buf - 1, fp);
+  fclose(fp);
+  buf[n] = '\0';
+  const char *paren = strrchr(buf, ')');
+  return !paren || paren[1] != ' ' || paren[2] == 'Z' || paren[2] == 'X';
+}
+
+/* Sends "enable" and waits for perf's "ack" (perf may take a while to set up on a busy
+ * machine), giving up when perf has exited or after 20 s. */
+static int wait_recording(struct dnt_perf_record *pr) {
+  static const char enable[] = "enable\n";
+  if (write(pr->ctl_fd, enable, sizeof enable - 1) != (ssize_t)(sizeof enable - 1)) return -1;
+  char got[16];
+  size_t have = 0;
+  for (int waited = 0; waited < 20000; waited += 50) {
+    struct pollfd p = {.fd = pr->ack_fd, .events = POLLIN};
+    if (poll(&p, 1, 50) > 0) {
+      ssize_t n = read(pr->ack_fd, got + have, sizeof got - 1 - have);
+      if (n > 0) have += (size_t)n;
+      got[have] = '\0';
+      if (strstr(got, "ack")) return 0;
+    }
+    if (child_gone(pr->proc.pid)) return -1;
+  }
+  return -1;
+}
+
 int dnt_perf_record_start(struct dnt_perf_record *pr, uv_loop_t *loop, int pid, int hz, int sched, const char *out,
                           void (*on_exit)(void *ud), void *ud) {
   memset(pr, 0, sizeof *pr);
+  pr->ctl_fd = pr->ack_fd = -1;
   pr->on_exit = on_exit;
   pr->ud = ud;
+  if (make_control(pr) != 0) {
+    int e = errno;
+    remove_control(pr);
+    return dnt_error("cannot make perf's control fifos: %s", strerror(e));
+  }
   char clock_event[48], target[16];
   /* The frequency goes on cpu-clock alone: a global -F would sample the tracepoints at that rate
    * too and drop most switches, where every one of them is wanted (period 1, perf's default). */
@@ -99,6 +179,7 @@ int dnt_perf_record_start(struct dnt_perf_record *pr, uv_loop_t *loop, int pid, 
     argv[n++] = "-e", argv[n++] = "sched:sched_waking/call-graph=no/";
   }
   argv[n++] = "-g", argv[n++] = "-k", argv[n++] = "CLOCK_MONOTONIC";
+  argv[n++] = "-D", argv[n++] = "-1", argv[n++] = "--control", argv[n++] = pr->ctl_arg;
   argv[n++] = "-p", argv[n++] = target, argv[n++] = "-o", argv[n++] = (char *)out, argv[n] = NULL;
   uv_pipe_init(loop, &pr->err, 0);
   pr->err.data = pr;
@@ -109,10 +190,15 @@ int dnt_perf_record_start(struct dnt_perf_record *pr, uv_loop_t *loop, int pid, 
   int e = uv_spawn(loop, &pr->proc, &po);
   if (e) {
     uv_close((uv_handle_t *)&pr->err, NULL);
+    remove_control(pr);
     return dnt_error("cannot start perf: %s", uv_strerror(e));
   }
   pr->running = pr->started = 1;
   uv_read_start((uv_stream_t *)&pr->err, on_err_alloc, on_err_read);
+  if (wait_recording(pr) != 0) {
+    dnt_perf_record_stop(pr);
+    return dnt_error("perf did not start recording process %d", pid);
+  }
   return 0;
 }
 

@@ -22,13 +22,17 @@ struct dnt_perf_record {
   int running, status, signal, started;
   char err_text[16 * 1024];
   size_t err_len;
+  char ctl_dir[256], ctl_arg[600]; /* perf's control fifos, removed when it exits */
+  int ctl_fd, ack_fd;
   void (*on_exit)(void *ud);
   void *ud;
 };
 
 /* Starts `perf record -e cpu-clock/freq=hz/ [-e sched:sched_switch -e sched:sched_waking] -g
- * -k CLOCK_MONOTONIC -p pid -o out`. on_exit(ud) is called once perf has exited. pr: caller-owned, lives until then.
- * 0 or -1 (the error printed). */
+ * -k CLOCK_MONOTONIC -D -1 --control fifo:... -p pid -o out` and returns once perf records (its
+ * events turned on through the control fifo and acknowledged), so that what follows is all in
+ * the recording. on_exit(ud) is called once perf has exited. pr: caller-owned, lives until then.
+ * 0 or -1 (the error printed; a perf that started is being stopped: run the loop to its exit). */
 int dnt_perf_record_start(struct dnt_perf_record *pr, uv_loop_t *loop, int pid, int hz, int sched, const char *out,
                           void (*on_exit)(void *ud), void *ud);
 /* Asks perf to stop (SIGINT: it writes its file, then exits). */

@@ -476,3 +476,43 @@ Test(collect, native_without_perf_still_writes_the_trace, .timeout = 120) {
   cr_expect_eq(system(cmd), 0);
   free(dir);
 }
+
+/* --native where perf fails after its checks passed (a wrapper that makes perf record exit at
+ * once, a fault the machine cannot be made to produce): perf's own words, exit 1, no files. */
+Test(collect, native_perf_failing_to_start_is_one_error, .timeout = 120) {
+  dnt_target t;
+  start(&t);
+  char *dir = temp_dir(), out[128], wrapper[160], env_path[4200], pid[16];
+  snprintf(out, sizeof out, "%s/t.nettrace", dir);
+  snprintf(wrapper, sizeof wrapper, "%s/perf", dir);
+  FILE *fp = fopen(wrapper, "w");
+  cr_assert(fp);
+  fputs("#!/bin/sh\nfor a in \"$@\"; do case \"$a\" in -D) echo 'perf: made to fail' >&2; exit 1;; esac; done\n"
+        "exec perf-not-here \"$@\"\n",
+        fp);
+  fclose(fp);
+  cr_assert_eq(chmod(wrapper, 0755), 0);
+  snprintf(env_path, sizeof env_path, "PATH=%s:%s", dir, getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  char *const argv[] = {(char *)dnt_bin(), "collect", "-p", pid, "--native", "--duration", "2s", "-o", out, NULL};
+  const char *const env[] = {env_path, NULL};
+  struct dnt_run r;
+  cr_expect_eq(dnt_run_argv(&r, argv, env, 60000), 1, "%s%s", r.out, r.err);
+  cr_expect(strstr(r.err, "perf: made to fail"), "perf's own words: %s", r.err);
+  dnt_run_free(&r);
+  dnt_target_stop(&t);
+  unlink(wrapper);
+  DIR *d = opendir(dir);
+  cr_assert(d);
+  struct dirent *e;
+  int left = 0;
+  while ((e = readdir(d)))
+    if (e->d_name[0] != '.') {
+      left++;
+      cr_log_error("left behind: %s", e->d_name);
+    }
+  closedir(d);
+  cr_expect_eq(left, 0);
+  rmdir(dir);
+  free(dir);
+}
