@@ -3,21 +3,27 @@
 #
 #   ./bootstrap.sh demo    install what is missing, build, start the sample .NET app, trace it and
 #                          print its hottest methods
-#   ./bootstrap.sh check   install what is missing, build with ASan+UBSan, run every test
+#   ./bootstrap.sh check   install what is missing, build with ASan+UBSan, run every test (and
+#                          the trace readers' tests again built by clang)
 #   ./bootstrap.sh bench   build optimised and run the benchmarks (figures printed, not asserted)
+#   ./bootstrap.sh fuzz [SECONDS]  build the libFuzzer targets with clang and run each SECONDS (60)
 #   ./bootstrap.sh deps | build      only those steps
 #
 # Idempotent: packages already present are not reinstalled, configure runs only when its inputs
-# changed, make rebuilds only what changed. Build trees: build/ (demo, bench) and build-check/ (tests).
+# changed, make rebuilds only what changed. Build trees: build/ (demo, bench), build-check/ (tests)
+# and build-clang/ (the trace readers' tests again, built by clang with its ASan+UBSan).
 set -euo pipefail
-cd "$(dirname "$0")"
+cd "$(dirname "${BASH_SOURCE[0]}")"
 top=$PWD
 jobs=$(nproc 2>/dev/null || echo 2)
 
 packages=(build-essential autoconf autoconf-archive automake libtool pkg-config
           libuv1-dev libxml2-dev zlib1g-dev libcriterion-dev
           linux-perf util-linux procps tmux curl unzip python3
-          chromium fonts-dejavu-core time)   # chromium renders the flame graph in a test
+          chromium fonts-dejavu-core time prometheus \
+          clang libclang-rt-14-dev)
+# chromium renders the flame graph in a test; prometheus (promtool and the server) checks and
+# scrapes `counters serve` in a test; clang builds build-clang/ (clang's UBSan) and the fuzzers
 
 say() { printf '==> %s\n' "$*"; }
 
@@ -72,29 +78,55 @@ build() {
   make -s -C build -j"$jobs"
 }
 
-# Totals every test case the harness ran (one :test-result: line per case in the .trs files).
+# Totals every test case the harness ran in the given trees (one :test-result: line per case in
+# the .trs files).
 summarize() {
-  local dir=$1 pass fail skip
-  pass=$(cat "$dir"/tests/*.trs 2>/dev/null | grep -c '^:test-result: \(PASS\|XFAIL\)' || true)
-  fail=$(cat "$dir"/tests/*.trs 2>/dev/null | grep -c '^:test-result: \(FAIL\|XPASS\|ERROR\)' || true)
-  skip=$(cat "$dir"/tests/*.trs 2>/dev/null | grep -c '^:test-result: SKIP' || true)
+  local dir pass=0 fail=0 skip=0 n
+  for dir in "$@"; do
+    n=$(cat "$dir"/tests/*.trs 2>/dev/null | grep -c '^:test-result: \(PASS\|XFAIL\)' || true); pass=$((pass + n))
+    n=$(cat "$dir"/tests/*.trs 2>/dev/null | grep -c '^:test-result: \(FAIL\|XPASS\|ERROR\)' || true); fail=$((fail + n))
+    n=$(cat "$dir"/tests/*.trs 2>/dev/null | grep -c '^:test-result: SKIP' || true); skip=$((skip + n))
+  done
   echo "$pass passed, $fail failed, $skip skipped"
 }
+
+# After `make check` in DIR (its output in DIR/check-output.txt) ended with status RC: the
+# harness's lines, and the failing logs when it failed.
+report_check() {
+  local dir=$1 rc=$2
+  grep -E '^(PASS|FAIL|SKIP|ERROR|XPASS|XFAIL):|^# (TOTAL|PASS|SKIP|FAIL|ERROR)' "$dir"/check-output.txt || true
+  if [ "$rc" -ne 0 ]; then
+    say "make check failed in $dir/; the failing logs:"
+    grep -l -E '^(not ok|ERROR)' "$dir"/tests/*.log 2>/dev/null | while read -r f; do
+      echo "--- $f"; grep -v '^ok ' "$f" | tail -n 60
+    done
+    grep -q ':test-result:' "$dir"/tests/*.trs 2>/dev/null || tail -n 40 "$dir"/check-output.txt
+  fi
+}
+
+# The tests of the code that reads traces, built by clang: its UBSan checks more than gcc's
+# (NULL + 0, for one, which aborted on real traces; issue 19). Only these programs are built
+# (check_PROGRAMS), and the sample target is build-check/'s, not built again (check_DATA).
+CLANG_TESTS="tests/test-ntr-parser tests/test-ntr-malformed tests/test-ntr-corpus tests/test-events
+             tests/test-report tests/test-convert"
 
 check() {
   configure_tree build-check --enable-asan CFLAGS="-O1 -g"
   say "make check (build-check/, ASan+UBSan)"
   rm -f build-check/tests/*.trs build-check/tests/*.log
-  local rc=0
+  local rc=0 crc=0 tests
   make -C build-check -j"$jobs" check >build-check/check-output.txt 2>&1 || rc=$?
-  grep -E '^(PASS|FAIL|SKIP|ERROR|XPASS|XFAIL):|^# (TOTAL|PASS|SKIP|FAIL|ERROR)' build-check/check-output.txt || true
-  if [ "$rc" -ne 0 ]; then
-    say "make check failed; the failing logs:"
-    grep -l -E '^(not ok|ERROR)' build-check/tests/*.log 2>/dev/null | while read -r f; do
-      echo "--- $f"; grep -v '^ok ' "$f" | tail -n 60
-    done
-    grep -q ':test-result:' build-check/tests/*.trs 2>/dev/null || tail -n 40 build-check/check-output.txt
-  fi
+  report_check build-check "$rc"
+
+  tests=$(echo $CLANG_TESTS)
+  configure_tree build-clang CC=clang --enable-asan CFLAGS="-O1 -g"
+  say "make check (build-clang/, clang ASan+UBSan: the trace readers' tests)"
+  rm -f build-clang/tests/*.trs build-clang/tests/*.log
+  DNT_TARGET_BUILDDIR="$top/build-check" make -C build-clang -j"$jobs" check TESTS="$tests" \
+    check_PROGRAMS="$tests" check_DATA= SHARED_TESTS= ALONE_TESTS= >build-clang/check-output.txt 2>&1 || crc=$?
+  report_check build-clang "$crc"
+  [ "$crc" -eq 0 ] || rc=$crc
+
   if [ "$rc" -eq 0 ]; then
     # the release tarball must build and pass from a read-only tree as well
     configure_tree build CFLAGS="-O2 -g"
@@ -105,31 +137,77 @@ check() {
       rc=1
     fi
   fi
-  summarize build-check   # the last line: what CI reads
+  if [ "${CI:-}" = true ]; then fuzz "$FUZZ_CI_SECONDS" || rc=1; fi
+  summarize build-check build-clang   # the last line: what CI reads
   return "$rc"
+}
+
+# ---- fuzzing: tests/fuzz, docs/internals/fuzzing.md ----
+# CI runs every target this long (about 11 of them: some 80 s in all, after the clang build).
+FUZZ_CI_SECONDS=7
+
+# fuzz SECONDS: one clang tree (build-fuzz/: libFuzzer, ASan, UBSan), every target SECONDS long;
+# a crash fails it, its input in build-fuzz/fuzz-crashes/.
+fuzz() {
+  local seconds=$1
+  case $seconds in '' | *[!0-9]*) echo "bootstrap: fuzz takes a number of seconds, not '$seconds'" >&2; return 2 ;; esac
+  configure_tree build-fuzz CC=clang --enable-fuzzing CFLAGS="-O1 -g"
+  say "make fuzz (build-fuzz/, ${seconds}s per target)"
+  make -s -C build-fuzz -j"$jobs" fuzz FUZZ_SECONDS="$seconds"
+}
+
+# demo_start EXE [ARGS...]: starts the sample in the background, its output in a temp file, and
+# waits for its "ready" line; demo_stop (also the EXIT trap) ends it and removes the file (and the
+# socket and pipes the runtime leaves when a signal ends it). Every
+# step of the cleanup tolerates failure: under `set -e` a failing `wait` on the killed sample
+# (status 143) would otherwise end the trap early, leave the file and become the script's status.
+demo_start() {
+  demo_out=$(mktemp)
+  "$@" >"$demo_out" 2>&1 &
+  demo_pid=$!
+  trap demo_stop EXIT
+  for _ in $(seq 100); do grep -q '^ready' "$demo_out" && break; sleep 0.1; done
+}
+
+demo_stop() {
+  if [ -n "${demo_pid:-}" ]; then
+    kill "$demo_pid" 2>/dev/null || true
+    wait "$demo_pid" 2>/dev/null || true
+    # a runtime ended by a signal leaves its diagnostic socket and debugger pipes in its TMPDIR
+    rm -f "${TMPDIR:-/tmp}/dotnet-diagnostic-$demo_pid-"*-socket "${TMPDIR:-/tmp}/clr-debug-pipe-$demo_pid-"* || true
+    demo_pid=
+  fi
+  if [ -n "${demo_out:-}" ]; then
+    rm -f "$demo_out" || true
+    demo_out=
+  fi
+}
+
+# demo_run BUILDDIR [OUTDIR]: the demo's steps on a built tree (the sample app built there); the
+# trace goes to OUTDIR (default BUILDDIR)
+demo_run() {
+  local dir=$1 out=${2:-$1}
+  local exe=$dir/tests/targets/sample/out/Sample
+  [ -x "$exe" ] || { echo "demo: the sample app was not built (is dotnet installed?)" >&2; return 1; }
+  demo_start "$exe"
+  local pid=$demo_pid
+  say "dntrace ps"
+  "$dir"/dntrace ps
+  say "dntrace info -p $pid"
+  "$dir"/dntrace info -p "$pid"
+  say "dntrace collect -p $pid --duration 5s -o $out/demo.nettrace"
+  rm -f "$out"/demo.nettrace
+  "$dir"/dntrace collect -p "$pid" --duration 5s -o "$out"/demo.nettrace
+  say "dntrace report $out/demo.nettrace -n 8"
+  "$dir"/dntrace report "$out"/demo.nettrace -n 8
+  demo_stop
 }
 
 demo() {
   build
   say "building the sample .NET app"
   make -s -C build sample-target
-  local exe=build/tests/targets/sample/out/Sample
-  [ -x "$exe" ] || { echo "demo: the sample app was not built (is dotnet installed?)" >&2; exit 1; }
-  demo_out=$(mktemp)
-  "$exe" >"$demo_out" 2>&1 &
-  demo_pid=$!
-  trap 'kill $demo_pid 2>/dev/null; wait $demo_pid 2>/dev/null; rm -f "$demo_out"' EXIT
-  local out=$demo_out pid=$demo_pid
-  for _ in $(seq 100); do grep -q '^ready' "$out" && break; sleep 0.1; done
-  say "dntrace ps"
-  build/dntrace ps
-  say "dntrace info -p $pid"
-  build/dntrace info -p "$pid"
-  say "dntrace collect -p $pid --duration 5s -o build/demo.nettrace"
-  rm -f build/demo.nettrace
-  build/dntrace collect -p "$pid" --duration 5s -o build/demo.nettrace
-  say "dntrace report build/demo.nettrace -n 8"
-  build/dntrace report build/demo.nettrace -n 8
+  demo_run build
 }
 
 bench() {
@@ -137,11 +215,15 @@ bench() {
   make -s -C build bench
 }
 
+# sourced (tests/bootstrap-demo.sh): only the functions
+[ "${BASH_SOURCE[0]}" = "$0" ] || return 0
+
 case "${1:-}" in
   deps) deps ;;
   build) deps; build ;;
   check) deps; check ;;
   demo) deps; demo ;;
   bench) deps; bench ;;
-  *) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  fuzz) deps; fuzz "${2:-60}" ;;
+  *) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -33,6 +33,8 @@ struct proc_facts {
   char tmpdir[1024];
   int environ_readable;
   int diagnostics_disabled; /* DOTNET_EnableDiagnostics=0 or its IPC/COMPlus spellings */
+  int exited;               /* State: Z (zombie) or X (dead): it has exited, not been reaped */
+  int ppid;
 };
 
 static void set_err(dsipc_endpoint *ep, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -43,6 +45,15 @@ static void set_err(dsipc_endpoint *ep, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(ep->errmsg, sizeof ep->errmsg, fmt, ap);
   va_end(ap);
+}
+
+/* What to do about a permission error on process pid's files. Root is never told to run as
+ * root: it was refused because it lacks CAP_SYS_PTRACE over the target (a container without
+ * SYS_PTRACE, a process of an outer user namespace) or a security module said no. */
+static const char *perm_hint(void) {
+  return geteuid() == 0 ? "dntrace runs as root but without CAP_SYS_PTRACE over it (add the capability, "
+                          "or run in the target's user namespace), or a security module refuses it"
+                        : "run as the same user, or as root (or with CAP_SYS_PTRACE)";
 }
 
 /* Reads a whole /proc file (they report size 0, so read until EOF). Returns bytes or -errno;
@@ -82,6 +93,12 @@ static int parse_status(const char *status, struct proc_facts *f, int host_pid) 
         if (v > 0) f->ns_pid = (int)v;
         p = end;
       }
+    } else if (strncmp(line, "State:", 6) == 0) {
+      const char *p = line + 6;
+      while (*p == ' ' || *p == '\t') p++;
+      f->exited = *p == 'Z' || *p == 'X';
+    } else if (strncmp(line, "PPid:", 5) == 0) {
+      f->ppid = atoi(line + 5);
     } else if (strncmp(line, "Uid:", 4) == 0) {
       unsigned r, e;
       if (sscanf(line + 4, "%u %u", &r, &e) == 2) {
@@ -107,6 +124,19 @@ static int parse_starttime(const char *stat, unsigned long long *out) {
   unsigned long long v = strtoull(p + 1, &end, 10);
   if (end == p + 1) return -EINVAL;
   *out = v;
+  return 0;
+}
+
+int dsipc_proc_stat(int host_pid, char *state, unsigned long long *starttime) {
+  char path[64], stat[4096];
+  snprintf(path, sizeof path, "/proc/%d/stat", host_pid);
+  ssize_t n = read_proc_file(path, stat, sizeof stat);
+  if (n < 0) return n == -ENOENT ? -ESRCH : (int)n;
+  const char *paren = strrchr(stat, ')'); /* the command name before it may hold anything */
+  unsigned long long start;
+  if (!paren || paren[1] != ' ' || !paren[2] || parse_starttime(stat, &start) < 0) return -ESRCH;
+  if (state) *state = paren[2];
+  if (starttime) *starttime = start;
   return 0;
 }
 
@@ -163,10 +193,24 @@ static int read_facts(int host_pid, struct proc_facts *f, char *env, size_t env_
   return 0;
 }
 
-/* The directory where the target's sockets are, as reachable from here. */
+/* The directory where the target's sockets are, as reachable from here. In another mount
+ * namespace its TMPDIR is first spelt out inside its root (dsipc_resolve_in_root): through
+ * /proc/PID/root an absolute symlink on the way would be followed in *our* tree, so a container
+ * whose /tmp links to /var/tmp would send us to the host's /var/tmp, to another runtime's socket
+ * of the same pid number. -errno when the TMPDIR is no directory inside the root. */
 static int socket_dir(int host_pid, const struct proc_facts *f, char *dir, size_t cap) {
-  int n = f->same_mntns ? snprintf(dir, cap, "%s", f->tmpdir)
-                        : snprintf(dir, cap, "/proc/%d/root%s", host_pid, f->tmpdir);
+  if (f->same_mntns) {
+    int n = snprintf(dir, cap, "%s", f->tmpdir);
+    return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
+  }
+  char root[64], inside[sizeof f->tmpdir];
+  snprintf(root, sizeof root, "/proc/%d/root", host_pid);
+  int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (rfd < 0) return -errno;
+  int rc = dsipc_resolve_in_root(rfd, f->tmpdir, inside, sizeof inside);
+  close(rfd);
+  if (rc < 0) return rc;
+  int n = snprintf(dir, cap, "%s%s", root, strcmp(inside, "/") == 0 ? "" : inside);
   return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
 }
 
@@ -205,8 +249,8 @@ static int check_candidate(dsipc_endpoint *ep, const struct proc_facts *f, const
   if (lstat(path, &st) < 0) {
     int e = errno;
     if (e == EACCES || e == EPERM) {
-      set_err(ep, "permission denied looking at '%s': run as the same user as process %d, or as root "
-              "(or with CAP_SYS_PTRACE)", path, ep->host_pid);
+      set_err(ep, "permission denied looking at '%s' (a socket of process %d): %s", path, ep->host_pid,
+              perm_hint());
       return -EACCES;
     }
     return -ENOENT;
@@ -239,8 +283,8 @@ static int find_in_dir(dsipc_endpoint *ep, const struct proc_facts *f, const cha
   if (!d) {
     int e = errno;
     if (e == EACCES || e == EPERM) {
-      set_err(ep, "permission denied reading '%s': run as the same user as process %d, or as root "
-              "(or with CAP_SYS_PTRACE)", dir, ep->host_pid);
+      set_err(ep, "permission denied reading '%s' (the socket directory of process %d): %s", dir,
+              ep->host_pid, perm_hint());
       return -EACCES;
     }
     set_err(ep, "cannot read '%s': %s", dir, strerror(e));
@@ -324,13 +368,28 @@ int dsipc_endpoint_find(int host_pid, dsipc_endpoint *out) {
     return rc;
   }
   out->ns_pid = f.ns_pid;
+  if (f.exited) {
+    char comm[64];
+    read_comm(host_pid, comm, sizeof comm);
+    set_err(out, "process %d (%s) has exited: it is a zombie that its parent (pid %d) has not reaped yet",
+            host_pid, comm, f.ppid);
+    return -ESRCH;
+  }
   rc = socket_dir(host_pid, &f, dir, sizeof dir);
-  if (rc < 0) {
+  if (rc == -ENAMETOOLONG) {
     set_err(out, "the TMPDIR of process %d is too long", host_pid);
     return rc;
   }
-  rc = find_in_dir(out, &f, dir);
-  if (rc == 0 || rc != DSIPC_ENOTFOUND) return rc;
+  if (rc == -EACCES || rc == -EPERM) {
+    set_err(out, "permission denied looking into process %d's files: %s", host_pid, perm_hint());
+    return -EACCES;
+  }
+  if (rc == 0) {
+    rc = find_in_dir(out, &f, dir);
+    if (rc != DSIPC_ENOTFOUND) return rc;
+  } else { /* its TMPDIR is no directory inside its root: no socket there, worded as below */
+    snprintf(dir, sizeof dir, "/proc/%d/root%s", host_pid, f.tmpdir);
+  }
 
   char comm[64];
   read_comm(host_pid, comm, sizeof comm);

@@ -63,6 +63,15 @@ int dsipc__short_alias(const char *path, char *alias, size_t cap, int *dirfd);
 /* Connects to the socket at path (any length), retrying briefly while the runtime's listener
  * refuses; *out a non-blocking fd. 0, or an error with st filled. */
 int dsipc__connect(const char *path, int *out, dsipc_status *st);
+/* The same with at most `tries` attempts (1: no pause at all, for a caller on a loop that
+ * retries on its own timer, after dsipc__connect_pause_ms(attempt)). A refusal worth another
+ * try is -ECONNREFUSED. */
+int dsipc__connect_tries(const char *path, int *out, dsipc_status *st, int tries);
+uint64_t dsipc__connect_pause_ms(int attempt);
+#define DSIPC__CONNECT_TRIES 5
+
+/* dsipc_open_in_root's walk without openat2, for kernels before 5.6 (tests call it directly). */
+int dsipc__open_in_root_walk(int root_fd, const char *path, int flags, unsigned mode);
 
 /* Largest string we accept from a runtime, in UTF-16 units (a command line can be long). */
 #define DSIPC__MAX_STRING_UNITS (1u << 20)

@@ -232,6 +232,31 @@ int dsipc_perfmap_disable(const char *path, uint64_t timeout_ms, dsipc_status *s
 int dsipc_dump_generate(const char *path, const char *dump_path, uint32_t dump_type, uint32_t flags,
                         uint64_t timeout_ms, dsipc_status *st);
 
+/* ---- Calls: one request, one reply, on the caller's loop (call.c) ---- */
+
+/* The async twins of dsipc_process_info_get and dsipc_dump_generate, for a command that goes on
+ * with other work meanwhile (ps asking every process at once, dump drawing its progress, an
+ * agent answering HTTP). Each tries the newest command first and falls back on UNKNOWN_COMMAND,
+ * exactly as the sync calls do. The callback is called exactly once, from the loop, unless the
+ * call is cancelled first; the call is freed after it returns. timeout_ms covers connecting and
+ * the reply (for a dump: minutes, the runtime answers once the file is written). */
+struct uv_loop_s;
+typedef struct dsipc_call dsipc_call;
+/* st->code 0 with pi (valid during the call only; copy what you keep), or the error, pi NULL. */
+typedef void (*dsipc_process_info_cb)(void *ud, const dsipc_status *st, const dsipc_process_info *pi);
+typedef void (*dsipc_dump_cb)(void *ud, const dsipc_status *st);
+/* path: the runtime's socket (copied). *out (may be NULL) is the call, for dsipc_call_cancel.
+ * 0, or an error (st filled) and the callback will not be called. */
+int dsipc_process_info_start(struct uv_loop_s *loop, const char *path, uint64_t timeout_ms, dsipc_process_info_cb cb,
+                             void *ud, dsipc_call **out, dsipc_status *st);
+/* dump_path as for dsipc_dump_generate (copied). */
+int dsipc_dump_start(struct uv_loop_s *loop, const char *path, const char *dump_path, uint32_t dump_type,
+                     uint32_t flags, uint64_t timeout_ms, dsipc_dump_cb cb, void *ud, dsipc_call **out,
+                     dsipc_status *st);
+/* Drops a call whose callback has not run yet: no callback, the connection closed. Not after the
+ * callback (the call is gone then). NULL is fine. */
+void dsipc_call_cancel(dsipc_call *c);
+
 /* ---- Streaming: a reply followed by a continuation of unknown length (EventPipe) ---- */
 
 struct uv_loop_s;
@@ -306,9 +331,27 @@ typedef struct dsipc_endpoint {
  * -ESRCH no such process; -EACCES not permitted; DSIPC_EUNSAFE a socket of the wrong owner;
  * DSIPC_ENOTFOUND none (errmsg says whether the process is .NET and has diagnostics disabled). */
 int dsipc_endpoint_find(int host_pid, dsipc_endpoint *out);
+/* A process's state letter (R, S, T for stopped by a signal, t for a tracing stop, Z...) and its
+ * start time in clock ticks since boot (with the pid, it names one process, never a later one
+ * that got the same pid), from /proc/PID/stat. Either may be NULL. 0, or -ESRCH / -errno. */
+int dsipc_proc_stat(int host_pid, char *state, unsigned long long *starttime);
 /* Calls cb once per process that publishes a usable socket; cb returns non-zero to stop.
  * The endpoint passed to cb is valid only during the call. Returns 0 or a negative error. */
 int dsipc_endpoint_list(int (*cb)(const dsipc_endpoint *ep, void *ud), void *ud);
+
+/* ---- A target's files, reached through /proc/PID/root (inroot.c) ---- */
+/* Opens path as the process whose root directory is root_fd sees it (root_fd: a directory fd,
+ * e.g. open("/proc/PID/root", O_PATH | O_DIRECTORY); borrowed). Every symlink and ".." is resolved
+ * inside that root, never against ours (openat2 RESOLVE_IN_ROOT, or the same walk done here on
+ * kernels without it); the last component is never followed (O_NOFOLLOW is added: a symlink
+ * there is -ELOOP, or with O_PATH an fd of the link itself). O_CLOEXEC is added. mode is used
+ * with O_CREAT. Returns an fd (caller-owned: close it) or -errno. */
+int dsipc_open_in_root(int root_fd, const char *path, int flags, unsigned mode);
+/* The directory path names as that process sees it, spelt from its root with every symlink, "."
+ * and ".." resolved inside the root (a symlink at the end is followed too): "/proc/PID/root"
+ * followed by it leaves the root through no symlink, at least as long as the process changes
+ * none. out: caller's buffer of cap bytes. 0, or -errno (-ENOTDIR when it is no directory). */
+int dsipc_resolve_in_root(int root_fd, const char *path, char *out, size_t cap);
 
 #ifdef __cplusplus
 }

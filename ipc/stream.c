@@ -11,7 +11,9 @@
 
 struct dsipc_stream {
   uv_pipe_t pipe;
-  uv_timer_t timer;
+  uv_timer_t timer, retry; /* the reply's deadline; the next connect attempt */
+  char *path;              /* while connecting again after a refusal */
+  int attempts;
   uv_connect_t connect_req;
   uv_write_t write_req;
   dsipc_buf req;
@@ -32,6 +34,7 @@ static void end(dsipc_stream *s, int code) {
   s->st.code = code;
   uv_read_stop((uv_stream_t *)&s->pipe);
   uv_timer_stop(&s->timer);
+  uv_timer_stop(&s->retry);
   if (!s->replied && s->cb.on_reply) {
     s->replied = 1;
     s->cb.on_reply(s->ud, &s->st, NULL, 0);
@@ -99,6 +102,29 @@ static void start_exchange(dsipc_stream *s) {
   if (rc) end(s, dsipc__fail(&s->st, -EPIPE, 0, "cannot talk to '%s': %s", s->what, uv_strerror(rc)));
 }
 
+/* A runtime's listener refused for a moment: the next attempt after a pause on the loop (never
+ * a sleep: the caller's loop has other work). */
+static void on_retry(uv_timer_t *t) {
+  dsipc_stream *s = t->data;
+  if (s->ended || s->closing) return;
+  int fd;
+  int rc = dsipc__connect_tries(s->path, &fd, &s->st, 1);
+  if (rc == -ECONNREFUSED && ++s->attempts < DSIPC__CONNECT_TRIES) {
+    uv_timer_start(&s->retry, on_retry, dsipc__connect_pause_ms(s->attempts), 0);
+    return;
+  }
+  if (rc) {
+    end(s, rc);
+    return;
+  }
+  if ((rc = uv_pipe_open(&s->pipe, fd)) != 0) {
+    close(fd);
+    end(s, dsipc__fail(&s->st, -EBADF, 0, "cannot use the runtime's connection: %s", uv_strerror(rc)));
+    return;
+  }
+  start_exchange(s);
+}
+
 static void on_timeout(uv_timer_t *t) {
   dsipc_stream *s = t->data;
   end(s, dsipc__fail(&s->st, DSIPC_ETIMEDOUT, 0, "no reply from '%s' within %llu ms", s->what,
@@ -109,6 +135,7 @@ static void on_closed(uv_handle_t *h) {
   dsipc_stream *s = h->data;
   if (--s->open_handles > 0) return;
   if (s->dirfd >= 0) close(s->dirfd);
+  dsipc__free(s->path);
   dsipc_framer_release(&s->framer);
   dsipc_buf_release(&s->req);
   dsipc__free(s);
@@ -130,15 +157,19 @@ int dsipc_stream_open(struct uv_loop_s *loop, const char *path, int fd, const ds
   dsipc_framer_init(&s->framer);
   dsipc_buf_init(&s->req);
   snprintf(s->what, sizeof s->what, "%s", path ? path : "the runtime's connection");
-  int rc = 0;
-  if (fd < 0 && (rc = dsipc__connect(path, &fd, st)) != 0) {
-    dsipc__free(s);
-    return rc;
+  int rc = 0, refused = 0;
+  if (fd < 0 && (rc = dsipc__connect_tries(path, &fd, st, 1)) != 0) {
+    if (rc != -ECONNREFUSED || !(s->path = dsipc__strdup(path))) {
+      dsipc__free(s);
+      return rc;
+    }
+    refused = 1; /* tried again from the loop (on_retry) */
   }
   s->req.data = dsipc__malloc(req->len);
   if (!s->req.data) {
     if (s->dirfd >= 0) close(s->dirfd);
     if (fd >= 0) close(fd);
+    dsipc__free(s->path);
     dsipc__free(s);
     return dsipc__fail(st, DSIPC_ENOMEM, 0, "out of memory");
   }
@@ -147,10 +178,14 @@ int dsipc_stream_open(struct uv_loop_s *loop, const char *path, int fd, const ds
 
   uv_pipe_init((uv_loop_t *)loop, &s->pipe, 0);
   uv_timer_init((uv_loop_t *)loop, &s->timer);
-  s->pipe.data = s->timer.data = s->connect_req.data = s;
-  s->open_handles = 2;
+  uv_timer_init((uv_loop_t *)loop, &s->retry);
+  s->pipe.data = s->timer.data = s->retry.data = s->connect_req.data = s;
+  s->open_handles = 3;
   uv_timer_start(&s->timer, on_timeout, reply_timeout_ms, 0);
-  {
+  if (refused) {
+    s->attempts = 1;
+    uv_timer_start(&s->retry, on_retry, dsipc__connect_pause_ms(1), 0);
+  } else {
     rc = uv_pipe_open(&s->pipe, fd);
     if (rc) {
       close(fd);
@@ -158,6 +193,7 @@ int dsipc_stream_open(struct uv_loop_s *loop, const char *path, int fd, const ds
       s->closing = 1;
       uv_close((uv_handle_t *)&s->pipe, on_closed);
       uv_close((uv_handle_t *)&s->timer, on_closed);
+      uv_close((uv_handle_t *)&s->retry, on_closed);
       return -EBADF;
     }
     start_exchange(s);
@@ -174,4 +210,5 @@ void dsipc_stream_close(dsipc_stream *s) {
   uv_timer_stop(&s->timer);
   uv_close((uv_handle_t *)&s->pipe, on_closed);
   uv_close((uv_handle_t *)&s->timer, on_closed);
+  uv_close((uv_handle_t *)&s->retry, on_closed);
 }

@@ -185,9 +185,14 @@ int dsipc__short_alias(const char *path, char *alias, size_t cap, int *dirfd) {
 
 /* A runtime's listener can refuse for a moment (it recreates its socket after a failed
  * connection; a full backlog says EAGAIN): a few quick retries, ~300 ms in all, before "refused". */
-#define CONNECT_TRIES 5
+#define CONNECT_TRIES DSIPC__CONNECT_TRIES
 
-int dsipc__connect(const char *path, int *out, dsipc_status *st) {
+/* The pause before connect attempt `attempt` (1 .. CONNECT_TRIES - 1): 20, 40, 80, 160 ms. */
+uint64_t dsipc__connect_pause_ms(int attempt) { return 20u << (attempt - 1); }
+
+int dsipc__connect(const char *path, int *out, dsipc_status *st) { return dsipc__connect_tries(path, out, st, CONNECT_TRIES); }
+
+int dsipc__connect_tries(const char *path, int *out, dsipc_status *st, int tries) {
   char alias[128];
   int dirfd;
   *out = -1;
@@ -196,9 +201,10 @@ int dsipc__connect(const char *path, int *out, dsipc_status *st) {
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
   memcpy(sa.sun_path, alias, strlen(alias) + 1); /* short_alias made it fit */
   int err = 0;
-  for (int attempt = 0; attempt < CONNECT_TRIES; attempt++) {
+  for (int attempt = 0; attempt < tries; attempt++) {
     if (attempt) {
-      struct timespec pause = {0, 20000000L << (attempt - 1)}; /* 20, 40, 80, 160 ms */
+      uint64_t ms = dsipc__connect_pause_ms(attempt);
+      struct timespec pause = {0, (long)(ms * 1000000u)};
       nanosleep(&pause, NULL);
     }
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -217,8 +223,9 @@ int dsipc__connect(const char *path, int *out, dsipc_status *st) {
   }
   if (dirfd >= 0) close(dirfd);
   if (!err) return 0;
+  const char *root_hint = " (refused to root: it lacks CAP_DAC_OVERRIDE, or a security module says no)";
   const char *hint = err == ECONNREFUSED ? " (the process has exited, or its runtime stopped listening)"
-                     : err == EACCES     ? " (run as the process's user, or as root)"
+                     : err == EACCES     ? (geteuid() == 0 ? root_hint : " (run as the process's user, or as root)")
                                          : "";
   return dsipc__fail(st, err == EACCES ? -EACCES : -ECONNREFUSED, 0, "cannot connect to '%s': %s%s", path,
                      strerror(err), hint);

@@ -88,6 +88,13 @@ static int grow_array(void **arr, size_t *cap, size_t want, size_t elsize) {
   return 0;
 }
 
+/* The bytes max_stack_bytes charges for a table of nframes IPs and nstacks stacks, of which
+ * nindexed are in the hash index. In 64 bits: nframes comes from the wire. */
+static uint64_t stack_table_bytes(uint64_t nframes, uint64_t nstacks, size_t nindexed) {
+  return nframes * sizeof(uint64_t) + nstacks * sizeof(struct ntr__stack_ent) +
+         ntr__map_bytes(nindexed);
+}
+
 int ntr__stack_block(ntr_parser *p, const uint8_t *data, size_t len, uint64_t off) {
   ntr__cur c = {data, data + len};
   uint32_t first, count, i, ptr = p->trace.pointer_size;
@@ -104,7 +111,7 @@ int ntr__stack_block(ntr_parser *p, const uint8_t *data, size_t len, uint64_t of
     uint64_t *fr;
     struct ntr__stack_ent *e;
     ntr_stack s;
-    int rc;
+    int rc, dense;
 
     if (ntr__u32(&c, &size) || size > ntr__left(&c))
       return ntr__fail(p, NTR_EFORMAT, soff, "stack %u size %u runs past the block", id, size);
@@ -112,10 +119,22 @@ int ntr__stack_block(ntr_parser *p, const uint8_t *data, size_t len, uint64_t of
       return ntr__fail(p, NTR_EFORMAT, soff,
                        "stack %u size %u is not a multiple of the pointer size %u", id, size, ptr);
     n = size / ptr;
-    if ((p->nframes + n) > p->lim.max_stack_bytes / sizeof(uint64_t))
+    /* Empty stacks cost nothing on the wire but an entry here: count them too. */
+    if (p->nstacks >= p->lim.max_stacks)
+      return ntr__fail(p, NTR_ELIMIT, soff,
+                       "more than %u stacks between two sequence points (max_stacks)",
+                       p->lim.max_stacks);
+    /* Writers number stacks densely from the first after a sequence point, and such an id
+     * indexes the table directly (see ntr__event_block); only the others need the hash. */
+    dense = p->nstacks == 0 || id - p->stacks[0].id == (uint32_t)p->nstacks;
+    if (stack_table_bytes((uint64_t)p->nframes + n, (uint64_t)p->nstacks + 1,
+                          p->st.len + !dense) > p->lim.max_stack_bytes)
       return ntr__fail(p, NTR_ELIMIT, soff, "stack table exceeds %zu bytes (max_stack_bytes)",
                        p->lim.max_stack_bytes);
-    if (grow_array((void **)&p->frames, &p->frames_cap, p->nframes + n, sizeof(uint64_t)) < 0 ||
+    /* One IP more than needed: the pool then exists even when every stack so far is empty,
+     * so a stack's frames (the pool + its offset) are never NULL + 0, which C leaves undefined,
+     * and consumers may hand them to memcmp/memcpy with a length of 0. */
+    if (grow_array((void **)&p->frames, &p->frames_cap, p->nframes + n + 1, sizeof(uint64_t)) < 0 ||
         grow_array((void **)&p->stacks, &p->stacks_cap, p->nstacks + 1, sizeof(*p->stacks)) < 0)
       return ntr__fail(p, NTR_ENOMEM, soff, "out of memory for the stack table");
     fr = p->frames + p->nframes;
@@ -130,7 +149,7 @@ int ntr__stack_block(ntr_parser *p, const uint8_t *data, size_t len, uint64_t of
     e->off = p->nframes;
     e->n = n;
     e->id = id;
-    if (ntr__map_put(&p->st, id, p->nstacks + 1) < 0)
+    if (!dense && ntr__map_put(&p->st, id, p->nstacks + 1) < 0)
       return ntr__fail(p, NTR_ENOMEM, soff, "out of memory for the stack table");
     p->nstacks++;
     p->nframes += n;
@@ -404,7 +423,8 @@ int ntr__event_block(ntr_parser *p, const uint8_t *data, size_t len, uint64_t of
     if (ev.stack_id != last_stack || (ev.stack_id && !ev.stack)) {
       const struct ntr__stack_ent *e = NULL;
       /* Writers number stacks densely from the first id after a sequence point, so the id
-       * usually indexes the table directly; the hash map covers everything else. */
+       * usually indexes the table directly; the hash map holds only the others
+       * (ntr__stack_block), so a dense id is never looked up there. */
       if (ev.stack_id && p->nstacks) {
         uint32_t k = ev.stack_id - p->stacks[0].id;
         if (k < p->nstacks && p->stacks[k].id == ev.stack_id)
@@ -418,7 +438,7 @@ int ntr__event_block(ntr_parser *p, const uint8_t *data, size_t len, uint64_t of
       if (e) {
         p->st_cur.id = e->id;
         p->st_cur.nframes = e->n;
-        p->st_cur.frames = p->frames + e->off;
+        p->st_cur.frames = p->frames + e->off; /* never NULL: see ntr__stack_block */
         ev.stack = &p->st_cur;
       } else {
         ev.stack = NULL;

@@ -65,6 +65,16 @@ static int grow(ntr__map *m) {
   return 0;
 }
 
+size_t ntr__map_bytes(size_t len) {
+  size_t cap = 16;
+  if (!len)
+    return 0;
+  /* The rule ntr__map_put grows by: a load of at most 1/2. */
+  while (len * 2 > cap)
+    cap *= 2;
+  return cap * 2 * sizeof(uint64_t);
+}
+
 int ntr__map_put(ntr__map *m, uint64_t key, uint64_t val) {
   uint64_t *slot = ntr__map_find(m, key);
   if (slot) {

@@ -446,7 +446,9 @@ static int build(ntr_parser *p, const uint8_t *data, size_t len, uint64_t off,
   if (!old && p->md.len >= p->lim.max_metadata)
     return ntr__fail(p, NTR_ELIMIT, off, "more than %u metadata records (max_metadata)",
                      p->lim.max_metadata);
-  if (p->md_bytes + total > p->lim.max_metadata_bytes)
+  /* The index is charged too: a small record costs a slot as well as its tree. */
+  if ((uint64_t)p->md_bytes + total + ntr__map_bytes(p->md.len + !old) >
+      p->lim.max_metadata_bytes)
     return ntr__fail(p, NTR_ELIMIT, off, "metadata exceeds %zu bytes (max_metadata_bytes)",
                      p->lim.max_metadata_bytes);
   r = ntr__malloc(total);

@@ -29,7 +29,9 @@
  *     enum v6_kind in v6.c and a case in ntr__v6_block().
  *  2. Write its decoder with the cursor helpers below; check every length against bytes left
  *     and against a member of ntr_limits before using it.
- *  3. If it feeds a table, bound that table and say when the format lets us clear it.
+ *  3. If it feeds a table, bound that table and say when the format lets us clear it. Bound
+ *     its memory, not only what the stream spells out: entries and index too (ntr__map_bytes),
+ *     or a row of a few bytes can cost a hundred here.
  *  4. Add a callback to ntr_callbacks only if consumers need it; document ownership.
  *  5. Teach tests/lib/ntr-writer.c to write it; add a split, truncation and malformed case.
  *  6. Describe it in docs/nettrace-format.md.
@@ -65,6 +67,9 @@ uint64_t *ntr__map_find(const ntr__map *m, uint64_t key);
 int ntr__map_put(ntr__map *m, uint64_t key, uint64_t val);
 /* Removes key if present; returns its value or 0. */
 uint64_t ntr__map_del(ntr__map *m, uint64_t key);
+/* Bytes a map needs to hold `len` entries under its growth rule: what the limits charge for a
+ * table's index (a function of the entries, so the charge does not depend on history). */
+size_t ntr__map_bytes(size_t len);
 
 /* ---- outer states ---- */
 /* Starts at a non-zero value so a zeroed or foreign struct is not mistaken for a parser. */
@@ -142,6 +147,7 @@ struct ntr_parser {
   ntr__map thr;
   struct ntr__thread_ent *threads;
   size_t nthreads, threads_cap;
+  size_t thread_bytes;   /* rows and names, for max_thread_bytes */
 
   /* V6 label lists: id -> index+1 into ll_ent; each LabelList block is one allocation
    * (labels and their strings) kept in ll_blocks until the next sequence point. */

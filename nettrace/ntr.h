@@ -72,12 +72,17 @@ typedef struct ntr_limits {
   uint32_t max_block_size;      /* bytes of one block/object body (default 64 MiB) */
   uint32_t max_metadata;        /* metadata records held at once (default 1<<20) */
   size_t max_metadata_bytes;    /* bytes of metadata held at once (default 256 MiB) */
-  size_t max_stack_bytes;       /* stack table between sequence points (default 256 MiB) */
+  size_t max_stack_bytes;       /* stack table between sequence points: 8 bytes per IP, 16 per
+                                   stack, the index of ids out of sequence (default 256 MiB) */
   uint32_t max_fields;          /* fields in one metadata record, nested ones too (default 4096) */
   uint32_t max_depth;           /* nesting of Object/array field types (default 16) */
   uint32_t max_threads;         /* threads tracked for sequence numbers / V6 thread table
                                    (default 1<<20) */
-  size_t max_label_bytes;       /* V6 label-list table between sequence points (default 64 MiB) */
+  size_t max_label_bytes;       /* V6 label-list table between sequence points, labels, strings
+                                   and index (default 64 MiB) */
+  uint32_t max_stacks;          /* stacks held between sequence points, empty ones too (default
+                                   1<<20) */
+  size_t max_thread_bytes;      /* V6 thread table: rows, names and index (default 128 MiB) */
 } ntr_limits;
 
 /* Fills *lim with the defaults. */
@@ -176,7 +181,8 @@ typedef struct ntr_metadata {
 typedef struct ntr_stack {
   uint32_t id;
   uint32_t nframes;
-  const uint64_t *frames; /* nframes instruction pointers, leaf first, zero-extended */
+  const uint64_t *frames; /* nframes instruction pointers, leaf first, zero-extended; never
+                             NULL, even for an empty stack (memcmp/memcpy may take it) */
 } ntr_stack;
 
 /* V6 labels (label lists replace V4/V5 activity ids). */
@@ -263,6 +269,28 @@ typedef struct ntr_callbacks {
    * stream (ntr_parser_finish reports that). */
   int (*on_end)(void *ud);
 } ntr_callbacks;
+
+/* ---- one parse, several consumers -------------------------------------------------------- */
+
+/* A callback table that hands every callback to each consumer in the order they were added
+ * (a consumer's NULL members are skipped); the first nonzero return stops the others and the
+ * parse. Use it as: ntr_fanout_callbacks(&cb); ntr_parser_new(&p, &cb, &fanout, NULL). */
+#define NTR_FANOUT_MAX 8
+typedef struct ntr_fanout {
+  size_t n;
+  struct {
+    ntr_callbacks cb; /* a copy */
+    void *ud;         /* borrowed: lives as long as the parse */
+  } to[NTR_FANOUT_MAX];
+} ntr_fanout;
+
+/* Empties f (caller-provided storage; nothing to release). */
+void ntr_fanout_init(ntr_fanout *f);
+/* Adds a consumer (cb copied). 0, or NTR_EINVAL when NTR_FANOUT_MAX are there already. */
+int ntr_fanout_add(ntr_fanout *f, const ntr_callbacks *cb, void *ud);
+/* The forwarding table, whose ud is the ntr_fanout itself: a member is set only where some
+ * consumer has it (the parser skips work for a NULL one). Call after the last ntr_fanout_add. */
+void ntr_fanout_callbacks(const ntr_fanout *f, ntr_callbacks *cb);
 
 /* ---- the parser ------------------------------------------------------------------------ */
 

@@ -17,6 +17,14 @@ void ntr_limits_default(ntr_limits *lim) {
   lim->max_depth = 16;
   lim->max_threads = 1u << 20;
   lim->max_label_bytes = 64 * MIB;
+  /* The runtime writes a sequence point per 10 MB of event buffers (ep-session.c) and a stack
+   * only for an event of those 10 MB, so a few hundred thousand stacks at most; real traces
+   * hold hundreds. Empty stacks cost 4 bytes on the wire and 16 here, so without a count a
+   * small file could fill max_stack_bytes with them. */
+  lim->max_stacks = 1u << 20;
+  /* A thread row costs 3 bytes on the wire and ~90 here, names aside: room for the 1 Mi
+   * threads max_threads allows, with short names. */
+  lim->max_thread_bytes = 128 * MIB;
 }
 
 static void merge_limits(ntr_limits *dst, const ntr_limits *src) {
@@ -34,6 +42,8 @@ static void merge_limits(ntr_limits *dst, const ntr_limits *src) {
   TAKE(max_depth)
   TAKE(max_threads)
   TAKE(max_label_bytes)
+  TAKE(max_stacks)
+  TAKE(max_thread_bytes)
 #undef TAKE
 }
 

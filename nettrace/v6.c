@@ -127,7 +127,13 @@ void ntr__threads_clear(ntr_parser *p) {
   for (i = 0; i < p->nthreads; i++)
     ntr__free(p->threads[i].name);
   p->nthreads = 0;
+  p->thread_bytes = 0;
   ntr__map_clear(&p->thr);
+}
+
+/* What max_thread_bytes charges for a thread's row and name (the index is added apart). */
+static size_t thread_cost(const struct ntr__thread_ent *e) {
+  return sizeof(*e) + (e->name ? strlen(e->name) + 1 : 0);
 }
 
 void ntr__labels_clear(ntr_parser *p) {
@@ -163,6 +169,7 @@ static void thread_remove(ntr_parser *p, uint64_t index) {
     return;
   i = v - 1;
   last = p->nthreads - 1;
+  p->thread_bytes -= thread_cost(&p->threads[i]);
   ntr__free(p->threads[i].name);
   if (i != last) {
     p->threads[i] = p->threads[last];
@@ -227,10 +234,20 @@ static int thread_block(ntr_parser *p, const uint8_t *d, size_t len, uint64_t of
     }
     e.t.name = e.name;
     slot = ntr__map_find(&p->thr, e.t.index);
+    /* Names are copied out of the block: without a bound on their sum, a stream of thread
+     * rows would grow the table as long as it lasts. */
+    if ((uint64_t)p->thread_bytes - (slot ? thread_cost(&p->threads[*slot - 1]) : 0) +
+            thread_cost(&e) + ntr__map_bytes(p->thr.len + !slot) > p->lim.max_thread_bytes) {
+      ntr__free(e.name);
+      return ntr__fail(p, NTR_ELIMIT, roff, "thread table exceeds %zu bytes (max_thread_bytes)",
+                       p->lim.max_thread_bytes);
+    }
     if (slot) {
       struct ntr__thread_ent *old = &p->threads[*slot - 1];
+      p->thread_bytes -= thread_cost(old);
       ntr__free(old->name);
       *old = e;
+      p->thread_bytes += thread_cost(&e);
     } else {
       if (p->nthreads >= p->lim.max_threads) {
         ntr__free(e.name);
@@ -243,6 +260,7 @@ static int thread_block(ntr_parser *p, const uint8_t *d, size_t len, uint64_t of
         return ntr__fail(p, NTR_ENOMEM, roff, "out of memory for the thread table");
       }
       p->threads[p->nthreads++] = e;
+      p->thread_bytes += thread_cost(&e);
     }
     if (p->cb.on_thread) {
       p->in_callback = 1;
@@ -424,7 +442,10 @@ static int label_block(ntr_parser *p, const uint8_t *d, size_t len, uint64_t off
     } while (!(k & 0x80));
   }
   total = (size_t)nlabels * sizeof(ntr_label) + strbytes;
-  if (p->label_bytes + total > p->lim.max_label_bytes)
+  /* A one-byte label list costs ~100 bytes here with its entry and index slot: charge them
+   * all, or a small block could grow the table far past the limit. */
+  if ((uint64_t)p->label_bytes + total + (uint64_t)(p->nll + count) * sizeof(*p->ll_ent) +
+          ntr__map_bytes(p->ll.len + count) > p->lim.max_label_bytes)
     return ntr__fail(p, NTR_ELIMIT, off, "label lists exceed %zu bytes (max_label_bytes)",
                      p->lim.max_label_bytes);
   if (grow((void **)&p->ll_ent, &p->ll_cap, p->nll + count, sizeof(*p->ll_ent)) < 0 ||

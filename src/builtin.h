@@ -2,11 +2,14 @@
  *
  * Adding a subcommand:
  *   1. write src/cmd-<name>.c exporting `int cmd_<name>(int argc, char **argv)`, with its option
- *      table and a `usage_<name>[]` array (the first line is the SYNOPSIS of its man page);
+ *      table (src/options.h: the shared target, --duration, --format, -o and --top rows are
+ *      included, not written again) and a `struct dnt_usage usage_<name>` whose synopsis is the
+ *      SYNOPSIS of its man page; cmd_<name> calls dnt_options_parse(&usage_<name>, ...);
  *   2. add one row to `commands[]` in src/dntrace.c and declare both symbols below;
- *   3. list the file in src/Makemodule.am;
+ *   3. list the file in src/Makemodule.am (engine code goes into a library folder, not src/:
+ *      docs/internals/architecture.md);
  *   4. write man/dntrace-<name>.1 (add it to dist_man1_MANS) and a README section;
- *   5. add tests: the SYNOPSIS check in tests/test-cli.c covers the usage text automatically.
+ *   5. add tests: tests/test-cli.c checks the usage's SYNOPSIS and options against the man page.
  */
 #ifndef DNT_BUILTIN_H
 #define DNT_BUILTIN_H
@@ -19,10 +22,11 @@ enum dnt_exit {
   DNT_EXIT_NOTARGET = 3 /* no such process, not .NET, no permission, diagnostics disabled */
 };
 
+struct dnt_usage; /* options.h */
 struct dnt_cmd {
   const char *name;
   int (*fn)(int argc, char **argv);
-  const char *const *usage; /* NULL-terminated; usage[0] is the synopsis, usage[1] the summary */
+  const struct dnt_usage *usage; /* its synopsis, summary and option table (the help comes from it) */
 };
 
 int cmd_ps(int argc, char **argv);
@@ -36,24 +40,33 @@ int cmd_counters(int argc, char **argv);
 int cmd_perf(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 
-extern const char *const usage_ps[];
-extern const char *const usage_info[];
-extern const char *const usage_collect[];
-extern const char *const usage_dump[];
-extern const char *const usage_report[];
-extern const char *const usage_convert[];
-extern const char *const usage_events[];
-extern const char *const usage_counters[];
-extern const char *const usage_perf[];
-extern const char *const usage_compare[];
+extern const struct dnt_usage usage_ps;
+extern const struct dnt_usage usage_info;
+extern const struct dnt_usage usage_collect;
+extern const struct dnt_usage usage_dump;
+extern const struct dnt_usage usage_report;
+extern const struct dnt_usage usage_convert;
+extern const struct dnt_usage usage_events;
+extern const struct dnt_usage usage_counters;
+extern const struct dnt_usage usage_perf;
+extern const struct dnt_usage usage_compare;
 
-/* Converts a trace's samples (see cmd-convert.c); collect --format uses it after the session. */
+/* Converts a trace's samples (see cmd-convert.c). */
 int dnt_convert(const char *trace, const char *format, const char *output);
+/* The same for a profile already loaded from trace (collect --format builds it from the stream);
+ * output NULL: trace's name with the format's extension. 0 or an exit code (errors printed). */
+struct dnt_profile;
+int dnt_convert_loaded(const struct dnt_profile *prof, const char *trace, const char *format, const char *output);
+/* Whether format is a conversion's name or alias (svg for flamegraph), and whether it needs each
+ * sample's time (chromium). */
+int dnt_convert_known_format(const char *format);
+int dnt_convert_needs_timeline(const char *format);
 
 /* A loaded profile as folded stacks, speedscope, chromium or a flame graph SVG to output ("-":
- * stdout), titled title (cmd-convert.c); and the extension a format's file gets. */
-struct dnt_profile;
-int dnt_convert_profile(const struct dnt_profile *prof, const char *format, const char *title, const char *output);
+ * stdout), titled title, the flame graph saying what its width measures (cmd-convert.c); and the
+ * extension a format's file gets. */
+int dnt_convert_profile(const struct dnt_profile *prof, const char *format, const char *title, const char *measure,
+                        const char *output);
 const char *dnt_convert_extension(const char *format);
 /* Whether --format names a conversion (folded, speedscope, chromium, flamegraph): 0, or -1 with
  * the error printed. */
@@ -61,6 +74,10 @@ int dnt_convert_check_format(const char *format);
 
 /* The top-N tables of `report` (cmd-report.c): all threads, then each thread if asked. */
 void dnt_report_tables(const struct dnt_profile *prof, size_t top, int by_inclusive, int threads);
+/* dnt_profile_load with its error or warning printed (cmd-report.c): its return value. */
+int dnt_report_load(struct dnt_profile *prof, const char *path);
+/* dnt_profiles_load, the same way. */
+int dnt_report_loads(struct dnt_profile *const *profs, size_t n, size_t nfinish, const char *path);
 
 /* `counters list` (counters-known.c). */
 int dnt_counters_list(void);

@@ -16,39 +16,100 @@
 
 #include "builtin.h"
 #include "collect-native.h"
+#include "collect-stop.h"
+#include "dnt-profile.h"
 #include "dsipc.h"
 #include "ntr.h"
+#include "options.h"
+#include "output.h"
 #include "providers.h"
 #include "session.h"
 #include "target.h"
 #include "util.h"
 
-const char *const usage_collect[] = {
-    "dntrace collect (-p PID | -n NAME | --diagnostic-port PATH | -- CMD...) [-o FILE] [--providers LIST] [--profile LIST] [--duration TIME]",
-    "Record an EventPipe trace of a .NET process into a .nettrace file",
-    "    -p, --process-id PID     the process, by pid as seen from here",
-    "    -n, --name NAME          the process, by name (an error if several match)",
-    "    --diagnostic-port PATH   a runtime's socket (PATH[,connect]), or PATH,listen to wait for",
-    "                             a runtime started with DOTNET_DiagnosticPorts=PATH",
-    "    -- CMD [ARGS...]         start CMD suspended, trace it from its first instruction, and exit",
-    "                             with its exit code",
-    "    --show-child-io          with --: let CMD use this terminal (else its output is discarded)",
-    "    --resume-runtime BOOL    with -- or listen: resume the runtime once the session runs",
-    "    -o, --output FILE        where to write (default: <app>_<yyyyMMdd>_<HHmmss>.nettrace)",
-    "    --providers LIST         Name[:[Keywords][:[Level][:[Args]]]], comma-separated",
-    "    --profile LIST           named provider sets, comma-separated (see --list-profiles)",
-    "    --clrevents LIST         runtime keywords by name, '+'-separated (gc+jit+loader...)",
-    "    --clreventlevel LEVEL    level for --clrevents (number or name; default informational)",
-    "    --buffersize MB          the runtime's session buffer (default 256)",
-    "    --duration TIME          stop after dd:hh:mm:ss, or a number with s, m or h (30s, 5m)",
-    "    --rundown BOOL           method and module rundown at the end (default true)",
-    "    --rundown-keyword HEX    a custom rundown keyword (runtime 9 and later)",
-    "    --format FORMAT          nettrace (default), or also speedscope, chromium, flamegraph, folded",
-    "    --native                 also record the process with Linux perf, for 'dntrace compare'",
-    "    --list-profiles          print the profiles and exit",
-    "    -h, --help               show this help",
-    NULL,
+struct rundown_keyword {
+  uint64_t keyword;
+  int given;
 };
+
+struct collect_options {
+  struct dnt_session_target target;
+  int resume, rundown, clr_level, native;
+  int format; /* enum dnt_format: a conversion to write beside the .nettrace */
+  uint32_t buffer_mb;
+  uint64_t duration_ms;
+  struct rundown_keyword rundown_keyword;
+  const char *output, *profiles, *clrevents;
+  const char *stop_provider, *stop_event, *stop_filter;
+  struct dnt_providers providers;
+};
+
+static int parse_providers(void *field, const char *arg) {
+  char err[512];
+  if (dnt_providers_parse(field, arg, err, sizeof err) < 0) return dnt_error("--providers: %s", err);
+  return 0;
+}
+
+static int parse_clr_level(void *field, const char *arg) {
+  if ((*(int *)field = dnt_parse_level(arg)) < 0) return dnt_error("--clreventlevel: '%s' is not 0-5 or a level name", arg);
+  return 0;
+}
+
+static int parse_buffersize(void *field, const char *arg) {
+  char *end;
+  long v = strtol(arg, &end, 10);
+  if (*end || v <= 0 || v > 4096) return dnt_error("--buffersize: '%s' is not a size in MB between 1 and 4096", arg);
+  *(uint32_t *)field = (uint32_t)v;
+  return 0;
+}
+
+static int parse_rundown_keyword(void *field, const char *arg) {
+  struct rundown_keyword *rk = field;
+  char *end;
+  const char *k = strncasecmp(arg, "0x", 2) == 0 ? arg + 2 : arg;
+  errno = 0;
+  rk->keyword = strtoull(k, &end, 16);
+  if (!*k || *end || errno) return dnt_error("--rundown-keyword: '%s' is not a hex number", arg);
+  rk->given = 1;
+  return 0;
+}
+
+static void list_profiles(void) { dnt_profiles_print(stdout); }
+
+#define O(f) offsetof(struct collect_options, f)
+static const struct dnt_option collect_options[] = {
+    DNT_OPT_GROUP(dnt_options_target_any, O(target)),
+    DNT_OPT_FLAG(0, "show-child-io", O(target.show_child_io), "with --: let CMD use this terminal (else its output is discarded)"),
+    DNT_OPT_RESUME(O(resume)),
+    DNT_OPT_OUTPUT("FILE", O(output), "where to write (default: <app>_<yyyyMMdd>_<HHmmss>.nettrace)"),
+    DNT_OPT_PARSE(0, "providers", "LIST", O(providers), parse_providers, "Name[:[Keywords][:[Level][:[Args]]]], comma-separated"),
+    DNT_OPT_STRING(0, "profile", "LIST", O(profiles), "named provider sets, comma-separated (see --list-profiles)"),
+    DNT_OPT_STRING(0, "clrevents", "LIST", O(clrevents), "runtime keywords by name, '+'-separated (gc+jit+loader...)"),
+    DNT_OPT_PARSE(0, "clreventlevel", "LEVEL", O(clr_level), parse_clr_level,
+                  "level for --clrevents (number or name; default informational)"),
+    DNT_OPT_PARSE(0, "buffersize", "MB", O(buffer_mb), parse_buffersize, "the runtime's session buffer (default 256)"),
+    DNT_OPT_GROUP(dnt_options_duration, O(duration_ms)),
+    DNT_OPT_BOOL("rundown", "BOOL", O(rundown), "method and module rundown at the end (default true)"),
+    DNT_OPT_PARSE(0, "rundown-keyword", "HEX", O(rundown_keyword), parse_rundown_keyword,
+                  "a custom rundown keyword (runtime 9 and later)"),
+    DNT_OPT_FORMAT("FORMAT", O(format), DNT_FORMAT_BIT(DNT_FORMAT_NETTRACE) | DNT_FORMATS_PROFILE,
+                   "nettrace (default), or also speedscope, chromium, flamegraph, folded"),
+    DNT_OPT_FLAG(0, "native", O(native), "also record the process with Linux perf, for 'dntrace compare'"),
+    DNT_OPT_STRING(0, "stopping-event-provider-name", "NAME", O(stop_provider),
+                   "stop once an event of this provider arrives"),
+    DNT_OPT_STRING(0, "stopping-event-event-name", "NAME", O(stop_event), "... and of this name"),
+    DNT_OPT_STRING(0, "stopping-event-payload-filter", "FIELD:VALUE,...", O(stop_filter),
+                   "... and with these payload values"),
+    DNT_OPT_ACTION("list-profiles", list_profiles, "print the profiles and exit"),
+    DNT_OPT_END(),
+};
+
+const struct dnt_usage usage_collect = {
+    .synopsis = "dntrace collect (-p PID | -n NAME | --diagnostic-port PATH | -- CMD...) [-o FILE] [--providers LIST] [--profile LIST] [--duration TIME]",
+    .summary = "Record an EventPipe trace of a .NET process into a .nettrace file",
+    .options = collect_options,
+};
+#undef O
 
 #define DEFAULT_BUFFER_MB 256
 
@@ -57,8 +118,12 @@ struct collect {
   dnt_session s;
   const char *output;
   int out_fd;
+  char tmp[4200];            /* what out_fd writes: renamed to output once worth keeping; "" after */
   uint64_t bytes;
   ntr_parser *parser;        /* reads along: completeness, event count, dropped events */
+  struct dnt_profile *prof;  /* --format: the conversion, built from the stream as it is written */
+  struct dnt_stop_event stop_event; /* --stopping-event-*: the event that ends the session */
+  ntr_fanout readers;        /* what reads along with the parser */
   int parse_failed;
   char parse_error[256];
   int write_failed;
@@ -66,17 +131,21 @@ struct collect {
   uint64_t start_ms, duration_ms;
   int tty;
   uv_signal_t sigint, sigterm;
-  uv_timer_t ticker, stopper_timer;
-  uv_poll_t stdin_poll;
-  int stdin_polling;
+  uv_timer_t ticker, stopper_timer; /* stopper: --duration, then the stop's deadline */
+  int saw_end;                        /* the stream's end marker has been read */
+  int line_done;                      /* the status line has had its last update */
+  struct dnt_enter_watch enter; /* Enter stops, on a terminal */
   int native; /* 0 no, 1 perf set up, 2 its files written */
   struct dnt_native nat;
 };
 
 static uint64_t now_ms(void) { return uv_hrtime() / 1000000u; }
 
+/* The status line, rewritten in place while recording. final ends it with a newline, once: after
+ * the stop it is not drawn again, so it is on the screen one time however the trace stopped. */
 static void status_line(struct collect *c, int final) {
-  if (!c->tty) return;
+  if (!c->tty || c->line_done) return;
+  if (final) c->line_done = 1;
   uint64_t s = (now_ms() - c->start_ms) / 1000;
   double mb = (double)c->bytes / (1024.0 * 1024.0);
   printf("\r[%02llu:%02llu:%02llu:%02llu]\tRecording trace %.1f MB   %s", (unsigned long long)(s / 86400),
@@ -88,6 +157,8 @@ static void status_line(struct collect *c, int final) {
 /* ---- the session stream ---- */
 
 static void stop_session(struct collect *c, const char *why);
+static void on_after_end(uv_timer_t *t);
+#define END_GRACE_MS 2000 /* after the end marker, for the runtime to close the stream itself */
 
 static void on_session_data(void *ud, const uint8_t *p, size_t n) {
   struct collect *c = ud;
@@ -112,6 +183,12 @@ static void on_session_data(void *ud, const uint8_t *p, size_t n) {
       c->parse_failed = 1;
       snprintf(c->parse_error, sizeof c->parse_error, "%s", ntr_parser_errmsg(c->parser));
     }
+    if (rc == NTR_EOF && !c->saw_end) {
+      /* the trace is whole; a runtime that keeps the connection open past its end marker is
+       * given a moment to close it, then left */
+      c->saw_end = 1;
+      uv_timer_start(&c->stopper_timer, on_after_end, END_GRACE_MS, 0);
+    }
   }
   c->bytes += n;
 }
@@ -124,10 +201,35 @@ static void on_session_end(void *ud) {
   uv_close((uv_handle_t *)&c->sigterm, NULL);
   uv_close((uv_handle_t *)&c->ticker, NULL);
   uv_close((uv_handle_t *)&c->stopper_timer, NULL);
-  if (c->stdin_polling) uv_close((uv_handle_t *)&c->stdin_poll, NULL);
+  dnt_enter_watch_close(&c->enter);
 }
 
 /* ---- stopping ---- */
+
+/* How long the runtime may take, after StopTracing, to write its rundown and close the stream:
+ * a process stopped (SIGSTOP, a debugger) or hung never does. DNT_STOP_TIMEOUT_MS overrides it
+ * (the tests). */
+#define STOP_DEADLINE_MS 60000
+static uint64_t stop_deadline_ms(void) {
+  const char *e = getenv("DNT_STOP_TIMEOUT_MS");
+  long v = e ? strtol(e, NULL, 10) : 0;
+  return v > 0 ? (uint64_t)v : STOP_DEADLINE_MS;
+}
+
+static void on_stop_deadline(uv_timer_t *t) {
+  struct collect *c = t->data;
+  if (c->s.ended) return;
+  status_line(c, 1);
+  dnt_warning("process %d did not end the stream within %.0f s of the stop (stopped or hung?): keeping the %llu "
+              "bytes received",
+              c->s.target.pid, (double)stop_deadline_ms() / 1000, (unsigned long long)c->bytes);
+  dnt_session_abandon(&c->s);
+}
+
+static void on_after_end(uv_timer_t *t) {
+  struct collect *c = t->data;
+  if (!c->s.ended) dnt_session_abandon(&c->s); /* the end marker is in: nothing more will come */
+}
 
 static void stop_session(struct collect *c, const char *why) {
   if (c->s.stopping || c->s.ended) return;
@@ -137,6 +239,7 @@ static void stop_session(struct collect *c, const char *why) {
     fflush(stdout);
   }
   dnt_session_stop(&c->s); /* perf stops with the stream (on_session_end): it sees the last samples */
+  if (!c->saw_end) uv_timer_start(&c->stopper_timer, on_stop_deadline, stop_deadline_ms(), 0);
 }
 
 static void on_signal(uv_signal_t *h, int signum) {
@@ -156,33 +259,62 @@ static void on_tick(uv_timer_t *t) {
 
 static void on_duration(uv_timer_t *t) { stop_session(t->data, "Duration reached: stopping the trace."); }
 
-static void on_stdin(uv_poll_t *p, int status, int events) {
-  struct collect *c = p->data;
-  (void)events;
-  char buf[256];
-  ssize_t n = status < 0 ? 0 : read(0, buf, sizeof buf);
-  if (n <= 0) { /* closed or unreadable: stop watching, Ctrl+C still works */
-    uv_poll_stop(p);
-    return;
-  }
-  if (memchr(buf, '\n', (size_t)n)) stop_session(c, "Stopping the trace (Enter). The runtime now writes its rundown.");
+static void on_stop_event(void *ud, const char *provider, const char *event) {
+  struct collect *c = ud;
+  char why[600];
+  snprintf(why, sizeof why, "The stopping event arrived (%s%s%s): stopping the trace.", provider, event ? "/" : "",
+           event ? event : "");
+  stop_session(c, why);
+}
+
+static void on_enter(void *ud) {
+  struct collect *c = ud;
+  c->line_done = 1; /* the terminal echoed the Enter: the line is ended, and kept as it was */
+  stop_session(c, "Stopping the trace (Enter). The runtime now writes its rundown.");
 }
 
 /* ---- setup ---- */
 
 
-/* Opens the output without following a symlink; an existing file is only replaced when it is a
- * regular file of ours. */
-static int open_output(const char *path) {
-  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd >= 0 || errno != EEXIST) return fd;
+/* The trace goes to a new hidden file beside path (.NAME.dntrace-XXXXXX, created, never
+ * opened through a symlink) that keep_output renames over path once the session has given
+ * something: a session that is refused, times out or ends before its first byte leaves an
+ * existing path as it was. An existing path is only replaced when it is a regular file of ours.
+ * Returns the fd, with the temporary's name in tmp (caller's buffer), or -1 with errno. */
+static int open_output(const char *path, char *tmp, size_t cap) {
   struct stat st;
-  if (lstat(path, &st) < 0) return -1;
-  if (!S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+  if (lstat(path, &st) == 0 && (!S_ISREG(st.st_mode) || st.st_uid != geteuid())) {
     errno = EEXIST;
     return -1;
   }
-  return open(path, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
+  const char *slash = strrchr(path, '/');
+  int n = slash ? snprintf(tmp, cap, "%.*s/.%s.dntrace-XXXXXX", (int)(slash - path), path, slash + 1)
+                : snprintf(tmp, cap, ".%s.dntrace-XXXXXX", path);
+  if (n < 0 || (size_t)n >= cap) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  int fd = mkostemp(tmp, O_CLOEXEC);
+  if (fd < 0) {
+    tmp[0] = '\0';
+    return -1;
+  }
+  mode_t mask = umask(0); /* mkostemp makes 0600; a trace is 0644 less the umask, as before */
+  umask(mask);
+  fchmod(fd, 0644 & ~mask);
+  return fd;
+}
+
+/* Gives the temporary its final name (output, or output.partial): 0, or -1 with the error printed
+ * and the temporary left where it is, named. */
+static int keep_output(struct collect *c, const char *name) {
+  if (rename(c->tmp, name) != 0) {
+    dnt_error("cannot rename '%s' to '%s': %s (the trace stays there)", c->tmp, name, strerror(errno));
+    c->tmp[0] = '\0';
+    return -1;
+  }
+  c->tmp[0] = '\0';
+  return 0;
 }
 
 static char *default_output(const char *app) {
@@ -201,147 +333,36 @@ static char *default_output(const char *app) {
  * default rundown on/off, 4 for a custom rundown keyword. */
 static int pick_version(int custom_rundown) { return custom_rundown ? 4 : 2; }
 
-static int parse_bool(const char *s) {
-  if (strcasecmp(s, "true") == 0 || strcmp(s, "1") == 0 || strcasecmp(s, "on") == 0) return 1;
-  if (strcasecmp(s, "false") == 0 || strcmp(s, "0") == 0 || strcasecmp(s, "off") == 0) return 0;
-  return -1;
-}
-
 int cmd_collect(int argc, char **argv) {
-  enum {
-    OPT_PROVIDERS = 1000, OPT_PROFILE, OPT_CLREVENTS, OPT_CLRLEVEL, OPT_BUFFERSIZE, OPT_DURATION, OPT_RUNDOWN,
-    OPT_RUNDOWN_KEYWORD, OPT_FORMAT, OPT_LIST_PROFILES, OPT_DIAG_PORT, OPT_SHOW_CHILD_IO, OPT_RESUME, OPT_NATIVE
-  };
-  static const struct option opts[] = {
-      {"process-id", required_argument, NULL, 'p'},
-      {"name", required_argument, NULL, 'n'},
-      {"output", required_argument, NULL, 'o'},
-      {"providers", required_argument, NULL, OPT_PROVIDERS},
-      {"profile", required_argument, NULL, OPT_PROFILE},
-      {"clrevents", required_argument, NULL, OPT_CLREVENTS},
-      {"clreventlevel", required_argument, NULL, OPT_CLRLEVEL},
-      {"buffersize", required_argument, NULL, OPT_BUFFERSIZE},
-      {"duration", required_argument, NULL, OPT_DURATION},
-      {"rundown", required_argument, NULL, OPT_RUNDOWN},
-      {"rundown-keyword", required_argument, NULL, OPT_RUNDOWN_KEYWORD},
-      {"format", required_argument, NULL, OPT_FORMAT},
-      {"list-profiles", no_argument, NULL, OPT_LIST_PROFILES},
-      {"diagnostic-port", required_argument, NULL, OPT_DIAG_PORT},
-      {"dport", required_argument, NULL, OPT_DIAG_PORT},
-      {"show-child-io", no_argument, NULL, OPT_SHOW_CHILD_IO},
-      {"resume-runtime", required_argument, NULL, OPT_RESUME},
-      {"native", no_argument, NULL, OPT_NATIVE},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0},
-  };
-  char shortopts[64], err[512];
-  dnt_shortopts(opts, shortopts, sizeof shortopts);
-  int pid = 0, c_opt, rc = DNT_EXIT_USAGE, rundown = 1, custom_rundown = 0, clr_level = 4;
-  uint64_t rundown_keyword = DSIPC_DEFAULT_RUNDOWN_KEYWORD, duration_ms = 0;
-  uint32_t buffer_mb = DEFAULT_BUFFER_MB;
-  const char *name = NULL, *output = NULL, *profiles = NULL, *clrevents = NULL, *diag_port = NULL;
-  const char *format = NULL; /* a conversion to write beside the .nettrace */
-  int show_child_io = 0, resume_runtime = 1, native = 0;
-  char **child_argv = NULL;
+  struct collect_options o = {.resume = 1, .rundown = 1, .clr_level = 4, .buffer_mb = DEFAULT_BUFFER_MB,
+                              .rundown_keyword = {.keyword = DSIPC_DEFAULT_RUNDOWN_KEYWORD}};
+  int rc = dnt_options_parse(&usage_collect, "collect", argc, argv, &o);
+  if (rc) {
+    dnt_providers_release(&o.providers);
+    return rc == DNT_OPTIONS_DONE ? 0 : rc;
+  }
+  char err[512];
+  int pid = o.target.pid, rundown = o.rundown, custom_rundown = o.rundown_keyword.given, clr_level = o.clr_level;
+  uint64_t rundown_keyword = o.rundown_keyword.keyword, duration_ms = o.duration_ms;
+  uint32_t buffer_mb = o.buffer_mb;
+  const char *name = o.target.name, *output = o.output, *profiles = o.profiles, *clrevents = o.clrevents;
+  const char *diag_port = o.target.port;
+  const char *format = o.format == DNT_FORMAT_NETTRACE ? NULL : dnt_format_name(o.format);
+  int show_child_io = o.target.show_child_io, resume_runtime = o.resume, native = o.native;
+  char **child_argv = o.target.child_argv;
   char *default_out = NULL;
-  struct dnt_providers providers = {0};
+  struct dnt_providers providers = o.providers; /* ours now: released at out */
   struct collect c;
   memset(&c, 0, sizeof c);
   c.out_fd = -1;
+  rc = DNT_EXIT_USAGE;
 
-  optind = 1;
-  while ((c_opt = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
-    switch (c_opt) {
-    case 'p':
-      if ((pid = dnt_opt_pid(optarg)) < 0) goto out;
-      break;
-    case 'n': name = optarg; break;
-    case 'o': output = optarg; break;
-    case OPT_PROVIDERS:
-      if (dnt_providers_parse(&providers, optarg, err, sizeof err) < 0) {
-        dnt_error("--providers: %s", err);
-        goto out;
-      }
-      break;
-    case OPT_PROFILE: profiles = optarg; break;
-    case OPT_CLREVENTS: clrevents = optarg; break;
-    case OPT_CLRLEVEL:
-      if ((clr_level = dnt_parse_level(optarg)) < 0) {
-        dnt_error("--clreventlevel: '%s' is not 0-5 or a level name", optarg);
-        goto out;
-      }
-      break;
-    case OPT_BUFFERSIZE: {
-      char *end;
-      long v = strtol(optarg, &end, 10);
-      if (*end || v <= 0 || v > 4096) {
-        dnt_error("--buffersize: '%s' is not a size in MB between 1 and 4096", optarg);
-        goto out;
-      }
-      buffer_mb = (uint32_t)v;
-      break;
-    }
-    case OPT_DURATION:
-      if (!(duration_ms = dnt_parse_duration(optarg))) {
-        dnt_error("--duration: '%s' is not dd:hh:mm:ss or a number with s, m or h", optarg);
-        goto out;
-      }
-      break;
-    case OPT_RUNDOWN:
-    case OPT_RESUME: {
-      int v = parse_bool(optarg);
-      if (v < 0) {
-        dnt_error("--%s: '%s' is not true or false", c_opt == OPT_RUNDOWN ? "rundown" : "resume-runtime", optarg);
-        goto out;
-      }
-      *(c_opt == OPT_RUNDOWN ? &rundown : &resume_runtime) = v;
-      break;
-    }
-    case OPT_DIAG_PORT: diag_port = optarg; break;
-    case OPT_SHOW_CHILD_IO: show_child_io = 1; break;
-    case OPT_NATIVE: native = 1; break;
-    case OPT_RUNDOWN_KEYWORD: {
-      char *end;
-      const char *k = strncasecmp(optarg, "0x", 2) == 0 ? optarg + 2 : optarg;
-      errno = 0;
-      rundown_keyword = strtoull(k, &end, 16);
-      if (!*k || *end || errno) {
-        dnt_error("--rundown-keyword: '%s' is not a hex number", optarg);
-        goto out;
-      }
-      custom_rundown = 1;
-      break;
-    }
-    case OPT_FORMAT:
-      if (strcasecmp(optarg, "nettrace") == 0) {
-        format = NULL;
-      } else if (strcasecmp(optarg, "speedscope") == 0 || strcasecmp(optarg, "folded") == 0 ||
-                 strcasecmp(optarg, "flamegraph") == 0 || strcasecmp(optarg, "chromium") == 0) {
-        format = optarg;
-      } else {
-        dnt_error("--format: '%s' is not nettrace, speedscope, chromium, folded or flamegraph", optarg);
-        goto out;
-      }
-      break;
-    case OPT_LIST_PROFILES: dnt_profiles_print(stdout); rc = 0; goto out;
-    case 'h': dnt_print_usage(stdout, usage_collect); rc = 0; goto out;
-    default: rc = dnt_usage_error("collect", c_opt, optopt, argv); goto out;
-    }
-  }
-  if (optind < argc && strcmp(argv[optind - 1], "--") == 0) {
-    child_argv = argv + optind;
-  } else if (optind < argc) {
-    dnt_error("unexpected argument '%s' (a command to start goes after '--')", argv[optind]);
-    goto out;
-  }
-  if ((pid > 0) + (name != NULL) + (diag_port != NULL) + (child_argv != NULL) != 1) {
-    dnt_error("name the process with exactly one of -p PID, -n NAME, --diagnostic-port PATH or -- CMD");
-    goto out;
-  }
   if (show_child_io && !child_argv) {
     dnt_error("--show-child-io goes with a command to start (-- CMD)");
     goto out;
   }
+  int stopping = dnt_stop_event_init(&c.stop_event, o.stop_provider, o.stop_event, o.stop_filter, on_stop_event, &c);
+  if (stopping == DNT_EXIT_USAGE) goto out;
   if (profiles && dnt_providers_add_profiles(&providers, profiles, err, sizeof err) < 0) {
     dnt_error("--profile: %s", err);
     goto out;
@@ -367,6 +388,11 @@ int cmd_collect(int argc, char **argv) {
     custom_rundown = 0;
   }
 
+  if (output && strcmp(output, "-") == 0) {
+    dnt_error("-o -: collect writes its trace to a file (convert it with 'dntrace convert FILE -o -')");
+    rc = DNT_EXIT_USAGE;
+    goto out;
+  }
   c.loop = uv_default_loop();
   struct dnt_session_target want = {.pid = pid, .name = name, .port = diag_port, .child_argv = child_argv,
                                     .show_child_io = show_child_io};
@@ -374,8 +400,10 @@ int cmd_collect(int argc, char **argv) {
   if (rc) goto out;
   rc = DNT_EXIT_FAILURE;
   if (!output) output = default_out = default_output(c.s.target.name);
+  else output = default_out = dnt_output_name(output, ".nettrace");
+  if (dnt_output_check(output, 0) < 0) goto out;
   c.output = output;
-  c.out_fd = open_output(output);
+  c.out_fd = open_output(output, c.tmp, sizeof c.tmp);
   if (c.out_fd < 0) {
     dnt_error(errno == EEXIST ? "cannot write '%s': it exists and is not a regular file of yours"
                               : "cannot write '%s': %s", output, strerror(errno));
@@ -384,18 +412,33 @@ int cmd_collect(int argc, char **argv) {
 
   if (native && c.s.listener) {
     dnt_error("--native needs a running process (-p or -n): perf watches a pid");
-    close(c.out_fd);
-    c.out_fd = -1;
-    unlink(output);
     goto out;
   }
   if (native) {
-    if (dnt_native_begin(&c.nat, &c.s, output, 999) == 0)
+    if (dnt_perf_usable(c.s.target.pid) == 0) {
+      dnt_native_begin(&c.nat, &c.s, output, 999, 1);
       c.native = 1;
-    else /* the line above said why perf cannot run; the managed view is still worth having */
+    } else { /* the line above said why perf cannot run; the managed view is still worth having */
       dnt_warning("recording the EventPipe trace only");
+    }
   }
-  if (ntr_parser_new(&c.parser, NULL, NULL, NULL) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  /* what reads along with the parser: the conversion's profile (the trace is never read back)
+   * and the stopping event's watch */
+  ntr_callbacks cb;
+  ntr_fanout_init(&c.readers);
+  if (format) {
+    if (!(c.prof = dnt_profile_new())) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+    if (dnt_convert_needs_timeline(format)) dnt_profile_keep_timeline(c.prof);
+    dnt_profile_callbacks(&cb);
+    ntr_fanout_add(&c.readers, &cb, c.prof);
+  }
+  if (stopping == 1) {
+    dnt_stop_event_callbacks(&cb);
+    ntr_fanout_add(&c.readers, &cb, &c.stop_event);
+  }
+  ntr_fanout_callbacks(&c.readers, &cb);
+  if (ntr_parser_new(&c.parser, c.readers.n ? &cb : NULL, &c.readers, NULL) != 0)
+    dnt_die(DNT_EXIT_FAILURE, "out of memory");
   dsipc_provider *wire = dnt_xmalloc(providers.n * sizeof *wire);
   for (size_t i = 0; i < providers.n; i++)
     wire[i] = (dsipc_provider){.name = providers.v[i].name, .keywords = providers.v[i].keywords,
@@ -405,8 +448,11 @@ int cmd_collect(int argc, char **argv) {
                               .providers = wire, .n_providers = providers.n};
 
   dnt_providers_print(stdout, &providers);
-  if (c.s.target.pid)
-    printf("Process        : %d (%s)\n", c.s.target.pid, c.s.target.name);
+  if (c.s.target.pid) {
+    char *safe_name = dnt_safe_text(c.s.target.name); /* its command line's words */
+    printf("Process        : %d (%s)\n", c.s.target.pid, safe_name);
+    free(safe_name);
+  }
   else
     printf("Process        : the first runtime to connect to %s\n", c.s.target.ep.path);
   printf("Output File    : %s\n", output);
@@ -418,12 +464,9 @@ int cmd_collect(int argc, char **argv) {
   /* perf first: it then sees the session from its first sample */
   if (c.native && dnt_native_start(&c.nat, c.loop, &c.s, NULL, NULL) != 0) {
     dnt_native_abandon(&c.nat, &c.s, c.loop);
-    dnt_perf_record_ok(&c.nat.perf, c.nat.data); /* perf's own words */
+    dnt_perf_recorded(&c.nat.perf, c.nat.data); /* perf's own words */
     c.native = 2;
     free(wire);
-    close(c.out_fd);
-    c.out_fd = -1;
-    unlink(output);
     rc = DNT_EXIT_FAILURE;
     goto out;
   }
@@ -431,13 +474,8 @@ int cmd_collect(int argc, char **argv) {
   int src = dnt_session_start(&c.s, pick_version(custom_rundown), &cfg, &session_cb, &c);
   free(wire);
   if (src) {
-    if (dnt_session_interrupted())
-      dnt_error("interrupted before a runtime connected");
-    else
-      dnt_error("process %d refused the session: %s", c.s.target.pid, c.s.reply_msg);
-    close(c.out_fd);
-    c.out_fd = -1;
-    unlink(output); /* nothing was written: leave no empty file behind */
+    rc = dnt_session_start_failed(&c.s);
+    /* nothing was written: out: removes the temporary, an existing output stays as it was */
     if (c.native) {
       dnt_native_abandon(&c.nat, &c.s, c.loop);
       c.native = 2;
@@ -458,24 +496,24 @@ int cmd_collect(int argc, char **argv) {
   uv_timer_init(c.loop, &c.stopper_timer);
   c.stopper_timer.data = &c;
   if (duration_ms) uv_timer_start(&c.stopper_timer, on_duration, duration_ms, 0);
-  if (isatty(0) && !show_child_io && uv_poll_init(c.loop, &c.stdin_poll, 0) == 0) {
-    c.stdin_poll.data = &c;
-    c.stdin_polling = 1;
-    uv_poll_start(&c.stdin_poll, UV_READABLE, on_stdin);
-  }
+  if (!show_child_io) dnt_enter_watch_start(&c.enter, c.loop, on_enter, &c);
   if (c.tty)
     printf("Press <Enter> or <Ctrl+C> to exit...\n");
   else
     printf("Tracing started. Ctrl+C (SIGINT) or SIGTERM stops it.\n"); /* when, for a script's log */
   fflush(stdout);
   status_line(&c, 0);
-  uv_run(c.loop, UV_RUN_DEFAULT);
+  dnt_loop_run(c.loop, UV_RUN_DEFAULT, __func__);
   status_line(&c, 1);
 
   int native_failed = 0;
   if (c.native == 1) {
     native_failed = dnt_native_end(&c.nat, &c.s) != 0;
     c.native = 2;
+    if (!native_failed)
+      printf("Native recording: %s (%s)%s%s\n", c.nat.data,
+             c.nat.sched ? "cpu-clock and sched_switch" : "cpu-clock only: no readable tracefs",
+             c.nat.pm.saved ? ", " : "", c.nat.pm.saved ? c.nat.map : "");
   }
   int complete = 0;
   ntr_stats stats = {0};
@@ -483,7 +521,6 @@ int cmd_collect(int argc, char **argv) {
     complete = ntr_parser_finish(c.parser) == 0;
     ntr_parser_stats(c.parser, &stats);
   }
-  if (c.parse_failed) dnt_warning("the stream does not parse as nettrace: %s", c.parse_error);
   if (uv_fs_fsync(NULL, &(uv_fs_t){0}, c.out_fd, NULL) < 0 && !c.write_failed) {}
   if (close(c.out_fd) < 0 && !c.write_failed) {
     c.write_failed = 1;
@@ -494,20 +531,22 @@ int cmd_collect(int argc, char **argv) {
     /* a cut file must not pass for a trace: move it aside */
     char partial[4200];
     snprintf(partial, sizeof partial, "%s.partial", output);
-    int moved = rename(output, partial) == 0;
-    if (moved)
-      dnt_error("%s; the incomplete trace is kept as '%s'", c.write_error, partial);
-    else
-      dnt_error("%s; the trace is incomplete", c.write_error);
+    if (keep_output(&c, partial) == 0) dnt_error("%s; the incomplete trace is kept as '%s'", c.write_error, partial);
     goto out;
   }
-  if (complete) {
+  /* worth keeping: a whole trace, or the bytes of one cut short (not when nothing came) */
+  if ((complete || c.s.abandoned || c.bytes > 0) && keep_output(&c, output) < 0) goto out;
+  if (c.parse_failed) { /* kept for a look, but not called a trace */
+    dnt_error("the stream does not parse as nettrace: %s; the %llu bytes received are in '%s'", c.parse_error,
+              (unsigned long long)c.bytes, output);
+  } else if (complete) {
     printf("Trace completed: %s (%llu bytes, %llu events)\n", output, (unsigned long long)c.bytes,
            (unsigned long long)stats.events);
     rc = 0;
     if (format) {
       fflush(stdout);
-      rc = dnt_convert(output, format, NULL);
+      if (dnt_profile_failed(c.prof) || dnt_profile_finish(c.prof) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+      rc = dnt_convert_loaded(c.prof, output, format, NULL);
     }
     if (stats.dropped_events)
       dnt_warning("the runtime dropped %llu events (its buffer was full): raise --buffersize or enable fewer events",
@@ -522,7 +561,6 @@ int cmd_collect(int argc, char **argv) {
     rc = 0;
   } else {
     dnt_error("the target ended the session before sending anything%s%s", c.s.end_msg[0] ? ": " : "", c.s.end_msg);
-    unlink(output);
   }
   if (rc == 0 && native_failed) rc = DNT_EXIT_FAILURE;
   if (rc == 0 && c.native == 2)
@@ -536,15 +574,18 @@ int cmd_collect(int argc, char **argv) {
     if (rc == 0) rc = child_rc; /* dotnet-trace's rule: the command's exit code is ours */
   }
 out:
-  if (c.native == 1) dnt_perfmap_end(&c.nat.pm, &c.s, NULL); /* leave the target as it was found */
+  if (c.native == 1) dnt_perfmap_off(&c.nat.pm, &c.s, NULL); /* leave the target as it was found */
   dnt_native_release(&c.nat);
   if (c.loop) dnt_session_close(&c.s);
   if (c.out_fd >= 0) close(c.out_fd);
+  if (c.tmp[0]) unlink(c.tmp); /* never renamed: the session gave nothing to keep */
   if (c.loop) {
-    while (uv_run(c.loop, UV_RUN_NOWAIT)) {}
+    while (dnt_loop_run(c.loop, UV_RUN_NOWAIT, __func__)) {}
     uv_loop_close(c.loop);
   }
   ntr_parser_free(c.parser);
+  dnt_profile_free(c.prof);
+  dnt_stop_event_release(&c.stop_event);
   dnt_providers_release(&providers);
   free(default_out);
   return rc;

@@ -15,24 +15,51 @@
 
 #include "builtin.h"
 #include "collect-native.h"
-#include "cpu-states.h"
-#include "perf-profile.h"
-#include "profile.h"
+#include "dnt-perf.h"
+#include "dnt-profile.h"
+#include "options.h"
 #include "util.h"
 
-const char *const usage_compare[] = {
-    "dntrace compare TRACE [--top N] [--window MS] [--format FORMAT]",
-    "Compare a trace's EventPipe thread time with perf's on-CPU time (recorded by 'collect --native')",
-    "    TRACE                    the .nettrace of 'dntrace collect --native' (its .perf.data beside it)",
-    "    --top N                  functions in each table (default 10)",
-    "    --window MS              off-CPU spells this short count as the state before them (and",
-    "                             without switches: how near perf's samples must be; default 1.5",
-    "                             perf periods)",
-    "    --format FORMAT          also write the on-CPU and off-CPU profiles as folded, speedscope,",
-    "                             chromium or flamegraph",
-    "    -h, --help               show this help",
-    NULL,
+struct compare_options {
+  const char *trace;
+  long top;
+  double window_ms;
+  int format; /* enum dnt_format */
 };
+
+static int parse_window(void *field, const char *arg) {
+  char *end;
+  double *window_ms = field;
+  *window_ms = strtod(arg, &end);
+  if (*end || !(*window_ms > 0) || *window_ms > 1000) return dnt_error("--window: '%s' is not a number of milliseconds", arg);
+  return 0;
+}
+
+#define O(f) offsetof(struct compare_options, f)
+static const struct dnt_option compare_options[] = {
+    DNT_OPT_TEXT("TRACE", "the .nettrace of 'dntrace collect --native' (its .perf.data beside it)"),
+    DNT_OPT_TOP(O(top), 100000, "functions in each table (default 10)"),
+    DNT_OPT_PARSE(0, "window", "MS", O(window_ms), parse_window,
+                  "off-CPU spells this short count as the state before them (and\n"
+                  "without switches: how near perf's samples must be; default 1.5\n"
+                  "perf periods)"),
+    DNT_OPT_FORMAT("FORMAT", O(format), DNT_FORMATS_PROFILE,
+                   "also write the on-CPU and off-CPU profiles as folded, speedscope,\n"
+                   "chromium or flamegraph"),
+    DNT_OPT_NO_CLOBBER(), /* for the --format files, as with every -o */
+    DNT_OPT_END(),
+};
+
+const struct dnt_usage usage_compare = {
+    .synopsis = "dntrace compare TRACE [--top N] [--window MS] [--format FORMAT]",
+    .summary = "Compare a trace's EventPipe thread time with perf's on-CPU time (recorded by 'collect --native')",
+    .options = compare_options,
+    .operand = 1,
+    .operand_offset = O(trace),
+    .no_operand = "name the trace of 'dntrace collect --native'",
+    .many_operands = "one trace at a time",
+};
+#undef O
 
 /* ---- classifying the EventPipe samples ---- */
 
@@ -78,35 +105,15 @@ static int keep_off(void *ud, uint64_t tid, uint64_t ns) {
   return k == DNT_OFF_BLOCKED || k == DNT_OFF_RUNNABLE;
 }
 
-/* The trace's samples that keep accepts (all of them when keep is NULL), read as it streams.
- * NULL (the error printed) when the trace cannot be read. */
-static struct dnt_profile *load_view(const char *trace, dnt_profile_keep_fn keep, struct classifier *cls) {
+/* A profile counting the samples that keep accepts, as the trace streams. */
+static struct dnt_profile *view(dnt_profile_keep_fn keep, struct classifier *cls) {
   struct dnt_profile *p = dnt_profile_new();
   if (!p) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   dnt_profile_set_filter(p, keep, cls);
-  if (dnt_profile_load(p, trace) < 0) {
-    dnt_profile_free(p);
-    return NULL;
-  }
   return p;
 }
 
 /* ---- output ---- */
-
-/* Thread names from TRACE.threads ("tid\tname" lines): /proc's names beat perf's comm. */
-static void read_thread_names(dnt_cpu_states *cs, const char *path) {
-  FILE *fp = fopen(path, "re");
-  if (!fp) return;
-  char line[256];
-  while (fgets(line, sizeof line, fp)) {
-    char *tab = strchr(line, '\t');
-    if (!tab) continue;
-    line[strcspn(line, "\n")] = '\0';
-    uint64_t tid = strtoull(line, NULL, 10);
-    if (tid && dnt_cpu_states_name(cs, tid, tab + 1) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  }
-  fclose(fp);
-}
 
 static double pct(uint64_t part, uint64_t whole) { return whole ? 100.0 * (double)part / (double)whole : 0; }
 
@@ -136,55 +143,20 @@ static void method_table(const struct dnt_profile *ep, const struct dnt_profile 
 }
 
 int cmd_compare(int argc, char **argv) {
-  enum { OPT_TOP = 1000, OPT_WINDOW, OPT_FORMAT };
-  static const struct option opts[] = {
-      {"top", required_argument, NULL, OPT_TOP},
-      {"window", required_argument, NULL, OPT_WINDOW},
-      {"format", required_argument, NULL, OPT_FORMAT},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0},
-  };
-  char shortopts[32];
-  dnt_shortopts(opts, shortopts, sizeof shortopts);
-  int opt, rc = DNT_EXIT_USAGE;
-  long top = 10;
-  double window_ms = 0;
-  const char *format = NULL;
+  struct compare_options o = {.top = 10};
+  int rc = dnt_options_parse(&usage_compare, "compare", argc, argv, &o);
+  if (rc) return rc == DNT_OPTIONS_DONE ? 0 : rc;
+  long top = o.top;
+  double window_ms = o.window_ms;
+  const char *format = dnt_format_name(o.format);
   dnt_cpu_states *states = NULL;
   struct classifier cls = {0};
   struct dnt_symtab perfmap = {0};
   struct dnt_profile *ep = NULL, *perf = NULL, *on = NULL, *off = NULL;
   dnt_perf_reader *reader = NULL;
   char *data = NULL, *map = NULL, *threads = NULL, *trace = NULL;
-  optind = 1;
-  while ((opt = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
-    switch (opt) {
-    case OPT_TOP:
-      if (dnt_parse_count("--top", optarg, 100000, &top) != 0) goto out;
-      break;
-    case OPT_WINDOW: {
-      char *end;
-      window_ms = strtod(optarg, &end);
-      if (*end || !(window_ms > 0) || window_ms > 1000) {
-        dnt_error("--window: '%s' is not a number of milliseconds", optarg);
-        goto out;
-      }
-      break;
-    }
-    case OPT_FORMAT:
-      if (dnt_convert_check_format(optarg) != 0) goto out;
-      format = optarg;
-      break;
-    case 'h': dnt_print_usage(stdout, usage_compare); rc = 0; goto out;
-    default: rc = dnt_usage_error("compare", opt, optopt, argv); goto out;
-    }
-  }
-  if (optind + 1 != argc) {
-    dnt_error(optind == argc ? "name the trace of 'dntrace collect --native'" : "one trace at a time");
-    goto out;
-  }
   rc = DNT_EXIT_FAILURE;
-  trace = dnt_native_sibling(argv[optind], ".nettrace");
+  trace = dnt_native_sibling(o.trace, ".nettrace");
   data = dnt_native_sibling(trace, ".perf.data");
   map = dnt_native_sibling(trace, ".perf.map");
   threads = dnt_native_sibling(trace, ".threads");
@@ -192,11 +164,13 @@ int cmd_compare(int argc, char **argv) {
     dnt_error("no '%s' beside the trace: record with 'dntrace collect --native'", data);
     goto out;
   }
-  /* perf's record first, so that the trace's samples are classified as it streams (three
-   * passes over the trace: every sample, the on-CPU ones, the off-CPU ones) */
+  /* perf's record first, so that the trace's samples are classified as it streams: one pass
+   * over the trace feeds every view (all samples, the on-CPU ones, the off-CPU ones) and the
+   * method table that names perf's managed frames */
   if (!(perf = dnt_profile_new()) || !(states = dnt_cpu_states_new())) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  if (!(reader = dnt_perf_load(perf, data, trace, map, 1.0, &perfmap, dnt_cpu_states_observe, states))) goto out;
-  read_thread_names(states, threads);
+  if (!(reader = dnt_perf_read(perf, data, NULL, map, 1.0, &perfmap, dnt_cpu_states_observe, states))) goto out;
+  /* thread names from TRACE.threads: /proc's names beat perf's comm (a missing file: perf's) */
+  if (dnt_cpu_states_load_names(states, threads) == -ENOMEM) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   if (dnt_cpu_states_finish(states, window_ms) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   struct dnt_cpu_states_info info;
   dnt_cpu_states_info(states, &info);
@@ -205,12 +179,18 @@ int cmd_compare(int argc, char **argv) {
     goto out;
   }
   cls.states = states;
-  if (!(ep = load_view(trace, count_sample, &cls))) goto out;
+  ep = view(count_sample, &cls);
+  on = view(keep_on, &cls);
+  off = view(keep_off, &cls);
+  dnt_profile_methods_only(perf, 1);
+  struct dnt_profile *const all[] = {ep, on, off, perf};
+  if (dnt_report_loads(all, 4, 3, trace) < 0) goto out;
+  dnt_profile_methods_only(perf, 0);
+  if (dnt_profile_finish(perf) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   if (dnt_profile_samples(ep) == 0) {
     dnt_error("'%s' has no SampleProfiler samples to compare", trace);
     goto out;
   }
-  if (!(on = load_view(trace, keep_on, &cls)) || !(off = load_view(trace, keep_off, &cls))) goto out;
 
   uint64_t total = dnt_profile_samples(ep), covered = total - cls.totals[DNT_UNCOVERED];
   printf("EventPipe: %llu samples of thread time (%.2f ms each); perf: %llu cpu-clock samples (%.2f ms apart)%s\n",
@@ -263,8 +243,8 @@ int cmd_compare(int argc, char **argv) {
     snprintf(off_ext, sizeof off_ext, ".offcpu%s", ext);
     char *on_out = dnt_native_sibling(trace, on_ext), *off_out = dnt_native_sibling(trace, off_ext);
     fflush(stdout);
-    rc = dnt_convert_profile(on, format, "on-CPU", on_out);
-    if (!rc) rc = dnt_convert_profile(off, format, "off-CPU", off_out);
+    rc = dnt_convert_profile(on, format, "on-CPU", "on-CPU thread time (EventPipe samples perf saw running)", on_out);
+    if (!rc) rc = dnt_convert_profile(off, format, "off-CPU", "off-CPU thread time (blocked or waiting)", off_out);
     free(on_out);
     free(off_out);
   }

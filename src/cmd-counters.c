@@ -15,43 +15,14 @@
 #include <uv.h>
 
 #include "builtin.h"
-#include "counters-prom.h"
-#include "counters-screen.h"
-#include "counters-session.h"
-#include "counters-table.h"
-#include "counters-view.h"
-#include "http-serve.h"
+#include "dnt-counters.h"
+#include "dnt-trace.h"
 #include "ntr.h"
+#include "options.h"
+#include "output.h"
 #include "session.h"
 #include "util.h"
 
-const char *const usage_counters[] = {
-    "dntrace counters (collect | monitor | serve) (-p PID | -n NAME | --diagnostic-port PATH | -- CMD...) [--counters LIST] [--refresh-interval SEC] [--duration TIME] [--format csv|json|prometheus] [-o FILE] [--listen ADDR]",
-    "Show, record or serve the EventCounters and Meters of a .NET process, as dotnet-counters",
-    "    collect                  write every value to a file (CSV, JSON), or the latest ones (prometheus)",
-    "    monitor                  a live table of the latest values (plain lines when not a terminal)",
-    "    serve                    answer GET /metrics with the latest values (Prometheus text format)",
-    "    list                     print the well-known counters with their units",
-    "    ps                       list the .NET processes (as 'dntrace ps')",
-    "    -p, --process-id PID     the process, by pid as seen from here",
-    "    -n, --name NAME          the process, by name (serve: also the next process of that name)",
-    "    --diagnostic-port PATH   a runtime's socket (PATH[,connect]), or PATH,listen to wait for",
-    "                             a runtime started with DOTNET_DiagnosticPorts=PATH",
-    "    -- CMD [ARGS...]         start CMD, watch it from its start, and exit with its exit code",
-    "    --resume-runtime BOOL    with -- or listen: resume the runtime once the session runs",
-    "    --counters LIST          provider or provider[c1,c2], comma-separated; an EventCounters\\",
-    "                             prefix asks for the EventSource (default System.Runtime)",
-    "    --refresh-interval SEC   seconds between values (default 1)",
-    "    --duration TIME          stop after dd:hh:mm:ss, or a number with s, m or h (30s, 5m)",
-    "    --maxHistograms N        histograms the runtime tracks (default 10)",
-    "    --maxTimeSeries N        time series the runtime tracks (default 1000)",
-    "    --format FORMAT          collect: csv (default), json or prometheus",
-    "    -o, --output FILE        collect: where to write (default counter.csv, .json or .prom)",
-    "    --listen ADDR            serve: HOST:PORT to listen on (default 127.0.0.1:9400)",
-    "    --plain                  monitor: plain text blocks, also on a terminal",
-    "    -h, --help               show this help",
-    NULL,
-};
 
 #define BUFFER_MB 256
 
@@ -64,7 +35,8 @@ struct options {
   struct dnt_session_target target;
   const char *output;
   enum format format;
-  int format_given, max_hist, max_ts, plain, resume;
+  int format_given, max_hist, max_ts, plain, resume, deltas;
+  int format_opt; /* enum dnt_format, as --format gave it */
   const char *listen;
   double refresh;
   uint64_t duration_ms;
@@ -76,10 +48,13 @@ struct counters {
   dnt_session s;
   enum mode mode;
   enum format format;
-  FILE *out;
-  const char *out_path;
+  FILE *out;            /* collect: the CSV or JSON being written (output's fp) */
+  struct dnt_output output;
+  const char *out_path; /* collect: the file's name, "-" for stdout */
+  FILE *msg;            /* where collect's own lines go: stderr when the values go to stdout */
   uint64_t rows;
   int write_failed;
+  int write_errno;     /* why the first write failed (ENOSPC...); 0 if unknown */
   double refresh_s;
   ntr_parser *parser;
   dnt_counters_decoder *decoder;
@@ -135,14 +110,15 @@ static void draw(struct counters *c) {
   if (!fp) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   if (c->fullscreen) {
     fputs("\033[H", fp);
-    dnt_monitor_render(fp, &c->table, c->refresh_s, status_text(c), c->screen.width, c->screen.height, 1);
+    dnt_monitor_render(fp, &c->table, c->refresh_s, status_text(c), c->screen.width, c->screen.height, 1,
+                       c->opts->deltas);
   } else {
     char ts[40];
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     dnt_counter_time((double)now.tv_sec + now.tv_nsec / 1e9, ts);
     fprintf(fp, "[%s] process %d (%s)\n", ts, c->s.target.pid, c->s.target.name);
-    dnt_monitor_render(fp, &c->table, c->refresh_s, status_text(c), 100, 0, 0);
+    dnt_monitor_render(fp, &c->table, c->refresh_s, status_text(c), 100, 0, 0, c->opts->deltas);
     fputc('\n', fp);
   }
   fclose(fp);
@@ -195,9 +171,13 @@ static void close_handles(struct counters *c) {
   }
 }
 
-static int begin(struct counters *c);
+static dsipc_session_config prepare(struct counters *c);
+static void on_restarted(void *ud, int rc);
+static const dnt_session_cb session_cb;
 
-/* serve -n NAME: the next process of that name, once there is exactly one. */
+/* serve -n NAME: the next process of that name, once there is exactly one. The session starts
+ * without waiting (the runtime may take seconds to answer while it enables its EventSources):
+ * the loop goes on answering scrapes, 503 until on_restarted. */
 static void on_reconnect(uv_timer_t *t) {
   struct counters *c = t->data;
   int pid = dnt_target_find_by_name(c->opts->target.name);
@@ -205,17 +185,28 @@ static void on_reconnect(uv_timer_t *t) {
   uv_timer_stop(&c->reconnect);
   dnt_session_close(&c->s);
   struct dnt_session_target want = {.pid = pid};
-  if (dnt_session_open(&c->s, c->loop, &want) != 0 || begin(c) != 0) {
+  if (dnt_session_open(&c->s, c->loop, &want) != 0) {
     uv_timer_start(&c->reconnect, on_reconnect, RECONNECT_MS, RECONNECT_MS); /* try again */
     return;
   }
-  printf("Following process %d (%s)\n", c->s.target.pid, c->s.target.name);
-  fflush(stdout);
+  dsipc_session_config cfg = prepare(c);
+  if (dnt_session_start_async(&c->s, 2, &cfg, &session_cb, c, on_restarted) != 0) {
+    dnt_warning("cannot start a session on process %d: %s; trying again", pid, c->s.reply_msg);
+    uv_timer_start(&c->reconnect, on_reconnect, RECONNECT_MS, RECONNECT_MS);
+  }
 }
 
 static void on_end(void *ud) {
   struct counters *c = ud;
   c->live = 0;
+  if (c->mode == MODE_SERVE && !c->quitting && !c->opts->target.name) {
+    /* -p: that process will not come back, but the endpoint stays: 503 (Prometheus marks the
+     * target down) until serve is stopped */
+    dnt_counter_table_clear(&c->table);
+    printf("Process %d ended the session; /metrics answers 503 until serve is stopped\n", c->s.target.pid);
+    fflush(stdout);
+    return;
+  }
   if (c->mode == MODE_SERVE && !c->quitting && c->opts->target.name) {
     /* a sidecar outlives restarts: answer 503 until the next process of that name runs */
     dnt_counter_table_clear(&c->table);
@@ -230,6 +221,7 @@ static void on_end(void *ud) {
 
 static void stop(struct counters *c) {
   c->quitting = 1;
+  if (c->s.starting) dnt_session_close(&c->s); /* serve: a start still unanswered is dropped */
   if (c->live && !c->s.ended)
     dnt_session_stop(&c->s);
   else
@@ -257,17 +249,14 @@ static void check_decoder_error(struct counters *c) {
 /* collect --format prometheus: the file always holds one whole snapshot (written aside, then
  * renamed over it), as node_exporter's textfile collector wants. */
 static int write_prom_file(struct counters *c) {
-  char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s.tmp", c->out_path);
-  FILE *fp = fopen(tmp, "w");
-  if (!fp) return -1;
-  long n = dnt_counters_prom_write(fp, &c->table);
-  int bad = n < 0 || ferror(fp);
-  if (fclose(fp) != 0) bad = 1;
-  if (bad || rename(tmp, c->out_path) != 0) {
-    unlink(tmp);
-    return -1;
+  struct dnt_output out;
+  if (dnt_output_open(&out, c->out_path, DNT_OUTPUT_REPLACE) < 0) return -1;
+  long n = dnt_counters_prom_write(out.fp, &c->table);
+  if (n < 0) {
+    dnt_output_abort(&out);
+    return dnt_error("cannot write '%s': out of memory", c->out_path);
   }
+  if (dnt_output_commit(&out) < 0) return -1;
   c->rows = (uint64_t)n;
   return 0;
 }
@@ -278,12 +267,14 @@ static void on_tick(uv_timer_t *t) {
   if (c->mode == MODE_MONITOR) {
     if (c->fullscreen || c->table.generation != c->drawn) draw(c);
   } else if (c->mode == MODE_COLLECT && c->format == FORMAT_PROMETHEUS) {
-    if (c->table.generation != c->drawn && !c->write_failed) {
+    if (c->table.generation != c->drawn && !c->write_failed && strcmp(c->out_path, "-") != 0) {
       c->drawn = c->table.generation;
       if (write_prom_file(c) != 0) c->write_failed = 1, stop(c);
     }
-  } else if (c->out && fflush(c->out) != 0 && !c->write_failed) {
+  } else if (c->out && !c->write_failed && fflush(c->out) != 0) {
     c->write_failed = 1;
+    c->write_errno = errno;
+    dnt_error("cannot write '%s': %s", c->out_path, strerror(c->write_errno ? c->write_errno : EIO));
     stop(c);
   }
 }
@@ -306,8 +297,10 @@ static void on_http(void *ud, const char *path, struct dnt_http_reply *rep) {
       if (dnt_counters_prom_write(fp, &c->table) < 0) rep->status = 503;
     } else {
       rep->status = 503; /* Prometheus marks the target down (up == 0) */
-      fprintf(fp, "no session: waiting for a process named '%s'\n",
-              c->opts->target.name ? c->opts->target.name : "?");
+      if (c->opts->target.name)
+        fprintf(fp, "no session: waiting for a process named '%s'\n", c->opts->target.name);
+      else
+        fprintf(fp, "no session: process %d has ended\n", c->s.target.pid);
     }
   } else if (strcmp(path, "/") == 0) {
     rep->status = 200;
@@ -332,117 +325,77 @@ static int parse_positive_int(const char *opt, const char *s, int *out) {
   return 0;
 }
 
-static int parse_bool(const char *s) {
-  if (strcasecmp(s, "true") == 0 || strcmp(s, "1") == 0) return 1;
-  if (strcasecmp(s, "false") == 0 || strcmp(s, "0") == 0) return 0;
-  return -1;
+static int parse_max_histograms(void *field, const char *arg) { return parse_positive_int("--maxHistograms", arg, field); }
+static int parse_max_time_series(void *field, const char *arg) { return parse_positive_int("--maxTimeSeries", arg, field); }
+
+static int parse_refresh(void *field, const char *arg) {
+  char *end;
+  double *refresh = field;
+  *refresh = strtod(arg, &end);
+  if (*end || end == arg || !(*refresh >= 0.1) || *refresh > 86400)
+    return dnt_error("--refresh-interval: '%s' is not a number of seconds (0.1 or more)", arg);
+  return 0;
 }
 
-/* counter.csv / counter.json by default; the extension is added when missing. */
-static char *output_name(const char *o, const char *ext) {
-  if (!o) o = "counter";
-  size_t n = strlen(o), e = strlen(ext);
-  int has = n > e && strcasecmp(o + n - e, ext) == 0;
-  char *out = dnt_xmalloc(n + e + 1);
-  snprintf(out, n + e + 1, "%s%s", o, has ? "" : ext);
-  return out;
+static int parse_counters(void *field, const char *arg) {
+  char err[512];
+  if (dnt_counter_specs_parse(field, arg, err, sizeof err) < 0) return dnt_error("--counters: %s", err);
+  return 0;
 }
 
+#define O(f) offsetof(struct options, f)
+static const struct dnt_option counters_options[] = {
+    DNT_OPT_TEXT("collect", "write every value to a file (CSV, JSON), or the latest ones (prometheus)"),
+    DNT_OPT_TEXT("monitor", "a live table of the latest values (plain lines when not a terminal)"),
+    DNT_OPT_TEXT("serve", "answer GET /metrics with the latest values (Prometheus text format);\n"
+                          "with -n, also the next process of that name"),
+    DNT_OPT_TEXT("list", "print the well-known counters with their units"),
+    DNT_OPT_TEXT("ps", "list the .NET processes (as 'dntrace ps')"),
+    DNT_OPT_GROUP(dnt_options_target_any, O(target)),
+    DNT_OPT_RESUME(O(resume)),
+    DNT_OPT_PARSE(0, "counters", "LIST", O(specs), parse_counters,
+                  "provider or provider[c1,c2], comma-separated; an EventCounters\\\n"
+                  "prefix asks for the EventSource (default System.Runtime)"),
+    DNT_OPT_PARSE(0, "refresh-interval", "SEC", O(refresh), parse_refresh, "seconds between values (default 1)"),
+    DNT_OPT_GROUP(dnt_options_duration, O(duration_ms)),
+    DNT_OPT_PARSE(0, "maxHistograms", "N", O(max_hist), parse_max_histograms, "histograms the runtime tracks (default 10)"),
+    DNT_OPT_PARSE(0, "maxTimeSeries", "N", O(max_ts), parse_max_time_series, "time series the runtime tracks (default 1000)"),
+    DNT_OPT_FORMAT("FORMAT", O(format_opt), DNT_FORMATS_COUNTERS, "collect: csv (default), json or prometheus"),
+    DNT_OPT_OUTPUT("FILE", O(output),
+                   "collect: where to write (- for stdout; .csv, .json or .prom is added\n"
+                   "when FILE has no extension; default counter.csv)"),
+    DNT_OPT_STRING(0, "listen", "ADDR", O(listen), "serve: HOST:PORT to listen on (default 127.0.0.1:9400)"),
+    DNT_OPT_FLAG(0, "plain", O(plain), "monitor: plain text blocks, also on a terminal"),
+    DNT_OPT_FLAG(0, "showDeltas", O(deltas), "monitor: a column with each value's change since the last"),
+    DNT_OPT_END(),
+};
+#undef O
+
+const struct dnt_usage usage_counters = {
+    .synopsis = "dntrace counters (collect | monitor | serve) (-p PID | -n NAME | --diagnostic-port PATH | -- CMD...) [--counters LIST] [--refresh-interval SEC] [--duration TIME] [--format csv|json|prometheus] [-o FILE] [--listen ADDR]",
+    .summary = "Show, record or serve the EventCounters and Meters of a .NET process, as dotnet-counters",
+    .options = counters_options,
+};
 
 /* Returns 0, or an exit code (the error printed; -1 for --help, which exits 0). */
 static int parse_options(enum mode mode, int argc, char **argv, struct options *o) {
-  enum { OPT_COUNTERS = 1000, OPT_REFRESH, OPT_DURATION, OPT_FORMAT, OPT_MAXH, OPT_MAXTS, OPT_PLAIN, OPT_PORT,
-         OPT_RESUME, OPT_LISTEN };
-  static const struct option opts[] = {
-      {"process-id", required_argument, NULL, 'p'},
-      {"name", required_argument, NULL, 'n'},
-      {"output", required_argument, NULL, 'o'},
-      {"counters", required_argument, NULL, OPT_COUNTERS},
-      {"refresh-interval", required_argument, NULL, OPT_REFRESH},
-      {"duration", required_argument, NULL, OPT_DURATION},
-      {"format", required_argument, NULL, OPT_FORMAT},
-      {"maxHistograms", required_argument, NULL, OPT_MAXH},
-      {"maxTimeSeries", required_argument, NULL, OPT_MAXTS},
-      {"plain", no_argument, NULL, OPT_PLAIN},
-      {"diagnostic-port", required_argument, NULL, OPT_PORT},
-      {"dport", required_argument, NULL, OPT_PORT},
-      {"resume-runtime", required_argument, NULL, OPT_RESUME},
-      {"listen", required_argument, NULL, OPT_LISTEN},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0},
-  };
   const char *cmdname = mode == MODE_COLLECT   ? "counters collect"
                         : mode == MODE_MONITOR ? "counters monitor"
                                                : "counters serve";
-  char shortopts[64], err[512];
-  dnt_shortopts(opts, shortopts, sizeof shortopts);
-  int opt;
+  char err[512];
   o->max_hist = 10;
   o->max_ts = 1000;
   o->refresh = 1.0;
   o->resume = 1;
-  optind = 1;
-  while ((opt = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
-    switch (opt) {
-    case 'p':
-      if ((o->target.pid = dnt_opt_pid(optarg)) < 0) return DNT_EXIT_USAGE;
-      break;
-    case 'n': o->target.name = optarg; break;
-    case 'o': o->output = optarg; break;
-    case OPT_COUNTERS:
-      if (dnt_counter_specs_parse(&o->specs, optarg, err, sizeof err) < 0)
-        return dnt_error("--counters: %s", err), DNT_EXIT_USAGE;
-      break;
-    case OPT_REFRESH: {
-      char *end;
-      o->refresh = strtod(optarg, &end);
-      if (*end || end == optarg || !(o->refresh >= 0.1) || o->refresh > 86400)
-        return dnt_error("--refresh-interval: '%s' is not a number of seconds (0.1 or more)", optarg), DNT_EXIT_USAGE;
-      break;
-    }
-    case OPT_DURATION:
-      if (!(o->duration_ms = dnt_parse_duration(optarg)))
-        return dnt_error("--duration: '%s' is not dd:hh:mm:ss or a number with s, m or h", optarg), DNT_EXIT_USAGE;
-      break;
-    case OPT_FORMAT:
-      o->format_given = 1;
-      if (strcasecmp(optarg, "csv") == 0)
-        o->format = FORMAT_CSV;
-      else if (strcasecmp(optarg, "json") == 0)
-        o->format = FORMAT_JSON;
-      else if (strcasecmp(optarg, "prometheus") == 0)
-        o->format = FORMAT_PROMETHEUS;
-      else
-        return dnt_error("--format: '%s' is not csv, json or prometheus", optarg), DNT_EXIT_USAGE;
-      break;
-    case OPT_MAXH:
-      if (parse_positive_int("--maxHistograms", optarg, &o->max_hist) < 0) return DNT_EXIT_USAGE;
-      break;
-    case OPT_MAXTS:
-      if (parse_positive_int("--maxTimeSeries", optarg, &o->max_ts) < 0) return DNT_EXIT_USAGE;
-      break;
-    case OPT_PLAIN: o->plain = 1; break;
-    case OPT_LISTEN: o->listen = optarg; break;
-    case OPT_PORT: o->target.port = optarg; break;
-    case OPT_RESUME:
-      if ((o->resume = parse_bool(optarg)) < 0)
-        return dnt_error("--resume-runtime: '%s' is not true or false", optarg), DNT_EXIT_USAGE;
-      break;
-    case 'h': dnt_print_usage(stdout, usage_counters); return -1;
-    default: return dnt_usage_error(cmdname, opt, optopt, argv);
-    }
-  }
-  if (optind < argc && strcmp(argv[optind - 1], "--") == 0)
-    o->target.child_argv = argv + optind;
-  else if (optind < argc)
-    return dnt_error("unexpected argument '%s' (a command to start goes after '--')", argv[optind]), DNT_EXIT_USAGE;
-  const struct dnt_session_target *t = &o->target;
-  if ((t->pid > 0) + (t->name != NULL) + (t->port != NULL) + (t->child_argv != NULL) != 1)
-    return dnt_error("name the process with exactly one of -p PID, -n NAME, --diagnostic-port PATH or -- CMD"),
-           DNT_EXIT_USAGE;
+  int rc = dnt_options_parse(&usage_counters, cmdname, argc, argv, o);
+  if (rc) return rc;
+  o->format_given = o->format_opt != DNT_FORMAT_NONE;
+  o->format = o->format_opt == DNT_FORMAT_JSON ? FORMAT_JSON : o->format_opt == DNT_FORMAT_PROMETHEUS ? FORMAT_PROMETHEUS : FORMAT_CSV;
   if (mode != MODE_COLLECT && (o->output || o->format_given))
     return dnt_error("-o and --format go with 'counters collect'"), DNT_EXIT_USAGE;
   if (mode != MODE_MONITOR && o->plain) return dnt_error("--plain goes with 'counters monitor'"), DNT_EXIT_USAGE;
+  if (mode != MODE_MONITOR && o->deltas)
+    return dnt_error("--showDeltas goes with 'counters monitor'"), DNT_EXIT_USAGE;
   if (mode != MODE_SERVE && o->listen) return dnt_error("--listen goes with 'counters serve'"), DNT_EXIT_USAGE;
   if (!o->listen) o->listen = DEFAULT_LISTEN;
   if (o->specs.n == 0 && dnt_counter_specs_parse(&o->specs, DNT_COUNTERS_DEFAULT, err, sizeof err) < 0)
@@ -470,9 +423,8 @@ static void start_handles(struct counters *c, uint64_t duration_ms) {
   c->handles_open = 1;
 }
 
-/* Starts the session on the opened target, with a fresh parser and decoder (a new process is a
- * new stream). 0, or an exit code with the error printed. */
-static int begin(struct counters *c) {
+/* A fresh parser and decoder (a new process is a new stream), and the session's configuration. */
+static dsipc_session_config prepare(struct counters *c) {
   ntr_parser_free(c->parser);
   dnt_counters_decoder_free(c->decoder);
   c->parser = NULL;
@@ -483,14 +435,29 @@ static int begin(struct counters *c) {
     dnt_die(DNT_EXIT_FAILURE, "out of memory");
   dsipc_session_config cfg = {.buffer_mb = BUFFER_MB, .format = 1, .request_rundown = 0, .rundown_keyword = 0,
                               .request_stackwalk = 0, .providers = c->wire->v, .n_providers = c->wire->n};
-  static const dnt_session_cb cb = {on_data, on_end};
-  if (dnt_session_start(&c->s, 2, &cfg, &cb, c) != 0) {
-    if (dnt_session_interrupted())
-      dnt_error("interrupted before a runtime connected");
-    else
-      dnt_error("process %d refused the session: %s", c->s.target.pid, c->s.reply_msg);
-    return DNT_EXIT_FAILURE;
+  return cfg;
+}
+
+static const dnt_session_cb session_cb = {on_data, on_end};
+
+/* serve: the session on a restarted process has started, or not; /metrics answered meanwhile. */
+static void on_restarted(void *ud, int rc) {
+  struct counters *c = ud;
+  if (rc) {
+    dnt_warning("process %d refused the session: %s; trying again", c->s.target.pid, c->s.reply_msg);
+    uv_timer_start(&c->reconnect, on_reconnect, RECONNECT_MS, RECONNECT_MS);
+    return;
   }
+  c->live = 1;
+  printf("Following process %d (%s)\n", c->s.target.pid, c->s.target.name);
+  fflush(stdout);
+}
+
+/* Starts the session on the opened target and waits for the runtime's answer (not from a
+ * callback). 0, or an exit code with the error printed. */
+static int begin(struct counters *c) {
+  dsipc_session_config cfg = prepare(c);
+  if (dnt_session_start(&c->s, 2, &cfg, &session_cb, c) != 0) return dnt_session_start_failed(&c->s);
   if (c->opts->resume) dnt_session_resume(&c->s);
   c->live = 1;
   return 0;
@@ -502,8 +469,9 @@ static const char *default_ext(enum format f) {
 
 /* Opens what collect writes to, and its first bytes. 0 or -1 (the error printed). */
 static int open_collect_output(struct counters *c) {
-  if (c->format == FORMAT_PROMETHEUS) return 0; /* written whole at each interval */
-  if (!(c->out = fopen(c->out_path, "w"))) return dnt_error("cannot write '%s': %s", c->out_path, strerror(errno));
+  if (c->format == FORMAT_PROMETHEUS) return dnt_output_check(c->out_path, 0); /* written whole at each interval */
+  if (dnt_output_open(&c->output, c->out_path, DNT_OUTPUT_STREAM) < 0) return -1;
+  c->out = c->output.fp;
   if (c->format == FORMAT_JSON) {
     char ts[40];
     struct timespec now;
@@ -522,18 +490,26 @@ static int open_collect_output(struct counters *c) {
 
 /* The end of collect: the file closed (JSON completed) and checked. 0 or an exit code. */
 static int finish_collect_output(struct counters *c) {
-  int bad = c->write_failed;
+  int bad = c->write_failed; /* its error is printed */
   if (c->format == FORMAT_PROMETHEUS) {
     if (!bad && write_prom_file(c) != 0) bad = 1;
   } else {
     if (c->format == FORMAT_JSON) fputs("\n]}\n", c->out);
-    bad |= ferror(c->out);
-    if (fclose(c->out) != 0) bad = 1;
     c->out = NULL;
+    if (!c->quitting && c->rows == 0) { /* the target went before its first value: no file, and run() says so */
+      dnt_output_abort(&c->output);
+      return bad ? DNT_EXIT_FAILURE : 0;
+    }
+    if (dnt_output_commit(&c->output) < 0) bad = 1;
   }
-  if (bad) return dnt_error("cannot write '%s'", c->out_path), DNT_EXIT_FAILURE;
-  printf("File saved to %s (%llu %s)\n", c->out_path, (unsigned long long)c->rows,
-         c->format == FORMAT_PROMETHEUS ? "series" : "values");
+  if (bad) return DNT_EXIT_FAILURE;
+  if (!c->quitting && c->rows == 0) {
+    if (strcmp(c->out_path, "-") != 0) unlink(c->out_path);
+    return 0;
+  }
+  if (strcmp(c->out_path, "-") != 0)
+    fprintf(c->msg, "File saved to %s (%llu %s)\n", c->out_path, (unsigned long long)c->rows,
+            c->format == FORMAT_PROMETHEUS ? "series" : "values");
   return 0;
 }
 
@@ -544,6 +520,7 @@ static int run(enum mode mode, int argc, char **argv) {
   struct counters c;
   memset(&c, 0, sizeof c);
   c.mode = mode;
+  c.msg = stdout;
   c.opts = &o;
   c.wire = &wire;
   char *out_path = NULL, err[512];
@@ -554,6 +531,14 @@ static int run(enum mode mode, int argc, char **argv) {
   }
   c.format = o.format;
   c.refresh_s = o.refresh;
+  if (mode == MODE_COLLECT) { /* a file that cannot be written is said before the target is looked for */
+    c.out_path = out_path = dnt_output_name(o.output ? o.output : "counter", default_ext(o.format));
+    if (strcmp(out_path, "-") == 0) c.msg = stderr;
+    if (dnt_output_check(out_path, 1) < 0) {
+      rc = DNT_EXIT_FAILURE;
+      goto out;
+    }
+  }
   c.loop = uv_default_loop();
   rc = dnt_session_open(&c.s, c.loop, &o.target);
   if (rc) goto out;
@@ -561,24 +546,23 @@ static int run(enum mode mode, int argc, char **argv) {
   if (dnt_counters_wire_build(&wire, &o.specs, o.refresh, o.max_ts, o.max_hist) != 0)
     dnt_die(DNT_EXIT_FAILURE, "out of memory");
   if (mode == MODE_COLLECT) {
-    c.out_path = out_path = output_name(o.output, default_ext(o.format));
     if (open_collect_output(&c) != 0) goto out;
   }
   if (mode == MODE_SERVE && dnt_http_server_start(c.loop, o.listen, on_http, &c, &c.http, err, sizeof err) != 0) {
     dnt_error("%s", err);
     goto out;
   }
-  if (begin(&c) != 0) {
+  if ((rc = begin(&c)) != 0) {
     if (c.out) {
-      fclose(c.out);
       c.out = NULL;
-      unlink(out_path); /* nothing was written: leave no empty file behind */
+      dnt_output_abort(&c.output); /* nothing was written: leave no empty file behind */
     }
     goto out;
   }
 
   if (mode == MODE_COLLECT) {
-    printf("Starting a counter session. Press Ctrl+C to stop.\nWriting to %s\n", out_path);
+    fprintf(c.msg, "Starting a counter session. Press Ctrl+C to stop.\nWriting to %s\n",
+            c.msg == stderr ? "standard output" : out_path);
   } else if (mode == MODE_SERVE) {
     const char *colon = strrchr(o.listen, ':');
     printf("Serving the counters of process %d (%s) at http://%.*s:%d/metrics\nPress Ctrl+C to stop.\n",
@@ -592,31 +576,39 @@ static int run(enum mode mode, int argc, char **argv) {
   fflush(stdout);
   start_handles(&c, o.duration_ms);
   if (c.fullscreen) draw(&c);
-  uv_run(c.loop, UV_RUN_DEFAULT);
+  dnt_loop_run(c.loop, UV_RUN_DEFAULT, __func__);
 
   check_decoder_error(&c);
-  if (c.parse_failed) dnt_warning("the stream does not parse as nettrace: %s", c.parse_error);
   rc = 0;
+  if (c.parse_failed) {
+    dnt_error("the stream does not parse as nettrace: %s", c.parse_error);
+    rc = DNT_EXIT_FAILURE;
+  }
   if (mode == MODE_MONITOR) {
     if (!o.plain && isatty(1)) /* the last frame, on the normal screen this time */
-      dnt_monitor_render(stdout, &c.table, c.refresh_s, status_text(&c), 100, 0, 0);
+      dnt_monitor_render(stdout, &c.table, c.refresh_s, status_text(&c), 100, 0, 0, o.deltas);
     else if (c.table.generation != c.drawn)
       draw(&c);
   } else if (mode == MODE_COLLECT) {
-    rc = finish_collect_output(&c);
+    int wrote = finish_collect_output(&c);
+    if (!rc) rc = wrote;
+    if (!rc && !c.quitting && c.rows == 0) { /* not "saved": there was nothing to save */
+      dnt_error("process %d ended the session before sending any counter value", c.s.target.pid);
+      rc = DNT_EXIT_FAILURE;
+    }
   }
-  if (!c.quitting && !c.s.abandoned) printf("The target ended the session (it exited?)\n");
+  if (!c.quitting && !c.s.abandoned) fprintf(c.msg, "The target ended the session (it exited?)\n");
   if (c.s.child_started) {
     int child_rc = dnt_session_wait_child(&c.s);
     if (rc == 0) rc = child_rc; /* as collect: the command's exit code is ours */
   }
 
 out:
-  if (c.out) fclose(c.out);
+  if (c.out) dnt_output_abort(&c.output);
   if (c.loop) {
     dnt_http_server_close(c.http);
     dnt_session_close(&c.s);
-    while (uv_run(c.loop, UV_RUN_NOWAIT)) {}
+    while (dnt_loop_run(c.loop, UV_RUN_NOWAIT, __func__)) {}
     uv_loop_close(c.loop);
   }
   ntr_parser_free(c.parser);
@@ -630,12 +622,12 @@ out:
 
 int cmd_counters(int argc, char **argv) {
   if (argc < 2) {
-    dnt_print_usage(stderr, usage_counters);
+    dnt_options_usage(stderr, &usage_counters);
     return DNT_EXIT_USAGE;
   }
   const char *sub = argv[1];
   if (strcmp(sub, "-h") == 0 || strcmp(sub, "--help") == 0) {
-    dnt_print_usage(stdout, usage_counters);
+    dnt_options_usage(stdout, &usage_counters);
     return 0;
   }
   if (strcmp(sub, "collect") == 0) return run(MODE_COLLECT, argc - 1, argv + 1);

@@ -5,7 +5,14 @@
  * The runtime writes the dump itself, in its own filesystem view. From a sidecar or the host a
  * path of ours means nothing there, so the runtime is told to write into its own TMPDIR, which we
  * reach through /proc/PID/root; the file is then moved (or compressed) to where the user wants
- * it and the temporary removed. */
+ * it and the temporary removed.
+ *
+ * The target may be hostile (a compromised container), and whatever it leaves at the dump path
+ * is read by us, often as root: the path is resolved inside the target's root only
+ * (dsipc_open_in_root), opened without following a last symlink and without blocking, and must
+ * be a regular file of the target's user, with one link, no larger than the target's peak memory,
+ * and an ELF core of that very process (its pid in the first thread note). Anything else is
+ * refused with one line and removed; only the bytes counted at the check are copied. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -21,31 +28,70 @@
 #include "builtin.h"
 #include "dsipc.h"
 #include "elfcore.h"
+#include "session.h"
+#include "options.h"
 #include "target.h"
 #include "util.h"
 
-const char *const usage_dump[] = {
-    "dntrace dump (-p PID | -n NAME | --diagnostic-port PATH) [--type TYPE] [-o PATH] [--diag] [--crashreport] [--compress]",
-    "Write a core dump of a .NET process through its runtime's createdump",
-    "    -p, --process-id PID     the process, by pid as seen from here",
-    "    -n, --name NAME          the process, by name (an error if several match)",
-    "    --diagnostic-port PATH   a runtime's socket given by path",
-    "    --type TYPE              full (default), heap, mini or triage",
-    "    -o, --output PATH        where the dump goes (default ./core_<yyyyMMdd>_<HHmmss>)",
-    "    --diag                   createdump's diagnostic logging (on the target's console)",
-    "    --crashreport            also write a crash report (<dump>.crashreport.json)",
-    "    --compress               gzip the dump (PATH.gz)",
-    "    -h, --help               show this help",
-    NULL,
+struct dump_options {
+  struct dnt_session_target target;
+  uint32_t type; /* createdump's: 4 full, 2 heap, 1 mini, 3 triage */
+  const char *output;
+  int diag, crashreport, compress;
 };
 
+static int parse_type(void *field, const char *arg) {
+  uint32_t *type = field;
+  if (strcasecmp(arg, "full") == 0) *type = 4;
+  else if (strcasecmp(arg, "heap") == 0) *type = 2;
+  else if (strcasecmp(arg, "mini") == 0) *type = 1;
+  else if (strcasecmp(arg, "triage") == 0) *type = 3;
+  else return dnt_error("--type: '%s' is not full, heap, mini or triage", arg);
+  return 0;
+}
+
+#define O(f) offsetof(struct dump_options, f)
+static const struct dnt_option dump_options[] = {
+    DNT_OPT_GROUP(dnt_options_target_port, O(target)),
+    DNT_OPT_PARSE(0, "type", "TYPE", O(type), parse_type, "full (default), heap, mini or triage"),
+    DNT_OPT_OUTPUT("PATH", O(output), "where the dump goes (default ./core_<yyyyMMdd>_<HHmmss>)"),
+    DNT_OPT_FLAG(0, "diag", O(diag), "createdump's diagnostic logging (on the target's console)"),
+    DNT_OPT_FLAG(0, "crashreport", O(crashreport), "also write a crash report (<dump>.crashreport.json)"),
+    DNT_OPT_FLAG(0, "compress", O(compress), "gzip the dump (PATH.gz)"),
+    DNT_OPT_END(),
+};
+
+const struct dnt_usage usage_dump = {
+    .synopsis = "dntrace dump (-p PID | -n NAME | --diagnostic-port PATH) [--type TYPE] [-o PATH] [--diag] [--crashreport] [--compress]",
+    .summary = "Write a core dump of a .NET process through its runtime's createdump",
+    .options = dump_options,
+};
+#undef O
+
 #define DUMP_TIMEOUT_MS (30ull * 60 * 1000) /* a full dump of a large heap takes minutes */
+#define STOPPED_GIVE_UP_MS 5000             /* a target stopped this long will not dump */
+#define PROGRESS_EVERY_MS 30000             /* off a terminal, a progress line this often */
+
+#define NOTES_SLACK (64ull << 20) /* a core's headers and notes on top of its memory */
+#define REPORT_MAX (64ull << 20)  /* a crash report is JSON of a few hundred KB */
+
+/* What the dump is checked against, learnt from /proc before the request. */
+struct dump_target {
+  int root_fd;       /* /proc/PID/root (O_PATH): the target's filesystem, pinned for the whole dump */
+  unsigned uid;      /* its effective uid: createdump writes as that user */
+  int ns_pid;        /* its pid in its own namespace, as createdump records it */
+  uint64_t peak;     /* VmPeak in bytes: no core of it holds more memory than that */
+};
 
 struct dumping {
   uv_loop_t *loop;
-  dsipc_stream *stream;
   uv_timer_t ticker;
-  const char *watch;  /* the file the runtime writes, as reachable from here */
+  dsipc_call *call;
+  int pid;              /* the target, as seen from here */
+  uint64_t stopped_ms;  /* since when it is seen stopped (0: running) */
+  uint64_t said_ms;     /* the last progress line off a terminal */
+  const struct dump_target *dt;
+  const char *watch;  /* the file the runtime writes, as the target sees it */
   uint64_t start_ms;
   int tty, done, code;
   dsipc_status st;
@@ -56,60 +102,67 @@ static uint64_t now_ms(void) { return uv_hrtime() / 1000000u; }
 static void progress(struct dumping *d, int final) {
   if (!d->tty) return;
   struct stat st;
-  double mb = stat(d->watch, &st) == 0 ? (double)st.st_size / (1024.0 * 1024.0) : 0;
+  double mb = 0;
+  int fd = dsipc_open_in_root(d->dt->root_fd, d->watch, O_PATH, 0); /* O_PATH: never blocks */
+  if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) mb = (double)st.st_size / (1024.0 * 1024.0);
+  if (fd >= 0) close(fd);
   uint64_t s = (now_ms() - d->start_ms) / 1000;
   printf("\r[%02llu:%02llu:%02llu] Writing dump %.1f MB   %s", (unsigned long long)(s / 3600),
          (unsigned long long)(s / 60 % 60), (unsigned long long)(s % 60), mb, final ? "\n" : "");
   fflush(stdout);
 }
 
-static void on_tick(uv_timer_t *t) { progress(t->data, 0); }
+/* Whether the process is stopped by a signal (SIGSTOP, ^Z: state T): its runtime can write
+ * nothing then. Not a tracing stop (t): createdump itself stops the process through ptrace while
+ * it reads its memory, for as long as a large dump takes. */
+static int is_stopped(int pid) {
+  char state;
+  return dsipc_proc_stat(pid, &state, NULL) == 0 && state == 'T';
+}
 
-static void on_reply(void *ud, const dsipc_status *st, const uint8_t *payload, size_t n) {
+static void on_dumped(void *ud, const dsipc_status *st);
+
+static void on_tick(uv_timer_t *t) {
+  struct dumping *d = t->data;
+  uint64_t now = now_ms();
+  progress(d, 0);
+  if (!d->tty && now - d->said_ms >= PROGRESS_EVERY_MS) { /* a log, not a terminal: a line now and then */
+    d->said_ms = now;
+    printf("Still waiting for the runtime's dump (%llu s)\n", (unsigned long long)((now - d->start_ms) / 1000));
+    fflush(stdout);
+  }
+  if (!is_stopped(d->pid)) {
+    d->stopped_ms = 0;
+    return;
+  }
+  if (!d->stopped_ms) d->stopped_ms = now;
+  if (now - d->stopped_ms < STOPPED_GIVE_UP_MS) return;
+  dsipc_call_cancel(d->call); /* its reply will not come while the process is stopped */
+  d->call = NULL;
+  dsipc_status st = {.code = DSIPC_ETIMEDOUT};
+  snprintf(st.msg, sizeof st.msg, "the process is stopped (SIGSTOP): its runtime cannot write a dump "
+                                  "until it runs again");
+  on_dumped(d, &st);
+}
+
+static void on_dumped(void *ud, const dsipc_status *st) {
   struct dumping *d = ud;
-  (void)payload, (void)n;
+  d->call = NULL; /* answered: the call is gone */
   d->done = 1;
   d->code = st->code;
   d->st = *st;
   uv_timer_stop(&d->ticker);
 }
 
-static void on_end(void *ud, const dsipc_status *st) {
-  struct dumping *d = ud;
-  if (!d->done) {
-    d->done = 1;
-    d->code = st->code;
-    d->st = *st;
-  }
-  uv_timer_stop(&d->ticker);
-}
-
-/* Asks for the dump, newest command first; runs the loop until the runtime has answered. */
+/* Asks for the dump (ipc/call.c: GenerateCoreDump3, falling back to 2 and 1); runs the loop, the
+ * progress line ticking, until the runtime has answered. */
 static int request_dump(struct dumping *d, const char *socket, const char *runtime_path, uint32_t type, uint32_t flags) {
-  static const dsipc_stream_cb cb = {on_reply, NULL, on_end};
-  for (int version = 3; version >= 1; version--) {
-    dsipc_buf req;
-    dsipc_buf_init(&req);
-    /* v1 only knows diagnostics on/off; the crash report needs v2 */
-    uint32_t f = version == 1 ? (flags & 1) : flags;
-    int rc = dsipc_encode_dump(&req, version, runtime_path, type, f);
-    if (rc) {
-      dsipc_buf_release(&req);
-      snprintf(d->st.msg, sizeof d->st.msg, "cannot encode the dump request for '%.200s': %s", runtime_path,
-               dsipc_strerror(rc));
-      return rc;
-    }
-    d->done = 0;
-    rc = dsipc_stream_open(d->loop, socket, -1, &req, DUMP_TIMEOUT_MS, &cb, d, &d->stream, &d->st);
-    dsipc_buf_release(&req);
-    if (rc) return rc;
-    uv_timer_start(&d->ticker, on_tick, 1000, 1000);
-    while (!d->done && uv_run(d->loop, UV_RUN_ONCE)) {}
-    dsipc_stream_close(d->stream);
-    d->stream = NULL;
-    while (uv_run(d->loop, UV_RUN_NOWAIT)) {}
-    if (d->code != DSIPC_EUNKNOWNCMD) return d->code;
-  }
+  d->done = 0;
+  int rc = dsipc_dump_start(d->loop, socket, runtime_path, type, flags, DUMP_TIMEOUT_MS, on_dumped, d, &d->call,
+                            &d->st);
+  if (rc) return rc;
+  uv_timer_start(&d->ticker, on_tick, 1000, 1000);
+  while (!d->done && dnt_loop_run(d->loop, UV_RUN_ONCE, __func__)) {}
   return d->code;
 }
 
@@ -128,17 +181,82 @@ static const char *type_name(uint32_t t) {
   return t <= 4 ? names[t] : "?";
 }
 
-/* Copies (or gzips) src to dst through a buffer, then fsyncs. -1 with errno-based message. */
-static int deliver(const char *src, const char *dst, int compress, char *why, size_t whylen) {
-  int in = open(src, O_RDONLY | O_CLOEXEC);
-  if (in < 0) {
-    snprintf(why, whylen, "cannot read the runtime's dump '%s': %s", src, strerror(errno));
+/* Reads the target's euid and VmPeak from /proc/PID/status into dt. 0, or -1 with errno. */
+static int read_status(int pid, struct dump_target *dt) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", pid);
+  FILE *fp = fopen(path, "re");
+  if (!fp) return -1;
+  int have_uid = 0;
+  unsigned long long kb;
+  while (fgets(line, sizeof line, fp)) {
+    unsigned r, e;
+    if (sscanf(line, "Uid: %u %u", &r, &e) == 2) dt->uid = e, have_uid = 1;
+    if (sscanf(line, "VmPeak: %llu kB", &kb) == 1 && kb * 1024 > dt->peak) dt->peak = kb * 1024;
+  }
+  fclose(fp);
+  if (!have_uid) errno = ESRCH;
+  return have_uid ? 0 : -1;
+}
+
+/* Opens what the runtime left at path (as the target sees it) for reading, if it is what a
+ * createdump of this target writes: a regular file, of the target's user, one link, at most max
+ * bytes. It is looked at through an O_PATH descriptor first, so a FIFO or a device is never
+ * opened at all, then reopened for reading through /proc/self/fd: the same inode. On success
+ * *size is the size checked, the only bytes to copy. Returns the fd, or -1 with why filled. */
+static int open_checked(const struct dump_target *dt, const char *path, uint64_t max, uint64_t *size, char *why,
+                        size_t whylen) {
+  int pfd = dsipc_open_in_root(dt->root_fd, path, O_PATH, 0);
+  if (pfd < 0) {
+    snprintf(why, whylen, "cannot open it: %s", strerror(-pfd));
     return -1;
   }
+  struct stat st;
+  int fd = -1;
+  if (fstat(pfd, &st) < 0) {
+    snprintf(why, whylen, "cannot stat it: %s", strerror(errno));
+  } else if (S_ISLNK(st.st_mode)) {
+    snprintf(why, whylen, "it is a symbolic link, not the file createdump writes");
+  } else if (!S_ISREG(st.st_mode)) {
+    snprintf(why, whylen, "it is not a regular file (%s)", S_ISFIFO(st.st_mode) ? "a FIFO"
+             : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : S_ISDIR(st.st_mode) ? "a directory" : "a socket");
+  } else if (st.st_uid != dt->uid) {
+    snprintf(why, whylen, "it belongs to uid %u, not to the target's uid %u", (unsigned)st.st_uid, dt->uid);
+  } else if (st.st_nlink != 1) {
+    snprintf(why, whylen, "it has %lu hard links (another file's?)", (unsigned long)st.st_nlink);
+  } else if ((uint64_t)st.st_size > max) {
+    snprintf(why, whylen, "it is %llu bytes, more than the process could hold", (unsigned long long)st.st_size);
+  } else {
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", pfd);
+    fd = open(self, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) snprintf(why, whylen, "cannot read it: %s", strerror(errno));
+    *size = (uint64_t)st.st_size;
+  }
+  close(pfd);
+  return fd;
+}
+
+/* Removes the entry at path inside the target's root (a planted link goes, not what it points
+ * to); silent, as there is nothing more to tell when it fails. */
+static void remove_in_root(const struct dump_target *dt, const char *path) {
+  char dir[PATH_MAX];
+  const char *slash = strrchr(path, '/');
+  if (!slash || (size_t)(slash - path) >= sizeof dir) return;
+  snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+  int dfd = dsipc_open_in_root(dt->root_fd, dir, O_PATH | O_DIRECTORY, 0);
+  if (dfd < 0) return;
+  unlinkat(dfd, slash + 1, 0);
+  close(dfd);
+}
+
+/* Copies (or gzips) exactly size bytes of in to dst, then fsyncs. -1 with a message in why;
+ * dst is then removed. A source that grows is not followed; one that shrinks is an error. */
+static int deliver(int in, uint64_t size, const char *src_name, const char *dst, int compress, char *why,
+                   size_t whylen) {
   int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (out < 0) {
     snprintf(why, whylen, "cannot write '%s': %s", dst, strerror(errno));
-    close(in);
     return -1;
   }
   gzFile gz = NULL;
@@ -147,16 +265,19 @@ static int deliver(const char *src, const char *dst, int compress, char *why, si
     goto fail;
   }
   static char buf[1 << 20];
-  ssize_t n;
-  while ((n = read(in, buf, sizeof buf)) > 0) {
+  for (uint64_t left = size; left > 0;) {
+    ssize_t n = read(in, buf, left < sizeof buf ? (size_t)left : sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      snprintf(why, whylen, "cannot read the runtime's dump '%s': %s", src_name,
+               n < 0 ? strerror(errno) : "it shrank while being copied");
+      goto fail;
+    }
     if (gz ? gzwrite(gz, buf, (unsigned)n) != (int)n : write(out, buf, (size_t)n) != n) {
       snprintf(why, whylen, "cannot write '%s': %s", dst, strerror(errno ? errno : EIO));
       goto fail;
     }
-  }
-  if (n < 0) {
-    snprintf(why, whylen, "cannot read the runtime's dump '%s': %s", src, strerror(errno));
-    goto fail;
+    left -= (uint64_t)n;
   }
   if (gz && gzclose(gz) != Z_OK) {
     gz = NULL;
@@ -169,13 +290,31 @@ static int deliver(const char *src, const char *dst, int compress, char *why, si
     snprintf(why, whylen, "cannot write '%s': %s", dst, strerror(errno));
     goto fail;
   }
-  close(in);
   return 0;
 fail:
   if (gz) gzclose(gz);
   if (out >= 0) close(out);
-  close(in);
   unlink(dst);
+  return -1;
+}
+
+/* The runtime's dump at path, checked (open_checked, then an ELF core whose first thread is the
+ * target): its fd, size and core facts (info, caller's), or -1 with the error printed and the
+ * file removed. */
+static int take_core(const struct dump_target *dt, const char *path, const char *shown, uint64_t *size,
+                     struct dnt_core_info *info) {
+  char why[512];
+  int fd = open_checked(dt, path, dt->peak + NOTES_SLACK, size, why, sizeof why);
+  if (fd >= 0) {
+    if (dnt_core_check(fd, info, why, sizeof why) == 0) {
+      if (info->first_pid == (uint32_t)dt->ns_pid) return fd;
+      snprintf(why, sizeof why, "it is a core of pid %u, not of the target (pid %d in its namespace)",
+               info->first_pid, dt->ns_pid);
+    }
+    close(fd);
+  }
+  dnt_error("refusing the runtime's dump '%s': %s (removed)", shown, why);
+  remove_in_root(dt, path);
   return -1;
 }
 
@@ -185,6 +324,36 @@ static int same_mount_namespace(int pid) {
   snprintf(path, sizeof path, "/proc/%d/ns/mnt", pid);
   ssize_t n2 = readlink(path, b, sizeof b);
   return n1 > 0 && n1 == n2 && memcmp(a, b, (size_t)n1) == 0;
+}
+
+/* Whether root_fd (the target's root) is our "/": a chrooted target in our mount namespace
+ * would read an absolute path of ours in its own tree. */
+static int same_root(int root_fd) {
+  struct stat a, b;
+  return stat("/", &a) == 0 && fstat(root_fd, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/* --crashreport: <dump>.crashreport.json beside the dump, checked as the dump is (but no ELF). */
+static void deliver_report(const struct dump_target *dt, const char *runtime_path, const char *want, uint32_t flags) {
+  if (!(flags & 4)) return;
+  char report[PATH_MAX + 96], report_want[PATH_MAX + 96], why[512];
+  snprintf(report, sizeof report, "%s.crashreport.json", runtime_path);
+  snprintf(report_want, sizeof report_want, "%s.crashreport.json", want);
+  int probe = dsipc_open_in_root(dt->root_fd, report, O_PATH, 0);
+  if (probe == -ENOENT) return; /* the runtime wrote none */
+  if (probe >= 0) close(probe);
+  uint64_t size;
+  int fd = open_checked(dt, report, REPORT_MAX, &size, why, sizeof why);
+  if (fd < 0) {
+    dnt_warning("refusing the crash report '%s': %s (removed)", report, why);
+    remove_in_root(dt, report);
+    return;
+  }
+  if (deliver(fd, size, report, report_want, 0, why, sizeof why) == 0)
+    remove_in_root(dt, report);
+  else
+    dnt_warning("%s (the report stays in the target's '%s')", why, report);
+  close(fd);
 }
 
 /* The target's TMPDIR as it sees it (the runtime's socket lives there too). */
@@ -199,62 +368,16 @@ static void target_tmpdir(const struct dnt_target *t, char *out, size_t cap) {
 }
 
 int cmd_dump(int argc, char **argv) {
-  enum { OPT_TYPE = 1000, OPT_DIAG, OPT_CRASHREPORT, OPT_COMPRESS, OPT_DIAG_PORT };
-  static const struct option opts[] = {
-      {"process-id", required_argument, NULL, 'p'},
-      {"name", required_argument, NULL, 'n'},
-      {"output", required_argument, NULL, 'o'},
-      {"type", required_argument, NULL, OPT_TYPE},
-      {"diag", no_argument, NULL, OPT_DIAG},
-      {"crashreport", no_argument, NULL, OPT_CRASHREPORT},
-      {"compress", no_argument, NULL, OPT_COMPRESS},
-      {"diagnostic-port", required_argument, NULL, OPT_DIAG_PORT},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0},
-  };
-  char shortopts[32];
-  dnt_shortopts(opts, shortopts, sizeof shortopts);
-  int pid = 0, c_opt, compress = 0;
-  uint32_t type = 4, flags = 0;
-  const char *name = NULL, *output = NULL, *diag_port = NULL;
-  optind = 1;
-  while ((c_opt = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
-    switch (c_opt) {
-    case 'p':
-      if ((pid = dnt_opt_pid(optarg)) < 0) return DNT_EXIT_USAGE;
-      break;
-    case 'n': name = optarg; break;
-    case 'o': output = optarg; break;
-    case OPT_TYPE:
-      if (strcasecmp(optarg, "full") == 0) type = 4;
-      else if (strcasecmp(optarg, "heap") == 0) type = 2;
-      else if (strcasecmp(optarg, "mini") == 0) type = 1;
-      else if (strcasecmp(optarg, "triage") == 0) type = 3;
-      else {
-        dnt_error("--type: '%s' is not full, heap, mini or triage", optarg);
-        return DNT_EXIT_USAGE;
-      }
-      break;
-    case OPT_DIAG: flags |= 0x1; break;
-    case OPT_CRASHREPORT: flags |= 0x4; break;
-    case OPT_COMPRESS: compress = 1; break;
-    case OPT_DIAG_PORT: diag_port = optarg; break;
-    case 'h': dnt_print_usage(stdout, usage_dump); return 0;
-    default: return dnt_usage_error("dump", c_opt, optopt, argv);
-    }
-  }
-  if (optind < argc) {
-    dnt_error("unexpected argument '%s'", argv[optind]);
-    return DNT_EXIT_USAGE;
-  }
-  if ((pid > 0) + (name != NULL) + (diag_port != NULL) != 1) {
-    dnt_error("name the process with exactly one of -p PID, -n NAME or --diagnostic-port PATH");
-    return DNT_EXIT_USAGE;
-  }
+  struct dump_options o = {.type = 4};
+  int rc = dnt_options_parse(&usage_dump, "dump", argc, argv, &o);
+  if (rc) return rc == DNT_OPTIONS_DONE ? 0 : rc;
+  int pid = o.target.pid, compress = o.compress;
+  uint32_t type = o.type, flags = (o.diag ? 0x1 : 0) | (o.crashreport ? 0x4 : 0);
+  const char *name = o.target.name, *output = o.output, *diag_port = o.target.port;
 
   struct dnt_target t;
   memset(&t, 0, sizeof t);
-  int rc = diag_port ? dnt_target_from_port(diag_port, &t) : dnt_target_resolve(pid, name, &t);
+  rc = diag_port ? dnt_target_from_port(diag_port, &t) : dnt_target_resolve(pid, name, &t);
   if (rc) return rc;
 
   /* where the user wants it, absolute */
@@ -279,76 +402,90 @@ int cmd_dump(int argc, char **argv) {
   /* fail before the target is paused, not after: is the destination writable? */
   int probe = open(want, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (probe < 0) {
-    dnt_error(errno == EEXIST ? "cannot write '%s': it exists" : "cannot write '%s': %s", want, strerror(errno));
+    dnt_error(errno == EEXIST ? "cannot write '%s': it exists (dump never overwrites a file)" : "cannot write '%s': %s",
+              want, strerror(errno));
     return DNT_EXIT_FAILURE;
   }
   close(probe);
   unlink(want);
 
-  /* Direct when the runtime sees our filesystem and no compression is wanted; otherwise a
-   * temporary in the target's own TMPDIR, reached from here through /proc/PID/root. */
-  int direct = !compress && !diag_port && same_mount_namespace(t.pid);
-  char runtime_path[PATH_MAX + 64], here_path[PATH_MAX + 128];
+  struct dump_target dt = {.root_fd = -1, .ns_pid = t.ep.ns_pid > 0 ? t.ep.ns_pid : t.pid};
+  char proc_root[64];
+  snprintf(proc_root, sizeof proc_root, "/proc/%d/root", t.pid);
+  dt.root_fd = open(proc_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dt.root_fd < 0 || read_status(t.pid, &dt) < 0) {
+    dnt_error("cannot reach the files of process %d ('%s'): %s", t.pid, proc_root, strerror(errno));
+    if (dt.root_fd >= 0) close(dt.root_fd);
+    return DNT_EXIT_FAILURE;
+  }
+
+  /* Direct when the runtime sees our filesystem (same mount namespace and root) and no
+   * compression is wanted; otherwise a temporary in the target's own TMPDIR, reached from here
+   * through its root. Either way the file is looked at as the target sees it. */
+  int direct = !compress && !diag_port && same_mount_namespace(t.pid) && same_root(dt.root_fd);
+  char runtime_path[PATH_MAX + 64], shown[PATH_MAX + 128];
   if (direct) {
     snprintf(runtime_path, sizeof runtime_path, "%s", want);
-    snprintf(here_path, sizeof here_path, "%s", want);
+    snprintf(shown, sizeof shown, "%s", want);
   } else {
     char tmpdir[PATH_MAX / 2];
     target_tmpdir(&t, tmpdir, sizeof tmpdir);
     snprintf(runtime_path, sizeof runtime_path, "%s/dntrace-dump-%d-%ld", tmpdir, t.pid, (long)time(NULL));
-    if (same_mount_namespace(t.pid))
-      snprintf(here_path, sizeof here_path, "%s", runtime_path);
-    else
-      snprintf(here_path, sizeof here_path, "/proc/%d/root%s", t.pid, runtime_path);
+    snprintf(shown, sizeof shown, "%s%s", proc_root, runtime_path);
   }
 
-  printf("Writing a %s dump of process %d (%s) to %s\n", type_name(type), t.pid, t.name[0] ? t.name : "?", want);
+  char *safe_name = dnt_safe_text(t.name[0] ? t.name : "?"); /* its command line's words */
+  printf("Writing a %s dump of process %d (%s) to %s\n", type_name(type), t.pid, safe_name, want);
+  free(safe_name);
   fflush(stdout);
   struct dumping d;
   memset(&d, 0, sizeof d);
   d.loop = uv_default_loop();
-  d.watch = here_path;
+  d.dt = &dt;
+  d.watch = runtime_path;
   d.tty = isatty(1);
-  d.start_ms = now_ms();
+  d.start_ms = d.said_ms = now_ms();
+  d.pid = t.pid;
   uv_timer_init(d.loop, &d.ticker);
   d.ticker.data = &d;
   rc = request_dump(&d, t.ep.path, runtime_path, type, flags);
   progress(&d, 1);
   uv_close((uv_handle_t *)&d.ticker, NULL);
-  while (uv_run(d.loop, UV_RUN_NOWAIT)) {}
+  while (dnt_loop_run(d.loop, UV_RUN_NOWAIT, __func__)) {}
   uv_loop_close(d.loop);
-  int exit_code = DNT_EXIT_FAILURE;
+  int exit_code = DNT_EXIT_FAILURE, in = -1;
   char why[512];
   if (rc) {
-    const char *hint = hint_for(d.st.msg);
+    char *msg = dnt_safe_text(d.st.msg); /* v3 errors carry the runtime's own words */
+    const char *hint = hint_for(msg);
     if (rc == DSIPC_ECLOSED || rc == -ECONNRESET)
-      dnt_error("process %d went away during the dump (%s)", t.pid, d.st.msg);
+      dnt_error("process %d went away during the dump (%s)", t.pid, msg);
     else
-      dnt_error("process %d could not write the dump: %s%s%s", t.pid, d.st.msg, hint ? "\n  hint: " : "", hint ? hint : "");
-    if (!direct) unlink(here_path);
-    return DNT_EXIT_FAILURE;
+      dnt_error("process %d could not write the dump: %s%s%s", t.pid, msg, hint ? "\n  hint: " : "", hint ? hint : "");
+    free(msg);
+    remove_in_root(&dt, runtime_path);
+    goto out;
   }
+  read_status(t.pid, &dt); /* the peak as it is now, if the process is still there */
+  uint64_t size;
+  struct dnt_core_info info;
+  if ((in = take_core(&dt, runtime_path, shown, &size, &info)) < 0) goto out;
   if (!direct) {
-    if (deliver(here_path, want, compress, why, sizeof why) < 0) {
-      dnt_error("%s (the runtime's dump stays at '%s')", why, here_path);
-      return DNT_EXIT_FAILURE;
+    if (deliver(in, size, shown, want, compress, why, sizeof why) < 0) {
+      dnt_error("%s (the runtime's dump stays at '%s')", why, shown);
+      goto out;
     }
-    unlink(here_path);
-    char report_here[PATH_MAX + 160], report_want[PATH_MAX + 96];
-    snprintf(report_here, sizeof report_here, "%s.crashreport.json", here_path);
-    snprintf(report_want, sizeof report_want, "%s.crashreport.json", want);
-    if ((flags & 4) && access(report_here, F_OK) == 0) {
-      if (deliver(report_here, report_want, 0, why, sizeof why) == 0) unlink(report_here);
-    }
+    remove_in_root(&dt, runtime_path);
+    deliver_report(&dt, runtime_path, want, flags);
   }
 
-  /* check it: an ELF core of the target, with its threads */
-  struct dnt_core_info info;
+  /* check what the user gets: an ELF core of the target, with its threads (written directly,
+   * it is the file take_core checked, read through the same descriptor) */
   if (compress) {
     printf("Dump written: %s (gzip)\n", want);
     exit_code = 0;
   } else {
-    int fd = open(want, O_RDONLY | O_CLOEXEC);
+    int fd = direct ? dup(in) : open(want, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0 || dnt_core_check(fd, &info, why, sizeof why) < 0) {
       dnt_error("'%s' is not a usable core: %s", want, fd < 0 ? strerror(errno) : why);
     } else {
@@ -358,5 +495,8 @@ int cmd_dump(int argc, char **argv) {
     }
     if (fd >= 0) close(fd);
   }
+out:
+  if (in >= 0) close(in);
+  close(dt.root_fd);
   return exit_code;
 }

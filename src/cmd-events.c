@@ -1,5 +1,6 @@
 /* dntrace events: every event of a trace file, one line each (text or JSON), self-describing
  * payloads decoded field by field from their metadata. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,24 +8,39 @@
 #include <strings.h>
 
 #include "builtin.h"
-#include "fields.h"
-#include "schema.h"
+#include "dnt-trace.h"
 #include "ntr.h"
-#include "trace-input.h"
+#include "options.h"
 #include "util.h"
 
-const char *const usage_events[] = {
-    "dntrace events FILE [--provider NAME]... [--name NAME]... [-n COUNT] [--json] [--schema FILE]... [--verbose]",
-    "Print the events of a trace, one per line",
-    "    --provider NAME   only events of this provider (exact, any case; may be repeated)",
-    "    --name NAME       only events with this name, or Event(ID) for unnamed ones (may be repeated)",
-    "    -n, --count N     stop after N events",
-    "    --json            one JSON object per line",
-    "    --schema FILE     more event layouts (dntrace schema XML) for events without field metadata",
-    "    -v, --verbose     also show in hex the payloads that cannot be decoded field by field",
-    "    -h, --help        show this help",
-    NULL,
+struct events_options {
+  const char *trace;
+  struct dnt_strlist providers, names, schemas;
+  long count;
+  int json, verbose;
 };
+
+#define O(f) offsetof(struct events_options, f)
+static const struct dnt_option events_options[] = {
+    DNT_OPT_LIST(0, "provider", "NAME", O(providers), "only events of this provider (exact, any case; may be repeated)"),
+    DNT_OPT_LIST(0, "name", "NAME", O(names), "only events with this name, or Event(ID) for unnamed ones (may be repeated)"),
+    DNT_OPT_COUNT('n', "count", "N", O(count), LONG_MAX, "stop after N events"),
+    DNT_OPT_FLAG(0, "json", O(json), "one JSON object per line"),
+    DNT_OPT_LIST(0, "schema", "FILE", O(schemas), "more event layouts (dntrace schema XML) for events without field metadata"),
+    DNT_OPT_FLAG('v', "verbose", O(verbose), "also show in hex the payloads that cannot be decoded field by field"),
+    DNT_OPT_END(),
+};
+
+const struct dnt_usage usage_events = {
+    .synopsis = "dntrace events FILE [--provider NAME]... [--name NAME]... [-n COUNT] [--json] [--schema FILE]... [--verbose]",
+    .summary = "Print the events of a trace, one per line",
+    .options = events_options,
+    .operand = 1,
+    .operand_offset = O(trace),
+    .no_operand = "name the trace file to read",
+    .many_operands = "one trace file at a time",
+};
+#undef O
 
 #define MAX_JSON_NESTING 80
 
@@ -250,55 +266,24 @@ static int on_event(void *ud, const ntr_event *ev) {
 }
 
 int cmd_events(int argc, char **argv) {
-  enum { OPT_PROVIDER = 1000, OPT_NAME, OPT_JSON, OPT_SCHEMA };
-  static const struct option opts[] = {
-      {"provider", required_argument, NULL, OPT_PROVIDER},
-      {"name", required_argument, NULL, OPT_NAME},
-      {"count", required_argument, NULL, 'n'},
-      {"json", no_argument, NULL, OPT_JSON},
-      {"verbose", no_argument, NULL, 'v'},
-      {"schema", required_argument, NULL, OPT_SCHEMA},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0},
-  };
-  char shortopts[32];
-  dnt_shortopts(opts, shortopts, sizeof shortopts);
   struct events e;
   memset(&e, 0, sizeof e);
-  e.providers = dnt_xmalloc((size_t)argc * sizeof *e.providers);
-  e.names = dnt_xmalloc((size_t)argc * sizeof *e.names);
-  const char **schemas = dnt_xmalloc((size_t)argc * sizeof *schemas);
-  size_t nschemas = 0;
-  int c, ret = DNT_EXIT_OK;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
-    switch (c) {
-    case OPT_PROVIDER: e.providers[e.nproviders++] = optarg; break;
-    case OPT_NAME: e.names[e.nnames++] = optarg; break;
-    case 'n': {
-      char *end;
-      unsigned long long v = strtoull(optarg, &end, 10);
-      if (*end || end == optarg || v == 0 || optarg[0] == '-') {
-        dnt_error("-n: '%s' is not a count", optarg);
-        ret = DNT_EXIT_USAGE;
-        goto out;
-      }
-      e.limit = v;
-      break;
-    }
-    case OPT_JSON: e.json = 1; break;
-    case 'v': e.verbose = 1; break;
-    case OPT_SCHEMA: schemas[nschemas++] = optarg; break;
-    case 'h': dnt_print_usage(stdout, usage_events); goto out;
-    default: ret = dnt_usage_error("events", c, optopt, argv); goto out;
-    }
-  }
-  if (optind + 1 != argc) {
-    dnt_error(optind == argc ? "name the trace file to read" : "one trace file at a time");
-    ret = DNT_EXIT_USAGE;
+  struct events_options o = {0};
+  int ret = dnt_options_parse(&usage_events, "events", argc, argv, &o);
+  if (ret) {
+    ret = ret == DNT_OPTIONS_DONE ? DNT_EXIT_OK : ret;
     goto out;
   }
-  const char *path = argv[optind];
+  e.providers = o.providers.v;
+  e.nproviders = o.providers.n;
+  e.names = o.names.v;
+  e.nnames = o.names.n;
+  e.limit = (uint64_t)o.count;
+  e.json = o.json;
+  e.verbose = o.verbose;
+  const char **schemas = o.schemas.v;
+  size_t nschemas = o.schemas.n;
+  const char *path = o.trace;
 
   /* the built-in layouts, then the user's files, which may replace them */
   char why[512];
@@ -316,6 +301,7 @@ int cmd_events(int argc, char **argv) {
   ntr_callbacks cb = {.on_trace = on_trace, .on_event = on_event};
   ntr_stats st;
   char err[512];
+  if (dnt_trace_zip_note(path, err, sizeof err) > 0) dnt_warning("%s", err);
   int rc = dnt_trace_read(path, &cb, &e, &st, err, sizeof err);
   fflush(stdout);
   if (rc < 0) {
@@ -343,8 +329,8 @@ out_rec:
   free(e.scratch);
 out:
   dnt_schema_free(e.schema);
-  free(schemas);
-  free(e.providers);
-  free(e.names);
+  free(o.schemas.v);
+  free(o.providers.v);
+  free(o.names.v);
   return ret;
 }

@@ -3,43 +3,64 @@
 #include <string.h>
 
 #include "builtin.h"
+#include "dnt-trace.h"
 #include "dsipc.h"
+#include "options.h"
 #include "target.h"
 #include "util.h"
 
-const char *const usage_info[] = {
-    "dntrace info (-p PID | -n NAME) [--env] [--json]",
-    "Show what a .NET process's runtime says about itself",
-    "    -p, --process-id PID   the process, by pid as seen from here",
-    "    -n, --name NAME        the process, by name (an error if several match)",
-    "    --env                  also print the process's environment",
-    "    --json                 print one JSON object",
-    "    -h, --help             show this help",
-    NULL,
+struct info_options {
+  struct dnt_session_target target;
+  int env, json;
+};
+
+#define O(f) offsetof(struct info_options, f)
+static const struct dnt_option info_options[] = {
+    DNT_OPT_GROUP(dnt_options_target_pid, O(target)),
+    DNT_OPT_FLAG(0, "env", O(env), "also print the process's environment"),
+    DNT_OPT_FLAG(0, "json", O(json), "print one JSON object"),
+    DNT_OPT_END(),
+};
+#undef O
+
+const struct dnt_usage usage_info = {
+    .synopsis = "dntrace info (-p PID | -n NAME) [--env] [--json]",
+    .summary = "Show what a .NET process's runtime says about itself",
+    .options = info_options,
 };
 
 #define INFO_TIMEOUT_MS 5000
 
-static const char *or_unknown(const char *s) { return s && *s ? s : "(not reported)"; }
+/* One "Label : value" line. The value is the process's own word (its runtime's answer, its
+ * command line, its environment): escaped, so it cannot write control sequences to our terminal. */
+static void text_field(const char *label, const char *value) {
+  char *safe = dnt_safe_text(value && *value ? value : "(not reported)");
+  printf("%-20s: %s\n", label, safe);
+  free(safe);
+}
 
 static void print_text(const struct dnt_target *t, const dsipc_process_info *pi, char **env, size_t nenv) {
   char cookie[37];
   dsipc_format_guid(pi->runtime_cookie, cookie);
   printf("Process ID          : %d\n", t->pid);
   if ((uint64_t)t->pid != pi->process_id) printf("PID in namespace    : %llu\n", (unsigned long long)pi->process_id);
-  printf("Name                : %s\n", t->name);
-  printf("Command line        : %s\n", or_unknown(pi->command_line));
-  printf("OS                  : %s\n", or_unknown(pi->os));
-  printf("Architecture        : %s\n", or_unknown(pi->arch));
-  printf("Entry assembly      : %s\n", or_unknown(pi->managed_entrypoint_assembly_name));
-  printf("Runtime version     : %s\n", or_unknown(pi->clr_product_version));
-  printf("Runtime identifier  : %s\n", or_unknown(pi->runtime_identifier));
+  text_field("Name", t->name);
+  text_field("Command line", pi->command_line);
+  text_field("OS", pi->os);
+  text_field("Architecture", pi->arch);
+  text_field("Entry assembly", pi->managed_entrypoint_assembly_name);
+  text_field("Runtime version", pi->clr_product_version);
+  text_field("Runtime identifier", pi->runtime_identifier);
   printf("Runtime cookie      : %s\n", cookie);
-  printf("Diagnostic socket   : %s\n", t->ep.path);
+  text_field("Diagnostic socket", t->ep.path);
   printf("ProcessInfo version : %d\n", pi->info_version);
   if (env) {
     printf("Environment         :\n");
-    for (size_t i = 0; i < nenv; i++) printf("  %s\n", env[i]);
+    for (size_t i = 0; i < nenv; i++) {
+      char *safe = dnt_safe_text(env[i]);
+      printf("  %s\n", safe);
+      free(safe);
+    }
   }
 }
 
@@ -86,43 +107,13 @@ static void print_json(const struct dnt_target *t, const dsipc_process_info *pi,
 }
 
 int cmd_info(int argc, char **argv) {
-  enum { OPT_ENV = 1000, OPT_JSON };
-  static const struct option opts[] = {
-      {"process-id", required_argument, NULL, 'p'},
-      {"name", required_argument, NULL, 'n'},
-      {"env", no_argument, NULL, OPT_ENV},
-      {"json", no_argument, NULL, OPT_JSON},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0},
-  };
-  char shortopts[32];
-  dnt_shortopts(opts, shortopts, sizeof shortopts);
-  int pid = 0, want_env = 0, json = 0, c;
-  const char *name = NULL;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
-    switch (c) {
-    case 'p':
-      if ((pid = dnt_opt_pid(optarg)) < 0) return DNT_EXIT_USAGE;
-      break;
-    case 'n': name = optarg; break;
-    case OPT_ENV: want_env = 1; break;
-    case OPT_JSON: json = 1; break;
-    case 'h': dnt_print_usage(stdout, usage_info); return 0;
-    default: return dnt_usage_error("info", c, optopt, argv);
-    }
-  }
-  if (optind < argc) {
-    dnt_error("unexpected argument '%s'", argv[optind]);
-    return DNT_EXIT_USAGE;
-  }
-  if ((pid > 0) == (name != NULL)) {
-    dnt_error("name the process with exactly one of -p PID or -n NAME");
-    return DNT_EXIT_USAGE;
-  }
+  struct info_options o = {0};
+  int rc = dnt_options_parse(&usage_info, "info", argc, argv, &o);
+  if (rc) return rc == DNT_OPTIONS_DONE ? 0 : rc;
+  int want_env = o.env, json = o.json;
 
   struct dnt_target t;
-  int rc = dnt_target_resolve(pid, name, &t);
+  rc = dnt_target_resolve(o.target.pid, o.target.name, &t);
   if (rc) return rc;
 
   dsipc_process_info pi;

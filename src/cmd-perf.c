@@ -16,28 +16,57 @@
 #include <uv.h>
 
 #include "builtin.h"
+#include "collect-native.h"
 #include "dsipc.h"
-#include "perf-profile.h"
-#include "perf-record.h"
-#include "profile.h"
+#include "dnt-perf.h"
+#include "dnt-profile.h"
+#include "options.h"
+#include "output.h"
 #include "session.h"
 #include "util.h"
 
-const char *const usage_perf[] = {
-    "dntrace perf (-p PID | -n NAME) [--duration TIME] [-F HZ] [-o BASE] [--format FORMAT] [--top N] [--threads]",
-    "Record what a .NET process runs on the CPU with Linux perf, JIT-compiled frames named",
-    "    -p, --process-id PID     the process, by pid as seen from here",
-    "    -n, --name NAME          the process, by name (an error if several match)",
-    "    --duration TIME          stop after dd:hh:mm:ss, or a number with s, m or h (default: Ctrl+C)",
-    "    -F, --frequency HZ       samples per second and CPU (default 999)",
-    "    -o, --output BASE        BASE.perf.data, BASE.nettrace (method names) and conversions",
-    "                             (default <app>_<yyyyMMdd>_<HHmmss>)",
-    "    --format FORMAT          also write folded, speedscope, chromium or flamegraph",
-    "    --top N                  functions in the report (default 10)",
-    "    --threads                the report per thread too",
-    "    -h, --help               show this help",
-    NULL,
+struct perf_options {
+  struct dnt_session_target target;
+  uint64_t duration_ms;
+  int hz, format, threads; /* format: enum dnt_format */
+  const char *output;
+  long top;
 };
+
+static int parse_frequency(void *field, const char *arg) {
+  char *end;
+  long v = strtol(arg, &end, 10);
+  if (*end || v < 1 || v > 100000) return dnt_error("-F: '%s' is not a frequency in Hz (1 to 100000)", arg);
+  *(int *)field = (int)v;
+  return 0;
+}
+
+/* --cleanup: what a dntrace killed mid-run left (perf maps still on, temporary files) */
+static void cleanup(void) { dnt_perf_leftovers(1); }
+
+#define O(f) offsetof(struct perf_options, f)
+static const struct dnt_option perf_options[] = {
+    DNT_OPT_GROUP(dnt_options_target_pid, O(target)),
+    DNT_OPT_GROUP(dnt_options_duration, O(duration_ms)),
+    DNT_OPT_PARSE('F', "frequency", "HZ", O(hz), parse_frequency, "samples per second and CPU (default 999)"),
+    DNT_OPT_OUTPUT("BASE", O(output),
+                   "BASE.perf.data, BASE.nettrace (method names) and conversions\n"
+                   "(default <app>_<yyyyMMdd>_<HHmmss>)"),
+    DNT_OPT_FORMAT("FORMAT", O(format), DNT_FORMATS_PROFILE, "also write folded, speedscope, chromium or flamegraph"),
+    DNT_OPT_TOP(O(top), 100000, "functions in the report (default 10)"),
+    DNT_OPT_FLAG(0, "threads", O(threads), "the report per thread too"),
+    DNT_OPT_ACTION("cleanup", cleanup,
+                   "turn off perf maps left on by a dntrace that was killed, and\nremove its temporary files "
+                   "(every run also does this first)"),
+    DNT_OPT_END(),
+};
+
+const struct dnt_usage usage_perf = {
+    .synopsis = "dntrace perf (-p PID | -n NAME) [--duration TIME] [-F HZ] [-o BASE] [--format FORMAT] [--top N] [--threads]",
+    .summary = "Record what a .NET process runs on the CPU with Linux perf, JIT-compiled frames named",
+    .options = perf_options,
+};
+#undef O
 
 #define RUNTIME_PROVIDER "Microsoft-Windows-DotNETRuntime"
 #define METHOD_KEYWORDS 0x18 /* Loader | Jit: MethodLoadVerbose, ModuleLoad */
@@ -47,26 +76,46 @@ struct perf_run {
   dnt_session s;
   FILE *trace; /* BASE.nettrace: the method events */
   int trace_failed;
-  struct dnt_perf_record perf;
+  struct dnt_native nat; /* perf record and the perf map: collect --native's pipeline */
   uv_signal_t sigint, sigterm;
-  uv_timer_t duration;
+  uv_timer_t duration, ticker;
+  struct dnt_enter_watch enter; /* Enter stops, on a terminal */
+  int tty, line_done;
+  uint64_t start_ms, trace_bytes;
   int handles_open, stopping;
 };
+
+/* On a terminal, one line rewritten every second while perf records (as collect's); ended once,
+ * at the stop. */
+static void status_line(struct perf_run *r, int final) {
+  if (!r->tty || r->line_done) return;
+  if (final) r->line_done = 1;
+  uint64_t s = (uv_now(r->loop) - r->start_ms) / 1000;
+  printf("\r[%02llu:%02llu:%02llu]\tRecording with perf; method events %.1f MB   %s", (unsigned long long)(s / 3600),
+         (unsigned long long)(s / 60 % 60), (unsigned long long)(s % 60), (double)r->trace_bytes / (1024.0 * 1024.0),
+         final ? "\n" : "");
+  fflush(stdout);
+}
+
+static void on_tick(uv_timer_t *t) { status_line(t->data, 0); }
 
 /* ---- the two recorders ---- */
 
 static void close_handles(struct perf_run *r) {
-  if (!r->handles_open || r->perf.running || !r->s.ended) return; /* both must be over */
+  if (!r->handles_open || r->nat.perf.running || !r->s.ended) return; /* both must be over */
   r->handles_open = 0;
   uv_close((uv_handle_t *)&r->sigint, NULL);
   uv_close((uv_handle_t *)&r->sigterm, NULL);
   uv_close((uv_handle_t *)&r->duration, NULL);
+  uv_close((uv_handle_t *)&r->ticker, NULL);
+  dnt_enter_watch_close(&r->enter);
 }
 
 static void stop_all(struct perf_run *r) {
   if (r->stopping) return;
   r->stopping = 1;
-  dnt_perf_record_stop(&r->perf); /* perf writes its file and exits */
+  status_line(r, 1);
+  dnt_native_stop(&r->nat, &r->s); /* perf writes its file and exits */
   dnt_session_stop(&r->s);
   close_handles(r);
 }
@@ -80,6 +129,7 @@ static void on_perf_exit(void *ud) {
 static void on_trace_data(void *ud, const uint8_t *p, size_t n) {
   struct perf_run *r = ud;
   if (!r->trace_failed && fwrite(p, 1, n, r->trace) != n) r->trace_failed = 1;
+  r->trace_bytes += n;
 }
 
 static void on_trace_end(void *ud) {
@@ -92,6 +142,7 @@ static void on_signal(uv_signal_t *h, int sig) {
   struct perf_run *r = h->data;
   (void)sig;
   if (!r->stopping) {
+    status_line(r, 1);
     printf("Stopping: perf writes its file, the runtime its method rundown. Ctrl+C again abandons the rundown.\n");
     fflush(stdout);
     stop_all(r);
@@ -102,6 +153,15 @@ static void on_signal(uv_signal_t *h, int sig) {
 }
 
 static void on_duration(uv_timer_t *t) { stop_all(t->data); }
+
+static void on_enter(void *ud) {
+  struct perf_run *r = ud;
+  if (r->stopping) return;
+  r->line_done = 1; /* the terminal echoed the Enter: the status line is ended as it was */
+  printf("Stopping (Enter): perf writes its file, the runtime its method rundown.\n");
+  fflush(stdout);
+  stop_all(r);
+}
 
 static char *default_base(const char *app) {
   time_t t = time(NULL);
@@ -125,106 +185,56 @@ static char *with_ext(const char *base, const char *ext) {
 /* ---- the command ---- */
 
 int cmd_perf(int argc, char **argv) {
-  enum { OPT_DURATION = 1000, OPT_FORMAT, OPT_TOP, OPT_THREADS };
-  static const struct option opts[] = {
-      {"process-id", required_argument, NULL, 'p'},
-      {"name", required_argument, NULL, 'n'},
-      {"duration", required_argument, NULL, OPT_DURATION},
-      {"frequency", required_argument, NULL, 'F'},
-      {"output", required_argument, NULL, 'o'},
-      {"format", required_argument, NULL, OPT_FORMAT},
-      {"top", required_argument, NULL, OPT_TOP},
-      {"threads", no_argument, NULL, OPT_THREADS},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0},
-  };
-  char shortopts[64];
-  struct dnt_perfmap_run pm = {0};
-  dnt_shortopts(opts, shortopts, sizeof shortopts);
-  int pid = 0, opt, rc = DNT_EXIT_USAGE, hz = 999, threads = 0;
-  long top = 10;
-  uint64_t duration_ms = 0;
-  const char *name = NULL, *output = NULL, *format = NULL;
-  char *base = NULL, *data = NULL, *trace = NULL, *map = NULL;
+  struct perf_options o = {.hz = 999, .top = 10};
+  int rc = dnt_options_parse(&usage_perf, "perf", argc, argv, &o);
+  if (rc) return rc == DNT_OPTIONS_DONE ? 0 : rc;
+  int hz = o.hz, threads = o.threads;
+  long top = o.top;
+  uint64_t duration_ms = o.duration_ms;
+  const char *output = o.output, *format = dnt_format_name(o.format);
+  char *base = NULL, *trace = NULL;
   struct dnt_symtab perfmap = {0};
   struct dnt_profile *prof = NULL;
   dnt_perf_reader *reader = NULL;
   struct perf_run r;
   memset(&r, 0, sizeof r);
 
-  optind = 1;
-  while ((opt = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
-    switch (opt) {
-    case 'p':
-      if ((pid = dnt_opt_pid(optarg)) < 0) goto out;
-      break;
-    case 'n': name = optarg; break;
-    case 'o': output = optarg; break;
-    case 'F': {
-      char *end;
-      long v = strtol(optarg, &end, 10);
-      if (*end || v < 1 || v > 100000) {
-        dnt_error("-F: '%s' is not a frequency in Hz (1 to 100000)", optarg);
-        goto out;
-      }
-      hz = (int)v;
-      break;
-    }
-    case OPT_DURATION:
-      if (!(duration_ms = dnt_parse_duration(optarg))) {
-        dnt_error("--duration: '%s' is not dd:hh:mm:ss or a number with s, m or h", optarg);
-        goto out;
-      }
-      break;
-    case OPT_FORMAT:
-      if (dnt_convert_check_format(optarg) != 0) goto out;
-      format = optarg;
-      break;
-    case OPT_TOP:
-      if (dnt_parse_count("--top", optarg, 100000, &top) != 0) goto out;
-      break;
-    case OPT_THREADS: threads = 1; break;
-    case 'h': dnt_print_usage(stdout, usage_perf); rc = 0; goto out;
-    default: rc = dnt_usage_error("perf", opt, optopt, argv); goto out;
-    }
-  }
-  if (optind < argc) {
-    dnt_error("unexpected argument '%s'", argv[optind]);
-    goto out;
-  }
-  if ((pid > 0) + (name != NULL) != 1) {
-    dnt_error("name the process with exactly one of -p PID or -n NAME");
-    goto out;
-  }
   rc = DNT_EXIT_FAILURE;
-  if (dnt_perf_check() < 0) goto out;
+  if (dnt_perf_usable(0) < 0) goto out;
   r.loop = uv_default_loop();
-  struct dnt_session_target want = {.pid = pid, .name = name};
-  if ((rc = dnt_session_open(&r.s, r.loop, &want)) != 0) goto out;
+  if ((rc = dnt_session_open(&r.s, r.loop, &o.target)) != 0) goto out;
   rc = DNT_EXIT_FAILURE;
+  if (dnt_perf_may_watch(r.s.target.pid) < 0) goto out; /* at paranoid 2 it depends on whose it is */
   base = output ? dnt_xstrdup(output) : default_base(r.s.target.name);
-  data = with_ext(base, ".perf.data");
   trace = with_ext(base, ".nettrace");
-  map = with_ext(base, ".perf.map");
-  dnt_perfmap_begin(&pm, &r.s); /* names for JIT code the method events do not cover */
+  /* the files, checked before anything is turned on: never through a link, overwriting said */
+  {
+    char *data = with_ext(base, ".perf.data"), *map = with_ext(base, ".perf.map");
+    int ok = dnt_output_check(data, 0) == 0 && dnt_output_check(trace, 0) == 0 && dnt_output_check(map, 0) == 0;
+    free(data);
+    free(map);
+    if (!ok) goto out;
+  }
+  /* BASE.perf.data and BASE.perf.map, the perf map on for the run: names for JIT code the method
+   * events do not cover */
+  dnt_native_begin(&r.nat, &r.s, trace, hz, 0);
 
   /* the method events, as an EventPipe session of its own */
-  if (!(r.trace = fopen(trace, "wb"))) {
-    dnt_error("cannot write '%s': %s", trace, strerror(errno));
-    goto disable;
-  }
+  struct dnt_output tout; /* checked above; opened in place, never through a link */
+  if (dnt_output_open(&tout, trace, DNT_OUTPUT_STREAM | DNT_OUTPUT_REPLACE) < 0) goto out;
+  r.trace = tout.fp;
+  tout.fp = NULL;
+  dnt_output_abort(&tout); /* its strings only: r.trace is ours now */
   dsipc_provider runtime = {.name = RUNTIME_PROVIDER, .keywords = METHOD_KEYWORDS, .level = 5, .args = NULL};
   dsipc_session_config cfg = {.buffer_mb = 64, .format = 1, .request_rundown = 1,
                               .rundown_keyword = DSIPC_DEFAULT_RUNDOWN_KEYWORD, .request_stackwalk = 0,
                               .providers = &runtime, .n_providers = 1};
   static const dnt_session_cb cb = {on_trace_data, on_trace_end};
+  /* perf first, as collect --native: recording before the session begins */
+  if (dnt_native_start(&r.nat, r.loop, &r.s, on_perf_exit, &r) != 0) goto out;
   if (dnt_session_start(&r.s, 2, &cfg, &cb, &r) != 0) {
     dnt_error("process %d refused the session: %s", r.s.target.pid, r.s.reply_msg);
-    goto disable;
-  }
-  if (dnt_perf_record_start(&r.perf, r.loop, r.s.target.pid, hz, 0, data, on_perf_exit, &r) != 0) {
-    dnt_session_abandon(&r.s);
-    goto disable;
+    goto out;
   }
   uv_signal_init(r.loop, &r.sigint);
   uv_signal_init(r.loop, &r.sigterm);
@@ -234,22 +244,28 @@ int cmd_perf(int argc, char **argv) {
   uv_timer_init(r.loop, &r.duration);
   r.duration.data = &r;
   if (duration_ms) uv_timer_start(&r.duration, on_duration, duration_ms, 0);
+  r.tty = isatty(1);
+  r.start_ms = uv_now(r.loop);
+  uv_timer_init(r.loop, &r.ticker);
+  r.ticker.data = &r;
+  if (r.tty) uv_timer_start(&r.ticker, on_tick, 1000, 1000);
+  dnt_enter_watch_start(&r.enter, r.loop, on_enter, &r);
   r.handles_open = 1;
   printf("Recording process %d (%s) with perf at %d Hz%s%s\n", r.s.target.pid, r.s.target.name, hz,
-         duration_ms ? "" : ". Press Ctrl+C to stop", pm.we_enabled ? " (its perf map turned on for the run)" : "");
+         duration_ms ? "" : r.enter.active ? ". Press <Enter> or <Ctrl+C> to stop" : ". Press Ctrl+C to stop",
+         r.nat.pm.we_enabled ? " (its perf map turned on for the run)" : "");
   fflush(stdout);
-  uv_run(r.loop, UV_RUN_DEFAULT);
+  dnt_loop_run(r.loop, UV_RUN_DEFAULT, __func__);
 
   if (fclose(r.trace) != 0) r.trace_failed = 1;
   r.trace = NULL;
   if (r.trace_failed) dnt_warning("cannot write '%s': managed frames may stay unnamed", trace);
-  dnt_perfmap_end(&pm, &r.s, map);
-  if (!dnt_perf_record_ok(&r.perf, data)) goto out;
+  if (dnt_native_end(&r.nat, &r.s) != 0) goto out;
 
   prof = dnt_profile_new();
   if (!prof) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   if (format && strcasecmp(format, "chromium") == 0) dnt_profile_keep_timeline(prof);
-  if (!(reader = dnt_perf_load(prof, data, trace, map, 1000.0 / hz, &perfmap, NULL, NULL))) goto out;
+  if (!(reader = dnt_perf_read(prof, r.nat.data, trace, r.nat.map, 1000.0 / hz, &perfmap, NULL, NULL))) goto out;
   uint64_t used;
   struct dnt_perf_script_stats ps;
   dnt_perf_reader_stats(reader, &ps, &used);
@@ -260,31 +276,33 @@ int cmd_perf(int argc, char **argv) {
   printf("\n%llu samples on %zu threads, %.2f ms each: time on a CPU (perf cpu-clock)\n\n",
          (unsigned long long)used, dnt_profile_nthreads(prof), 1000.0 / hz);
   dnt_report_tables(prof, (size_t)top, 0, threads);
-  printf("\nWrote %s, %s and %s\n", data, trace, map);
+  if (r.nat.pm.saved)
+    printf("\nWrote %s, %s and %s\n", r.nat.data, trace, r.nat.map);
+  else /* the map could not be copied (the process is gone): not claimed */
+    printf("\nWrote %s and %s\n", r.nat.data, trace);
   rc = 0;
   if (format) {
     char *conv = with_ext(base, dnt_convert_extension(format));
     fflush(stdout);
-    rc = dnt_convert_profile(prof, format, base, conv);
+    rc = dnt_convert_profile(prof, format, base, "on-CPU time (perf cpu-clock)", conv);
     free(conv);
   }
-  goto out;
-
-disable:
-  dnt_perfmap_end(&pm, &r.s, NULL); /* leave the target as it was found */
 out:
+  if (r.nat.began) { /* it did not get to the end: perf stopped, the target left as it was found */
+    dnt_session_abandon(&r.s);
+    dnt_native_abandon(&r.nat, &r.s, r.loop);
+  }
   if (r.trace) fclose(r.trace);
   if (r.loop) {
     dnt_session_close(&r.s);
-    while (uv_run(r.loop, UV_RUN_NOWAIT)) {}
+    while (dnt_loop_run(r.loop, UV_RUN_NOWAIT, __func__)) {}
     uv_loop_close(r.loop);
   }
   dnt_perf_reader_free(reader);
   dnt_profile_free(prof);
   dnt_symtab_release(&perfmap);
+  dnt_native_release(&r.nat);
   free(base);
-  free(data);
   free(trace);
-  free(map);
   return rc;
 }

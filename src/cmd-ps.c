@@ -3,20 +3,30 @@
 #include <string.h>
 
 #include "builtin.h"
+#include "dnt-trace.h"
 #include "dsipc.h"
+#include "session.h"
+#include "options.h"
 #include "target.h"
 #include "util.h"
 
-const char *const usage_ps[] = {
-    "dntrace ps [--json]",
-    "List the .NET processes that publish a diagnostic socket",
-    "    --json        print a JSON array instead of a table",
-    "    -h, --help    show this help",
-    NULL,
+struct ps_options {
+  int json;
+};
+
+static const struct dnt_option ps_options[] = {
+    DNT_OPT_FLAG(0, "json", offsetof(struct ps_options, json), "print a JSON array instead of a table"),
+    DNT_OPT_END(),
+};
+
+const struct dnt_usage usage_ps = {
+    .synopsis = "dntrace ps [--json]",
+    .summary = "List the .NET processes that publish a diagnostic socket",
+    .options = ps_options,
 };
 
 /* A runtime that does not answer within this is shown without a version rather than holding up
- * the whole list. */
+ * the whole list (one deadline for all: they are asked at once). */
 #define PS_TIMEOUT_MS 1000
 
 struct ps_row {
@@ -46,38 +56,58 @@ static int collect_row(const dsipc_endpoint *ep, void *ud) {
   r->ns_pid = ep->ns_pid;
   r->socket = dnt_xstrdup(ep->path);
   dnt_process_name(ep->host_pid, r->name, sizeof r->name);
-
-  dsipc_process_info pi;
-  dsipc_status st;
-  if (dsipc_process_info_get(ep->path, PS_TIMEOUT_MS, &pi, &st) == 0) {
-    snprintf(r->version, sizeof r->version, "%s", pi.clr_product_version ? pi.clr_product_version : "");
-    r->cmdline = dnt_xstrdup(pi.command_line ? pi.command_line : "");
-    dsipc_process_info_release(&pi);
-  }
-  if (!r->cmdline) {
-    char buf[4096];
-    r->cmdline = dnt_xstrdup(dnt_process_cmdline(ep->host_pid, buf, sizeof buf));
-  }
   return 0;
+}
+
+static void on_info(void *ud, const dsipc_status *st, const dsipc_process_info *pi) {
+  struct ps_row *r = ud;
+  if (st->code) return; /* silent or refusing: /proc's command line, no version */
+  snprintf(r->version, sizeof r->version, "%s", pi->clr_product_version ? pi->clr_product_version : "");
+  r->cmdline = dnt_xstrdup(pi->command_line ? pi->command_line : "");
+}
+
+/* Every process is asked at once, on one loop: a runtime that does not answer costs the whole
+ * list PS_TIMEOUT_MS once, not once per process. */
+static void ask_all(struct ps_list *l) {
+  uv_loop_t loop;
+  if (uv_loop_init(&loop) != 0) return;
+  for (size_t i = 0; i < l->count; i++) {
+    dsipc_status st;
+    dsipc_process_info_start(&loop, l->rows[i].socket, PS_TIMEOUT_MS, on_info, &l->rows[i], NULL, &st);
+  }
+  dnt_loop_run(&loop, UV_RUN_DEFAULT, __func__);
+  uv_loop_close(&loop);
+  for (size_t i = 0; i < l->count; i++) {
+    struct ps_row *r = &l->rows[i];
+    if (r->cmdline) continue;
+    char buf[4096];
+    r->cmdline = dnt_xstrdup(dnt_process_cmdline(r->pid, buf, sizeof buf));
+  }
 }
 
 static int by_pid(const void *a, const void *b) {
   return ((const struct ps_row *)a)->pid - ((const struct ps_row *)b)->pid;
 }
 
+/* Names, versions and command lines are the processes' own words: escaped, so that a process
+ * of any user cannot write control sequences to the terminal of whoever runs ps (root). */
 static void print_table(const struct ps_list *l) {
+  char **safe = dnt_xmalloc((3 * l->count + 1) * sizeof *safe);
   int wname = 4, wver = 7;
   for (size_t i = 0; i < l->count; i++) {
-    int n = (int)strlen(l->rows[i].name), v = (int)strlen(l->rows[i].version);
+    const struct ps_row *r = &l->rows[i];
+    safe[3 * i] = dnt_safe_text(r->name);
+    safe[3 * i + 1] = dnt_safe_text(r->version[0] ? r->version : "?");
+    safe[3 * i + 2] = dnt_safe_text(r->cmdline);
+    int n = (int)strlen(safe[3 * i]), v = (int)strlen(safe[3 * i + 1]);
     if (n > wname) wname = n;
     if (v > wver) wver = v;
   }
   printf("%7s  %-*s  %-*s  %s\n", "PID", wname, "NAME", wver, "RUNTIME", "COMMAND LINE");
-  for (size_t i = 0; i < l->count; i++) {
-    const struct ps_row *r = &l->rows[i];
-    printf("%7d  %-*s  %-*s  %s\n", r->pid, wname, r->name, wver, r->version[0] ? r->version : "?",
-           r->cmdline);
-  }
+  for (size_t i = 0; i < l->count; i++)
+    printf("%7d  %-*s  %-*s  %s\n", l->rows[i].pid, wname, safe[3 * i], wver, safe[3 * i + 1], safe[3 * i + 2]);
+  for (size_t i = 0; i < 3 * l->count; i++) free(safe[i]);
+  free(safe);
 }
 
 static void print_json(const struct ps_list *l) {
@@ -101,34 +131,18 @@ static void print_json(const struct ps_list *l) {
 }
 
 int cmd_ps(int argc, char **argv) {
-  enum { OPT_JSON = 1000 };
-  static const struct option opts[] = {
-      {"json", no_argument, NULL, OPT_JSON},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0},
-  };
-  char shortopts[32];
-  dnt_shortopts(opts, shortopts, sizeof shortopts);
-  int json = 0, c;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
-    switch (c) {
-    case OPT_JSON: json = 1; break;
-    case 'h': dnt_print_usage(stdout, usage_ps); return 0;
-    default: return dnt_usage_error("ps", c, optopt, argv);
-    }
-  }
-  if (optind < argc) {
-    dnt_error("unexpected argument '%s'", argv[optind]);
-    return DNT_EXIT_USAGE;
-  }
+  struct ps_options o = {0};
+  int rc = dnt_options_parse(&usage_ps, "ps", argc, argv, &o);
+  if (rc) return rc == DNT_OPTIONS_DONE ? 0 : rc;
+  int json = o.json;
 
   struct ps_list l = {0};
-  int rc = dsipc_endpoint_list(collect_row, &l);
+  rc = dsipc_endpoint_list(collect_row, &l);
   if (rc < 0) {
     dnt_error("cannot list processes: %s", dsipc_strerror(rc));
     return DNT_EXIT_FAILURE;
   }
+  ask_all(&l);
   if (l.count) qsort(l.rows, l.count, sizeof *l.rows, by_pid);
   if (json)
     print_json(&l);

@@ -6,22 +6,40 @@
 
 #include "builtin.h"
 #include "ntr.h"
-#include "profile.h"
+#include "dnt-profile.h"
+#include "dnt-trace.h"
+#include "options.h"
 #include "util.h"
 
-const char *const usage_report[] = {
-    "dntrace report FILE [-n N] [--inclusive] [--threads]",
-    "Show the functions that take the most thread time in a trace",
-    "    -n, --number N   how many functions (default 5)",
-    "    --inclusive      rank by inclusive time (default: exclusive)",
-    "    --threads        one table per thread, besides the overall one",
-    "    -h, --help       show this help",
-    NULL,
+struct report_options {
+  const char *trace;
+  long top;
+  int inclusive, threads;
 };
+
+#define O(f) offsetof(struct report_options, f)
+static const struct dnt_option report_options[] = {
+    DNT_OPT_COUNT('n', "number", "N", O(top), 100000, "how many functions (default 5)"),
+    DNT_OPT_FLAG(0, "inclusive", O(inclusive), "rank by inclusive time (default: exclusive)"),
+    DNT_OPT_FLAG(0, "threads", O(threads), "one table per thread, besides the overall one"),
+    DNT_OPT_END(),
+};
+
+const struct dnt_usage usage_report = {
+    .synopsis = "dntrace report FILE [-n N] [--inclusive] [--threads]",
+    .summary = "Show the functions that take the most thread time in a trace",
+    .options = report_options,
+    .operand = 1,
+    .operand_offset = O(trace),
+    .no_operand = "name the trace file to report on",
+    .many_operands = "one trace file at a time",
+};
+#undef O
 
 static void print_table(const struct dnt_profile *prof, size_t thread, int by_inclusive, size_t top, uint64_t total) {
   struct dnt_profile_row *rows = dnt_xmalloc(top * sizeof *rows);
   size_t n = dnt_profile_top(prof, thread, by_inclusive, rows, top);
+  if (n == (size_t)-1) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   double ms = dnt_profile_sample_ms(prof);
   printf("  %18s  %18s  %s\n", "Exclusive", "Inclusive", "Function");
   for (size_t i = 0; i < n; i++) {
@@ -32,6 +50,17 @@ static void print_table(const struct dnt_profile *prof, size_t thread, int by_in
   }
   if (n == 0) printf("  (no samples)\n");
   free(rows);
+}
+
+int dnt_report_load(struct dnt_profile *prof, const char *path) { return dnt_report_loads(&prof, 1, 1, path); }
+
+int dnt_report_loads(struct dnt_profile *const *profs, size_t n, size_t nfinish, const char *path) {
+  char msg[1024];
+  if (dnt_trace_zip_note(path, msg, sizeof msg) > 0) dnt_warning("%s", msg);
+  int rc = dnt_profiles_load(profs, n, nfinish, path, msg, sizeof msg);
+  if (rc < 0) dnt_error("%s", msg);
+  else if (rc > 0) dnt_warning("%s", msg);
+  return rc;
 }
 
 void dnt_report_tables(const struct dnt_profile *prof, size_t top, int by_inclusive, int threads) {
@@ -47,38 +76,15 @@ void dnt_report_tables(const struct dnt_profile *prof, size_t top, int by_inclus
 }
 
 int cmd_report(int argc, char **argv) {
-  enum { OPT_INCLUSIVE = 1000, OPT_THREADS };
-  static const struct option opts[] = {
-      {"number", required_argument, NULL, 'n'},
-      {"inclusive", no_argument, NULL, OPT_INCLUSIVE},
-      {"threads", no_argument, NULL, OPT_THREADS},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0},
-  };
-  char shortopts[32];
-  dnt_shortopts(opts, shortopts, sizeof shortopts);
-  int c, by_inclusive = 0, threads = 0;
-  long top = 5;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
-    switch (c) {
-    case 'n':
-      if (dnt_parse_count("-n", optarg, 100000, &top) != 0) return DNT_EXIT_USAGE;
-      break;
-    case OPT_INCLUSIVE: by_inclusive = 1; break;
-    case OPT_THREADS: threads = 1; break;
-    case 'h': dnt_print_usage(stdout, usage_report); return 0;
-    default: return dnt_usage_error("report", c, optopt, argv);
-    }
-  }
-  if (optind + 1 != argc) {
-    dnt_error(optind == argc ? "name the trace file to report on" : "one trace file at a time");
-    return DNT_EXIT_USAGE;
-  }
-  const char *path = argv[optind];
+  struct report_options o = {.top = 5};
+  int rc = dnt_options_parse(&usage_report, "report", argc, argv, &o);
+  if (rc) return rc == DNT_OPTIONS_DONE ? 0 : rc;
+  int by_inclusive = o.inclusive, threads = o.threads;
+  long top = o.top;
+  const char *path = o.trace;
   struct dnt_profile *prof = dnt_profile_new();
   if (!prof) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  if (dnt_profile_load(prof, path) < 0) {
+  if (dnt_report_load(prof, path) < 0) {
     dnt_profile_free(prof);
     return DNT_EXIT_FAILURE;
   }

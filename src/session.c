@@ -1,4 +1,5 @@
 /* An EventPipe session on one .NET process: target, start with fallbacks, stop (session.h). */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,12 +46,13 @@ static int next_connection(dnt_session *s, int *fd, const char **path, dsipc_sta
     int rc = dsipc_listener_accept(s->listener, 100, &adv, fd, st);
     if (rc == 0 && s->listen_mode && !s->target.pid) s->target.pid = (int)adv.pid;
     if (rc != DSIPC_ETIMEDOUT) return rc;
-    uv_run(s->loop, UV_RUN_NOWAIT); /* notice a child that died before its runtime dialled */
+    dnt_loop_run(s->loop, UV_RUN_NOWAIT, __func__); /* notice a child that died before its runtime dialled */
     if (interrupted) {
       snprintf(st->msg, sizeof st->msg, "interrupted while waiting for a runtime to connect");
       return DSIPC_ETIMEDOUT;
     }
     if (forever) continue;
+    if (s->child_exited) s->child_never_dialled = 1;
     if (s->child_exited || uv_hrtime() / 1000000u >= deadline) {
       snprintf(st->msg, sizeof st->msg, "%s", s->child_exited ? "the command exited before its runtime connected"
                                                                : "the runtime did not connect within 30 s");
@@ -128,7 +130,50 @@ int dnt_session_open(dnt_session *s, uv_loop_t *loop, const struct dnt_session_t
   return dnt_target_resolve(t->pid, t->name, &s->target);
 }
 
+int dnt_loop_run(uv_loop_t *loop, uv_run_mode mode, const char *where) {
+  static int depth;
+  if (depth > 0 && getenv("DNT_STRICT_LOOP")) {
+    fprintf(stderr, "dntrace: internal error: the loop run from inside one of its callbacks (%s)\n", where);
+    abort();
+  }
+  depth++;
+  int rc = uv_run(loop, mode);
+  depth--;
+  return rc;
+}
+
+static void on_stdin(uv_poll_t *p, int status, int events) {
+  struct dnt_enter_watch *w = p->data;
+  (void)events;
+  char buf[256];
+  ssize_t n = status < 0 ? 0 : read(0, buf, sizeof buf);
+  if (n <= 0) { /* closed or unreadable: stop watching, Ctrl+C still works */
+    uv_poll_stop(p);
+    return;
+  }
+  if (memchr(buf, '\n', (size_t)n)) w->on_enter(w->ud);
+}
+
+int dnt_enter_watch_start(struct dnt_enter_watch *w, uv_loop_t *loop, void (*on_enter)(void *ud), void *ud) {
+  w->active = 0;
+  if (!isatty(0) || uv_poll_init(loop, &w->poll, 0) != 0) return 0;
+  w->on_enter = on_enter;
+  w->ud = ud;
+  w->poll.data = w;
+  w->active = 1;
+  uv_poll_start(&w->poll, UV_READABLE, on_stdin);
+  return 1;
+}
+
+void dnt_enter_watch_close(struct dnt_enter_watch *w) {
+  if (!w->active) return;
+  w->active = 0;
+  uv_close((uv_handle_t *)&w->poll, NULL);
+}
+
 /* ---- the session stream ---- */
+
+static void async_replied(dnt_session *s);
 
 static void on_reply(void *ud, const dsipc_status *st, const uint8_t *payload, size_t n) {
   dnt_session *s = ud;
@@ -139,6 +184,7 @@ static void on_reply(void *ud, const dsipc_status *st, const uint8_t *payload, s
     s->reply_code = DSIPC_EPROTO;
     snprintf(s->reply_msg, sizeof s->reply_msg, "the runtime's reply has no session id");
   }
+  if (s->starting) async_replied(s);
 }
 
 static void on_data(void *ud, const uint8_t *p, size_t n) {
@@ -194,7 +240,7 @@ static int start_once(dnt_session *s, int version, const dsipc_session_config *c
     snprintf(s->reply_msg, sizeof s->reply_msg, "%s", st.msg);
     goto out;
   }
-  while (!s->replied && uv_run(s->loop, UV_RUN_ONCE)) {}
+  while (!s->replied && dnt_loop_run(s->loop, UV_RUN_ONCE, __func__)) {}
   if (!s->replied) {
     s->reply_code = DSIPC_ECLOSED;
     snprintf(s->reply_msg, sizeof s->reply_msg, "the runtime closed the connection without a reply");
@@ -203,7 +249,7 @@ static int start_once(dnt_session *s, int version, const dsipc_session_config *c
   if (rc) {
     dsipc_stream_close(s->stream);
     s->stream = NULL;
-    while (uv_run(s->loop, UV_RUN_NOWAIT)) {}
+    while (dnt_loop_run(s->loop, UV_RUN_NOWAIT, __func__)) {}
   }
 out:
   dsipc_buf_release(&req);
@@ -228,6 +274,81 @@ int dnt_session_start(dnt_session *s, int version, const dsipc_session_config *c
     uv_timer_start(&s->deferred_end, on_deferred_end, 0, 0);
   }
   return rc;
+}
+
+/* ---- starting from the loop ---- */
+
+static void release_starts(dnt_session *s) {
+  for (size_t i = 0; i < s->nstarts; i++) dsipc_buf_release(&s->start_req[i]);
+  s->nstarts = s->next_start = 0;
+}
+
+/* Sends the next request of the list on a fresh connection. 0, or the error (in reply_msg). */
+static int send_next_start(dnt_session *s) {
+  static const dsipc_stream_cb cb = {on_reply, on_data, on_end};
+  size_t i = s->next_start++;
+  dsipc_status st = {0};
+  s->replied = 0;
+  int rc = dsipc_stream_open(s->loop, s->target.ep.path, -1, &s->start_req[i], REPLY_TIMEOUT_MS, &cb, s, &s->stream,
+                             &st);
+  if (rc) {
+    s->reply_code = rc;
+    snprintf(s->reply_msg, sizeof s->reply_msg, "%s", st.msg);
+  }
+  return rc;
+}
+
+/* The runtime answered a start request: try the next (older) request if it did not know this
+ * one, else report. Runs inside the stream's callback: closing the stream here is allowed. */
+static void async_replied(dnt_session *s) {
+  int rc = s->reply_code;
+  while (rc == DSIPC_EUNKNOWNCMD && s->next_start < s->nstarts) {
+    dsipc_stream_close(s->stream);
+    s->stream = NULL;
+    if (s->start_version[s->next_start - 1] > 2)
+      dnt_warning("this runtime takes no CollectTracing%d; asking with CollectTracing2 (default rundown)",
+                  s->start_version[s->next_start - 1]);
+    if ((rc = send_next_start(s)) == 0) return; /* its reply comes back here */
+  }
+  if (rc) {
+    dsipc_stream_close(s->stream);
+    s->stream = NULL;
+  }
+  s->starting = 0;
+  s->running = rc == 0;
+  release_starts(s);
+  s->on_started(s->ud, rc);
+}
+
+int dnt_session_start_async(dnt_session *s, int version, const dsipc_session_config *cfg, const dnt_session_cb *cb,
+                            void *ud, void (*on_started)(void *ud, int rc)) {
+  if (s->listener || s->starting || s->running) return -EINVAL;
+  s->cb = *cb;
+  s->ud = ud;
+  s->on_started = on_started;
+  /* every fallback encoded now: cfg is the caller's for this call only */
+  int versions[3], n = 0, rc = 0;
+  versions[n++] = version;
+  if (version > 2) versions[n++] = 2;
+  if (version > 1) versions[n++] = 1;
+  for (int i = 0; i < n && !rc; i++) {
+    dsipc_buf_init(&s->start_req[i]);
+    s->start_version[i] = versions[i];
+    s->nstarts = (size_t)i + 1;
+    rc = dsipc_encode_collect_tracing(&s->start_req[i], versions[i], cfg);
+  }
+  if (rc) {
+    snprintf(s->reply_msg, sizeof s->reply_msg, "cannot encode the session request: %s", dsipc_strerror(rc));
+    release_starts(s);
+    return rc;
+  }
+  s->ended_early = 0;
+  if ((rc = send_next_start(s)) != 0) {
+    release_starts(s);
+    return rc;
+  }
+  s->starting = 1;
+  return 0;
 }
 
 int dnt_session_command(dnt_session *s, const dsipc_buf *req, dsipc_buf *reply, dsipc_status *st) {
@@ -264,22 +385,48 @@ static void on_stop_end(void *ud, const dsipc_status *st) {
   (void)ud, (void)st; /* the session stream's end is what counts */
 }
 
+static const dsipc_stream_cb stop_cb = {on_stop_reply, NULL, on_stop_end};
+
+static void stop_failed(dnt_session *s, const char *why) {
+  dnt_warning("cannot send StopTracing: %s; closing the session", why);
+  s->abandoned = 1;
+  end_session(s);
+}
+
+/* Launch and listen modes: the runtime has dialled again; StopTracing goes on that connection. */
+static void on_stop_connection(void *ud, const dsipc_status *st, const dsipc_advertise *adv, int fd) {
+  dnt_session *s = ud;
+  (void)adv;
+  dsipc_status ost = {0};
+  if (st->code) {
+    dsipc_buf_release(&s->stop_req);
+    stop_failed(s, st->msg);
+    return;
+  }
+  int rc = dsipc_stream_open(s->loop, NULL, fd, &s->stop_req, REPLY_TIMEOUT_MS, &stop_cb, s, &s->stopper, &ost);
+  dsipc_buf_release(&s->stop_req);
+  if (rc) stop_failed(s, ost.msg);
+}
+
 void dnt_session_stop(dnt_session *s) {
   if (!s->running || s->stopping || s->ended) return;
   s->stopping = 1;
-  dsipc_buf req;
-  dsipc_buf_init(&req);
+  dsipc_buf_init(&s->stop_req);
   dsipc_status st = {0};
-  static const dsipc_stream_cb cb = {on_stop_reply, NULL, on_stop_end};
-  int fd;
-  const char *path;
-  if (dsipc_encode_stop_tracing(&req, s->session_id) != 0 || next_connection(s, &fd, &path, &st) != 0 ||
-      dsipc_stream_open(s->loop, path, fd, &req, REPLY_TIMEOUT_MS, &cb, s, &s->stopper, &st) != 0) {
-    dnt_warning("cannot send StopTracing: %s; closing the session", st.msg);
-    s->abandoned = 1;
-    end_session(s);
+  if (dsipc_encode_stop_tracing(&s->stop_req, s->session_id) != 0) {
+    dsipc_buf_release(&s->stop_req);
+    stop_failed(s, "out of memory");
+    return;
   }
-  dsipc_buf_release(&req);
+  int rc;
+  if (s->listener) /* the connection comes when the runtime dials: wait for it on the loop */
+    rc = dsipc_listener_accept_start(s->listener, s->loop, DIAL_TIMEOUT_MS, on_stop_connection, s, &st);
+  else
+    rc = dsipc_stream_open(s->loop, s->target.ep.path, -1, &s->stop_req, REPLY_TIMEOUT_MS, &stop_cb, s, &s->stopper,
+                           &st);
+  if (rc == 0 && s->listener) return; /* stop_req is sent, then released, by on_stop_connection */
+  dsipc_buf_release(&s->stop_req);
+  if (rc) stop_failed(s, st.msg);
 }
 
 void dnt_session_abandon(dnt_session *s) {
@@ -288,16 +435,34 @@ void dnt_session_abandon(dnt_session *s) {
   end_session(s);
 }
 
+int dnt_session_start_failed(const dnt_session *s) {
+  if (dnt_session_interrupted()) return dnt_error("interrupted before a runtime connected"), DNT_EXIT_FAILURE;
+  if (s->child_never_dialled) {
+    char how[64];
+    if (s->child_signal)
+      snprintf(how, sizeof how, "killed by signal %d", s->child_signal);
+    else
+      snprintf(how, sizeof how, "exit code %lld", (long long)s->child_status);
+    dnt_error("'%s' exited (%s) before its runtime connected: not a .NET program, or its diagnostics are disabled",
+              s->target.name, how);
+    return DNT_EXIT_NOTARGET;
+  }
+  dnt_error("process %d refused the session: %s", s->target.pid, s->reply_msg);
+  return DNT_EXIT_FAILURE;
+}
+
 int dnt_session_wait_child(dnt_session *s) {
   if (!s->child_started) return 0;
-  while (!s->child_exited && uv_run(s->loop, UV_RUN_ONCE)) {}
+  while (!s->child_exited && dnt_loop_run(s->loop, UV_RUN_ONCE, __func__)) {}
   return s->child_signal ? 128 + s->child_signal : (int)s->child_status;
 }
 
 void dnt_session_close(dnt_session *s) {
+  s->starting = 0; /* a start still waiting for its reply is dropped with its stream */
+  release_starts(s);
   if (s->child_started && !s->child_exited) {
     uv_process_kill(&s->child, SIGTERM);
-    while (!s->child_exited && uv_run(s->loop, UV_RUN_ONCE)) {}
+    while (!s->child_exited && dnt_loop_run(s->loop, UV_RUN_ONCE, __func__)) {}
   }
   if (s->running && s->ended_early && !uv_is_closing((uv_handle_t *)&s->deferred_end))
     uv_close((uv_handle_t *)&s->deferred_end, NULL);
@@ -305,6 +470,7 @@ void dnt_session_close(dnt_session *s) {
   dsipc_stream_close(s->stream);
   dsipc_stream_close(s->stopper);
   s->stream = s->stopper = NULL;
-  dsipc_listener_close(s->listener);
+  dsipc_listener_close(s->listener); /* a pending accept for StopTracing is cancelled with it */
   s->listener = NULL;
+  dsipc_buf_release(&s->stop_req);
 }

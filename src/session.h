@@ -41,6 +41,7 @@ typedef struct dnt_session {
   int listen_mode;
   uv_process_t child;
   int child_started, child_exited, child_signal;
+  int child_never_dialled; /* it exited before its runtime connected: not a .NET program? */
   int64_t child_status;
   /* the session */
   dsipc_stream *stream, *stopper;
@@ -52,7 +53,31 @@ typedef struct dnt_session {
   char end_msg[320];
   dnt_session_cb cb;
   void *ud;
+  dsipc_buf stop_req; /* StopTracing, while the runtime has still to dial (launch, listen) */
+  /* an asynchronous start: the requests still to try (newest CollectTracing first) */
+  int starting;
+  dsipc_buf start_req[3];
+  int start_version[3];
+  size_t nstarts, next_start;
+  void (*on_started)(void *ud, int rc);
 } dnt_session;
+
+/* uv_run for the command's loop. libuv forbids running a loop from inside one of its callbacks;
+ * with DNT_STRICT_LOOP set in the environment (the tests set it) such a nested run aborts with a
+ * message naming where, so that the rule is checked by every test that runs a command. */
+int dnt_loop_run(uv_loop_t *loop, uv_run_mode mode, const char *where);
+
+/* Enter on the terminal (stdin a tty) calls on_enter(ud) once a line ends; a closed or unreadable
+ * stdin just stops the watch (Ctrl+C still works). Caller-provided storage, zeroed. */
+struct dnt_enter_watch {
+  uv_poll_t poll;
+  int active; /* the poll handle is open: dnt_enter_watch_close closes it */
+  void (*on_enter)(void *ud);
+  void *ud;
+};
+/* 1 when watching, 0 when stdin is no terminal (or cannot be watched). */
+int dnt_enter_watch_start(struct dnt_enter_watch *w, uv_loop_t *loop, void (*on_enter)(void *ud), void *ud);
+void dnt_enter_watch_close(struct dnt_enter_watch *w);
 
 /* Finds or starts the target on loop (borrowed). s: caller-owned, zeroed here; release with
  * dnt_session_close even on failure. Returns 0 or an exit code (the error is printed). */
@@ -63,6 +88,19 @@ int dnt_session_open(dnt_session *s, uv_loop_t *loop, const struct dnt_session_t
  * error with the runtime's words in s->reply_msg. cb/ud are kept for the stream's life. */
 int dnt_session_start(dnt_session *s, int version, const dsipc_session_config *cfg, const dnt_session_cb *cb,
                       void *ud);
+
+/* After a failed dnt_session_start: prints why, in one line, and returns the exit code: 3 when
+ * the command of `-- CMD` exited before its runtime connected (no usable target: not .NET, or
+ * diagnostics disabled), else 1 (interrupted, or the runtime refused). */
+int dnt_session_start_failed(const dnt_session *s);
+
+/* The same without waiting, for a session started from inside a callback of the loop (serve
+ * following a restarted process): on_started(ud, rc) is called from the loop once the runtime
+ * has answered (rc 0: running, with cb/ud as above; else the dsipc error, the runtime's words in
+ * s->reply_msg). A target reached through a listener (-- CMD, listen mode) cannot be started
+ * this way: -EINVAL. Returns 0, or an error at once (no call of on_started then). */
+int dnt_session_start_async(dnt_session *s, int version, const dsipc_session_config *cfg, const dnt_session_cb *cb,
+                            void *ud, void (*on_started)(void *ud, int rc));
 
 /* Sends one more command (ResumeRuntime, EnablePerfMap...) on a fresh connection and reads its
  * reply into reply (caller-owned, may be NULL). 0 or a dsipc error, st filled. */

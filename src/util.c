@@ -53,31 +53,45 @@ char *dnt_xstrdup(const char *s) {
   return memcpy(dnt_xmalloc(n), s, n);
 }
 
-void dnt_json_string(FILE *fp, const char *s) {
-  fputc('"', fp);
-  for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-    switch (*p) {
-    case '"': fputs("\\\"", fp); break;
-    case '\\': fputs("\\\\", fp); break;
-    case '\n': fputs("\\n", fp); break;
-    case '\r': fputs("\\r", fp); break;
-    case '\t': fputs("\\t", fp); break;
-    default:
-      if (*p < 0x20)
-        fprintf(fp, "\\u%04x", *p);
-      else
-        fputc(*p, fp);
-    }
-  }
-  fputc('"', fp);
+/* Length of the well-formed UTF-8 sequence at p (1..4), or 0 when p does not start one. Strict
+ * (no overlong forms, no surrogates): a lenient terminal could read E0 82 9B as the C1 CSI. */
+static size_t utf8_len(const unsigned char *p) {
+  size_t n = p[0] < 0x80 ? 1 : p[0] >= 0xc2 && p[0] <= 0xdf ? 2 : p[0] >= 0xe0 && p[0] <= 0xef ? 3
+         : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
+  for (size_t i = 1; i < n; i++)
+    if ((p[i] & 0xc0) != 0x80) return 0;
+  if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f) || (p[0] == 0xf0 && p[1] < 0x90) ||
+      (p[0] == 0xf4 && p[1] > 0x8f))
+    return 0;
+  return n;
 }
 
-void dnt_print_usage(FILE *fp, const char *const *usage) {
-  fprintf(fp, "usage: %s\n", usage[0]);
-  if (!usage[1]) return;
-  fprintf(fp, "\n%s\n", usage[1]);
-  if (usage[2]) fputc('\n', fp);
-  for (const char *const *l = usage + 2; *l; l++) fprintf(fp, "%s\n", *l);
+/* A C1 control (U+0080..U+009F, some terminals' 8-bit CSI and OSC) as UTF-8 at p. */
+static int is_c1(const unsigned char *p) { return p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f; }
+
+char *dnt_safe_text(const char *s) {
+  if (!s) return NULL;
+  size_t len = strlen(s);
+  char *out = dnt_xmalloc(4 * len + 1), *o = out; /* \xNN is the widest: 4 bytes for 1 */
+  for (const unsigned char *p = (const unsigned char *)s; *p;) {
+    size_t n = utf8_len(p);
+    if (*p == '\n' || *p == '\r' || *p == '\t') {
+      *o++ = '\\';
+      *o++ = *p == '\n' ? 'n' : *p == '\r' ? 'r' : 't';
+      p++;
+    } else if (*p < 0x20 || *p == 0x7f || n == 0) {
+      o += snprintf(o, 5, "\\x%02x", *p++);
+    } else if (is_c1(p)) {
+      o += snprintf(o, 7, "\\u%04x", p[1]);
+      p += 2;
+    } else {
+      memcpy(o, p, n);
+      o += n;
+      p += n;
+    }
+  }
+  *o = '\0';
+  return out;
 }
 
 int dnt_parse_pid(const char *s) {
@@ -110,33 +124,6 @@ uint64_t dnt_parse_duration(const char *s) {
   return (uint64_t)(v * mult * 1000);
 }
 
-void dnt_shortopts(const struct option *opts, char *out, size_t cap) {
-  size_t n = 0;
-  out[n++] = ':';
-  for (; opts->name && n + 3 < cap; opts++) {
-    if (opts->flag || opts->val <= 0 || opts->val > 127) continue;
-    out[n++] = (char)opts->val;
-    if (opts->has_arg == required_argument) out[n++] = ':';
-    if (opts->has_arg == optional_argument) {
-      out[n++] = ':';
-      out[n++] = ':';
-    }
-  }
-  out[n] = '\0';
-}
-
-int dnt_usage_error(const char *cmd, int opt, int optopt, char **argv) {
-  const char *arg = argv[optind - 1];
-  if (opt == ':')
-    dnt_error("option '%s' needs a value", arg);
-  else if (optopt && optopt < 128 && optopt > ' ')
-    dnt_error("unknown option '-%c'", optopt);
-  else
-    dnt_error("unknown option '%s'", arg);
-  fprintf(stderr, "see 'dntrace %s --help'\n", cmd);
-  return DNT_EXIT_USAGE;
-}
-
 int dnt_finish_stdout(void) {
   if (fflush(stdout) != 0 || ferror(stdout)) {
     int e = errno;
@@ -154,4 +141,43 @@ int dnt_parse_count(const char *opt, const char *arg, long max, long *out) {
   if (end == arg || *end || errno || v <= 0 || v > max) return dnt_error("%s: '%s' is not a count", opt, arg);
   *out = v;
   return 0;
+}
+
+/* Levenshtein distance of a and b, or more than limit (then limit + 1). */
+static size_t distance(const char *a, const char *b, size_t limit) {
+  size_t la = strlen(a), lb = strlen(b);
+  if (la > 64 || lb > 64) return limit + 1;
+  size_t prev[65], cur[65];
+  for (size_t j = 0; j <= lb; j++) prev[j] = j;
+  for (size_t i = 1; i <= la; i++) {
+    cur[0] = i;
+    size_t best = cur[0];
+    for (size_t j = 1; j <= lb; j++) {
+      size_t sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
+      size_t del = prev[j] + 1, ins = cur[j - 1] + 1;
+      cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+      /* a swap of two neighbours counts as one mistake, as people make it */
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && prev[j - 2] + 1 < cur[j])
+        cur[j] = prev[j - 2] + 1;
+      if (cur[j] < best) best = cur[j];
+    }
+    if (best > limit) return limit + 1;
+    memcpy(prev, cur, (lb + 1) * sizeof *prev);
+  }
+  return prev[lb];
+}
+
+const char *dnt_nearest(const char *word, const char *const *candidates, size_t n) {
+  /* close enough to be a slip: 1 mistake in a short word, 2 in a longer one */
+  size_t limit = strlen(word) <= 4 ? 1 : 2, best = limit + 1;
+  const char *found = NULL;
+  for (size_t i = 0; i < n; i++) {
+    if (!candidates[i]) continue;
+    size_t d = distance(word, candidates[i], limit);
+    if (d < best) {
+      best = d;
+      found = candidates[i];
+    }
+  }
+  return found;
 }

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <getopt.h>
 
 /* "dntrace: error: ..." on stderr; returns -1 so callers can `return error(...)`. */
 int dnt_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -19,11 +18,13 @@ void *dnt_xmalloc(size_t n);
 void *dnt_xrealloc(void *p, size_t n);
 char *dnt_xstrdup(const char *s);
 
-/* Writes s as a JSON string literal (with quotes) to fp. */
-void dnt_json_string(FILE *fp, const char *s);
 
-/* Prints a command's usage array: synopsis, summary, then the option lines. */
-void dnt_print_usage(FILE *fp, const char *const *usage);
+/* A string some other process chose (a runtime's answer, a command line), made safe to print on
+ * a terminal: \n \r \t as C escapes, other control bytes and DEL as \xNN, the C1 controls
+ * U+0080..U+009F as \u00NN, bytes that are not UTF-8 as \xNN; everything else as is. So it can
+ * neither move the cursor, ring the bell, retitle the window nor fake a line of our output.
+ * Returns a heap copy (caller-owned: free it); NULL in, NULL out. */
+char *dnt_safe_text(const char *s);
 
 /* Parses a positive pid; -1 if s is not one. */
 int dnt_parse_pid(const char *s);
@@ -36,12 +37,10 @@ uint64_t dnt_parse_duration(const char *s);
 /* A count for option opt ("-n", "--top"): 1..max, whole string. 0, or -1 with the error printed. */
 int dnt_parse_count(const char *opt, const char *arg, long max, long *out);
 
-/* Builds a getopt_long short-option string from a long-option table (":" first, so a missing
- * argument is reported apart from an unknown option). out must hold 3 * count + 2 bytes. */
-void dnt_shortopts(const struct option *opts, char *out, size_t cap);
-
-/* Reports a getopt error for the command `cmd` and returns DNT_EXIT_USAGE. */
-int dnt_usage_error(const char *cmd, int opt, int optopt, char **argv);
+/* The candidate within a slip of word (an edit distance of 1 for a short word, 2 otherwise, a
+ * swap of neighbours counting as one), for "did you mean ...?"; NULL when none is that close.
+ * candidates may hold NULLs (skipped). */
+const char *dnt_nearest(const char *word, const char *const *candidates, size_t n);
 
 /* fflush + ferror on stdout, so `dntrace ... > /dev/full` fails loudly. 0 or an exit code. */
 int dnt_finish_stdout(void);

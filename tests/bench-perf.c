@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "perf-script.h"
+#include "dnt-perf.h"
 
 struct counts {
   dnt_perf_maps *maps;

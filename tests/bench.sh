@@ -15,7 +15,7 @@ big=/tmp/dnt-bench-big.nettrace
 if "$b/tests/bench-ntr" --write "$big" 512 >/dev/null; then
   size=$(stat -c %s "$big")
   echo "== dntrace report on a $((size / 1000000)) MB synthetic trace (one core)"
-  for cmd in "report $big" "convert $big --format folded -o /dev/null"; do
+  for cmd in "report $big" "convert $big --format folded -o -"; do
     /usr/bin/time -f "%e %M" -o /tmp/dnt-bench-time $DNT_BIN $cmd >/dev/null 2>&1
     read -r secs kb < /tmp/dnt-bench-time
     awk -v s="$secs" -v kb="$kb" -v mb="$size" -v c="$cmd" \

@@ -76,12 +76,18 @@ static int wait_exit(pid_t pid, int timeout_s) {
   return -1;
 }
 
+/* The whole file, NUL-terminated (heap). */
 static char *slurp(const char *path) {
   FILE *fp = fopen(path, "r");
   cr_assert(fp, "%s", path);
-  char *buf = calloc(1, 65536);
-  size_t n = fread(buf, 1, 65535, fp);
-  buf[n] = '\0';
+  size_t cap = 65536, len = 0, n;
+  char *buf = malloc(cap);
+  cr_assert(buf);
+  while ((n = fread(buf + len, 1, cap - len - 1, fp)) > 0) {
+    len += n;
+    if (len + 1 == cap) cr_assert(buf = realloc(buf, cap *= 2));
+  }
+  buf[len] = '\0';
   fclose(fp);
   return buf;
 }
@@ -214,6 +220,34 @@ Test(collect, output_is_never_written_through_a_symlink, .timeout = 60) {
 
 /* A full disk: a 256 KiB tmpfs in a private mount namespace. One clear error, exit 1, and the
  * cut file moved aside so it cannot pass for a trace. */
+/* The output policy of dntrace(1): .nettrace is added to a name without an extension, an
+ * existing trace is overwritten and said so, and --no-clobber refuses it. */
+Test(collect, output_names_and_overwriting, .timeout = 90) {
+  dnt_target t;
+  start(&t);
+  char *dir = temp_dir();
+  char base[128], path[160], pid[16], want[200];
+  snprintf(base, sizeof base, "%s/run", dir);
+  snprintf(path, sizeof path, "%s.nettrace", base);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "-o", base, "--duration", "1s", NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+  cr_expect_eq(access(path, F_OK), 0, "-o %s writes %s", base, path);
+  cr_expect_neq(access(base, F_OK), 0, "and not %s", base);
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "-o", path, "--duration", "1s", NULL), 0, "%s", r.err);
+  snprintf(want, sizeof want, "overwriting '%s'\n", path);
+  cr_expect(strstr(r.err, want), "says '%s':\n%s", want, r.err);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "-o", path, "--duration", "1s", "--no-clobber", NULL), 1);
+  cr_expect(strstr(r.err, "exists (--no-clobber)") && strchr(r.err, '\n') == r.err + strlen(r.err) - 1,
+            "one error line:\n%s", r.err);
+  dnt_run_free(&r);
+  dnt_target_stop(&t);
+  unlink(path);
+  rmdir(dir);
+}
+
 Test(collect, a_full_disk_is_one_clear_error, .timeout = 120) {
   dnt_target t;
   start(&t);
@@ -232,6 +266,27 @@ Test(collect, a_full_disk_is_one_clear_error, .timeout = 120) {
   cr_assert(strstr(r.out, "\nfiles: t.nettrace.partial \n"), "only the cut file, renamed: %s", r.out);
   dnt_run_free(&r);
   dnt_target_stop(&t);
+  rmdir(dir);
+  free(dir);
+}
+
+/* `-- CMD` where CMD is no .NET program: it exits without its runtime ever dialling, which is
+ * no usable target (exit 3), said as such; not "refused the session" (exit 1). */
+Test(collect, a_command_that_is_not_dotnet_is_no_target) {
+  char *dir = temp_dir();
+  char out[256];
+  snprintf(out, sizeof out, "%s/t.nettrace", dir);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-o", out, "--", "/bin/true", NULL), 3, "%s", r.err);
+  cr_assert_str_eq(r.err, "dntrace: error: 'true' exited (exit code 0) before its runtime connected: not a .NET "
+                          "program, or its diagnostics are disabled\n");
+  cr_assert_neq(access(out, F_OK), 0, "no trace file");
+  dnt_run_free(&r);
+  snprintf(out, sizeof out, "%s/c", dir);
+  cr_assert_eq(dnt_run_dntrace(&r, "counters", "collect", "-o", out, "--", "/bin/false", NULL), 3, "%s", r.err);
+  cr_assert_str_eq(r.err, "dntrace: error: 'false' exited (exit code 1) before its runtime connected: not a .NET "
+                          "program, or its diagnostics are disabled\n");
+  dnt_run_free(&r);
   rmdir(dir);
   free(dir);
 }
@@ -337,6 +392,51 @@ Test(collect, diagnostic_port_connect, .timeout = 60) {
   free(dir);
 }
 
+/* Enter stops the trace; the status line stays on the screen once (not once at the Enter, once
+ * at the stop message and once at the end). */
+Test(collect, enter_stops_and_the_status_line_stays_once, .timeout = 90) {
+  if (system("command -v tmux >/dev/null 2>&1") != 0) cr_skip_test("needs tmux (./bootstrap.sh installs it)");
+  dnt_target t;
+  start(&t);
+  char *dir = temp_dir();
+  char cmd[4600], session[32], capture[256], screen_path[160], *screen = NULL;
+  snprintf(session, sizeof session, "dnte%d", (int)getpid());
+  snprintf(cmd, sizeof cmd,
+           "tmux new-session -d -s %s -x 120 -y 30 \"'%s' collect -p %d -o '%s/enter.nettrace'; echo EXITED $?; sleep 30\"",
+           session, dnt_bin(), (int)t.pid, dir);
+  cr_assert_eq(system(cmd), 0);
+  snprintf(capture, sizeof capture, "tmux capture-pane -p -t %s > '%s/screen'", session, dir);
+  snprintf(screen_path, sizeof screen_path, "%s/screen", dir);
+  for (int i = 0; i < 150; i++) { /* recording for a second or two */
+    free(screen);
+    cr_assert_eq(system(capture), 0);
+    screen = slurp(screen_path);
+    if (strstr(screen, "[00:00:00:01]") || strstr(screen, "[00:00:00:02]")) break;
+    usleep(100 * 1000);
+  }
+  snprintf(cmd, sizeof cmd, "tmux send-keys -t %s Enter", session);
+  cr_assert_eq(system(cmd), 0);
+  for (int i = 0; i < 300 && !strstr(screen, "EXITED"); i++) {
+    usleep(100 * 1000);
+    free(screen);
+    cr_assert_eq(system(capture), 0);
+    screen = slurp(screen_path);
+  }
+  snprintf(cmd, sizeof cmd, "tmux kill-session -t %s", session);
+  cr_assert_eq(system(cmd), 0);
+  int lines = 0;
+  for (const char *p = screen; (p = strstr(p, "Recording trace")); p++) lines++;
+  cr_expect(strstr(screen, "EXITED 0"), "collect stopped on Enter and succeeded:\n%s", screen);
+  cr_expect(strstr(screen, "Stopping the trace (Enter)"), "%s", screen);
+  cr_expect_eq(lines, 1, "the status line once:\n%s", screen);
+  free(screen);
+  dnt_target_stop(&t);
+  char rm[256];
+  snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+  cr_assert_eq(system(rm), 0);
+  free(dir);
+}
+
 /* On a terminal the status line is rewritten in place (tmux is the terminal); to a pipe there
  * is no status line at all. */
 Test(collect, status_line_on_a_terminal_only, .timeout = 90) {
@@ -436,13 +536,33 @@ Test(collect, format_speedscope_writes_both_files, .timeout = 90) {
   snprintf(ss, sizeof ss, "%s/f.speedscope.json", dir);
   snprintf(pid, sizeof pid, "%d", (int)t.pid);
   struct dnt_run r;
-  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "-o", out, "--duration", "1s", "--format", "speedscope", NULL),
-               0, "%s%s", r.out, r.err);
+  char opens[160], opens_env[200];
+  snprintf(opens, sizeof opens, "%s/opens", dir);
+  snprintf(opens_env, sizeof opens_env, "DNT_TRACE_OPENS=%s", opens);
+  const char *const env[] = {opens_env, NULL};
+  char *const argv[] = {(char *)dnt_bin(), "collect", "-p", pid, "-o", out, "--duration", "1s", "--format",
+                        "speedscope", NULL};
+  cr_assert_eq(dnt_run_argv(&r, argv, env, 60000), 0, "%s%s", r.out, r.err);
   static struct nt_scan s;
   cr_assert_eq(nt_scan_file(out, &s), 0);
   cr_assert(s.complete, "%s", s.problem);
   char *json = slurp(ss);
   cr_assert(strncmp(json, "{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\"", 62) == 0, "%.80s", json);
+  /* built from the stream as it was written: the trace is never opened again */
+  char *n = slurp(opens);
+  cr_expect_str_eq(n, "0\n", "collect --format opened the trace it wrote (%s times)", n);
+  free(n);
+  /* the conversion holds the samples the trace holds: the same SampleProfiler count as convert's */
+  struct dnt_run c;
+  char again[160];
+  snprintf(again, sizeof again, "%s/again.speedscope.json", dir);
+  cr_assert_eq(dnt_run_dntrace(&c, "convert", out, "--format", "speedscope", "-o", again, NULL), 0, "%s", c.err);
+  char *json2 = slurp(again);
+  cr_expect_str_eq(json, json2, "collect --format and convert write the same speedscope file");
+  free(json2);
+  dnt_run_free(&c);
+  unlink(again);
+  unlink(opens);
   free(json);
   dnt_run_free(&r);
   dnt_target_stop(&t);
@@ -513,6 +633,107 @@ Test(collect, native_perf_failing_to_start_is_one_error, .timeout = 120) {
     }
   closedir(d);
   cr_expect_eq(left, 0);
+  rmdir(dir);
+  free(dir);
+}
+
+/* A target stopped mid-session (SIGSTOP) never writes its rundown nor closes the stream: collect
+ * gives the stop a deadline (shortened here through DNT_STOP_TIMEOUT_MS), says so, keeps the
+ * bytes and exits. */
+Test(collect, a_stopped_target_cannot_hold_the_stop_forever, .timeout = 120) {
+  dnt_target t;
+  start(&t);
+  char *dir = temp_dir();
+  char out[128], log[128], pid[16];
+  snprintf(out, sizeof out, "%s/stopped.nettrace", dir);
+  snprintf(log, sizeof log, "%s/collect.log", dir);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  setenv("DNT_STOP_TIMEOUT_MS", "2000", 1);
+  char *const argv[] = {(char *)dnt_bin(), "collect", "-p", pid, "-o", out, "--duration", "3s", NULL};
+  pid_t c = spawn_dntrace(argv, log);
+  unsetenv("DNT_STOP_TIMEOUT_MS");
+  /* the session streams (into the hidden temporary beside out): then the target stops dead */
+  int streaming = 0;
+  for (int i = 0; i < 600 && !streaming; i++) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+      struct stat st;
+      char path[400];
+      snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+      if (strstr(e->d_name, "stopped") && stat(path, &st) == 0 && st.st_size > 0) streaming = 1;
+    }
+    if (d) closedir(d);
+    usleep(50000);
+  }
+  cr_assert(streaming, "the session never streamed");
+  kill(t.pid, SIGSTOP);
+  double t0 = now();
+  int rc = wait_exit(c, 60);
+  double took = now() - t0;
+  kill(t.pid, SIGCONT);
+  char *text = slurp(log);
+  cr_expect_eq(rc, 0, "collect keeps what it received and exits (rc %d):\n%s", rc, text);
+  cr_expect(took < 20, "collect ended %.1f s after the target stopped (duration 3 s + deadline 2 s)", took);
+  cr_expect(strstr(text, "did not end the stream within 2 s"), "says why it gave up:\n%s", text);
+  struct stat st;
+  cr_expect(stat(out, &st) == 0 && st.st_size > 0, "the bytes received are kept in %s", out);
+  free(text);
+  dnt_target_stop(&t);
+  unlink(out);
+  unlink(log);
+  rmdir(dir);
+  free(dir);
+}
+
+/* dotnet-trace's stopping event: the session ends once a matching event arrives (provider, name,
+ * payload values as text); a filter that matches nothing leaves the session to its duration. */
+Test(collect, stopping_event, .timeout = 180) {
+  DNT_REQUIRE_TARGET();
+  dnt_target t;
+  const char *const args[] = {"--event-rate", "500", NULL};
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = args, .wait_socket = 1, .timeout_ms = 30000};
+  char err[512];
+  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "cannot start the sample target: %s", err);
+  char *dir = temp_dir(), out[128], pid[16];
+  snprintf(out, sizeof out, "%s/stop.nettrace", dir);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  struct dnt_run r;
+  double t0 = now();
+  int rc = dnt_run_dntrace(&r, "collect", "-p", pid, "-o", out, "--providers", "Sample-Load:0:4", "--duration", "90s",
+                           "--stopping-event-provider-name", "Sample-Load", "--stopping-event-event-name", "Tick",
+                           "--stopping-event-payload-filter", "s:tick", NULL);
+  double took = now() - t0;
+  cr_expect_eq(rc, 0, "%s%s", r.out, r.err);
+  cr_expect(strstr(r.out, "The stopping event arrived (Sample-Load/Tick)"), "%s", r.out);
+  cr_expect_lt(took, 45, "stopped by the event, long before its 90 s (took %.1f s)", took);
+  static struct nt_scan s;
+  cr_expect_eq(nt_scan_file(out, &s), 0);
+  cr_expect(s.complete, "a whole trace, rundown included: %s", s.problem);
+  dnt_run_free(&r);
+  /* a value no Tick has: the duration ends it */
+  rc = dnt_run_dntrace(&r, "collect", "-p", pid, "-o", out, "--providers", "Sample-Load:0:4", "--duration", "3s",
+                       "--stopping-event-provider-name", "Sample-Load", "--stopping-event-event-name", "Tick",
+                       "--stopping-event-payload-filter", "s:nope", NULL);
+  cr_expect_eq(rc, 0, "%s%s", r.out, r.err);
+  cr_expect(strstr(r.out, "Duration reached") && !strstr(r.out, "stopping event arrived"), "%s", r.out);
+  dnt_run_free(&r);
+  /* dotnet-trace's rules for the three options */
+  cr_expect_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "--stopping-event-event-name", "Tick", NULL), 2);
+  cr_expect(strstr(r.err, "need --stopping-event-provider-name"), "%s", r.err);
+  dnt_run_free(&r);
+  cr_expect_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "--stopping-event-provider-name", "P",
+                               "--stopping-event-payload-filter", "a:b", NULL),
+               2);
+  cr_expect(strstr(r.err, "needs --stopping-event-event-name"), "%s", r.err);
+  dnt_run_free(&r);
+  cr_expect_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "--stopping-event-provider-name", "P",
+                               "--stopping-event-event-name", "E", "--stopping-event-payload-filter", "novalue", NULL),
+               2);
+  cr_expect(strstr(r.err, "is not FIELD:VALUE"), "%s", r.err);
+  dnt_run_free(&r);
+  dnt_target_stop(&t);
+  unlink(out);
   rmdir(dir);
   free(dir);
 }

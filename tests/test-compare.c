@@ -14,8 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../src/cpu-states.h"
-#include "../src/perf-script.h"
+#include "dnt-perf.h"
 #include "lib/run.h"
 #include "lib/target-cr.h"
 
@@ -254,6 +253,17 @@ static char *perf_without_tracepoints(const char *dir) {
   return env;
 }
 
+/* What dntrace wrote to DNT_TRACE_OPENS: how many times it opened a trace (-1: nothing written). */
+static int opens_count(const char *path) {
+  FILE *fp = fopen(path, "r");
+  int n = -1;
+  if (fp) {
+    if (fscanf(fp, "%d", &n) != 1) n = -1;
+    fclose(fp);
+  }
+  return n;
+}
+
 /* collect --native then compare on the sample target; with_switches 0: perf cannot record the
  * scheduler's tracepoints, so compare judges by cpu-clock samples alone. */
 static void compare_run(int with_switches) {
@@ -280,8 +290,14 @@ static void compare_run(int with_switches) {
   cr_assert_eq(access(path, R_OK), 0, "%s written", path);
 
   char *const compare[] = {(char *)dnt_bin(), "compare", trace, "--format", "folded", "--top", "20", NULL};
-  rc = dnt_run_argv(&r, compare, path_env ? env : NULL, 60000);
+  char opens_file[160], opens_env[200];
+  snprintf(opens_file, sizeof opens_file, "%s/opens", dir);
+  snprintf(opens_env, sizeof opens_env, "DNT_TRACE_OPENS=%s", opens_file);
+  const char *const compare_env[] = {opens_env, path_env, NULL};
+  rc = dnt_run_argv(&r, compare, compare_env, 60000);
   cr_assert_eq(rc, 0, "compare: %s%s", r.out, r.err);
+  /* one pass over the trace feeds every view and the names of perf's frames */
+  cr_expect_eq(opens_count(opens_file), 1, "compare opened %s %d times", trace, opens_count(opens_file));
   cr_expect(strstr(r.out, with_switches ? "and the scheduler's switches" : "no scheduler switches"),
             "says what it judged by:\n%s", r.out);
   struct thread_row cpu, blocking;

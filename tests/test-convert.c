@@ -65,13 +65,22 @@ Test(convert, folded_and_speedscope_carry_every_sample, .timeout = 120) {
   char line[8192];
   uint64_t sum = 0;
   int countprimes = 0;
+  /* one line per distinct stack, as flamegraph.pl and inferno expect: no stack twice */
+  size_t nstacks = 0, capstacks = 1024;
+  char **stacks = calloc(capstacks, sizeof *stacks);
   while (fgets(line, sizeof line, fp)) {
     char *sp = strrchr(line, ' ');
     cr_assert(sp && strncmp(line, "Thread ", 7) == 0, "folded line: %s", line);
     sum += strtoull(sp + 1, NULL, 10);
     countprimes |= strstr(line, ";Sample!Sample.CpuWork.CountPrimes ") != NULL;
+    *sp = '\0';
+    for (size_t i = 0; i < nstacks; i++) cr_assert_str_neq(stacks[i], line, "a stack on two lines: %s", line);
+    if (nstacks == capstacks) stacks = realloc(stacks, (capstacks *= 2) * sizeof *stacks);
+    stacks[nstacks++] = strdup(line);
   }
   fclose(fp);
+  for (size_t i = 0; i < nstacks; i++) free(stacks[i]);
+  free(stacks);
   cr_assert_eq(sum, samples, "folded counts add up to the trace's samples");
   cr_assert(countprimes, "CountPrimes is a leaf in the folded stacks");
 
@@ -96,12 +105,18 @@ Test(convert, folded_and_speedscope_carry_every_sample, .timeout = 120) {
   dnt_run_free(&r);
 
   /* Chromium trace events: complete ("X") events, non-negative, on the threads of the samples */
+  /* and parent first where a frame and its child start and end together (viewers break that tie
+   * by file order): UNMANAGED_CODE_TIME, always a leaf, never leads such a group; the real pid */
   static const char *chromium_check =
       "import json,sys\n"
       "d=json.load(open(sys.argv[1])); ev=d['traceEvents']; assert ev\n"
       "for e in ev:\n"
       "  assert e['ph']=='X' and isinstance(e['name'],str) and e['dur']>=0 and e['ts']>=0\n"
-      "  assert isinstance(e['tid'],int) and isinstance(e['pid'],int)\n"
+      "  assert isinstance(e['tid'],int) and e['pid']==int(sys.argv[2]), e\n"
+      "first={}\n"
+      "for e in ev: first.setdefault((e['tid'],e['ts'],e['dur']),[]).append(e['name'])\n"
+      "bad=[g for g in first.values() if len(g)>1 and g[0]=='UNMANAGED_CODE_TIME']\n"
+      "assert not bad, 'leaf first: %s' % bad[:3]\n"
       "print(len(set(e['tid'] for e in ev)), sum(1 for e in ev if e['name'].endswith('CountPrimes')))\n";
   char chromium_json[80];
   snprintf(chromium_json, sizeof chromium_json, "%s/t.chromium.json", dir);
@@ -110,7 +125,7 @@ Test(convert, folded_and_speedscope_carry_every_sample, .timeout = 120) {
   fp = fopen(py, "w");
   fputs(chromium_check, fp);
   fclose(fp);
-  char *cargv2[] = {"/usr/bin/env", "python3", py, chromium_json, NULL};
+  char *cargv2[] = {"/usr/bin/env", "python3", py, chromium_json, pid, NULL};
   cr_assert_eq(dnt_run_argv(&r, cargv2, NULL, 60000), 0, "chromium check failed: %s", r.err);
   int threads = 0, countprimes_events = 0;
   cr_assert_eq(sscanf(r.out, "%d %d", &threads, &countprimes_events), 2, "%s", r.out);
@@ -118,33 +133,74 @@ Test(convert, folded_and_speedscope_carry_every_sample, .timeout = 120) {
   cr_assert_gt(countprimes_events, 0, "CountPrimes appears on the timeline");
   dnt_run_free(&r);
 
-  /* the flame graph: well-formed SVG, one frame per node, thread towers spanning the width */
+  /* the flame graph: well-formed SVG as wide as its window, one frame per node; merged across
+   * threads by default (the roots span the width, no thread rows, CountPrimes's path once), one
+   * tower per thread with --by-thread (neutral thread rows); a title that says what the width is;
+   * labels that can show the method and its type first */
   char svg[80];
   snprintf(svg, sizeof svg, "%s/t.svg", dir);
-  cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "flamegraph", NULL), 0, "%s", r.err);
-  dnt_run_free(&r);
-  xmlDocPtr doc = xmlReadFile(svg, NULL, XML_PARSE_NONET);
-  cr_assert(doc, "%s parses as XML", svg);
-  xmlNodePtr root = xmlDocGetRootElement(doc);
-  cr_assert_str_eq((const char *)root->name, "svg");
-  int frames = 0, found = 0;
-  double thread_width = 0;
-  for (xmlNodePtr n = root->children; n; n = n->next) {
-    if (n->type != XML_ELEMENT_NODE || strcmp((const char *)n->name, "g") != 0) continue;
-    frames++;
-    xmlChar *lvl = xmlGetProp(n, BAD_CAST "data-l"), *w = xmlGetProp(n, BAD_CAST "data-w");
-    xmlChar *title = xmlNodeGetContent(n->children);
-    cr_assert(title && strstr((const char *)title, " samples, "), "every frame has a tooltip: %s", title);
-    if (strcmp((const char *)lvl, "1") == 0) thread_width += atof((const char *)w);
-    found |= strstr((const char *)title, "Sample!Sample.CpuWork.CountPrimes") != NULL;
-    xmlFree(lvl);
-    xmlFree(w);
-    xmlFree(title);
+  for (int by_thread = 0; by_thread < 2; by_thread++) {
+    cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "flamegraph", by_thread ? "--by-thread" : NULL,
+                                 NULL),
+                 0, "%s", r.err);
+    dnt_run_free(&r);
+    xmlDocPtr doc = xmlReadFile(svg, NULL, XML_PARSE_NONET);
+    cr_assert(doc, "%s parses as XML", svg);
+    xmlNodePtr root = xmlDocGetRootElement(doc);
+    cr_assert_str_eq((const char *)root->name, "svg");
+    xmlChar *width = xmlGetProp(root, BAD_CAST "width");
+    cr_expect_str_eq((const char *)width, "100%", "as wide as the window");
+    xmlFree(width);
+    int frames = 0, countprimes_frames = 0, thread_rows = 0, neutral_rows = 0, short_label = 0, titled = 0;
+    double level1_width = 0;
+    for (xmlNodePtr n = root->children; n; n = n->next) {
+      if (n->type != XML_ELEMENT_NODE) continue;
+      if (strcmp((const char *)n->name, "text") == 0) {
+        xmlChar *text = xmlNodeGetContent(n);
+        titled |= text && strstr((const char *)text, ": thread time, ") != NULL;
+        xmlFree(text);
+      }
+      if (strcmp((const char *)n->name, "g") != 0) continue;
+      frames++;
+      xmlChar *lvl = xmlGetProp(n, BAD_CAST "data-l"), *w = xmlGetProp(n, BAD_CAST "data-w");
+      xmlChar *sname = xmlGetProp(n, BAD_CAST "data-s");
+      xmlChar *title = xmlNodeGetContent(n->children);
+      cr_assert(title && strstr((const char *)title, " samples, "), "every frame has a tooltip: %s", title);
+      if (strcmp((const char *)lvl, "1") == 0) level1_width += atof((const char *)w);
+      static const char countprimes_title[] = "Sample!Sample.CpuWork.CountPrimes (";
+      if (strncmp((const char *)title, countprimes_title, sizeof countprimes_title - 1) == 0) {
+        countprimes_frames++;
+        short_label |= sname && strcmp((const char *)sname, "CpuWork.CountPrimes") == 0;
+      }
+      if (strncmp((const char *)title, "Thread ", 7) == 0) {
+        thread_rows++;
+        for (xmlNodePtr c = n->children; c; c = c->next) {
+          xmlChar *fill = c->type == XML_ELEMENT_NODE && strcmp((const char *)c->name, "rect") == 0
+                              ? xmlGetProp(c, BAD_CAST "fill")
+                              : NULL;
+          neutral_rows += fill && strcmp((const char *)fill, "rgb(205,205,220)") == 0;
+          xmlFree(fill);
+        }
+      }
+      xmlFree(lvl);
+      xmlFree(w);
+      xmlFree(sname);
+      xmlFree(title);
+    }
+    xmlFreeDoc(doc);
+    cr_expect_gt(frames, 10);
+    cr_expect(titled, "the title says what the width measures");
+    cr_expect(level1_width > 1179 && level1_width < 1181, "the first row spans the graph: %.2f", level1_width);
+    cr_expect(short_label, "CountPrimes's short label is its type and method");
+    if (by_thread) {
+      cr_expect_geq(thread_rows, 2, "one tower per thread");
+      cr_expect_eq(neutral_rows, thread_rows, "thread rows in the neutral colour");
+      cr_expect_geq(countprimes_frames, 1, "CountPrimes has a frame");
+    } else {
+      cr_expect_eq(thread_rows, 0, "merged: no thread rows");
+      cr_expect_eq(countprimes_frames, 1, "merged: CountPrimes's path once (%d frames)", countprimes_frames);
+    }
   }
-  xmlFreeDoc(doc);
-  cr_assert_gt(frames, 10);
-  cr_assert(found, "CountPrimes has a frame");
-  cr_assert(thread_width > 1179 && thread_width < 1181, "the threads span the graph: %.2f", thread_width);
 
   /* it renders: headless Chromium takes a screenshot of it */
   const char *chromium = access("/usr/bin/chromium", X_OK) == 0 ? "/usr/bin/chromium" : NULL;
@@ -156,7 +212,7 @@ Test(convert, folded_and_speedscope_carry_every_sample, .timeout = 120) {
     snprintf(png, sizeof png, "%s/t.png", dir);
     snprintf(shot, sizeof shot, "--screenshot=%s", png);
     snprintf(url, sizeof url, "file://%s", svg);
-    char *cargv[] = {(char *)chromium, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1200,800",
+    char *cargv[] = {(char *)chromium, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1400,900",
                      shot, url, NULL};
     dnt_run_argv(&r, cargv, NULL, 60000);
     struct stat st;
@@ -167,4 +223,61 @@ Test(convert, folded_and_speedscope_carry_every_sample, .timeout = 120) {
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   cr_assert_eq(system(cmd), 0);
+}
+
+/* A corpus trace with managed samples (CI has the corpus; elsewhere it skips). */
+static void corpus_trace(char *path, size_t cap) {
+  const char *c = getenv("DNT_CORPUS"), *src = getenv("DNT_SRCDIR"), *ci = getenv("CI");
+  if (c && *c)
+    snprintf(path, cap, "%s/microsoft__perfview/only_managed_samples.nettrace", c);
+  else
+    snprintf(path, cap, "%s/../shared/corpus/microsoft__perfview/only_managed_samples.nettrace", src ? src : ".");
+  if (access(path, R_OK) == 0) return;
+  if (ci && strcmp(ci, "true") == 0) cr_assert_fail("no corpus at %s (CI=true)", path);
+  cr_skip_test("no corpus at %s (set DNT_CORPUS)", path);
+}
+
+static int lines_of(const char *s) {
+  int n = 0;
+  for (; *s; s++) n += *s == '\n';
+  return n;
+}
+
+/* An SVG that cannot be written: one line of dntrace's own with the path and the reason (no
+ * libxml2 lines), exit 1, and no half-written file left behind. */
+Test(convert, an_unwritable_flame_graph_is_one_line_with_its_reason, .timeout = 120) {
+  char trace[4200];
+  corpus_trace(trace, sizeof trace);
+  if (geteuid() != 0) {
+    const char *ci = getenv("CI");
+    if (ci && strcmp(ci, "true") == 0) cr_assert_fail("needs root to mount a small tmpfs (CI=true)");
+    cr_skip_test("needs root to mount a small tmpfs");
+  }
+  char dir[] = "/tmp/dnt-convert-full-XXXXXX";
+  cr_assert(mkdtemp(dir));
+  struct dnt_run r;
+
+  /* a directory that does not exist */
+  char out[128], want[200];
+  snprintf(out, sizeof out, "%s/no-such-dir/f.svg", dir);
+  cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "flamegraph", "-o", out, NULL), 1, "%s", r.err);
+  snprintf(want, sizeof want, "dntrace: error: cannot write '%s': No such file or directory\n", out);
+  cr_assert_str_eq(r.err, want);
+  dnt_run_free(&r);
+
+  /* a full disk: a 64 KiB tmpfs, filled, in a private mount namespace */
+  char cmd[4800];
+  snprintf(cmd, sizeof cmd,
+           "mount -t tmpfs -o size=64k tmpfs '%s' && { cat /dev/zero > '%s/fill'; } 2>/dev/null; "
+           "\"$DNT_BIN\" convert '%s' --format flamegraph -o '%s/f.svg'; rc=$?; "
+           "echo \"files: $(ls '%s' | tr '\\n' ' ')\"; exit $rc",
+           dir, dir, trace, dir, dir);
+  char *argv[] = {"/usr/bin/unshare", "-m", "--propagation", "private", "/bin/sh", "-c", cmd, NULL};
+  cr_assert_eq(dnt_run_argv(&r, argv, NULL, 60000), 1, "out: %s err: %s", r.out, r.err);
+  snprintf(want, sizeof want, "dntrace: error: cannot write '%s/f.svg': No space left on device\n", dir);
+  cr_assert_str_eq(r.err, want);
+  cr_assert_eq(lines_of(r.err), 1);
+  cr_assert(strstr(r.out, "files: fill \n"), "the cut SVG is removed: %s", r.out);
+  dnt_run_free(&r);
+  rmdir(dir);
 }

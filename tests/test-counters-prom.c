@@ -1,23 +1,28 @@
 /* The Prometheus side of `counters`: the strict checker itself, the text writer on hand-built
  * tables and on the counter traces of the corpus, the HTTP server driven by curl and by raw
- * sockets, and `counters serve` / `collect --format prometheus` against the real sample. */
+ * sockets, and `counters serve` / `collect --format prometheus` against the real sample, checked
+ * by Prometheus's own promtool and scraped by a real Prometheus server (Debian's `prometheus`). */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <dirent.h>
 #include <math.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
-#include "counters-prom.h"
-#include "counters-table.h"
-#include "http-serve.h"
+#include "dnt-counters.h"
 #include "lib/prom-check.h"
 #include "lib/run.h"
 #include "lib/target-cr.h"
@@ -59,6 +64,13 @@ Test(prom_check, rejects_each_defect) {
       "# HELP a x\n# HELP a y\na 1\n",                           /* HELP twice */
       "a 1\r\n",                                                 /* CR */
       "a 1 12.5\n",                                              /* fractional timestamp */
+      "# TYPE a_count gauge\na_count 1\n",                       /* a gauge named *_count */
+      "# TYPE a_sum gauge\na_sum 1\n",                           /* a gauge named *_sum */
+      "# TYPE a_total gauge\na_total 1\n",                       /* a gauge named *_total */
+      "# TYPE a_bucket summary\na_bucket{quantile=\"0.5\"} 1\n", /* a summary named *_bucket */
+      "# TYPE a_milliseconds gauge\na_milliseconds 1\n",         /* not a base unit */
+      "# TYPE a_megabytes_total counter\na_megabytes_total 1\n", /* not a base unit */
+      "# TYPE aB gauge\naB 1\n",                                 /* camelCase */
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     char err[256] = "";
@@ -101,7 +113,7 @@ Test(prom_writer, names_types_units_labels) {
   put(&t, "System.Runtime", "cpu-usage", "%", "", DNT_COUNTER_MEAN, 3.5);
   put(&t, "Sample.Meter", "sample.requests", "{request}", "route=/a", DNT_COUNTER_SUM, 4);
   put(&t, "Sample.Meter", "sample.latency", "ms", "route=/a,Percentile=50", DNT_COUNTER_HISTOGRAM, 10);
-  put(&t, "Sample.Meter", "sample.latency", "ms", "route=/a,Percentile=95", DNT_COUNTER_HISTOGRAM, 20);
+  put(&t, "Sample.Meter", "sample.latency", "ms", "route=/a,Percentile=95", DNT_COUNTER_HISTOGRAM, 34.8125);
   put(&t, "Sample.Meter", "odd", "", "q=a\"b\\c\nd,__k=1,9x=2", DNT_COUNTER_MEAN, NAN);
   put(&t, "Sample.Meter", "9lives", "s", "", DNT_COUNTER_MEAN, 1e300);
   put(&t, "Sample.Meter", "pause.time.seconds", "s", "", DNT_COUNTER_MEAN, 0.25);
@@ -115,24 +127,113 @@ Test(prom_writer, names_types_units_labels) {
   expect_value(text, "dotnet_gc_heap_total_allocated_bytes_total{provider=\"System.Runtime\"}", 150);
   expect_value(text, "cpu_usage_percent{provider=\"System.Runtime\"}", 3.5);
   expect_value(text, "sample_requests_total{provider=\"Sample.Meter\",route=\"/a\"}", 4);
-  expect_value(text, "sample_latency_milliseconds{provider=\"Sample.Meter\",route=\"/a\",quantile=\"0.5\"}", 10);
-  expect_value(text, "sample_latency_milliseconds{provider=\"Sample.Meter\",route=\"/a\",quantile=\"0.95\"}", 20);
+  /* milliseconds in the base unit: seconds, divided exactly */
+  expect_value(text, "sample_latency_seconds{provider=\"Sample.Meter\",route=\"/a\",quantile=\"0.5\"}", 0.01);
+  expect_value(text, "sample_latency_seconds{provider=\"Sample.Meter\",route=\"/a\",quantile=\"0.95\"}", 0.0348125);
+  cr_expect(strstr(text, "quantile=\"0.95\"} 0.0348125\n"), "printed as the shortest decimal:\n%s", text);
   expect_value(text, "odd{provider=\"Sample.Meter\",q=\"a\\\"b\\\\c\\nd\",x_k=\"1\",x9x=\"2\"}", NAN);
   expect_value(text, "_9lives_seconds{provider=\"Sample.Meter\"}", 1e300);
   expect_value(text, "pause_time_seconds{provider=\"Sample.Meter\"}", 0.25);
-  expect_value(text, "weird_unit_kB_s{provider=\"Sample.Meter\"}", 2);
-  cr_expect(strstr(text, "# TYPE sample_latency_milliseconds summary\n"), "%s", text);
+  expect_value(text, "weird_unit_kb_per_s{provider=\"Sample.Meter\"}", 2);
+  cr_expect(strstr(text, "# TYPE sample_latency_seconds summary\n"), "%s", text);
   cr_expect(strstr(text, "# TYPE sample_requests_total counter\n"), "%s", text);
   cr_expect(strstr(text, "# TYPE cpu_usage_percent gauge\n"), "%s", text);
+  cr_expect(!strstr(text, "milliseconds"), "%s", text);
+  cr_expect(strstr(text, "# HELP sample_latency_seconds sample.latency (Sample.Meter, ms, exported in seconds)\n"),
+            "%s", text);
+  free(text);
+  dnt_counter_table_release(&t);
+}
+
+/* What promtool's linter asks of names (issue 18 item 9): base units with the values converted,
+ * no `_count`/`_sum`/`_bucket`/`_total` on a gauge, `_total` once on a counter, snake_case. */
+Test(prom_writer, base_units_and_reserved_suffixes) {
+  struct dnt_counter_table t = {0};
+  put(&t, "System.Runtime", "dotnet.assembly.count", "{assembly}", "", DNT_COUNTER_MEAN, 14);
+  put(&t, "System.Runtime", "dotnet.process.cpu.count", "{cpu}", "", DNT_COUNTER_MEAN, 2);
+  put(&t, "System.Runtime", "dotnet.timer.count", "{timer}", "", DNT_COUNTER_MEAN, 3);
+  put(&t, "System.Runtime", "threadpool-thread-count", "", "", DNT_COUNTER_MEAN, 4);
+  put(&t, "P", "bytes.sum", "By", "", DNT_COUNTER_MEAN, 5);
+  put(&t, "P", "latency.bucket", "", "", DNT_COUNTER_MEAN, 6);
+  put(&t, "P", "total-requests", "", "", DNT_COUNTER_MEAN, 7);  /* `total` first: no clash */
+  put(&t, "P", "requests.total", "", "", DNT_COUNTER_MEAN, 8);  /* a level named *_total */
+  put(&t, "Q", "requests.total", "", "", DNT_COUNTER_SUM, 9);   /* an amount named *_total */
+  put(&t, "System.Runtime", "working-set", "MB", "", DNT_COUNTER_MEAN, 63.5);
+  put(&t, "System.Runtime", "time-in-jit", "ms", "", DNT_COUNTER_SUM, 125);
+  put(&t, "P", "gc.pause.ms", "ms", "", DNT_COUNTER_MEAN, 2);
+  put(&t, "P", "wait", "us", "", DNT_COUNTER_MEAN, 1500);
+  put(&t, "P", "spin", "ns", "", DNT_COUNTER_MEAN, 250);
+  put(&t, "P", "uptime", "min", "", DNT_COUNTER_MEAN, 2);
+  put(&t, "P", "queueSize", "", "routeName=/x", DNT_COUNTER_MEAN, 10);
+  long samples;
+  char *text = render(&t, &samples);
+  char err[256];
+  cr_assert_eq(prom_check(text, NULL, err, sizeof err), 0, "%s\n%s", err, text);
+  expect_value(text, "dotnet_assembly_count_current{provider=\"System.Runtime\"}", 14);
+  expect_value(text, "dotnet_process_cpu_count_current{provider=\"System.Runtime\"}", 2);
+  expect_value(text, "dotnet_timer_count_current{provider=\"System.Runtime\"}", 3);
+  expect_value(text, "threadpool_thread_count_current{provider=\"System.Runtime\"}", 4);
+  expect_value(text, "bytes_sum_bytes{provider=\"P\"}", 5); /* the unit last: no _sum at the end */
+  expect_value(text, "latency_bucket_current{provider=\"P\"}", 6);
+  expect_value(text, "total_requests{provider=\"P\"}", 7);
+  expect_value(text, "requests_total_current{provider=\"P\"}", 8);
+  expect_value(text, "requests_total{provider=\"Q\"}", 9);
+  cr_expect(strstr(text, "# TYPE requests_total counter\n"), "%s", text);
+  expect_value(text, "working_set_bytes{provider=\"System.Runtime\"}", 63500000);
+  expect_value(text, "time_in_jit_seconds_total{provider=\"System.Runtime\"}", 0.125);
+  expect_value(text, "gc_pause_seconds{provider=\"P\"}", 0.002);
+  expect_value(text, "wait_seconds{provider=\"P\"}", 0.0015);
+  expect_value(text, "spin_seconds{provider=\"P\"}", 2.5e-7);
+  expect_value(text, "uptime_seconds{provider=\"P\"}", 120);
+  expect_value(text, "queue_size{provider=\"P\",route_name=\"/x\"}", 10);
+  free(text);
+  dnt_counter_table_release(&t);
+}
+
+/* A Meter counter's value is the running total the runtime sends with each rate, not our sum of
+ * the rates (issue 18 item 10); without one (EventCounters) the increments are summed without
+ * drift. */
+Test(prom_writer, counter_totals) {
+  struct dnt_counter_table t = {0};
+  dnt_counter_value v = {.provider = "System.Runtime", .name = "dotnet.gc.collections", .display_name = "x",
+                         .unit = "{collection}", .tags = "gc.heap.generation=gen2", .kind = DNT_COUNTER_SUM,
+                         .from_meter = 1, .interval_s = 1};
+  /* dntrace joins a process that has done 348 gen2 collections; two more come */
+  v.value = 0, v.total = 348, v.has_total = 1;
+  cr_assert_eq(dnt_counter_table_put(&t, &v), 0);
+  v.value = 2, v.total = 350;
+  cr_assert_eq(dnt_counter_table_put(&t, &v), 0);
+  /* an ObservableCounter that is really a level: 3 threads, unchanged */
+  dnt_counter_value th = v;
+  th.name = "dotnet.thread_pool.thread.count", th.unit = "{thread}", th.tags = "";
+  th.value = 0, th.total = 3;
+  cr_assert_eq(dnt_counter_table_put(&t, &th), 0);
+  /* the runtime's decimal total, printed as the runtime has it */
+  dnt_counter_value pause = th;
+  pause.name = "dotnet.gc.pause.time", pause.unit = "s";
+  pause.value = 0.00101, pause.total = 0.01828;
+  cr_assert_eq(dnt_counter_table_put(&t, &pause), 0);
+  /* an EventCounter's increments: 0.1 ten times is 1, not 0.9999999999999999 */
+  dnt_counter_value ec = {.provider = "Old", .name = "time-in-gc-total", .display_name = "x", .unit = "s",
+                          .tags = "", .kind = DNT_COUNTER_SUM, .interval_s = 1, .value = 0.1};
+  for (int i = 0; i < 10; i++) cr_assert_eq(dnt_counter_table_put(&t, &ec), 0);
+  long samples;
+  char *text = render(&t, &samples);
+  char err[256];
+  cr_assert_eq(prom_check(text, NULL, err, sizeof err), 0, "%s\n%s", err, text);
+  expect_value(text, "dotnet_gc_collections_total{provider=\"System.Runtime\",gc_heap_generation=\"gen2\"}", 350);
+  expect_value(text, "dotnet_thread_pool_thread_count_total{provider=\"System.Runtime\"}", 3);
+  cr_expect(strstr(text, "dotnet_gc_pause_time_seconds_total{provider=\"System.Runtime\"} 0.01828\n"), "%s", text);
+  cr_expect(strstr(text, "time_in_gc_total_seconds_total{provider=\"Old\"} 1\n"), "%s", text);
   free(text);
   dnt_counter_table_release(&t);
 }
 
 Test(prom_writer, one_type_per_family_and_no_duplicates) {
   struct dnt_counter_table t = {0};
-  /* one family name from two providers, a level in one, an amount (+ _total) in the other */
-  put(&t, "A", "hits.total", "", "", DNT_COUNTER_MEAN, 1);
-  put(&t, "B", "hits", "", "", DNT_COUNTER_SUM, 2);
+  /* one family name from two providers, a level in one, a histogram in the other */
+  put(&t, "A", "lag", "", "Percentile=50", DNT_COUNTER_HISTOGRAM, 1);
+  put(&t, "B", "lag", "", "", DNT_COUNTER_MEAN, 2);
   /* two names that sanitise alike, same labels: one series survives */
   put(&t, "A", "x.y", "", "", DNT_COUNTER_MEAN, 3);
   put(&t, "A", "x-y", "", "", DNT_COUNTER_MEAN, 4);
@@ -141,8 +242,8 @@ Test(prom_writer, one_type_per_family_and_no_duplicates) {
   char err[256];
   cr_assert_eq(prom_check(text, NULL, err, sizeof err), 0, "%s\n%s", err, text);
   /* the types in order counter, gauge, summary: the first keeps the name */
-  expect_value(text, "hits_total{provider=\"B\"}", 2);
-  expect_value(text, "A_hits_total{provider=\"A\"}", 1);
+  expect_value(text, "lag{provider=\"B\"}", 2);
+  expect_value(text, "a_lag{provider=\"A\",quantile=\"0.5\"}", 1);
   cr_expect_eq(samples, 3, "%s", text);
   free(text);
   dnt_counter_table_release(&t);
@@ -212,6 +313,8 @@ struct server_thread {
   pthread_mutex_t lock;
   pthread_cond_t ready;
   int started;
+  struct dnt_http_limits lim; /* applied before the loop runs (zero: the defaults) */
+  unsigned long long evicted, timed_out; /* the server's counts when it stopped */
 };
 
 static void answer(void *ud, const char *path, struct dnt_http_reply *r) {
@@ -228,6 +331,8 @@ static void answer(void *ud, const char *path, struct dnt_http_reply *r) {
 
 static void on_stop(uv_async_t *a) {
   struct server_thread *s = a->data;
+  s->evicted = dnt_http_server_evicted(s->server);
+  s->timed_out = dnt_http_server_timed_out(s->server);
   dnt_http_server_close(s->server);
   uv_close((uv_handle_t *)a, NULL);
 }
@@ -239,6 +344,7 @@ static void *serve(void *ud) {
   uv_async_init(&s->loop, &s->stop, on_stop);
   s->stop.data = s;
   int rc = dnt_http_server_start(&s->loop, "127.0.0.1:0", answer, s, &s->server, err, sizeof err);
+  if (!rc) dnt_http_server_set_limits(s->server, &s->lim);
   pthread_mutex_lock(&s->lock);
   s->port = rc ? -1 : dnt_http_server_port(s->server);
   s->started = 1;
@@ -249,8 +355,9 @@ static void *serve(void *ud) {
   return NULL;
 }
 
-static void server_start(struct server_thread *s) {
+static void server_start_limited(struct server_thread *s, const struct dnt_http_limits *lim) {
   memset(s, 0, sizeof *s);
+  if (lim) s->lim = *lim;
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->ready, NULL);
   cr_assert_eq(pthread_create(&s->thread, NULL, serve, s), 0);
@@ -259,6 +366,8 @@ static void server_start(struct server_thread *s) {
   pthread_mutex_unlock(&s->lock);
   cr_assert_gt(s->port, 0);
 }
+
+static void server_start(struct server_thread *s) { server_start_limited(s, NULL); }
 
 static void server_stop(struct server_thread *s) {
   uv_async_send(&s->stop);
@@ -342,6 +451,170 @@ Test(http_serve, refuses_a_bad_address) {
   cr_expect(strstr(err, "numeric"), "%s", err);
   uv_run(&loop, UV_RUN_DEFAULT);
   uv_loop_close(&loop);
+}
+
+/* ---- the request parser alone ---- */
+
+static int parse(const char *req) {
+  struct dnt_http_request r;
+  return dnt_http_request_parse(req, strlen(req), &r);
+}
+
+Test(http_parse, statuses_by_the_rules) {
+  static const struct { const char *req; int status; } cases[] = {
+      {"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", 200},
+      {"HEAD / HTTP/1.0\n\n", 200},
+      {"GET /a?b=c HTTP/1.1\r\n\r\n", 200},
+      {"GET /metrics HTTP/1.1\r\nHost: x\r\n", 0},     /* the empty line has not come */
+      {"GET /metrics HTTP/1.1\r\n", 0},
+      {"", 0},
+      {"POST /metrics HTTP/1.1\r\n\r\n", 405},
+      {"get /metrics HTTP/1.1\r\n\r\n", 405},           /* methods are case-sensitive */
+      {"GETX /metrics HTTP/1.1\r\n\r\n", 405},
+      {"GET metrics HTTP/1.1\r\n\r\n", 400},            /* origin-form only */
+      {"GET  /metrics HTTP/1.1\r\n\r\n", 400},
+      {"GET /metrics  HTTP/1.1\r\n\r\n", 400},
+      {"GET /metrics HTTP/1.1 x\r\n\r\n", 400},
+      {"GET /metrics HTTP/2.0\r\n\r\n", 400},
+      {"GET /metrics HTTP/1.10\r\n\r\n", 400},
+      {"GET /metrics HTTP/1.\r\n\r\n", 400},
+      {"GET /metrics\r\n\r\n", 400},
+      {" /metrics HTTP/1.1\r\n\r\n", 400},
+      {"GET /me\ttrics HTTP/1.1\r\n\r\n", 400},
+      {"GET /me\rtrics HTTP/1.1\r\n\r\n", 400},
+      {"\r\n\r\n", 400},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    cr_expect_eq(parse(cases[i].req), cases[i].status, "case %zu", i);
+  cr_expect_eq(dnt_http_request_parse("GET /\0 HTTP/1.1\r\n\r\n", 20, &(struct dnt_http_request){0}), 400);
+  cr_expect_eq(dnt_http_request_parse("GET /x\0", 7, &(struct dnt_http_request){0}), 400, "a NUL before the end");
+}
+
+Test(http_parse, every_prefix_waits_and_the_whole_head_is_found) {
+  const char *req = "HEAD /metrics?name=a%20b HTTP/1.1\r\nHost: 127.0.0.1:9400\r\nAccept: */*\r\n\r\nBODY";
+  size_t head_len = strlen(req) - 4;
+  struct dnt_http_request r;
+  for (size_t n = 0; n < head_len; n++)
+    cr_expect_eq(dnt_http_request_parse(req, n, &r), 0, "prefix of %zu bytes", n);
+  for (size_t n = head_len; n <= strlen(req); n++) {
+    cr_assert_eq(dnt_http_request_parse(req, n, &r), 200, "%zu bytes", n);
+    cr_expect_eq(r.head, 1);
+    cr_expect_eq(r.head_len, head_len);
+    cr_expect_eq(r.target_len, strlen("/metrics?name=a%20b"));
+    cr_expect(r.target == req + 5);
+  }
+}
+
+Test(http_parse, head_cap) {
+  size_t n = DNT_HTTP_MAX_HEADER + 10;
+  char *big = malloc(n);
+  memcpy(big, "GET / HTTP/1.1\r\nX: ", 19);
+  memset(big + 19, 'a', n - 19);
+  struct dnt_http_request r;
+  cr_expect_eq(dnt_http_request_parse(big, DNT_HTTP_MAX_HEADER - 1, &r), 0);
+  cr_expect_eq(dnt_http_request_parse(big, DNT_HTTP_MAX_HEADER, &r), 431);
+  cr_expect_eq(dnt_http_request_parse(big, n, &r), 431);
+  /* an end of head just past the cap is still too large */
+  memcpy(big + DNT_HTTP_MAX_HEADER - 1, "\r\n\r\n", 4);
+  cr_expect_eq(dnt_http_request_parse(big, DNT_HTTP_MAX_HEADER + 3, &r), 431);
+  free(big);
+}
+
+/* ---- slow clients: deadlines and caps ---- */
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* A connection from src (127.0.0.x) that has sent the start of a request and no more. */
+static int slow_client(int port, const char *src) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  cr_assert_geq(fd, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  inet_pton(AF_INET, src, &a.sin_addr);
+  cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0, "bind %s", src);
+  a.sin_port = htons((uint16_t)port);
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  cr_assert_eq(send(fd, "GET /metrics HTTP/1.1\r\n", 23, MSG_NOSIGNAL), 23);
+  return fd;
+}
+
+/* 1 when the server has closed fd (EOF or reset) within ms milliseconds. */
+static int closed_within(int fd, int ms) {
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  if (poll(&p, 1, ms) <= 0) return 0;
+  char b[64];
+  ssize_t n = recv(fd, b, sizeof b, MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno == ECONNRESET);
+}
+
+Test(http_slow, a_trickling_client_meets_the_request_deadline, .timeout = 30) {
+  struct server_thread s;
+  struct dnt_http_limits lim = {.request_ms = 1500, .idle_ms = 400};
+  server_start_limited(&s, &lim);
+  int fd = slow_client(s.port, "127.0.0.1");
+  double t0 = now_ms(), closed_at = 0;
+  /* a byte every 100 ms: never idle for 400 ms, so only the whole-request deadline ends it */
+  while (now_ms() - t0 < 6000) {
+    if (closed_within(fd, 100)) {
+      closed_at = now_ms() - t0;
+      break;
+    }
+    send(fd, "X", 1, MSG_NOSIGNAL);
+  }
+  close(fd);
+  cr_expect(closed_at > 0, "still open after 6 s of trickling");
+  cr_expect(closed_at >= 1300 && closed_at < 4000, "closed after %.0f ms (deadline 1500 ms)", closed_at);
+  /* a silent client goes at the idle time, well before the deadline */
+  fd = slow_client(s.port, "127.0.0.1");
+  t0 = now_ms();
+  cr_expect(closed_within(fd, 5000), "a silent client is closed");
+  double idle = now_ms() - t0;
+  cr_expect(idle >= 300 && idle < 1300, "silent client closed after %.0f ms (idle 400 ms)", idle);
+  close(fd);
+  server_stop(&s);
+  cr_expect_eq(s.timed_out, 2);
+}
+
+Test(http_slow, caps_per_address_and_overall_close_the_oldest, .timeout = 30) {
+  struct server_thread s;
+  struct dnt_http_limits lim = {.max_clients = 5, .max_per_addr = 3};
+  server_start_limited(&s, &lim);
+  int a[5], b[3];
+  for (int i = 0; i < 5; i++) {
+    a[i] = slow_client(s.port, "127.0.0.1");
+    usleep(20000); /* accepted in this order */
+  }
+  /* 127.0.0.1 may hold 3: its two oldest are closed for the newer ones */
+  cr_expect(closed_within(a[0], 2000), "a0 closed");
+  cr_expect(closed_within(a[1], 2000), "a1 closed");
+  for (int i = 2; i < 5; i++) cr_expect(!closed_within(a[i], 200), "a%d still open", i);
+  /* another address gets its own share, up to 5 connections in all: the oldest of all go */
+  for (int i = 0; i < 3; i++) {
+    b[i] = slow_client(s.port, "127.0.0.2");
+    usleep(20000);
+  }
+  cr_expect(closed_within(a[2], 2000), "a2 closed for the 6th connection");
+  for (int i = 3; i < 5; i++) cr_expect(!closed_within(a[i], 200), "a%d still open", i);
+  for (int i = 0; i < 3; i++) cr_expect(!closed_within(b[i], 200), "b%d still open", i);
+  /* a scrape from a third address is answered: the oldest slow one (a3) makes room */
+  int fd = slow_client(s.port, "127.0.0.3");
+  cr_assert_eq(send(fd, "\r\n", 2, MSG_NOSIGNAL), 2);
+  char reply[512] = "";
+  size_t have = 0;
+  ssize_t n;
+  while (have < sizeof reply - 1 && (n = read(fd, reply + have, sizeof reply - 1 - have)) > 0) have += (size_t)n;
+  reply[have] = '\0';
+  close(fd);
+  cr_expect(strncmp(reply, "HTTP/1.1 200 OK\r\n", 17) == 0 && strstr(reply, "up 1\n"), "%s", reply);
+  cr_expect(closed_within(a[3], 2000), "a3 closed for the scrape");
+  server_stop(&s);
+  for (int i = 0; i < 5; i++) close(a[i]);
+  for (int i = 0; i < 3; i++) close(b[i]);
+  cr_expect_eq(s.evicted, 4);
 }
 
 /* ---- the real runtime ---- */
@@ -430,13 +703,13 @@ Test(counters_serve, scrapes_and_follows_a_restart, .timeout = 150) {
   pid_t serve = spawn_dntrace(args, log);
 
   char *body = NULL, err[256];
-  int code = poll_until(url, dir, 200, "sample_latency_milliseconds{", &body);
+  int code = poll_until(url, dir, 200, "sample_latency_seconds{", &body);
   cr_assert_eq(code, 200, "serve answers (HTTP %d): %s", code, body);
   cr_expect_eq(prom_check(body, NULL, err, sizeof err), 0, "%s\n%s", err, body);
   double v;
-  cr_expect_eq(prom_value(body, "sample_latency_milliseconds{provider=\"Sample.Meter\",quantile=\"0.95\"}", &v), 0,
+  cr_expect_eq(prom_value(body, "sample_latency_seconds{provider=\"Sample.Meter\",quantile=\"0.95\"}", &v), 0,
                "%s", body);
-  cr_expect(v >= 5 && v <= 50, "p95 latency %g ms is within the 5..50 the sample records", v);
+  cr_expect(v >= 0.005 && v <= 0.05, "p95 latency %g s is within the 5..50 ms the sample records", v);
   free(body);
   /* each instrument reports on its own first interval: wait for the counter too */
   code = poll_until(url, dir, 200, "sample_requests_total{", &body);
@@ -461,7 +734,7 @@ Test(counters_serve, scrapes_and_follows_a_restart, .timeout = 150) {
   free(body);
   dnt_target t2;
   start_named(&t2, exe);
-  code = poll_until(url, dir, 200, "sample_latency_milliseconds{", &body);
+  code = poll_until(url, dir, 200, "sample_latency_seconds{", &body);
   cr_expect_eq(code, 200, "the restarted target is served (HTTP %d): %s", code, body);
   cr_expect_eq(prom_check(body, NULL, err, sizeof err), 0, "%s", err);
   free(body);
@@ -497,12 +770,254 @@ Test(counters_serve, collect_prometheus_file, .timeout = 90) {
   fclose(fp);
   char err[256];
   cr_expect_eq(prom_check(text, NULL, err, sizeof err), 0, "%s\n%s", err, text);
-  cr_expect(strstr(text, "sample_latency_milliseconds{provider=\"Sample.Meter\",quantile=\"0.5\"}"), "%s", text);
-  char tmp[200];
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  cr_expect_neq(access(tmp, F_OK), 0, "no temporary file left");
+  cr_expect(strstr(text, "sample_latency_seconds{provider=\"Sample.Meter\",quantile=\"0.5\"}"), "%s", text);
+  DIR *d = opendir(dir); /* the snapshot alone: no temporary left beside it, whatever its name */
+  cr_assert(d);
+  int others = 0;
+  for (struct dirent *e; (e = readdir(d));)
+    others += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && strcmp(e->d_name, "snap.prom") != 0;
+  closedir(d);
+  cr_expect_eq(others, 0, "no temporary file left beside %s", path);
   free(text);
   unlink(path);
   rmdir(dir);
   dnt_target_stop(&t);
+}
+
+/* ---- Prometheus's own tools on a live `serve` (issue 18 items 9 and 10) ---- */
+
+/* Skips when `tool` is not installed; under CI=true a failure: the bootstrap installs it. */
+#define REQUIRE_TOOL(tool)                                                                         \
+  do {                                                                                             \
+    if (system("command -v " tool " >/dev/null 2>&1") != 0) {                                     \
+      const char *ci_ = getenv("CI");                                                              \
+      if (ci_ && strcmp(ci_, "true") == 0)                                                         \
+        cr_assert_fail(tool " is not installed (CI=true: ./bootstrap.sh installs 'prometheus')");  \
+      cr_skip_test(tool " is not installed (apt-get install prometheus)");                         \
+    }                                                                                              \
+  } while (0)
+
+/* Like spawn_dntrace for any program on PATH; the child dies with this test's process, so a
+ * failed assertion leaves no server behind. */
+static pid_t spawn_logged(const char *prog, char *const args[], const char *log) {
+  pid_t parent = getpid(), pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(127);
+    FILE *fp = freopen(log, "w", stdout);
+    (void)fp;
+    dup2(1, 2);
+    execvp(prog, args);
+    _exit(127);
+  }
+  return pid;
+}
+
+/* Ends a child with sig and reaps it (SIGKILL after 10 s); its exit status. */
+static int stop_child(pid_t pid, int sig) {
+  int status = -1;
+  kill(pid, sig);
+  for (int i = 0; i < 100; i++) {
+    if (waitpid(pid, &status, WNOHANG) == pid) return status;
+    usleep(100 * 1000);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return status;
+}
+
+/* `promtool check metrics` on text: its exit status; what it said in out (caller-owned). */
+static int promtool_check(const char *text, const char *dir, char *out, size_t cap) {
+  char path[300], cmd[700];
+  snprintf(path, sizeof path, "%s/scrape.txt", dir);
+  FILE *fp = fopen(path, "w");
+  cr_assert(fp);
+  fputs(text, fp);
+  fclose(fp);
+  snprintf(cmd, sizeof cmd, "promtool check metrics < '%s' 2>&1", path);
+  FILE *p = popen(cmd, "r");
+  cr_assert(p);
+  size_t n = fread(out, 1, cap - 1, p);
+  out[n] = '\0';
+  int status = pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void rm_rf(const char *dir) {
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_expect_eq(system(cmd), 0);
+}
+
+/* Item 9: what serve answers for the runtime's Meter, the sample's Meter and its EventCounter
+ * passes promtool's checks (its exit status was 3: gauges named *_count, milliseconds). */
+Test(counters_serve, promtool_accepts_a_live_scrape, .timeout = 120) {
+  DNT_REQUIRE_TARGET();
+  REQUIRE_TOOL("promtool");
+  dnt_target t;
+  start_named(&t, NULL);
+  char dir[] = "/tmp/dnt-promtool-XXXXXX", pid[16], listen[64], url[128], log[160];
+  cr_assert(mkdtemp(dir));
+  int port = free_port();
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", port);
+  snprintf(log, sizeof log, "%s/serve.log", dir);
+  char *const args[] = {"dntrace", "counters", "serve", "-p", pid, "--counters",
+                        "Sample-Counters,Sample.Meter,System.Runtime", "--listen", listen, NULL};
+  pid_t serve = spawn_dntrace(args, log);
+  /* each instrument reports from its own first interval: wait until all kinds are in one scrape */
+  static const char *const wanted[] = {"sample_latency_seconds{", "sample_requests_total{", "work_items{",
+                                       "dotnet_assembly_count_current{", "dotnet_gc_collections_total{"};
+  char *body = NULL;
+  for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; i++) {
+    free(body);
+    int code = poll_until(url, dir, 200, wanted[i], &body);
+    cr_expect_eq(code, 200, "serve answers %s (HTTP %d): %s", wanted[i], code, body);
+  }
+  for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; i++)
+    cr_expect(strstr(body, wanted[i]), "%s in the scrape:\n%s", wanted[i], body);
+  char said[4096];
+  int rc = promtool_check(body, dir, said, sizeof said);
+  cr_expect_eq(rc, 0, "promtool check metrics exits %d:\n%s\non:\n%s", rc, said, body);
+  /* the names the issue quotes are gone, the latency is in seconds */
+  cr_expect(!strstr(body, "\ndotnet_assembly_count{") && !strstr(body, "\ndotnet_timer_count{") &&
+                !strstr(body, "milliseconds"),
+            "%s", body);
+  double v;
+  cr_expect_eq(prom_value(body, "sample_latency_seconds{provider=\"Sample.Meter\",quantile=\"0.5\"}", &v), 0);
+  cr_expect(v >= 0.005 && v <= 0.05, "median latency %g s within the 5..50 ms the sample records", v);
+  free(body);
+  int status = stop_child(serve, SIGINT);
+  cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "serve ends with 0 on Ctrl+C (status %d)", status);
+  dnt_target_stop(&t);
+  rm_rf(dir);
+}
+
+/* An instant query through Prometheus's HTTP API: 0 and the value of its first series, -1 when
+ * the result is empty (or no answer). */
+static int prom_query(int port, const char *query, double *v) {
+  char cmd[1024], out[8192];
+  snprintf(cmd, sizeof cmd, "curl -s -m 5 -G 'http://127.0.0.1:%d/api/v1/query' --data-urlencode 'query=%s'", port,
+           query);
+  FILE *p = popen(cmd, "r");
+  cr_assert(p);
+  size_t n = fread(out, 1, sizeof out - 1, p);
+  out[n] = '\0';
+  pclose(p);
+  /* {"status":"success","data":{"resultType":"vector","result":[{"metric":{...},"value":[T,"V"]}]}} */
+  const char *at = strstr(out, "\"value\":[");
+  if (!strstr(out, "\"status\":\"success\"") || !at) return -1;
+  at = strchr(at, ',');
+  if (!at || at[1] != '"') return -1;
+  char *end;
+  *v = strtod(at + 2, &end);
+  return end == at + 2 ? -1 : 0;
+}
+
+/* The sample's "gen2 N" lines so far (GC.CollectionCount(2) read inside the process): each count
+ * seen is marked in seen[] (counts up to max). */
+static void read_gen2_lines(int fd, unsigned char *seen, size_t max, char *carry, size_t carry_cap) {
+  char buf[4096];
+  struct pollfd p = {fd, POLLIN, 0};
+  while (poll(&p, 1, 0) > 0 && (p.revents & POLLIN)) {
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    if (n <= 0) break;
+    buf[n] = '\0';
+    size_t have = strlen(carry);
+    snprintf(carry + have, carry_cap - have, "%s", buf);
+    char *line = carry, *nl;
+    while ((nl = strchr(line, '\n'))) {
+      *nl = '\0';
+      unsigned long c;
+      if (sscanf(line, "gen2 %lu", &c) == 1 && c < max) seen[c] = 1;
+      line = nl + 1;
+    }
+    memmove(carry, line, strlen(line) + 1);
+  }
+}
+
+/* Item 10: a real Prometheus server scrapes serve every second; what its query API returns for
+ * the gen2 collections is the runtime's own count (GC.CollectionCount(2), printed by the sample),
+ * not the gen2 collections seen since dntrace started (none: the sample forces 40 before serve
+ * starts, and allocates nothing afterwards). */
+Test(counters_serve, prometheus_scrapes_the_runtimes_own_gen2_count, .timeout = 180) {
+  DNT_REQUIRE_TARGET();
+  REQUIRE_TOOL("prometheus");
+  REQUIRE_TOOL("promtool");
+  const char *const sample_args[] = {"--gen2", "40", "--no-alloc", NULL};
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = sample_args, .wait_socket = 1, .timeout_ms = 30000};
+  dnt_target t;
+  char err[512];
+  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "cannot start the sample target: %s", err);
+  unsigned char seen[100000] = {0};
+  char carry[8192] = "";
+
+  char dir[] = "/tmp/dnt-prometheus-XXXXXX", pid[16], listen[64], url[128], log[160], conf[200], data[200],
+       plog[200], web[64];
+  cr_assert(mkdtemp(dir));
+  int port = free_port(), prom_port = free_port();
+  cr_assert_neq(port, prom_port);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", port);
+  snprintf(log, sizeof log, "%s/serve.log", dir);
+  char *const args[] = {"dntrace", "counters", "serve", "-p", pid, "--counters", "System.Runtime",
+                        "--listen", listen, NULL};
+  pid_t serve = spawn_dntrace(args, log);
+  const char *gen2 = "dotnet_gc_collections_total{provider=\"System.Runtime\",gc_heap_generation=\"gen2\"}";
+  char *body = NULL;
+  int code = poll_until(url, dir, 200, gen2, &body);
+  cr_expect_eq(code, 200, "serve answers the gen2 count (HTTP %d): %s", code, body);
+  char said[4096];
+  int rc = promtool_check(body, dir, said, sizeof said);
+  cr_expect_eq(rc, 0, "promtool check metrics exits %d:\n%s\non:\n%s", rc, said, body);
+  free(body);
+
+  /* Prometheus on loopback, one static target: serve */
+  snprintf(conf, sizeof conf, "%s/prometheus.yml", dir);
+  snprintf(data, sizeof data, "--storage.tsdb.path=%s/data", dir);
+  snprintf(plog, sizeof plog, "%s/prometheus.log", dir);
+  snprintf(web, sizeof web, "--web.listen-address=127.0.0.1:%d", prom_port);
+  FILE *fp = fopen(conf, "w");
+  cr_assert(fp);
+  fprintf(fp,
+          "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n"
+          "scrape_configs:\n  - job_name: dntrace\n    static_configs:\n      - targets: ['127.0.0.1:%d']\n",
+          port);
+  fclose(fp);
+  char config_flag[240];
+  snprintf(config_flag, sizeof config_flag, "--config.file=%s", conf);
+  char *const pargs[] = {"prometheus", config_flag, data, web, NULL};
+  pid_t prom = spawn_logged("prometheus", pargs, plog);
+
+  /* a few scrapes stored: at least 3 samples of the series within the last minute */
+  char query[256];
+  snprintf(query, sizeof query, "count_over_time(dotnet_gc_collections_total{gc_heap_generation=\"gen2\"}[1m])");
+  double scrapes = 0;
+  for (int i = 0; i < 600 && !(prom_query(prom_port, query, &scrapes) == 0 && scrapes >= 3); i++) {
+    read_gen2_lines(t.stdout_fd, seen, sizeof seen, carry, sizeof carry);
+    usleep(100 * 1000);
+  }
+  cr_expect_geq(scrapes, 3, "Prometheus stored %g scrapes of the gen2 series (log: %s)", scrapes, plog);
+  double value = -1;
+  int qrc = prom_query(prom_port, "dotnet_gc_collections_total{gc_heap_generation=\"gen2\"}", &value);
+  read_gen2_lines(t.stdout_fd, seen, sizeof seen, carry, sizeof carry);
+  cr_expect_eq(qrc, 0, "the query answers a value");
+  size_t counts = 0, lowest = sizeof seen;
+  for (size_t c = 0; c < sizeof seen; c++)
+    if (seen[c]) counts++, lowest = c < lowest ? c : lowest;
+  cr_expect_gt(counts, 0, "the sample printed its gen2 count");
+  cr_expect_geq(lowest, 40, "the 40 forced gen2 collections are in the runtime's count (%zu)", lowest);
+  cr_expect(value >= 0 && value < (double)sizeof seen && value == (double)(size_t)value && seen[(size_t)value],
+            "Prometheus returns %g gen2 collections; the runtime counted %zu (and %zu other values meanwhile)", value,
+            lowest, counts - 1);
+
+  int pstatus = stop_child(prom, SIGTERM);
+  cr_expect(WIFEXITED(pstatus) && WEXITSTATUS(pstatus) == 0, "prometheus stops cleanly (status %d)", pstatus);
+  int status = stop_child(serve, SIGINT);
+  cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "serve ends with 0 on Ctrl+C (status %d)", status);
+  dnt_target_stop(&t);
+  rm_rf(dir);
 }

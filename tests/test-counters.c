@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "counters-session.h"
+#include "dnt-counters.h"
 #include "lib/run.h"
 #include "lib/target-cr.h"
 #include "lib/target.h"
@@ -52,6 +52,97 @@ static void render(const struct dnt_counter_specs *l, char *out, size_t cap) {
     for (size_t k = 0; k < l->v[i].nnames; k++) n += (size_t)snprintf(out + n, cap - n, "%s%s", k ? "," : "", l->v[i].names[k]);
     n += (size_t)snprintf(out + n, cap - n, "]");
   }
+}
+
+/* The live table at 40 columns: a counter's tag rows stay apart (their values shown whole, the
+ * long tag key cut), and no line is wider than the terminal. */
+static int columns(const char *s, size_t n) {
+  int c = 0;
+  for (size_t i = 0; i < n; i++) c += ((unsigned char)s[i] & 0xC0) != 0x80;
+  return c;
+}
+
+/* --showDeltas (dotnet-counters'): a Last Delta column, each series' change since its previous
+ * value; none before a second value; no column without the option. */
+Test(counters_view, show_deltas) {
+  struct dnt_counter_table t;
+  memset(&t, 0, sizeof t);
+  dnt_counter_value v = {.provider = "System.Runtime", .name = "dotnet.gc.heap.total_allocated",
+                         .display_name = "dotnet.gc.heap.total_allocated", .unit = "By", .tags = "",
+                         .kind = DNT_COUNTER_MEAN, .from_meter = 1, .value = 1000, .interval_s = 1};
+  dnt_counter_value w = v;
+  w.name = w.display_name = "dotnet.thread_pool.thread.count";
+  w.unit = "{thread}";
+  w.value = 7;
+  cr_assert_eq(dnt_counter_table_put(&t, &v), 0);
+  cr_assert_eq(dnt_counter_table_put(&t, &w), 0);
+  v.value = 1750;
+  cr_assert_eq(dnt_counter_table_put(&t, &v), 0); /* allocated: a second value; thread count: one */
+  char *text = NULL;
+  size_t len = 0;
+  FILE *fp = open_memstream(&text, &len);
+  dnt_monitor_render(fp, &t, 1, "Running", 100, 0, 0, 1);
+  fclose(fp);
+  cr_expect(strstr(text, "Current Value      Last Delta"), "the header has both columns:\n%s", text);
+  char *alloc = strstr(text, "dotnet.gc.heap.total_allocated"), *threads = strstr(text, "dotnet.thread_pool");
+  cr_assert(alloc && threads, "%s", text);
+  char line[256];
+  snprintf(line, sizeof line, "%.*s", (int)strcspn(alloc, "\n"), alloc);
+  cr_expect(strstr(line, "1,750") && strstr(line, " 750"), "value and its change (750): '%s'", line);
+  snprintf(line, sizeof line, "%.*s", (int)strcspn(threads, "\n"), threads);
+  cr_expect(strstr(line, " 7") && !strstr(line, "0 "), "one value so far: no delta: '%s'", line);
+  free(text);
+  text = NULL;
+  fp = open_memstream(&text, &len);
+  dnt_monitor_render(fp, &t, 1, "Running", 100, 0, 0, 0);
+  fclose(fp);
+  cr_expect(!strstr(text, "Last Delta"), "no column without the option:\n%s", text);
+  free(text);
+  dnt_counter_table_release(&t);
+}
+
+Test(counters_view, narrow_terminal_keeps_tag_rows_apart) {
+  struct dnt_counter_table t;
+  memset(&t, 0, sizeof t);
+  static const char *const gens[] = {"gen0", "gen1", "gen2", "loh", "poh"};
+  char tags[64];
+  for (int i = 0; i < 5; i++) {
+    snprintf(tags, sizeof tags, "gc.heap.generation=%s", gens[i]);
+    dnt_counter_value v = {.provider = "System.Runtime", .name = "dotnet.gc.last_collection.heap.size",
+                           .display_name = "dotnet.gc.last_collection.heap.size", .unit = "By", .tags = tags,
+                           .kind = DNT_COUNTER_MEAN, .from_meter = 1, .value = 1000.0 * (i + 1), .interval_s = 1};
+    cr_assert_eq(dnt_counter_table_put(&t, &v), 0);
+  }
+  for (int width = 30; width <= 120; width += 10) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&text, &len);
+    cr_assert(fp);
+    dnt_monitor_render(fp, &t, 1, "Running", width, 0, 0, 0);
+    fclose(fp);
+    char seen[5][128];
+    int rows = 0;
+    for (char *l = text; *l;) {
+      size_t n = strcspn(l, "\n");
+      cr_assert_leq(columns(l, n), width, "width %d: '%.*s'", width, (int)n, l);
+      for (int i = 0; i < 5; i++) {
+        char want[16];
+        snprintf(want, sizeof want, "%s ", gens[i]); /* the whole value, as a word */
+        char *hit = strstr(l, want);
+        if (hit && hit < l + n && hit > l && (hit[-1] == '=' || hit[-1] == ' ')) {
+          cr_assert_lt(rows, 5);
+          snprintf(seen[rows++], sizeof seen[0], "%.*s", (int)n, l);
+        }
+      }
+      l += n + (l[n] == '\n');
+    }
+    cr_assert_eq(rows, 5, "width %d: each generation has its row, its value named:\n%s", width, text);
+    for (int i = 0; i < 5; i++)
+      for (int j = i + 1; j < 5; j++) cr_assert_str_neq(seen[i], seen[j], "width %d", width);
+    if (width >= 100) cr_assert(strstr(text, "gc.heap.generation=gen0"), "wide: the whole tag\n%s", text);
+    free(text);
+  }
+  dnt_counter_table_release(&t);
 }
 
 Test(counters_grammar, table) {
@@ -346,6 +437,40 @@ Test(counters_runtime, collect_csv, .timeout = 90) {
   dnt_target_stop(&t);
 }
 
+/* collect into a full disk (a filled 64 KiB tmpfs in a private mount namespace): exit 1 and one
+ * line that says why, for the CSV file and for the Prometheus snapshot alike. */
+Test(counters_runtime, collect_to_a_full_disk_says_why, .timeout = 120) {
+  dnt_target t;
+  start(&t);
+  if (geteuid() != 0) {
+    const char *ci = getenv("CI");
+    if (ci && strcmp(ci, "true") == 0) cr_assert_fail("needs root to mount a small tmpfs (CI=true)");
+    cr_skip_test("needs root to mount a small tmpfs");
+  }
+  char dir[] = "/tmp/dnt-counters-full-XXXXXX";
+  cr_assert(mkdtemp(dir));
+  static const char *const formats[] = {"csv", "prometheus"};
+  for (int i = 0; i < 2; i++) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "mount -t tmpfs -o size=64k tmpfs '%s' && { cat /dev/zero > '%s/fill'; } 2>/dev/null; "
+             "exec \"$DNT_BIN\" counters collect -p %d --counters System.Runtime --refresh-interval 1 "
+             "--duration 20s --format %s -o '%s/out'",
+             dir, dir, (int)t.pid, formats[i], dir);
+    char *argv[] = {"/usr/bin/unshare", "-m", "--propagation", "private", "/bin/sh", "-c", cmd, NULL};
+    struct dnt_run r;
+    int rc = dnt_run_argv(&r, argv, NULL, 60000);
+    cr_assert_eq(rc, 1, "%s: out: %s err: %s", formats[i], r.out, r.err);
+    char want[256];
+    snprintf(want, sizeof want, "dntrace: error: cannot write '%s/out.%s': No space left on device\n", dir,
+             i == 0 ? "csv" : "prom");
+    cr_assert(strstr(r.err, want), "%s: %s", formats[i], r.err);
+    dnt_run_free(&r);
+  }
+  dnt_target_stop(&t);
+  rmdir(dir);
+}
+
 Test(counters_runtime, collect_json, .timeout = 90) {
   dnt_target t;
   start(&t);
@@ -374,6 +499,32 @@ Test(counters_runtime, collect_json, .timeout = 90) {
   }
   cr_expect_eq(system(cmd), 0, "%s parses as JSON with the expected events", path);
   unlink(path);
+  rmdir(dir);
+  dnt_target_stop(&t);
+}
+
+/* -o - streams the values to stdout (no file named "-.csv"), collect's own lines to stderr. */
+Test(counters_runtime, collect_to_stdout, .timeout = 90) {
+  dnt_target t;
+  start(&t);
+  char dir[] = "/tmp/dnt-counters-XXXXXX", pid[16], old[4096];
+  cr_assert(mkdtemp(dir));
+  cr_assert(getcwd(old, sizeof old));
+  cr_assert_eq(chdir(dir), 0);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  struct dnt_run r;
+  int rc = dnt_run_dntrace(&r, "counters", "collect", "-p", pid, "--counters", "Sample-Counters", "--duration", "3s",
+                           "-o", "-", NULL);
+  cr_assert_eq(rc, 0, "dntrace counters collect -o -: %s", r.err);
+  static const char header[] = "Timestamp,Provider,Counter Name,Counter Type,Mean/Increment\n";
+  cr_expect(strncmp(r.out, header, sizeof header - 1) == 0,
+            "the CSV header first on stdout:\n%.300s", r.out);
+  cr_expect(strstr(r.out, ",Sample-Counters,"), "Sample-Counters rows on stdout:\n%.300s", r.out);
+  cr_expect(!strstr(r.out, "Starting a counter session"), "collect's own lines are not mixed into the CSV");
+  cr_expect_neq(access("-.csv", F_OK), 0, "no file named -.csv");
+  cr_expect_neq(access("-", F_OK), 0, "no file named -");
+  dnt_run_free(&r);
+  cr_assert_eq(chdir(old), 0);
   rmdir(dir);
   dnt_target_stop(&t);
 }

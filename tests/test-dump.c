@@ -6,6 +6,8 @@
 #include <dirent.h>
 #include <elf.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,6 +180,32 @@ Test(dump, unwritable_destination_is_one_clear_error, .timeout = 60) {
 }
 
 /* The product's own checker, on a core built here: two threads, then every truncation. */
+/* A stopped process (SIGSTOP) cannot answer: dump says so and gives up instead of waiting its
+ * 30 minutes for a reply that cannot come. */
+Test(dump, a_stopped_target_is_one_clear_error, .timeout = 90) {
+  dnt_target t;
+  start(&t, DNT_TARGET_PLAIN);
+  char *dir = temp_dir(), out[128], pid[16];
+  snprintf(out, sizeof out, "%s/core", dir);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  kill(t.pid, SIGSTOP);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  struct dnt_run r;
+  int rc = dnt_run_dntrace(&r, "dump", "-p", pid, "-o", out, NULL);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  kill(t.pid, SIGCONT);
+  double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+  cr_expect_eq(rc, 1, "exit 1: %s%s", r.out, r.err);
+  cr_expect(strstr(r.err, "is stopped"), "says the process is stopped:\n%s", r.err);
+  cr_expect(secs < 30, "gave up after %.1f s", secs);
+  cr_expect_neq(access(out, F_OK), 0, "no dump file");
+  dnt_run_free(&r);
+  dnt_target_stop(&t);
+  rmdir(dir);
+  free(dir);
+}
+
 Test(elfcore, counts_threads_and_survives_truncation) {
   uint8_t core[1024];
   memset(core, 0, sizeof core);

@@ -14,13 +14,12 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "fields.h"
+#include "dnt-trace.h"
 #include "lib/ntr-writer.h"
 #include "lib/run.h"
 #include "lib/target-cr.h"
 #include "lib/target.h"
 #include "ntr.h"
-#include "trace-input.h"
 
 /* ---- small helpers ---------------------------------------------------------------------- */
 
@@ -638,6 +637,84 @@ Test(trace_input, plain_gzip_and_zip_read_alike) {
   free(dir);
 }
 
+/* A zip of stored members, written here from the format's description (APPNOTE 4.3.7, 4.3.12,
+ * 4.3.16), independently of make_zip: names[i] holds data[i] of len[i] bytes. */
+static size_t stored_zip(uint8_t *out, size_t cap, size_t k, const char *const *names, const void *const *data,
+                         const size_t *len) {
+  static struct bytes z;
+  uint32_t local[8];
+  cr_assert_leq(k, 8);
+  z.n = 0;
+  for (size_t i = 0; i < k; i++) {
+    local[i] = (uint32_t)z.n;
+    uint32_t crc = (uint32_t)crc32(0, data[i], (uInt)len[i]);
+    put32(&z, 0x04034b50), put16(&z, 20), put16(&z, 0), put16(&z, 0), put32(&z, 0);
+    put32(&z, crc), put32(&z, (uint32_t)len[i]), put32(&z, (uint32_t)len[i]);
+    put16(&z, (uint16_t)strlen(names[i])), put16(&z, 0), put(&z, names[i], strlen(names[i]));
+    put(&z, data[i], len[i]);
+  }
+  uint32_t cd = (uint32_t)z.n;
+  for (size_t i = 0; i < k; i++) {
+    uint32_t crc = (uint32_t)crc32(0, data[i], (uInt)len[i]);
+    put32(&z, 0x02014b50), put16(&z, 20), put16(&z, 20), put16(&z, 0), put16(&z, 0), put32(&z, 0);
+    put32(&z, crc), put32(&z, (uint32_t)len[i]), put32(&z, (uint32_t)len[i]);
+    put16(&z, (uint16_t)strlen(names[i])), put16(&z, 0), put16(&z, 0), put16(&z, 0), put16(&z, 0), put32(&z, 0),
+        put32(&z, local[i]);
+    put(&z, names[i], strlen(names[i]));
+  }
+  uint32_t cdlen = (uint32_t)z.n - cd;
+  put32(&z, 0x06054b50), put16(&z, 0), put16(&z, 0), put16(&z, (uint16_t)k), put16(&z, (uint16_t)k);
+  put32(&z, cdlen), put32(&z, cd), put16(&z, 0);
+  cr_assert_leq(z.n, cap);
+  memcpy(out, z.b, z.n);
+  return z.n;
+}
+
+/* A zip with several .nettrace members: the one read is named, not chosen silently. */
+Test(trace_input, zip_with_several_traces_says_which_it_reads) {
+  ntrw w;
+  build_trace(&w, 1);
+  char *dir = temp_dir();
+  char path[256];
+  static uint8_t zip[1 << 16];
+  static const char junk[] = "not a trace at all";
+  const char *names[] = {"notes.txt", "run1/app.nettrace", "run2/app.nettrace", "run3/app.nettrace"};
+  const void *data[] = {"hi", w.buf, junk, junk};
+  size_t len[] = {2, w.len, sizeof junk, sizeof junk};
+  snprintf(path, sizeof path, "%s/two.zip", dir);
+  write_file(path, zip, stored_zip(zip, sizeof zip, 3, names, data, len));
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "events", path, NULL), 0, "%s", r.err);
+  cr_assert_str_eq(r.out, EXPECT_TEXT); /* the first trace member, the only readable one, was read */
+  char want[512];
+  snprintf(want, sizeof want,
+           "dntrace: warning: '%s' holds 2 .nettrace members: reading 'run1/app.nettrace', the first (not "
+           "'run2/app.nettrace')\n", path);
+  cr_assert(strstr(r.err, want), "%s", r.err);
+  dnt_run_free(&r);
+  /* report goes through the profile reader: the same line (then it finds no samples to show) */
+  dnt_run_dntrace(&r, "report", path, NULL);
+  cr_assert(strstr(r.err, want), "%s", r.err);
+  dnt_run_free(&r);
+  /* three: the others are mentioned */
+  snprintf(path, sizeof path, "%s/three.zip", dir);
+  write_file(path, zip, stored_zip(zip, sizeof zip, 4, names, data, len));
+  cr_assert_eq(dnt_run_dntrace(&r, "events", path, NULL), 0, "%s", r.err);
+  cr_assert(strstr(r.err, "holds 3 .nettrace members: reading 'run1/app.nettrace', the first (not "
+                          "'run2/app.nettrace' and the others)"), "%s", r.err);
+  dnt_run_free(&r);
+  /* one trace member beside other files: nothing to say */
+  snprintf(path, sizeof path, "%s/one.zip", dir);
+  write_file(path, zip, stored_zip(zip, sizeof zip, 2, names, data, len));
+  cr_assert_eq(dnt_run_dntrace(&r, "events", path, NULL), 0, "%s", r.err);
+  cr_assert_str_eq(r.out, EXPECT_TEXT);
+  cr_assert_not(strstr(r.err, "warning"), "%s", r.err);
+  dnt_run_free(&r);
+  ntrw_release(&w);
+  rm_rf(dir);
+  free(dir);
+}
+
 Test(trace_input, damaged_containers) {
   ntrw w;
   build_trace(&w, 1);
@@ -833,6 +910,12 @@ Test(events, bad_input) {
   write_file(path, "Net", 3);
   expect_unreadable(path, "truncated at byte 3, before its trace header");
   expect_unreadable(dir, "Is a directory");
+  /* a FIFO nobody writes to: refused at once, not waited on (the run would time out) */
+  snprintf(path, sizeof path, "%s/fifo", dir);
+  cr_assert_eq(mkfifo(path, 0600), 0, "%s", strerror(errno));
+  snprintf(msg, sizeof msg, "cannot read '%s': not a regular file", path);
+  expect_unreadable(path, msg);
+  expect_unreadable("/dev/null", "not a regular file");
   static const uint8_t v7[20] = {'N', 'e', 't', 't', 'r', 'a', 'c', 'e', 0, 0, 0, 0, 7, 0, 0, 0};
   snprintf(path, sizeof path, "%s/v7.nettrace", dir);
   write_file(path, v7, sizeof v7);
@@ -1086,4 +1169,209 @@ Test(schema, runtime_events_by_field_name, .timeout = 120) {
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   cr_assert_eq(system(cmd), 0);
+}
+
+/* ---- hostile traces through the binary: memory and undefined behaviour (issue 19) ------- */
+
+/* Appends a stack block of `count` empty stacks, ids from `first`: 4 bytes a stack. */
+static void w_empty_stacks(ntrw *w, uint32_t first, uint32_t count) {
+  uint32_t *sizes = calloc(count, sizeof *sizes);
+  const uint64_t **frames = calloc(count, sizeof *frames);
+  cr_assert(sizes && frames);
+  ntrw_stacks(w, first, count, frames, sizes);
+  free(sizes);
+  free(frames);
+}
+
+/* Lines of stderr that say "error:". */
+static int error_lines(const char *err) {
+  int n = 0;
+  for (const char *l = err; l && *l;) {
+    const char *e = strchr(l, '\n');
+    size_t len = e ? (size_t)(e - l) : strlen(l);
+    if (memmem(l, len, "error:", 6)) n++;
+    l = e ? e + 1 : l + len;
+  }
+  return n;
+}
+
+/* The peak RSS of `dntrace CMD file` on the little trace of build_trace: what the process
+ * needs before any table (libraries, the schema, buffers; ASan's own in the sanitizer build). */
+static long baseline_rss_kb(const char *dir, const char *cmd) {
+  char path[256];
+  ntrw w;
+  struct dnt_run r;
+  build_trace(&w, 1);
+  snprintf(path, sizeof path, "%s/small.nettrace", dir);
+  write_file(path, w.buf, w.len);
+  ntrw_release(&w);
+  /* report finds no samples in it and says so (status 1): the trace was read all the same */
+  int st = dnt_run_dntrace(&r, cmd, path, NULL);
+  cr_assert(st == 0 || st == 1, "%d: %s", st, r.err);
+  long kb = r.maxrss_kb;
+  dnt_run_free(&r);
+  cr_assert_gt(kb, 0);
+  return kb;
+}
+
+/* The bound on what a trace may add to dntrace's peak RSS in these tests. The parser holds at
+ * most max_stacks (1 Mi) stacks at 16 bytes: 16 MiB, 24 MiB while the array doubles; under
+ * ASan the freed smaller arrays wait in its quarantine (16 MiB more) and the shadow adds 1/8.
+ * Measured: the first trace below (16 MB of empty stacks) adds ~42 MiB to the sanitizer
+ * build (~14 MiB without it) and ~20 MiB at -O2 (~6 MiB); before the fix, 233 MiB at -O2. */
+#define RSS_BOUND_KB (64L * 1024)
+
+/* Issue 19 item 4: 16 MB of empty stacks, no sequence point. dntrace stops at max_stacks
+ * with one error line naming the limit, in bounded memory. */
+Test(hostile, empty_stacks_fail_clearly_in_bounded_memory, .timeout = 120) {
+  char *dir = temp_dir();
+  char path[256];
+  ntrw w;
+  ntrw_trace t = {QPC0, FREQ, 8, 4321, 4, 1000000, NULL, 0};
+  ntrw_init(&w, 0);
+  ntrw_trace_hdr(&w, &t);
+  for (uint32_t k = 0; k < 4; k++) w_empty_stacks(&w, 1 + (k << 20), 1u << 20);
+  ntrw_end(&w);
+  snprintf(path, sizeof path, "%s/empty-stacks.nettrace", dir);
+  write_file(path, w.buf, w.len);
+  ntrw_release(&w);
+  static const char *const cmds[] = {"events", "report"};
+  for (int c = 0; c < 2; c++) {
+    long base = baseline_rss_kb(dir, cmds[c]);
+    struct dnt_run r;
+    cr_assert_eq(dnt_run_dntrace(&r, cmds[c], path, NULL), 1, "%s: %s", cmds[c], r.err);
+    cr_assert_eq(error_lines(r.err), 1, "%s: one error line: %s", cmds[c], r.err);
+    cr_assert(strstr(r.err, "more than 1048576 stacks between two sequence points (max_stacks)"), "%s: %s",
+              cmds[c], r.err);
+    cr_assert(strstr(r.err, "reader limit"), "%s: %s", cmds[c], r.err);
+    cr_assert_leq(r.maxrss_kb - base, RSS_BOUND_KB, "%s: peak RSS %ld KiB, %ld KiB without the trace", cmds[c],
+                  r.maxrss_kb, base);
+    dnt_run_free(&r);
+  }
+  rm_rf(dir);
+  free(dir);
+}
+
+/* The same number of stacks in runs between sequence points is a trace like any other: read,
+ * in the memory of one run. */
+Test(hostile, empty_stacks_between_sequence_points_are_read, .timeout = 120) {
+  char *dir = temp_dir();
+  char path[256];
+  ntrw w;
+  ntrw_trace t = {QPC0, FREQ, 8, 4321, 4, 1000000, NULL, 0};
+  uint64_t th = 77;
+  uint32_t sq = 0;
+  ntrw_init(&w, 0);
+  ntrw_trace_hdr(&w, &t);
+  for (int k = 0; k < 8; k++) {
+    w_empty_stacks(&w, 1, 1u << 19);
+    ntrw_sp(&w, QPC0 + (uint64_t)k, 0, 1, &th, &sq);
+  }
+  ntrw_end(&w);
+  snprintf(path, sizeof path, "%s/runs.nettrace", dir);
+  write_file(path, w.buf, w.len);
+  ntrw_release(&w);
+  long base = baseline_rss_kb(dir, "events");
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "events", path, NULL), 0, "%s", r.err);
+  cr_assert_eq(error_lines(r.err), 0, "%s", r.err);
+  cr_assert_leq(r.maxrss_kb - base, RSS_BOUND_KB, "peak RSS %ld KiB, %ld KiB without the trace", r.maxrss_kb, base);
+  dnt_run_free(&r);
+  rm_rf(dir);
+  free(dir);
+}
+
+/* Issue 19 item 7: samples whose stack id names no stack (a bit flip, a lost stack block)
+ * beside a sample with an empty stack: both are a thread in native code, no frames. The
+ * profile compared them with memcmp(NULL, ..., 0), undefined (gcc's UBSan aborted report and
+ * convert). 4 samples written, so 4 counted, all UNMANAGED_CODE_TIME. */
+Test(hostile, unresolvable_and_empty_stacks_in_a_profile) {
+  char *dir = temp_dir();
+  char path[256];
+  ntrw w;
+  ntrw_trace t = {QPC0, FREQ, 8, 4321, 4, 1000000, NULL, 0};
+  ntrw_md md = {1, "Microsoft-DotNETCore-SampleProfiler", 0, "", 0, 0, 4, -1, NULL, 0, 0, 1};
+  static const uint8_t managed[4] = {2, 0, 0, 0};
+  const uint32_t ids[4] = {1, 9, 9, 10}; /* stack 1 is empty; 9 and 10 were never written */
+  ntrw_init(&w, 0);
+  ntrw_trace_hdr(&w, &t);
+  ntrw_md_begin(&w);
+  ntrw_metadata(&w, &md);
+  ntrw_block_end(&w);
+  w_empty_stacks(&w, 1, 1);
+  ntrw_ev_begin(&w, 1);
+  for (uint32_t k = 0; k < 4; k++) {
+    ntrw_ev e = {.metadata_id = 1, .seq = k + 1, .thread = 500, .capture_thread = 600, .stack_id = ids[k],
+                 .ts = QPC0 + 1000 * (k + 1), .payload = managed, .payload_size = 4};
+    ntrw_event(&w, &e);
+  }
+  ntrw_block_end(&w);
+  ntrw_end(&w);
+  snprintf(path, sizeof path, "%s/unresolvable.nettrace", dir);
+  write_file(path, w.buf, w.len);
+  ntrw_release(&w);
+
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "report", path, NULL), 0, "%s", r.err);
+  cr_assert(strstr(r.out, "UNMANAGED_CODE_TIME"), "%s", r.out);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "convert", path, "--format", "folded", "-o", "-", NULL), 0, "%s", r.err);
+  unsigned long total = 0;
+  for (char *l = r.out; *l;) {
+    char *e = strchr(l, '\n');
+    cr_assert(e, "unterminated line: %s", l);
+    *e = '\0';
+    char *sp = strrchr(l, ' ');
+    cr_assert(sp, "no count: %s", l);
+    *sp = '\0';
+    cr_assert(strlen(l) >= 19 && strcmp(l + strlen(l) - 19, "UNMANAGED_CODE_TIME") == 0, "leaf: %s", l);
+    total += strtoul(sp + 1, NULL, 10);
+    l = e + 1;
+  }
+  cr_assert_eq(total, 4, "%s", r.out);
+  dnt_run_free(&r);
+  rm_rf(dir);
+  free(dir);
+}
+
+/* A stack with a wild id (a bit flip, or a writer's choice): the profile's cache of stacks by
+ * id must not grow with the id. One 8-byte stack numbered 0xFFFFF0 made report allocate and
+ * clear a 64 MiB cache; now a wild id skips the cache. The sample still counts. */
+Test(hostile, wild_stack_id_costs_no_memory) {
+  char *dir = temp_dir();
+  char path[256];
+  ntrw w;
+  ntrw_trace t = {QPC0, FREQ, 8, 4321, 4, 1000000, NULL, 0};
+  ntrw_md md = {1, "Microsoft-DotNETCore-SampleProfiler", 0, "", 0, 0, 4, -1, NULL, 0, 0, 1};
+  static const uint8_t managed[4] = {2, 0, 0, 0};
+  uint64_t ip[1] = {0x7f0012345678};
+  const uint64_t *fr[1] = {ip};
+  const uint32_t n[1] = {1};
+  ntrw_init(&w, 0);
+  ntrw_trace_hdr(&w, &t);
+  ntrw_md_begin(&w);
+  ntrw_metadata(&w, &md);
+  ntrw_block_end(&w);
+  ntrw_stacks(&w, 0xFFFFF0, 1, fr, n);
+  ntrw_ev_begin(&w, 1);
+  ntrw_ev e = {.metadata_id = 1, .seq = 1, .thread = 500, .capture_thread = 600, .stack_id = 0xFFFFF0,
+               .ts = QPC0 + 1000, .payload = managed, .payload_size = 4};
+  ntrw_event(&w, &e);
+  ntrw_block_end(&w);
+  ntrw_end(&w);
+  snprintf(path, sizeof path, "%s/wild.nettrace", dir);
+  write_file(path, w.buf, w.len);
+  ntrw_release(&w);
+  long base = baseline_rss_kb(dir, "report");
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "convert", path, "--format", "folded", "-o", "-", NULL), 0, "%s", r.err);
+  /* the frame is named by its address: no method covers it */
+  cr_assert(strstr(r.out, "?!0x7f0012345678 1\n"), "%s", r.out);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "report", path, NULL), 0, "%s", r.err);
+  /* 16 MiB: a quarter of what the old cache alone took, far over what one sample needs */
+  cr_assert_leq(r.maxrss_kb - base, 16L * 1024, "peak RSS %ld KiB, %ld KiB without the trace", r.maxrss_kb, base);
+  dnt_run_free(&r);
+  rm_rf(dir);
+  free(dir);
 }

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -80,16 +81,22 @@ static void *serve(void *arg) {
   return NULL;
 }
 
-static void fake_start(struct fake *f) {
-  snprintf(f->dir, sizeof f->dir, "/tmp/dnt-ipct-XXXXXX");
-  cr_assert(mkdtemp(f->dir));
-  snprintf(f->path, sizeof f->path, "%s/sock", f->dir);
+/* Listens at f->path (in f->dir, made here) and serves from a thread. */
+static void fake_listen(struct fake *f) {
+  if (access(f->dir, F_OK) != 0) cr_assert_eq(mkdir(f->dir, 0700), 0);
   f->fd = socket(AF_UNIX, SOCK_STREAM, 0);
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
   snprintf(sa.sun_path, sizeof sa.sun_path, "%s", f->path);
   cr_assert_eq(bind(f->fd, (struct sockaddr *)&sa, sizeof sa), 0);
   cr_assert_eq(listen(f->fd, 4), 0);
   pthread_create(&f->thread, NULL, serve, f);
+}
+
+static void fake_start(struct fake *f) {
+  snprintf(f->dir, sizeof f->dir, "/tmp/dnt-ipct-XXXXXX");
+  cr_assert(mkdtemp(f->dir));
+  snprintf(f->path, sizeof f->path, "%s/sock", f->dir);
+  fake_listen(f);
 }
 
 static void fake_stop(struct fake *f) {
@@ -190,6 +197,188 @@ Test(transport, dump_falls_back_to_v1) {
   cr_assert_eq(memcmp(f.got[1], v2, sizeof v2), 0);
   cr_assert_eq(memcmp(f.got[2], v1, sizeof v1), 0);
   cr_assert_eq(f.got_len[2], sizeof v1);
+}
+
+/* ---- the async calls (call.c): the same fallbacks on the caller's loop ---- */
+
+struct answer {
+  int calls, code;
+  char cmdline[64], version[32];
+  int info_version;
+};
+
+static void got_info(void *ud, const dsipc_status *st, const dsipc_process_info *pi) {
+  struct answer *a = ud;
+  a->calls++;
+  a->code = st->code;
+  if (!pi) return;
+  a->info_version = pi->info_version;
+  snprintf(a->cmdline, sizeof a->cmdline, "%s", pi->command_line ? pi->command_line : "");
+  snprintf(a->version, sizeof a->version, "%s", pi->clr_product_version ? pi->clr_product_version : "");
+}
+
+static void got_dump(void *ud, const dsipc_status *st) {
+  struct answer *a = ud;
+  a->calls++;
+  a->code = st->code;
+}
+
+Test(call, dump_falls_back_to_v1_on_the_loop) {
+  static const uint8_t unknown[] = {HDR(24, 0xff, 0xff), 0x85, 0x13, 0x13, 0x80};
+  static const uint8_t ok[] = {HDR(24, 0xff, 0x00), 0, 0, 0, 0};
+  struct fake f = {.nsteps = 3};
+  f.steps[0].out[0] = (struct chunk){unknown, sizeof unknown, 0};
+  f.steps[1].out[0] = (struct chunk){unknown, sizeof unknown, 0};
+  f.steps[2].out[0] = (struct chunk){ok, sizeof ok, 0};
+  fake_start(&f);
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  struct answer a = {0};
+  dsipc_status st;
+  cr_assert_eq(dsipc_dump_start(&loop, f.path, "/d", DSIPC_DUMP_MINI, DSIPC_DUMP_LOGGING | DSIPC_DUMP_VERBOSE, 2000,
+                                got_dump, &a, NULL, &st),
+               0, "%s", st.msg);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  cr_assert_eq(uv_loop_close(&loop), 0, "every handle closed");
+  fake_stop(&f);
+  cr_expect_eq(a.calls, 1);
+  cr_expect_eq(a.code, 0);
+  const uint8_t v3[] = {HDR(38, 0x01, 0x03), PATH_D, 1, 0, 0, 0, 3, 0, 0, 0};
+  const uint8_t v2[] = {HDR(38, 0x01, 0x02), PATH_D, 1, 0, 0, 0, 3, 0, 0, 0};
+  const uint8_t v1[] = {HDR(38, 0x01, 0x01), PATH_D, 1, 0, 0, 0, 1, 0, 0, 0}; /* logging bit only */
+  cr_expect_eq(memcmp(f.got[0], v3, sizeof v3), 0);
+  cr_expect_eq(memcmp(f.got[1], v2, sizeof v2), 0);
+  cr_expect_eq(memcmp(f.got[2], v1, sizeof v1), 0);
+}
+
+/* ProcessInfo2 (an older runtime refusing ProcessInfo3): cmdline "a", os "L", arch "x",
+ * assembly "E", version "8.0" */
+static const uint8_t info2_reply[] = {
+    HDR(20 + 8 + 16 + 8 + 8 + 8 + 8 + 12, 0xff, 0x00), 0x2a, 0, 0, 0, 0, 0, 0, 0, /* pid 42 */
+    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,                        /* cookie */
+    2, 0, 0, 0, 'a', 0, 0, 0, 2, 0, 0, 0, 'L', 0, 0, 0, 2, 0, 0, 0, 'x', 0, 0, 0, 2, 0, 0, 0, 'E', 0, 0, 0,
+    4, 0, 0, 0, '8', 0, '.', 0, '0', 0, 0, 0};
+
+Test(call, process_info_falls_back_to_v2_on_the_loop) {
+  static const uint8_t unknown[] = {HDR(24, 0xff, 0xff), 0x85, 0x13, 0x13, 0x80};
+  struct fake f = {.nsteps = 2};
+  f.steps[0].out[0] = (struct chunk){unknown, sizeof unknown, 0};
+  f.steps[1].out[0] = (struct chunk){info2_reply, sizeof info2_reply, 0};
+  fake_start(&f);
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  struct answer a = {0};
+  dsipc_status st;
+  cr_assert_eq(dsipc_process_info_start(&loop, f.path, 2000, got_info, &a, NULL, &st), 0, "%s", st.msg);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  cr_assert_eq(uv_loop_close(&loop), 0, "every handle closed");
+  fake_stop(&f);
+  cr_expect_eq(a.calls, 1);
+  cr_expect_eq(a.code, 0);
+  cr_expect_eq(a.info_version, 2);
+  cr_expect_str_eq(a.cmdline, "a");
+  cr_expect_str_eq(a.version, "8.0");
+  const uint8_t v3[] = {HDR(20, 0x04, 0x08)}, v2[] = {HDR(20, 0x04, 0x04)};
+  cr_expect_eq(memcmp(f.got[0], v3, sizeof v3), 0);
+  cr_expect_eq(memcmp(f.got[1], v2, sizeof v2), 0);
+}
+
+Test(call, deadline_and_cancel) {
+  struct fake f = {.nsteps = 2};
+  f.steps[0].hang = 1;
+  f.steps[1].hang = 1;
+  fake_start(&f);
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  struct answer late = {0}, dropped = {0};
+  dsipc_status st;
+  dsipc_call *c = NULL;
+  cr_assert_eq(dsipc_process_info_start(&loop, f.path, 200, got_info, &late, NULL, &st), 0, "%s", st.msg);
+  cr_assert_eq(dsipc_process_info_start(&loop, f.path, 60000, got_info, &dropped, &c, &st), 0, "%s", st.msg);
+  cr_assert(c);
+  dsipc_call_cancel(c); /* no callback, and the loop does not wait for its 60 s */
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  double ms = ms_since(&t0);
+  cr_assert_eq(uv_loop_close(&loop), 0, "every handle closed");
+  fake_stop(&f);
+  cr_expect_eq(late.calls, 1);
+  cr_expect_eq(late.code, DSIPC_ETIMEDOUT);
+  cr_expect_eq(dropped.calls, 0, "a cancelled call is never answered");
+  cr_expect(ms >= 150 && ms < 5000, "the deadline: %.0f ms", ms);
+}
+
+Test(call, no_runtime_there) {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  struct answer a = {0}, none = {0};
+  dsipc_status st;
+  /* a socket that is not there may yet appear (a runtime starting): tried again from the loop,
+   * then the callback says no, once */
+  int rc = dsipc_process_info_start(&loop, "/nonexistent/dotnet-diagnostic-1-1-socket", 500, got_info, &a, NULL, &st);
+  cr_expect_neq(dsipc_dump_start(&loop, "/nonexistent/s", "", 1, 0, 500, got_dump, &none, NULL, &st), 0,
+                "no dump path: refused at once");
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  cr_expect_lt(ms_since(&t0), 2000, "gave up within the retries");
+  cr_expect_eq(none.calls, 0, "no callback after an error return");
+  if (rc == 0) {
+    cr_expect_eq(a.calls, 1, "one answer");
+    cr_expect_neq(a.code, 0, "and it is an error");
+  } else {
+    cr_expect_eq(a.calls, 0);
+  }
+  cr_assert_eq(uv_loop_close(&loop), 0);
+}
+
+/* A listener that refuses at first (no socket yet) and then listens: the stream connects on a
+ * later attempt from the loop, which meanwhile runs other timers at their time (no sleep). */
+struct late_listener {
+  uv_timer_t t;
+  struct fake *f;
+  int ticks;
+  double worst_gap_ms;
+  struct timespec last;
+};
+
+static void tick(uv_timer_t *t) {
+  struct late_listener *l = t->data;
+  double gap = ms_since(&l->last);
+  if (l->ticks++ && gap > l->worst_gap_ms) l->worst_gap_ms = gap;
+  clock_gettime(CLOCK_MONOTONIC, &l->last);
+  if (l->ticks == 3) fake_listen(l->f); /* the socket appears ~15 ms in */
+  if (l->ticks > 40) uv_timer_stop(t);
+}
+
+Test(call, a_socket_that_appears_a_moment_later) {
+  static const uint8_t unknown[] = {HDR(24, 0xff, 0xff), 0x85, 0x13, 0x13, 0x80};
+  struct fake f = {.nsteps = 2}; /* an older runtime: ProcessInfo3 unknown, then ProcessInfo2 */
+  f.steps[0].out[0] = (struct chunk){unknown, sizeof unknown, 0};
+  f.steps[1].out[0] = (struct chunk){info2_reply, sizeof info2_reply, 0};
+  snprintf(f.dir, sizeof f.dir, "/tmp/dnt-ipcl-XXXXXX");
+  cr_assert(mkdtemp(f.dir));
+  snprintf(f.path, sizeof f.path, "%s/sock", f.dir);
+  rmdir(f.dir); /* fake_listen makes it again: until then the path does not exist */
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  struct late_listener l = {.f = &f};
+  uv_timer_init(&loop, &l.t);
+  l.t.data = &l;
+  clock_gettime(CLOCK_MONOTONIC, &l.last);
+  uv_timer_start(&l.t, tick, 5, 5);
+  struct answer a = {0};
+  dsipc_status st;
+  cr_assert_eq(dsipc_process_info_start(&loop, f.path, 2000, got_info, &a, NULL, &st), 0, "%s", st.msg);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  uv_close((uv_handle_t *)&l.t, NULL);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  cr_assert_eq(uv_loop_close(&loop), 0);
+  fake_stop(&f);
+  cr_expect_eq(a.calls, 1);
+  cr_expect_eq(a.code, 0, "answered once the socket was there");
+  cr_expect_lt(l.worst_gap_ms, 15, "a 5 ms timer ran on time meanwhile (worst gap %.1f ms)", l.worst_gap_ms);
 }
 
 /* ---- the EventPipe stream ---- */

@@ -301,6 +301,231 @@ Test(ntr_malformed, stack_table_limit) {
   ntrw_release(&w);
 }
 
+/* ---- the tables' memory ---- */
+
+/* An allocator that counts the bytes the parser holds, for the peak. */
+static size_t live_bytes, peak_bytes;
+
+static void *c_malloc(size_t n) {
+  size_t *b = malloc(n + 16);
+  if (!b)
+    return NULL;
+  b[0] = n;
+  live_bytes += n;
+  if (live_bytes > peak_bytes)
+    peak_bytes = live_bytes;
+  return (char *)b + 16;
+}
+static void c_free(void *p) {
+  size_t *b;
+  if (!p)
+    return;
+  b = (size_t *)(void *)((char *)p - 16);
+  live_bytes -= b[0];
+  free(b);
+}
+static void *c_realloc(void *p, size_t n) {
+  void *q = c_malloc(n);
+  /* old and new live together while a real realloc moves: count that peak too */
+  if (q && p) {
+    size_t old = ((size_t *)(void *)((char *)p - 16))[0];
+    memcpy(q, p, old < n ? old : n);
+  }
+  if (q)
+    c_free(p);
+  return q;
+}
+static void *c_calloc(size_t c, size_t n) {
+  void *p = c_malloc(c * n);
+  if (p)
+    memset(p, 0, c * n);
+  return p;
+}
+
+/* Parses w whole with the counting allocator; returns the code and the peak in *peak. */
+static int parse_counted(const ntrw *w, const ntr_limits *lim, char *msg, size_t msz,
+                         size_t *peak) {
+  ntr_parser *p;
+  int rc;
+  cr_assert_eq(ntr_replace_allocator(c_malloc, c_realloc, c_calloc, c_free), 0);
+  live_bytes = peak_bytes = 0;
+  cr_assert_eq(ntr_parser_new(&p, NULL, NULL, lim), 0);
+  rc = ntr_parser_feed(p, w->buf, w->len);
+  if (rc == NTR_EOF)
+    rc = ntr_parser_finish(p);
+  snprintf(msg, msz, "%s", ntr_parser_errmsg(p));
+  ntr_parser_free(p);
+  cr_assert_eq(live_bytes, 0, "the parser freed everything");
+  ntr_replace_allocator(malloc, realloc, calloc, free);
+  *peak = peak_bytes;
+  return rc;
+}
+
+/* A stack block of `count` empty stacks, ids from `first`: 4 bytes each on the wire. */
+static void empty_stacks(ntrw *w, uint32_t first, uint32_t count) {
+  size_t at;
+  uint32_t i;
+  /* an empty block, then its count rewritten and the sizes appended (ntrw_stacks would want
+   * arrays of `count` entries) */
+  ntrw_stacks(w, first, 0, NULL, NULL);
+  at = w->len - 1 - 4; /* the block's u32 count, before the EndObject tag */
+  w->len--;
+  set32(w, at, count);
+  for (i = 0; i < count; i++)
+    ntrw_u32(w, 0);
+  set32(w, w->blk_size_at, (uint32_t)(8 + 4 * (size_t)count));
+  ntrw_u8(w, 6);
+}
+
+/* Issue 19 item 4: empty stacks cost 4 bytes of input each and used to cost a table entry and
+ * a hash slot (~100 bytes) without any bound but the IPs'. 3 Mi of them, 12 MB, must stop at
+ * the default max_stacks (1 Mi) holding about 1 Mi x 16 bytes of entries, where the old
+ * table took ~3 Mi x 16 (entries) + 8 Mi x 16 (hash) = 176 MiB. */
+Test(ntr_limits, empty_stacks_stop_at_max_stacks_with_bounded_memory) {
+  const uint32_t count = 3u << 20, max = 1u << 20;
+  char msg[256], want[64];
+  size_t peak, block_at;
+  int rc;
+  ntrw w;
+  v4_start(&w);
+  block_at = w.len;
+  empty_stacks(&w, 1, count);
+  ntrw_end(&w);
+  rc = parse_counted(&w, NULL, msg, sizeof(msg), &peak);
+  cr_assert_eq(rc, NTR_ELIMIT, "%s", msg);
+  cr_assert(strstr(msg, "more than 1048576 stacks between two sequence points (max_stacks)"),
+            "%s", msg);
+  /* the stack past the limit: its size field, after the object header, the block size and
+   * padding, first id and count, and max sizes before it */
+  {
+    size_t content = block_at + 1 + 2 + 4 + 4 + 4 + strlen("StackBlock") + 1 + 4;
+    while (content % 4)
+      content++;
+    snprintf(want, sizeof(want), "byte %zu:", content + 8 + 4 * (size_t)max);
+  }
+  cr_assert(strncmp(msg, want, strlen(want)) == 0, "'%s' should start with '%s'", msg, want);
+  /* entries are 16 bytes, in an array that doubles: while it moves from 512 Ki to 1 Mi
+   * entries the old one lives beside it (24 MiB); the rest (the parser, no carry on a whole
+   * feed, no index for dense ids) is far under 1 MiB */
+  cr_assert_leq(peak, (size_t)max * 16 * 3 / 2 + (1u << 20), "peak %zu bytes", peak);
+  ntrw_release(&w);
+}
+
+/* Sequence points clear the table: the same stacks in runs under the limit are read, and the
+ * memory is that of one run. */
+Test(ntr_limits, stacks_between_sequence_points_reuse_the_table) {
+  const uint32_t run = 1u << 16;
+  ntr_limits lim;
+  char msg[256];
+  size_t peak;
+  uint64_t th = 1;
+  uint32_t sq = 0;
+  int i;
+  ntrw w;
+  memset(&lim, 0, sizeof(lim));
+  lim.max_stacks = run;
+  v4_start(&w);
+  for (i = 0; i < 8; i++) {
+    empty_stacks(&w, 1, run);
+    ntrw_sp(&w, 100 + (uint64_t)i, 0, 1, &th, &sq);
+  }
+  ntrw_end(&w);
+  cr_assert_eq(parse_counted(&w, &lim, msg, sizeof(msg), &peak), 0, "%s", msg);
+  /* one run's table, as in the test above: 1.5 x 16 bytes per stack while it grows */
+  cr_assert_leq(peak, (size_t)run * 16 * 3 / 2 + (256u << 10), "peak %zu bytes", peak);
+  ntrw_release(&w);
+}
+
+/* Ids out of sequence need the hash index: max_stack_bytes charges it, so a table of empty
+ * stacks with scattered ids stops at the byte limit, its memory within twice the limit (the
+ * arrays grow by doubling). */
+Test(ntr_limits, scattered_stack_ids_charge_the_index) {
+  ntr_limits lim;
+  char msg[256];
+  size_t peak;
+  uint32_t i;
+  ntrw w;
+  memset(&lim, 0, sizeof(lim));
+  lim.max_stack_bytes = 1u << 20;
+  v4_start(&w);
+  for (i = 0; i < 100000; i++)
+    empty_stacks(&w, 2 * i + 7, 1); /* never the next id: each one goes in the index */
+  ntrw_end(&w);
+  cr_assert_eq(parse_counted(&w, &lim, msg, sizeof(msg), &peak), NTR_ELIMIT, "%s", msg);
+  cr_assert(strstr(msg, "max_stack_bytes"), "%s", msg);
+  cr_assert_leq(peak, 2 * lim.max_stack_bytes + (64u << 10), "peak %zu bytes", peak);
+  ntrw_release(&w);
+}
+
+static void v6_start(ntrw *w) {
+  const ntrw_trace t6 = {0, 1000, 8, 0, 0, 0, NULL, 0};
+  ntrw_init(w, 1);
+  ntrw_trace_hdr(w, &t6);
+}
+
+/* A 2-byte label list (one opcode label) costs a label, an entry and an index slot here:
+ * ~100 bytes. 1000 of them are 2 KB of input; max_label_bytes must count it all (the labels
+ * alone, 56 KB, would pass a 64 KiB limit). */
+Test(ntr_limits, label_lists_charge_entries_and_index) {
+  ntr_limits lim;
+  uint8_t blk[8 + 2 * 1000];
+  char msg[256];
+  size_t peak;
+  int i;
+  ntrw w;
+  memset(&lim, 0, sizeof(lim));
+  lim.max_label_bytes = 64u << 10;
+  blk[0] = 1, blk[1] = blk[2] = blk[3] = 0;                        /* first index 1 */
+  blk[4] = 1000 & 0xff, blk[5] = 1000 >> 8, blk[6] = blk[7] = 0;   /* 1000 lists */
+  for (i = 0; i < 1000; i++) {
+    blk[8 + 2 * i] = 7 | 0x80; /* opcode, the list's last label */
+    blk[9 + 2 * i] = 1;
+  }
+  v6_start(&w);
+  ntrw_raw_v6_block(&w, 8, blk, sizeof(blk));
+  ntrw_end(&w);
+  cr_assert_eq(parse_counted(&w, &lim, msg, sizeof(msg), &peak), NTR_ELIMIT, "%s", msg);
+  cr_assert(strstr(msg, "max_label_bytes"), "%s", msg);
+  ntrw_release(&w);
+
+  lim.max_label_bytes = 256u << 10; /* room for them: read, within the limit */
+  v6_start(&w);
+  ntrw_raw_v6_block(&w, 8, blk, sizeof(blk));
+  ntrw_end(&w);
+  cr_assert_eq(parse_counted(&w, &lim, msg, sizeof(msg), &peak), 0, "%s", msg);
+  cr_assert_leq(peak, 2 * lim.max_label_bytes, "peak %zu bytes", peak);
+  ntrw_release(&w);
+}
+
+/* Thread names are copied out of their rows: max_thread_bytes bounds their sum. A row that
+ * redefines a thread replaces its charge instead of adding to it. */
+Test(ntr_limits, thread_names_are_bounded) {
+  char name[1001], msg[256];
+  ntr_limits lim;
+  size_t peak;
+  uint64_t i;
+  ntrw w;
+  memset(name, 'n', 1000);
+  name[1000] = '\0';
+  memset(&lim, 0, sizeof(lim));
+  lim.max_thread_bytes = 64u << 10;
+  v6_start(&w);
+  for (i = 0; i < 500; i++)
+    ntrw_thread(&w, 1, 100, name); /* one thread, renamed: 1 KB held */
+  ntrw_end(&w);
+  cr_assert_eq(parse_counted(&w, &lim, msg, sizeof(msg), &peak), 0, "%s", msg);
+  ntrw_release(&w);
+
+  v6_start(&w);
+  for (i = 0; i < 500; i++)
+    ntrw_thread(&w, i + 1, 100 + i, name); /* 500 threads: 500 KB of names */
+  ntrw_end(&w);
+  cr_assert_eq(parse_counted(&w, &lim, msg, sizeof(msg), &peak), NTR_ELIMIT, "%s", msg);
+  cr_assert(strstr(msg, "thread table exceeds 65536 bytes (max_thread_bytes)"), "%s", msg);
+  cr_assert_leq(peak, 2 * lim.max_thread_bytes, "peak %zu bytes", peak);
+  ntrw_release(&w);
+}
+
 Test(ntr_malformed, v6_unknown_kind_skipped_major7_refused) {
   ntrw w;
   ntr_transcript t;

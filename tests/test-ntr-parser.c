@@ -605,6 +605,149 @@ Test(ntr_drops, wrap_at_2_pow_32_is_not_a_drop) {
   ntrw_release(&w);
 }
 
+/* ---- stack references ---- */
+
+/* What the events saw of their stacks: id, frame count, first frame (0 when none), and
+ * whether the frames pointer was NULL. The frames are also compared with memcmp, as a
+ * consumer would: under UBSan that is the check that a NULL pointer never reaches it. */
+struct seen_stacks {
+  int n, null_frames, empty_on_stack;
+  uint32_t stack_id[8], nframes[8];
+  int have[8];
+  uint64_t first[8];
+};
+
+static int seen_event(void *ud, const ntr_event *ev) {
+  struct seen_stacks *s = ud;
+  static const uint64_t none[1];
+  if (s->n >= 8)
+    return 1;
+  s->stack_id[s->n] = ev->stack_id;
+  s->have[s->n] = ev->stack != NULL;
+  if (ev->stack) {
+    s->nframes[s->n] = ev->stack->nframes;
+    s->null_frames += ev->stack->frames == NULL;
+    if (ev->stack->frames && ev->stack->nframes == 0)
+      cr_assert_eq(memcmp(ev->stack->frames, none, 0), 0);
+    s->first[s->n] = ev->stack->nframes ? ev->stack->frames[0] : 0;
+  }
+  s->n++;
+  return 0;
+}
+
+static int seen_stack(void *ud, const ntr_stack *st) {
+  struct seen_stacks *s = ud;
+  s->null_frames += st->frames == NULL;
+  s->empty_on_stack += st->nframes == 0;
+  return 0;
+}
+
+static void stack_event(ntrw *w, uint32_t seq, uint32_t stack_id) {
+  ntrw_ev e;
+  memset(&e, 0, sizeof(e));
+  e.metadata_id = 1;
+  e.thread = e.capture_thread = 7;
+  e.seq = seq;
+  e.stack_id = stack_id;
+  e.ts = 100 + seq;
+  ntrw_event(w, &e);
+}
+
+static void parse_stacks(const ntrw *w, struct seen_stacks *s) {
+  static const ntr_callbacks cb = {NULL, NULL, seen_stack, seen_event, NULL, NULL, NULL};
+  ntr_parser *p;
+  memset(s, 0, sizeof(*s));
+  cr_assert_eq(ntr_parser_new(&p, &cb, s, NULL), 0);
+  cr_assert_eq(ntr_parser_feed(p, w->buf, w->len), NTR_EOF, "%s", ntr_parser_errmsg(p));
+  cr_assert_eq(ntr_parser_finish(p), 0);
+  ntr_parser_free(p);
+}
+
+/* The runtime stores an event without a stack as an empty stack; a first stack block of only
+ * those has no frames at all. Each event must still get its (empty) stack, with a usable
+ * pointer. Run it under UBSan (build-clang/): the frames were NULL + 0 there. */
+static void empty_stacks_case(int v6) {
+  static const ntrw_field f[] = {{"X", 9, NULL, NULL, 0, 0}};
+  ntrw_md md = {1, "P", 1, "E", 0, 0, 4, -1, f, 1, 0, 0};
+  const ntrw_trace t4 = {0, 1000, 8, 1, 1, 0, NULL, 0};
+  const uint64_t *fr[3] = {NULL, NULL, NULL};
+  const uint32_t n[3] = {0, 0, 0};
+  uint64_t ips[2] = {0x1000, 0x2000};
+  const uint64_t *fr2[1] = {ips};
+  const uint32_t n2[1] = {2};
+  struct seen_stacks s;
+  ntrw w;
+  ntrw_init(&w, v6);
+  ntrw_trace_hdr(&w, &t4);
+  if (v6)
+    ntrw_thread(&w, 7, 700, NULL);
+  ntrw_md_begin(&w);
+  ntrw_metadata(&w, &md);
+  ntrw_block_end(&w);
+  ntrw_stacks(&w, 1, 3, fr, n);
+  ntrw_ev_begin(&w, 1);
+  stack_event(&w, 1, 2);
+  stack_event(&w, 2, 3);
+  ntrw_block_end(&w);
+  ntrw_stacks(&w, 4, 1, fr2, n2);
+  ntrw_ev_begin(&w, 0);
+  stack_event(&w, 3, 1);
+  stack_event(&w, 4, 4);
+  ntrw_block_end(&w);
+  ntrw_end(&w);
+  parse_stacks(&w, &s);
+  cr_assert_eq(s.n, 4);
+  cr_assert_eq(s.empty_on_stack, 3);
+  cr_assert_eq(s.null_frames, 0, "an empty stack's frames must not be NULL");
+  cr_assert(s.have[0] && s.have[1] && s.have[2] && s.have[3]);
+  cr_assert_eq(s.stack_id[0], 2);
+  cr_assert_eq(s.nframes[0], 0);
+  cr_assert_eq(s.nframes[1], 0);
+  cr_assert_eq(s.nframes[2], 0);
+  cr_assert_eq(s.nframes[3], 2);
+  cr_assert_eq(s.first[3], 0x1000);
+  ntrw_release(&w);
+}
+
+Test(ntr_stacks, block_of_only_empty_stacks_v4) { empty_stacks_case(0); }
+Test(ntr_stacks, block_of_only_empty_stacks_v6) { empty_stacks_case(1); }
+
+/* Ids out of sequence (a writer that does not number densely, or a second block reusing ids)
+ * resolve through the hash index; an id never written gives no stack. */
+Test(ntr_stacks, ids_out_of_sequence_resolve) {
+  static const ntrw_field f[] = {{"X", 9, NULL, NULL, 0, 0}};
+  ntrw_md md = {1, "P", 1, "E", 0, 0, 4, -1, f, 1, 0, 0};
+  const ntrw_trace t4 = {0, 1000, 8, 1, 1, 0, NULL, 0};
+  uint64_t a[1] = {0xa0}, b[1] = {0xb0}, c[1] = {0xc0}, d[1] = {0xd0};
+  const uint64_t *fa[2] = {a, b}, *fb[2] = {c, d};
+  const uint32_t n[2] = {1, 1};
+  struct seen_stacks s;
+  ntrw w;
+  ntrw_init(&w, 0);
+  ntrw_trace_hdr(&w, &t4);
+  ntrw_md_begin(&w);
+  ntrw_metadata(&w, &md);
+  ntrw_block_end(&w);
+  ntrw_stacks(&w, 10, 2, fa, n); /* ids 10, 11 */
+  ntrw_stacks(&w, 3, 2, fb, n);  /* ids 3, 4: behind the first */
+  ntrw_ev_begin(&w, 1);
+  stack_event(&w, 1, 11);
+  stack_event(&w, 2, 3);
+  stack_event(&w, 3, 4);
+  stack_event(&w, 4, 10);
+  stack_event(&w, 5, 12);
+  ntrw_block_end(&w);
+  ntrw_end(&w);
+  parse_stacks(&w, &s);
+  cr_assert_eq(s.n, 5);
+  cr_assert_eq(s.first[0], 0xb0);
+  cr_assert_eq(s.first[1], 0xc0);
+  cr_assert_eq(s.first[2], 0xd0);
+  cr_assert_eq(s.first[3], 0xa0);
+  cr_assert_not(s.have[4], "stack 12 was never written");
+  ntrw_release(&w);
+}
+
 /* ---- callbacks that stop, misuse ---- */
 
 Test(ntr_api, callback_stops_parse) {

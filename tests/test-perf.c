@@ -4,6 +4,9 @@
  * private mount namespace still named). */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,8 +15,7 @@
 #include "lib/run.h"
 #include "lib/target-cr.h"
 #include "lib/target.h"
-#include "perf-script.h"
-#include "symtab.h"
+#include "dnt-perf.h"
 
 /* ---- the parser ---- */
 
@@ -93,6 +95,56 @@ static const char sample_text[] =
     "this line is perf's chatter, not a sample\n"
     "cpu-work 100/101 20639.300000000: cpu-clock: \n"
     "\t 1181b3 [unknown] (/memfd:doublemapper (deleted))\n";
+
+/* kernel.perf_event_paranoid as Documentation/admin-guide/perf-security.rst describes it: at 2 a
+ * user still profiles the user space of its own processes; only at 3 (Debian) is perf root's. */
+Test(perf_check, paranoid_levels_and_whose_process) {
+  char msg[512];
+  cr_assert_eq(dnt_perf_check_access(2, 1000, 42, 1000, msg, sizeof msg), 1, "own process at 2");
+  cr_assert(strstr(msg, "no kernel frames"), "a warning, not a refusal: %s", msg);
+  cr_assert_not(strstr(msg, "may not watch other processes"), "%s", msg);
+  cr_assert_eq(dnt_perf_check_access(2, 1000, 42, 0, msg, sizeof msg), -1, "root's process at 2");
+  cr_assert(strstr(msg, "process 42 belongs to uid 0"), "%s", msg);
+  cr_assert_eq(dnt_perf_check_access(3, 1000, 42, 1000, msg, sizeof msg), -1, "own process at 3");
+  cr_assert(strstr(msg, "root only"), "%s", msg);
+  cr_assert_eq(dnt_perf_check_access(1, 1000, 42, 1000, msg, sizeof msg), 0);
+  cr_assert_eq(dnt_perf_check_access(-1, 1000, 42, 1000, msg, sizeof msg), 0);
+  cr_assert_eq(dnt_perf_check_access(3, 0, 42, 1000, msg, sizeof msg), 0, "root at any level");
+}
+
+/* The command as a user at paranoid 2 against its own process: the check lets it through (the
+ * process is no .NET one, so the target check is what stops it), not "may not watch". */
+Test(perf_check, own_process_at_paranoid_2_is_not_refused) {
+  FILE *fp = fopen("/proc/sys/kernel/perf_event_paranoid", "r");
+  int level = -9;
+  if (fp) {
+    if (fscanf(fp, "%d", &level) != 1) level = -9;
+    fclose(fp);
+  }
+  if (level != 2 || geteuid() != 0)
+    cr_skip_test("needs kernel.perf_event_paranoid=2 (it is %d) and root, to run as another user", level);
+  pid_t child = fork();
+  cr_assert_geq(child, 0);
+  if (child == 0) {
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(1);
+    execl("/bin/sleep", "sleep", "30", (char *)NULL);
+    _exit(1);
+  }
+  char cmd[4300];
+  snprintf(cmd, sizeof cmd,
+           "exec setpriv --reuid=65534 --regid=65534 --clear-groups \"$DNT_BIN\" perf -p %d --duration 1s -o /tmp/x",
+           (int)child);
+  char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+  struct dnt_run r;
+  usleep(100 * 1000);
+  int rc = dnt_run_argv(&r, argv, NULL, 20000);
+  kill(child, SIGKILL);
+  waitpid(child, NULL, 0);
+  cr_assert_not(strstr(r.err, "may not watch"), "%s", r.err);
+  cr_assert_eq(rc, 3, "the target check stops it: %s", r.err);
+  cr_assert(strstr(r.err, "not a .NET process"), "%s", r.err);
+  dnt_run_free(&r);
+}
 
 Test(perf_script, fields_of_each_line) {
   struct transcript t;
@@ -193,6 +245,36 @@ Test(perf_script, garbage_is_counted_never_fatal) {
 }
 
 /* ---- the perf map ---- */
+
+Test(cpu_states, thread_names_file) {
+  char path[] = "/tmp/dnt-threads-XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert_geq(fd, 0);
+  char longline[400];
+  memset(longline, 'x', sizeof longline);
+  memcpy(longline, "14\t", 3);
+  memcpy(longline + 255, "17\tpiece", 8); /* where a 256-byte buffer would cut it */
+  longline[sizeof longline - 1] = '\n';
+  const char *head = "12\tmain\nx\tnot a tid\n13 no tab\n0\tzero\n";
+  cr_assert_eq(write(fd, head, strlen(head)), (ssize_t)strlen(head));
+  cr_assert_eq(write(fd, longline, sizeof longline), (ssize_t)sizeof longline);
+  const char *tail = "15\t.NET TP Worker\n16\tlast";
+  cr_assert_eq(write(fd, tail, strlen(tail)), (ssize_t)strlen(tail));
+  close(fd);
+  dnt_cpu_states *cs = dnt_cpu_states_new();
+  cr_assert(cs);
+  cr_expect_eq(dnt_cpu_states_load_names(cs, path), 0);
+  unlink(path);
+  cr_expect_eq(dnt_cpu_states_load_names(cs, path), -ENOENT);
+  cr_assert_eq(dnt_cpu_states_finish(cs, 0), 0);
+  cr_expect_str_eq(dnt_cpu_states_thread(cs, 12, NULL), "main");
+  cr_expect_str_eq(dnt_cpu_states_thread(cs, 13, NULL), "");
+  cr_expect_str_eq(dnt_cpu_states_thread(cs, 14, NULL), "", "a line too long is skipped, its tail too");
+  cr_expect_str_eq(dnt_cpu_states_thread(cs, 17, NULL), "");
+  cr_expect_str_eq(dnt_cpu_states_thread(cs, 15, NULL), ".NET TP Worker");
+  cr_expect_str_eq(dnt_cpu_states_thread(cs, 16, NULL), "last", "the last line needs no newline");
+  dnt_cpu_states_free(cs);
+}
 
 Test(symtab, lookup_and_perf_map) {
   char path[] = "/tmp/dnt-perfmap-XXXXXX";
@@ -331,6 +413,172 @@ Test(perf_runtime, cpu_view_of_the_sample, .timeout = 120) { perf_on(DNT_TARGET_
 
 /* The target has a /tmp of its own: its perf map is read through /proc/PID/root. */
 Test(perf_runtime, private_mount_namespace, .timeout = 120) { perf_on(DNT_TARGET_MOUNTNS_PRIVATE_TMP, "mntns"); }
+
+/* The target dies mid-recording: what perf recorded is reported, and a perf map that could not be
+ * copied (the process and its files are gone) is not claimed as written. */
+Test(perf_runtime, the_target_dies_mid_recording, .timeout = 120) {
+  DNT_REQUIRE_PERF();
+  dnt_target t;
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = 30000};
+  char err[512];
+  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "cannot start the sample target: %s", err);
+  char dir[] = "/tmp/dnt-perfd-XXXXXX", base[128], pid[16], map[160];
+  cr_assert(mkdtemp(dir));
+  snprintf(base, sizeof base, "%s/gone", dir);
+  snprintf(map, sizeof map, "%s.perf.map", base);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  pid_t killer = fork();
+  cr_assert_geq(killer, 0);
+  if (killer == 0) { /* the target goes while perf records */
+    usleep(2500 * 1000);
+    kill(t.pid, SIGKILL);
+    _exit(0);
+  }
+  struct dnt_run r;
+  int rc = dnt_run_dntrace(&r, "perf", "-p", pid, "--duration", "8s", "-o", base, NULL);
+  waitpid(killer, NULL, 0);
+  const char *wrote = strstr(r.out, "Wrote ");
+  if (wrote && strstr(wrote, ".perf.map"))
+    cr_expect_eq(access(map, R_OK), 0, "'%s' is claimed written:\n%s", map, r.out);
+  else
+    cr_expect(rc != 0 || wrote, "a run that worked says what it wrote:\n%s%s", r.out, r.err);
+  dnt_run_free(&r);
+  dnt_target_stop(&t);
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+/* The pid of a `perf record` watching target, or 0. */
+static pid_t perf_record_of(pid_t target) {
+  char cmd[128], line[64];
+  snprintf(cmd, sizeof cmd, "pgrep -f 'perf record .* -p %d '", (int)target);
+  FILE *p = popen(cmd, "r");
+  pid_t found = 0;
+  if (p && fgets(line, sizeof line, p)) found = (pid_t)atoi(line);
+  if (p) pclose(p);
+  return found;
+}
+
+/* dntrace perf killed (SIGKILL: no chance to clean up): perf record goes with it, and the next
+ * run (here --cleanup) turns the target's perf map off again. */
+Test(perf_runtime, a_killed_run_leaves_nothing_running_or_on, .timeout = 120) {
+  DNT_REQUIRE_PERF();
+  dnt_target t;
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = 30000};
+  char err[512];
+  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "cannot start the sample target: %s", err);
+  char dir[] = "/tmp/dnt-perfk-XXXXXX", base[128], pid[16], map[64];
+  cr_assert(mkdtemp(dir));
+  snprintf(base, sizeof base, "%s/killed", dir);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  snprintf(map, sizeof map, "perf-%d.map", (int)t.ns_pid);
+  pid_t run = fork();
+  cr_assert_geq(run, 0);
+  if (run == 0) {
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    setenv("XDG_RUNTIME_DIR", dir, 1); /* its notes where no other test's run looks */
+    execl(dnt_bin(), "dntrace", "perf", "-p", pid, "--duration", "60s", "-o", base, (char *)NULL);
+    _exit(127);
+  }
+  /* recording: perf record runs and the target writes its perf map */
+  pid_t perf = 0;
+  for (int i = 0; i < 300 && !(perf && fd_points_at(t.pid, map)); i++) {
+    if (!perf) perf = perf_record_of(t.pid);
+    usleep(100 * 1000);
+  }
+  cr_assert(perf, "perf record started");
+  cr_assert(fd_points_at(t.pid, map), "the perf map is on while recording");
+  kill(run, SIGKILL);
+  waitpid(run, NULL, 0);
+  int gone = 0;
+  for (int i = 0; i < 100 && !gone; i++) {
+    gone = kill(perf, 0) != 0 && errno == ESRCH;
+    if (!gone) usleep(100 * 1000);
+  }
+  cr_expect(gone, "perf record (pid %d) died with dntrace", (int)perf);
+  cr_expect(fd_points_at(t.pid, map), "the perf map is still on: nobody turned it off yet");
+  struct dnt_run r;
+  char xdg[128];
+  snprintf(xdg, sizeof xdg, "XDG_RUNTIME_DIR=%s", dir);
+  const char *const env[] = {xdg, NULL};
+  char *const cleanup[] = {(char *)dnt_bin(), "perf", "--cleanup", NULL};
+  cr_expect_eq(dnt_run_argv(&r, cleanup, env, 60000), 0, "%s%s", r.out, r.err);
+  cr_expect(strstr(r.err, "turned the perf map of process"), "says what it did:\n%s%s", r.out, r.err);
+  dnt_run_free(&r);
+  int off = 0;
+  for (int i = 0; i < 50 && !off; i++) {
+    off = !fd_points_at(t.pid, map);
+    if (!off) usleep(100 * 1000);
+  }
+  cr_expect(off, "the perf map is off again after --cleanup");
+  cr_expect_eq(dnt_run_argv(&r, cleanup, env, 60000), 0);
+  cr_expect(strstr(r.out, "0 perf maps turned off again"), "nothing left the second time:\n%s", r.out);
+  dnt_run_free(&r);
+  dnt_target_stop(&t);
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+/* On a terminal dntrace perf shows a status line, and Enter stops it as it stops collect. */
+Test(perf_runtime, enter_stops_it_on_a_terminal, .timeout = 120) {
+  DNT_REQUIRE_PERF();
+  if (system("command -v tmux >/dev/null 2>&1") != 0) cr_assert_fail("needs tmux (./bootstrap.sh installs it)");
+  dnt_target t;
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = 30000};
+  char err[512];
+  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "cannot start the sample target: %s", err);
+  char dir[] = "/tmp/dnt-perfe-XXXXXX", cmd[1200], session[32], capture[300], screen_path[160];
+  cr_assert(mkdtemp(dir));
+  snprintf(session, sizeof session, "dntp%d", (int)getpid());
+  snprintf(cmd, sizeof cmd,
+           "tmux new-session -d -s %s -x 160 -y 40 \"'%s' perf -p %d -o '%s/e'; echo EXITED $?; sleep 30\"", session,
+           dnt_bin(), (int)t.pid, dir);
+  cr_assert_eq(system(cmd), 0);
+  snprintf(capture, sizeof capture, "tmux capture-pane -p -S -100 -t %s > '%s/screen'", session, dir);
+  snprintf(screen_path, sizeof screen_path, "%s/screen", dir);
+  char *screen = NULL;
+  for (int i = 0; i < 300; i++) {
+    free(screen);
+    cr_assert_eq(system(capture), 0);
+    FILE *fp = fopen(screen_path, "r");
+    screen = calloc(1, 1 << 16);
+    if (fp) {
+      screen[fread(screen, 1, (1 << 16) - 1, fp)] = '\0';
+      fclose(fp);
+    }
+    if (strstr(screen, "[00:00:01]") || strstr(screen, "[00:00:02]")) break;
+    usleep(100 * 1000);
+  }
+  cr_expect(strstr(screen, "Recording with perf"), "a status line while recording:\n%s", screen);
+  snprintf(cmd, sizeof cmd, "tmux send-keys -t %s Enter", session);
+  cr_assert_eq(system(cmd), 0);
+  for (int i = 0; i < 600 && !strstr(screen, "EXITED"); i++) {
+    usleep(100 * 1000);
+    free(screen);
+    cr_assert_eq(system(capture), 0);
+    FILE *fp = fopen(screen_path, "r");
+    screen = calloc(1, 1 << 16);
+    if (fp) {
+      screen[fread(screen, 1, (1 << 16) - 1, fp)] = '\0';
+      fclose(fp);
+    }
+  }
+  snprintf(cmd, sizeof cmd, "tmux kill-session -t %s", session);
+  cr_assert_eq(system(cmd), 0);
+  int lines = 0;
+  for (const char *p = screen; (p = strstr(p, "Recording with perf")); p++) lines++;
+  cr_expect(strstr(screen, "EXITED 0"), "Enter stopped it and the report followed:\n%s", screen);
+  cr_expect(strstr(screen, "Stopping (Enter)"), "%s", screen);
+  cr_expect_eq(lines, 1, "the status line once:\n%s", screen);
+  free(screen);
+  dnt_target_stop(&t);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_assert_eq(system(cmd), 0);
+}
 
 Test(perf_cli, errors) {
   struct dnt_run r;

@@ -1,7 +1,7 @@
 /* gen-seeds.c: writes the fuzzer's seed corpus with tests/lib/ntr-writer.c. Not built by
  * make; regenerate with:
  *   cc -I tests -I nettrace tests/fuzz/gen-seeds.c tests/lib/ntr-writer.c -o /tmp/gen-seeds
- *   /tmp/gen-seeds tests/fuzz/seeds
+ *   /tmp/gen-seeds tests/fuzz/seeds/ntr
  * Each seed starts with the fuzzer's split byte. */
 #include <stdio.h>
 #include <string.h>
@@ -20,7 +20,9 @@ static void save(const char *dir, const char *name, uint8_t split, const ntrw *w
   fclose(f);
 }
 
-static void stream(ntrw *w, int v6, int compressed) {
+/* empty_stacks: the stack block holds only empty stacks, as the runtime's first one often does
+ * (a NULL frame pool there was undefined behaviour; issue 19). */
+static void stream(ntrw *w, int v6, int compressed, int empty_stacks) {
   static const char *kv[] = {"ProcessId", "12"};
   ntrw_trace t = {10, 1000000000, 8, 12, 2, 1000000, kv, 1};
   static const ntrw_field pt[] = {{"X", 9, NULL, NULL, 0, 0}, {"S", 18, NULL, NULL, 0, 0}};
@@ -29,7 +31,7 @@ static void stream(ntrw *w, int v6, int compressed) {
   ntrw_md m = {1, "Seed-Provider", 3, "SeedEvent", 0x10, 1, 4, 2, fs, 2, 1, 0};
   static const uint64_t fr[3] = {0x1000, 0x2000, 0x3000};
   const uint64_t *fp[2] = {fr, fr};
-  const uint32_t nf[2] = {3, 1};
+  const uint32_t nf[2] = {empty_stacks ? 0 : 3, empty_stacks ? 0 : 1};
   uint64_t th[2] = {1, 2};
   uint32_t sq[2] = {3, 3};
   uint8_t payload[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
@@ -74,19 +76,22 @@ static void stream(ntrw *w, int v6, int compressed) {
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : ".";
   ntrw w;
-  stream(&w, 0, 1);
+  stream(&w, 0, 1, 0);
   save(dir, "v4-compressed", 0, &w);
   save(dir, "v4-compressed-split7", 7, &w);
   ntrw_release(&w);
-  stream(&w, 0, 0);
+  stream(&w, 0, 0, 0);
   save(dir, "v4-uncompressed", 0, &w);
   ntrw_release(&w);
-  stream(&w, 1, 1);
+  stream(&w, 1, 1, 0);
   save(dir, "v6-compressed", 0, &w);
   save(dir, "v6-compressed-split3", 3, &w);
   ntrw_release(&w);
-  stream(&w, 1, 0);
+  stream(&w, 1, 0, 0);
   save(dir, "v6-uncompressed", 0, &w);
+  ntrw_release(&w);
+  stream(&w, 0, 1, 1);
+  save(dir, "v4-empty-stacks", 0, &w);
   ntrw_release(&w);
   return 0;
 }

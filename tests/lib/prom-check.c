@@ -84,6 +84,35 @@ static struct family *add_family(struct state *s, const char *name) {
   return f;
 }
 
+static int has_tail(const char *name, const char *tail) {
+  size_t n = strlen(name), t = strlen(tail);
+  return n > t && strcmp(name + n - t, tail) == 0;
+}
+
+/* The naming rules of Prometheus's linter (promtool check metrics) for a typed family: suffixes
+ * kept for other types, base units, snake_case. */
+static int naming(struct state *s, const struct family *f) {
+  static const char *const not_base[] = {"milliseconds", "microseconds", "nanoseconds", "minutes", "hours",
+                                         "kilobytes",    "megabytes",    "gigabytes",   "bits"};
+  const char *n = f->name, *t = f->type;
+  int counter = !strcmp(t, "counter"), summary = !strcmp(t, "summary"), histogram = !strcmp(t, "histogram");
+  if (!strcmp(t, "untyped")) return 0;
+  if (counter != has_tail(n, "_total")) return fail(s, counter ? "a counter not named *_total" : "a non-counter named *_total", n);
+  if (!summary && !histogram && (has_tail(n, "_count") || has_tail(n, "_sum")))
+    return fail(s, "a gauge or counter named *_count or *_sum", n);
+  if (!histogram && has_tail(n, "_bucket")) return fail(s, "a non-histogram named *_bucket", n);
+  for (const char *w = n; *w;) {
+    size_t len = strcspn(w, "_");
+    for (size_t i = 0; i < sizeof not_base / sizeof not_base[0]; i++)
+      if (len == strlen(not_base[i]) && strncmp(w, not_base[i], len) == 0) return fail(s, "not a base unit", not_base[i]);
+    w += len;
+    if (*w) w++;
+  }
+  for (const char *c = n; c[0] && c[1]; c++)
+    if (islower((unsigned char)c[0]) && isupper((unsigned char)c[1])) return fail(s, "a camelCase name", n);
+  return 0;
+}
+
 static int comment(struct state *s, const char *line) {
   const char *p = line + 1;
   if (*p != ' ') return 0; /* "#..." is a plain comment */
@@ -110,7 +139,7 @@ static int comment(struct state *s, const char *line) {
       strcmp(p, "untyped"))
     return fail(s, "unknown type", p);
   snprintf(f->type, sizeof f->type, "%s", p);
-  return 0;
+  return naming(s, f);
 }
 
 /* The family a sample name belongs to, given the TYPE lines seen: name_sum / name_count /

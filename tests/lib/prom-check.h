@@ -1,6 +1,9 @@
 /* A strict checker of the Prometheus text exposition format (0.0.4), independent of the writer
- * in src/counters-prom.c, for the tests: line grammar, HELP/TYPE placement, contiguous families,
- * the sample names each type allows, label syntax and escapes, number syntax, duplicates. */
+ * in counters/prom.c, for the tests: line grammar, HELP/TYPE placement, contiguous families,
+ * the sample names each type allows, label syntax and escapes, number syntax, duplicates; and for
+ * typed families the naming rules of promtool's linter (`_total` exactly on counters, no
+ * `_count`/`_sum` on gauges and counters, no `_bucket` outside histograms, base units, no
+ * camelCase). */
 #ifndef DNT_TEST_PROM_CHECK_H
 #define DNT_TEST_PROM_CHECK_H
 

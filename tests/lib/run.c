@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -77,7 +78,10 @@ int dnt_run_argv(struct dnt_run *r, char *const argv[], const char *const *env, 
   close(out[0]);
   close(err[0]);
   int st;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+  struct rusage ru;
+  memset(&ru, 0, sizeof ru);
+  while (wait4(pid, &st, 0, &ru) < 0 && errno == EINTR) {}
+  r->maxrss_kb = ru.ru_maxrss;
   r->seconds = now() - t0;
   r->out = so.buf ? so.buf : strdup("");
   r->err = se.buf ? se.buf : strdup("");

@@ -7,6 +7,7 @@
 struct dnt_run {
   int status;      /* exit code, or 128+signal; -1 if it could not run or timed out */
   double seconds;  /* wall time */
+  long maxrss_kb;  /* the child's peak resident set (wait4's ru_maxrss), KiB */
   char *out;       /* stdout, NUL-terminated; owned by the struct, freed by dnt_run_free */
   char *err;       /* stderr, likewise */
 };

@@ -17,7 +17,10 @@
 
 const char *dnt_target_exe(void) {
   static char path[4096];
-  const char *b = getenv("DNT_BUILDDIR");
+  /* DNT_TARGET_BUILDDIR: a build tree whose sample target to use, for a second tree of the
+   * same sources (bootstrap.sh's build-clang/) that need not build it again */
+  const char *b = getenv("DNT_TARGET_BUILDDIR");
+  if (!b || !*b) b = getenv("DNT_BUILDDIR");
   snprintf(path, sizeof path, "%s/tests/targets/sample/out/Sample", b && *b ? b : ".");
   return path;
 }

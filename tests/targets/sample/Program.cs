@@ -35,8 +35,10 @@ namespace Sample
 
             var workers = new Workers(opts, stop.Token);
             workers.Start();
+            for (int i = 0; i < opts.Gen2; i++) GC.Collect(2, GCCollectionMode.Forced, blocking: true);
             Console.WriteLine("ready");
             Console.Out.Flush();
+            if (opts.Gen2 >= 0) workers.Spawn("gc-report", () => GcReport(stop.Token));
 
             if (opts.Seconds > 0)
                 stop.Token.WaitHandle.WaitOne(TimeSpan.FromSeconds(opts.Seconds));
@@ -45,6 +47,16 @@ namespace Sample
             stop.Cancel();
             workers.Join();
             return opts.ExitCode;
+        }
+
+        // The runtime's own gen2 count, read here in the process, beside what the metrics report.
+        private static void GcReport(CancellationToken stop)
+        {
+            do
+            {
+                Console.WriteLine("gen2 " + GC.CollectionCount(2));
+                Console.Out.Flush();
+            } while (!stop.WaitHandle.WaitOne(TimeSpan.FromMilliseconds(250)));
         }
     }
 }

@@ -35,7 +35,7 @@ namespace Sample
             foreach (var t in _threads) t.Join();
         }
 
-        private void Spawn(string name, ThreadStart body)
+        public void Spawn(string name, ThreadStart body)
         {
             var t = new Thread(body) { Name = name, IsBackground = true };
             _threads.Add(t);

@@ -1,0 +1,282 @@
+/* `perf script` output into a dnt_profile (dnt-perf.h). */
+#include <errno.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dnt-perf.h"
+
+/* Native names by address: open addressing, names in one pool. */
+struct ipname {
+  uint64_t ip;
+  uint32_t off; /* into pool, + 1; 0 = empty slot */
+};
+
+struct dnt_perf_reader {
+  struct dnt_profile *prof;
+  int pid;
+  char event[64];
+  double sample_ms;
+  struct dnt_symtab *perfmap;
+  dnt_perf_script *parser;
+  dnt_perf_maps *maps;
+  struct ipname *names;
+  size_t nnames, names_cap;
+  char *pool;
+  size_t pool_len, pool_cap;
+  uint64_t *ips;
+  uint64_t used, first_time;
+  int failed;
+  dnt_perf_observe_fn observe;
+  void *observe_ud;
+};
+
+static size_t slot(const struct dnt_perf_reader *r, uint64_t ip) {
+  size_t mask = r->names_cap - 1, i = (size_t)((ip * 0x9E3779B97F4A7C15ull) >> 20) & mask;
+  while (r->names[i].off && r->names[i].ip != ip) i = (i + 1) & mask;
+  return i;
+}
+
+static int grow_names(struct dnt_perf_reader *r) {
+  size_t cap = r->names_cap ? r->names_cap * 2 : 4096;
+  struct ipname *old = r->names;
+  size_t old_cap = r->names_cap;
+  r->names = calloc(cap, sizeof *r->names);
+  if (!r->names) {
+    r->names = old;
+    return -ENOMEM;
+  }
+  r->names_cap = cap;
+  for (size_t i = 0; i < old_cap; i++)
+    if (old[i].off) r->names[slot(r, old[i].ip)] = old[i];
+  free(old);
+  return 0;
+}
+
+static const char *base_name(const char *path) {
+  const char *slash = strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
+/* Remembers what perf said of a native or kernel frame at ip (the first word wins). */
+static int note_native(struct dnt_perf_reader *r, uint64_t ip, const dnt_perf_frame *f) {
+  if (!f->dso || strstr(f->dso, "doublemapper")) return 0; /* JIT code: the tables name it */
+  if ((r->nnames + 1) * 2 > r->names_cap && grow_names(r) != 0) return -ENOMEM;
+  size_t i = slot(r, ip);
+  if (r->names[i].off) return 0;
+  char name[1024];
+  int kernel = f->dso[0] == '[' && strstr(f->dso, "kernel");
+  const char *lib = kernel ? "[kernel]" : base_name(f->dso);
+  if (f->sym)
+    snprintf(name, sizeof name, "%s!%s", lib, f->sym);
+  else
+    snprintf(name, sizeof name, "%s!0x%llx", lib, (unsigned long long)f->addr);
+  size_t n = strlen(name) + 1;
+  if (r->pool_len + n > r->pool_cap) {
+    size_t cap = r->pool_cap ? r->pool_cap * 2 : 1 << 16;
+    while (cap < r->pool_len + n) cap *= 2;
+    char *grown = realloc(r->pool, cap);
+    if (!grown) return -ENOMEM;
+    r->pool = grown;
+    r->pool_cap = cap;
+  }
+  memcpy(r->pool + r->pool_len, name, n);
+  r->names[i] = (struct ipname){ip, (uint32_t)r->pool_len + 1};
+  r->pool_len += n;
+  r->nnames++;
+  return 0;
+}
+
+static int on_mmap(void *ud, const dnt_perf_mmap *m) {
+  struct dnt_perf_reader *r = ud;
+  if (r->pid && m->pid != r->pid) return 0;
+  return dnt_perf_maps_add(r->maps, m);
+}
+
+static int on_sample(void *ud, const dnt_perf_sample *s) {
+  struct dnt_perf_reader *r = ud;
+  if (r->observe) r->observe(r->observe_ud, s);
+  if ((r->pid && s->pid != r->pid) || !dnt_perf_event_is(s->event, r->event)) return 0;
+  size_t n = 0;
+  for (size_t i = 0; i < s->nframes; i++) {
+    uint64_t ip = dnt_perf_maps_absolute(r->maps, s->pid, &s->frames[i]);
+    if (!ip) ip = s->frames[i].addr; /* a file mapped, not at that offset: keep what perf said */
+    if (note_native(r, ip, &s->frames[i]) != 0) return -ENOMEM;
+    r->ips[n++] = ip;
+  }
+  if (!r->used) {
+    r->first_time = s->time_ns;
+    dnt_profile_set_clock(r->prof, r->sample_ms, 1000000000u, s->time_ns);
+  }
+  r->used++;
+  dnt_profile_add_ips(r->prof, (uint64_t)s->tid, s->time_ns, r->ips, n);
+  return 0;
+}
+
+/* The chain's links after the trace's method table: the runtime's perf map (JIT code the method
+ * events did not cover), then what perf itself named (native and kernel code). */
+static int perfmap_name(void *ud, uint64_t ip, int leaf, char *buf, size_t cap) {
+  struct dnt_perf_reader *r = ud;
+  const char *raw = r->perfmap ? dnt_symtab_find(r->perfmap, leaf ? ip : ip - 1) : NULL;
+  if (!raw) return 0;
+  dnt_perfmap_frame_name(raw, buf, cap);
+  return 1;
+}
+
+static int perf_symbol_name(void *ud, uint64_t ip, int leaf, char *buf, size_t cap) {
+  struct dnt_perf_reader *r = ud;
+  (void)leaf;
+  if (r->names_cap) {
+    size_t i = slot(r, ip);
+    if (r->names[i].off) {
+      snprintf(buf, cap, "%s", r->pool + r->names[i].off - 1);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+dnt_perf_reader *dnt_perf_reader_new(struct dnt_profile *prof, int pid, const char *event, double sample_ms,
+                                     struct dnt_symtab *perfmap) {
+  struct dnt_perf_reader *r = calloc(1, sizeof *r);
+  if (!r) return NULL;
+  r->prof = prof;
+  r->pid = pid;
+  snprintf(r->event, sizeof r->event, "%s", event);
+  r->sample_ms = sample_ms;
+  r->perfmap = perfmap;
+  static const dnt_perf_script_cb cb = {on_sample, on_mmap};
+  r->parser = dnt_perf_script_new(&cb, r);
+  r->maps = dnt_perf_maps_new();
+  r->ips = malloc(DNT_PERF_MAX_FRAMES * sizeof *r->ips);
+  if (!r->parser || !r->maps || !r->ips) {
+    dnt_perf_reader_free(r);
+    return NULL;
+  }
+  if (dnt_profile_add_resolver(prof, perfmap_name, r) != 0 || dnt_profile_add_resolver(prof, perf_symbol_name, r) != 0) {
+    dnt_perf_reader_free(r);
+    return NULL;
+  }
+  return r;
+}
+
+void dnt_perf_reader_free(dnt_perf_reader *r) {
+  if (!r) return;
+  dnt_perf_script_free(r->parser);
+  dnt_perf_maps_free(r->maps);
+  free(r->names);
+  free(r->pool);
+  free(r->ips);
+  free(r);
+}
+
+int dnt_perf_reader_feed(dnt_perf_reader *r, const char *buf, size_t n) {
+  return dnt_perf_script_feed(r->parser, buf, n);
+}
+
+int dnt_perf_reader_finish(dnt_perf_reader *r) { return dnt_perf_script_finish(r->parser); }
+
+void dnt_perf_reader_stats(const dnt_perf_reader *r, struct dnt_perf_script_stats *st, uint64_t *samples_used) {
+  dnt_perf_script_stats(r->parser, st);
+  *samples_used = r->used;
+}
+
+void dnt_perf_reader_observe(dnt_perf_reader *r, dnt_perf_observe_fn fn, void *ud) {
+  r->observe = fn;
+  r->observe_ud = ud;
+}
+
+/* Appends one line to the warnings (cut when the room is full: the first ones matter most). */
+static void warn(struct dnt_perf_load_info *info, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void warn(struct dnt_perf_load_info *info, const char *fmt, ...) {
+  size_t len = strlen(info->warnings);
+  if (len + 2 >= sizeof info->warnings) return;
+  if (len) info->warnings[len++] = '\n';
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(info->warnings + len, sizeof info->warnings - len, fmt, ap);
+  va_end(ap);
+}
+
+/* `perf script` on data, its output fed to the reader as it comes. 0, or -1 with info->error. */
+static int run_perf_script(const char *data, dnt_perf_reader *reader, struct dnt_perf_load_info *info) {
+  int fds[2];
+  if (pipe(fds) != 0) {
+    snprintf(info->error, sizeof info->error, "cannot create a pipe: %s", strerror(errno));
+    return -1;
+  }
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  fflush(NULL); /* a child must not inherit unwritten output */
+  pid_t pid = fork();
+  if (pid < 0) {
+    snprintf(info->error, sizeof info->error, "cannot start perf script: %s", strerror(errno));
+    close(fds[0]);
+    close(fds[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    close(fds[1]);
+    int null = open("/dev/null", O_WRONLY);
+    if (null >= 0) dup2(null, 2);
+    char *const argv[] = {"perf", "script", "-i", (char *)data, "--ns", "--show-mmap-events",
+                          "-F", "comm,pid,tid,time,event,ip,sym,dso,trace", NULL};
+    execvp("perf", argv);
+    _exit(127);
+  }
+  close(fds[1]);
+  static char buf[256 * 1024];
+  ssize_t n;
+  uint64_t bytes = 0;
+  int oom = 0;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0) {
+    bytes += (uint64_t)n;
+    if (!oom && dnt_perf_reader_feed(reader, buf, (size_t)n) != 0) oom = 1;
+  }
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!oom && dnt_perf_reader_finish(reader) != 0) oom = 1;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  info->script_bytes = bytes;
+  info->script_seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+  if (oom) {
+    snprintf(info->error, sizeof info->error, "out of memory reading perf script");
+    return -1;
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    snprintf(info->error, sizeof info->error, "perf script failed on '%s' (exit %d)", data,
+             WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    return -1;
+  }
+  return 0;
+}
+
+dnt_perf_reader *dnt_perf_load(struct dnt_profile *prof, const char *data, const char *map, double sample_ms,
+                               struct dnt_symtab *perfmap, dnt_perf_observe_fn fn, void *ud,
+                               struct dnt_perf_load_info *info) {
+  memset(info, 0, sizeof *info);
+  if (map && access(map, R_OK) == 0) {
+    size_t bad = 0;
+    int rc = dnt_perfmap_load(perfmap, map, &bad);
+    if (rc < 0) warn(info, "cannot read the perf map '%s': %s", map, strerror(-rc));
+  }
+  dnt_perf_reader *r = dnt_perf_reader_new(prof, 0, "cpu-clock", sample_ms, perfmap);
+  if (!r) {
+    snprintf(info->error, sizeof info->error, "out of memory");
+    return NULL;
+  }
+  if (fn) dnt_perf_reader_observe(r, fn, ud);
+  if (run_perf_script(data, r, info) < 0) {
+    dnt_perf_reader_free(r);
+    return NULL;
+  }
+  return r;
+}

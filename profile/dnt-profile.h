@@ -1,0 +1,163 @@
+/* profile/: the profile model and its writers. Stacks of samples named through the method events
+ * and the rundown, aggregated per thread and stack; the flame graph writer. One public header; the
+ * library never prints and never exits. */
+#ifndef DNT_PROFILE_H
+#define DNT_PROFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ntr.h"
+
+/* ============================================================================================== */
+/* Thread-time profiles from a nettrace: SampleProfiler samples with their managed stacks, named
+ * through the method load and rundown events, aggregated per thread.
+ *
+ * Fed through nettrace callbacks while the trace streams by; memory grows with the distinct
+ * stacks, methods and modules, not with the samples. Names are resolved once the stream is over,
+ * because methods jitted before the session and precompiled code are only named by the rundown
+ * at its end. */
+
+#define DNT_UNMANAGED_FRAME "UNMANAGED_CODE_TIME"
+
+/* Whether a frame name is of managed code (`Module!Namespace.Type.Method`), native code
+ * (`lib.so!sym`, `lib.so!0xOFF`, `UNMANAGED_CODE_TIME`), the kernel (`[kernel]!sym`), or
+ * unknown (`?!0x...`): for colouring flame graphs. 'M', 'N', 'K' or '?'. */
+int dnt_frame_kind(const char *name);
+
+struct dnt_profile;
+
+/* A new, empty profile; NULL when out of memory. Free with dnt_profile_free (NULL is fine). */
+struct dnt_profile *dnt_profile_new(void);
+void dnt_profile_free(struct dnt_profile *p);
+
+/* Keep every sample's time too (memory then grows with the samples): for timelines such as the
+ * Chromium trace format. Call before loading. */
+void dnt_profile_keep_timeline(struct dnt_profile *p);
+
+/* Walks the samples of each thread in time order (needs dnt_profile_keep_timeline): t_us is
+ * microseconds since the trace start, frames as in dnt_profile_each_stack. */
+typedef void (*dnt_profile_sample_fn)(void *ud, uint64_t thread_id, double t_us, const uint32_t *frames,
+                                      size_t nframes);
+int dnt_profile_each_sample(const struct dnt_profile *p, dnt_profile_sample_fn fn, void *ud); /* 0, -1: no memory */
+
+/* ---- samples from another sampler (perf), named through the same method table ---- */
+
+/* The weight of a sample, the samples' clock (ticks per second) and its start, for samples added
+ * with dnt_profile_add_ips (perf: 1e9 ticks, CLOCK_MONOTONIC ns, the first sample's time). */
+void dnt_profile_set_clock(struct dnt_profile *p, double sample_ms, uint64_t clock_hz, uint64_t start);
+
+/* While on, a trace loaded into p gives its method table only, not its samples (the perf view of
+ * `compare` names frames from the EventPipe trace it is compared with). */
+void dnt_profile_methods_only(struct dnt_profile *p, int on);
+
+/* One sample of thread: code addresses leaf first (ips borrowed for the call), at time in the
+ * clock's ticks. Call before dnt_profile_finish. */
+void dnt_profile_add_ips(struct dnt_profile *p, uint64_t thread, uint64_t time, const uint64_t *ips, size_t n);
+
+/* Frames are named at dnt_profile_finish by a chain: the trace's own method table first (its
+ * method load and rundown events), then each resolver added here, in order (a perf map, perf's
+ * symbols...), else `?!0xADDR`. A resolver writes the name of ip into buf and returns 1, or
+ * returns 0 to pass it on. leaf: ip is the sample's own address, not a return address. ud must
+ * live until finish. 0, or -1 when DNT_PROFILE_MAX_RESOLVERS are there already. */
+#define DNT_PROFILE_MAX_RESOLVERS 4
+typedef int (*dnt_profile_namer)(void *ud, uint64_t ip, int leaf, char *buf, size_t cap);
+int dnt_profile_add_resolver(struct dnt_profile *p, dnt_profile_namer fn, void *ud);
+
+/* The samples' clock: ticks per second and the trace's start, in ticks. */
+void dnt_profile_clock(const struct dnt_profile *p, uint64_t *hz, uint64_t *start);
+
+/* Counts only the SampleProfiler samples that keep accepts, given the sample's thread and time
+ * (CLOCK_MONOTONIC ns on Linux: the trace's ticks scaled to ns), as the trace streams: the on-CPU
+ * and off-CPU views of `compare`, in constant memory. Call before loading; ud must live until
+ * the load ends. */
+typedef int (*dnt_profile_keep_fn)(void *ud, uint64_t thread, uint64_t time_ns);
+void dnt_profile_set_filter(struct dnt_profile *p, dnt_profile_keep_fn keep, void *ud);
+
+/* Callbacks to hand the nettrace parser, with the profile as their ud. */
+void dnt_profile_callbacks(ntr_callbacks *cb);
+
+/* Resolves names after the last byte; call once, before the queries below. 0, or -1 when memory
+ * ran out (then, or at any earlier step: the profile answers as an empty one). */
+int dnt_profile_finish(struct dnt_profile *p);
+/* Whether an allocation failed while loading or finishing (sticky). */
+int dnt_profile_failed(const struct dnt_profile *p);
+
+/* Totals. */
+uint64_t dnt_profile_samples(const struct dnt_profile *p);
+uint32_t dnt_profile_pid(const struct dnt_profile *p); /* the traced process (0: the trace does not say) */
+double dnt_profile_sample_ms(const struct dnt_profile *p); /* weight of one sample (the trace's) */
+/* The interval actually seen between one thread's samples, 0 if too few to tell. */
+double dnt_profile_measured_ms(const struct dnt_profile *p);
+size_t dnt_profile_nthreads(const struct dnt_profile *p);
+uint64_t dnt_profile_thread_id(const struct dnt_profile *p, size_t t);
+uint64_t dnt_profile_thread_samples(const struct dnt_profile *p, size_t t);
+
+/* One row of a top-N table. name points into the profile (valid until it is freed). */
+struct dnt_profile_row {
+  const char *name;
+  uint64_t exclusive, inclusive; /* samples */
+};
+
+/* Fills rows (caller-owned, up to max) with the top functions of thread index t, or of all
+ * threads when t == (size_t)-1, by exclusive or inclusive samples. Returns how many, or (size_t)-1
+ * when out of memory. */
+size_t dnt_profile_top(const struct dnt_profile *p, size_t t, int by_inclusive, struct dnt_profile_row *rows,
+                       size_t max);
+
+/* Function names by id (0 .. dnt_profile_nnames - 1); owned by the profile. */
+size_t dnt_profile_nnames(const struct dnt_profile *p);
+const char *dnt_profile_name(const struct dnt_profile *p, uint32_t id);
+
+/* Walks every distinct (thread, stack of addresses) with its sample count; frames are function
+ * ids, root first, the leaf last (UNMANAGED_CODE_TIME for a thread in native code). Two stacks
+ * of addresses may have the same names (two places in one method): the folded writer merges
+ * them. The array is valid during the call only. */
+typedef void (*dnt_profile_stack_fn)(void *ud, uint64_t thread_id, const uint32_t *frames, size_t nframes,
+                                     uint64_t samples);
+int dnt_profile_each_stack(const struct dnt_profile *p, dnt_profile_stack_fn fn, void *ud); /* 0, -1: no memory */
+
+/* Reads a trace file ("-" for stdin) into the profile and finishes it. 0 for a complete trace,
+ * 1 for a truncated or damaged one whose readable part was used (msg: the warning to show), -1
+ * when nothing could be read or memory ran out (msg: the error). msg: caller-owned, cap bytes. */
+int dnt_profile_load(struct dnt_profile *p, const char *path, char *msg, size_t cap);
+
+/* The same for n profiles (at most NTR_FANOUT_MAX) in one pass over the trace, each with its own
+ * settings (filter, methods only, timeline); the first nfinish of them are finished (the others
+ * are the caller's to finish: a perf profile named after this pass). Returns as above. */
+int dnt_profiles_load(struct dnt_profile *const *profs, size_t n, size_t nfinish, const char *path, char *msg,
+                      size_t cap);
+
+/* ============================================================================================== */
+/* A self-contained interactive flame graph (one SVG, with search, click-to-zoom and tooltips),
+ * written with libxml2, in the spirit of flamegraph.pl. */
+
+/* What a flame graph shows: its title, what the width measures ("thread time", "on-CPU time"...:
+ * said in the title), and whether each thread gets a tower of its own under the root (else the
+ * threads' stacks are merged, as flamegraph.pl draws them). Strings borrowed for the call. */
+struct dnt_flamegraph_opts {
+  const char *title;
+  const char *measure; /* NULL: "thread time" */
+  int by_thread;
+};
+
+/* Writes the profile's stacks to path as one SVG. 0, or -1 with the error in msg (caller-owned,
+ * cap bytes); a file that could not be finished is removed. */
+int dnt_flamegraph_write(const struct dnt_profile *prof, const struct dnt_flamegraph_opts *o, const char *path,
+                         char *msg, size_t cap);
+
+/* ============================================================================================== */
+/* The text writers, streamed to a FILE * (caller-owned; not closed). */
+
+enum dnt_profile_format {
+  DNT_PROFILE_FOLDED,     /* "Thread N;root;...;leaf count" per distinct (thread, stack) */
+  DNT_PROFILE_SPEEDSCOPE, /* one sampled profile per thread (speedscope's file format) */
+  DNT_PROFILE_CHROMIUM    /* per-thread complete ("X") events (needs dnt_profile_keep_timeline) */
+};
+
+/* Writes prof in format, titled title (speedscope's name). 0, or -1 when out of memory (the output
+ * is then incomplete). Write errors are the caller's to check on fp. */
+int dnt_profile_write(const struct dnt_profile *prof, enum dnt_profile_format format, const char *title, FILE *fp);
+
+#endif

@@ -1,0 +1,30 @@
+/* profile/: what its files share beyond the public header (dnt-profile.h). */
+#ifndef DNT_PROFILE_INT_H
+#define DNT_PROFILE_INT_H
+
+#include "dnt-profile.h"
+
+/* methods.c: the first link of the naming chain, the trace's own method table. The runtime's
+ * method events (MethodLoadVerbose as it JITs, MethodDC*Verbose in the rundown) give each
+ * method's code range and name, the module events each module's file name. Caller-provided
+ * storage, zeroed; release with dnt__methods_release. */
+struct dnt__method;
+struct dnt__module;
+struct dnt__methods {
+  struct dnt__method *v;
+  size_t n, cap;
+  struct dnt__module *mods;
+  size_t nmods, capmods;
+  int sorted;
+};
+/* One MethodLoadVerbose/MethodDC*Verbose or ModuleLoad/ModuleDC* event (a payload that does not
+ * parse is skipped). 0, or -ENOMEM. */
+int dnt__methods_on_method(struct dnt__methods *t, const ntr_event *ev);
+int dnt__methods_on_module(struct dnt__methods *t, const ntr_event *ev);
+/* `Module!Namespace.Type.Method` for the code at ip into buf: 1, or 0 when no method covers it.
+ * Sorts the table on its first call (after the last event). leaf: ip is a sample's own address,
+ * else a return address (the call is the byte before). */
+int dnt__methods_name(struct dnt__methods *t, uint64_t ip, int leaf, char *buf, size_t cap);
+void dnt__methods_release(struct dnt__methods *t);
+
+#endif

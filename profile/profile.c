@@ -1,0 +1,624 @@
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "profile-int.h"
+#include "dnt-trace.h"
+
+#define RUNTIME "Microsoft-Windows-DotNETRuntime"
+#define RUNDOWN "Microsoft-Windows-DotNETRuntimeRundown"
+#define SAMPLER "Microsoft-DotNETCore-SampleProfiler"
+
+/* Out of memory is sticky: p->oom is set, every later call does nothing, the load reports it and
+ * the queries answer as for an empty profile. */
+
+/* A tiny growable array `arr` of `n` items with room for `cap`; on failure p->oom is set and the
+ * enclosing function returns (with `...` as its value, if any). */
+#define GROW(p, arr, n, cap, ...)                                              \
+  do {                                                                         \
+    if ((n) == (cap)) {                                                        \
+      size_t cap_ = (cap) ? (cap) * 2 : 64;                                    \
+      void *grown_ = realloc((arr), cap_ * sizeof *(arr));                     \
+      if (!grown_) {                                                           \
+        (p)->oom = 1;                                                          \
+        return __VA_ARGS__;                                                    \
+      }                                                                        \
+      (arr) = grown_;                                                          \
+      (cap) = cap_;                                                            \
+    }                                                                          \
+  } while (0)
+
+struct stack {
+  size_t off;       /* into frames */
+  uint32_t n;
+  uint32_t hash;
+};
+
+struct count {
+  uint64_t thread;
+  uint32_t stack;
+  uint32_t external; /* the thread was in native code: the leaf is UNMANAGED_CODE_TIME */
+  uint64_t samples;
+};
+
+struct dnt_profile {
+  double sample_ms;
+  struct dnt__methods methods; /* the first link of the naming chain */
+  uint64_t *frames;
+  size_t nframes, capframes;
+  struct stack *stacks;
+  size_t nstacks, capstacks;
+  uint32_t *stack_table; /* open addressing: stack index + 1, 0 = empty */
+  size_t stack_table_cap;
+  struct count *counts;
+  size_t ncounts, capcounts;
+  uint32_t *count_table;
+  size_t count_table_cap;
+  uint64_t samples;
+  /* after finish: names of functions, and per stack frame the function index */
+  char **names;
+  size_t nnames, capnames;
+  uint32_t *name_table;
+  size_t name_table_cap;
+  uint32_t *frame_names; /* parallel to frames */
+  uint64_t *threads;
+  uint64_t *thread_samples;
+  size_t nthreads;
+  uint32_t unmanaged_name;
+  int finished;
+  int oom; /* an allocation failed: sticky (see GROW) */
+  /* hot-path caches: the stream's stack ids (valid until the next sequence point, where the
+   * format restarts them) to interned stacks, and the last metadata's kind */
+  uint32_t *stack_cache; /* stack id -> interned index + 1, 0 = not yet */
+  size_t stack_cache_cap;
+  const ntr_metadata *last_md;
+  int last_kind;
+  /* the timeline, when kept: one entry per sample */
+  int keep_timeline;
+  struct sample {
+    uint64_t thread, ts;
+    uint32_t stack, external;
+  } *timeline;
+  size_t ntimeline, captimeline;
+  uint64_t sync_qpc;
+  uint32_t pid; /* the traced process, from the trace's header (0: not said) */
+  /* the sampler's real pace, measured on the busiest thread: first/last timestamps and count */
+  uint64_t qpc_frequency;
+  struct pace {
+    uint64_t thread, first, last, n;
+  } pace[64];
+  size_t npace;
+  /* the rest of the chain: what the trace's methods do not cover (a perf map, perf's symbols) */
+  struct {
+    dnt_profile_namer fn;
+    void *ud;
+  } resolvers[DNT_PROFILE_MAX_RESOLVERS];
+  size_t nresolvers;
+  int methods_only; /* a trace read for its method table: its own samples are not counted */
+  dnt_profile_keep_fn keep; /* which samples count, when set */
+  void *keep_ud;
+};
+
+static uint32_t hash_bytes(const void *p, size_t n, uint32_t h) {
+  const uint8_t *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 16777619u;
+  return h;
+}
+
+struct dnt_profile *dnt_profile_new(void) {
+  struct dnt_profile *p = calloc(1, sizeof *p);
+  if (p) p->sample_ms = 1.0;
+  return p;
+}
+
+void dnt_profile_free(struct dnt_profile *p) {
+  if (!p) return;
+  dnt__methods_release(&p->methods);
+  for (size_t i = 0; i < p->nnames; i++) free(p->names[i]);
+  free(p->frames);
+  free(p->stacks);
+  free(p->stack_table);
+  free(p->counts);
+  free(p->count_table);
+  free(p->names);
+  free(p->name_table);
+  free(p->frame_names);
+  free(p->threads);
+  free(p->thread_samples);
+  free(p->timeline);
+  free(p->stack_cache);
+  free(p);
+}
+
+/* ---- interning ---- */
+
+static int rehash_stacks(struct dnt_profile *p) {
+  size_t cap = p->stack_table_cap ? p->stack_table_cap * 2 : 1024;
+  uint32_t *t = calloc(cap, sizeof *t);
+  if (!t) return p->oom = 1, -1;
+  for (size_t i = 0; i < p->nstacks; i++) {
+    size_t j = p->stacks[i].hash & (cap - 1);
+    while (t[j]) j = (j + 1) & (cap - 1);
+    t[j] = (uint32_t)i + 1;
+  }
+  free(p->stack_table);
+  p->stack_table = t;
+  p->stack_table_cap = cap;
+  return 0;
+}
+
+/* The index of the stack; 0 when out of memory (p->oom: the caller adds nothing). */
+static uint32_t intern_stack(struct dnt_profile *p, const uint64_t *frames, uint32_t n) {
+  if (p->oom) return 0;
+  if ((p->nstacks + 1) * 2 > p->stack_table_cap && rehash_stacks(p) != 0) return 0;
+  uint32_t h = hash_bytes(frames, n * sizeof *frames, 2166136261u ^ n);
+  size_t j = h & (p->stack_table_cap - 1);
+  while (p->stack_table[j]) {
+    const struct stack *s = &p->stacks[p->stack_table[j] - 1];
+    /* an empty stack has no frames to compare: frames may be NULL (unresolvable stack id), and
+     * memcmp with NULL is undefined even for 0 bytes */
+    if (s->hash == h && s->n == n && (n == 0 || memcmp(p->frames + s->off, frames, n * sizeof *frames) == 0))
+      return p->stack_table[j] - 1;
+    j = (j + 1) & (p->stack_table_cap - 1);
+  }
+  size_t capframes = p->capframes;
+  while (p->nframes + n > capframes) capframes = capframes ? capframes * 2 : 4096;
+  if (capframes != p->capframes) {
+    uint64_t *f = realloc(p->frames, capframes * sizeof *f);
+    if (!f) return p->oom = 1, 0;
+    p->frames = f;
+    p->capframes = capframes;
+  }
+  GROW(p, p->stacks, p->nstacks, p->capstacks, 0);
+  if (n) memcpy(p->frames + p->nframes, frames, n * sizeof *frames);
+  p->stacks[p->nstacks] = (struct stack){p->nframes, n, h};
+  p->nframes += n;
+  p->stack_table[j] = (uint32_t)++p->nstacks;
+  return (uint32_t)p->nstacks - 1;
+}
+
+static int rehash_counts(struct dnt_profile *p) {
+  size_t cap = p->count_table_cap ? p->count_table_cap * 2 : 1024;
+  uint32_t *t = calloc(cap, sizeof *t);
+  if (!t) return p->oom = 1, -1;
+  for (size_t i = 0; i < p->ncounts; i++) {
+    const struct count *c = &p->counts[i];
+    uint32_t h = hash_bytes(&c->thread, sizeof c->thread, c->stack * 2654435761u ^ c->external);
+    size_t j = h & (cap - 1);
+    while (t[j]) j = (j + 1) & (cap - 1);
+    t[j] = (uint32_t)i + 1;
+  }
+  free(p->count_table);
+  p->count_table = t;
+  p->count_table_cap = cap;
+  return 0;
+}
+
+static void add_sample(struct dnt_profile *p, uint64_t thread, uint32_t stack, uint32_t external) {
+  if (p->oom) return;
+  if ((p->ncounts + 1) * 2 > p->count_table_cap && rehash_counts(p) != 0) return;
+  uint32_t h = hash_bytes(&thread, sizeof thread, stack * 2654435761u ^ external);
+  size_t j = h & (p->count_table_cap - 1);
+  while (p->count_table[j]) {
+    struct count *c = &p->counts[p->count_table[j] - 1];
+    if (c->thread == thread && c->stack == stack && c->external == external) {
+      c->samples++;
+      p->samples++;
+      return;
+    }
+    j = (j + 1) & (p->count_table_cap - 1);
+  }
+  GROW(p, p->counts, p->ncounts, p->capcounts);
+  p->counts[p->ncounts] = (struct count){thread, stack, external, 1};
+  p->count_table[j] = (uint32_t)++p->ncounts;
+  p->samples++;
+}
+
+/* The name's id; 0 when out of memory (p->oom). */
+static uint32_t intern_name(struct dnt_profile *p, const char *name) {
+  if (p->oom) return 0;
+  if ((p->nnames + 1) * 2 > p->name_table_cap) {
+    size_t cap = p->name_table_cap ? p->name_table_cap * 2 : 1024;
+    uint32_t *t = calloc(cap, sizeof *t);
+    if (!t) return p->oom = 1, 0;
+    for (size_t i = 0; i < p->nnames; i++) {
+      size_t j = hash_bytes(p->names[i], strlen(p->names[i]), 2166136261u) & (cap - 1);
+      while (t[j]) j = (j + 1) & (cap - 1);
+      t[j] = (uint32_t)i + 1;
+    }
+    free(p->name_table);
+    p->name_table = t;
+    p->name_table_cap = cap;
+  }
+  size_t j = hash_bytes(name, strlen(name), 2166136261u) & (p->name_table_cap - 1);
+  while (p->name_table[j]) {
+    if (strcmp(p->names[p->name_table[j] - 1], name) == 0) return p->name_table[j] - 1;
+    j = (j + 1) & (p->name_table_cap - 1);
+  }
+  GROW(p, p->names, p->nnames, p->capnames, 0);
+  if (!(p->names[p->nnames] = strdup(name))) return p->oom = 1, 0;
+  p->name_table[j] = (uint32_t)++p->nnames;
+  return (uint32_t)p->nnames - 1;
+}
+
+/* ---- events ---- */
+
+static int profile_on_trace(void *ud, const ntr_trace *t) {
+  struct dnt_profile *p = ud;
+  if (t->sampling_interval_ns) p->sample_ms = t->sampling_interval_ns / 1e6;
+  p->qpc_frequency = t->qpc_frequency;
+  p->sync_qpc = t->sync_time_qpc;
+  p->pid = t->process_id;
+  return 0;
+}
+
+enum { KIND_OTHER, KIND_SAMPLE, KIND_METHOD, KIND_MODULE };
+
+static int kind_of(const ntr_metadata *md) {
+  if (md->event_id == 0 && strcmp(md->provider, SAMPLER) == 0) return KIND_SAMPLE;
+  int runtime = strcmp(md->provider, RUNTIME) == 0, rundown = strcmp(md->provider, RUNDOWN) == 0;
+  if ((runtime && md->event_id == 143) || (rundown && (md->event_id == 143 || md->event_id == 144)))
+    return KIND_METHOD;
+  if ((runtime && md->event_id == 152) || (rundown && (md->event_id == 153 || md->event_id == 154)))
+    return KIND_MODULE;
+  return KIND_OTHER;
+}
+
+/* The interned index of an event's stack; most samples reuse a stack id already seen. */
+static uint32_t stack_of(struct dnt_profile *p, const ntr_event *ev) {
+  if (!ev->stack) return intern_stack(p, NULL, 0);
+  uint32_t id = ev->stack_id;
+  /* ids are dense from 1 and a table holds at most max_stacks (1 Mi) of them; a wild one just
+   * skips the cache, which stays under 4 MiB (at 1 << 24 one stack id cost 64 MiB) */
+  if (id < (1u << 20)) {
+    if (id >= p->stack_cache_cap) {
+      size_t cap = p->stack_cache_cap ? p->stack_cache_cap : 1024;
+      while (cap <= id) cap *= 2;
+      uint32_t *c = realloc(p->stack_cache, cap * sizeof *c);
+      if (!c) return p->oom = 1, 0;
+      memset(c + p->stack_cache_cap, 0, (cap - p->stack_cache_cap) * sizeof *c);
+      p->stack_cache = c;
+      p->stack_cache_cap = cap;
+    }
+    if (!p->stack_cache[id]) {
+      uint32_t s = intern_stack(p, ev->stack->frames, ev->stack->nframes);
+      if (p->oom) return 0;
+      p->stack_cache[id] = s + 1;
+    }
+    return p->stack_cache[id] - 1;
+  }
+  return intern_stack(p, ev->stack->frames, ev->stack->nframes);
+}
+
+static int profile_on_sequence_point(void *ud, const ntr_sequence_point *sp) {
+  struct dnt_profile *p = ud;
+  (void)sp;
+  if (p->stack_cache) memset(p->stack_cache, 0, p->stack_cache_cap * sizeof *p->stack_cache);
+  return 0;
+}
+
+static int profile_on_event(void *ud, const ntr_event *ev) {
+  struct dnt_profile *p = ud;
+  const ntr_metadata *md = ev->metadata;
+  if (!md) return 0;
+  if (md != p->last_md) {
+    p->last_md = md;
+    p->last_kind = kind_of(md);
+  }
+  switch (p->last_kind) {
+  case KIND_SAMPLE: {
+    if (p->methods_only) break;
+    if (p->keep) {
+      uint64_t hz = p->qpc_frequency;
+      uint64_t ns = hz == 1000000000u || !hz ? ev->timestamp : (uint64_t)((double)ev->timestamp * 1e9 / (double)hz);
+      if (!p->keep(p->keep_ud, ev->thread_id, ns)) break;
+    }
+    uint32_t kind = 2;
+    if (ev->payload_size >= 4) memcpy(&kind, ev->payload, 4);
+    uint32_t stack = stack_of(p, ev);
+    add_sample(p, ev->thread_id, stack, kind == 1);
+    if (p->keep_timeline && !p->oom) {
+      GROW(p, p->timeline, p->ntimeline, p->captimeline, -1);
+      p->timeline[p->ntimeline++] = (struct sample){ev->thread_id, ev->timestamp, stack, kind == 1};
+    }
+    size_t i = 0;
+    while (i < p->npace && p->pace[i].thread != ev->thread_id) i++;
+    if (i == p->npace && p->npace < sizeof p->pace / sizeof p->pace[0])
+      p->pace[p->npace++] = (struct pace){ev->thread_id, ev->timestamp, ev->timestamp, 0};
+    if (i < p->npace) {
+      p->pace[i].last = ev->timestamp;
+      p->pace[i].n++;
+    }
+    break;
+  }
+  case KIND_METHOD:
+    if (dnt__methods_on_method(&p->methods, ev) != 0) p->oom = 1;
+    break;
+  case KIND_MODULE:
+    if (dnt__methods_on_module(&p->methods, ev) != 0) p->oom = 1;
+    break;
+  default: break;
+  }
+  return p->oom ? -1 : 0; /* out of memory stops the parser */
+}
+
+void dnt_profile_keep_timeline(struct dnt_profile *p) { p->keep_timeline = 1; }
+
+void dnt_profile_methods_only(struct dnt_profile *p, int on) { p->methods_only = on; }
+
+void dnt_profile_set_filter(struct dnt_profile *p, dnt_profile_keep_fn keep, void *ud) {
+  p->keep = keep;
+  p->keep_ud = ud;
+}
+
+void dnt_profile_set_clock(struct dnt_profile *p, double sample_ms, uint64_t clock_hz, uint64_t start) {
+  p->sample_ms = sample_ms;
+  p->qpc_frequency = clock_hz;
+  p->sync_qpc = start;
+}
+
+void dnt_profile_add_ips(struct dnt_profile *p, uint64_t thread, uint64_t time, const uint64_t *ips, size_t n) {
+  uint32_t stack = intern_stack(p, ips, (uint32_t)n);
+  add_sample(p, thread, stack, 0);
+  if (p->keep_timeline && !p->oom) {
+    GROW(p, p->timeline, p->ntimeline, p->captimeline);
+    p->timeline[p->ntimeline++] = (struct sample){thread, time, stack, 0};
+  }
+}
+
+int dnt_profile_add_resolver(struct dnt_profile *p, dnt_profile_namer fn, void *ud) {
+  if (p->nresolvers == DNT_PROFILE_MAX_RESOLVERS) return -1;
+  p->resolvers[p->nresolvers].fn = fn;
+  p->resolvers[p->nresolvers].ud = ud;
+  p->nresolvers++;
+  return 0;
+}
+
+static int by_thread_time(const void *a, const void *b) {
+  const struct sample *x = a, *y = b;
+  if (x->thread != y->thread) return x->thread < y->thread ? -1 : 1;
+  return x->ts < y->ts ? -1 : x->ts > y->ts;
+}
+
+void dnt_profile_callbacks(ntr_callbacks *cb) {
+  memset(cb, 0, sizeof *cb);
+  cb->on_trace = profile_on_trace;
+  cb->on_event = profile_on_event;
+  cb->on_sequence_point = profile_on_sequence_point;
+}
+
+/* ---- naming ---- */
+
+/* A frame's name from the first link of the chain that knows its address, else `?!0xADDR`. */
+static void resolve(struct dnt_profile *p, uint64_t ip, int leaf, char *name, size_t cap) {
+  if (dnt__methods_name(&p->methods, ip, leaf, name, cap)) return;
+  for (size_t r = 0; r < p->nresolvers; r++)
+    if (p->resolvers[r].fn(p->resolvers[r].ud, ip, leaf, name, cap)) return;
+  snprintf(name, cap, "?!0x%llx", (unsigned long long)ip);
+}
+
+/* The threads, in order of first appearance, with their sample counts. */
+static void collect_threads(struct dnt_profile *p) {
+  p->threads = calloc(p->ncounts ? p->ncounts : 1, sizeof *p->threads);
+  p->thread_samples = calloc(p->ncounts ? p->ncounts : 1, sizeof *p->thread_samples);
+  if (!p->threads || !p->thread_samples) {
+    p->oom = 1;
+    return;
+  }
+  for (size_t i = 0; i < p->ncounts; i++) {
+    size_t t = 0;
+    while (t < p->nthreads && p->threads[t] != p->counts[i].thread) t++;
+    if (t == p->nthreads) p->threads[p->nthreads++] = p->counts[i].thread;
+    p->thread_samples[t] += p->counts[i].samples;
+  }
+}
+
+int dnt_profile_finish(struct dnt_profile *p) {
+  if (p->finished) return p->oom ? -1 : 0;
+  p->finished = 1;
+  p->unmanaged_name = intern_name(p, DNT_UNMANAGED_FRAME);
+  if (p->ntimeline) qsort(p->timeline, p->ntimeline, sizeof *p->timeline, by_thread_time);
+  p->frame_names = malloc((p->nframes ? p->nframes : 1) * sizeof *p->frame_names);
+  if (!p->frame_names) p->oom = 1;
+  for (size_t s = 0; s < p->nstacks && !p->oom; s++) {
+    const struct stack *st = &p->stacks[s];
+    for (uint32_t i = 0; i < st->n; i++) {
+      char name[1200];
+      resolve(p, p->frames[st->off + i], i == 0, name, sizeof name);
+      p->frame_names[st->off + i] = intern_name(p, name);
+    }
+  }
+  if (!p->oom) collect_threads(p);
+  if (p->oom) { /* answer as an empty profile from here on */
+    p->ncounts = p->ntimeline = p->nthreads = 0;
+    return -1;
+  }
+  return 0;
+}
+
+int dnt_profile_failed(const struct dnt_profile *p) { return p->oom; }
+
+uint64_t dnt_profile_samples(const struct dnt_profile *p) { return p->samples; }
+uint32_t dnt_profile_pid(const struct dnt_profile *p) { return p->pid; }
+double dnt_profile_sample_ms(const struct dnt_profile *p) { return p->sample_ms; }
+
+double dnt_profile_measured_ms(const struct dnt_profile *p) {
+  const struct pace *best = NULL;
+  for (size_t i = 0; i < p->npace; i++)
+    if (!best || p->pace[i].n > best->n) best = &p->pace[i];
+  if (!best || best->n < 10 || !p->qpc_frequency || best->last <= best->first) return 0;
+  return (double)(best->last - best->first) / (double)(best->n - 1) * 1000.0 / (double)p->qpc_frequency;
+}
+size_t dnt_profile_nthreads(const struct dnt_profile *p) { return p->nthreads; }
+uint64_t dnt_profile_thread_id(const struct dnt_profile *p, size_t t) { return p->threads[t]; }
+uint64_t dnt_profile_thread_samples(const struct dnt_profile *p, size_t t) { return p->thread_samples[t]; }
+
+struct rank {
+  uint32_t name;
+  uint64_t key, exclusive, inclusive;
+};
+
+static int by_key_desc(const void *a, const void *b) {
+  const struct rank *x = a, *y = b;
+  if (x->key != y->key) return x->key > y->key ? -1 : 1;
+  return x->name < y->name ? -1 : x->name > y->name;
+}
+
+size_t dnt_profile_top(const struct dnt_profile *p, size_t t, int by_inclusive, struct dnt_profile_row *rows,
+                       size_t max) {
+  uint64_t *excl = calloc(p->nnames ? p->nnames : 1, sizeof *excl);
+  uint64_t *incl = calloc(p->nnames ? p->nnames : 1, sizeof *incl);
+  uint32_t *seen = calloc(p->nnames ? p->nnames : 1, sizeof *seen); /* which count last touched a name */
+  struct rank *r = malloc((p->nnames ? p->nnames : 1) * sizeof *r);
+  size_t out = 0;
+  if (!excl || !incl || !seen || !r) {
+    out = (size_t)-1;
+    goto done;
+  }
+  for (size_t i = 0; i < p->ncounts; i++) {
+    const struct count *c = &p->counts[i];
+    if (t != (size_t)-1 && c->thread != p->threads[t]) continue;
+    const struct stack *st = &p->stacks[c->stack];
+    uint32_t leaf = c->external || st->n == 0 ? p->unmanaged_name : p->frame_names[st->off];
+    excl[leaf] += c->samples;
+    /* inclusive: once per function per stack, however often recursion repeats it */
+    incl[leaf] += c->samples;
+    seen[leaf] = (uint32_t)i + 1;
+    for (uint32_t f = 0; f < st->n; f++) {
+      uint32_t n = p->frame_names[st->off + f];
+      if (seen[n] == (uint32_t)i + 1) continue;
+      seen[n] = (uint32_t)i + 1;
+      incl[n] += c->samples;
+    }
+  }
+  size_t n = 0;
+  for (size_t i = 0; i < p->nnames; i++)
+    if (incl[i]) r[n++] = (struct rank){(uint32_t)i, by_inclusive ? incl[i] : excl[i], excl[i], incl[i]};
+  if (n) qsort(r, n, sizeof *r, by_key_desc);
+  for (size_t i = 0; i < n && out < max; i++) {
+    if (!by_inclusive && r[i].exclusive == 0) break;
+    rows[out++] = (struct dnt_profile_row){p->names[r[i].name], r[i].exclusive, r[i].inclusive};
+  }
+done:
+  free(r);
+  free(excl);
+  free(incl);
+  free(seen);
+  return out;
+}
+
+size_t dnt_profile_nnames(const struct dnt_profile *p) { return p->nnames; }
+const char *dnt_profile_name(const struct dnt_profile *p, uint32_t id) { return id < p->nnames ? p->names[id] : "?"; }
+
+/* The frames of a stack as function ids, root first, with the UNMANAGED_CODE_TIME leaf when the
+ * thread was in native code; *buf grows as needed (the caller frees it). (size_t)-1 when out of
+ * memory. */
+static size_t stack_frames(const struct dnt_profile *p, uint32_t stack, uint32_t external, uint32_t **buf, size_t *cap) {
+  const struct stack *st = &p->stacks[stack];
+  if (st->n + 1 > *cap) {
+    uint32_t *grown = realloc(*buf, (st->n + 1) * sizeof **buf);
+    if (!grown) return (size_t)-1;
+    *buf = grown;
+    *cap = st->n + 1;
+  }
+  size_t n = 0;
+  for (uint32_t f = st->n; f > 0; f--) (*buf)[n++] = p->frame_names[st->off + f - 1];
+  if (external || st->n == 0) (*buf)[n++] = p->unmanaged_name;
+  return n;
+}
+
+int dnt_profile_each_stack(const struct dnt_profile *p, dnt_profile_stack_fn fn, void *ud) {
+  size_t cap = 0;
+  uint32_t *frames = NULL;
+  int rc = 0;
+  for (size_t i = 0; i < p->ncounts && !rc; i++) {
+    const struct count *c = &p->counts[i];
+    size_t n = stack_frames(p, c->stack, c->external, &frames, &cap);
+    if (n == (size_t)-1) rc = -1;
+    else fn(ud, c->thread, frames, n, c->samples);
+  }
+  free(frames);
+  return rc;
+}
+
+int dnt_profile_each_sample(const struct dnt_profile *p, dnt_profile_sample_fn fn, void *ud) {
+  size_t cap = 0;
+  uint32_t *frames = NULL;
+  int rc = 0;
+  for (size_t i = 0; i < p->ntimeline && !rc; i++) {
+    const struct sample *s = &p->timeline[i];
+    size_t n = stack_frames(p, s->stack, s->external, &frames, &cap);
+    if (n == (size_t)-1) {
+      rc = -1;
+      break;
+    }
+    double t_us = p->qpc_frequency ? (double)(int64_t)(s->ts - p->sync_qpc) * 1e6 / (double)p->qpc_frequency : 0;
+    fn(ud, s->thread, t_us, frames, n);
+  }
+  free(frames);
+  return rc;
+}
+
+int dnt_profile_load(struct dnt_profile *prof, const char *path, char *msg, size_t cap) {
+  return dnt_profiles_load(&prof, 1, 1, path, msg, cap);
+}
+
+int dnt_profiles_load(struct dnt_profile *const *profs, size_t n, size_t nfinish, const char *path, char *msg,
+                      size_t cap) {
+  ntr_fanout fan;
+  ntr_fanout_init(&fan);
+  ntr_callbacks cb;
+  dnt_profile_callbacks(&cb);
+  for (size_t i = 0; i < n; i++)
+    if (ntr_fanout_add(&fan, &cb, profs[i]) != 0) {
+      snprintf(msg, cap, "at most %d profiles in one pass", NTR_FANOUT_MAX);
+      return -1;
+    }
+  void *ud = profs[0]; /* one profile: its own callbacks, no forwarding */
+  if (n > 1) {
+    ntr_fanout_callbacks(&fan, &cb);
+    ud = &fan;
+  }
+  ntr_stats st = {0};
+  char err[512] = "";
+  int rc = dnt_trace_read(path, &cb, ud, &st, err, sizeof err);
+  int oom = 0;
+  for (size_t i = 0; i < n; i++) oom |= profs[i]->oom;
+  if (oom) {
+    snprintf(msg, cap, "out of memory reading '%s'", path);
+    return -1;
+  }
+  if (rc < 0 || (rc != DNT_TRACE_COMPLETE && st.events == 0)) {
+    snprintf(msg, cap, "%s", err[0] ? err : "cannot read the trace");
+    return -1;
+  }
+  for (size_t i = 0; i < nfinish && i < n; i++)
+    if (dnt_profile_finish(profs[i]) != 0) {
+      snprintf(msg, cap, "out of memory naming the frames of '%s'", path);
+      return -1;
+    }
+  if (rc == DNT_TRACE_COMPLETE) return 0;
+  snprintf(msg, cap, "%s: what came before is used; methods named only by the final rundown may show as addresses",
+           err);
+  return 1;
+}
+
+void dnt_profile_clock(const struct dnt_profile *p, uint64_t *hz, uint64_t *start) {
+  *hz = p->qpc_frequency;
+  *start = p->sync_qpc;
+}
+
+
+int dnt_frame_kind(const char *name) {
+  if (strcmp(name, DNT_UNMANAGED_FRAME) == 0) return 'N';
+  if (strncmp(name, "[kernel]!", 9) == 0) return 'K';
+  if (strncmp(name, "?!", 2) == 0) return '?';
+  const char *bang = strchr(name, '!');
+  if (!bang) return '?';
+  /* native: a shared object or an executable file name before the '!' */
+  if (strstr(name, ".so") && strstr(name, ".so") < bang) return 'N';
+  if (strncmp(name, "[stub]", 6) == 0) return 'N';
+  return 'M';
+}

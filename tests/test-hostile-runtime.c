@@ -1,0 +1,270 @@
+/* dntrace against a fake runtime (tests/lib/fake-runtime.c) that a process of any user could
+ * run: ProcessInfo strings full of terminal control sequences must reach the terminal escaped
+ * (ps, info), and a session that is refused, dropped or never answered must leave an existing
+ * `collect -o FILE` byte for byte as it was. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/fake-runtime.h"
+#include "lib/run.h"
+
+/* ESC ] title BEL (retitles the window), CR LF and a fake line, C1 CSI (U+009B), DEL */
+#define EVIL_CMDLINE "evil\x1b]0;pwned\x07\r\nFAKE LINE\x9b" "31m\x7f"
+/* ... and how dnt_safe_text's rules (src/util.h) write it */
+#define EVIL_CMDLINE_SHOWN "evil\\x1b]0;pwned\\x07\\r\\nFAKE LINE\\u009b31m\\x7f"
+
+static void start_fake(fake_runtime *f, enum fake_collect collect) {
+  if (geteuid() != 0) cr_skip_test("needs root to give the fake runtime its own mount namespace");
+  fake_runtime_opts o = {.private_tmp = 1, .cmdline = EVIL_CMDLINE, .os = "Linux\x1b[2J", .arch = "x64\b\b",
+                         .entry = "App\x1b[31m", .version = "8.0.0\a", .rid = "linux-x64\r", .collect = collect};
+  char err[256];
+  cr_assert_eq(fake_runtime_start(f, &o, err, sizeof err), 0, "%s", err);
+}
+
+/* No byte of s is a control character other than the newline, nor DEL, nor a C1 control. */
+static void assert_no_raw_controls(const char *what, const char *s) {
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    cr_assert(!(*p < 0x20 && *p != '\n') && *p != 0x7f, "%s: raw control byte 0x%02x at offset %zu:\n%s", what, *p,
+              (size_t)(p - (const unsigned char *)s), s);
+    cr_assert(!(p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f), "%s: raw C1 control at offset %zu", what,
+              (size_t)(p - (const unsigned char *)s));
+  }
+}
+
+/* No line of out begins with the text the fake tried to put on a line of its own. */
+static void assert_no_forged_line(const char *out) {
+  for (const char *l = out; l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+    cr_assert(strncmp(l, "FAKE LINE", 9) != 0, "a forged line:\n%s", out);
+}
+
+Test(hostile, info_escapes_every_runtime_string, .timeout = 30) {
+  fake_runtime f;
+  start_fake(&f, FAKE_COLLECT_REFUSE);
+  char pid[16];
+  snprintf(pid, sizeof pid, "%d", (int)f.pid);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "info", "-p", pid, NULL), 0, "%s%s", r.out, r.err);
+  assert_no_raw_controls("info", r.out);
+  assert_no_forged_line(r.out);
+  cr_assert(strstr(r.out, "Command line        : " EVIL_CMDLINE_SHOWN "\n"), "%s", r.out);
+  cr_assert(strstr(r.out, "OS                  : Linux\\x1b[2J\n"), "%s", r.out);
+  cr_assert(strstr(r.out, "Architecture        : x64\\x08\\x08\n"), "%s", r.out);
+  cr_assert(strstr(r.out, "Entry assembly      : App\\x1b[31m\n"), "%s", r.out);
+  cr_assert(strstr(r.out, "Runtime version     : 8.0.0\\x07\n"), "%s", r.out);
+  cr_assert(strstr(r.out, "Runtime identifier  : linux-x64\\r\n"), "%s", r.out);
+  dnt_run_free(&r);
+
+  cr_assert_eq(dnt_run_dntrace(&r, "info", "-p", pid, "--json", NULL), 0, "%s%s", r.out, r.err);
+  assert_no_raw_controls("info --json", r.out);
+  cr_assert(strstr(r.out, "\"commandLine\": \"evil\\u001b]0;pwned\\u0007\\r\\nFAKE LINE\\u009b31m\\u007f\""), "%s",
+            r.out);
+  dnt_run_free(&r);
+  fake_runtime_stop(&f);
+}
+
+Test(hostile, ps_escapes_versions_and_command_lines, .timeout = 30) {
+  fake_runtime f;
+  start_fake(&f, FAKE_COLLECT_REFUSE);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "ps", NULL), 0, "%s", r.err);
+  assert_no_raw_controls("ps", r.out);
+  assert_no_forged_line(r.out);
+  char want[64];
+  snprintf(want, sizeof want, "\n%7d  ", (int)f.pid);
+  const char *line = strstr(r.out, want);
+  cr_assert(line, "pid %d listed:\n%s", (int)f.pid, r.out);
+  const char *end = strchr(line + 1, '\n');
+  char *row = strndup(line + 1, end ? (size_t)(end - line - 1) : strlen(line + 1));
+  cr_assert(strstr(row, " 8.0.0\\x07 "), "the version, escaped: %s", row);
+  cr_assert(strstr(row, EVIL_CMDLINE_SHOWN), "the command line, escaped: %s", row);
+  free(row);
+  dnt_run_free(&r);
+  fake_runtime_stop(&f);
+}
+
+/* ---- collect -o EXISTING ---- */
+
+/* Eight runtimes that never answer ProcessInfo: asked one after the other, each would cost ps
+ * its whole 1 s deadline; asked at once, the list takes that deadline once. */
+Test(hostile, ps_asks_every_process_at_once, .timeout = 60) {
+  if (geteuid() != 0) cr_skip_test("needs root to give the fake runtime its own mount namespace");
+  enum { N = 8 };
+  fake_runtime f[N];
+  fake_runtime_opts o = {.private_tmp = 1, .silent_info = 1, .version = "9.9.9"};
+  char err[256];
+  for (int i = 0; i < N; i++) cr_assert_eq(fake_runtime_start(&f[i], &o, err, sizeof err), 0, "%s", err);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  struct dnt_run r;
+  int rc = dnt_run_dntrace(&r, "ps", NULL);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+  cr_expect_eq(rc, 0, "%s", r.err);
+  for (int i = 0; i < N; i++) {
+    char pid[32];
+    snprintf(pid, sizeof pid, "\n%7d  ", (int)f[i].pid);
+    const char *row = strstr(r.out, pid);
+    cr_expect(row, "the silent runtime %d is listed:\n%s", (int)f[i].pid, r.out);
+    if (!row) continue;
+    char line[512];
+    snprintf(line, sizeof line, "%.*s", (int)strcspn(row + 1, "\n"), row + 1);
+    /* PID, NAME, RUNTIME: the version it would have said never came */
+    cr_expect(strstr(line, "  ?  ") && !strstr(line, "9.9.9"), "no version for a silent runtime: '%s'", line);
+  }
+  cr_expect_lt(secs, 2.5, "ps took %.2f s for %d silent runtimes (asked one by one: %d s)", secs, N, N);
+  dnt_run_free(&r);
+  for (int i = 0; i < N; i++) fake_runtime_stop(&f[i]);
+}
+
+/* A session that carries no counter value, or bytes that are no nettrace: counters collect says
+ * so and fails, instead of "File saved (0 values)" and 0. */
+static void counters_collect_fails(enum fake_collect how, const char *says) {
+  fake_runtime f;
+  start_fake(&f, how);
+  char dir[] = "/tmp/dnt-hostc-XXXXXX", out[128], pid[16];
+  cr_assert(mkdtemp(dir));
+  snprintf(out, sizeof out, "%s/c.csv", dir);
+  snprintf(pid, sizeof pid, "%d", (int)f.pid);
+  struct dnt_run r;
+  int rc = dnt_run_dntrace(&r, "counters", "collect", "-p", pid, "-o", out, "--duration", "10s", NULL);
+  cr_expect_eq(rc, 1, "exit 1 (got %d):\n%s%s", rc, r.out, r.err);
+  cr_expect(strstr(r.err, says), "says '%s':\n%s", says, r.err);
+  cr_expect(!strstr(r.out, "File saved"), "claims nothing was saved:\n%s", r.out);
+  dnt_run_free(&r);
+  fake_runtime_stop(&f);
+  unlink(out);
+  rmdir(dir);
+}
+
+Test(hostile, counters_collect_of_a_session_ended_at_once_fails, .timeout = 60) {
+  counters_collect_fails(FAKE_COLLECT_DROP, "before sending any counter value");
+}
+
+Test(hostile, counters_collect_of_garbage_fails, .timeout = 60) {
+  counters_collect_fails(FAKE_COLLECT_GARBAGE, "does not parse as nettrace");
+}
+
+/* collect keeps the bytes for a look, but a stream that is no nettrace is a failure */
+Test(hostile, collect_of_garbage_fails, .timeout = 60) {
+  fake_runtime f;
+  start_fake(&f, FAKE_COLLECT_GARBAGE);
+  char dir[] = "/tmp/dnt-hostg-XXXXXX", out[128], pid[16];
+  cr_assert(mkdtemp(dir));
+  snprintf(out, sizeof out, "%s/g.nettrace", dir);
+  snprintf(pid, sizeof pid, "%d", (int)f.pid);
+  struct dnt_run r;
+  int rc = dnt_run_dntrace(&r, "collect", "-p", pid, "-o", out, "--duration", "10s", NULL);
+  cr_expect_eq(rc, 1, "exit 1 (got %d):\n%s%s", rc, r.out, r.err);
+  cr_expect(strstr(r.err, "does not parse as nettrace"), "%s", r.err);
+  cr_expect(!strstr(r.out, "Trace completed") && !strstr(r.out, "keeps the"), "no trace claimed:\n%s", r.out);
+  dnt_run_free(&r);
+  fake_runtime_stop(&f);
+  unlink(out);
+  rmdir(dir);
+}
+
+static const unsigned char old_bytes[] = "Nettrace\0an older trace, kept\xff\x01\n";
+
+static void write_old(const char *path) {
+  FILE *fp = fopen(path, "wb");
+  cr_assert(fp);
+  cr_assert_eq(fwrite(old_bytes, 1, sizeof old_bytes, fp), sizeof old_bytes);
+  fclose(fp);
+}
+
+/* The file holds old_bytes exactly, and it is the only entry of its directory. */
+static void assert_kept(const char *dir, const char *path) {
+  unsigned char buf[256];
+  FILE *fp = fopen(path, "rb");
+  cr_assert(fp, "%s still exists", path);
+  size_t n = fread(buf, 1, sizeof buf, fp);
+  fclose(fp);
+  cr_assert(n == sizeof old_bytes && memcmp(buf, old_bytes, n) == 0, "%s kept byte for byte (%zu bytes now)", path, n);
+  DIR *d = opendir(dir);
+  struct dirent *de;
+  int entries = 0;
+  while ((de = readdir(d))) {
+    if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+    entries++;
+    cr_assert_str_eq(de->d_name, "t.nettrace", "no temporary left beside it");
+  }
+  closedir(d);
+  cr_assert_eq(entries, 1, "no temporary left beside it");
+}
+
+static void collect_keeps_existing(enum fake_collect how, const char *says) {
+  fake_runtime f;
+  start_fake(&f, how);
+  char dir[] = "/tmp/dnt-keep-XXXXXX", out[64], pid[16];
+  cr_assert(mkdtemp(dir));
+  snprintf(out, sizeof out, "%s/t.nettrace", dir);
+  snprintf(pid, sizeof pid, "%d", (int)f.pid);
+  write_old(out);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "-o", out, "--duration", "5s", NULL), 1, "%s%s", r.out,
+               r.err);
+  cr_assert(strstr(r.err, says), "says '%s': %s", says, r.err);
+  assert_kept(dir, out);
+  dnt_run_free(&r);
+
+  /* and with no file there before, none after */
+  unlink(out);
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "-o", out, "--duration", "5s", NULL), 1, "%s%s", r.out,
+               r.err);
+  DIR *d = opendir(dir);
+  struct dirent *de;
+  while ((de = readdir(d)))
+    cr_assert(!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."), "nothing left: %s", de->d_name);
+  closedir(d);
+  dnt_run_free(&r);
+  rmdir(dir);
+  fake_runtime_stop(&f);
+}
+
+Test(hostile, collect_refused_keeps_an_existing_file, .timeout = 60) {
+  collect_keeps_existing(FAKE_COLLECT_REFUSE, "refused the session");
+}
+
+Test(hostile, collect_ended_at_once_keeps_an_existing_file, .timeout = 60) {
+  collect_keeps_existing(FAKE_COLLECT_DROP, "ended the session before sending anything");
+}
+
+/* A runtime that never answers: dntrace gives up after its 30 s reply deadline. */
+Test(hostile, collect_unanswered_keeps_an_existing_file, .timeout = 150) {
+  collect_keeps_existing(FAKE_COLLECT_SILENT, "refused the session");
+}
+
+/* ---- discovery through a symlinked /tmp ---- */
+
+/* A container whose /tmp is an absolute symlink to D: its socket is in its own D. Through
+ * /proc/PID/root a careless lookup follows the link in the host's tree, to the host's D, where a
+ * decoy runtime listens under the container's pid number. dntrace must talk to the container's. */
+Test(hostile, a_symlinked_tmp_is_followed_inside_the_container, .timeout = 30) {
+  if (geteuid() != 0) cr_skip_test("needs root to give the fake runtime its own root");
+  char decoy_dir[] = "/var/tmp/dnt-decoy-XXXXXX"; /* not under /tmp: the container's /tmp is the link */
+  cr_assert(mkdtemp(decoy_dir));
+  fake_runtime f, decoy;
+  fake_runtime_opts o = {.tmp_link = decoy_dir, .cmdline = "the container's runtime", .version = "8.0.1"};
+  char err[256];
+  cr_assert_eq(fake_runtime_start(&f, &o, err, sizeof err), 0, "%s", err);
+  fake_runtime_opts od = {.sock_dir = decoy_dir, .sock_pid = f.pid, .sock_key = fake_runtime_starttime(f.pid),
+                          .cmdline = "DECOY on the host", .version = "6.6.6"};
+  cr_assert_eq(fake_runtime_start(&decoy, &od, err, sizeof err), 0, "%s", err);
+  char pid[16];
+  snprintf(pid, sizeof pid, "%d", (int)f.pid);
+  struct dnt_run r;
+  int rc = dnt_run_dntrace(&r, "info", "-p", pid, NULL);
+  fake_runtime_stop(&decoy);
+  fake_runtime_stop(&f);
+  rmdir(decoy_dir);
+  cr_assert_eq(rc, 0, "%s%s", r.out, r.err);
+  cr_assert(strstr(r.out, "Command line        : the container's runtime\n"), "%s", r.out);
+  cr_assert_null(strstr(r.out, "DECOY"), "%s", r.out);
+  dnt_run_free(&r);
+}

@@ -1,0 +1,193 @@
+/* trace/: reading traces. The trace-file input (plain, gzip, zip) that feeds the nettrace parser,
+ * self-describing payload fields decoded by name, and the XML schemas of the runtime's own events.
+ * One public header; the library never prints and never exits: every message is returned in the
+ * caller's buffer or on the object, ready for the command to print. */
+#ifndef DNT_TRACE_H
+#define DNT_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ntr.h"
+
+/* ============================================================================================== */
+/* Reading a trace file into the nettrace parser, in fixed-size chunks (memory does not grow
+ * with the file): a plain .nettrace, a gzip-compressed one, or the first .nettrace member of a
+ * zip archive. Shared by the commands that read traces (events, report, convert). Never prints;
+ * every message is returned in the caller's buffer, ready for dnt_error/dnt_warning. */
+
+/* What dnt_trace_read returns besides a negative "unreadable". */
+enum dnt_trace_status {
+  DNT_TRACE_COMPLETE = 0,  /* read up to the end-of-stream marker */
+  DNT_TRACE_TRUNCATED = 1, /* the stream stops before its end (a killed writer, a cut copy);
+                              everything complete before the cut was delivered */
+  DNT_TRACE_DAMAGED = 2,   /* malformed (or over a parser limit) after the trace header, or the
+                              archive's CRC does not match; everything before was delivered */
+  DNT_TRACE_STOPPED = 3    /* a callback returned nonzero: reading stopped there */
+};
+
+/* Bytes handed to the parser per call (and the size of the compressed-input buffer). */
+#define DNT_TRACE_CHUNK (64 * 1024)
+
+/* Reads the trace at `path` ("-" is standard input) into a new parser with callbacks `cb`
+ * (may be NULL; copied) and user data `ud`. The container is recognised by its first bytes,
+ * not its name: gzip (1f 8b), zip ("PK\3\4": the first member named *.nettrace, else the
+ * first *.netperf, else an error; stored or deflated; a zip needs a seekable file), anything
+ * else is read as nettrace.
+ *
+ * Returns a dnt_trace_status, or -1 when nothing could be read as a trace (cannot open, I/O
+ * error, not a trace, unsupported version, cut before the trace header). For TRUNCATED,
+ * DAMAGED and -1, err (errlen bytes, caller-owned, may be NULL) receives one line without
+ * "error:", e.g. "'f.nettrace' is truncated at byte 1234 inside an object (waiting for ...)" or
+ * "'f.txt' is not a nettrace file". `stats` (may be NULL) receives the parser's counters
+ * (events delivered, dropped_events, bytes). */
+int dnt_trace_read(const char *path, const ntr_callbacks *cb, void *ud, ntr_stats *stats, char *err,
+                   size_t errlen);
+
+/* Whether the zip archive at `path` holds several members of the kind dnt_trace_read picks
+ * (*.nettrace, else *.netperf): 1, with one line in note (cap bytes, caller-owned) naming the one
+ * read, for the command to print as a warning; 0 otherwise (not a zip, one member, unreadable:
+ * dnt_trace_read says what is wrong). Reads the central directory only. */
+int dnt_trace_zip_note(const char *path, char *note, size_t cap);
+
+/* How many times dnt_trace_read was called in this process: one pass or several. */
+unsigned dnt_trace_opens(void);
+
+/* ============================================================================================== */
+/* Decoding a self-describing event payload (EventSource, TraceLogging, EventPipe's own events)
+ * by the field tree its metadata carries: names, types and values, nested objects and arrays.
+ * Independent of the CLI: no printing, no exits; shared by `events` and `counters`.
+ *
+ * A payload is decoded into a dnt_record: a flat list of values in payload order. Objects and
+ * arrays appear as an OBJECT/ARRAY value, their members, then an END value, so a printer can
+ * rebuild the nesting; every value also has its dotted name ("Payload.Mean", "items[2].x"), so a
+ * reader can look one up directly. Every read is checked against the payload's size: a short or
+ * malformed payload is an error with a message, never a read past its end.
+ *
+ * Runtime events (DotNETRuntime, Rundown, SampleProfiler) have no field descriptions: their
+ * metadata has nfields == 0 and they decode to an empty record. */
+
+enum dnt_value_kind {
+  DNT_VALUE_INT = 1, /* i: SByte, Int16, Int32, Int64, VarInt */
+  DNT_VALUE_UINT,    /* u: Byte, UInt16, UInt32, UInt64, VarUInt */
+  DNT_VALUE_FLOAT,   /* f: Single, Double */
+  DNT_VALUE_BOOL,    /* b (0 or 1), u: the raw value */
+  DNT_VALUE_STRING,  /* s/slen, UTF-8: String; Char and UTF8 char (u: the code unit); Guid
+                        (registry form, lowercase); DateTime (ISO-8601 UTC with 7 decimals,
+                        u: the raw FILETIME); Decimal (its exact decimal text) */
+  DNT_VALUE_BYTES,   /* raw/rawlen: RelLoc and DataLoc data (V6) */
+  DNT_VALUE_OBJECT,  /* an Object begins: count = its fields; they follow, then an END */
+  DNT_VALUE_ARRAY,   /* an array begins: count = its elements; they follow, then an END */
+  DNT_VALUE_END      /* ends the innermost OBJECT or ARRAY (type says which) */
+};
+
+typedef struct dnt_value {
+  const char *name;      /* dotted path: "n", "Payload.Name", "items[2].x"; UTF-8 */
+  const char *key;       /* the field's own name ("Name"); "" for an array element */
+  uint32_t type;         /* enum ntr_type of the field (END: of what it closes) */
+  int kind;              /* enum dnt_value_kind */
+  uint32_t depth;        /* 0 for top-level fields */
+  uint32_t index;        /* position in the enclosing array, when in one */
+  uint32_t count;        /* OBJECT: fields; ARRAY: elements */
+  int64_t i;
+  uint64_t u;
+  double f;
+  int b;
+  const char *s;         /* STRING: NUL-terminated UTF-8 (may contain no NUL before slen) */
+  size_t slen;
+  const uint8_t *raw;    /* the value's bytes in the payload (BYTES: the referenced data) */
+  size_t rawlen;
+  size_t offset;         /* where the value starts in the payload */
+} dnt_value;
+
+/* A decoded payload. Reusable: decode event after event into the same record, its buffers are
+ * kept. Every pointer in values[] points into the record (or into the payload for `raw`) and is
+ * valid until the next decode or release. */
+typedef struct dnt_record {
+  size_t nvalues;
+  dnt_value *values;
+  size_t trailing;       /* payload bytes after the last field (0 for a well-formed payload) */
+  char err[256];         /* why the last decode failed ("" when it did not) */
+  /* private */
+  size_t cap_values;
+  size_t *offs;          /* name, key and s as offsets into text while decoding */
+  char *text;
+  size_t text_len, text_cap;
+} dnt_record;
+
+/* Bounds on what one payload may make a record hold (exceeding one is NTR_ELIMIT). */
+#define DNT_FIELDS_MAX_VALUES (1u << 20)
+#define DNT_FIELDS_MAX_TEXT ((size_t)64 << 20)
+
+void dnt_record_init(dnt_record *r);
+/* Frees what r holds; r may be decoded into again after a new dnt_record_init. */
+void dnt_record_release(dnt_record *r);
+
+/* Decodes `len` bytes of `payload` (caller-owned; `raw` pointers point into it) by the
+ * `nfields` top-level fields of a metadata record. Returns 0, or NTR_ETRUNCATED (the payload
+ * is shorter than its fields), NTR_EFORMAT (an unknown type code, an array without an element
+ * type, a bad varint or Decimal, a RelLoc/DataLoc outside the payload), NTR_ELIMIT or
+ * NTR_ENOMEM, with r->err saying which field and where. After an error the values decoded
+ * before it are still in r->values. */
+int dnt_record_decode(dnt_record *r, const ntr_field *fields, uint32_t nfields, const uint8_t *payload, size_t len);
+
+/* The same, for an event by its metadata; NTR_EINVAL (with err) when the event has none. */
+int dnt_record_decode_event(dnt_record *r, const ntr_event *ev);
+
+/* The value with this dotted name (exact, case-sensitive), or NULL. Never returns an END. */
+const dnt_value *dnt_record_get(const dnt_record *r, const char *name);
+/* The string value with this name, or NULL when absent or not a STRING. */
+const char *dnt_record_str(const dnt_record *r, const char *name);
+/* The numeric value (INT, UINT, FLOAT or BOOL) with this name in *out: 0, or -1 when absent or
+ * not a number. */
+int dnt_record_num(const dnt_record *r, const char *name, double *out);
+
+/* The value as text in buf (cap bytes, always NUL-terminated when cap > 0): integers in
+ * decimal, floats in the shortest form that reads back exactly ("NaN", "Infinity" and
+ * "-Infinity" as .NET prints them), "true"/"false", strings as they are, bytes in hex, OBJECT
+ * and ARRAY as "{N}" / "[N]". Returns the full length like snprintf. */
+size_t dnt_value_format(const dnt_value *v, char *buf, size_t cap);
+
+/* "Int32", "String", ...; "Unknown" for a code outside enum ntr_type. Static string. */
+const char *dnt_type_name(uint32_t type);
+
+/* FILETIME (100 ns ticks since 1601-01-01 UTC) as "YYYY-MM-DDThh:mm:ss.fffffffZ"; out holds 40. */
+void dnt_format_filetime(uint64_t filetime, char out[40]);
+/* A GUID's 16 bytes as "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (the first three groups little
+ * endian, as .NET writes them); out holds 37. */
+void dnt_format_guid(const uint8_t g[16], char out[37]);
+
+/* ============================================================================================== */
+/* Layouts of events whose metadata has no field list (the runtime's own providers), read from
+ * XML files in dntrace's schema format (data/runtime-events.xml, installed in $(pkgdatadir)),
+ * so that `dntrace events` can show their fields by name. */
+
+struct dnt_schema;
+
+/* An empty schema; NULL when out of memory. Free with dnt_schema_free (NULL is fine). */
+struct dnt_schema *dnt_schema_new(void);
+void dnt_schema_free(struct dnt_schema *s);
+
+/* Adds the events of an XML schema file; an event already known is replaced. 0, or -1 with a
+ * one-line reason in err ("file:line: ..."). */
+int dnt_schema_load(struct dnt_schema *s, const char *path, char *err, size_t errlen);
+
+/* Loads runtime-events.xml from $DNT_DATADIR, else from the installed data directory.
+ * 0, or -1 with a reason in err. */
+int dnt_schema_load_default(struct dnt_schema *s, char *err, size_t errlen);
+
+/* The layout of (provider, event id) at that event version: its name, and the fields present
+ * in that version (*nfields of them). NULL when the schema does not know the event. The fields
+ * belong to the schema. */
+const ntr_field *dnt_schema_lookup(const struct dnt_schema *s, const char *provider, uint32_t event_id,
+                                   uint32_t version, const char **name, uint32_t *nfields);
+
+/* ============================================================================================== */
+/* JSON output, streamed. */
+
+/* Writes s (NULL: "") as a JSON string literal, quotes included, to fp; control characters are
+ * escaped. */
+void dnt_json_string(FILE *fp, const char *s);
+
+#endif
