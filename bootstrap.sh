@@ -104,6 +104,18 @@ report_check() {
   fi
 }
 
+# failures DIR...: each failed case with the lines its log gives after it (the assertion's words)
+failures() {
+  local dir f
+  for dir in "$@"; do
+    for f in "$dir"/tests/*.log; do
+      [ -f "$f" ] && grep -q -E '^(not ok|ERROR)' "$f" || continue
+      echo "--- failed in $f:"
+      grep -A6 -E '^(not ok|ERROR)' "$f" | grep -v '^ok ' | head -n 30
+    done
+  done
+}
+
 # The tests of the code that reads traces, built by clang: its UBSan checks more than gcc's
 # (NULL + 0, for one, which aborted on real traces; issue 19). Only these programs are built
 # (check_PROGRAMS), and the sample target is build-check/'s, not built again (check_DATA).
@@ -138,6 +150,7 @@ check() {
     fi
   fi
   if [ "${CI:-}" = true ]; then fuzz "$FUZZ_CI_SECONDS" || rc=1; fi
+  failures build-check build-clang    # again at the end, where a cut log still shows them
   summarize build-check build-clang   # the last line: what CI reads
   return "$rc"
 }

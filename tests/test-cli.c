@@ -233,21 +233,9 @@ Test(cli, root_refused_is_not_told_to_run_as_root) {
     if (ci && !strcmp(ci, "true")) cr_assert_fail("needs root, and CI=true");
     cr_skip_test("needs root");
   }
-  int ready[2];
-  cr_assert_eq(pipe(ready), 0);
-  pid_t child = fork();
-  cr_assert_geq(child, 0);
-  if (child == 0) {
-    close(ready[0]);
-    if (unshare(CLONE_NEWNS) != 0 || setgid(65534) != 0 || setuid(65534) != 0) _exit(1);
-    close(ready[1]); /* EOF: it is in its own mount namespace, as uid 65534 */
-    execl("/bin/sleep", "sleep", "30", (char *)NULL);
-    _exit(1);
-  }
-  close(ready[1]);
-  char c;
-  cr_assert_eq(read(ready[0], &c, 1), 0);
-  close(ready[0]);
+  /* in its own mount namespace, as uid 65534 */
+  int child = dnt_spawn_sleeper_as(65534, 1);
+  cr_assert_gt(child, 0);
   char cmd[4300];
   snprintf(cmd, sizeof cmd, "exec setpriv --bounding-set=-all --inh-caps=-all \"$DNT_BIN\" info -p %d", (int)child);
   char *argv[] = {"/bin/sh", "-c", cmd, NULL};

@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -123,21 +124,22 @@ Test(perf_check, own_process_at_paranoid_2_is_not_refused) {
   }
   if (level != 2 || geteuid() != 0)
     cr_skip_test("needs kernel.perf_event_paranoid=2 (it is %d) and root, to run as another user", level);
-  pid_t child = fork();
-  cr_assert_geq(child, 0);
-  if (child == 0) {
-    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(1);
-    execl("/bin/sleep", "sleep", "30", (char *)NULL);
-    _exit(1);
-  }
+  int child = dnt_spawn_sleeper_as(65534, 0);
+  cr_assert_gt(child, 0);
+  char out_dir[] = "/tmp/dnt-perf-paranoid-XXXXXX";
+  cr_assert_not_null(mkdtemp(out_dir));
+  cr_assert_eq(chmod(out_dir, 0777), 0);
   char cmd[4300];
   snprintf(cmd, sizeof cmd,
-           "exec setpriv --reuid=65534 --regid=65534 --clear-groups \"$DNT_BIN\" perf -p %d --duration 1s -o /tmp/x",
-           (int)child);
+           "cd / && exec setpriv --reuid=65534 --regid=65534 --clear-groups \"$DNT_BIN\" perf -p %d --duration 1s "
+           "-o %s/perf.nettrace",
+           (int)child, out_dir);
   char *argv[] = {"/bin/sh", "-c", cmd, NULL};
   struct dnt_run r;
-  usleep(100 * 1000);
   int rc = dnt_run_argv(&r, argv, NULL, 20000);
+  char rm[128];
+  snprintf(rm, sizeof rm, "rm -rf %s", out_dir);
+  (void)!system(rm);
   kill(child, SIGKILL);
   waitpid(child, NULL, 0);
   cr_assert_not(strstr(r.err, "may not watch"), "%s", r.err);

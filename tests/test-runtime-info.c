@@ -243,14 +243,8 @@ Test(runtime, another_user_is_told_about_permissions, .timeout = 90) {
 /* Someone plants a socket for a process of another user: it must be refused, not used. */
 Test(runtime, a_planted_socket_is_refused) {
   if (geteuid() != 0) cr_skip_test("needs root to start a process as another user");
-  pid_t child = fork();
-  cr_assert_geq(child, 0);
-  if (child == 0) {
-    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(1);
-    execl("/bin/sleep", "sleep", "30", (char *)NULL);
-    _exit(1);
-  }
-  usleep(100 * 1000);
+  int child = dnt_spawn_sleeper_as(65534, 0);
+  cr_assert_gt(child, 0);
   char path[64], stat[1024];
   snprintf(path, sizeof path, "/proc/%d/stat", (int)child);
   FILE *fp = fopen(path, "r");

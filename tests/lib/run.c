@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -111,4 +112,32 @@ void dnt_run_free(struct dnt_run *r) {
   free(r->out);
   free(r->err);
   r->out = r->err = NULL;
+}
+
+int dnt_spawn_sleeper_as(unsigned uid, int new_mount_ns) {
+  int ready[2];
+  if (pipe2(ready, O_CLOEXEC) != 0) return -1;
+  pid_t child = fork();
+  if (child < 0) {
+    close(ready[0]);
+    close(ready[1]);
+    return -1;
+  }
+  if (child == 0) {
+    close(ready[0]);
+    if (new_mount_ns && unshare(CLONE_NEWNS) != 0) _exit(1);
+    if (setgid((gid_t)uid) != 0 || setuid((uid_t)uid) != 0) _exit(1);
+    execl("/bin/sleep", "sleep", "30", (char *)NULL);
+    _exit(1);
+  }
+  close(ready[1]);
+  char byte;
+  ssize_t n;
+  while ((n = read(ready[0], &byte, 1)) < 0 && errno == EINTR) {
+  }
+  close(ready[0]);
+  /* EOF came with the exec, or with the child's death: tell them apart */
+  int status;
+  if (waitpid(child, &status, WNOHANG) != 0) return -1;
+  return (int)child;
 }

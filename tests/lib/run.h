@@ -22,6 +22,12 @@ int dnt_run_dntrace(struct dnt_run *r, ...);
 
 void dnt_run_free(struct dnt_run *r);
 
+/* Starts `sleep 30` as uid and gid `uid` (the caller must be root), in a mount namespace of its
+ * own when new_mount_ns, and returns its pid once it runs sleep: only then is /proc/PID that
+ * user's (between setuid and exec it is root's, the process not dumpable). -1 if it failed. The
+ * caller kills and reaps it. */
+int dnt_spawn_sleeper_as(unsigned uid, int new_mount_ns);
+
 /* Path of the dntrace binary under test ($DNT_BIN, else ./dntrace). */
 const char *dnt_bin(void);
 
