@@ -226,8 +226,11 @@ static int run_perf_script(const char *data, dnt_perf_reader *reader, struct dnt
     close(fds[1]);
     int null = open("/dev/null", O_WRONLY);
     if (null >= 0) dup2(null, 2);
+    /* call chains of the cpu-clock samples only: the switches' chains are most of the text
+     * (and of perf's time writing it) and nothing here reads them */
     char *const argv[] = {"perf", "script", "-i", (char *)data, "--ns", "--show-mmap-events",
-                          "-F", "comm,pid,tid,time,event,ip,sym,dso,trace", NULL};
+                          "-F", "sw:comm,pid,tid,time,event,ip,sym,dso", "-F", "trace:comm,pid,tid,time,event,trace",
+                          NULL};
     execvp("perf", argv);
     _exit(127);
   }

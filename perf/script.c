@@ -92,9 +92,10 @@ static int emit_sample(dnt_perf_script *p) {
   return p->cb.on_sample(p->ud, &s);
 }
 
-/* `COMM PID/TID TIME: EVENT: [TRACE]`: the first token pair PID/TID + TIME: from the left
- * ends COMM, which may hold spaces and digits of its own. */
-static int sample_header(dnt_perf_script *p, char *line) {
+/* Where `PID/TID TIME: ` starts in a header line (the first such token pair from the left ends
+ * COMM, which may hold spaces and digits of its own), its values and the time's ':'; NULL if
+ * the line is no header. */
+static char *header_ids(char *line, int *pid, int *tid, uint64_t *t, char **time_end) {
   char *tok = line;
   while (*tok) {
     while (*tok == ' ') tok++;
@@ -103,42 +104,51 @@ static int sample_header(dnt_perf_script *p, char *line) {
     char *next = end;
     while (*next == ' ') next++;
     char *next_end = strchr(next, ':');
-    int pid, tid;
-    uint64_t t;
-    if (next_end && parse_pid_tid(tok, (size_t)(end - tok), &pid, &tid) == 0 &&
-        parse_time(next, (size_t)(next_end - next), &t) == 0 && next_end[1] == ' ') {
-      char *comm_end = tok;
-      while (comm_end > line && comm_end[-1] == ' ') comm_end--;
-      char *event = next_end + 2;
-      while (*event == ' ') event++;
-      char *event_end = strchr(event, ':');
-      /* an event name may hold one ':' of its own (sched:sched_switch): its end is ": " */
-      while (event_end && event_end[1] && event_end[1] != ' ') event_end = strchr(event_end + 1, ':');
-      if (!event_end || event_end == event) return -1;
-      char *trace = event_end + 1;
-      while (*trace == ' ') trace++;
-      size_t lc = (size_t)(comm_end - line), le = (size_t)(event_end - event), lt = strlen(trace);
-      if (lc + le + lt + 3 > sizeof p->head) return -1;
-      memcpy(p->head, line, lc);
-      p->head[lc] = '\0';
-      memcpy(p->head + lc + 1, event, le);
-      p->head[lc + 1 + le] = '\0';
-      memcpy(p->head + lc + le + 2, trace, lt + 1);
-      p->comm = p->head;
-      p->event = p->head + lc + 1;
-      p->trace = p->head + lc + le + 2;
-      p->pid = pid;
-      p->tid = tid;
-      p->time_ns = t;
-      p->nframes = 0;
-      p->names_len = 0;
-      p->in_sample = 1;
-      p->chain_cut = 0;
-      return 0;
+    if (next_end && parse_pid_tid(tok, (size_t)(end - tok), pid, tid) == 0 &&
+        parse_time(next, (size_t)(next_end - next), t) == 0 && next_end[1] == ' ') {
+      *time_end = next_end;
+      return tok;
     }
     tok = end;
   }
-  return -1;
+  return NULL;
+}
+
+/* `COMM PID/TID TIME: EVENT: [TRACE]` */
+static int sample_header(dnt_perf_script *p, char *line) {
+  int pid, tid;
+  uint64_t t;
+  char *time_end, *tok = header_ids(line, &pid, &tid, &t, &time_end);
+  if (!tok) return -1;
+  char *comm_end = tok;
+  while (comm_end > line && comm_end[-1] == ' ') comm_end--;
+  while (*line == ' ' && line < comm_end) line++; /* perf's padding of a right-aligned COMM */
+  char *event = time_end + 2;
+  while (*event == ' ') event++;
+  char *event_end = strchr(event, ':');
+  /* an event name may hold one ':' of its own (sched:sched_switch): its end is ": " */
+  while (event_end && event_end[1] && event_end[1] != ' ') event_end = strchr(event_end + 1, ':');
+  if (!event_end || event_end == event) return -1;
+  char *trace = event_end + 1;
+  while (*trace == ' ') trace++;
+  size_t lc = (size_t)(comm_end - line), le = (size_t)(event_end - event), lt = strlen(trace);
+  if (lc + le + lt + 3 > sizeof p->head) return -1;
+  memcpy(p->head, line, lc);
+  p->head[lc] = '\0';
+  memcpy(p->head + lc + 1, event, le);
+  p->head[lc + 1 + le] = '\0';
+  memcpy(p->head + lc + le + 2, trace, lt + 1);
+  p->comm = p->head;
+  p->event = p->head + lc + 1;
+  p->trace = p->head + lc + le + 2;
+  p->pid = pid;
+  p->tid = tid;
+  p->time_ns = t;
+  p->nframes = 0;
+  p->names_len = 0;
+  p->in_sample = 1;
+  p->chain_cut = 0;
+  return 0;
 }
 
 static const char *keep_name(dnt_perf_script *p, const char *s, size_t n) {
@@ -240,8 +250,18 @@ static int mmap_line(dnt_perf_script *p, char *line, char *rec) {
 
 static int handle_line(dnt_perf_script *p, char *line) {
   if (!line[0]) return emit_sample(p); /* the blank line after a sample */
-  if (line[0] == '\t' || line[0] == ' ') {
-    if (p->in_sample) {
+  /* A frame is tab-led. A space-led line is a frame, or a header whose COMM perf right-aligned:
+   * it does that for event types printed with their own -F (trace:...) and no call chain, so
+   * such headers follow one another with no blank line between. */
+  if (p->in_sample && line[0] == '\t') {
+    if (frame_line(p, line) != 0) p->st.malformed_lines++;
+    return 0;
+  }
+  if (p->in_sample && line[0] == ' ') {
+    int pid, tid;
+    uint64_t t;
+    char *time_end;
+    if (!header_ids(line, &pid, &tid, &t, &time_end)) {
       if (frame_line(p, line) != 0) p->st.malformed_lines++;
       return 0;
     }

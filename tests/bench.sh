@@ -124,9 +124,9 @@ if [ -x "$exe" ] && perf record -e cpu-clock -o /dev/null -- true >/dev/null 2>&
   t0=$(date +%s%N)
   kill -INT $rec; wait $rec 2>/dev/null || true
   t1=$(date +%s%N)
-  mb=$(perf script -i $base.perf.data --ns --show-mmap-events -F comm,pid,tid,time,event,ip,sym,dso,trace 2>/dev/null | wc -c)
+  mb=$(perf script -i $base.perf.data --ns --show-mmap-events -F sw:comm,pid,tid,time,event,ip,sym,dso -F trace:comm,pid,tid,time,event,trace 2>/dev/null | wc -c)
   t2=$(date +%s%N)
-  perf script -i $base.perf.data --ns --show-mmap-events -F comm,pid,tid,time,event,ip,sym,dso,trace >/dev/null 2>&1
+  perf script -i $base.perf.data --ns --show-mmap-events -F sw:comm,pid,tid,time,event,ip,sym,dso -F trace:comm,pid,tid,time,event,trace >/dev/null 2>&1
   t3=$(date +%s%N)
   perf report -i $base.perf.data --stdio >/dev/null 2>&1
   t4=$(date +%s%N)
