@@ -119,7 +119,11 @@ uint64_t dnt_parse_duration(const char *s) {
   char *end;
   double v = strtod(s, &end);
   if (end == s || !(v > 0) || v > 1e9) return 0;
-  double mult = *end == '\0' || strcmp(end, "s") == 0 ? 1 : strcmp(end, "m") == 0 ? 60 : strcmp(end, "h") == 0 ? 3600 : -1;
+  double mult = *end == '\0' || strcmp(end, "s") == 0 ? 1
+                : strcmp(end, "ms") == 0                ? 0.001
+                : strcmp(end, "m") == 0                 ? 60
+                : strcmp(end, "h") == 0                 ? 3600
+                                                        : -1;
   if (mult < 0) return 0;
   return (uint64_t)(v * mult * 1000);
 }

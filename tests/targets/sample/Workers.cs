@@ -28,6 +28,7 @@ namespace Sample
             if (_opts.Exceptions) Spawn("exception-work", () => Faults.Run(_stop));
             if (_opts.Counters) Spawn("metrics-work", () => Telemetry.Run(_stop));
             if (_opts.EventRate > 0) Spawn("load-work", () => LoadWork.Run(_opts.EventRate, _stop));
+            for (int i = 1; i <= _opts.IdleThreads; i++) Spawn("idle-" + i, () => IdleWork.Park(_stop));
         }
 
         public void Join()
@@ -41,6 +42,13 @@ namespace Sample
             _threads.Add(t);
             t.Start();
         }
+    }
+
+    // Threads that only wait: many of them, for tools that list every thread's stack.
+    public static class IdleWork
+    {
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        public static void Park(CancellationToken stop) => stop.WaitHandle.WaitOne();
     }
 
     public static class CpuWork
