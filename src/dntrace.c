@@ -153,8 +153,10 @@ int main(int argc, char **argv) {
 
   const struct dnt_cmd *cmd = dnt_find_cmd(name);
   if (!cmd) return not_a_command(name);
-  /* the dotnet tools' own spellings: `dotnet-dump collect`, `dotnet-trace collect list-profiles` */
-  if (strcmp(name, "dump") == 0 && argc > 2 && strcmp(argv[2], "collect") == 0) {
+  /* the dotnet tools' own spellings: `dotnet-dump collect`, `dotnet-stack report`,
+   * `dotnet-trace collect list-profiles` */
+  if ((strcmp(name, "dump") == 0 && argc > 2 && strcmp(argv[2], "collect") == 0) ||
+      (strcmp(name, "stacks") == 0 && argc > 2 && strcmp(argv[2], "report") == 0)) {
     argv[2] = argv[1];
     argc--;
     argv++;

@@ -92,6 +92,11 @@ Test(stacks, every_thread_of_the_sample_now, .timeout = 120) {
   cr_expect_eq(dnt_run_argv(&r, argv, NULL, 30000), 0, "the JSON snapshot: %s", r.err);
   dnt_run_free(&r);
 
+  /* dotnet-stack's spelling */
+  cr_assert_eq(dnt_run_dntrace(&r, "stacks", "report", "-p", pid, NULL), 0, "%s", r.err);
+  cr_expect(thread_block(r.out, "cpu-work", &n), "stacks report lists cpu-work:\n%s", r.out);
+  dnt_run_free(&r);
+
   /* --repeat: as many snapshots, each headed */
   cr_assert_eq(dnt_run_dntrace(&r, "stacks", "-p", pid, "--repeat", "3", "--interval", "100ms", NULL), 0, "%s", r.err);
   cr_expect(strstr(r.out, "# snapshot 1 of 3\n") && strstr(r.out, "# snapshot 3 of 3\n"), "%s", r.out);
