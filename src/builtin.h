@@ -79,6 +79,10 @@ int dnt_report_load(struct dnt_profile *prof, const char *path);
 /* dnt_profiles_load, the same way. */
 int dnt_report_loads(struct dnt_profile *const *profs, size_t n, size_t nfinish, const char *path);
 
+/* `info TRACE` (info-trace.c): what the trace at path holds, as text or JSON (-v: every thread
+ * and the events by kind). 0 or an exit code (errors printed). */
+int dnt_info_trace(const char *path, int json, int verbose);
+
 /* `counters list` (counters-known.c). */
 int dnt_counters_list(void);
 
