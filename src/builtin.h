@@ -58,7 +58,7 @@ int dnt_convert(const char *trace, const char *format, const char *output);
 struct dnt_profile;
 int dnt_convert_loaded(const struct dnt_profile *prof, const char *trace, const char *format, const char *output);
 /* Whether format is a conversion's name or alias (svg for flamegraph), and whether it needs each
- * sample's time (chromium). */
+ * sample's time (chromium, speedscope). */
 int dnt_convert_known_format(const char *format);
 int dnt_convert_needs_timeline(const char *format);
 

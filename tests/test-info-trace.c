@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #include "lib/nt-scan.h"
-#include "lib/ntr-writer.h"
 #include "lib/run.h"
+#include "lib/v6-trace.h"
 
 #define SAMPLER "Microsoft-DotNETCore-SampleProfiler"
 
@@ -252,59 +252,17 @@ Test(info_trace, cut_copy_is_truncated) {
   rmdir(dir);
 }
 
-/* ---- a V6 trace written here: every value is known by construction ---- */
-
-static void write_v6(const char *path) {
-  static const char *kv[] = {"ProcessId", "4321", "HardwareThreadCount", "6", "ExpectedCPUSamplingRate", "2000000"};
-  ntrw_trace t = {1000, 1000000000, 8, 0, 0, 0, kv, 3};
-  ntrw_md md[] = {
-      {1, SAMPLER, 0, "ThreadSample", 0, 0, 0, -1, NULL, 0, 0, 0},
-      {2, "My-Provider", 7, "Tick", 0, 0, 4, -1, NULL, 0, 0, 0},
-  };
-  ntrw w;
-  ntrw_init(&w, 1);
-  ntrw_trace_hdr(&w, &t);
-  ntrw_thread(&w, 1, 4001, "cpu-work");
-  ntrw_thread(&w, 2, 4002, "blocking-work");
-  ntrw_thread(&w, 3, 4003, NULL);
-  ntrw_md_begin(&w);
-  ntrw_metadata(&w, &md[0]);
-  ntrw_metadata(&w, &md[1]);
-  ntrw_block_end(&w);
-  static const uint64_t f1[] = {0x1000, 0x2000}, f2[] = {0x3000};
-  const uint64_t *const frames[] = {f1, f2};
-  uint32_t nframes[] = {2, 1};
-  ntrw_stacks(&w, 1, 2, frames, nframes);
-  ntrw_ev_begin(&w, 1);
-  uint8_t managed[4] = {2, 0, 0, 0};
-  uint32_t seq[4] = {0};
-  /* cpu-work: 5 samples; blocking-work: 3 samples; thread 3: 2 Ticks; 2 ms apart from t=2000 */
-  uint64_t ts = 2000;
-  for (int i = 0; i < 10; i++, ts += 2000000) {
-    uint64_t th = i < 5 ? 1 : i < 8 ? 2 : 3;
-    ntrw_ev ev = {.metadata_id = th == 3 ? 2 : 1, .seq = ++seq[th], .thread = th, .capture_thread = th,
-                  .stack_id = th == 3 ? 0 : (uint32_t)th, .ts = ts, .payload = th == 3 ? NULL : managed,
-                  .payload_size = th == 3 ? 0 : 4};
-    ntrw_event(&w, &ev);
-  }
-  ntrw_block_end(&w);
-  ntrw_end(&w);
-  FILE *fp = fopen(path, "wb");
-  cr_assert(fp);
-  fwrite(w.buf, 1, w.len, fp);
-  fclose(fp);
-  ntrw_release(&w);
-}
+/* ---- a V6 trace written here: every value is known by construction (lib/v6-trace.h) ---- */
 
 Test(info_trace, v6_thread_names_and_header) {
   char dir[] = "/tmp/dnt-info-XXXXXX", path[64];
   cr_assert(mkdtemp(dir));
   snprintf(path, sizeof path, "%s/v6.nettrace", dir);
-  write_v6(path);
+  cr_assert_eq(dnt_write_v6_trace(path), 0);
   struct info in;
   info_json(path, &in);
   cr_assert_str_eq(in.state, "complete");
-  cr_assert_eq(in.pid, 4321);
+  cr_assert_eq(in.pid, V6_PID);
   cr_assert_eq(in.cpus, 6);
   cr_assert_eq(in.sampling_ns, 2000000);
   cr_assert_eq(in.events, 10);
