@@ -107,6 +107,12 @@ struct dnt_profile_row {
   uint64_t exclusive, inclusive; /* samples */
 };
 
+/* While on, dnt_profile_top charges a sample taken in native code (UNMANAGED_CODE_TIME) to the
+ * innermost managed frame of its stack, as dotnet-trace's report folds it: a thread blocked in a
+ * wait shows the managed method that waits. A sample with no managed frame at all keeps its
+ * UNMANAGED_CODE_TIME row. Totals do not change. */
+void dnt_profile_fold_native(struct dnt_profile *p, int on);
+
 /* Fills rows (caller-owned, up to max) with the top functions of thread index t, or of all
  * threads when t == (size_t)-1, by exclusive or inclusive samples. Returns how many, or (size_t)-1
  * when out of memory. */

@@ -109,6 +109,7 @@ struct dnt_profile {
   } *thread_names;
   size_t nthread_names, capthread_names;
   char *command_line;
+  int fold_native; /* top tables: native time charged to the innermost managed frame */
 };
 
 static uint32_t hash_bytes(const void *p, size_t n, uint32_t h) {
@@ -368,6 +369,8 @@ static int profile_on_event(void *ud, const ntr_event *ev) {
 
 void dnt_profile_keep_timeline(struct dnt_profile *p) { p->keep_timeline = 1; }
 
+void dnt_profile_fold_native(struct dnt_profile *p, int on) { p->fold_native = on; }
+
 void dnt_profile_methods_only(struct dnt_profile *p, int on) { p->methods_only = on; }
 
 void dnt_profile_set_filter(struct dnt_profile *p, dnt_profile_keep_fn keep, void *ud) {
@@ -564,6 +567,9 @@ size_t dnt_profile_top(const struct dnt_profile *p, size_t t, int by_inclusive, 
     if (t != (size_t)-1 && c->thread != p->threads[t]) continue;
     const struct stack *st = &p->stacks[c->stack];
     uint32_t leaf = c->external || st->n == 0 ? p->unmanaged_name : p->frame_names[st->off];
+    /* folded: the managed frame that called into native code waits there (a stack without any
+     * managed frame has no caller to charge and keeps the native row) */
+    if (p->fold_native && st->n > 0) leaf = p->frame_names[st->off];
     excl[leaf] += c->samples;
     /* inclusive: once per function per stack, however often recursion repeats it */
     incl[leaf] += c->samples;

@@ -310,6 +310,10 @@ int dnt_options_parse(const struct dnt_usage *u, const char *cmd, int argc, char
       has_operand = 1;
     }
   } else if (u->operand) {
+    if (u->verb && optind + 2 == argc && strcasecmp(argv[optind + 1], u->verb) == 0) {
+      *(int *)((char *)opts + u->verb_offset) = 1;
+      argc--;
+    }
     if (optind + 1 != argc) {
       dnt_error("%s", optind == argc ? u->no_operand : u->many_operands);
       return DNT_EXIT_USAGE;

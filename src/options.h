@@ -137,6 +137,10 @@ struct dnt_usage {
                            (const char *); DNT_OPERAND_OR_TARGET: one operand or the target
                            group's options, either but not both (info: a trace or a process) */
   size_t operand_offset;
+  const char *verb;     /* DNT_OPERAND_ONE: a word that may follow the operand (any case), as
+                           another tool's grammar has it (report FILE topN); sets the int at
+                           verb_offset to 1 */
+  size_t verb_offset;
   const char *no_operand, *many_operands; /* the errors when it is missing, when there are more
                                             (DNT_OPERAND_OR_TARGET: no_operand is the error when
                                             both an operand and a target are given) */
