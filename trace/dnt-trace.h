@@ -1,5 +1,6 @@
 /* trace/: reading traces. The trace-file input (plain, gzip, zip) that feeds the nettrace parser,
- * self-describing payload fields decoded by name, and the XML schemas of the runtime's own events.
+ * self-describing payload fields decoded by name, the XML schemas of the runtime's own events, and
+ * a trace's summary (what `info TRACE` shows).
  * One public header; the library never prints and never exits: every message is returned in the
  * caller's buffer or on the object, ready for the command to print. */
 #ifndef DNT_TRACE_H
