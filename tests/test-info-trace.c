@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "lib/nt-scan.h"
+#include "lib/ntr-writer.h"
 #include "lib/run.h"
 #include "lib/v6-trace.h"
 
@@ -286,6 +287,48 @@ Test(info_trace, v6_thread_names_and_header) {
   cr_assert(strstr(r.out, "4001 (cpu-work)"), "%s", r.out);
   cr_assert(strstr(r.out, "NetTrace V6"), "%s", r.out);
   cr_assert(strstr(r.out, "My-Provider/Tick"), "%s", r.out);
+  dnt_run_free(&r);
+  unlink(path);
+  rmdir(dir);
+}
+
+/* Drops: a writer whose sequence numbers jump from 2 to 6 lost 3 events (by construction). */
+Test(info_trace, dropped_events) {
+  static const char *kv[] = {"ProcessId", "77"};
+  ntrw_trace t = {1000, 1000000000, 8, 0, 0, 0, kv, 1};
+  ntrw_md md = {1, "My-Provider", 7, "Tick", 0, 0, 4, -1, NULL, 0, 0, 0};
+  ntrw w;
+  ntrw_init(&w, 1);
+  ntrw_trace_hdr(&w, &t);
+  ntrw_thread(&w, 1, 501, "writer");
+  ntrw_md_begin(&w);
+  ntrw_metadata(&w, &md);
+  ntrw_block_end(&w);
+  ntrw_ev_begin(&w, 1);
+  static const uint32_t seq[] = {1, 2, 6, 7};
+  for (int i = 0; i < 4; i++) {
+    ntrw_ev ev = {.metadata_id = 1, .seq = seq[i], .thread = 1, .capture_thread = 1, .ts = 2000 + (uint64_t)i};
+    ntrw_event(&w, &ev);
+  }
+  ntrw_block_end(&w);
+  ntrw_end(&w);
+  char dir[] = "/tmp/dnt-info-XXXXXX", path[64];
+  cr_assert(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/drops.nettrace", dir);
+  FILE *fp = fopen(path, "wb");
+  cr_assert(fp);
+  cr_assert_eq(fwrite(w.buf, 1, w.len, fp), w.len);
+  fclose(fp);
+  ntrw_release(&w);
+  struct info in;
+  info_json(path, &in);
+  cr_assert_eq(in.events, 4);
+  cr_assert_eq(in.dropped, 3);
+  cr_assert_eq(in.pid, 77);
+  cr_assert_str_eq(in.threads[0].name, "writer");
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "info", path, NULL), 0, "%s", r.err);
+  cr_assert(strstr(r.out, "Dropped events      : 3 "), "%s", r.out);
   dnt_run_free(&r);
   unlink(path);
   rmdir(dir);
