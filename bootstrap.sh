@@ -21,9 +21,10 @@ packages=(build-essential autoconf autoconf-archive automake libtool pkg-config
           libuv1-dev libxml2-dev zlib1g-dev libcriterion-dev
           linux-perf util-linux procps tmux curl unzip python3
           chromium fonts-dejavu-core time prometheus \
-          clang libclang-rt-14-dev)
+          clang libclang-rt-14-dev npm)
 # chromium renders the flame graph in a test; prometheus (promtool and the server) checks and
-# scrapes `counters serve` in a test; clang builds build-clang/ (clang's UBSan) and the fuzzers
+# scrapes `counters serve` in a test; clang builds build-clang/ (clang's UBSan) and the fuzzers;
+# npm fetches speedscope, the viewer a test loads the timelines into (in chromium)
 
 say() { printf '==> %s\n' "$*"; }
 
@@ -33,6 +34,25 @@ if [ -z "${DNT_CORPUS:-}" ] && [ -d "$top/../shared/corpus" ]; then
   DNT_CORPUS=$(cd "$top/../shared/corpus" && pwd)
   export DNT_CORPUS
 fi
+
+# speedscope's release, a real viewer for the timeline tests (test-convert): the npm package, at a
+# pinned version, unpacked into build-tools/speedscope (exported so `make distcheck` finds it)
+SPEEDSCOPE_VERSION=1.25.0
+DNT_SPEEDSCOPE=${DNT_SPEEDSCOPE:-$top/build-tools/speedscope}
+export DNT_SPEEDSCOPE
+
+speedscope() {
+  [ -f "$DNT_SPEEDSCOPE/.version-$SPEEDSCOPE_VERSION" ] && return 0
+  say "npm pack speedscope@$SPEEDSCOPE_VERSION ($DNT_SPEEDSCOPE)"
+  local tmp
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent "speedscope@$SPEEDSCOPE_VERSION" >/dev/null && tar xzf speedscope-*.tgz)
+  rm -rf "$DNT_SPEEDSCOPE"
+  mkdir -p "$(dirname "$DNT_SPEEDSCOPE")"
+  mv "$tmp/package" "$DNT_SPEEDSCOPE"
+  touch "$DNT_SPEEDSCOPE/.version-$SPEEDSCOPE_VERSION"
+  rm -rf "$tmp"
+}
 
 deps() {
   local missing=() p
@@ -53,6 +73,7 @@ deps() {
     fi
     say "warning: no 'dotnet' on PATH: the sample target cannot be built, so runtime tests will skip"
   fi
+  speedscope
 }
 
 # configure_tree DIR [configure args...]: (re)configure DIR when configure or its arguments changed

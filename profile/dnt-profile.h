@@ -94,11 +94,24 @@ size_t dnt_profile_nthreads(const struct dnt_profile *p);
 uint64_t dnt_profile_thread_id(const struct dnt_profile *p, size_t t);
 uint64_t dnt_profile_thread_samples(const struct dnt_profile *p, size_t t);
 
+/* The name the trace gives a thread (V6 thread rows; the runtime's V4/V5 streams name none), or
+ * NULL. Owned by the profile. */
+const char *dnt_profile_thread_name(const struct dnt_profile *p, uint64_t thread_id);
+/* The traced process's command line (EventPipe's ProcessInfo event, .NET 5 and later), or NULL.
+ * Owned by the profile. */
+const char *dnt_profile_command_line(const struct dnt_profile *p);
+
 /* One row of a top-N table. name points into the profile (valid until it is freed). */
 struct dnt_profile_row {
   const char *name;
   uint64_t exclusive, inclusive; /* samples */
 };
+
+/* While on, dnt_profile_top charges a sample taken in native code (UNMANAGED_CODE_TIME) to the
+ * innermost managed frame of its stack, as dotnet-trace's report folds it: a thread blocked in a
+ * wait shows the managed method that waits. A sample with no managed frame at all keeps its
+ * UNMANAGED_CODE_TIME row. Totals do not change. */
+void dnt_profile_fold_native(struct dnt_profile *p, int on);
 
 /* Fills rows (caller-owned, up to max) with the top functions of thread index t, or of all
  * threads when t == (size_t)-1, by exclusive or inclusive samples. Returns how many, or (size_t)-1
@@ -152,8 +165,11 @@ int dnt_flamegraph_write(const struct dnt_profile *prof, const struct dnt_flameg
 
 enum dnt_profile_format {
   DNT_PROFILE_FOLDED,     /* "Thread N;root;...;leaf count" per distinct (thread, stack) */
-  DNT_PROFILE_SPEEDSCOPE, /* one sampled profile per thread (speedscope's file format) */
-  DNT_PROFILE_CHROMIUM    /* per-thread complete ("X") events (needs dnt_profile_keep_timeline) */
+  DNT_PROFILE_SPEEDSCOPE, /* one sampled profile per thread (speedscope's file format), named after
+                             the thread; samples in time order with dnt_profile_keep_timeline,
+                             else each distinct stack once */
+  DNT_PROFILE_CHROMIUM    /* the process's and threads' names ("M" events), then per-thread
+                             complete ("X") events (needs dnt_profile_keep_timeline) */
 };
 
 /* Writes prof in format, titled title (speedscope's name). 0, or -1 when out of memory (the output

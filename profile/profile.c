@@ -10,6 +10,7 @@
 #define RUNTIME "Microsoft-Windows-DotNETRuntime"
 #define RUNDOWN "Microsoft-Windows-DotNETRuntimeRundown"
 #define SAMPLER "Microsoft-DotNETCore-SampleProfiler"
+#define EVENTPIPE "Microsoft-DotNETCore-EventPipe"
 
 /* Out of memory is sticky: p->oom is set, every later call does nothing, the load reports it and
  * the queries answer as for an empty profile. */
@@ -99,6 +100,16 @@ struct dnt_profile {
   int methods_only; /* a trace read for its method table: its own samples are not counted */
   dnt_profile_keep_fn keep; /* which samples count, when set */
   void *keep_ud;
+  /* names for the timelines: the threads the trace names (V6 thread rows) and the process's
+   * command line (EventPipe's ProcessInfo event) */
+  struct thread_name {
+    uint64_t thread;
+    size_t row; /* order of the rows: a later one renames */
+    char *name;
+  } *thread_names;
+  size_t nthread_names, capthread_names;
+  char *command_line;
+  int fold_native; /* top tables: native time charged to the innermost managed frame */
 };
 
 static uint32_t hash_bytes(const void *p, size_t n, uint32_t h) {
@@ -129,6 +140,9 @@ void dnt_profile_free(struct dnt_profile *p) {
   free(p->thread_samples);
   free(p->timeline);
   free(p->stack_cache);
+  for (size_t i = 0; i < p->nthread_names; i++) free(p->thread_names[i].name);
+  free(p->thread_names);
+  free(p->command_line);
   free(p);
 }
 
@@ -254,7 +268,7 @@ static int profile_on_trace(void *ud, const ntr_trace *t) {
   return 0;
 }
 
-enum { KIND_OTHER, KIND_SAMPLE, KIND_METHOD, KIND_MODULE };
+enum { KIND_OTHER, KIND_SAMPLE, KIND_METHOD, KIND_MODULE, KIND_PROCESS };
 
 static int kind_of(const ntr_metadata *md) {
   if (md->event_id == 0 && strcmp(md->provider, SAMPLER) == 0) return KIND_SAMPLE;
@@ -263,6 +277,7 @@ static int kind_of(const ntr_metadata *md) {
     return KIND_METHOD;
   if ((runtime && md->event_id == 152) || (rundown && (md->event_id == 153 || md->event_id == 154)))
     return KIND_MODULE;
+  if (md->event_id == 1 && strcmp(md->provider, EVENTPIPE) == 0) return KIND_PROCESS;
   return KIND_OTHER;
 }
 
@@ -339,12 +354,22 @@ static int profile_on_event(void *ud, const ntr_event *ev) {
   case KIND_MODULE:
     if (dnt__methods_on_module(&p->methods, ev) != 0) p->oom = 1;
     break;
+  case KIND_PROCESS: { /* ProcessInfo: the command line first (UTF-16), then the OS and arch */
+    ntr_payload c;
+    char line[1024];
+    ntr_payload_init(&c, ev->payload, ev->payload_size);
+    if (p->command_line || ntr_payload_utf16z(&c, line, sizeof line, NULL) != 0) break;
+    if (!(p->command_line = strdup(line))) p->oom = 1;
+    break;
+  }
   default: break;
   }
   return p->oom ? -1 : 0; /* out of memory stops the parser */
 }
 
 void dnt_profile_keep_timeline(struct dnt_profile *p) { p->keep_timeline = 1; }
+
+void dnt_profile_fold_native(struct dnt_profile *p, int on) { p->fold_native = on; }
 
 void dnt_profile_methods_only(struct dnt_profile *p, int on) { p->methods_only = on; }
 
@@ -382,9 +407,68 @@ static int by_thread_time(const void *a, const void *b) {
   return x->ts < y->ts ? -1 : x->ts > y->ts;
 }
 
+/* A V6 thread row: the name of the thread its events carry (its OS id, else its index). */
+static int profile_on_thread(void *ud, const ntr_thread *t) {
+  struct dnt_profile *p = ud;
+  if (!t->name || !t->name[0] || p->oom) return p->oom ? -1 : 0;
+  uint64_t id = t->has_os_thread_id ? t->os_thread_id : t->index;
+  char *name = strdup(t->name);
+  if (!name) return p->oom = 1, -1;
+  /* appended, renames too (the last row wins): sorted once at finish, never searched here, so a
+   * stream of many rows costs no quadratic time */
+  if (p->nthread_names == p->capthread_names) {
+    size_t cap = p->capthread_names ? p->capthread_names * 2 : 16;
+    struct thread_name *g = realloc(p->thread_names, cap * sizeof *g);
+    if (!g) return free(name), p->oom = 1, -1;
+    p->thread_names = g;
+    p->capthread_names = cap;
+  }
+  p->thread_names[p->nthread_names] = (struct thread_name){id, p->nthread_names, name};
+  p->nthread_names++;
+  return 0;
+}
+
+static int by_thread_then_row(const void *a, const void *b) {
+  const struct thread_name *x = a, *y = b;
+  if (x->thread != y->thread) return x->thread < y->thread ? -1 : 1;
+  return x->row < y->row ? -1 : x->row > y->row;
+}
+
+/* Sorted by thread, one name each: the last row's. */
+static void sort_thread_names(struct dnt_profile *p) {
+  if (!p->nthread_names) return;
+  qsort(p->thread_names, p->nthread_names, sizeof *p->thread_names, by_thread_then_row);
+  size_t n = 0;
+  for (size_t i = 0; i < p->nthread_names; i++) {
+    if (n && p->thread_names[n - 1].thread == p->thread_names[i].thread) {
+      free(p->thread_names[n - 1].name);
+      p->thread_names[n - 1] = p->thread_names[i];
+    } else {
+      p->thread_names[n++] = p->thread_names[i];
+    }
+  }
+  p->nthread_names = n;
+}
+
+const char *dnt_profile_thread_name(const struct dnt_profile *p, uint64_t thread_id) {
+  size_t lo = 0, hi = p->finished ? p->nthread_names : 0;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (p->thread_names[mid].thread == thread_id) return p->thread_names[mid].name;
+    if (p->thread_names[mid].thread < thread_id)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return NULL;
+}
+
+const char *dnt_profile_command_line(const struct dnt_profile *p) { return p->command_line; }
+
 void dnt_profile_callbacks(ntr_callbacks *cb) {
   memset(cb, 0, sizeof *cb);
   cb->on_trace = profile_on_trace;
+  cb->on_thread = profile_on_thread;
   cb->on_event = profile_on_event;
   cb->on_sequence_point = profile_on_sequence_point;
 }
@@ -419,6 +503,7 @@ int dnt_profile_finish(struct dnt_profile *p) {
   if (p->finished) return p->oom ? -1 : 0;
   p->finished = 1;
   p->unmanaged_name = intern_name(p, DNT_UNMANAGED_FRAME);
+  sort_thread_names(p);
   if (p->ntimeline) qsort(p->timeline, p->ntimeline, sizeof *p->timeline, by_thread_time);
   p->frame_names = malloc((p->nframes ? p->nframes : 1) * sizeof *p->frame_names);
   if (!p->frame_names) p->oom = 1;
@@ -482,6 +567,9 @@ size_t dnt_profile_top(const struct dnt_profile *p, size_t t, int by_inclusive, 
     if (t != (size_t)-1 && c->thread != p->threads[t]) continue;
     const struct stack *st = &p->stacks[c->stack];
     uint32_t leaf = c->external || st->n == 0 ? p->unmanaged_name : p->frame_names[st->off];
+    /* folded: the managed frame that called into native code waits there (a stack without any
+     * managed frame has no caller to charge and keeps the native row) */
+    if (p->fold_native && st->n > 0) leaf = p->frame_names[st->off];
     excl[leaf] += c->samples;
     /* inclusive: once per function per stack, however often recursion repeats it */
     incl[leaf] += c->samples;

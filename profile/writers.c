@@ -205,9 +205,56 @@ static void chromium_sample(void *ud, uint64_t thread, double t_us, const uint32
   c->last_us = t_us;
 }
 
-static int write_chromium(FILE *fp, const struct dnt_profile *prof, uint32_t pid) {
-  struct chromium c = {fp, prof, 0, 0, dnt_profile_sample_ms(prof) * 1000, NULL, NULL, 0, 0, 1, pid, 0};
+/* What viewers call the process: its program's file name from the command line the runtime
+ * reported (ProcessInfo), else the title's file name (the trace's). */
+static void process_name(const struct dnt_profile *prof, const char *title, char *out, size_t cap) {
+  const char *cmd = dnt_profile_command_line(prof);
+  if (!cmd || !*cmd) {
+    const char *slash = title ? strrchr(title, '/') : NULL;
+    snprintf(out, cap, "%s", slash && slash[1] ? slash + 1 : title ? title : "");
+    return;
+  }
+  const char *start = cmd, *end;
+  if (*start == '"') { /* a quoted program path */
+    start++;
+    end = strchr(start, '"');
+  } else {
+    end = strchr(start, ' ');
+  }
+  if (!end) end = start + strlen(start);
+  for (const char *c = start; c < end; c++)
+    if (*c == '/' || *c == '\\') start = c + 1;
+  snprintf(out, cap, "%.*s", (int)(end - start), start);
+}
+
+/* A thread's name for people: the trace's name for it, else "Thread TID". */
+static const char *thread_label(const struct dnt_profile *prof, uint64_t thread, char *buf, size_t cap) {
+  const char *name = dnt_profile_thread_name(prof, thread);
+  if (name && *name) return name;
+  snprintf(buf, cap, "Thread %llu", (unsigned long long)thread);
+  return buf;
+}
+
+/* Metadata ("M") events: the names viewers show for the process and each thread. */
+static void chromium_names(FILE *fp, const struct dnt_profile *prof, uint32_t pid, const char *title) {
+  char name[1024], buf[64];
+  process_name(prof, title, name, sizeof name);
+  fprintf(fp, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%u,\"tid\":0,\"args\":{\"name\":", pid);
+  dnt_json_string(fp, name);
+  fputs("}}", fp);
+  for (size_t t = 0; t < dnt_profile_nthreads(prof); t++) {
+    uint64_t thread = dnt_profile_thread_id(prof, t);
+    fprintf(fp, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%u,\"tid\":%llu,\"args\":{\"name\":", pid,
+            (unsigned long long)thread);
+    dnt_json_string(fp, thread_label(prof, thread, buf, sizeof buf));
+    fputs("}}", fp);
+  }
+}
+
+static int write_chromium(FILE *fp, const struct dnt_profile *prof, uint32_t pid, const char *title) {
+  struct chromium c = {fp, prof, 0, 0, dnt_profile_sample_ms(prof) * 1000, NULL, NULL, 0, 0, 0, pid, 0};
   fputs("{\"traceEvents\":[\n", fp);
+  chromium_names(fp, prof, pid, title);
   int rc = dnt_profile_each_sample(prof, chromium_sample, &c);
   chromium_close(&c, 0, c.last_us + c.step_us);
   fputs("\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"exporter\":\"dntrace " PACKAGE_VERSION "\"}}\n", fp);
@@ -216,9 +263,86 @@ static int write_chromium(FILE *fp, const struct dnt_profile *prof, uint32_t pid
   return rc || c.oom ? -1 : 0;
 }
 
+/* speedscope, from the timeline: one sampled profile per thread whose samples are in time order
+ * (speedscope's "time order" view draws them left to right as they came), a run of samples with
+ * the same stack written as one sample of their summed weight. The timeline is sorted by thread,
+ * then time: profiles are written as the thread changes. */
+struct timeline {
+  FILE *fp;
+  const struct dnt_profile *prof;
+  double ms;
+  int open;          /* a profile is open, for thread */
+  uint64_t thread;
+  size_t nprofiles;
+  uint32_t *prev;    /* the run's stack */
+  size_t nprev, capprev;
+  double *weights;   /* of the open profile's samples, written after them */
+  size_t nweights, capweights;
+  int oom;
+};
+
+static void timeline_close(struct timeline *t) {
+  if (!t->open) return;
+  double total = 0;
+  fputs("],\"weights\":[", t->fp);
+  for (size_t i = 0; i < t->nweights; i++) {
+    fprintf(t->fp, "%s%.6g", i ? "," : "", t->weights[i]);
+    total += t->weights[i];
+  }
+  fprintf(t->fp, "],\"endValue\":%.6g}", total);
+  t->open = 0;
+  t->nweights = 0;
+}
+
+static void timeline_sample(void *ud, uint64_t thread, double t_us, const uint32_t *frames, size_t n) {
+  struct timeline *t = ud;
+  (void)t_us;
+  if (t->oom) return;
+  if (t->open && thread == t->thread && n == t->nprev && memcmp(frames, t->prev, n * sizeof *frames) == 0) {
+    t->weights[t->nweights - 1] += t->ms; /* the run goes on */
+    return;
+  }
+  if (!t->open || thread != t->thread) {
+    char buf[64];
+    timeline_close(t);
+    fputs(t->nprofiles++ ? ",{\"type\":\"sampled\",\"name\":" : "{\"type\":\"sampled\",\"name\":", t->fp);
+    dnt_json_string(t->fp, thread_label(t->prof, thread, buf, sizeof buf));
+    fputs(",\"unit\":\"milliseconds\",\"startValue\":0,\"samples\":[", t->fp);
+    t->open = 1;
+    t->thread = thread;
+  }
+  if (n > t->capprev) {
+    uint32_t *g = realloc(t->prev, n * 2 * sizeof *g);
+    if (!g) return (void)(t->oom = 1);
+    t->prev = g;
+    t->capprev = n * 2;
+  }
+  if (t->nweights == t->capweights) {
+    size_t cap = t->capweights ? t->capweights * 2 : 1024;
+    double *g = realloc(t->weights, cap * sizeof *g);
+    if (!g) return (void)(t->oom = 1);
+    t->weights = g;
+    t->capweights = cap;
+  }
+  if (n) memcpy(t->prev, frames, n * sizeof *frames);
+  t->nprev = n;
+  fputs(t->nweights ? ",[" : "[", t->fp);
+  for (size_t i = 0; i < n; i++) fprintf(t->fp, "%s%u", i ? "," : "", frames[i]);
+  fputc(']', t->fp);
+  t->weights[t->nweights++] = t->ms;
+}
+
+/* Counts the samples of the timeline (0 when the profile keeps none). */
+static void count_sample(void *ud, uint64_t thread, double t_us, const uint32_t *frames, size_t n) {
+  (void)thread, (void)t_us, (void)frames, (void)n;
+  ++*(size_t *)ud;
+}
+
 static int write_speedscope(FILE *fp, const struct dnt_profile *prof, const char *name) {
   int rc = 0;
   struct writer w = {fp, prof, 0, dnt_profile_sample_ms(prof), 1, 0};
+  size_t timed = 0;
+  if (dnt_profile_each_sample(prof, count_sample, &timed) != 0) return -1;
   fputs("{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",\"shared\":{\"frames\":[", fp);
   for (size_t i = 0; i < dnt_profile_nnames(prof); i++) {
     fputs(i ? ",{\"name\":" : "{\"name\":", fp);
@@ -226,20 +350,30 @@ static int write_speedscope(FILE *fp, const struct dnt_profile *prof, const char
     fputc('}', fp);
   }
   fputs("]},\"profiles\":[", fp);
-  for (size_t t = 0; t < dnt_profile_nthreads(prof); t++) {
-    w.thread = dnt_profile_thread_id(prof, t);
-    double total = (double)dnt_profile_thread_samples(prof, t) * w.ms;
-    fprintf(fp, "%s{\"type\":\"sampled\",\"name\":\"Thread %llu\",\"unit\":\"milliseconds\",\"startValue\":0,"
-                "\"endValue\":%.6g,\"samples\":[",
-            t ? "," : "", (unsigned long long)w.thread, total);
-    w.first = 1;
-    w.pass = 0;
-    rc |= dnt_profile_each_stack(prof, speedscope_item, &w);
-    fputs("],\"weights\":[", fp);
-    w.first = 1;
-    w.pass = 1;
-    rc |= dnt_profile_each_stack(prof, speedscope_item, &w);
-    fputs("]}", fp);
+  if (timed) {
+    struct timeline t = {.fp = fp, .prof = prof, .ms = w.ms};
+    rc = dnt_profile_each_sample(prof, timeline_sample, &t);
+    timeline_close(&t);
+    free(t.prev);
+    free(t.weights);
+    rc = rc || t.oom ? -1 : 0;
+  } else { /* no timeline kept: each distinct stack once, in the order first seen */
+    for (size_t t = 0; t < dnt_profile_nthreads(prof); t++) {
+      char buf[64];
+      w.thread = dnt_profile_thread_id(prof, t);
+      double total = (double)dnt_profile_thread_samples(prof, t) * w.ms;
+      fputs(t ? ",{\"type\":\"sampled\",\"name\":" : "{\"type\":\"sampled\",\"name\":", fp);
+      dnt_json_string(fp, thread_label(prof, w.thread, buf, sizeof buf));
+      fprintf(fp, ",\"unit\":\"milliseconds\",\"startValue\":0,\"endValue\":%.6g,\"samples\":[", total);
+      w.first = 1;
+      w.pass = 0;
+      rc |= dnt_profile_each_stack(prof, speedscope_item, &w);
+      fputs("],\"weights\":[", fp);
+      w.first = 1;
+      w.pass = 1;
+      rc |= dnt_profile_each_stack(prof, speedscope_item, &w);
+      fputs("]}", fp);
+    }
   }
   fputs("],\"name\":", fp);
   dnt_json_string(fp, name);
@@ -250,7 +384,7 @@ static int write_speedscope(FILE *fp, const struct dnt_profile *prof, const char
 int dnt_profile_write(const struct dnt_profile *prof, enum dnt_profile_format format, const char *title, FILE *fp) {
   switch (format) {
   case DNT_PROFILE_SPEEDSCOPE: return write_speedscope(fp, prof, title);
-  case DNT_PROFILE_CHROMIUM: return write_chromium(fp, prof, dnt_profile_pid(prof));
+  case DNT_PROFILE_CHROMIUM: return write_chromium(fp, prof, dnt_profile_pid(prof), title);
   case DNT_PROFILE_FOLDED: {
     struct writer w = {fp, prof, 0, 0, 1, 0};
     return each_named_stack(prof, folded_line, &w);

@@ -60,7 +60,7 @@ int dnt_convert(const char *trace, const char *format, const char *output);
 struct dnt_profile;
 int dnt_convert_loaded(const struct dnt_profile *prof, const char *trace, const char *format, const char *output);
 /* Whether format is a conversion's name or alias (svg for flamegraph), and whether it needs each
- * sample's time (chromium). */
+ * sample's time (chromium, speedscope). */
 int dnt_convert_known_format(const char *format);
 int dnt_convert_needs_timeline(const char *format);
 
@@ -80,6 +80,10 @@ void dnt_report_tables(const struct dnt_profile *prof, size_t top, int by_inclus
 int dnt_report_load(struct dnt_profile *prof, const char *path);
 /* dnt_profiles_load, the same way. */
 int dnt_report_loads(struct dnt_profile *const *profs, size_t n, size_t nfinish, const char *path);
+
+/* `info TRACE` (info-trace.c): what the trace at path holds, as text or JSON (-v: every thread
+ * and the events by kind). 0 or an exit code (errors printed). */
+int dnt_info_trace(const char *path, int json, int verbose);
 
 /* `counters list` (counters-known.c). */
 int dnt_counters_list(void);

@@ -115,7 +115,8 @@ done:
 
 int dnt_convert_known_format(const char *format) { return format_kind(format) != 0; }
 
-int dnt_convert_needs_timeline(const char *format) { return format_kind(format) == 'c'; }
+/* chromium draws each sample where it was; speedscope keeps its samples in time order */
+int dnt_convert_needs_timeline(const char *format) { return format_kind(format) == 'c' || format_kind(format) == 's'; }
 
 int dnt_convert_loaded(const struct dnt_profile *prof, const char *path, const char *format, const char *output) {
   char *default_out = NULL;
@@ -146,7 +147,7 @@ int dnt_convert(const char *path, const char *format, const char *output) {
   int rc = DNT_EXIT_FAILURE;
   struct dnt_profile *prof = dnt_profile_new();
   if (!prof) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  if (kind == 'c') dnt_profile_keep_timeline(prof);
+  if (dnt_convert_needs_timeline(format)) dnt_profile_keep_timeline(prof);
   if (dnt_report_load(prof, path) >= 0) rc = dnt_convert_loaded(prof, path, format, output);
   dnt_profile_free(prof);
   return rc;

@@ -11,23 +11,30 @@
 
 struct info_options {
   struct dnt_session_target target;
-  int env, json;
+  const char *trace;
+  int env, json, verbose;
 };
 
 #define O(f) offsetof(struct info_options, f)
 static const struct dnt_option info_options[] = {
+    DNT_OPT_TEXT("TRACE", "a trace file (.nettrace, .gz, .zip; - for stdin) to describe\ninstead of a process"),
     DNT_OPT_GROUP(dnt_options_target_pid, O(target)),
     DNT_OPT_FLAG(0, "env", O(env), "also print the process's environment"),
     DNT_OPT_FLAG(0, "json", O(json), "print one JSON object"),
+    DNT_OPT_FLAG('v', "verbose", O(verbose), "TRACE: every thread, and the events by id and name"),
     DNT_OPT_END(),
 };
-#undef O
 
 const struct dnt_usage usage_info = {
-    .synopsis = "dntrace info (-p PID | -n NAME) [--env] [--json]",
-    .summary = "Show what a .NET process's runtime says about itself",
+    .synopsis = "dntrace info (-p PID | -n NAME | TRACE) [--env] [--json] [-v]",
+    .summary = "Show what a .NET process's runtime says about itself, or what a trace holds",
     .options = info_options,
+    .operand = DNT_OPERAND_OR_TARGET,
+    .operand_offset = O(trace),
+    .no_operand = "a trace file or a process (-p, -n), not both",
+    .many_operands = "one trace file at a time",
 };
+#undef O
 
 #define INFO_TIMEOUT_MS 5000
 
@@ -110,6 +117,17 @@ int cmd_info(int argc, char **argv) {
   struct info_options o = {0};
   int rc = dnt_options_parse(&usage_info, "info", argc, argv, &o);
   if (rc) return rc == DNT_OPTIONS_DONE ? 0 : rc;
+  if (o.trace) {
+    if (o.env) {
+      dnt_error("--env is for a process; a trace has no environment");
+      return DNT_EXIT_USAGE;
+    }
+    return dnt_info_trace(o.trace, o.json, o.verbose);
+  }
+  if (o.verbose) {
+    dnt_error("-v is for a trace; a process's information is printed whole");
+    return DNT_EXIT_USAGE;
+  }
   int want_env = o.env, json = o.json;
 
   struct dnt_target t;

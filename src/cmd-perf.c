@@ -264,7 +264,7 @@ int cmd_perf(int argc, char **argv) {
 
   prof = dnt_profile_new();
   if (!prof) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  if (format && strcasecmp(format, "chromium") == 0) dnt_profile_keep_timeline(prof);
+  if (format && dnt_convert_needs_timeline(format)) dnt_profile_keep_timeline(prof);
   if (!(reader = dnt_perf_read(prof, r.nat.data, trace, r.nat.map, 1000.0 / hz, &perfmap, NULL, NULL))) goto out;
   uint64_t used;
   struct dnt_perf_script_stats ps;

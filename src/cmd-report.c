@@ -1,5 +1,7 @@
 /* dntrace report: where the time goes, from the SampleProfiler samples of a trace: the top
- * functions by exclusive or inclusive thread time, overall or per thread. */
+ * functions by exclusive or inclusive thread time, overall or per thread. dotnet-trace's grammar
+ * (`report FILE topN [-n N] [--inclusive] [-v]`) is taken too, with its table: native time
+ * folded into the managed callers. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +16,7 @@
 struct report_options {
   const char *trace;
   long top;
-  int inclusive, threads;
+  int inclusive, threads, fold_native, verbose, topn;
 };
 
 #define O(f) offsetof(struct report_options, f)
@@ -22,31 +24,48 @@ static const struct dnt_option report_options[] = {
     DNT_OPT_COUNT('n', "number", "N", O(top), 100000, "how many functions (default 5)"),
     DNT_OPT_FLAG(0, "inclusive", O(inclusive), "rank by inclusive time (default: exclusive)"),
     DNT_OPT_FLAG(0, "threads", O(threads), "one table per thread, besides the overall one"),
+    DNT_OPT_FLAG(0, "fold-native", O(fold_native),
+                 "charge native time (UNMANAGED_CODE_TIME) to the managed frame\nthat called it: "
+                 "a blocked thread shows the method that waits\n(dotnet-trace's report always does)"),
+    DNT_OPT_FLAG('v', "verbose", O(verbose), "also the sample counts (names are never shortened)"),
+    DNT_OPT_TEXT("topN", "dotnet-trace's subcommand after FILE: its table, with\n--fold-native"),
     DNT_OPT_END(),
 };
 
 const struct dnt_usage usage_report = {
-    .synopsis = "dntrace report FILE [-n N] [--inclusive] [--threads]",
+    .synopsis = "dntrace report FILE [topN] [-n N] [--inclusive] [--threads] [--fold-native] [-v]",
     .summary = "Show the functions that take the most thread time in a trace",
     .options = report_options,
     .operand = 1,
     .operand_offset = O(trace),
+    .verb = "topN",
+    .verb_offset = O(topn),
     .no_operand = "name the trace file to report on",
     .many_operands = "one trace file at a time",
 };
 #undef O
+
+/* -v: the sample counts too */
+static int report_verbose;
 
 static void print_table(const struct dnt_profile *prof, size_t thread, int by_inclusive, size_t top, uint64_t total) {
   struct dnt_profile_row *rows = dnt_xmalloc(top * sizeof *rows);
   size_t n = dnt_profile_top(prof, thread, by_inclusive, rows, top);
   if (n == (size_t)-1) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   double ms = dnt_profile_sample_ms(prof);
-  printf("  %18s  %18s  %s\n", "Exclusive", "Inclusive", "Function");
+  if (report_verbose)
+    printf("  %18s  %18s  %10s  %10s  %s\n", "Exclusive", "Inclusive", "Excl. smp", "Incl. smp", "Function");
+  else
+    printf("  %18s  %18s  %s\n", "Exclusive", "Inclusive", "Function");
   for (size_t i = 0; i < n; i++) {
     char ex[32], in[32];
     snprintf(ex, sizeof ex, "%.0f ms %5.1f%%", rows[i].exclusive * ms, total ? 100.0 * rows[i].exclusive / total : 0);
     snprintf(in, sizeof in, "%.0f ms %5.1f%%", rows[i].inclusive * ms, total ? 100.0 * rows[i].inclusive / total : 0);
-    printf("  %18s  %18s  %s\n", ex, in, rows[i].name);
+    if (report_verbose)
+      printf("  %18s  %18s  %10llu  %10llu  %s\n", ex, in, (unsigned long long)rows[i].exclusive,
+             (unsigned long long)rows[i].inclusive, rows[i].name);
+    else
+      printf("  %18s  %18s  %s\n", ex, in, rows[i].name);
   }
   if (n == 0) printf("  (no samples)\n");
   free(rows);
@@ -80,6 +99,7 @@ int cmd_report(int argc, char **argv) {
   int rc = dnt_options_parse(&usage_report, "report", argc, argv, &o);
   if (rc) return rc == DNT_OPTIONS_DONE ? 0 : rc;
   int by_inclusive = o.inclusive, threads = o.threads;
+  report_verbose = o.verbose;
   long top = o.top;
   const char *path = o.trace;
   struct dnt_profile *prof = dnt_profile_new();
@@ -88,6 +108,8 @@ int cmd_report(int argc, char **argv) {
     dnt_profile_free(prof);
     return DNT_EXIT_FAILURE;
   }
+  int fold = o.fold_native || o.topn;
+  dnt_profile_fold_native(prof, fold);
   uint64_t total = dnt_profile_samples(prof);
   if (total == 0) {
     dnt_error("'%s' has no SampleProfiler samples (record with the default profiles, or "
@@ -102,6 +124,7 @@ int cmd_report(int argc, char **argv) {
   if (measured > 0 && (measured > 1.1 * dnt_profile_sample_ms(prof) || measured < 0.9 * dnt_profile_sample_ms(prof)))
     printf("(the samples were in fact %.2f ms apart: times below use the trace's %.2f ms)\n", measured,
            dnt_profile_sample_ms(prof));
+  if (fold) printf("(native time, UNMANAGED_CODE_TIME, is charged to the managed frame that called it)\n");
   putchar('\n');
   dnt_report_tables(prof, (size_t)top, by_inclusive, threads);
   dnt_profile_free(prof);

@@ -299,7 +299,21 @@ int dnt_options_parse(const struct dnt_usage *u, const char *cmd, int argc, char
     if (rc) return rc;
   }
 
-  if (u->operand) {
+  int has_operand = 0;
+  if (u->operand == DNT_OPERAND_OR_TARGET) {
+    if (optind + 1 < argc) {
+      dnt_error("%s", u->many_operands);
+      return DNT_EXIT_USAGE;
+    }
+    if (optind < argc) {
+      *(const char **)((char *)opts + u->operand_offset) = argv[optind];
+      has_operand = 1;
+    }
+  } else if (u->operand) {
+    if (u->verb && optind + 2 == argc && strcasecmp(argv[optind + 1], u->verb) == 0) {
+      *(int *)((char *)opts + u->verb_offset) = 1;
+      argc--;
+    }
     if (optind + 1 != argc) {
       dnt_error("%s", optind == argc ? u->no_operand : u->many_operands);
       return DNT_EXIT_USAGE;
@@ -313,7 +327,13 @@ int dnt_options_parse(const struct dnt_usage *u, const char *cmd, int argc, char
               argv[optind]);
     return DNT_EXIT_USAGE;
   }
-  if (f.target &&
+  if (has_operand && f.target) {
+    const struct dnt_session_target *t = (const struct dnt_session_target *)((char *)opts + f.target_offset);
+    if (t->pid || t->name) {
+      dnt_error("%s", u->no_operand);
+      return DNT_EXIT_USAGE;
+    }
+  } else if (f.target &&
       dnt_options_check_target(f.target, (const struct dnt_session_target *)((char *)opts + f.target_offset)) < 0)
     return DNT_EXIT_USAGE;
   return 0;

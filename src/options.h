@@ -127,13 +127,23 @@ extern const struct dnt_option dnt_options_target_any[];
 
 /* ---- a command ---- */
 
+enum { DNT_OPERAND_NONE = 0, DNT_OPERAND_ONE = 1, DNT_OPERAND_OR_TARGET = 2 };
+
 struct dnt_usage {
   const char *synopsis; /* the SYNOPSIS of the man page, word for word */
   const char *summary;  /* one line, for 'dntrace --help' */
   const struct dnt_option *options;
-  int operand;          /* 1: exactly one operand (a FILE), at operand_offset (const char *) */
+  int operand;          /* DNT_OPERAND_ONE: exactly one operand (a FILE), at operand_offset
+                           (const char *); DNT_OPERAND_OR_TARGET: one operand or the target
+                           group's options, either but not both (info: a trace or a process) */
   size_t operand_offset;
-  const char *no_operand, *many_operands; /* the errors when it is missing, when there are more */
+  const char *verb;     /* DNT_OPERAND_ONE: a word that may follow the operand (any case), as
+                           another tool's grammar has it (report FILE topN); sets the int at
+                           verb_offset to 1 */
+  size_t verb_offset;
+  const char *no_operand, *many_operands; /* the errors when it is missing, when there are more
+                                            (DNT_OPERAND_OR_TARGET: no_operand is the error when
+                                            both an operand and a target are given) */
 };
 
 /* Prints the usage: "usage: SYNOPSIS", the summary, then one line per option (and -h, --help). */

@@ -14,6 +14,7 @@
 #include "lib/run.h"
 #include "lib/target-cr.h"
 #include "lib/target.h"
+#include "lib/v6-trace.h"
 
 /* speedscope's file-format rules, checked strictly: frames with string names, sampled profiles
  * whose samples and weights pair up, frame indexes in range, weights adding up to the span. */
@@ -104,15 +105,21 @@ Test(convert, folded_and_speedscope_carry_every_sample, .timeout = 120) {
   cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "pdf", NULL), 2);
   dnt_run_free(&r);
 
-  /* Chromium trace events: complete ("X") events, non-negative, on the threads of the samples */
+  /* Chromium trace events: complete ("X") events, non-negative, on the threads of the samples,
+   * every thread named ("M" thread_name), the process named after its program (process_name) */
   /* and parent first where a frame and its child start and end together (viewers break that tie
    * by file order): UNMANAGED_CODE_TIME, always a leaf, never leads such a group; the real pid */
   static const char *chromium_check =
       "import json,sys\n"
-      "d=json.load(open(sys.argv[1])); ev=d['traceEvents']; assert ev\n"
+      "d=json.load(open(sys.argv[1])); allev=d['traceEvents']; assert allev\n"
+      "meta=[e for e in allev if e['ph']=='M']; ev=[e for e in allev if e['ph']!='M']; assert ev\n"
       "for e in ev:\n"
       "  assert e['ph']=='X' and isinstance(e['name'],str) and e['dur']>=0 and e['ts']>=0\n"
       "  assert isinstance(e['tid'],int) and e['pid']==int(sys.argv[2]), e\n"
+      "names={e['tid']:e['args']['name'] for e in meta if e['name']=='thread_name' and e['pid']==int(sys.argv[2])}\n"
+      "assert set(names)=={e['tid'] for e in ev}, 'a name for every thread'\n"
+      "proc=[e['args']['name'] for e in meta if e['name']=='process_name' and e['pid']==int(sys.argv[2])]\n"
+      "assert proc==[sys.argv[3]], 'the process is named after its program: %s' % proc\n"
       "first={}\n"
       "for e in ev: first.setdefault((e['tid'],e['ts'],e['dur']),[]).append(e['name'])\n"
       "bad=[g for g in first.values() if len(g)>1 and g[0]=='UNMANAGED_CODE_TIME']\n"
@@ -125,7 +132,9 @@ Test(convert, folded_and_speedscope_carry_every_sample, .timeout = 120) {
   fp = fopen(py, "w");
   fputs(chromium_check, fp);
   fclose(fp);
-  char *cargv2[] = {"/usr/bin/env", "python3", py, chromium_json, pid, NULL};
+  /* the runtime's ProcessInfo gives the command line: the sample's apphost, by its file name */
+  const char *exe = strrchr(dnt_target_exe(), '/') ? strrchr(dnt_target_exe(), '/') + 1 : dnt_target_exe();
+  char *cargv2[] = {"/usr/bin/env", "python3", py, chromium_json, pid, (char *)exe, NULL};
   cr_assert_eq(dnt_run_argv(&r, cargv2, NULL, 60000), 0, "chromium check failed: %s", r.err);
   int threads = 0, countprimes_events = 0;
   cr_assert_eq(sscanf(r.out, "%d %d", &threads, &countprimes_events), 2, "%s", r.out);
@@ -280,4 +289,132 @@ Test(convert, an_unwritable_flame_graph_is_one_line_with_its_reason, .timeout = 
   cr_assert(strstr(r.out, "files: fill \n"), "the cut SVG is removed: %s", r.out);
   dnt_run_free(&r);
   rmdir(dir);
+}
+
+/* ---- the timelines in a real viewer ---- */
+
+/* speedscope's release (the npm package, unpacked by ./bootstrap.sh into build-tools/speedscope,
+ * or $DNT_SPEEDSCOPE) and chromium: the path of speedscope's index.html. Skips without them,
+ * except under CI=true. */
+static const char *speedscope_index(void) {
+  static char index[4200];
+  const char *dir = getenv("DNT_SPEEDSCOPE"), *src = getenv("DNT_SRCDIR"), *ci = getenv("CI");
+  if (dir && *dir)
+    snprintf(index, sizeof index, "%s/dist/release/index.html", dir);
+  else
+    snprintf(index, sizeof index, "%s/build-tools/speedscope/dist/release/index.html", src ? src : ".");
+  const char *missing = access(index, R_OK) != 0           ? "speedscope (./bootstrap.sh deps unpacks it)"
+                        : access("/usr/bin/chromium", X_OK) ? "chromium"
+                        : system("command -v python3 >/dev/null 2>&1") ? "python3"
+                                                                       : NULL;
+  if (missing) {
+    if (ci && strcmp(ci, "true") == 0) cr_assert_fail("no %s (CI=true): %s", missing, index);
+    cr_skip_test("no %s (%s)", missing, index);
+  }
+  return index;
+}
+
+/* Python for the checks below: `order FILE` prints each speedscope profile as
+ * "name:stack=weight,..." (a stack as its frame names root first, ';' between them), profiles
+ * separated by '|'; `loader JSON JS [TID]` writes the script speedscope's localProfilePath loads
+ * (the JSON, only thread TID's events when given); `sandwich HTML` prints the profile names of the
+ * page's profile list and the rows of its sandwich table (total, self, name), one a line. */
+static const char *viewer_py =
+    "import base64,json,re,sys\n"
+    "if sys.argv[1]=='order':\n"
+    "  d=json.load(open(sys.argv[2])); fr=[f['name'] for f in d['shared']['frames']]\n"
+    "  print('|'.join(p['name']+':'+','.join(';'.join(fr[i] for i in s)+'=%g'%w for s,w in zip(p['samples'],p['weights'])) for p in d['profiles']))\n"
+    "elif sys.argv[1]=='loader':\n"
+    "  d=json.load(open(sys.argv[2]))\n"
+    "  if len(sys.argv)>4: d['traceEvents']=[e for e in d['traceEvents'] if e['tid'] in (0,int(sys.argv[4]))]\n"
+    "  b=base64.b64encode(json.dumps(d).encode()).decode()\n"
+    "  open(sys.argv[3],'w').write('speedscope.loadFileFromBase64(%s,%s)'%(json.dumps('t.chromium.json'),json.dumps(b)))\n"
+    "else:\n"
+    "  s=open(sys.argv[2]).read(); s=re.sub(r'<style.*?</style>','',s,flags=re.S)\n"
+    "  t=[x.strip() for x in re.sub(r'<[^>]+>','\\n',s).replace('&lt;','<').split('\\n') if x.strip()]\n"
+    "  for x in t:\n"
+    "    if ' (tid ' in x: print('profile', x)\n"
+    "  i=t.index('Symbol Name')+1\n"
+    "  while i+2<len(t) and re.match(r'^[0-9.]+[a-z]+ \\(',t[i]): print('row', t[i], '|', t[i+1], '|', t[i+2]); i+=3\n";
+
+/* Loads the chromium file into speedscope in headless chromium (its sandwich view: a table of
+ * every frame's total and self time) and returns what the page shows (viewer_py's `sandwich`). */
+static char *speedscope_view(const char *dir, const char *index, const char *py, const char *json, const char *tid) {
+  char js[128], html[128], url[4400], script[4400];
+  snprintf(js, sizeof js, "%s/load.js", dir);
+  snprintf(html, sizeof html, "%s/view.html", dir);
+  char *largv[] = {"/usr/bin/env", "python3", (char *)py, "loader", (char *)json, js, (char *)tid, NULL};
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_argv(&r, largv, NULL, 60000), 0, "loader: %s", r.err);
+  dnt_run_free(&r);
+  snprintf(url, sizeof url, "file://%s#localProfilePath=%s&view=sandwich", index, js);
+  /* the page loads the script from a file: URL: allowed for file: pages with this switch */
+  char *cargv[] = {"/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu", "--allow-file-access-from-files",
+                   "--virtual-time-budget=10000", "--dump-dom", url, NULL};
+  cr_assert_eq(dnt_run_argv(&r, cargv, NULL, 90000), 0, "chromium: %s", r.err);
+  FILE *fp = fopen(html, "w");
+  cr_assert(fp);
+  fputs(r.out, fp);
+  fclose(fp);
+  dnt_run_free(&r);
+  snprintf(script, sizeof script, "%s", html);
+  char *sargv[] = {"/usr/bin/env", "python3", (char *)py, "sandwich", script, NULL};
+  cr_assert_eq(dnt_run_argv(&r, sargv, NULL, 60000), 0, "the page has a sandwich table: %s", r.err);
+  char *out = strdup(r.out);
+  dnt_run_free(&r);
+  return out;
+}
+
+/* The trace of lib/v6-trace.h, whose threads, stacks and times are known: speedscope's samples
+ * come in time order (the file has them out of order), its profiles named after the threads; the
+ * Chromium file loads in speedscope, which names its profiles after the process and thread
+ * names and nests the frames root first (self time on the leaves, none on the root), also where a
+ * frame and its child begin and end together (blocking-work: one stack throughout). */
+Test(convert, timelines_in_time_order_and_in_a_real_viewer, .timeout = 180) {
+  const char *index = speedscope_index();
+  char dir[] = "/tmp/dnt-timeline-XXXXXX";
+  cr_assert(mkdtemp(dir));
+  char trace[64], py[64], ss[80], chrome[80];
+  snprintf(trace, sizeof trace, "%s/t.nettrace", dir);
+  snprintf(py, sizeof py, "%s/viewer.py", dir);
+  snprintf(ss, sizeof ss, "%s/t.speedscope.json", dir);
+  snprintf(chrome, sizeof chrome, "%s/t.chromium.json", dir);
+  cr_assert_eq(dnt_write_v6_trace(trace), 0);
+  FILE *fp = fopen(py, "w");
+  cr_assert(fp);
+  fputs(viewer_py, fp);
+  fclose(fp);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "speedscope", NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "chromium", NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+
+  /* cpu-work: A B A A B, 2 ms each (the trace's interval), the two As in a row as one sample */
+  char *oargv[] = {"/usr/bin/env", "python3", py, "order", ss, NULL};
+  cr_assert_eq(dnt_run_argv(&r, oargv, NULL, 60000), 0, "%s", r.err);
+  const char *ra = V6_ROOT ";" V6_LEAF_A, *rb = V6_ROOT ";" V6_LEAF_B;
+  char want[512];
+  snprintf(want, sizeof want, "cpu-work:%s=2,%s=2,%s=4,%s=2|blocking-work:%s=6\n", ra, rb, ra, rb, rb);
+  cr_assert_str_eq(r.out, want);
+  dnt_run_free(&r);
+
+  /* the whole file: both threads by name; cpu-work shown: A 6 of its 10 ms, B 4, all under the root */
+  char *view = speedscope_view(dir, index, py, chrome, NULL);
+  cr_assert(strstr(view, "profile t.nettrace (pid 4321), cpu-work (tid 4001)\n"), "%s", view);
+  cr_assert(strstr(view, "profile t.nettrace (pid 4321), blocking-work (tid 4002)\n"), "%s", view);
+  cr_assert(strstr(view, "row 6.00ms (60%) | 6.00ms (60%) | " V6_LEAF_A "\n"), "%s", view);
+  cr_assert(strstr(view, "row 4.00ms (40%) | 4.00ms (40%) | " V6_LEAF_B "\n"), "%s", view);
+  cr_assert(strstr(view, "row 10.00ms (100%) | 0.00ns (<0.01%) | " V6_ROOT "\n"), "%s", view);
+  free(view);
+
+  /* blocking-work alone: root and leaf begin and end together; the root is still the root */
+  view = speedscope_view(dir, index, py, chrome, "4002");
+  cr_assert(strstr(view, "row 6.00ms (100%) | 6.00ms (100%) | " V6_LEAF_B "\n"), "%s", view);
+  cr_assert(strstr(view, "row 6.00ms (100%) | 0.00ns (<0.01%) | " V6_ROOT "\n"), "%s", view);
+  free(view);
+
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_assert_eq(system(cmd), 0);
 }

@@ -1,6 +1,7 @@
 /* dntrace report on a trace of the real sample target: CountPrimes on top of cpu-work's
  * exclusive time, the blocking-work thread's time under WaitLoop in a wait, and the totals equal
- * the samples in the file (counted by the independent reader). */
+ * the samples in the file (counted by the independent reader); with dotnet-trace's grammar
+ * (topN) or --fold-native, native time charged to the managed callers, sample for sample. */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <stdio.h>
@@ -40,6 +41,146 @@ static char *first_function(const char *section) {
   char *name = strdup(last ? last + 1 : line);
   free(line);
   return name;
+}
+
+
+/* ---- native time folded into its managed callers ---- */
+
+#define MAX_FUNCS 4096
+struct funcs {
+  char *name[MAX_FUNCS];
+  unsigned long long excl[MAX_FUNCS], incl[MAX_FUNCS];
+  int n;
+};
+
+static int func_index(struct funcs *f, const char *name) {
+  for (int i = 0; i < f->n; i++)
+    if (strcmp(f->name[i], name) == 0) return i;
+  cr_assert_lt(f->n, MAX_FUNCS);
+  f->name[f->n] = strdup(name);
+  f->excl[f->n] = f->incl[f->n] = 0;
+  return f->n++;
+}
+
+static void funcs_free(struct funcs *f) {
+  for (int i = 0; i < f->n; i++) free(f->name[i]);
+  f->n = 0;
+}
+
+/* A name as the folded writer spells it (';' and ' ' would break its format). */
+static void folded_spelling(char *name) {
+  for (char *c = name; *c; c++) *c = *c == ';' ? ':' : *c == ' ' ? '_' : *c;
+}
+
+/* The overall table of `report -v`: every row's sample counts by name (folded spelling). */
+static void report_rows(const char *out, struct funcs *f) {
+  const char *hdr = strstr(out, "Function\n");
+  cr_assert(hdr, "%s", out);
+  for (const char *line = hdr + strlen("Function\n"); *line && *line != '\n'; line = strchr(line, '\n') + 1) {
+    unsigned long long ex, in;
+    char name[2048];
+    cr_assert(strlen(line) > 42 && sscanf(line + 42, "%llu %llu %2047[^\n]", &ex, &in, name) == 3, "row: %.200s", line);
+    folded_spelling(name);
+    int i = func_index(f, name);
+    f->excl[i] = ex;
+    f->incl[i] = in;
+    if (!strchr(line, '\n')) break;
+  }
+}
+
+/* Exclusive samples from the folded stacks, with dotnet-trace's folding done here: a stack whose
+ * leaf is UNMANAGED_CODE_TIME charges the frame before it (a stack of that frame alone keeps it).
+ * *native_only: the samples of such lone stacks. */
+static void folded_exclusive(const char *path, struct funcs *f, unsigned long long *native_only,
+                             unsigned long long *total) {
+  FILE *fp = fopen(path, "r");
+  cr_assert(fp, "%s", path);
+  static char line[1 << 16];
+  *native_only = *total = 0;
+  while (fgets(line, sizeof line, fp)) {
+    char *sp = strrchr(line, ' ');
+    cr_assert(sp, "%s", line);
+    *sp = '\0';
+    unsigned long long n = strtoull(sp + 1, NULL, 10);
+    *total += n;
+    char *frames = strchr(line, ';');
+    cr_assert(frames, "a stack: %s", line);
+    char *leaf = strrchr(frames, ';') + 1;
+    if (strcmp(leaf, "UNMANAGED_CODE_TIME") == 0 && leaf - 1 > frames) {
+      leaf[-1] = '\0';
+      leaf = strrchr(frames, ';') + 1;
+    } else if (strcmp(leaf, "UNMANAGED_CODE_TIME") == 0) {
+      *native_only += n;
+    }
+    f->excl[func_index(f, leaf)] += n;
+  }
+  fclose(fp);
+}
+
+/* `report FILE topN` (dotnet-trace's grammar) and --fold-native: the UNMANAGED_CODE_TIME row is
+ * gone, each function's exclusive samples are what the folded stacks give it once its native
+ * leaves are charged to it, inclusive samples do not change, and every sample is still counted. */
+static void check_fold_native(const char *trace, const char *dir, uint64_t samples) {
+  char folded[128];
+  snprintf(folded, sizeof folded, "%s/t.folded", dir);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "folded", "-o", folded, NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+  static struct funcs want, plain, fold;
+  unsigned long long native_only, total;
+  folded_exclusive(folded, &want, &native_only, &total);
+  cr_assert_eq(total, samples, "the folded stacks hold every sample");
+
+  /* ranked by inclusive time, the tables list every function on any stack (by exclusive time,
+   * only those with exclusive time) */
+  cr_assert_eq(dnt_run_dntrace(&r, "report", trace, "--inclusive", "-n", "100000", "-v", NULL), 0, "%s", r.err);
+  report_rows(r.out, &plain);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "report", trace, "topN", "--inclusive", "-n", "100000", "-v", NULL), 0, "%s",
+               r.err);
+  report_rows(r.out, &fold);
+  char *topn = strdup(r.out);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "report", trace, "--fold-native", "-v", "--inclusive", "-n", "100000", NULL), 0,
+               "%s", r.err);
+  cr_assert_str_eq(r.out, topn, "topN is --fold-native");
+  free(topn);
+  dnt_run_free(&r);
+
+  unsigned long long sum_plain = 0, sum_fold = 0, native = 0;
+  for (int i = 0; i < plain.n; i++) {
+    sum_plain += plain.excl[i];
+    if (strcmp(plain.name[i], "UNMANAGED_CODE_TIME") == 0) native = plain.excl[i];
+  }
+  cr_assert_gt(native, 0, "the sample target waits in native code");
+  int native_row = 0;
+  for (int i = 0; i < fold.n; i++) {
+    sum_fold += fold.excl[i];
+    if (strcmp(fold.name[i], "UNMANAGED_CODE_TIME") == 0) {
+      native_row = 1;
+      cr_assert_eq(fold.excl[i], native_only, "only stacks without a managed frame keep the native row");
+    }
+    int w = func_index(&want, fold.name[i]), p = func_index(&plain, fold.name[i]);
+    cr_assert_eq(fold.excl[i], want.excl[w], "%s: %llu exclusive samples folded, the stacks give %llu",
+                 fold.name[i], fold.excl[i], want.excl[w]);
+    if (strcmp(fold.name[i], "UNMANAGED_CODE_TIME") != 0)
+      cr_assert_eq(fold.incl[i], plain.incl[p], "%s: inclusive time unchanged", fold.name[i]);
+  }
+  cr_assert_eq(native_row, native_only > 0, "the UNMANAGED_CODE_TIME row is gone");
+  cr_assert_eq(sum_plain, samples, "every sample in the exclusive column");
+  cr_assert_eq(sum_fold, samples, "every sample still in the exclusive column once folded");
+  /* the waits now show: what was native went to managed callers, sample for sample */
+  unsigned long long moved = 0;
+  for (int i = 0; i < fold.n; i++) {
+    int p = func_index(&plain, fold.name[i]);
+    if (strcmp(fold.name[i], "UNMANAGED_CODE_TIME") != 0) moved += fold.excl[i] - plain.excl[p];
+  }
+  cr_assert_eq(moved + native_only, native, "%llu native samples moved to their callers, %llu had none, of %llu",
+               moved, native_only, native);
+  funcs_free(&want);
+  funcs_free(&plain);
+  funcs_free(&fold);
+  unlink(folded);
 }
 
 Test(report, thread_time_of_the_sample_target, .timeout = 120) {
@@ -99,6 +240,7 @@ Test(report, thread_time_of_the_sample_target, .timeout = 120) {
   snprintf(want, sizeof want, "%llu samples on ", (unsigned long long)samples);
   cr_assert(strncmp(r.out, want, strlen(want)) == 0, "'%s' expected, got:\n%.200s", want, r.out);
   dnt_run_free(&r);
+  check_fold_native(out, dir, samples);
   unlink(out);
   rmdir(dir);
 }

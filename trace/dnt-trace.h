@@ -1,5 +1,6 @@
 /* trace/: reading traces. The trace-file input (plain, gzip, zip) that feeds the nettrace parser,
- * self-describing payload fields decoded by name, and the XML schemas of the runtime's own events.
+ * self-describing payload fields decoded by name, the XML schemas of the runtime's own events, and
+ * a trace's summary (what `info TRACE` shows).
  * One public header; the library never prints and never exits: every message is returned in the
  * caller's buffer or on the object, ready for the command to print. */
 #ifndef DNT_TRACE_H
@@ -182,6 +183,68 @@ int dnt_schema_load_default(struct dnt_schema *s, char *err, size_t errlen);
  * belong to the schema. */
 const ntr_field *dnt_schema_lookup(const struct dnt_schema *s, const char *provider, uint32_t event_id,
                                    uint32_t version, const char **name, uint32_t *nfields);
+
+/* ============================================================================================== */
+/* A trace's summary (`dntrace info TRACE`): the header, the events per provider and per kind,
+ * the threads with their names (V6 thread rows; V4/V5 streams carry none) and SampleProfiler
+ * samples, the first and last event's timestamps. A consumer of the parser's callbacks; memory
+ * grows with the distinct metadata records, providers and threads, not with the events. Drops
+ * and truncation are the parser's and dnt_trace_read's to say (ntr_stats, the return value). */
+
+typedef struct dnt_summary_provider {
+  char *name;      /* UTF-8; owned by the summary */
+  uint64_t events;
+} dnt_summary_provider;
+
+/* One kind of event: (provider, event id, event name as the metadata gives it: often "" for the
+ * runtime's own events). */
+typedef struct dnt_summary_kind {
+  const char *provider; /* the provider's name (valid after dnt_summary_finish; owned) */
+  size_t provider_index; /* private */
+  uint32_t event_id;
+  char *name;           /* owned by the summary */
+  uint64_t count;
+} dnt_summary_kind;
+
+typedef struct dnt_summary_thread {
+  uint64_t id;          /* the OS thread id events carry (ntr_event.thread_id) */
+  char *name;           /* NULL when the trace does not name it; owned by the summary */
+  uint64_t events, samples;
+} dnt_summary_thread;
+
+typedef struct dnt_summary {
+  int has_header;
+  ntr_trace header;     /* a copy of the trace header (without its V6 key/values) */
+  uint64_t events;      /* events delivered */
+  uint64_t unknown_events; /* of them, with no metadata record */
+  uint64_t samples;     /* SampleProfiler samples (event 0 of Microsoft-DotNETCore-SampleProfiler) */
+  uint64_t first_timestamp, last_timestamp; /* the earliest and latest event (ticks), when events */
+  int has_runtime;      /* the runtime described itself (RuntimeInformation, event 187 of the
+                           runtime or its rundown): */
+  struct {
+    uint16_t bcl[4], vm[4]; /* major, minor, build, qfe as the runtime says them */
+    char *path;         /* its runtime library's path (UTF-8; owned by the summary) */
+  } runtime;
+  dnt_summary_provider *providers; /* after finish: by events, most first */
+  size_t nproviders;
+  dnt_summary_kind *kinds;         /* after finish: by count, most first */
+  size_t nkinds;
+  dnt_summary_thread *threads;     /* after finish: by samples, then events, most first */
+  size_t nthreads;
+  int oom;              /* an allocation failed (sticky): the callbacks stop the parse */
+  /* private */
+  size_t capproviders, capkinds, capthreads;
+  struct dnt__summary_map *maps;
+} dnt_summary;
+
+/* Caller-provided storage; free what it holds with dnt_summary_release. */
+void dnt_summary_init(dnt_summary *s);
+void dnt_summary_release(dnt_summary *s);
+/* Callbacks to hand the parser (or dnt_trace_read), with the summary as their ud. */
+void dnt_summary_callbacks(ntr_callbacks *cb);
+/* After the last byte: sorts the tables (most first) and fills kinds[].provider. No events may
+ * follow. 0, or -1 when memory ran out at some point (the tables are then incomplete). */
+int dnt_summary_finish(dnt_summary *s);
 
 /* ============================================================================================== */
 /* JSON output, streamed. */
