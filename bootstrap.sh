@@ -21,7 +21,7 @@ packages=(build-essential autoconf autoconf-archive automake libtool pkg-config
           libuv1-dev libxml2-dev zlib1g-dev libcriterion-dev
           linux-perf util-linux procps tmux curl unzip python3
           chromium fonts-dejavu-core time prometheus \
-          clang libclang-rt-14-dev npm)
+          clang libclang-rt-14-dev)
 # chromium renders the flame graph in a test; prometheus (promtool and the server) checks and
 # scrapes `counters serve` in a test; clang builds build-clang/ (clang's UBSan) and the fuzzers;
 # npm fetches speedscope, the viewer a test loads the timelines into (in chromium)
@@ -65,6 +65,14 @@ deps() {
     [ "$(id -u)" -eq 0 ] || sudo=sudo
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+  # npm: Debian's, unless the machine has its own Node.js (whose npm Debian's package conflicts with)
+  if ! command -v npm >/dev/null 2>&1; then
+    say "installing npm"
+    local sudo=
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends npm >/dev/null
   fi
   if ! command -v dotnet >/dev/null 2>&1; then
     if [ "${CI:-}" = true ]; then
