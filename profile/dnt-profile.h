@@ -67,6 +67,12 @@ int dnt_profile_add_resolver(struct dnt_profile *p, dnt_profile_namer fn, void *
 
 /* The samples' clock: ticks per second and the trace's start, in ticks. */
 void dnt_profile_clock(const struct dnt_profile *p, uint64_t *hz, uint64_t *start);
+/* When the trace began (UTC, ns since 1970; 0 when its header does not say) and how long its
+ * counted samples span (ns from the clock's start to the last one; 0 when unknown). */
+void dnt_profile_span(const struct dnt_profile *p, int64_t *start_unix_ns, uint64_t *duration_ns);
+/* Whether the samples are a CPU sampler's (added by dnt_profile_add_ips: perf), else thread time
+ * (the SampleProfiler's, running or waiting). */
+int dnt_profile_cpu_samples(const struct dnt_profile *p);
 
 /* Counts only the SampleProfiler samples that keep accepts, given the sample's thread and time
  * (CLOCK_MONOTONIC ns on Linux: the trace's ticks scaled to ns), as the trace streams: the on-CPU
@@ -153,10 +159,11 @@ int dnt_flamegraph_write(const struct dnt_profile *prof, const struct dnt_flameg
 enum dnt_profile_format {
   DNT_PROFILE_FOLDED,     /* "Thread N;root;...;leaf count" per distinct (thread, stack) */
   DNT_PROFILE_SPEEDSCOPE, /* one sampled profile per thread (speedscope's file format) */
-  DNT_PROFILE_CHROMIUM    /* per-thread complete ("X") events (needs dnt_profile_keep_timeline) */
+  DNT_PROFILE_CHROMIUM,   /* per-thread complete ("X") events (needs dnt_profile_keep_timeline) */
+  DNT_PROFILE_PPROF       /* google/pprof's profile.proto, gzip-compressed (binary) */
 };
 
-/* Writes prof in format, titled title (speedscope's name). 0, or -1 when out of memory (the output
+/* Writes prof in format, titled title (speedscope's name, pprof's first comment). 0, or -1 when out of memory (the output
  * is then incomplete). Write errors are the caller's to check on fp. */
 int dnt_profile_write(const struct dnt_profile *prof, enum dnt_profile_format format, const char *title, FILE *fp);
 

@@ -27,4 +27,7 @@ int dnt__methods_on_module(struct dnt__methods *t, const ntr_event *ev);
 int dnt__methods_name(struct dnt__methods *t, uint64_t ip, int leaf, char *buf, size_t cap);
 void dnt__methods_release(struct dnt__methods *t);
 
+/* pprof.c: dnt_profile_write's DNT_PROFILE_PPROF. */
+int dnt__pprof_write(const struct dnt_profile *prof, const char *title, FILE *fp);
+
 #endif

@@ -99,6 +99,10 @@ struct dnt_profile {
   int methods_only; /* a trace read for its method table: its own samples are not counted */
   dnt_profile_keep_fn keep; /* which samples count, when set */
   void *keep_ud;
+  /* the span of the samples counted (dnt_profile_span) and whose they are */
+  int64_t start_unix_ns; /* the trace's start, UTC (0: not said) */
+  uint64_t last_ts;      /* the last counted sample's time, in the clock's ticks */
+  int cpu_samples;       /* added by dnt_profile_add_ips (perf), not the SampleProfiler */
 };
 
 static uint32_t hash_bytes(const void *p, size_t n, uint32_t h) {
@@ -245,12 +249,28 @@ static uint32_t intern_name(struct dnt_profile *p, const char *name) {
 
 /* ---- events ---- */
 
+/* A SYSTEMTIME (UTC: year, month, day of week, day, h, m, s, ms) as ns since 1970, or 0 when a
+ * field is out of range (the header is the trace's bytes). Days from the civil date by the usual
+ * shift of the year to start in March, so that the leap day ends it. */
+static int64_t systemtime_ns(const uint16_t st[8]) {
+  int64_t y = st[0], m = st[1], d = st[3];
+  if (y < 1970 || y > 9999 || m < 1 || m > 12 || d < 1 || d > 31 || st[4] > 23 || st[5] > 59 || st[6] > 60 ||
+      st[7] > 999)
+    return 0;
+  y -= m <= 2;
+  int64_t era = y / 400, yoe = y - era * 400;
+  int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  int64_t days = era * 146097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719468;
+  return ((days * 86400 + st[4] * 3600 + st[5] * 60 + st[6]) * 1000 + st[7]) * 1000000;
+}
+
 static int profile_on_trace(void *ud, const ntr_trace *t) {
   struct dnt_profile *p = ud;
   if (t->sampling_interval_ns) p->sample_ms = t->sampling_interval_ns / 1e6;
   p->qpc_frequency = t->qpc_frequency;
   p->sync_qpc = t->sync_time_qpc;
   p->pid = t->process_id;
+  p->start_unix_ns = systemtime_ns(t->start_time);
   return 0;
 }
 
@@ -315,6 +335,7 @@ static int profile_on_event(void *ud, const ntr_event *ev) {
       uint64_t ns = hz == 1000000000u || !hz ? ev->timestamp : (uint64_t)((double)ev->timestamp * 1e9 / (double)hz);
       if (!p->keep(p->keep_ud, ev->thread_id, ns)) break;
     }
+    if (ev->timestamp > p->last_ts) p->last_ts = ev->timestamp;
     uint32_t kind = 2;
     if (ev->payload_size >= 4) memcpy(&kind, ev->payload, 4);
     uint32_t stack = stack_of(p, ev);
@@ -362,6 +383,8 @@ void dnt_profile_set_clock(struct dnt_profile *p, double sample_ms, uint64_t clo
 void dnt_profile_add_ips(struct dnt_profile *p, uint64_t thread, uint64_t time, const uint64_t *ips, size_t n) {
   uint32_t stack = intern_stack(p, ips, (uint32_t)n);
   add_sample(p, thread, stack, 0);
+  p->cpu_samples = 1;
+  if (time > p->last_ts) p->last_ts = time;
   if (p->keep_timeline && !p->oom) {
     GROW(p, p->timeline, p->ntimeline, p->captimeline);
     p->timeline[p->ntimeline++] = (struct sample){thread, time, stack, 0};
@@ -609,6 +632,15 @@ void dnt_profile_clock(const struct dnt_profile *p, uint64_t *hz, uint64_t *star
   *hz = p->qpc_frequency;
   *start = p->sync_qpc;
 }
+
+void dnt_profile_span(const struct dnt_profile *p, int64_t *start_unix_ns, uint64_t *duration_ns) {
+  *start_unix_ns = p->start_unix_ns;
+  *duration_ns = 0;
+  if (p->qpc_frequency && p->last_ts > p->sync_qpc)
+    *duration_ns = (uint64_t)((double)(p->last_ts - p->sync_qpc) * 1e9 / (double)p->qpc_frequency + 0.5);
+}
+
+int dnt_profile_cpu_samples(const struct dnt_profile *p) { return p->cpu_samples; }
 
 
 int dnt_frame_kind(const char *name) {

@@ -45,7 +45,7 @@ static const struct dnt_option compare_options[] = {
                   "perf periods)"),
     DNT_OPT_FORMAT("FORMAT", O(format), DNT_FORMATS_PROFILE,
                    "also write the on-CPU and off-CPU profiles as folded, speedscope,\n"
-                   "chromium or flamegraph"),
+                   "chromium, flamegraph or pprof"),
     DNT_OPT_NO_CLOBBER(), /* for the --format files, as with every -o */
     DNT_OPT_END(),
 };
