@@ -7,8 +7,11 @@
  * - sample: one per distinct (thread, stack) of the profile, locations leaf first, the label
  *   thread_id (a number). The profile keeps no thread names, so there is no thread_name label.
  * - location and function: one per function name, as `dntrace report` prints it (the profile
- *   names its frames by function, not by address: the address is left out). name and
- *   system_name are that name; filename is its module, so `pprof -files` groups by module.
+ *   names its frames by function, not by address: the address is left out). name is that name;
+ *   system_name the method without its module ("Namespace.Type.Method"), which also keeps pprof
+ *   from "simplifying" name: pprof takes a name equal to its system_name for demangled C++ and
+ *   cuts what is between < and > (`<Main>b__0_0`, `<Run>d__21` of lambdas and async methods);
+ *   filename is the module, so `pprof -files` groups by module.
  * - mapping: one per module (the name's part before '!'), file-less: memory_start and limit are
  *   0, filename is the module's name, has_functions is set (the names are final, nothing to
  *   symbolize). UNMANAGED_CODE_TIME and `?!0x...` frames have no module, hence no mapping.
@@ -255,11 +258,12 @@ static int write_pprof(struct pprof *w, const char *title) {
     emit(w, PROFILE_LOCATION);
   }
   int64_t fn0 = (int64_t)(S_FIXED + w->nmods); /* the first function name's string index */
+  int64_t sys = fn0 + (int64_t)nnames;          /* the next system name's (the string table's order) */
   for (size_t f = 0; f < nnames; f++) {
     if (!w->used[f]) continue;
     dnt__pb_uint(&w->msg, FUNCTION_ID, f + 1);
     dnt__pb_int(&w->msg, FUNCTION_NAME, fn0 + (int64_t)f);
-    dnt__pb_int(&w->msg, FUNCTION_SYSTEM_NAME, fn0 + (int64_t)f);
+    dnt__pb_int(&w->msg, FUNCTION_SYSTEM_NAME, w->mapping_of[f] ? sys++ : fn0 + (int64_t)f);
     if (w->mapping_of[f]) dnt__pb_int(&w->msg, FUNCTION_FILENAME, (int64_t)(S_FIXED + w->mapping_of[f] - 1));
     emit(w, PROFILE_FUNCTION);
   }
@@ -278,6 +282,11 @@ static int write_pprof(struct pprof *w, const char *title) {
   for (size_t f = 0; f < nnames; f++) {
     /* every id keeps its index, used or not: an unused name is an unreferenced string */
     const char *name = w->used[f] ? dnt_profile_name(prof, (uint32_t)f) : "";
+    emit_string(w, name, strlen(name));
+  }
+  for (size_t f = 0; f < nnames; f++) { /* the system names, in the order the functions took them */
+    if (!w->used[f] || !w->mapping_of[f]) continue;
+    const char *name = dnt_profile_name(prof, (uint32_t)f) + module_len(dnt_profile_name(prof, (uint32_t)f)) + 1;
     emit_string(w, name, strlen(name));
   }
 

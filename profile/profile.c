@@ -266,11 +266,13 @@ static int64_t systemtime_ns(const uint16_t st[8]) {
 
 static int profile_on_trace(void *ud, const ntr_trace *t) {
   struct dnt_profile *p = ud;
+  p->pid = t->process_id;
+  p->start_unix_ns = systemtime_ns(t->start_time);
+  /* a trace read for its methods only (a perf profile) leaves perf's period and clock alone */
+  if (p->methods_only && p->samples) return 0;
   if (t->sampling_interval_ns) p->sample_ms = t->sampling_interval_ns / 1e6;
   p->qpc_frequency = t->qpc_frequency;
   p->sync_qpc = t->sync_time_qpc;
-  p->pid = t->process_id;
-  p->start_unix_ns = systemtime_ns(t->start_time);
   return 0;
 }
 
