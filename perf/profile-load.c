@@ -115,6 +115,7 @@ static int on_sample(void *ud, const dnt_perf_sample *s) {
   }
   r->used++;
   dnt_profile_add_ips(r->prof, (uint64_t)s->tid, s->time_ns, r->ips, n);
+  if (s->comm && *s->comm && dnt_profile_name_thread(r->prof, (uint64_t)s->tid, s->comm) != 0) return -ENOMEM;
   return 0;
 }
 

@@ -74,6 +74,13 @@ void dnt_profile_span(const struct dnt_profile *p, int64_t *start_unix_ns, uint6
  * (the SampleProfiler's, running or waiting). */
 int dnt_profile_cpu_samples(const struct dnt_profile *p);
 
+/* Names a thread (perf's comm; the trace itself names none): name is copied, the last one given
+ * wins. 0, or -1 when out of memory. */
+int dnt_profile_name_thread(struct dnt_profile *p, uint64_t thread, const char *name);
+/* The thread's name, or NULL when none was given; owned by the profile, valid until the thread
+ * is named again or the profile freed. */
+const char *dnt_profile_thread_name(const struct dnt_profile *p, uint64_t thread);
+
 /* Counts only the SampleProfiler samples that keep accepts, given the sample's thread and time
  * (CLOCK_MONOTONIC ns on Linux: the trace's ticks scaled to ns), as the trace streams: the on-CPU
  * and off-CPU views of `compare`, in constant memory. Call before loading; ud must live until

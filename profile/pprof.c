@@ -4,8 +4,9 @@
  * What goes where:
  * - sample_type: [samples/count, wall/nanoseconds] for the SampleProfiler's thread time, or
  *   [samples/count, cpu/nanoseconds] for a CPU sampler's (perf); the time is the default.
- * - sample: one per distinct (thread, stack) of the profile, locations leaf first, the label
- *   thread_id (a number). The profile keeps no thread names, so there is no thread_name label.
+ * - sample: one per distinct (thread, stack) of the profile, locations leaf first, the labels
+ *   thread_id (a number) and thread_name where the profile knows it (perf's comm; an EventPipe
+ *   trace names no thread).
  * - location and function: one per function name, as `dntrace report` prints it (the profile
  *   names its frames by function, not by address: the address is left out). name is that name;
  *   system_name the method without its module ("Namespace.Type.Method"), which also keeps pprof
@@ -35,15 +36,22 @@ enum {
   PROFILE_PERIOD_TYPE = 11, PROFILE_PERIOD = 12, PROFILE_COMMENT = 13, PROFILE_DEFAULT_SAMPLE_TYPE = 14,
   VALUE_TYPE_TYPE = 1, VALUE_TYPE_UNIT = 2,
   SAMPLE_LOCATION_ID = 1, SAMPLE_VALUE = 2, SAMPLE_LABEL = 3,
-  LABEL_KEY = 1, LABEL_NUM = 3,
+  LABEL_KEY = 1, LABEL_STR = 2, LABEL_NUM = 3,
   MAPPING_ID = 1, MAPPING_FILENAME = 5, MAPPING_HAS_FUNCTIONS = 7,
   LOCATION_ID = 1, LOCATION_MAPPING_ID = 2, LOCATION_LINE = 4,
   LINE_FUNCTION_ID = 1,
   FUNCTION_ID = 1, FUNCTION_NAME = 2, FUNCTION_SYSTEM_NAME = 3, FUNCTION_FILENAME = 4,
 };
 
-/* The string table: these first, then the modules, then the function names by id. */
-enum { S_EMPTY, S_SAMPLES, S_COUNT, S_TIME, S_NANOSECONDS, S_THREAD_ID, S_TITLE, S_WHAT, S_FIXED };
+/* The string table: these first, then the thread names, the modules, the function names by id,
+ * and the system names of the functions that have a module, in id order. */
+enum { S_EMPTY, S_SAMPLES, S_COUNT, S_TIME, S_NANOSECONDS, S_THREAD_ID, S_THREAD_NAME, S_TITLE, S_WHAT, S_FIXED };
+
+struct thread {
+  uint64_t id;
+  const char *name; /* NULL: none known */
+  int64_t str;      /* its string index */
+};
 
 struct module {
   const char *name; /* a function's name: the module is its first len bytes */
@@ -63,6 +71,9 @@ struct pprof {
   uint32_t *mapping_of;          /* per function id: its mapping's id, 0 for none */
   struct module *mods;           /* the distinct modules, by name; mapping id = index + 1 */
   size_t nmods;
+  struct thread *threads;        /* by id, for bsearch */
+  size_t nthreads;
+  int64_t mod0;                  /* the first module's string index */
   uint32_t main_fn;              /* the busiest root frame named *.Main, + 1 (0: none seen) */
   uint64_t main_samples;
   double sample_ms;
@@ -130,6 +141,29 @@ static int64_t stack_time_ns(const struct pprof *w, uint64_t samples) {
   return (int64_t)((double)samples * w->sample_ms * 1e6 + 0.5); /* both >= 0: rounded */
 }
 
+static int by_thread(const void *a, const void *b) {
+  const struct thread *x = a, *y = b;
+  return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* The profile's threads by id, with their names' string indexes (from S_FIXED on); the next
+ * free string index. -1 when out of memory. */
+static int64_t find_threads(struct pprof *w) {
+  size_t n = dnt_profile_nthreads(w->prof);
+  w->threads = malloc((n ? n : 1) * sizeof *w->threads);
+  if (!w->threads) return -1;
+  for (size_t t = 0; t < n; t++) {
+    uint64_t id = dnt_profile_thread_id(w->prof, t);
+    w->threads[t] = (struct thread){id, dnt_profile_thread_name(w->prof, id), 0};
+  }
+  w->nthreads = n;
+  if (n) qsort(w->threads, n, sizeof *w->threads, by_thread);
+  int64_t str = S_FIXED;
+  for (size_t t = 0; t < n; t++)
+    if (w->threads[t].name) w->threads[t].str = str++;
+  return str;
+}
+
 static void sample(void *ud, uint64_t thread, const uint32_t *frames, size_t n, uint64_t samples) {
   struct pprof *w = ud;
   if (w->oom) return;
@@ -161,6 +195,13 @@ static void sample(void *ud, uint64_t thread, const uint32_t *frames, size_t n, 
   dnt__pb_int(&w->sub, LABEL_KEY, S_THREAD_ID);
   dnt__pb_int(&w->sub, LABEL_NUM, (int64_t)thread);
   dnt__pb_message(&w->msg, SAMPLE_LABEL, &w->sub);
+  struct thread key = {.id = thread}, *t = bsearch(&key, w->threads, w->nthreads, sizeof key, by_thread);
+  if (t && t->name) {
+    dnt__pb_reset(&w->sub);
+    dnt__pb_int(&w->sub, LABEL_KEY, S_THREAD_NAME);
+    dnt__pb_int(&w->sub, LABEL_STR, t->str);
+    dnt__pb_message(&w->msg, SAMPLE_LABEL, &w->sub);
+  }
   emit(w, PROFILE_SAMPLE);
 }
 
@@ -239,12 +280,13 @@ static int write_pprof(struct pprof *w, const char *title) {
   dnt__pb_int(&w->msg, VALUE_TYPE_UNIT, S_NANOSECONDS);
   emit(w, PROFILE_SAMPLE_TYPE);
 
+  if ((w->mod0 = find_threads(w)) < 0) return -1;
   if (dnt_profile_each_stack(prof, sample, w) != 0 || w->oom) return -1;
   if (find_modules(w, nnames) != 0) return -1;
 
   for (size_t m = 0; m < w->nmods; m++) {
     dnt__pb_uint(&w->msg, MAPPING_ID, m + 1);
-    dnt__pb_int(&w->msg, MAPPING_FILENAME, (int64_t)(S_FIXED + m));
+    dnt__pb_int(&w->msg, MAPPING_FILENAME, w->mod0 + (int64_t)m);
     dnt__pb_bool(&w->msg, MAPPING_HAS_FUNCTIONS, 1);
     emit(w, PROFILE_MAPPING);
   }
@@ -257,19 +299,19 @@ static int write_pprof(struct pprof *w, const char *title) {
     dnt__pb_message(&w->msg, LOCATION_LINE, &w->sub);
     emit(w, PROFILE_LOCATION);
   }
-  int64_t fn0 = (int64_t)(S_FIXED + w->nmods); /* the first function name's string index */
+  int64_t fn0 = w->mod0 + (int64_t)w->nmods; /* the first function name's string index */
   int64_t sys = fn0 + (int64_t)nnames;          /* the next system name's (the string table's order) */
   for (size_t f = 0; f < nnames; f++) {
     if (!w->used[f]) continue;
     dnt__pb_uint(&w->msg, FUNCTION_ID, f + 1);
     dnt__pb_int(&w->msg, FUNCTION_NAME, fn0 + (int64_t)f);
     dnt__pb_int(&w->msg, FUNCTION_SYSTEM_NAME, w->mapping_of[f] ? sys++ : fn0 + (int64_t)f);
-    if (w->mapping_of[f]) dnt__pb_int(&w->msg, FUNCTION_FILENAME, (int64_t)(S_FIXED + w->mapping_of[f] - 1));
+    if (w->mapping_of[f]) dnt__pb_int(&w->msg, FUNCTION_FILENAME, w->mod0 + w->mapping_of[f] - 1);
     emit(w, PROFILE_FUNCTION);
   }
 
   /* the string table, in the order of the indexes used above */
-  static const char *const fixed[S_TITLE] = {"", "samples", "count", NULL, "nanoseconds", "thread_id"};
+  static const char *const fixed[S_TITLE] = {"", "samples", "count", NULL, "nanoseconds", "thread_id", "thread_name"};
   for (int i = 0; i < S_TITLE; i++) {
     const char *s = i == S_TIME ? (cpu ? "cpu" : "wall") : fixed[i];
     emit_string(w, s, strlen(s));
@@ -278,6 +320,8 @@ static int write_pprof(struct pprof *w, const char *title) {
   const char *what = cpu ? "dntrace " PACKAGE_VERSION ": time on a CPU, from perf's samples"
                          : "dntrace " PACKAGE_VERSION ": thread time, from the runtime's SampleProfiler samples";
   emit_string(w, what, strlen(what));
+  for (size_t t = 0; t < w->nthreads; t++) /* the thread names, in their indexes' order */
+    if (w->threads[t].name) emit_string(w, w->threads[t].name, strlen(w->threads[t].name));
   for (size_t m = 0; m < w->nmods; m++) emit_string(w, w->mods[m].name, w->mods[m].len);
   for (size_t f = 0; f < nnames; f++) {
     /* every id keeps its index, used or not: an unused name is an unreferenced string */
@@ -317,6 +361,7 @@ int dnt__pprof_write(const struct dnt_profile *prof, const char *title, FILE *fp
     return -1;
   }
   int rc = write_pprof(w, title) != 0 || w->oom ? -1 : 0;
+  if (w->zerr && !ferror(fp)) rc = -1; /* zlib itself failed, not the writes */
   deflateEnd(&w->z);
   dnt__pb_release(&w->msg);
   dnt__pb_release(&w->sub);
@@ -325,6 +370,7 @@ int dnt__pprof_write(const struct dnt_profile *prof, const char *title, FILE *fp
   free(w->used);
   free(w->mapping_of);
   free(w->mods);
+  free(w->threads);
   free(w);
   return rc;
 }

@@ -103,6 +103,7 @@ struct dnt_profile {
   int64_t start_unix_ns; /* the trace's start, UTC (0: not said) */
   uint64_t last_ts;      /* the last counted sample's time, in the clock's ticks */
   int cpu_samples;       /* added by dnt_profile_add_ips (perf), not the SampleProfiler */
+  struct dnt__thread_names thread_names;
 };
 
 static uint32_t hash_bytes(const void *p, size_t n, uint32_t h) {
@@ -120,6 +121,7 @@ struct dnt_profile *dnt_profile_new(void) {
 void dnt_profile_free(struct dnt_profile *p) {
   if (!p) return;
   dnt__methods_release(&p->methods);
+  dnt__thread_names_release(&p->thread_names);
   for (size_t i = 0; i < p->nnames; i++) free(p->names[i]);
   free(p->frames);
   free(p->stacks);
@@ -643,6 +645,14 @@ void dnt_profile_span(const struct dnt_profile *p, int64_t *start_unix_ns, uint6
 }
 
 int dnt_profile_cpu_samples(const struct dnt_profile *p) { return p->cpu_samples; }
+
+int dnt_profile_name_thread(struct dnt_profile *p, uint64_t thread, const char *name) {
+  return dnt__thread_names_set(&p->thread_names, thread, name);
+}
+
+const char *dnt_profile_thread_name(const struct dnt_profile *p, uint64_t thread) {
+  return dnt__thread_names_get(&p->thread_names, thread);
+}
 
 
 int dnt_frame_kind(const char *name) {

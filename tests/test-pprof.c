@@ -81,6 +81,7 @@ struct raw {
   size_t nrows;
   struct {
     uint64_t thread, count, ns;
+    char name[64]; /* its thread_name label, "" if none */
   } th[256];
   size_t nth;
 };
@@ -100,10 +101,13 @@ static void parse_raw(const char *text, struct raw *raw) {
   cr_assert(end, "pprof -raw lists locations");
   unsigned long long c = 0, ns = 0, th;
   int pending = 0; /* a sample row waiting for its label */
+  char name[64] = "";
   while (p < end) {
     const char *eol = strchr(p, '\n');
-    const char *lab = strstr(p, "thread_id:[");
-    if (lab && lab < eol) {
+    const char *lab = strstr(p, "thread_id:["), *named = strstr(p, "thread_name:[");
+    if (named && named < eol) { /* string labels come on the line before the numbers */
+      cr_assert_eq(sscanf(named, "thread_name:[%63[^]]]", name), 1);
+    } else if (lab && lab < eol) {
       cr_assert(pending, "a label with no sample before it");
       cr_assert_eq(sscanf(lab, "thread_id:[%llu]", &th), 1);
       size_t t = 0;
@@ -114,6 +118,11 @@ static void parse_raw(const char *text, struct raw *raw) {
       }
       raw->th[t].count += c;
       raw->th[t].ns += ns;
+      if (name[0]) {
+        cr_expect(!raw->th[t].name[0] || strcmp(raw->th[t].name, name) == 0, "thread %llu has one name", th);
+        snprintf(raw->th[t].name, sizeof raw->th[t].name, "%s", name);
+      }
+      name[0] = '\0';
       pending = 0;
     } else if (sscanf(p, " %llu %llu:", &c, &ns) == 2) {
       cr_assert(!pending, "a sample without a thread_id label");
@@ -359,6 +368,12 @@ Test(pprof, perf_format_pprof, .timeout = 120) {
   struct dnt_run r;
   int rc = dnt_run_dntrace(&r, "perf", "-p", pid, "--duration", "2s", "-o", base, "--top", "30", "--format", "pprof",
                            NULL);
+  /* the kernel's names of the target's threads, the independent side of thread_name */
+  char ls[200];
+  snprintf(ls, sizeof ls, "cd /proc/%s/task && for t in *; do printf '%%s %%s\\n' \"$t\" \"$(cat $t/comm)\"; done", pid);
+  char *const sh[] = {"/bin/sh", "-c", ls, NULL};
+  struct dnt_run comms;
+  cr_assert_eq(dnt_run_argv(&comms, sh, NULL, 10000), 0, "%s", comms.err);
   dnt_target_stop(&t);
   cr_assert_eq(rc, 0, "dntrace perf: %s%s", r.out, r.err);
   unsigned long long samples = 0;
@@ -374,6 +389,26 @@ Test(pprof, perf_format_pprof, .timeout = 120) {
   parse_raw(text, &raw);
   free(text);
   cr_assert_str_eq(raw.types, "samples/count cpu/nanoseconds[dflt]");
+  /* perf's comm names every thread: as the kernel does, and the sample's cpu-work among them */
+  int cpu_work = 0;
+  for (size_t i = 0; i < raw.nth; i++) {
+    cr_expect_neq(raw.th[i].name[0], '\0', "thread %llu has a thread_name", (unsigned long long)raw.th[i].thread);
+    char want[80];
+    snprintf(want, sizeof want, "\n%llu %s\n", (unsigned long long)raw.th[i].thread, raw.th[i].name);
+    size_t cap = strlen(comms.out) + 2;
+    char *all = malloc(cap);
+    snprintf(all, cap, "\n%s", comms.out);
+    const char *tid = strstr(all, want);
+    char idonly[32];
+    snprintf(idonly, sizeof idonly, "\n%llu ", (unsigned long long)raw.th[i].thread);
+    if (strstr(all, idonly)) /* still there at the end: the same name */
+      cr_expect(tid, "thread %llu is '%s' for the kernel too:\n%s", (unsigned long long)raw.th[i].thread,
+                raw.th[i].name, comms.out);
+    free(all);
+    cpu_work |= strcmp(raw.th[i].name, "cpu-work") == 0;
+  }
+  cr_expect(cpu_work, "the cpu-work thread is named");
+  dnt_run_free(&comms);
   cr_expect_str_eq(raw.period_type, "cpu nanoseconds");
   uint64_t period = (uint64_t)(1e9 / 999 + 0.5); /* dntrace perf's default -F 999 */
   cr_expect_eq(raw.period, period);
