@@ -5,8 +5,8 @@
  * - sample_type: [samples/count, wall/nanoseconds] for the SampleProfiler's thread time, or
  *   [samples/count, cpu/nanoseconds] for a CPU sampler's (perf); the time is the default.
  * - sample: one per distinct (thread, stack) of the profile, locations leaf first, the labels
- *   thread_id (a number) and thread_name where the profile knows it (perf's comm; an EventPipe
- *   trace names no thread).
+ *   thread_id (a number) and thread_name where the profile knows it (perf's comm, the names
+ *   compare shows; an EventPipe trace names no thread).
  * - location and function: one per function name, as `dntrace report` prints it (the profile
  *   names its frames by function, not by address: the address is left out). name is that name;
  *   system_name the method without its module ("Namespace.Type.Method"), which also keeps pprof

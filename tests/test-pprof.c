@@ -425,6 +425,66 @@ Test(pprof, perf_format_pprof, .timeout = 120) {
   rm_rf(dir);
 }
 
+/* compare --format pprof: the on-CPU and off-CPU views split the trace's samples between them,
+ * each thread labelled with the name compare shows */
+Test(pprof, compare_format_pprof, .timeout = 120) {
+  require_go();
+  DNT_REQUIRE_PERF();
+  dnt_target t;
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = 30000};
+  char err[512];
+  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
+  char dir[] = "/tmp/dnt-pprofx-XXXXXX", trace[64], on[80], off[80], pid[16];
+  cr_assert(mkdtemp(dir));
+  snprintf(trace, sizeof trace, "%s/run.nettrace", dir);
+  snprintf(on, sizeof on, "%s/run.oncpu.pb.gz", dir);
+  snprintf(off, sizeof off, "%s/run.offcpu.pb.gz", dir);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  struct dnt_run r;
+  int rc = dnt_run_dntrace(&r, "collect", "-p", pid, "--native", "--duration", "2s", "-o", trace, NULL);
+  dnt_target_stop(&t);
+  cr_assert_eq(rc, 0, "collect --native: %s%s", r.out, r.err);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "compare", trace, "--format", "pprof", "--top", "3", NULL), 0, "%s%s", r.out,
+               r.err);
+  unsigned long long uncovered = 0;
+  const char *left = strstr(r.out, " EventPipe samples fell outside");
+  if (left) {
+    while (left > r.out && left[-1] != '\n') left--;
+    cr_assert_eq(sscanf(left, "%llu", &uncovered), 1);
+  }
+  dnt_run_free(&r);
+  static struct nt_scan s;
+  memset(&s, 0, sizeof s);
+  cr_assert_eq(nt_scan_file(trace, &s), 0);
+  static struct raw ron, roff;
+  char *text = go_pprof(dir, on, "-raw", NULL, NULL, NULL, NULL);
+  parse_raw(text, &ron);
+  free(text);
+  text = go_pprof(dir, off, "-raw", NULL, NULL, NULL, NULL);
+  parse_raw(text, &roff);
+  free(text);
+  cr_expect_str_eq(ron.types, "samples/count wall/nanoseconds[dflt]");
+  cr_expect_str_eq(roff.types, "samples/count wall/nanoseconds[dflt]");
+  uint64_t total = nt_scan_count(&s, SAMPLER, 0, 0);
+  cr_expect_eq(ron.count + roff.count + uncovered, total, "on %llu + off %llu + outside %llu = %llu samples",
+               (unsigned long long)ron.count, (unsigned long long)roff.count, uncovered, (unsigned long long)total);
+  int cpu_work_on = 0, blocking_off = 0;
+  for (size_t i = 0; i < ron.nth; i++) cpu_work_on |= strcmp(ron.th[i].name, "cpu-work") == 0;
+  for (size_t i = 0; i < roff.nth; i++) blocking_off |= strcmp(roff.th[i].name, "blocking-work") == 0;
+  cr_expect(cpu_work_on, "cpu-work is named in the on-CPU profile");
+  cr_expect(blocking_off, "blocking-work is named in the off-CPU profile");
+  if (!uncovered) /* then every thread's samples are split between the two */
+    for (int i = 0; i < s.ncounts; i++) {
+      if (strcmp(s.counts[i].provider, SAMPLER) != 0 || s.counts[i].event_id != 0) continue;
+      uint64_t got = 0;
+      for (size_t k = 0; k < ron.nth; k++) got += ron.th[k].thread == s.counts[i].thread ? ron.th[k].count : 0;
+      for (size_t k = 0; k < roff.nth; k++) got += roff.th[k].thread == s.counts[i].thread ? roff.th[k].count : 0;
+      cr_expect_eq(got, s.counts[i].count, "thread %llu", (unsigned long long)s.counts[i].thread);
+    }
+  rm_rf(dir);
+}
+
 /* ---- the encoder ---- */
 
 /* A decoder of our own for the test: varint at *p (advancing it); -1 when it runs past end or
