@@ -77,6 +77,8 @@ struct raw {
   char period_type[64];
   uint64_t period;
   double duration_s;
+  int y, mon, d, h, min;
+  double sec; /* Time: as pprof prints it (UTC) */
   uint64_t count, ns; /* totals */
   size_t nrows;
   struct {
@@ -94,6 +96,8 @@ static void parse_raw(const char *text, struct raw *raw) {
   if (q) sscanf(q, "PeriodType: %63[^\n]", raw->period_type);
   if ((q = strstr(text, "\nPeriod: "))) raw->period = strtoull(q + 9, NULL, 10);
   if ((q = strstr(text, "\nDuration: "))) raw->duration_s = strtod(q + 11, NULL);
+  if ((q = strstr(text, "\nTime: ")))
+    sscanf(q, "\nTime: %d-%d-%d %d:%d:%lf", &raw->y, &raw->mon, &raw->d, &raw->h, &raw->min, &raw->sec);
   p += 10;
   sscanf(p, "%127[^\n]", raw->types);
   p = strchr(p, '\n') + 1;
@@ -274,6 +278,12 @@ static void convert_and_compare(const char *rel) {
   free(text);
   expect_raw_is_the_trace(&raw, &s, rel);
   cr_expect_gt(raw.duration_s, 0, "%s: a duration", rel);
+  /* time_nanos is the trace's start: pprof's date is the header's */
+  const uint16_t *st = s.start_time;
+  cr_expect(raw.y == st[0] && raw.mon == st[1] && raw.d == st[3] && raw.h == st[4] && raw.min == st[5] &&
+                raw.sec > st[6] + st[7] / 1000.0 - 0.0005 && raw.sec < st[6] + st[7] / 1000.0 + 0.0005,
+            "%s: pprof's time %d-%d-%d %d:%d:%.3f, the trace's %u-%u-%u %u:%u:%u.%03u", rel, raw.y, raw.mon, raw.d,
+            raw.h, raw.min, raw.sec, st[0], st[1], st[3], st[4], st[5], st[6], st[7]);
 
   static struct row top[8192], rep[40];
   text = go_pprof(dir, file, "-top", "-nodecount=1000000", "-nodefraction=0", "-edgefraction=0", "-unit=ms");
