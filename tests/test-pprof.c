@@ -318,13 +318,26 @@ Test(pprof, many_threads_match_report_and_trace, .timeout = 60) {
   convert_and_compare("microsoft__perfview/eventpipe-dotnetcore3.0-win-x64-objver4.nettrace");
 }
 
-/* To standard output through a pipe, the same bytes as to a file. */
+/* To standard output through a pipe. */
 Test(pprof, to_stdout, .timeout = 60) {
   char trace[4096];
   corpus_path(trace, sizeof trace, "microsoft__perfview/only_managed_samples.nettrace");
   struct dnt_run r;
   cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "pprof", "-o", "-", NULL), 0, "%s", r.err);
   cr_expect((unsigned char)r.out[0] == 0x1f && (unsigned char)r.out[1] == 0x8b, "gzip on stdout");
+  dnt_run_free(&r);
+  /* but not to a terminal, as gzip refuses: one line, a usage error (script(1) gives it a tty) */
+  if (system("command -v script >/dev/null 2>&1") != 0) {
+    if (in_ci()) cr_assert_fail("no script(1) (util-linux) under CI=true");
+    cr_skip_test("needs script(1) from util-linux for a terminal");
+  }
+  char cmd[8400];
+  snprintf(cmd, sizeof cmd, "'%s' convert '%s' --format pprof -o -; echo \"exit=$?\"", dnt_bin(), trace);
+  char *const argv[] = {"/usr/bin/env", "script", "-qec", cmd, "/dev/null", NULL};
+  cr_assert_eq(dnt_run_argv(&r, argv, NULL, 30000), 0, "%s", r.err);
+  cr_expect(strstr(r.out, "exit=2"), "a usage error on a terminal:\n%s", r.out);
+  cr_expect(strstr(r.out, "dntrace: error: pprof is compressed binary data: not written to a terminal"), "%s", r.out);
+  cr_expect(!memchr(r.out, 0x1f, strlen(r.out)), "no gzip bytes on the terminal");
   dnt_run_free(&r);
 }
 
