@@ -74,7 +74,7 @@ struct pprof {
   struct thread *threads;        /* by id, for bsearch */
   size_t nthreads;
   int64_t mod0;                  /* the first module's string index */
-  uint32_t main_fn;              /* the busiest root frame named *.Main, + 1 (0: none seen) */
+  uint32_t main_fn;              /* the root frame named *.Main of the heaviest such stack, + 1 */
   uint64_t main_samples;
   double sample_ms;
   int oom;
@@ -223,7 +223,7 @@ static int by_module(const void *a, const void *b) {
 
 /* The distinct modules of the functions used, sorted by name, and each function's mapping; the
  * main program's first (profile.proto: "mapping[0] will be the main binary"): the module of the
- * busiest Main seen at the root of a stack. */
+ * Main at the root of the heaviest stack that has one at its root. */
 static int find_modules(struct pprof *w, size_t nnames) {
   struct module *all = malloc((nnames ? nnames : 1) * sizeof *all);
   if (!all) return -1;
