@@ -389,7 +389,7 @@ Test(pprof, perf_format_pprof, .timeout = 120) {
   snprintf(file, sizeof file, "%s/p.pb.gz", dir);
   snprintf(pid, sizeof pid, "%d", (int)t.pid);
   struct dnt_run r;
-  int rc = dnt_run_dntrace(&r, "perf", "-p", pid, "--duration", "2s", "-o", base, "--top", "30", "--format", "pprof",
+  int rc = dnt_run_dntrace(&r, "perf", "-p", pid, "--duration", "1s", "-o", base, "--top", "30", "--format", "pprof",
                            NULL);
   /* the kernel's names of the target's threads, the independent side of thread_name */
   char ls[200];
@@ -464,7 +464,7 @@ Test(pprof, compare_format_pprof, .timeout = 120) {
   snprintf(off, sizeof off, "%s/run.offcpu.pb.gz", dir);
   snprintf(pid, sizeof pid, "%d", (int)t.pid);
   struct dnt_run r;
-  int rc = dnt_run_dntrace(&r, "collect", "-p", pid, "--native", "--duration", "2s", "-o", trace, NULL);
+  int rc = dnt_run_dntrace(&r, "collect", "-p", pid, "--native", "--duration", "1s", "-o", trace, NULL);
   dnt_target_stop(&t);
   cr_assert_eq(rc, 0, "collect --native: %s%s", r.out, r.err);
   dnt_run_free(&r);
