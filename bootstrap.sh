@@ -21,10 +21,11 @@ packages=(build-essential autoconf autoconf-archive automake libtool pkg-config
           libuv1-dev libxml2-dev zlib1g-dev libcriterion-dev
           linux-perf util-linux procps tmux curl unzip python3
           chromium fonts-dejavu-core time prometheus \
-          clang libclang-rt-14-dev)
+          clang libclang-rt-14-dev golang-go)
 # chromium renders the flame graph in a test; prometheus (promtool and the server) checks and
 # scrapes `counters serve` in a test; clang builds build-clang/ (clang's UBSan) and the fuzzers;
-# npm fetches speedscope, the viewer a test loads the timelines into (in chromium)
+# npm fetches speedscope, the viewer a test loads the timelines into (in chromium); golang-go
+# brings `go tool pprof`, which reads the pprof output in a test
 
 say() { printf '==> %s\n' "$*"; }
 

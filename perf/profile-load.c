@@ -98,6 +98,16 @@ static int on_mmap(void *ud, const dnt_perf_mmap *m) {
   return dnt_perf_maps_add(r->maps, m);
 }
 
+/* A thread's name, not perf's ":TID", which it prints for a thread whose name it has not seen
+ * yet (a thread sampled before perf read its COMM record). */
+static int is_name(const char *comm) {
+  if (!comm || !*comm) return 0;
+  if (comm[0] != ':') return 1;
+  for (const char *c = comm + 1; *c; c++)
+    if (*c < '0' || *c > '9') return 1;
+  return 0;
+}
+
 static int on_sample(void *ud, const dnt_perf_sample *s) {
   struct dnt_perf_reader *r = ud;
   if (r->observe) r->observe(r->observe_ud, s);
@@ -115,6 +125,7 @@ static int on_sample(void *ud, const dnt_perf_sample *s) {
   }
   r->used++;
   dnt_profile_add_ips(r->prof, (uint64_t)s->tid, s->time_ns, r->ips, n);
+  if (is_name(s->comm) && dnt_profile_name_thread(r->prof, (uint64_t)s->tid, s->comm) != 0) return -ENOMEM;
   return 0;
 }
 

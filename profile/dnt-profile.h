@@ -67,6 +67,19 @@ int dnt_profile_add_resolver(struct dnt_profile *p, dnt_profile_namer fn, void *
 
 /* The samples' clock: ticks per second and the trace's start, in ticks. */
 void dnt_profile_clock(const struct dnt_profile *p, uint64_t *hz, uint64_t *start);
+/* When the trace began (UTC, ns since 1970; 0 when its header does not say) and how long its
+ * counted samples span (ns from the clock's start to the last one; 0 when unknown). */
+void dnt_profile_span(const struct dnt_profile *p, int64_t *start_unix_ns, uint64_t *duration_ns);
+/* Whether the samples are a CPU sampler's (added by dnt_profile_add_ips: perf), else thread time
+ * (the SampleProfiler's, running or waiting). */
+int dnt_profile_cpu_samples(const struct dnt_profile *p);
+
+/* Names a thread (perf's comm, /proc; a trace names its threads only in V6 thread rows, read
+ * with the trace): name is copied, the last one given wins. 0, or -1 when out of memory. */
+int dnt_profile_name_thread(struct dnt_profile *p, uint64_t thread, const char *name);
+/* The thread's name, or NULL when none was given; owned by the profile, valid until the thread
+ * is named again or the profile freed. */
+const char *dnt_profile_thread_name(const struct dnt_profile *p, uint64_t thread);
 
 /* Counts only the SampleProfiler samples that keep accepts, given the sample's thread and time
  * (CLOCK_MONOTONIC ns on Linux: the trace's ticks scaled to ns), as the trace streams: the on-CPU
@@ -94,9 +107,6 @@ size_t dnt_profile_nthreads(const struct dnt_profile *p);
 uint64_t dnt_profile_thread_id(const struct dnt_profile *p, size_t t);
 uint64_t dnt_profile_thread_samples(const struct dnt_profile *p, size_t t);
 
-/* The name the trace gives a thread (V6 thread rows; the runtime's V4/V5 streams name none), or
- * NULL. Owned by the profile. */
-const char *dnt_profile_thread_name(const struct dnt_profile *p, uint64_t thread_id);
 /* The traced process's command line (EventPipe's ProcessInfo event, .NET 5 and later), or NULL.
  * Owned by the profile. */
 const char *dnt_profile_command_line(const struct dnt_profile *p);
@@ -168,11 +178,12 @@ enum dnt_profile_format {
   DNT_PROFILE_SPEEDSCOPE, /* one sampled profile per thread (speedscope's file format), named after
                              the thread; samples in time order with dnt_profile_keep_timeline,
                              else each distinct stack once */
-  DNT_PROFILE_CHROMIUM    /* the process's and threads' names ("M" events), then per-thread
+  DNT_PROFILE_CHROMIUM,   /* the process's and threads' names ("M" events), then per-thread
                              complete ("X") events (needs dnt_profile_keep_timeline) */
+  DNT_PROFILE_PPROF       /* google/pprof's profile.proto, gzip-compressed (binary) */
 };
 
-/* Writes prof in format, titled title (speedscope's name). 0, or -1 when out of memory (the output
+/* Writes prof in format, titled title (speedscope's name, pprof's first comment). 0, or -1 when out of memory (the output
  * is then incomplete). Write errors are the caller's to check on fp. */
 int dnt_profile_write(const struct dnt_profile *prof, enum dnt_profile_format format, const char *title, FILE *fp);
 

@@ -27,4 +27,19 @@ int dnt__methods_on_module(struct dnt__methods *t, const ntr_event *ev);
 int dnt__methods_name(struct dnt__methods *t, uint64_t ip, int leaf, char *buf, size_t cap);
 void dnt__methods_release(struct dnt__methods *t);
 
+/* threads.c: thread names by thread id. Caller-provided storage, zeroed; release with
+ * dnt__thread_names_release. set copies name (0, or -1 when out of memory); get returns the
+ * name, owned by the table, or NULL. */
+struct dnt__thread_name;
+struct dnt__thread_names {
+  struct dnt__thread_name *v;
+  size_t n, cap;
+};
+int dnt__thread_names_set(struct dnt__thread_names *t, uint64_t thread, const char *name);
+const char *dnt__thread_names_get(const struct dnt__thread_names *t, uint64_t thread);
+void dnt__thread_names_release(struct dnt__thread_names *t);
+
+/* pprof.c: dnt_profile_write's DNT_PROFILE_PPROF. */
+int dnt__pprof_write(const struct dnt_profile *prof, const char *title, FILE *fp);
+
 #endif

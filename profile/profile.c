@@ -100,16 +100,15 @@ struct dnt_profile {
   int methods_only; /* a trace read for its method table: its own samples are not counted */
   dnt_profile_keep_fn keep; /* which samples count, when set */
   void *keep_ud;
-  /* names for the timelines: the threads the trace names (V6 thread rows) and the process's
-   * command line (EventPipe's ProcessInfo event) */
-  struct thread_name {
-    uint64_t thread;
-    size_t row; /* order of the rows: a later one renames */
-    char *name;
-  } *thread_names;
-  size_t nthread_names, capthread_names;
+  /* names: of threads (V6 thread rows, perf's comm, what a caller knows; the last one given
+   * wins) and the process's command line (EventPipe's ProcessInfo event), for the timelines */
+  struct dnt__thread_names thread_names;
   char *command_line;
   int fold_native; /* top tables: native time charged to the innermost managed frame */
+  /* the span of the samples counted (dnt_profile_span) and whose they are */
+  int64_t start_unix_ns; /* the trace's start, UTC (0: not said) */
+  uint64_t last_ts;      /* the last counted sample's time, in the clock's ticks */
+  int cpu_samples;       /* added by dnt_profile_add_ips (perf), not the SampleProfiler */
 };
 
 static uint32_t hash_bytes(const void *p, size_t n, uint32_t h) {
@@ -127,6 +126,7 @@ struct dnt_profile *dnt_profile_new(void) {
 void dnt_profile_free(struct dnt_profile *p) {
   if (!p) return;
   dnt__methods_release(&p->methods);
+  dnt__thread_names_release(&p->thread_names);
   for (size_t i = 0; i < p->nnames; i++) free(p->names[i]);
   free(p->frames);
   free(p->stacks);
@@ -140,8 +140,6 @@ void dnt_profile_free(struct dnt_profile *p) {
   free(p->thread_samples);
   free(p->timeline);
   free(p->stack_cache);
-  for (size_t i = 0; i < p->nthread_names; i++) free(p->thread_names[i].name);
-  free(p->thread_names);
   free(p->command_line);
   free(p);
 }
@@ -259,12 +257,30 @@ static uint32_t intern_name(struct dnt_profile *p, const char *name) {
 
 /* ---- events ---- */
 
+/* A SYSTEMTIME (UTC: year, month, day of week, day, h, m, s, ms) as ns since 1970, or 0 when a
+ * field is out of range (the header is the trace's bytes). Days from the civil date by the usual
+ * shift of the year to start in March, so that the leap day ends it. */
+static int64_t systemtime_ns(const uint16_t st[8]) {
+  int64_t y = st[0], m = st[1], d = st[3];
+  if (y < 1970 || y > 9999 || m < 1 || m > 12 || d < 1 || d > 31 || st[4] > 23 || st[5] > 59 || st[6] > 60 ||
+      st[7] > 999)
+    return 0;
+  y -= m <= 2;
+  int64_t era = y / 400, yoe = y - era * 400;
+  int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  int64_t days = era * 146097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719468;
+  return ((days * 86400 + st[4] * 3600 + st[5] * 60 + st[6]) * 1000 + st[7]) * 1000000;
+}
+
 static int profile_on_trace(void *ud, const ntr_trace *t) {
   struct dnt_profile *p = ud;
+  p->pid = t->process_id;
+  p->start_unix_ns = systemtime_ns(t->start_time);
+  /* a trace read for its methods only (a perf profile) leaves perf's period and clock alone */
+  if (p->methods_only && p->samples) return 0;
   if (t->sampling_interval_ns) p->sample_ms = t->sampling_interval_ns / 1e6;
   p->qpc_frequency = t->qpc_frequency;
   p->sync_qpc = t->sync_time_qpc;
-  p->pid = t->process_id;
   return 0;
 }
 
@@ -330,6 +346,7 @@ static int profile_on_event(void *ud, const ntr_event *ev) {
       uint64_t ns = hz == 1000000000u || !hz ? ev->timestamp : (uint64_t)((double)ev->timestamp * 1e9 / (double)hz);
       if (!p->keep(p->keep_ud, ev->thread_id, ns)) break;
     }
+    if (ev->timestamp > p->last_ts) p->last_ts = ev->timestamp;
     uint32_t kind = 2;
     if (ev->payload_size >= 4) memcpy(&kind, ev->payload, 4);
     uint32_t stack = stack_of(p, ev);
@@ -387,6 +404,8 @@ void dnt_profile_set_clock(struct dnt_profile *p, double sample_ms, uint64_t clo
 void dnt_profile_add_ips(struct dnt_profile *p, uint64_t thread, uint64_t time, const uint64_t *ips, size_t n) {
   uint32_t stack = intern_stack(p, ips, (uint32_t)n);
   add_sample(p, thread, stack, 0);
+  p->cpu_samples = 1;
+  if (time > p->last_ts) p->last_ts = time;
   if (p->keep_timeline && !p->oom) {
     GROW(p, p->timeline, p->ntimeline, p->captimeline);
     p->timeline[p->ntimeline++] = (struct sample){thread, time, stack, 0};
@@ -410,57 +429,11 @@ static int by_thread_time(const void *a, const void *b) {
 /* A V6 thread row: the name of the thread its events carry (its OS id, else its index). */
 static int profile_on_thread(void *ud, const ntr_thread *t) {
   struct dnt_profile *p = ud;
-  if (!t->name || !t->name[0] || p->oom) return p->oom ? -1 : 0;
+  if (p->oom) return -1;
+  if (!t->name || !t->name[0]) return 0;
   uint64_t id = t->has_os_thread_id ? t->os_thread_id : t->index;
-  char *name = strdup(t->name);
-  if (!name) return p->oom = 1, -1;
-  /* appended, renames too (the last row wins): sorted once at finish, never searched here, so a
-   * stream of many rows costs no quadratic time */
-  if (p->nthread_names == p->capthread_names) {
-    size_t cap = p->capthread_names ? p->capthread_names * 2 : 16;
-    struct thread_name *g = realloc(p->thread_names, cap * sizeof *g);
-    if (!g) return free(name), p->oom = 1, -1;
-    p->thread_names = g;
-    p->capthread_names = cap;
-  }
-  p->thread_names[p->nthread_names] = (struct thread_name){id, p->nthread_names, name};
-  p->nthread_names++;
+  if (dnt__thread_names_set(&p->thread_names, id, t->name) != 0) return p->oom = 1, -1;
   return 0;
-}
-
-static int by_thread_then_row(const void *a, const void *b) {
-  const struct thread_name *x = a, *y = b;
-  if (x->thread != y->thread) return x->thread < y->thread ? -1 : 1;
-  return x->row < y->row ? -1 : x->row > y->row;
-}
-
-/* Sorted by thread, one name each: the last row's. */
-static void sort_thread_names(struct dnt_profile *p) {
-  if (!p->nthread_names) return;
-  qsort(p->thread_names, p->nthread_names, sizeof *p->thread_names, by_thread_then_row);
-  size_t n = 0;
-  for (size_t i = 0; i < p->nthread_names; i++) {
-    if (n && p->thread_names[n - 1].thread == p->thread_names[i].thread) {
-      free(p->thread_names[n - 1].name);
-      p->thread_names[n - 1] = p->thread_names[i];
-    } else {
-      p->thread_names[n++] = p->thread_names[i];
-    }
-  }
-  p->nthread_names = n;
-}
-
-const char *dnt_profile_thread_name(const struct dnt_profile *p, uint64_t thread_id) {
-  size_t lo = 0, hi = p->finished ? p->nthread_names : 0;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (p->thread_names[mid].thread == thread_id) return p->thread_names[mid].name;
-    if (p->thread_names[mid].thread < thread_id)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return NULL;
 }
 
 const char *dnt_profile_command_line(const struct dnt_profile *p) { return p->command_line; }
@@ -503,7 +476,6 @@ int dnt_profile_finish(struct dnt_profile *p) {
   if (p->finished) return p->oom ? -1 : 0;
   p->finished = 1;
   p->unmanaged_name = intern_name(p, DNT_UNMANAGED_FRAME);
-  sort_thread_names(p);
   if (p->ntimeline) qsort(p->timeline, p->ntimeline, sizeof *p->timeline, by_thread_time);
   p->frame_names = malloc((p->nframes ? p->nframes : 1) * sizeof *p->frame_names);
   if (!p->frame_names) p->oom = 1;
@@ -696,6 +668,23 @@ int dnt_profiles_load(struct dnt_profile *const *profs, size_t n, size_t nfinish
 void dnt_profile_clock(const struct dnt_profile *p, uint64_t *hz, uint64_t *start) {
   *hz = p->qpc_frequency;
   *start = p->sync_qpc;
+}
+
+void dnt_profile_span(const struct dnt_profile *p, int64_t *start_unix_ns, uint64_t *duration_ns) {
+  *start_unix_ns = p->start_unix_ns;
+  *duration_ns = 0;
+  if (p->qpc_frequency && p->last_ts > p->sync_qpc)
+    *duration_ns = (uint64_t)((double)(p->last_ts - p->sync_qpc) * 1e9 / (double)p->qpc_frequency + 0.5);
+}
+
+int dnt_profile_cpu_samples(const struct dnt_profile *p) { return p->cpu_samples; }
+
+int dnt_profile_name_thread(struct dnt_profile *p, uint64_t thread, const char *name) {
+  return dnt__thread_names_set(&p->thread_names, thread, name);
+}
+
+const char *dnt_profile_thread_name(const struct dnt_profile *p, uint64_t thread) {
+  return dnt__thread_names_get(&p->thread_names, thread);
 }
 
 

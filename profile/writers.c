@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dnt-profile.h"
+#include "profile-int.h"
 #include "dnt-trace.h"
 
 struct writer {
@@ -385,6 +385,7 @@ int dnt_profile_write(const struct dnt_profile *prof, enum dnt_profile_format fo
   switch (format) {
   case DNT_PROFILE_SPEEDSCOPE: return write_speedscope(fp, prof, title);
   case DNT_PROFILE_CHROMIUM: return write_chromium(fp, prof, dnt_profile_pid(prof), title);
+  case DNT_PROFILE_PPROF: return dnt__pprof_write(prof, title, fp);
   case DNT_PROFILE_FOLDED: {
     struct writer w = {fp, prof, 0, 0, 1, 0};
     return each_named_stack(prof, folded_line, &w);

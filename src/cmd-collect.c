@@ -93,7 +93,8 @@ static const struct dnt_option collect_options[] = {
     DNT_OPT_PARSE(0, "rundown-keyword", "HEX", O(rundown_keyword), parse_rundown_keyword,
                   "a custom rundown keyword (runtime 9 and later)"),
     DNT_OPT_FORMAT("FORMAT", O(format), DNT_FORMAT_BIT(DNT_FORMAT_NETTRACE) | DNT_FORMATS_PROFILE,
-                   "nettrace (default), or also speedscope, chromium, flamegraph, folded"),
+                   "nettrace (default), or also speedscope, chromium, flamegraph, folded,\n"
+                   "pprof"),
     DNT_OPT_FLAG(0, "native", O(native), "also record the process with Linux perf, for 'dntrace compare'"),
     DNT_OPT_STRING(0, "stopping-event-provider-name", "NAME", O(stop_provider),
                    "stop once an event of this provider arrives"),

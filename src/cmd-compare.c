@@ -45,7 +45,7 @@ static const struct dnt_option compare_options[] = {
                   "perf periods)"),
     DNT_OPT_FORMAT("FORMAT", O(format), DNT_FORMATS_PROFILE,
                    "also write the on-CPU and off-CPU profiles as folded, speedscope,\n"
-                   "chromium or flamegraph"),
+                   "chromium, flamegraph or pprof"),
     DNT_OPT_NO_CLOBBER(), /* for the --format files, as with every -o */
     DNT_OPT_END(),
 };
@@ -242,6 +242,13 @@ int cmd_compare(int argc, char **argv) {
     snprintf(on_ext, sizeof on_ext, ".oncpu%s", ext);
     snprintf(off_ext, sizeof off_ext, ".offcpu%s", ext);
     char *on_out = dnt_native_sibling(trace, on_ext), *off_out = dnt_native_sibling(trace, off_ext);
+    for (size_t i = 0; i < cls.nthreads; i++) { /* the names above, for the formats that carry them */
+      uint64_t cpu_samples;
+      const char *name = dnt_cpu_states_thread(states, cls.threads[i].tid, &cpu_samples);
+      if (*name && (dnt_profile_name_thread(on, cls.threads[i].tid, name) != 0 ||
+                    dnt_profile_name_thread(off, cls.threads[i].tid, name) != 0))
+        dnt_die(DNT_EXIT_FAILURE, "out of memory");
+    }
     fflush(stdout);
     rc = dnt_convert_profile(on, format, "on-CPU", "on-CPU thread time (EventPipe samples perf saw running)", on_out);
     if (!rc) rc = dnt_convert_profile(off, format, "off-CPU", "off-CPU thread time (blocked or waiting)", off_out);

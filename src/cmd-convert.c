@@ -1,5 +1,6 @@
-/* dntrace convert: a trace's thread-time samples as folded stacks (flamegraph.pl, inferno) or a
- * speedscope profile, one profile per thread. */
+/* dntrace convert: a trace's thread-time samples as folded stacks (flamegraph.pl, inferno), a
+ * speedscope profile (one profile per thread), a Chromium timeline, a flame graph SVG or a pprof
+ * profile (gzip-compressed profile.proto). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,19 +24,20 @@ struct convert_options {
 #define O(f) offsetof(struct convert_options, f)
 static const struct dnt_option convert_options[] = {
     DNT_OPT_FORMAT("FORMAT", O(format), DNT_FORMATS_PROFILE,
-                   "flamegraph (an interactive SVG), speedscope, chromium or folded"),
+                   "flamegraph (an interactive SVG), speedscope, chromium, folded\n"
+                   "or pprof"),
     {.kind = DNT_OPT_FORMAT, .short_name = 'f', .offset = O(format), .max = DNT_FORMATS_PROFILE}, /* -f: --format */
     DNT_OPT_OUTPUT("OUT", O(output),
                    "where to write (- for stdout; the format's extension is added\n"
                    "when OUT has none; default: FILE with .svg, .speedscope.json,\n"
-                   ".chromium.json or .folded)"),
+                   ".chromium.json, .folded or .pb.gz)"),
     DNT_OPT_FLAG(0, "by-thread", O(by_thread), "flamegraph: one tower per thread (default: threads merged)"),
     DNT_OPT_END(),
 };
 
 const struct dnt_usage usage_convert = {
     .synopsis = "dntrace convert FILE --format FORMAT [-o OUT] [--by-thread]",
-    .summary = "Convert a trace's samples to a flame graph, speedscope, Chromium trace or folded stacks",
+    .summary = "Convert a trace's samples to a flame graph, speedscope, Chromium trace, folded stacks or pprof",
     .options = convert_options,
     .operand = 1,
     .operand_offset = O(trace),
@@ -53,6 +55,7 @@ static int format_kind(const char *format) {
   case DNT_FORMAT_SPEEDSCOPE: return 's';
   case DNT_FORMAT_FLAMEGRAPH: return 'g';
   case DNT_FORMAT_CHROMIUM: return 'c';
+  case DNT_FORMAT_PPROF: return 'p';
   default: return 0;
   }
 }
@@ -67,6 +70,7 @@ const char *dnt_convert_extension(const char *format) {
   case 's': return ".speedscope.json";
   case 'g': return ".svg";
   case 'c': return ".chromium.json";
+  case 'p': return ".pb.gz"; /* pprof's own name for its files */
   default: return ".folded";
   }
 }
@@ -84,6 +88,11 @@ int dnt_convert_profile(const struct dnt_profile *prof, const char *format, cons
   struct dnt_output out;
   char *name = dnt_output_name(output, dnt_convert_extension(format));
   int rc = DNT_EXIT_FAILURE;
+  if (kind == 'p' && strcmp(name, "-") == 0 && isatty(STDOUT_FILENO)) { /* as gzip does */
+    dnt_error("pprof is compressed binary data: not written to a terminal (redirect it, or name a file with -o)");
+    rc = DNT_EXIT_USAGE;
+    goto done;
+  }
   if (dnt_output_open(&out, name, 0) < 0) goto done;
   if (kind == 'g') { /* libxml2 writes the SVG by name: the temporary's, or "-" for stdout */
     char msg[1024];
@@ -100,6 +109,7 @@ int dnt_convert_profile(const struct dnt_profile *prof, const char *format, cons
   } else {
     enum dnt_profile_format f = kind == 's'   ? DNT_PROFILE_SPEEDSCOPE
                                : kind == 'c' ? DNT_PROFILE_CHROMIUM
+                               : kind == 'p' ? DNT_PROFILE_PPROF
                                              : DNT_PROFILE_FOLDED;
     if (dnt_profile_write(prof, f, title, out.fp) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory writing '%s'", name);
   }
@@ -158,7 +168,7 @@ int cmd_convert(int argc, char **argv) {
   int rc = dnt_options_parse(&usage_convert, "convert", argc, argv, &o);
   if (rc) return rc == DNT_OPTIONS_DONE ? 0 : rc;
   if (!o.format) {
-    dnt_error("--format is required: flamegraph, speedscope, chromium or folded");
+    dnt_error("--format is required: flamegraph, speedscope, chromium, folded or pprof");
     return DNT_EXIT_USAGE;
   }
   flame_by_thread = o.by_thread;

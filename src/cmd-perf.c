@@ -52,7 +52,7 @@ static const struct dnt_option perf_options[] = {
     DNT_OPT_OUTPUT("BASE", O(output),
                    "BASE.perf.data, BASE.nettrace (method names) and conversions\n"
                    "(default <app>_<yyyyMMdd>_<HHmmss>)"),
-    DNT_OPT_FORMAT("FORMAT", O(format), DNT_FORMATS_PROFILE, "also write folded, speedscope, chromium or flamegraph"),
+    DNT_OPT_FORMAT("FORMAT", O(format), DNT_FORMATS_PROFILE, "also write folded, speedscope, chromium, flamegraph or pprof"),
     DNT_OPT_TOP(O(top), 100000, "functions in the report (default 10)"),
     DNT_OPT_FLAG(0, "threads", O(threads), "the report per thread too"),
     DNT_OPT_ACTION("cleanup", cleanup,

@@ -21,6 +21,7 @@ static const struct {
     {DNT_FORMAT_SPEEDSCOPE, "speedscope", NULL},
     {DNT_FORMAT_CHROMIUM, "chromium", NULL},
     {DNT_FORMAT_FLAMEGRAPH, "flamegraph", "svg"},
+    {DNT_FORMAT_PPROF, "pprof", NULL},
     {DNT_FORMAT_CSV, "csv", NULL},
     {DNT_FORMAT_JSON, "json", NULL},
     {DNT_FORMAT_PROMETHEUS, "prometheus", NULL},

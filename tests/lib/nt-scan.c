@@ -155,6 +155,7 @@ void nt_scan(const uint8_t *p, size_t len, struct nt_scan *s) {
     if (c.bad) break;
     if (strcmp(name, "Trace") == 0) {
       if (!need(&c, 48)) break;
+      for (int i = 0; i < 8; i++) s->start_time[i] = (uint16_t)(p[c.off + 2 * i] | p[c.off + 2 * i + 1] << 8);
       s->pointer_size = (uint32_t)(p[c.off + 32] | p[c.off + 33] << 8);
       s->sampling_ns = (uint32_t)p[c.off + 44] | (uint32_t)p[c.off + 45] << 8 | (uint32_t)p[c.off + 46] << 16 |
                        (uint32_t)p[c.off + 47] << 24;

@@ -18,6 +18,7 @@ struct nt_scan {
   int trace_objects, blocks;
   uint32_t pointer_size;
   uint32_t sampling_ns;    /* the Trace object's expected sampling interval */
+  uint16_t start_time[8];  /* the Trace object's SYSTEMTIME (UTC): y, month, weekday, day, h, m, s, ms */
   /* metadata id -> provider name */
   struct { uint32_t id; char provider[128]; uint32_t event_id; } meta[NT_SCAN_MAX];
   int nmeta;
