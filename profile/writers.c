@@ -11,7 +11,7 @@ struct writer {
   FILE *fp;
   const struct dnt_profile *prof;
   uint64_t thread; /* speedscope: the thread being written */
-  double ms;
+  int by_time;     /* weights in time (ms), else in samples */
   int first;
   int pass;        /* speedscope: 0 samples, 1 weights */
 };
@@ -23,6 +23,7 @@ struct writer {
 
 struct named {
   uint64_t thread, samples;
+  double ms;
   size_t off; /* into frames */
   uint32_t n, hash;
 };
@@ -58,7 +59,7 @@ static int rehash(struct merged *m) {
   return 0;
 }
 
-static void merge_stack(void *ud, uint64_t thread, const uint32_t *frames, size_t n, uint64_t samples) {
+static void merge_stack(void *ud, uint64_t thread, const uint32_t *frames, size_t n, uint64_t samples, double ms) {
   struct merged *m = ud;
   if (m->oom) return;
   if ((m->n + 1) * 2 > m->tcap && rehash(m) != 0) {
@@ -72,6 +73,7 @@ static void merge_stack(void *ud, uint64_t thread, const uint32_t *frames, size_
     if (e->hash == h && e->thread == thread && e->n == n &&
         (n == 0 || memcmp(m->frames + e->off, frames, n * sizeof *frames) == 0)) {
       e->samples += samples;
+      e->ms += ms;
       return;
     }
   }
@@ -97,7 +99,7 @@ static void merge_stack(void *ud, uint64_t thread, const uint32_t *frames, size_
     m->capframes = cap;
   }
   if (n) memcpy(m->frames + m->nframes, frames, n * sizeof *frames);
-  m->v[m->n] = (struct named){thread, samples, m->nframes, (uint32_t)n, h};
+  m->v[m->n] = (struct named){thread, samples, ms, m->nframes, (uint32_t)n, h};
   m->nframes += n;
   m->table[j] = (uint32_t)++m->n;
 }
@@ -114,15 +116,20 @@ static int each_named_stack(const struct dnt_profile *prof, dnt_profile_stack_fn
   struct merged m = {0};
   int rc = dnt_profile_each_stack(prof, merge_stack, &m);
   if (!rc && !m.oom)
-    for (size_t i = 0; i < m.n; i++) fn(ud, m.v[i].thread, m.frames + m.v[i].off, m.v[i].n, m.v[i].samples);
+    for (size_t i = 0; i < m.n; i++)
+      fn(ud, m.v[i].thread, m.frames + m.v[i].off, m.v[i].n, m.v[i].samples, m.v[i].ms);
   rc = rc || m.oom ? -1 : 0;
   merged_release(&m);
   return rc;
 }
 
-/* folded: "thread;root;...;leaf count" per line; the thread keeps threads apart in a flame graph */
-static void folded_line(void *ud, uint64_t thread, const uint32_t *frames, size_t n, uint64_t samples) {
+/* folded: "thread;root;...;leaf value" per line; the thread keeps threads apart in a flame graph.
+ * The value is an integer (flamegraph.pl, inferno): microseconds of thread time, or samples. A
+ * stack whose time rounds to 0 (threads' last samples, which stand for no time) is left out. */
+static void folded_line(void *ud, uint64_t thread, const uint32_t *frames, size_t n, uint64_t samples, double ms) {
   struct writer *w = ud;
+  uint64_t value = w->by_time ? (uint64_t)(ms * 1000.0 + 0.5) : samples;
+  if (value == 0) return;
   fprintf(w->fp, "Thread %llu", (unsigned long long)thread);
   for (size_t i = 0; i < n; i++) {
     fputc(';', w->fp);
@@ -130,16 +137,19 @@ static void folded_line(void *ud, uint64_t thread, const uint32_t *frames, size_
     for (const char *c = dnt_profile_name(w->prof, frames[i]); *c; c++)
       fputc(*c == ';' ? ':' : *c == ' ' ? '_' : *c, w->fp);
   }
-  fprintf(w->fp, " %llu\n", (unsigned long long)samples);
+  fprintf(w->fp, " %llu\n", (unsigned long long)value);
 }
 
-static void speedscope_item(void *ud, uint64_t thread, const uint32_t *frames, size_t n, uint64_t samples) {
+/* speedscope: a stack of the thread being written, in the pass's list (its frames, or its
+ * weight); stacks that stand for no time are left out of both */
+static void speedscope_item(void *ud, uint64_t thread, const uint32_t *frames, size_t n, uint64_t samples, double ms) {
   struct writer *w = ud;
-  if (thread != w->thread) return;
+  if (thread != w->thread || (w->by_time && ms <= 0) || samples == 0) return;
   fputs(w->first ? "" : ",", w->fp);
   w->first = 0;
   if (w->pass == 1) {
-    fprintf(w->fp, "%.6g", (double)samples * w->ms);
+    if (w->by_time) fprintf(w->fp, "%.9g", ms);
+    else fprintf(w->fp, "%llu", (unsigned long long)samples);
     return;
   }
   fputc('[', w->fp);
@@ -153,7 +163,7 @@ struct chromium {
   FILE *fp;
   const struct dnt_profile *prof;
   uint64_t thread;
-  double last_us, step_us;
+  double last_us;
   uint32_t *open;    /* the frames open now, root first */
   double *since;     /* when each opened */
   size_t nopen, cap;
@@ -164,9 +174,11 @@ struct chromium {
 
 /* Closes the frames open deeper than keep. Outer frames are written first: a parent and a child
  * that opened and close together have the same start and length, and viewers break that tie by
- * file order (leaf first would show the leaf as the root). */
+ * file order (leaf first would show the leaf as the root). A frame that lasted no time (opened
+ * by a thread's last sample, which stands for no time) is left out. */
 static void chromium_close(struct chromium *c, size_t keep, double t_us) {
   for (size_t i = keep; i < c->nopen; i++) {
+    if (t_us <= c->since[i]) continue;
     fprintf(c->fp, "%s{\"name\":", c->first ? "" : ",\n");
     c->first = 0;
     dnt_json_string(c->fp, dnt_profile_name(c->prof, c->open[i]));
@@ -178,8 +190,9 @@ static void chromium_close(struct chromium *c, size_t keep, double t_us) {
 
 static void chromium_sample(void *ud, uint64_t thread, double t_us, const uint32_t *frames, size_t n) {
   struct chromium *c = ud;
+  /* a thread's frames end with its last sample: the sample weights' rule (dnt-profile.h) */
   if (thread != c->thread) {
-    chromium_close(c, 0, c->last_us + c->step_us);
+    chromium_close(c, 0, c->last_us);
     c->thread = thread;
   }
   size_t same = 0;
@@ -206,10 +219,10 @@ static void chromium_sample(void *ud, uint64_t thread, double t_us, const uint32
 }
 
 static int write_chromium(FILE *fp, const struct dnt_profile *prof, uint32_t pid) {
-  struct chromium c = {fp, prof, 0, 0, dnt_profile_sample_ms(prof) * 1000, NULL, NULL, 0, 0, 1, pid, 0};
+  struct chromium c = {fp, prof, 0, 0, NULL, NULL, 0, 0, 1, pid, 0};
   fputs("{\"traceEvents\":[\n", fp);
   int rc = dnt_profile_each_sample(prof, chromium_sample, &c);
-  chromium_close(&c, 0, c.last_us + c.step_us);
+  chromium_close(&c, 0, c.last_us);
   fputs("\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"exporter\":\"dntrace " PACKAGE_VERSION "\"}}\n", fp);
   free(c.open);
   free(c.since);
@@ -218,7 +231,8 @@ static int write_chromium(FILE *fp, const struct dnt_profile *prof, uint32_t pid
 
 static int write_speedscope(FILE *fp, const struct dnt_profile *prof, const char *name) {
   int rc = 0;
-  struct writer w = {fp, prof, 0, dnt_profile_sample_ms(prof), 1, 0};
+  int by_time = dnt_profile_weight(prof) == DNT_WEIGHT_TIME;
+  struct writer w = {fp, prof, 0, by_time, 1, 0};
   fputs("{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",\"shared\":{\"frames\":[", fp);
   for (size_t i = 0; i < dnt_profile_nnames(prof); i++) {
     fputs(i ? ",{\"name\":" : "{\"name\":", fp);
@@ -228,10 +242,11 @@ static int write_speedscope(FILE *fp, const struct dnt_profile *prof, const char
   fputs("]},\"profiles\":[", fp);
   for (size_t t = 0; t < dnt_profile_nthreads(prof); t++) {
     w.thread = dnt_profile_thread_id(prof, t);
-    double total = (double)dnt_profile_thread_samples(prof, t) * w.ms;
-    fprintf(fp, "%s{\"type\":\"sampled\",\"name\":\"Thread %llu\",\"unit\":\"milliseconds\",\"startValue\":0,"
-                "\"endValue\":%.6g,\"samples\":[",
-            t ? "," : "", (unsigned long long)w.thread, total);
+    /* endValue: the thread's total, its time (ms) or its samples (speedscope's unit "none") */
+    fprintf(fp, "%s{\"type\":\"sampled\",\"name\":\"Thread %llu\",\"unit\":\"%s\",\"startValue\":0,",
+            t ? "," : "", (unsigned long long)w.thread, by_time ? "milliseconds" : "none");
+    if (by_time) fprintf(fp, "\"endValue\":%.9g,\"samples\":[", dnt_profile_thread_ms(prof, t));
+    else fprintf(fp, "\"endValue\":%llu,\"samples\":[", (unsigned long long)dnt_profile_thread_samples(prof, t));
     w.first = 1;
     w.pass = 0;
     rc |= dnt_profile_each_stack(prof, speedscope_item, &w);
@@ -252,7 +267,7 @@ int dnt_profile_write(const struct dnt_profile *prof, enum dnt_profile_format fo
   case DNT_PROFILE_SPEEDSCOPE: return write_speedscope(fp, prof, title);
   case DNT_PROFILE_CHROMIUM: return write_chromium(fp, prof, dnt_profile_pid(prof));
   case DNT_PROFILE_FOLDED: {
-    struct writer w = {fp, prof, 0, 0, 1, 0};
+    struct writer w = {fp, prof, 0, dnt_profile_weight(prof) == DNT_WEIGHT_TIME, 1, 0};
     return each_named_stack(prof, folded_line, &w);
   }
   }
