@@ -163,13 +163,18 @@ struct chromium {
   FILE *fp;
   const struct dnt_profile *prof;
   uint64_t thread;
-  double last_us;
   uint32_t *open;    /* the frames open now, root first */
   double *since;     /* when each opened */
   size_t nopen, cap;
   int first;
   uint32_t pid;
   int oom;
+  /* the sample held back until the next (see chromium_sample) */
+  int have;
+  uint64_t held_thread;
+  double held_us;
+  uint32_t *held;
+  size_t nheld, capheld;
 };
 
 /* Closes the frames open deeper than keep. Outer frames are written first: a parent and a child
@@ -188,13 +193,10 @@ static void chromium_close(struct chromium *c, size_t keep, double t_us) {
   if (c->nopen > keep) c->nopen = keep;
 }
 
-static void chromium_sample(void *ud, uint64_t thread, double t_us, const uint32_t *frames, size_t n) {
-  struct chromium *c = ud;
-  /* a thread's frames end with its last sample: the sample weights' rule (dnt-profile.h) */
-  if (thread != c->thread) {
-    chromium_close(c, 0, c->last_us);
-    c->thread = thread;
-  }
+/* One sample that is not its thread's last: frames that differ from the open ones close, new
+ * ones open. */
+static void chromium_apply(struct chromium *c, uint64_t thread, double t_us, const uint32_t *frames, size_t n) {
+  c->thread = thread;
   size_t same = 0;
   while (same < n && same < c->nopen && c->open[same] == frames[same]) same++;
   chromium_close(c, same, t_us);
@@ -215,17 +217,45 @@ static void chromium_sample(void *ud, uint64_t thread, double t_us, const uint32
     c->since[i] = t_us;
   }
   c->nopen = n;
-  c->last_us = t_us;
+}
+
+/* Samples come a thread at a time, in time order; each is held until the next shows whether it
+ * was its thread's last. The last one stands for no time (the weights' rule, dnt-profile.h): the
+ * thread's frames all end at it, in one go, so that frames ending together are written outer
+ * first (closing the leaf first at that instant would make it a parent's twin, written before
+ * it). */
+static void chromium_sample(void *ud, uint64_t thread, double t_us, const uint32_t *frames, size_t n) {
+  struct chromium *c = ud;
+  if (c->oom) return;
+  if (c->have) {
+    if (c->held_thread == thread) chromium_apply(c, c->held_thread, c->held_us, c->held, c->nheld);
+    else chromium_close(c, 0, c->held_us);
+  }
+  if (n > c->capheld) {
+    uint32_t *h = realloc(c->held, n * 2 * sizeof *h);
+    if (!h) {
+      c->oom = 1;
+      return;
+    }
+    c->held = h;
+    c->capheld = n * 2;
+  }
+  if (n) memcpy(c->held, frames, n * sizeof *frames);
+  c->nheld = n;
+  c->held_thread = thread;
+  c->held_us = t_us;
+  c->have = 1;
 }
 
 static int write_chromium(FILE *fp, const struct dnt_profile *prof, uint32_t pid) {
-  struct chromium c = {fp, prof, 0, 0, NULL, NULL, 0, 0, 1, pid, 0};
+  struct chromium c = {.fp = fp, .prof = prof, .first = 1, .pid = pid};
   fputs("{\"traceEvents\":[\n", fp);
   int rc = dnt_profile_each_sample(prof, chromium_sample, &c);
-  chromium_close(&c, 0, c.last_us);
+  if (c.have) chromium_close(&c, 0, c.held_us); /* the last thread's end */
   fputs("\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"exporter\":\"dntrace " PACKAGE_VERSION "\"}}\n", fp);
   free(c.open);
   free(c.since);
+  free(c.held);
   return rc || c.oom ? -1 : 0;
 }
 
@@ -240,11 +270,14 @@ static int write_speedscope(FILE *fp, const struct dnt_profile *prof, const char
     fputc('}', fp);
   }
   fputs("]},\"profiles\":[", fp);
+  size_t written = 0;
   for (size_t t = 0; t < dnt_profile_nthreads(prof); t++) {
+    /* a thread with no time (one sample: it stands for none) would be an empty profile */
+    if (by_time && !(dnt_profile_thread_ms(prof, t) > 0)) continue;
     w.thread = dnt_profile_thread_id(prof, t);
     /* endValue: the thread's total, its time (ms) or its samples (speedscope's unit "none") */
     fprintf(fp, "%s{\"type\":\"sampled\",\"name\":\"Thread %llu\",\"unit\":\"%s\",\"startValue\":0,",
-            t ? "," : "", (unsigned long long)w.thread, by_time ? "milliseconds" : "none");
+            written++ ? "," : "", (unsigned long long)w.thread, by_time ? "milliseconds" : "none");
     if (by_time) fprintf(fp, "\"endValue\":%.9g,\"samples\":[", dnt_profile_thread_ms(prof, t));
     else fprintf(fp, "\"endValue\":%llu,\"samples\":[", (unsigned long long)dnt_profile_thread_samples(prof, t));
     w.first = 1;

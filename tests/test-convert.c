@@ -1,9 +1,11 @@
 /* dntrace convert on a trace of the real sample target: the folded and speedscope outputs carry
- * every sample of the file (counted by the independent reader), and the speedscope file passes a
- * strict check of the format's rules. */
+ * every sample of the file (counted by the independent reader) and the time they stand for
+ * (each thread's span from its first sample to its last, by the same reader), and the speedscope
+ * file passes a strict check of the format's rules. */
 #include <criterion/criterion.h>
 #include <libxml/parser.h>
 #include <libxml/tree.h>
+#include <math.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <stdlib.h>
@@ -57,8 +59,23 @@ Test(convert, folded_and_speedscope_carry_every_sample, .timeout = 120) {
   uint64_t samples = nt_scan_count(&s, "Microsoft-DotNETCore-SampleProfiler", 0, 0);
   cr_assert_gt(samples, 0);
 
-  /* folded, default name */
-  cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "folded", NULL), 0, "%s", r.err);
+  /* each sample weighs the time until its thread's next one: a thread's samples add up to the
+   * span from its first to its last (the independent reader's timestamps) */
+  double span_ms = nt_scan_spans_ms(&s, "Microsoft-DotNETCore-SampleProfiler", 0);
+  cr_assert_gt(span_ms, 0);
+
+  /* folded in integer microseconds: the spans, give or take the rounding of each line */
+  cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "folded", "-o", "-", NULL), 0, "%s", r.err);
+  uint64_t us = 0, lines = 0;
+  for (char *l = strtok(r.out, "\n"); l; l = strtok(NULL, "\n"), lines++) us += strtoull(strrchr(l, ' ') + 1, NULL, 10);
+  dnt_run_free(&r);
+  cr_assert(fabs((double)us / 1000 - span_ms) <= 0.0005 * (double)lines + 1e-6 * span_ms,
+            "folded: %llu us over %llu lines, the threads' spans %.3f ms", (unsigned long long)us,
+            (unsigned long long)lines, span_ms);
+
+  /* folded in samples, default name */
+  cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "folded", "--weight", "samples", NULL), 0, "%s",
+               r.err);
   dnt_run_free(&r);
   FILE *fp = fopen(folded, "r");
   cr_assert(fp, "%s written", folded);
@@ -95,11 +112,13 @@ Test(convert, folded_and_speedscope_carry_every_sample, .timeout = 120) {
   char *argv[] = {"/usr/bin/env", "python3", py, ss, NULL};
   cr_assert_eq(dnt_run_argv(&r, argv, NULL, 60000), 0, "speedscope check failed: %s", r.err);
   double total_ms = atof(r.out);
-  /* the weights are the samples times the sampling interval the Trace object announces */
-  double want_ms = (double)samples * s.sampling_ns / 1e6;
+  /* the weights are the threads' spans (not the samples times the nominal interval: the runtime
+   * samples less often than it announces) */
+  cr_assert(total_ms > span_ms * 0.9999 && total_ms < span_ms * 1.0001, "weights %.3f ms, expected %.3f ms",
+            total_ms, span_ms);
   cr_assert_gt(s.sampling_ns, 0);
-  cr_assert(total_ms > want_ms * 0.9999 && total_ms < want_ms * 1.0001, "weights %.3f ms, expected %.3f ms",
-            total_ms, want_ms);
+  cr_log_info("%llu samples, %.3f ms of thread time; %.3f ms at the nominal %.3f ms", (unsigned long long)samples,
+              span_ms, (double)samples * s.sampling_ns / 1e6, s.sampling_ns / 1e6);
   dnt_run_free(&r);
   cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "pdf", NULL), 2);
   dnt_run_free(&r);
