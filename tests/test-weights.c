@@ -1,4 +1,6 @@
-/* test-weights.c: dntrace's sample weights against TraceEvent's, the reference. For every trace
+/* test-weights.c: dntrace's sample weights. First the rule on a trace written here, with the
+ * weights worked out by hand from TraceEvent's SampleProfilerThreadTimeComputer; then against
+ * TraceEvent itself, the reference. For every trace
  * of the public corpus (../shared/corpus, or $DNT_CORPUS) with SampleProfiler samples, each
  * thread's time in dntrace's speedscope output (its profile's endValue) is the thread time that
  * TraceEvent's SampleProfilerThreadTimeComputer gives it (the computation of `dotnet-trace
@@ -8,12 +10,16 @@
  * failure. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "dnt-profile.h"
+#include "lib/ntr-writer.h"
 #include "lib/run.h"
+#include "ntr.h"
 
 #define MAX_THREADS 256
 
@@ -217,4 +223,140 @@ Test(weights, corpus_thread_time_equals_traceevent, .timeout = 300) {
     compare(&traces[i]);
   }
   dnt_run_free(&r);
+}
+
+/* ---- the rule, by construction ----
+ * A trace in microsecond ticks (sync time 1000), samples of the SampleProfiler (payload: its type,
+ * 1 External, 2 Managed) on stacks A and B:
+ *   thread 1: 2000 Managed A, 3000 External A, 3500 Managed B, 13500 Managed B (after a 10 ms gap)
+ *   thread 2: 2500 External A (its only sample)
+ *   thread 3: 500 Managed A (before the trace's start), 1500 Managed A, 2500 Managed A
+ * TraceEvent's rule weighs each sample by the time to its thread's next, whichever the kinds:
+ *   thread 1: Managed A 1 ms, External A 0.5 ms, Managed B 10 ms + 0 (the last): 11.5 ms
+ *   thread 2: 0 ms (a last sample)
+ *   thread 3: the sample before the start passes on no time, 1500 -> 2500: 1 ms, the last 0 */
+
+#define SAMPLER "Microsoft-DotNETCore-SampleProfiler"
+
+struct synth {
+  uint64_t thread, ts;
+  uint32_t type, stack;
+};
+static const struct synth synth[] = {
+    {3, 500, 2, 1},  {3, 1500, 2, 1}, {1, 2000, 2, 1},  {2, 2500, 1, 1},
+    {3, 2500, 2, 1}, {1, 3000, 1, 1}, {1, 3500, 2, 2},  {1, 13500, 2, 2},
+};
+#define NSYNTH (sizeof synth / sizeof synth[0])
+
+static void write_synth(ntrw *w) {
+  ntrw_trace t = {.sync_qpc = 1000, .freq = 1000000, .pointer_size = 8, .pid = 1, .cpus = 1, .sampling_ns = 1000000};
+  ntrw_md md = {.id = 1, .provider = SAMPLER, .event_id = 0, .name = "", .opcode = -1, .no_fields = 1};
+  static const uint64_t fa[] = {0x1000, 0x2000}, fb[] = {0x3000, 0x2000};
+  const uint64_t *const frames[] = {fa, fb};
+  const uint32_t nframes[] = {2, 2};
+  static uint8_t payload[NSYNTH][4];
+  ntrw_init(w, 0);
+  ntrw_trace_hdr(w, &t);
+  ntrw_md_begin(w);
+  ntrw_metadata(w, &md);
+  ntrw_block_end(w);
+  ntrw_stacks(w, 1, 2, frames, nframes);
+  ntrw_ev_begin(w, 1);
+  for (size_t i = 0; i < NSYNTH; i++) {
+    memcpy(payload[i], &synth[i].type, 4);
+    ntrw_ev ev = {.metadata_id = 1, .seq = (uint32_t)i + 1, .thread = synth[i].thread, .capture_thread = synth[i].thread,
+                  .stack_id = synth[i].stack, .ts = synth[i].ts, .payload = payload[i], .payload_size = 4};
+    ntrw_event(w, &ev);
+  }
+  ntrw_block_end(w);
+  ntrw_end(w);
+}
+
+/* keeps every sample but thread 1's External one (compare's views filter so) */
+static int drop_external(void *ud, uint64_t thread, uint64_t ns) {
+  (void)ud;
+  return !(thread == 1 && ns == 3000 * 1000);
+}
+
+struct stack_sums {
+  double ms[4][2]; /* [thread][leaf is UNMANAGED_CODE_TIME] */
+  uint64_t samples[4];
+  const struct dnt_profile *p;
+};
+
+static void sum_stack(void *ud, uint64_t thread, const uint32_t *frames, size_t n, uint64_t samples, double ms) {
+  struct stack_sums *s = ud;
+  cr_assert(thread >= 1 && thread <= 3 && n > 0);
+  int external = strcmp(dnt_profile_name(s->p, frames[n - 1]), DNT_UNMANAGED_FRAME) == 0;
+  s->ms[thread][external] += ms;
+  s->samples[thread] += samples;
+}
+
+static struct dnt_profile *load_synth(dnt_profile_keep_fn keep) {
+  ntrw w;
+  write_synth(&w);
+  struct dnt_profile *p = dnt_profile_new();
+  cr_assert(p);
+  if (keep) dnt_profile_set_filter(p, keep, NULL);
+  ntr_callbacks cb;
+  dnt_profile_callbacks(&cb);
+  ntr_parser *parser;
+  cr_assert_eq(ntr_parser_new(&parser, &cb, p, NULL), 0);
+  /* fed in small pieces: the weights must not depend on how the bytes come */
+  for (size_t off = 0; off < w.len; off += 7) {
+    int last = w.len - off <= 7;
+    cr_assert_eq(ntr_parser_feed(parser, w.buf + off, last ? w.len - off : 7), last ? NTR_EOF : 0, "%s",
+                 ntr_parser_errmsg(parser));
+  }
+  cr_assert_eq(ntr_parser_finish(parser), 0);
+  ntr_parser_free(parser);
+  ntrw_release(&w);
+  cr_assert_eq(dnt_profile_finish(p), 0);
+  return p;
+}
+
+#define NEAR(a, b) (fabs((a) - (b)) < 1e-9)
+
+Test(weights, rule_by_construction) {
+  struct dnt_profile *p = load_synth(NULL);
+  cr_assert_eq(dnt_profile_samples(p), NSYNTH);
+  struct stack_sums s = {.p = p};
+  cr_assert_eq(dnt_profile_each_stack(p, sum_stack, &s), 0);
+  cr_expect(NEAR(s.ms[1][0], 11.0) && NEAR(s.ms[1][1], 0.5), "thread 1: managed %.6f, external %.6f", s.ms[1][0],
+            s.ms[1][1]);
+  cr_expect(NEAR(s.ms[2][0] + s.ms[2][1], 0), "thread 2 (one sample): %.6f", s.ms[2][1]);
+  cr_expect(NEAR(s.ms[3][0], 1.0), "thread 3: %.6f", s.ms[3][0]);
+  cr_expect_eq(s.samples[1], 4);
+  cr_expect_eq(s.samples[2], 1);
+  cr_expect_eq(s.samples[3], 3);
+  cr_expect(NEAR(dnt_profile_total_ms(p), 12.5), "total %.6f", dnt_profile_total_ms(p));
+  for (size_t t = 0; t < dnt_profile_nthreads(p); t++) {
+    uint64_t tid = dnt_profile_thread_id(p, t);
+    double want = tid == 1 ? 11.5 : tid == 3 ? 1.0 : 0;
+    cr_expect(NEAR(dnt_profile_thread_ms(p, t), want), "thread %llu: %.6f ms", (unsigned long long)tid,
+              dnt_profile_thread_ms(p, t));
+  }
+  /* the busiest thread has 4 samples: too few to measure the pace (10 needed) */
+  cr_expect_eq(dnt_profile_measured_ms(p), 0);
+  /* exclusive time by function: frame 0x1000 (A's leaf) is unnamed, ?!0x1000 */
+  struct dnt_profile_row rows[8];
+  size_t n = dnt_profile_top(p, (size_t)-1, 0, rows, 8);
+  cr_assert_geq(n, 2);
+  cr_expect_str_eq(rows[0].name, "?!0x3000", "B's leaf first: 10 ms");
+  cr_expect(NEAR(rows[0].exclusive_ms, 10.0) && rows[0].exclusive == 2);
+  /* --weight samples ranks by counts: A's managed leaf (4 samples) before B's (2) */
+  dnt_profile_set_weight(p, DNT_WEIGHT_SAMPLES);
+  n = dnt_profile_top(p, (size_t)-1, 0, rows, 8);
+  cr_expect_str_eq(rows[0].name, "?!0x1000");
+  cr_expect_eq(rows[0].exclusive, 4);
+  dnt_profile_free(p);
+
+  /* a filtered-out sample still ends the time of the one before it, and its own is not counted */
+  p = load_synth(drop_external);
+  memset(&s, 0, sizeof s);
+  s.p = p;
+  cr_assert_eq(dnt_profile_each_stack(p, sum_stack, &s), 0);
+  cr_expect(NEAR(s.ms[1][0], 11.0) && NEAR(s.ms[1][1], 0), "thread 1 filtered: %.6f %.6f", s.ms[1][0], s.ms[1][1]);
+  cr_expect_eq(s.samples[1], 3);
+  dnt_profile_free(p);
 }
