@@ -65,6 +65,7 @@ struct thread_state {
   uint64_t thread;
   uint64_t ts;       /* the pending sample's timestamp */
   uint32_t count;    /* its entry in counts + 1; 0 = filtered out, nothing to weigh */
+  uint32_t stack, external; /* its stack: the next sample, often on the same, skips a lookup */
   uint64_t first, n; /* the sampler's pace on this thread: first timestamp, samples */
 };
 
@@ -115,6 +116,7 @@ struct dnt_profile {
   size_t ntstates, captstates;
   uint32_t *tstate_table;
   size_t tstate_table_cap;
+  size_t last_tstate; /* index + 1 of the last thread looked up: runs of one thread skip the hash */
   double total_ms;
   double *thread_ms; /* after finish, parallel to threads */
   enum dnt_profile_weight weight;
@@ -250,20 +252,27 @@ static uint32_t add_sample(struct dnt_profile *p, uint64_t thread, uint32_t stac
   return (uint32_t)p->ncounts;
 }
 
-/* The state of thread, created empty (count 0, n 0) on its first sample; NULL when out of memory. */
+static uint32_t hash_thread(uint64_t thread) { return (uint32_t)((thread * 0x9E3779B97F4A7C15ull) >> 32); }
+
+/* The state of thread, created empty (count 0, n 0) on its first sample; NULL when out of memory.
+ * Valid until the next call. */
 static struct thread_state *thread_state(struct dnt_profile *p, uint64_t thread) {
-  uint32_t h = hash_bytes(&thread, sizeof thread, 2166136261u);
+  if (p->last_tstate && p->tstates[p->last_tstate - 1].thread == thread) return &p->tstates[p->last_tstate - 1];
+  uint32_t h = hash_thread(thread);
   if (p->tstate_table_cap) {
     size_t j = h & (p->tstate_table_cap - 1);
     for (; p->tstate_table[j]; j = (j + 1) & (p->tstate_table_cap - 1))
-      if (p->tstates[p->tstate_table[j] - 1].thread == thread) return &p->tstates[p->tstate_table[j] - 1];
+      if (p->tstates[p->tstate_table[j] - 1].thread == thread) {
+        p->last_tstate = p->tstate_table[j];
+        return &p->tstates[p->tstate_table[j] - 1];
+      }
   }
   if ((p->ntstates + 1) * 2 > p->tstate_table_cap) {
     size_t cap = p->tstate_table_cap ? p->tstate_table_cap * 2 : 64;
     uint32_t *t = calloc(cap, sizeof *t);
     if (!t) return p->oom = 1, NULL;
     for (size_t i = 0; i < p->ntstates; i++) {
-      size_t j = hash_bytes(&p->tstates[i].thread, sizeof thread, 2166136261u) & (cap - 1);
+      size_t j = hash_thread(p->tstates[i].thread) & (cap - 1);
       while (t[j]) j = (j + 1) & (cap - 1);
       t[j] = (uint32_t)i + 1;
     }
@@ -276,14 +285,13 @@ static struct thread_state *thread_state(struct dnt_profile *p, uint64_t thread)
   while (p->tstate_table[j]) j = (j + 1) & (p->tstate_table_cap - 1);
   p->tstates[p->ntstates] = (struct thread_state){.thread = thread};
   p->tstate_table[j] = (uint32_t)++p->ntstates;
+  p->last_tstate = p->ntstates;
   return &p->tstates[p->ntstates - 1];
 }
 
-/* A sample of thread at ts: the thread's pending sample gets its weight (the time up to ts), and
- * this one, if counted (count: its entry + 1, else 0), waits for its own. */
-static void weigh(struct dnt_profile *p, uint64_t thread, uint64_t ts, uint32_t count) {
-  struct thread_state *s = thread_state(p, thread);
-  if (!s) return;
+/* A sample of s's thread at ts: the thread's pending sample gets its weight (the time up to ts),
+ * and this one, if counted (count: its entry + 1, else 0), waits for its own. */
+static void weigh(struct dnt_profile *p, struct thread_state *s, uint64_t ts, uint32_t count) {
   if (s->n == 0) s->first = ts;
   /* ts >= s->ts: a thread's events come in its own order; a later one out of order weighs 0 */
   if (s->count && s->n && ts > s->ts && s->ts > p->sync_qpc && p->qpc_frequency) {
@@ -394,7 +402,8 @@ static int profile_on_event(void *ud, const ntr_event *ev) {
       uint64_t hz = p->qpc_frequency;
       uint64_t ns = hz == 1000000000u || !hz ? ev->timestamp : (uint64_t)((double)ev->timestamp * 1e9 / (double)hz);
       if (!p->keep(p->keep_ud, ev->thread_id, ns)) {
-        weigh(p, ev->thread_id, ev->timestamp, 0); /* it still ends the time of the sample before */
+        struct thread_state *s = thread_state(p, ev->thread_id);
+        if (s) weigh(p, s, ev->timestamp, 0); /* it still ends the time of the sample before */
         break;
       }
     }
@@ -405,8 +414,19 @@ static int profile_on_event(void *ud, const ntr_event *ev) {
     if (ev->payload_size >= 4) memcpy(&kind, ev->payload, 4);
     uint32_t external = kind != 2;
     uint32_t stack = stack_of(p, ev);
-    uint32_t count = add_sample(p, ev->thread_id, stack, external, 0);
-    weigh(p, ev->thread_id, ev->timestamp, count);
+    struct thread_state *s = thread_state(p, ev->thread_id);
+    if (!s || p->oom) break;
+    uint32_t count;
+    if (s->count && s->stack == stack && s->external == external) { /* as the thread's last: no lookup */
+      count = s->count;
+      p->counts[count - 1].samples++;
+      p->samples++;
+    } else {
+      count = add_sample(p, ev->thread_id, stack, external, 0);
+    }
+    weigh(p, s, ev->timestamp, count);
+    s->stack = stack;
+    s->external = external;
     if (p->keep_timeline && !p->oom) {
       GROW(p, p->timeline, p->ntimeline, p->captimeline, -1);
       p->timeline[p->ntimeline++] = (struct sample){ev->thread_id, ev->timestamp, stack, external};
