@@ -363,6 +363,10 @@ int cmd_collect(int argc, char **argv) {
     dnt_error("--show-child-io goes with a command to start (-- CMD)");
     goto out;
   }
+  if (o.weight && !format) {
+    dnt_error("--weight goes with a conversion (--format speedscope, chromium, flamegraph or folded)");
+    goto out;
+  }
   int stopping = dnt_stop_event_init(&c.stop_event, o.stop_provider, o.stop_event, o.stop_filter, on_stop_event, &c);
   if (stopping == DNT_EXIT_USAGE) goto out;
   if (profiles && dnt_providers_add_profiles(&providers, profiles, err, sizeof err) < 0) {
