@@ -146,6 +146,17 @@ static int read_ours(struct trace *tr) {
                tr->path, r.err);
   read_speedscope(r.out, &tr->tt);
   dnt_run_free(&r);
+  /* speedscope in samples: unit "none", each thread's endValue its count */
+  cr_assert_eq(dnt_run_dntrace(&r, "convert", tr->path, "--format", "speedscope", "--weight", "samples", "-o", "-", NULL),
+               0, "%s: %s", tr->path, r.err);
+  struct totals counts = {.n = 0};
+  read_speedscope(r.out, &counts);
+  cr_assert(strstr(r.out, "\"unit\":\"none\"") && !strstr(r.out, "\"unit\":\"milliseconds\""), "%s", tr->path);
+  cr_assert_eq(counts.n, tr->tt.n, "%s: a profile per thread", tr->path);
+  for (size_t i = 0; i < counts.n; i++)
+    cr_assert_eq((unsigned long long)counts.t[i].ms, thread_of(&tr->tt, counts.t[i].tid)->samples, "%s: thread %llu",
+                 tr->path, counts.t[i].tid);
+  dnt_run_free(&r);
   return 1;
 }
 
