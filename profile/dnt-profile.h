@@ -97,15 +97,31 @@ int dnt_profile_finish(struct dnt_profile *p);
 /* Whether an allocation failed while loading or finishing (sticky). */
 int dnt_profile_failed(const struct dnt_profile *p);
 
+/* Weights. Every sample carries the time it stands for, TraceEvent's rule (the thread time of
+ * `dotnet-trace convert` and PerfView's SampleProfiler view): the time until the same thread's
+ * next sample, whichever its kind (managed code or External); a gap counts in full; a thread's
+ * last sample stands for no time (no later sample bounds it). A perf sample (dnt_profile_add_ips)
+ * stands for its sampling period. The profile keeps both the counts and the times; what its
+ * writers and its top tables weigh is chosen here (default: time). */
+enum dnt_profile_weight {
+  DNT_WEIGHT_TIME,   /* milliseconds */
+  DNT_WEIGHT_SAMPLES /* plain counts */
+};
+void dnt_profile_set_weight(struct dnt_profile *p, enum dnt_profile_weight w);
+enum dnt_profile_weight dnt_profile_weight(const struct dnt_profile *p);
+
 /* Totals. */
 uint64_t dnt_profile_samples(const struct dnt_profile *p);
+double dnt_profile_total_ms(const struct dnt_profile *p); /* the samples' time */
 uint32_t dnt_profile_pid(const struct dnt_profile *p); /* the traced process (0: the trace does not say) */
-double dnt_profile_sample_ms(const struct dnt_profile *p); /* weight of one sample (the trace's) */
-/* The interval actually seen between one thread's samples, 0 if too few to tell. */
+/* The trace's own (nominal) sampling interval, as its header says; a perf profile's period. */
+double dnt_profile_sample_ms(const struct dnt_profile *p);
+/* The interval actually seen between the busiest thread's samples, 0 if too few to tell. */
 double dnt_profile_measured_ms(const struct dnt_profile *p);
 size_t dnt_profile_nthreads(const struct dnt_profile *p);
 uint64_t dnt_profile_thread_id(const struct dnt_profile *p, size_t t);
 uint64_t dnt_profile_thread_samples(const struct dnt_profile *p, size_t t);
+double dnt_profile_thread_ms(const struct dnt_profile *p, size_t t);
 
 /* The traced process's command line (EventPipe's ProcessInfo event, .NET 5 and later), or NULL.
  * Owned by the profile. */
@@ -114,7 +130,8 @@ const char *dnt_profile_command_line(const struct dnt_profile *p);
 /* One row of a top-N table. name points into the profile (valid until it is freed). */
 struct dnt_profile_row {
   const char *name;
-  uint64_t exclusive, inclusive; /* samples */
+  uint64_t exclusive, inclusive;       /* samples */
+  double exclusive_ms, inclusive_ms;   /* their time */
 };
 
 /* While on, dnt_profile_top charges a sample taken in native code (UNMANAGED_CODE_TIME) to the
@@ -124,8 +141,8 @@ struct dnt_profile_row {
 void dnt_profile_fold_native(struct dnt_profile *p, int on);
 
 /* Fills rows (caller-owned, up to max) with the top functions of thread index t, or of all
- * threads when t == (size_t)-1, by exclusive or inclusive samples. Returns how many, or (size_t)-1
- * when out of memory. */
+ * threads when t == (size_t)-1, by exclusive or inclusive weight (time, or samples: see
+ * dnt_profile_set_weight). Returns how many, or (size_t)-1 when out of memory. */
 size_t dnt_profile_top(const struct dnt_profile *p, size_t t, int by_inclusive, struct dnt_profile_row *rows,
                        size_t max);
 
@@ -133,12 +150,12 @@ size_t dnt_profile_top(const struct dnt_profile *p, size_t t, int by_inclusive, 
 size_t dnt_profile_nnames(const struct dnt_profile *p);
 const char *dnt_profile_name(const struct dnt_profile *p, uint32_t id);
 
-/* Walks every distinct (thread, stack of addresses) with its sample count; frames are function
+/* Walks every distinct (thread, stack of addresses) with its sample count and time; frames are function
  * ids, root first, the leaf last (UNMANAGED_CODE_TIME for a thread in native code). Two stacks
  * of addresses may have the same names (two places in one method): the folded writer merges
  * them. The array is valid during the call only. */
 typedef void (*dnt_profile_stack_fn)(void *ud, uint64_t thread_id, const uint32_t *frames, size_t nframes,
-                                     uint64_t samples);
+                                     uint64_t samples, double ms);
 int dnt_profile_each_stack(const struct dnt_profile *p, dnt_profile_stack_fn fn, void *ud); /* 0, -1: no memory */
 
 /* Reads a trace file ("-" for stdin) into the profile and finishes it. 0 for a complete trace,

@@ -20,7 +20,8 @@
 struct node {
   uint32_t name;     /* function id, or UINT32_MAX for a "Thread N" level */
   uint64_t thread;
-  uint64_t value;    /* samples at or under this node */
+  uint64_t samples;  /* samples at or under this node */
+  double value;      /* their weight: time (ms), or samples (dnt_profile_set_weight) */
   struct node *child, *next;
 };
 
@@ -28,6 +29,7 @@ struct builder {
   struct node root;
   size_t depth;
   int by_thread; /* a "Thread N" level under the root: one tower per thread */
+  int by_time;   /* widths by time, else by samples */
   int oom;
 };
 
@@ -43,18 +45,21 @@ static struct node *child_of(struct node *parent, uint32_t name, uint64_t thread
   return c;
 }
 
-static void add_stack(void *ud, uint64_t thread, const uint32_t *frames, size_t n, uint64_t samples) {
+static void add_stack(void *ud, uint64_t thread, const uint32_t *frames, size_t n, uint64_t samples, double ms) {
   struct builder *b = ud;
   struct node *cur = &b->root;
-  if (b->oom) return;
-  cur->value += samples;
+  double value = b->by_time ? ms : (double)samples;
+  if (b->oom || value <= 0) return; /* no time (threads' last samples): nothing to draw */
+  cur->samples += samples;
+  cur->value += value;
   size_t i = 0;
   if (b->by_thread)
     cur = child_of(cur, UINT32_MAX, thread);
   else if (n) /* merged across threads: the stacks' own roots under the root */
     cur = child_of(cur, frames[i++], 0);
   for (; cur; i++) {
-    cur->value += samples;
+    cur->samples += samples;
+    cur->value += value;
     if (i == n) break;
     cur = child_of(cur, frames[i], 0);
   }
@@ -129,14 +134,15 @@ static const char *short_name(const char *name) {
 struct emit {
   xmlTextWriterPtr w;
   const struct dnt_profile *prof;
-  uint64_t total;
-  double ms;
+  double total;
   size_t depth;
+  int by_time;
   int failed;
 };
 
 static void emit_node(struct emit *e, const struct node *n, double x, size_t level) {
-  double width = (WIDTH - 2 * PAD_SIDE) * (double)n->value / (double)e->total;
+  if (!(e->total > 0)) return; /* nothing weighed: an empty graph */
+  double width = (WIDTH - 2 * PAD_SIDE) * n->value / e->total;
   if (width < MIN_WIDTH_PX) return;
   char label[1200], colour[32], num[64];
   if (n->name == UINT32_MAX)
@@ -153,8 +159,11 @@ static void emit_node(struct emit *e, const struct node *n, double x, size_t lev
   rc |= xmlTextWriterWriteFormatAttribute(w, BAD_CAST "data-w", "%.3f", width) < 0;
   rc |= xmlTextWriterWriteFormatAttribute(w, BAD_CAST "data-l", "%zu", level) < 0;
   rc |= xmlTextWriterWriteAttribute(w, BAD_CAST "data-s", BAD_CAST short_name(label)) < 0;
-  snprintf(num, sizeof num, " (%llu samples, %.0f ms, %.2f%%)", (unsigned long long)n->value, (double)n->value * e->ms,
-           100.0 * (double)n->value / (double)e->total);
+  if (e->by_time)
+    snprintf(num, sizeof num, " (%llu samples, %.0f ms, %.2f%%)", (unsigned long long)n->samples, n->value,
+             100.0 * n->value / e->total);
+  else
+    snprintf(num, sizeof num, " (%llu samples, %.2f%%)", (unsigned long long)n->samples, 100.0 * n->value / e->total);
   rc |= xmlTextWriterStartElement(w, BAD_CAST "title") < 0;
   rc |= xmlTextWriterWriteFormatString(w, "%s%s", label, num) < 0;
   rc |= xmlTextWriterEndElement(w) < 0;
@@ -176,7 +185,7 @@ static void emit_node(struct emit *e, const struct node *n, double x, size_t lev
   double cx = x;
   for (const struct node *c = n->child; c; c = c->next) {
     emit_node(e, c, cx, level + 1);
-    cx += (WIDTH - 2 * PAD_SIDE) * (double)c->value / (double)e->total;
+    cx += (WIDTH - 2 * PAD_SIDE) * c->value / e->total;
   }
 }
 
@@ -245,6 +254,7 @@ int dnt_flamegraph_write(const struct dnt_profile *prof, const struct dnt_flameg
   struct builder b;
   memset(&b, 0, sizeof b);
   b.by_thread = o->by_thread;
+  b.by_time = dnt_profile_weight(prof) == DNT_WEIGHT_TIME;
   int rc = -1;
   struct sink sink = {-1, 0, 0};
   xmlGenericErrorFunc old_generic = xmlGenericError;
@@ -276,7 +286,7 @@ int dnt_flamegraph_write(const struct dnt_profile *prof, const struct dnt_flameg
     goto out;
   }
   double height = PAD_TOP + (double)(b.depth + 1) * FRAME_H + 30;
-  struct emit e = {w, prof, b.root.value, dnt_profile_sample_ms(prof), b.depth, 0};
+  struct emit e = {w, prof, b.root.value, b.depth, b.by_time, 0};
   int bad = 0;
   bad |= xmlTextWriterStartDocument(w, NULL, "UTF-8", NULL) < 0;
   bad |= xmlTextWriterStartElement(w, BAD_CAST "svg") < 0;
@@ -301,8 +311,13 @@ int dnt_flamegraph_write(const struct dnt_profile *prof, const struct dnt_flameg
   bad |= xmlTextWriterWriteAttribute(w, BAD_CAST "y", BAD_CAST "20") < 0;
   bad |= xmlTextWriterWriteAttribute(w, BAD_CAST "text-anchor", BAD_CAST "middle") < 0;
   bad |= xmlTextWriterWriteAttribute(w, BAD_CAST "font-size", BAD_CAST "16") < 0;
-  bad |= xmlTextWriterWriteFormatString(w, "%s: %s, %llu samples%s", o->title, o->measure ? o->measure : "thread time",
-                                        (unsigned long long)b.root.value, o->by_thread ? ", by thread" : "") < 0;
+  if (b.by_time)
+    bad |= xmlTextWriterWriteFormatString(w, "%s: %s, %.0f ms in %llu samples%s", o->title,
+                                          o->measure ? o->measure : "thread time", b.root.value,
+                                          (unsigned long long)b.root.samples, o->by_thread ? ", by thread" : "") < 0;
+  else
+    bad |= xmlTextWriterWriteFormatString(w, "%s: %s, %llu samples%s", o->title, o->measure ? o->measure : "thread time",
+                                          (unsigned long long)b.root.samples, o->by_thread ? ", by thread" : "") < 0;
   bad |= xmlTextWriterEndElement(w) < 0;
   static const struct {
     const char *id, *x, *text;

@@ -134,12 +134,9 @@ static void value_type(struct pprof *w, struct dnt__pb *into, uint32_t field, in
   dnt__pb_message(into, field, &w->sub);
 }
 
-/* The time the samples of one stack stand for, in ns. Today every sample weighs the trace's
- * sampling interval (dnt_profile_sample_ms): count x interval. The one place to change when the
- * profile gives each stack a time weight of its own. */
-static int64_t stack_time_ns(const struct pprof *w, uint64_t samples) {
-  return (int64_t)((double)samples * w->sample_ms * 1e6 + 0.5); /* both >= 0: rounded */
-}
+/* A stack's time in ns, as the profile weighs its samples (dnt-profile.h: each the time to its
+ * thread's next sample; perf's, the period): rounded, never negative. */
+static int64_t stack_time_ns(double ms) { return ms > 0 ? (int64_t)(ms * 1e6 + 0.5) : 0; }
 
 static int by_thread(const void *a, const void *b) {
   const struct thread *x = a, *y = b;
@@ -164,7 +161,7 @@ static int64_t find_threads(struct pprof *w) {
   return str;
 }
 
-static void sample(void *ud, uint64_t thread, const uint32_t *frames, size_t n, uint64_t samples) {
+static void sample(void *ud, uint64_t thread, const uint32_t *frames, size_t n, uint64_t samples, double ms) {
   struct pprof *w = ud;
   if (w->oom) return;
   if (n > w->capids) {
@@ -188,7 +185,7 @@ static void sample(void *ud, uint64_t thread, const uint32_t *frames, size_t n, 
     w->ids[i] = (uint64_t)frames[n - 1 - i] + 1;
     w->used[frames[i]] = 1;
   }
-  uint64_t values[2] = {samples, (uint64_t)stack_time_ns(w, samples)};
+  uint64_t values[2] = {samples, (uint64_t)stack_time_ns(ms)};
   dnt__pb_packed(&w->msg, SAMPLE_LOCATION_ID, w->ids, n);
   dnt__pb_packed(&w->msg, SAMPLE_VALUE, values, 2);
   dnt__pb_reset(&w->sub);

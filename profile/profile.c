@@ -42,6 +42,32 @@ struct count {
   uint32_t stack;
   uint32_t external; /* the thread was in native code: the leaf is UNMANAGED_CODE_TIME */
   uint64_t samples;
+  double ms;         /* the time these samples stand for (see "weights" below) */
+};
+
+/* ---- weights ----
+ * A sample stands for the time until the same thread's next sample, as TraceEvent's
+ * SampleProfilerThreadTimeComputer has it (the thread time of `dotnet-trace convert`, PerfView):
+ *  - each thread on its own: a thread's sample is weighed when that thread's next sample comes,
+ *    whatever the other threads do;
+ *  - the two kinds alike: a Managed sample (payload type 2: running managed code, TraceEvent's
+ *    CPU_TIME) and an External one (1, or anything else: in native code or waiting,
+ *    UNMANAGED_CODE_TIME) both last until the next sample, whichever its kind;
+ *  - a long gap (a thread the sampler skipped, or suspended) counts in full for the sample
+ *    before it: no cap;
+ *  - a thread's first sample starts its time (nothing before it is counted); its last sample
+ *    stands for no time, since no later sample bounds it (it is counted, with weight 0);
+ *  - a sample not after the trace's start (its sync time) passes no time on (TraceEvent's
+ *    times relative to the start must be positive);
+ *  - samples later filtered out (compare's views) still bound the time of the one before.
+ * So one sample per thread is pending, waiting for its successor: memory grows with threads,
+ * not samples. Samples from perf (dnt_profile_add_ips) weigh their sampling period each. */
+struct thread_state {
+  uint64_t thread;
+  uint64_t ts;       /* the pending sample's timestamp */
+  uint32_t count;    /* its entry in counts + 1; 0 = filtered out, nothing to weigh */
+  uint32_t stack, external; /* its stack: the next sample, often on the same, skips a lookup */
+  uint64_t first, n; /* the sampler's pace on this thread: first timestamp, samples */
 };
 
 struct dnt_profile {
@@ -85,12 +111,16 @@ struct dnt_profile {
   size_t ntimeline, captimeline;
   uint64_t sync_qpc;
   uint32_t pid; /* the traced process, from the trace's header (0: not said) */
-  /* the sampler's real pace, measured on the busiest thread: first/last timestamps and count */
   uint64_t qpc_frequency;
-  struct pace {
-    uint64_t thread, first, last, n;
-  } pace[64];
-  size_t npace;
+  /* per thread: the sample waiting for its weight, and the pace (open addressing: index + 1) */
+  struct thread_state *tstates;
+  size_t ntstates, captstates;
+  uint32_t *tstate_table;
+  size_t tstate_table_cap;
+  size_t last_tstate; /* index + 1 of the last thread looked up: runs of one thread skip the hash */
+  double total_ms;
+  double *thread_ms; /* after finish, parallel to threads */
+  enum dnt_profile_weight weight;
   /* the rest of the chain: what the trace's methods do not cover (a perf map, perf's symbols) */
   struct {
     dnt_profile_namer fn;
@@ -141,6 +171,9 @@ void dnt_profile_free(struct dnt_profile *p) {
   free(p->timeline);
   free(p->stack_cache);
   free(p->command_line);
+  free(p->tstates);
+  free(p->tstate_table);
+  free(p->thread_ms);
   free(p);
 }
 
@@ -208,24 +241,79 @@ static int rehash_counts(struct dnt_profile *p) {
   return 0;
 }
 
-static void add_sample(struct dnt_profile *p, uint64_t thread, uint32_t stack, uint32_t external) {
-  if (p->oom) return;
-  if ((p->ncounts + 1) * 2 > p->count_table_cap && rehash_counts(p) != 0) return;
+/* Counts one sample of weight ms; returns its entry's index + 1, or 0 when out of memory. */
+static uint32_t add_sample(struct dnt_profile *p, uint64_t thread, uint32_t stack, uint32_t external, double ms) {
+  if (p->oom) return 0;
+  if ((p->ncounts + 1) * 2 > p->count_table_cap && rehash_counts(p) != 0) return 0;
   uint32_t h = hash_bytes(&thread, sizeof thread, stack * 2654435761u ^ external);
   size_t j = h & (p->count_table_cap - 1);
   while (p->count_table[j]) {
     struct count *c = &p->counts[p->count_table[j] - 1];
     if (c->thread == thread && c->stack == stack && c->external == external) {
       c->samples++;
+      c->ms += ms;
       p->samples++;
-      return;
+      return p->count_table[j];
     }
     j = (j + 1) & (p->count_table_cap - 1);
   }
-  GROW(p, p->counts, p->ncounts, p->capcounts);
-  p->counts[p->ncounts] = (struct count){thread, stack, external, 1};
+  GROW(p, p->counts, p->ncounts, p->capcounts, 0);
+  p->counts[p->ncounts] = (struct count){thread, stack, external, 1, ms};
   p->count_table[j] = (uint32_t)++p->ncounts;
   p->samples++;
+  return (uint32_t)p->ncounts;
+}
+
+static uint32_t hash_thread(uint64_t thread) { return (uint32_t)((thread * 0x9E3779B97F4A7C15ull) >> 32); }
+
+/* The state of thread, created empty (count 0, n 0) on its first sample; NULL when out of memory.
+ * Valid until the next call. */
+static struct thread_state *thread_state(struct dnt_profile *p, uint64_t thread) {
+  if (p->last_tstate && p->tstates[p->last_tstate - 1].thread == thread) return &p->tstates[p->last_tstate - 1];
+  uint32_t h = hash_thread(thread);
+  if (p->tstate_table_cap) {
+    size_t j = h & (p->tstate_table_cap - 1);
+    for (; p->tstate_table[j]; j = (j + 1) & (p->tstate_table_cap - 1))
+      if (p->tstates[p->tstate_table[j] - 1].thread == thread) {
+        p->last_tstate = p->tstate_table[j];
+        return &p->tstates[p->tstate_table[j] - 1];
+      }
+  }
+  if ((p->ntstates + 1) * 2 > p->tstate_table_cap) {
+    size_t cap = p->tstate_table_cap ? p->tstate_table_cap * 2 : 64;
+    uint32_t *t = calloc(cap, sizeof *t);
+    if (!t) return p->oom = 1, NULL;
+    for (size_t i = 0; i < p->ntstates; i++) {
+      size_t j = hash_thread(p->tstates[i].thread) & (cap - 1);
+      while (t[j]) j = (j + 1) & (cap - 1);
+      t[j] = (uint32_t)i + 1;
+    }
+    free(p->tstate_table);
+    p->tstate_table = t;
+    p->tstate_table_cap = cap;
+  }
+  GROW(p, p->tstates, p->ntstates, p->captstates, NULL);
+  size_t j = h & (p->tstate_table_cap - 1);
+  while (p->tstate_table[j]) j = (j + 1) & (p->tstate_table_cap - 1);
+  p->tstates[p->ntstates] = (struct thread_state){.thread = thread};
+  p->tstate_table[j] = (uint32_t)++p->ntstates;
+  p->last_tstate = p->ntstates;
+  return &p->tstates[p->ntstates - 1];
+}
+
+/* A sample of s's thread at ts: the thread's pending sample gets its weight (the time up to ts),
+ * and this one, if counted (count: its entry + 1, else 0), waits for its own. */
+static void weigh(struct dnt_profile *p, struct thread_state *s, uint64_t ts, uint32_t count) {
+  if (s->n == 0) s->first = ts;
+  /* ts >= s->ts: a thread's events come in its own order; a later one out of order weighs 0 */
+  if (s->count && s->n && ts > s->ts && s->ts > p->sync_qpc && p->qpc_frequency) {
+    double ms = (double)(ts - s->ts) * 1000.0 / (double)p->qpc_frequency;
+    p->counts[s->count - 1].ms += ms;
+    p->total_ms += ms;
+  }
+  s->ts = ts;
+  s->count = count;
+  s->n++;
 }
 
 /* The name's id; 0 when out of memory (p->oom). */
@@ -344,24 +432,36 @@ static int profile_on_event(void *ud, const ntr_event *ev) {
     if (p->keep) {
       uint64_t hz = p->qpc_frequency;
       uint64_t ns = hz == 1000000000u || !hz ? ev->timestamp : (uint64_t)((double)ev->timestamp * 1e9 / (double)hz);
-      if (!p->keep(p->keep_ud, ev->thread_id, ns)) break;
+      if (!p->keep(p->keep_ud, ev->thread_id, ns)) {
+        struct thread_state *s = thread_state(p, ev->thread_id);
+        if (s) weigh(p, s, ev->timestamp, 0); /* it still ends the time of the sample before */
+        break;
+      }
     }
     if (ev->timestamp > p->last_ts) p->last_ts = ev->timestamp;
+    /* the payload's type: 1 External (native code or waiting), 2 Managed; TraceEvent counts
+     * only 2 as running managed code (0, Error, as native); a payload too short for it is taken
+     * as managed code, as before (the runtime always writes it) */
     uint32_t kind = 2;
     if (ev->payload_size >= 4) memcpy(&kind, ev->payload, 4);
+    uint32_t external = kind != 2;
     uint32_t stack = stack_of(p, ev);
-    add_sample(p, ev->thread_id, stack, kind == 1);
+    struct thread_state *s = thread_state(p, ev->thread_id);
+    if (!s || p->oom) break;
+    uint32_t count;
+    if (s->count && s->stack == stack && s->external == external) { /* as the thread's last: no lookup */
+      count = s->count;
+      p->counts[count - 1].samples++;
+      p->samples++;
+    } else {
+      count = add_sample(p, ev->thread_id, stack, external, 0);
+    }
+    weigh(p, s, ev->timestamp, count);
+    s->stack = stack;
+    s->external = external;
     if (p->keep_timeline && !p->oom) {
       GROW(p, p->timeline, p->ntimeline, p->captimeline, -1);
-      p->timeline[p->ntimeline++] = (struct sample){ev->thread_id, ev->timestamp, stack, kind == 1};
-    }
-    size_t i = 0;
-    while (i < p->npace && p->pace[i].thread != ev->thread_id) i++;
-    if (i == p->npace && p->npace < sizeof p->pace / sizeof p->pace[0])
-      p->pace[p->npace++] = (struct pace){ev->thread_id, ev->timestamp, ev->timestamp, 0};
-    if (i < p->npace) {
-      p->pace[i].last = ev->timestamp;
-      p->pace[i].n++;
+      p->timeline[p->ntimeline++] = (struct sample){ev->thread_id, ev->timestamp, stack, external};
     }
     break;
   }
@@ -403,7 +503,8 @@ void dnt_profile_set_clock(struct dnt_profile *p, double sample_ms, uint64_t clo
 
 void dnt_profile_add_ips(struct dnt_profile *p, uint64_t thread, uint64_t time, const uint64_t *ips, size_t n) {
   uint32_t stack = intern_stack(p, ips, (uint32_t)n);
-  add_sample(p, thread, stack, 0);
+  add_sample(p, thread, stack, 0, p->sample_ms); /* perf's period: a sample stands for it */
+  p->total_ms += p->sample_ms;
   p->cpu_samples = 1;
   if (time > p->last_ts) p->last_ts = time;
   if (p->keep_timeline && !p->oom) {
@@ -456,11 +557,12 @@ static void resolve(struct dnt_profile *p, uint64_t ip, int leaf, char *name, si
   snprintf(name, cap, "?!0x%llx", (unsigned long long)ip);
 }
 
-/* The threads, in order of first appearance, with their sample counts. */
+/* The threads, in order of first appearance, with their sample counts and times. */
 static void collect_threads(struct dnt_profile *p) {
   p->threads = calloc(p->ncounts ? p->ncounts : 1, sizeof *p->threads);
   p->thread_samples = calloc(p->ncounts ? p->ncounts : 1, sizeof *p->thread_samples);
-  if (!p->threads || !p->thread_samples) {
+  p->thread_ms = calloc(p->ncounts ? p->ncounts : 1, sizeof *p->thread_ms);
+  if (!p->threads || !p->thread_samples || !p->thread_ms) {
     p->oom = 1;
     return;
   }
@@ -469,6 +571,7 @@ static void collect_threads(struct dnt_profile *p) {
     while (t < p->nthreads && p->threads[t] != p->counts[i].thread) t++;
     if (t == p->nthreads) p->threads[p->nthreads++] = p->counts[i].thread;
     p->thread_samples[t] += p->counts[i].samples;
+    p->thread_ms[t] += p->counts[i].ms;
   }
 }
 
@@ -502,19 +605,23 @@ uint32_t dnt_profile_pid(const struct dnt_profile *p) { return p->pid; }
 double dnt_profile_sample_ms(const struct dnt_profile *p) { return p->sample_ms; }
 
 double dnt_profile_measured_ms(const struct dnt_profile *p) {
-  const struct pace *best = NULL;
-  for (size_t i = 0; i < p->npace; i++)
-    if (!best || p->pace[i].n > best->n) best = &p->pace[i];
-  if (!best || best->n < 10 || !p->qpc_frequency || best->last <= best->first) return 0;
-  return (double)(best->last - best->first) / (double)(best->n - 1) * 1000.0 / (double)p->qpc_frequency;
+  const struct thread_state *best = NULL;
+  for (size_t i = 0; i < p->ntstates; i++)
+    if (!best || p->tstates[i].n > best->n) best = &p->tstates[i];
+  if (!best || best->n < 10 || !p->qpc_frequency || best->ts <= best->first) return 0;
+  return (double)(best->ts - best->first) / (double)(best->n - 1) * 1000.0 / (double)p->qpc_frequency;
 }
+double dnt_profile_total_ms(const struct dnt_profile *p) { return p->oom ? 0 : p->total_ms; }
+double dnt_profile_thread_ms(const struct dnt_profile *p, size_t t) { return p->thread_ms[t]; }
+void dnt_profile_set_weight(struct dnt_profile *p, enum dnt_profile_weight w) { p->weight = w; }
+enum dnt_profile_weight dnt_profile_weight(const struct dnt_profile *p) { return p->weight; }
 size_t dnt_profile_nthreads(const struct dnt_profile *p) { return p->nthreads; }
 uint64_t dnt_profile_thread_id(const struct dnt_profile *p, size_t t) { return p->threads[t]; }
 uint64_t dnt_profile_thread_samples(const struct dnt_profile *p, size_t t) { return p->thread_samples[t]; }
 
 struct rank {
   uint32_t name;
-  uint64_t key, exclusive, inclusive;
+  double key;
 };
 
 static int by_key_desc(const void *a, const void *b) {
@@ -525,12 +632,13 @@ static int by_key_desc(const void *a, const void *b) {
 
 size_t dnt_profile_top(const struct dnt_profile *p, size_t t, int by_inclusive, struct dnt_profile_row *rows,
                        size_t max) {
-  uint64_t *excl = calloc(p->nnames ? p->nnames : 1, sizeof *excl);
-  uint64_t *incl = calloc(p->nnames ? p->nnames : 1, sizeof *incl);
-  uint32_t *seen = calloc(p->nnames ? p->nnames : 1, sizeof *seen); /* which count last touched a name */
-  struct rank *r = malloc((p->nnames ? p->nnames : 1) * sizeof *r);
+  size_t nn = p->nnames ? p->nnames : 1;
+  uint64_t *excl = calloc(nn, sizeof *excl), *incl = calloc(nn, sizeof *incl);
+  double *excl_ms = calloc(nn, sizeof *excl_ms), *incl_ms = calloc(nn, sizeof *incl_ms);
+  uint32_t *seen = calloc(nn, sizeof *seen); /* which count last touched a name */
+  struct rank *r = malloc(nn * sizeof *r);
   size_t out = 0;
-  if (!excl || !incl || !seen || !r) {
+  if (!excl || !incl || !excl_ms || !incl_ms || !seen || !r) {
     out = (size_t)-1;
     goto done;
   }
@@ -543,28 +651,39 @@ size_t dnt_profile_top(const struct dnt_profile *p, size_t t, int by_inclusive, 
      * managed frame has no caller to charge and keeps the native row) */
     if (p->fold_native && st->n > 0) leaf = p->frame_names[st->off];
     excl[leaf] += c->samples;
+    excl_ms[leaf] += c->ms;
     /* inclusive: once per function per stack, however often recursion repeats it */
     incl[leaf] += c->samples;
+    incl_ms[leaf] += c->ms;
     seen[leaf] = (uint32_t)i + 1;
     for (uint32_t f = 0; f < st->n; f++) {
       uint32_t n = p->frame_names[st->off + f];
       if (seen[n] == (uint32_t)i + 1) continue;
       seen[n] = (uint32_t)i + 1;
       incl[n] += c->samples;
+      incl_ms[n] += c->ms;
     }
   }
+  /* ranked by what the profile weighs (time, or samples); a function with samples but no time
+   * (only threads' last samples) ranks last in time */
+  int by_time = p->weight == DNT_WEIGHT_TIME;
   size_t n = 0;
   for (size_t i = 0; i < p->nnames; i++)
-    if (incl[i]) r[n++] = (struct rank){(uint32_t)i, by_inclusive ? incl[i] : excl[i], excl[i], incl[i]};
+    if (incl[i])
+      r[n++] = (struct rank){(uint32_t)i, by_inclusive ? (by_time ? incl_ms[i] : (double)incl[i])
+                                                       : (by_time ? excl_ms[i] : (double)excl[i])};
   if (n) qsort(r, n, sizeof *r, by_key_desc);
   for (size_t i = 0; i < n && out < max; i++) {
-    if (!by_inclusive && r[i].exclusive == 0) break;
-    rows[out++] = (struct dnt_profile_row){p->names[r[i].name], r[i].exclusive, r[i].inclusive};
+    uint32_t k = r[i].name;
+    if (!by_inclusive && excl[k] == 0) break;
+    rows[out++] = (struct dnt_profile_row){p->names[k], excl[k], incl[k], excl_ms[k], incl_ms[k]};
   }
 done:
   free(r);
   free(excl);
   free(incl);
+  free(excl_ms);
+  free(incl_ms);
   free(seen);
   return out;
 }
@@ -597,7 +716,7 @@ int dnt_profile_each_stack(const struct dnt_profile *p, dnt_profile_stack_fn fn,
     const struct count *c = &p->counts[i];
     size_t n = stack_frames(p, c->stack, c->external, &frames, &cap);
     if (n == (size_t)-1) rc = -1;
-    else fn(ud, c->thread, frames, n, c->samples);
+    else fn(ud, c->thread, frames, n, c->samples, c->ms);
   }
   free(frames);
   return rc;

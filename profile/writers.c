@@ -11,7 +11,7 @@ struct writer {
   FILE *fp;
   const struct dnt_profile *prof;
   uint64_t thread; /* speedscope: the thread being written */
-  double ms;
+  int by_time;     /* weights in time (ms), else in samples */
   int first;
   int pass;        /* speedscope: 0 samples, 1 weights */
 };
@@ -23,6 +23,7 @@ struct writer {
 
 struct named {
   uint64_t thread, samples;
+  double ms;
   size_t off; /* into frames */
   uint32_t n, hash;
 };
@@ -58,7 +59,7 @@ static int rehash(struct merged *m) {
   return 0;
 }
 
-static void merge_stack(void *ud, uint64_t thread, const uint32_t *frames, size_t n, uint64_t samples) {
+static void merge_stack(void *ud, uint64_t thread, const uint32_t *frames, size_t n, uint64_t samples, double ms) {
   struct merged *m = ud;
   if (m->oom) return;
   if ((m->n + 1) * 2 > m->tcap && rehash(m) != 0) {
@@ -72,6 +73,7 @@ static void merge_stack(void *ud, uint64_t thread, const uint32_t *frames, size_
     if (e->hash == h && e->thread == thread && e->n == n &&
         (n == 0 || memcmp(m->frames + e->off, frames, n * sizeof *frames) == 0)) {
       e->samples += samples;
+      e->ms += ms;
       return;
     }
   }
@@ -97,7 +99,7 @@ static void merge_stack(void *ud, uint64_t thread, const uint32_t *frames, size_
     m->capframes = cap;
   }
   if (n) memcpy(m->frames + m->nframes, frames, n * sizeof *frames);
-  m->v[m->n] = (struct named){thread, samples, m->nframes, (uint32_t)n, h};
+  m->v[m->n] = (struct named){thread, samples, ms, m->nframes, (uint32_t)n, h};
   m->nframes += n;
   m->table[j] = (uint32_t)++m->n;
 }
@@ -114,15 +116,20 @@ static int each_named_stack(const struct dnt_profile *prof, dnt_profile_stack_fn
   struct merged m = {0};
   int rc = dnt_profile_each_stack(prof, merge_stack, &m);
   if (!rc && !m.oom)
-    for (size_t i = 0; i < m.n; i++) fn(ud, m.v[i].thread, m.frames + m.v[i].off, m.v[i].n, m.v[i].samples);
+    for (size_t i = 0; i < m.n; i++)
+      fn(ud, m.v[i].thread, m.frames + m.v[i].off, m.v[i].n, m.v[i].samples, m.v[i].ms);
   rc = rc || m.oom ? -1 : 0;
   merged_release(&m);
   return rc;
 }
 
-/* folded: "thread;root;...;leaf count" per line; the thread keeps threads apart in a flame graph */
-static void folded_line(void *ud, uint64_t thread, const uint32_t *frames, size_t n, uint64_t samples) {
+/* folded: "thread;root;...;leaf value" per line; the thread keeps threads apart in a flame graph.
+ * The value is an integer (flamegraph.pl, inferno): microseconds of thread time, or samples. A
+ * stack whose time rounds to 0 (threads' last samples, which stand for no time) is left out. */
+static void folded_line(void *ud, uint64_t thread, const uint32_t *frames, size_t n, uint64_t samples, double ms) {
   struct writer *w = ud;
+  uint64_t value = w->by_time ? (uint64_t)(ms * 1000.0 + 0.5) : samples;
+  if (value == 0) return;
   fprintf(w->fp, "Thread %llu", (unsigned long long)thread);
   for (size_t i = 0; i < n; i++) {
     fputc(';', w->fp);
@@ -130,16 +137,19 @@ static void folded_line(void *ud, uint64_t thread, const uint32_t *frames, size_
     for (const char *c = dnt_profile_name(w->prof, frames[i]); *c; c++)
       fputc(*c == ';' ? ':' : *c == ' ' ? '_' : *c, w->fp);
   }
-  fprintf(w->fp, " %llu\n", (unsigned long long)samples);
+  fprintf(w->fp, " %llu\n", (unsigned long long)value);
 }
 
-static void speedscope_item(void *ud, uint64_t thread, const uint32_t *frames, size_t n, uint64_t samples) {
+/* speedscope: a stack of the thread being written, in the pass's list (its frames, or its
+ * weight); stacks that stand for no time are left out of both */
+static void speedscope_item(void *ud, uint64_t thread, const uint32_t *frames, size_t n, uint64_t samples, double ms) {
   struct writer *w = ud;
-  if (thread != w->thread) return;
+  if (thread != w->thread || (w->by_time && ms <= 0) || samples == 0) return;
   fputs(w->first ? "" : ",", w->fp);
   w->first = 0;
   if (w->pass == 1) {
-    fprintf(w->fp, "%.6g", (double)samples * w->ms);
+    if (w->by_time) fprintf(w->fp, "%.9g", ms);
+    else fprintf(w->fp, "%llu", (unsigned long long)samples);
     return;
   }
   fputc('[', w->fp);
@@ -153,20 +163,27 @@ struct chromium {
   FILE *fp;
   const struct dnt_profile *prof;
   uint64_t thread;
-  double last_us, step_us;
   uint32_t *open;    /* the frames open now, root first */
   double *since;     /* when each opened */
   size_t nopen, cap;
   int first;
   uint32_t pid;
   int oom;
+  /* the sample held back until the next (see chromium_sample) */
+  int have;
+  uint64_t held_thread;
+  double held_us;
+  uint32_t *held;
+  size_t nheld, capheld;
 };
 
 /* Closes the frames open deeper than keep. Outer frames are written first: a parent and a child
  * that opened and close together have the same start and length, and viewers break that tie by
- * file order (leaf first would show the leaf as the root). */
+ * file order (leaf first would show the leaf as the root). A frame that lasted no time (opened
+ * by a thread's last sample, which stands for no time) is left out. */
 static void chromium_close(struct chromium *c, size_t keep, double t_us) {
   for (size_t i = keep; i < c->nopen; i++) {
+    if (t_us <= c->since[i]) continue;
     fprintf(c->fp, "%s{\"name\":", c->first ? "" : ",\n");
     c->first = 0;
     dnt_json_string(c->fp, dnt_profile_name(c->prof, c->open[i]));
@@ -176,12 +193,10 @@ static void chromium_close(struct chromium *c, size_t keep, double t_us) {
   if (c->nopen > keep) c->nopen = keep;
 }
 
-static void chromium_sample(void *ud, uint64_t thread, double t_us, const uint32_t *frames, size_t n) {
-  struct chromium *c = ud;
-  if (thread != c->thread) {
-    chromium_close(c, 0, c->last_us + c->step_us);
-    c->thread = thread;
-  }
+/* One sample that is not its thread's last: frames that differ from the open ones close, new
+ * ones open. */
+static void chromium_apply(struct chromium *c, uint64_t thread, double t_us, const uint32_t *frames, size_t n) {
+  c->thread = thread;
   size_t same = 0;
   while (same < n && same < c->nopen && c->open[same] == frames[same]) same++;
   chromium_close(c, same, t_us);
@@ -202,7 +217,34 @@ static void chromium_sample(void *ud, uint64_t thread, double t_us, const uint32
     c->since[i] = t_us;
   }
   c->nopen = n;
-  c->last_us = t_us;
+}
+
+/* Samples come a thread at a time, in time order; each is held until the next shows whether it
+ * was its thread's last. The last one stands for no time (the weights' rule, dnt-profile.h): the
+ * thread's frames all end at it, in one go, so that frames ending together are written outer
+ * first (closing the leaf first at that instant would make it a parent's twin, written before
+ * it). */
+static void chromium_sample(void *ud, uint64_t thread, double t_us, const uint32_t *frames, size_t n) {
+  struct chromium *c = ud;
+  if (c->oom) return;
+  if (c->have) {
+    if (c->held_thread == thread) chromium_apply(c, c->held_thread, c->held_us, c->held, c->nheld);
+    else chromium_close(c, 0, c->held_us);
+  }
+  if (n > c->capheld) {
+    uint32_t *h = realloc(c->held, n * 2 * sizeof *h);
+    if (!h) {
+      c->oom = 1;
+      return;
+    }
+    c->held = h;
+    c->capheld = n * 2;
+  }
+  if (n) memcpy(c->held, frames, n * sizeof *frames);
+  c->nheld = n;
+  c->held_thread = thread;
+  c->held_us = t_us;
+  c->have = 1;
 }
 
 /* What viewers call the process: its program's file name from the command line the runtime
@@ -252,70 +294,53 @@ static void chromium_names(FILE *fp, const struct dnt_profile *prof, uint32_t pi
 }
 
 static int write_chromium(FILE *fp, const struct dnt_profile *prof, uint32_t pid, const char *title) {
-  struct chromium c = {fp, prof, 0, 0, dnt_profile_sample_ms(prof) * 1000, NULL, NULL, 0, 0, 0, pid, 0};
+  struct chromium c = {.fp = fp, .prof = prof, .first = 0, .pid = pid};
   fputs("{\"traceEvents\":[\n", fp);
   chromium_names(fp, prof, pid, title);
   int rc = dnt_profile_each_sample(prof, chromium_sample, &c);
-  chromium_close(&c, 0, c.last_us + c.step_us);
+  if (c.have) chromium_close(&c, 0, c.held_us); /* the last thread's end */
   fputs("\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"exporter\":\"dntrace " PACKAGE_VERSION "\"}}\n", fp);
   free(c.open);
   free(c.since);
+  free(c.held);
   return rc || c.oom ? -1 : 0;
 }
 
 /* speedscope, from the timeline: one sampled profile per thread whose samples are in time order
  * (speedscope's "time order" view draws them left to right as they came), a run of samples with
- * the same stack written as one sample of their summed weight. The timeline is sorted by thread,
- * then time: profiles are written as the thread changes. */
+ * the same stack written as one sample of their summed weight. A sample weighs the time to its
+ * thread's next (the model's rule, dnt-profile.h: a thread's last stands for none, and a run
+ * that stands for no time is left out, as a thread with none is), or 1 with --weight samples.
+ * The timeline is sorted by thread, then time; a run is written once the next sample has told
+ * its weight, its weight in the list after the profile's samples. */
 struct timeline {
   FILE *fp;
   const struct dnt_profile *prof;
-  double ms;
+  int by_time;
   int open;          /* a profile is open, for thread */
-  uint64_t thread;
   size_t nprofiles;
-  uint32_t *prev;    /* the run's stack */
-  size_t nprev, capprev;
+  /* the run not yet written: its thread, stack and weight so far, and its last sample's time */
+  int pending;
+  uint64_t thread;
+  uint32_t *run;
+  size_t nrun, caprun;
+  double weight, last_us;
   double *weights;   /* of the open profile's samples, written after them */
   size_t nweights, capweights;
   int oom;
 };
 
-static void timeline_close(struct timeline *t) {
-  if (!t->open) return;
-  double total = 0;
-  fputs("],\"weights\":[", t->fp);
-  for (size_t i = 0; i < t->nweights; i++) {
-    fprintf(t->fp, "%s%.6g", i ? "," : "", t->weights[i]);
-    total += t->weights[i];
-  }
-  fprintf(t->fp, "],\"endValue\":%.6g}", total);
-  t->open = 0;
-  t->nweights = 0;
-}
-
-static void timeline_sample(void *ud, uint64_t thread, double t_us, const uint32_t *frames, size_t n) {
-  struct timeline *t = ud;
-  (void)t_us;
-  if (t->oom) return;
-  if (t->open && thread == t->thread && n == t->nprev && memcmp(frames, t->prev, n * sizeof *frames) == 0) {
-    t->weights[t->nweights - 1] += t->ms; /* the run goes on */
-    return;
-  }
-  if (!t->open || thread != t->thread) {
+/* Writes the pending run into its thread's profile (opened by its first run). */
+static void timeline_flush(struct timeline *t) {
+  if (!t->pending) return;
+  t->pending = 0;
+  if (t->by_time && !(t->weight > 0)) return;
+  if (!t->open) {
     char buf[64];
-    timeline_close(t);
     fputs(t->nprofiles++ ? ",{\"type\":\"sampled\",\"name\":" : "{\"type\":\"sampled\",\"name\":", t->fp);
-    dnt_json_string(t->fp, thread_label(t->prof, thread, buf, sizeof buf));
-    fputs(",\"unit\":\"milliseconds\",\"startValue\":0,\"samples\":[", t->fp);
+    dnt_json_string(t->fp, thread_label(t->prof, t->thread, buf, sizeof buf));
+    fprintf(t->fp, ",\"unit\":\"%s\",\"startValue\":0,\"samples\":[", t->by_time ? "milliseconds" : "none");
     t->open = 1;
-    t->thread = thread;
-  }
-  if (n > t->capprev) {
-    uint32_t *g = realloc(t->prev, n * 2 * sizeof *g);
-    if (!g) return (void)(t->oom = 1);
-    t->prev = g;
-    t->capprev = n * 2;
   }
   if (t->nweights == t->capweights) {
     size_t cap = t->capweights ? t->capweights * 2 : 1024;
@@ -324,12 +349,60 @@ static void timeline_sample(void *ud, uint64_t thread, double t_us, const uint32
     t->weights = g;
     t->capweights = cap;
   }
-  if (n) memcpy(t->prev, frames, n * sizeof *frames);
-  t->nprev = n;
   fputs(t->nweights ? ",[" : "[", t->fp);
-  for (size_t i = 0; i < n; i++) fprintf(t->fp, "%s%u", i ? "," : "", frames[i]);
+  for (size_t i = 0; i < t->nrun; i++) fprintf(t->fp, "%s%u", i ? "," : "", t->run[i]);
   fputc(']', t->fp);
-  t->weights[t->nweights++] = t->ms;
+  t->weights[t->nweights++] = t->weight;
+}
+
+/* Ends the open profile: its weights, and their sum as its endValue. */
+static void timeline_close(struct timeline *t) {
+  timeline_flush(t);
+  if (!t->open) return;
+  double total = 0;
+  fputs("],\"weights\":[", t->fp);
+  for (size_t i = 0; i < t->nweights; i++) {
+    fprintf(t->fp, "%s%.9g", i ? "," : "", t->weights[i]);
+    total += t->weights[i];
+  }
+  fprintf(t->fp, "],\"endValue\":%.9g}", total);
+  t->open = 0;
+  t->nweights = 0;
+}
+
+/* The time from the thread's previous sample to t_us, in ms: that sample's weight (none of it
+ * before the trace's start, where the model counts none either). */
+static double step_ms(const struct timeline *t, double t_us) {
+  double from = t->last_us > 0 ? t->last_us : 0, to = t_us > 0 ? t_us : 0;
+  return to > from ? (to - from) / 1000.0 : 0;
+}
+
+static void timeline_sample(void *ud, uint64_t thread, double t_us, const uint32_t *frames, size_t n) {
+  struct timeline *t = ud;
+  if (t->oom) return;
+  if (t->pending && thread == t->thread) {
+    t->weight += t->by_time ? step_ms(t, t_us) : 0; /* the previous sample's time, now known */
+    t->last_us = t_us;
+    if (n == t->nrun && memcmp(frames, t->run, n * sizeof *frames) == 0) { /* the run goes on */
+      if (!t->by_time) t->weight += 1;
+      return;
+    }
+    timeline_flush(t);
+  } else {
+    timeline_close(t); /* another thread: its profile begins */
+    t->thread = thread;
+    t->last_us = t_us;
+  }
+  if (n > t->caprun) {
+    uint32_t *g = realloc(t->run, n * 2 * sizeof *g);
+    if (!g) return (void)(t->oom = 1);
+    t->run = g;
+    t->caprun = n * 2;
+  }
+  if (n) memcpy(t->run, frames, n * sizeof *frames);
+  t->nrun = n;
+  t->weight = t->by_time ? 0 : 1;
+  t->pending = 1;
 }
 
 /* Counts the samples of the timeline (0 when the profile keeps none). */
@@ -340,7 +413,8 @@ static void count_sample(void *ud, uint64_t thread, double t_us, const uint32_t 
 
 static int write_speedscope(FILE *fp, const struct dnt_profile *prof, const char *name) {
   int rc = 0;
-  struct writer w = {fp, prof, 0, dnt_profile_sample_ms(prof), 1, 0};
+  int by_time = dnt_profile_weight(prof) == DNT_WEIGHT_TIME;
+  struct writer w = {fp, prof, 0, by_time, 1, 0};
   size_t timed = 0;
   if (dnt_profile_each_sample(prof, count_sample, &timed) != 0) return -1;
   fputs("{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",\"shared\":{\"frames\":[", fp);
@@ -351,20 +425,25 @@ static int write_speedscope(FILE *fp, const struct dnt_profile *prof, const char
   }
   fputs("]},\"profiles\":[", fp);
   if (timed) {
-    struct timeline t = {.fp = fp, .prof = prof, .ms = w.ms};
+    struct timeline t = {.fp = fp, .prof = prof, .by_time = by_time};
     rc = dnt_profile_each_sample(prof, timeline_sample, &t);
     timeline_close(&t);
-    free(t.prev);
+    free(t.run);
     free(t.weights);
     rc = rc || t.oom ? -1 : 0;
   } else { /* no timeline kept: each distinct stack once, in the order first seen */
+    size_t written = 0;
     for (size_t t = 0; t < dnt_profile_nthreads(prof); t++) {
+      /* a thread with no time (one sample: it stands for none) would be an empty profile */
+      if (by_time && !(dnt_profile_thread_ms(prof, t) > 0)) continue;
       char buf[64];
       w.thread = dnt_profile_thread_id(prof, t);
-      double total = (double)dnt_profile_thread_samples(prof, t) * w.ms;
-      fputs(t ? ",{\"type\":\"sampled\",\"name\":" : "{\"type\":\"sampled\",\"name\":", fp);
+      fputs(written++ ? ",{\"type\":\"sampled\",\"name\":" : "{\"type\":\"sampled\",\"name\":", fp);
       dnt_json_string(fp, thread_label(prof, w.thread, buf, sizeof buf));
-      fprintf(fp, ",\"unit\":\"milliseconds\",\"startValue\":0,\"endValue\":%.6g,\"samples\":[", total);
+      /* endValue: the thread's total, its time (ms) or its samples (speedscope's unit "none") */
+      fprintf(fp, ",\"unit\":\"%s\",\"startValue\":0,", by_time ? "milliseconds" : "none");
+      if (by_time) fprintf(fp, "\"endValue\":%.9g,\"samples\":[", dnt_profile_thread_ms(prof, t));
+      else fprintf(fp, "\"endValue\":%llu,\"samples\":[", (unsigned long long)dnt_profile_thread_samples(prof, t));
       w.first = 1;
       w.pass = 0;
       rc |= dnt_profile_each_stack(prof, speedscope_item, &w);
@@ -387,7 +466,7 @@ int dnt_profile_write(const struct dnt_profile *prof, enum dnt_profile_format fo
   case DNT_PROFILE_CHROMIUM: return write_chromium(fp, prof, dnt_profile_pid(prof), title);
   case DNT_PROFILE_PPROF: return dnt__pprof_write(prof, title, fp);
   case DNT_PROFILE_FOLDED: {
-    struct writer w = {fp, prof, 0, 0, 1, 0};
+    struct writer w = {fp, prof, 0, dnt_profile_weight(prof) == DNT_WEIGHT_TIME, 1, 0};
     return each_named_stack(prof, folded_line, &w);
   }
   }

@@ -36,6 +36,7 @@ struct collect_options {
   struct dnt_session_target target;
   int resume, rundown, clr_level, native;
   int format; /* enum dnt_format: a conversion to write beside the .nettrace */
+  int weight; /* its weights: 0 time, 1 samples (--weight) */
   uint32_t buffer_mb;
   uint64_t duration_ms;
   struct rundown_keyword rundown_keyword;
@@ -95,6 +96,7 @@ static const struct dnt_option collect_options[] = {
     DNT_OPT_FORMAT("FORMAT", O(format), DNT_FORMAT_BIT(DNT_FORMAT_NETTRACE) | DNT_FORMATS_PROFILE,
                    "nettrace (default), or also speedscope, chromium, flamegraph, folded,\n"
                    "pprof"),
+    DNT_OPT_WEIGHT(O(weight), "with --format: time (default) or samples, as in 'dntrace convert'"),
     DNT_OPT_FLAG(0, "native", O(native), "also record the process with Linux perf, for 'dntrace compare'"),
     DNT_OPT_STRING(0, "stopping-event-provider-name", "NAME", O(stop_provider),
                    "stop once an event of this provider arrives"),
@@ -362,6 +364,10 @@ int cmd_collect(int argc, char **argv) {
     dnt_error("--show-child-io goes with a command to start (-- CMD)");
     goto out;
   }
+  if (o.weight && !format) {
+    dnt_error("--weight goes with a conversion (--format speedscope, chromium, flamegraph or folded)");
+    goto out;
+  }
   int stopping = dnt_stop_event_init(&c.stop_event, o.stop_provider, o.stop_event, o.stop_filter, on_stop_event, &c);
   if (stopping == DNT_EXIT_USAGE) goto out;
   if (profiles && dnt_providers_add_profiles(&providers, profiles, err, sizeof err) < 0) {
@@ -430,6 +436,7 @@ int cmd_collect(int argc, char **argv) {
   if (format) {
     if (!(c.prof = dnt_profile_new())) dnt_die(DNT_EXIT_FAILURE, "out of memory");
     if (dnt_convert_needs_timeline(format)) dnt_profile_keep_timeline(c.prof);
+    if (o.weight) dnt_profile_set_weight(c.prof, DNT_WEIGHT_SAMPLES);
     dnt_profile_callbacks(&cb);
     ntr_fanout_add(&c.readers, &cb, c.prof);
   }

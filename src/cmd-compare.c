@@ -117,18 +117,21 @@ static struct dnt_profile *view(dnt_profile_keep_fn keep, struct classifier *cls
 
 static double pct(uint64_t part, uint64_t whole) { return whole ? 100.0 * (double)part / (double)whole : 0; }
 
-static uint64_t exclusive_of(const struct dnt_profile_row *rows, size_t n, const char *name) {
+/* a function's exclusive time (ms; a perf sample weighs its period) */
+static double exclusive_of(const struct dnt_profile_row *rows, size_t n, const char *name) {
   for (size_t i = 0; i < n; i++)
-    if (strcmp(rows[i].name, name) == 0) return rows[i].exclusive;
+    if (strcmp(rows[i].name, name) == 0) return rows[i].exclusive_ms;
   return 0;
 }
+
+static double pct_ms(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0; }
 
 static void method_table(const struct dnt_profile *ep, const struct dnt_profile *perf, size_t top) {
   size_t ne = dnt_profile_nnames(ep) + 1, np = dnt_profile_nnames(perf) + 1;
   struct dnt_profile_row *er = dnt_xmalloc(ne * sizeof *er), *pr = dnt_xmalloc(np * sizeof *pr);
   ne = dnt_profile_top(ep, (size_t)-1, 0, er, ne);
   np = dnt_profile_top(perf, (size_t)-1, 0, pr, np);
-  uint64_t et = dnt_profile_samples(ep), pt = dnt_profile_samples(perf);
+  double et = dnt_profile_total_ms(ep), pt = dnt_profile_total_ms(perf);
   printf("Per function, exclusive: EventPipe thread time (running or waiting) beside perf time on a CPU\n");
   printf("  %10s  %10s  %s\n", "EventPipe", "perf", "Function");
   /* the top of the EventPipe view, then what perf adds to it */
@@ -136,7 +139,8 @@ static void method_table(const struct dnt_profile *ep, const struct dnt_profile 
   for (size_t i = 0; i < etop + ptop; i++) {
     const char *name = i < etop ? er[i].name : pr[i - etop].name;
     if (i >= etop && exclusive_of(er, etop, name)) continue; /* shown already */
-    printf("  %9.1f%%  %9.1f%%  %s\n", pct(exclusive_of(er, ne, name), et), pct(exclusive_of(pr, np, name), pt), name);
+    printf("  %9.1f%%  %9.1f%%  %s\n", pct_ms(exclusive_of(er, ne, name), et), pct_ms(exclusive_of(pr, np, name), pt),
+           name);
   }
   free(er);
   free(pr);
@@ -193,8 +197,9 @@ int cmd_compare(int argc, char **argv) {
   }
 
   uint64_t total = dnt_profile_samples(ep), covered = total - cls.totals[DNT_UNCOVERED];
-  printf("EventPipe: %llu samples of thread time (%.2f ms each); perf: %llu cpu-clock samples (%.2f ms apart)%s\n",
-         (unsigned long long)total, dnt_profile_sample_ms(ep), (unsigned long long)info.cpu_samples, info.period_ms,
+  printf("EventPipe: %llu samples, %.0f ms of thread time (each sample the time until its thread's next); "
+         "perf: %llu cpu-clock samples (%.2f ms apart)%s\n",
+         (unsigned long long)total, dnt_profile_total_ms(ep), (unsigned long long)info.cpu_samples, info.period_ms,
          info.has_switches ? " and the scheduler's switches" : "");
   if (cls.totals[DNT_UNCOVERED])
     printf("%llu EventPipe samples fell outside perf's recording and are left out below.\n",

@@ -19,6 +19,7 @@ struct convert_options {
   const char *trace, *output;
   int format; /* enum dnt_format */
   int by_thread;
+  int weight; /* 0 time, 1 samples (--weight) */
 };
 
 #define O(f) offsetof(struct convert_options, f)
@@ -32,11 +33,13 @@ static const struct dnt_option convert_options[] = {
                    "when OUT has none; default: FILE with .svg, .speedscope.json,\n"
                    ".chromium.json, .folded or .pb.gz)"),
     DNT_OPT_FLAG(0, "by-thread", O(by_thread), "flamegraph: one tower per thread (default: threads merged)"),
+    DNT_OPT_WEIGHT(O(weight), "time (default: each sample the time until its thread's next;\n"
+                              "folded in integer microseconds) or samples (plain counts)"),
     DNT_OPT_END(),
 };
 
 const struct dnt_usage usage_convert = {
-    .synopsis = "dntrace convert FILE --format FORMAT [-o OUT] [--by-thread]",
+    .synopsis = "dntrace convert FILE --format FORMAT [-o OUT] [--by-thread] [--weight WEIGHT]",
     .summary = "Convert a trace's samples to a flame graph, speedscope, Chromium trace, folded stacks or pprof",
     .options = convert_options,
     .operand = 1,
@@ -148,7 +151,7 @@ int dnt_convert_loaded(const struct dnt_profile *prof, const char *path, const c
   return rc;
 }
 
-int dnt_convert(const char *path, const char *format, const char *output) {
+int dnt_convert(const char *path, const char *format, const char *output, int weight) {
   int kind = format_kind(format);
   if (!kind) {
     dnt_format_error(format, DNT_FORMATS_PROFILE);
@@ -158,6 +161,7 @@ int dnt_convert(const char *path, const char *format, const char *output) {
   struct dnt_profile *prof = dnt_profile_new();
   if (!prof) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   if (dnt_convert_needs_timeline(format)) dnt_profile_keep_timeline(prof);
+  if (weight) dnt_profile_set_weight(prof, DNT_WEIGHT_SAMPLES);
   if (dnt_report_load(prof, path) >= 0) rc = dnt_convert_loaded(prof, path, format, output);
   dnt_profile_free(prof);
   return rc;
@@ -172,5 +176,5 @@ int cmd_convert(int argc, char **argv) {
     return DNT_EXIT_USAGE;
   }
   flame_by_thread = o.by_thread;
-  return dnt_convert(o.trace, dnt_format_name(o.format), o.output);
+  return dnt_convert(o.trace, dnt_format_name(o.format), o.output, o.weight);
 }

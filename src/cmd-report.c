@@ -17,6 +17,7 @@ struct report_options {
   const char *trace;
   long top;
   int inclusive, threads, fold_native, verbose, topn;
+  int weight; /* 0 time, 1 samples (--weight) */
 };
 
 #define O(f) offsetof(struct report_options, f)
@@ -29,11 +30,13 @@ static const struct dnt_option report_options[] = {
                  "a blocked thread shows the method that waits\n(dotnet-trace's report always does)"),
     DNT_OPT_FLAG('v', "verbose", O(verbose), "also the sample counts (names are never shortened)"),
     DNT_OPT_TEXT("topN", "dotnet-trace's subcommand after FILE: its table, with\n--fold-native"),
+    DNT_OPT_WEIGHT(O(weight), "time (default: each sample the time until its thread's next)\n"
+                              "or samples (plain counts)"),
     DNT_OPT_END(),
 };
 
 const struct dnt_usage usage_report = {
-    .synopsis = "dntrace report FILE [topN] [-n N] [--inclusive] [--threads] [--fold-native] [-v]",
+    .synopsis = "dntrace report FILE [topN] [-n N] [--inclusive] [--threads] [--fold-native] [-v] [--weight WEIGHT]",
     .summary = "Show the functions that take the most thread time in a trace",
     .options = report_options,
     .operand = 1,
@@ -48,19 +51,26 @@ const struct dnt_usage usage_report = {
 /* -v: the sample counts too */
 static int report_verbose;
 
-static void print_table(const struct dnt_profile *prof, size_t thread, int by_inclusive, size_t top, uint64_t total) {
+/* One cell: a time (ms) or a sample count, with its share of total. */
+static void cell(char *buf, size_t cap, int by_time, double ms, uint64_t samples, double total) {
+  double v = by_time ? ms : (double)samples;
+  snprintf(buf, cap, by_time ? "%.0f ms %5.1f%%" : "%.0f %5.1f%%", v, total > 0 ? 100.0 * v / total : 0);
+}
+
+/* total: the thread's (or all threads') time in ms, or samples, as the profile weighs */
+static void print_table(const struct dnt_profile *prof, size_t thread, int by_inclusive, size_t top, double total) {
   struct dnt_profile_row *rows = dnt_xmalloc(top * sizeof *rows);
   size_t n = dnt_profile_top(prof, thread, by_inclusive, rows, top);
   if (n == (size_t)-1) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  double ms = dnt_profile_sample_ms(prof);
+  int by_time = dnt_profile_weight(prof) == DNT_WEIGHT_TIME;
   if (report_verbose)
     printf("  %18s  %18s  %10s  %10s  %s\n", "Exclusive", "Inclusive", "Excl. smp", "Incl. smp", "Function");
   else
     printf("  %18s  %18s  %s\n", "Exclusive", "Inclusive", "Function");
   for (size_t i = 0; i < n; i++) {
-    char ex[32], in[32];
-    snprintf(ex, sizeof ex, "%.0f ms %5.1f%%", rows[i].exclusive * ms, total ? 100.0 * rows[i].exclusive / total : 0);
-    snprintf(in, sizeof in, "%.0f ms %5.1f%%", rows[i].inclusive * ms, total ? 100.0 * rows[i].inclusive / total : 0);
+    char ex[40], in[40];
+    cell(ex, sizeof ex, by_time, rows[i].exclusive_ms, rows[i].exclusive, total);
+    cell(in, sizeof in, by_time, rows[i].inclusive_ms, rows[i].inclusive, total);
     if (report_verbose)
       printf("  %18s  %18s  %10llu  %10llu  %s\n", ex, in, (unsigned long long)rows[i].exclusive,
              (unsigned long long)rows[i].inclusive, rows[i].name);
@@ -83,14 +93,18 @@ int dnt_report_loads(struct dnt_profile *const *profs, size_t n, size_t nfinish,
 }
 
 void dnt_report_tables(const struct dnt_profile *prof, size_t top, int by_inclusive, int threads) {
-  printf("Top %zu functions by %s time, all threads:\n", top, by_inclusive ? "inclusive" : "exclusive");
-  print_table(prof, (size_t)-1, by_inclusive, top, dnt_profile_samples(prof));
+  int by_time = dnt_profile_weight(prof) == DNT_WEIGHT_TIME;
+  printf("Top %zu functions by %s %s, all threads:\n", top, by_inclusive ? "inclusive" : "exclusive",
+         by_time ? "time" : "samples");
+  print_table(prof, (size_t)-1, by_inclusive, top,
+              by_time ? dnt_profile_total_ms(prof) : (double)dnt_profile_samples(prof));
   if (!threads) return;
   for (size_t t = 0; t < dnt_profile_nthreads(prof); t++) {
     uint64_t n = dnt_profile_thread_samples(prof, t);
-    printf("\nThread %llu (%llu samples):\n", (unsigned long long)dnt_profile_thread_id(prof, t),
-           (unsigned long long)n);
-    print_table(prof, t, by_inclusive, top, n);
+    double ms = dnt_profile_thread_ms(prof, t);
+    printf("\nThread %llu (%llu samples, %.0f ms):\n", (unsigned long long)dnt_profile_thread_id(prof, t),
+           (unsigned long long)n, ms);
+    print_table(prof, t, by_inclusive, top, by_time ? ms : (double)n);
   }
 }
 
@@ -117,13 +131,15 @@ int cmd_report(int argc, char **argv) {
     dnt_profile_free(prof);
     return DNT_EXIT_FAILURE;
   }
-  printf("%llu samples on %zu threads, %.2f ms each: thread time, whether running or waiting\n",
-         (unsigned long long)total, dnt_profile_nthreads(prof), dnt_profile_sample_ms(prof));
+  if (o.weight) dnt_profile_set_weight(prof, DNT_WEIGHT_SAMPLES);
+  printf("%llu samples on %zu threads, %.0f ms of thread time, whether running or waiting\n",
+         (unsigned long long)total, dnt_profile_nthreads(prof), dnt_profile_total_ms(prof));
+  /* the runtime announces its nominal interval; the samples' real pace is often slower */
   double measured = dnt_profile_measured_ms(prof);
-  /* the runtime announces its nominal interval; say so when it really sampled slower or faster */
-  if (measured > 0 && (measured > 1.1 * dnt_profile_sample_ms(prof) || measured < 0.9 * dnt_profile_sample_ms(prof)))
-    printf("(the samples were in fact %.2f ms apart: times below use the trace's %.2f ms)\n", measured,
-           dnt_profile_sample_ms(prof));
+  printf("Sampling interval: %.2f ms (the trace's)", dnt_profile_sample_ms(prof));
+  if (measured > 0) printf(", %.2f ms measured", measured);
+  printf("; %s\n", o.weight ? "counted in samples (--weight samples)"
+                             : "a sample weighs the time until its thread's next");
   if (fold) printf("(native time, UNMANAGED_CODE_TIME, is charged to the managed frame that called it)\n");
   putchar('\n');
   dnt_report_tables(prof, (size_t)top, by_inclusive, threads);

@@ -58,6 +58,13 @@ int dnt_format_error(const char *name, long mask) {
   return dnt_error("--format: '%s' is not %s", name, list);
 }
 
+int dnt_options_parse_weight(void *field, const char *value) {
+  if (strcasecmp(value, "time") == 0) *(int *)field = 0;
+  else if (strcasecmp(value, "samples") == 0) *(int *)field = 1;
+  else return dnt_error("--weight: '%s' is not time or samples", value);
+  return 0;
+}
+
 const struct dnt_option dnt_options_duration[] = {
     {.kind = DNT_OPT_DURATION, .long_name = "duration", .argh = "TIME",
      .help = "stop after dd:hh:mm:ss, or a number with s, m or h (30s, 5m)"},

@@ -110,6 +110,12 @@ int dnt_format_error(const char *name, long mask);
 #define DNT_OPT_OUTPUT(arg, off, h) DNT_OPT_STRING('o', "output", arg, off, h), DNT_OPT_NO_CLOBBER()
 #define DNT_OPT_TOP(off, most, h) DNT_OPT_COUNT(0, "top", "N", off, most, h)
 
+/* --weight time|samples, in an int field: what a profile's outputs weigh, 0 for time (the
+ * default: each sample the time until its thread's next, dnt-profile.h), 1 for plain sample
+ * counts (enum dnt_profile_weight). help: the command's words. */
+int dnt_options_parse_weight(void *field, const char *value);
+#define DNT_OPT_WEIGHT(off, h) DNT_OPT_PARSE(0, "weight", "WEIGHT", off, dnt_options_parse_weight, h)
+
 /* --duration, in a uint64_t field of milliseconds (0: not given). */
 extern const struct dnt_option dnt_options_duration[];
 

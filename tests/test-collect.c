@@ -304,6 +304,13 @@ Test(collect, usage_errors) {
   dnt_run_free(&r);
   cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", "1", "--format", "pdf", NULL), 2);
   dnt_run_free(&r);
+  /* --weight: a conversion's, one of two words */
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", "1", "--weight", "samples", NULL), 2);
+  cr_assert(strstr(r.err, "--weight goes with a conversion"), "%s", r.err);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", "1", "--format", "folded", "--weight", "ticks", NULL), 2);
+  cr_assert_str_eq(r.err, "dntrace: error: --weight: 'ticks' is not time or samples\n");
+  dnt_run_free(&r);
   cr_assert_eq(dnt_run_dntrace(&r, "collect", "--list-profiles", NULL), 0);
   cr_assert(strstr(r.out, "dotnet-sampled-thread-time") && strstr(r.out, "0x0000F00000000000"), "%s", r.out);
   dnt_run_free(&r);

@@ -140,9 +140,20 @@ static void parse_raw(const char *text, struct raw *raw) {
   cr_assert(!pending, "the last sample has no thread_id label");
 }
 
-/* The time a trace's samples stand for in ns, as dntrace weighs them today: each sample the
- * sampling interval its Trace object announces (change with the profile's weights). */
-static uint64_t expected_ns(uint64_t samples, uint32_t sampling_ns) { return samples * sampling_ns; }
+/* The time a thread's samples stand for in ns, by the weights' rule (dnt-profile.h, TraceEvent's:
+ * each sample the time to its thread's next, the last none): the span from the thread's first
+ * sample to its last, as the independent reader sees them. */
+static double span_ns(const struct nt_scan *s, uint64_t first_ts, uint64_t last_ts) {
+  cr_assert_gt(s->qpc_frequency, 0);
+  return (double)(last_ts - first_ts) * 1e9 / (double)s->qpc_frequency;
+}
+
+/* pprof's integers are each stack's time rounded to the ns: a thread's sum may be off by half a
+ * ns a stack */
+static int close_ns(uint64_t got, double want) {
+  double d = (double)got - want;
+  return d < 0 ? -d <= 1000 + want * 1e-9 : d <= 1000 + want * 1e-9;
+}
 
 /* ---- function tables: `pprof -top` and `dntrace report` ---- */
 
@@ -224,9 +235,8 @@ static void expect_raw_is_the_trace(const struct raw *raw, const struct nt_scan 
   cr_assert_gt(total, 0);
   cr_expect_eq(raw->count, total, "%s: %llu samples in pprof, %llu in the trace", what,
                (unsigned long long)raw->count, (unsigned long long)total);
-  cr_expect_eq(raw->ns, expected_ns(total, s->sampling_ns), "%s: %llu ns in pprof", what,
-               (unsigned long long)raw->ns);
   size_t threads = 0;
+  double all_ns = 0;
   for (int i = 0; i < s->ncounts; i++) {
     if (strcmp(s->counts[i].provider, SAMPLER) != 0 || s->counts[i].event_id != 0) continue;
     threads++;
@@ -235,8 +245,13 @@ static void expect_raw_is_the_trace(const struct raw *raw, const struct nt_scan 
       if (raw->th[t].thread == th) got = raw->th[t].count, ns = raw->th[t].ns;
     cr_expect_eq(got, want, "%s: thread %llu: %llu samples in pprof, %llu in the trace", what,
                  (unsigned long long)th, (unsigned long long)got, (unsigned long long)want);
-    cr_expect_eq(ns, expected_ns(want, s->sampling_ns), "%s: thread %llu's time", what, (unsigned long long)th);
+    double want_ns = span_ns(s, s->counts[i].first_ts, s->counts[i].last_ts);
+    all_ns += want_ns;
+    cr_expect(close_ns(ns, want_ns), "%s: thread %llu's time %llu ns, its samples span %.0f ns", what,
+              (unsigned long long)th, (unsigned long long)ns, want_ns);
   }
+  cr_expect(close_ns(raw->ns, all_ns), "%s: %llu ns in pprof, the threads' spans %.0f", what,
+            (unsigned long long)raw->ns, all_ns);
   cr_expect_eq(raw->nth, threads, "%s: pprof labels %zu threads, the trace samples %zu", what, raw->nth, threads);
 }
 

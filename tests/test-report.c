@@ -4,6 +4,7 @@
  * (topN) or --fold-native, native time charged to the managed callers, sample for sample. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,7 +125,9 @@ static void check_fold_native(const char *trace, const char *dir, uint64_t sampl
   char folded[128];
   snprintf(folded, sizeof folded, "%s/t.folded", dir);
   struct dnt_run r;
-  cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "folded", "-o", folded, NULL), 0, "%s", r.err);
+  /* in samples: the -v columns below count samples too */
+  cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "folded", "--weight", "samples", "-o", folded, NULL),
+               0, "%s", r.err);
   dnt_run_free(&r);
   static struct funcs want, plain, fold;
   unsigned long long native_only, total;
@@ -277,3 +280,85 @@ Test(report, truncated_corpus_trace) {
   cr_assert(strstr(r.out, "samples on"), "%s", r.out);
   dnt_run_free(&r);
 }
+
+/* Times, not counts: each sample weighs the time until its thread's next, so the total is the sum
+ * of the threads' spans from their first sample to their last, and each thread's header has its
+ * own span; --weight samples gives counts. Expected values from the independent reader
+ * (tests/lib/nt-scan.c: timestamps and counts per thread) on corpus traces of one thread (managed
+ * samples only) and of several (Managed and External samples, 13 threads). */
+static void report_times(const char *name) {
+  const char *c = getenv("DNT_CORPUS"), *src = getenv("DNT_SRCDIR");
+  char path[4096];
+  if (c && *c) snprintf(path, sizeof path, "%s/%s", c, name);
+  else snprintf(path, sizeof path, "%s/../shared/corpus/%s", src ? src : ".", name);
+  if (access(path, R_OK) != 0) {
+    const char *ci = getenv("CI");
+    if (ci && strcmp(ci, "true") == 0) cr_assert_fail("no corpus at %s (CI=true)", path);
+    cr_skip_test("no corpus at %s", path);
+  }
+  static struct nt_scan s;
+  cr_assert_eq(nt_scan_file(path, &s), 0);
+  const char *sampler = "Microsoft-DotNETCore-SampleProfiler";
+  uint64_t samples = nt_scan_count(&s, sampler, 0, 0);
+  double span_ms = nt_scan_spans_ms(&s, sampler, 0);
+  cr_assert_gt(samples, 0);
+  cr_assert_gt(span_ms, 0);
+
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "report", path, "--threads", "-n", "3", NULL), 0, "%s", r.err);
+  unsigned long long n = 0;
+  size_t threads = 0;
+  double ms = 0;
+  cr_assert_eq(sscanf(r.out, "%llu samples on %zu threads, %lf ms of thread time", &n, &threads, &ms), 3, "%.300s",
+               r.out);
+  cr_expect_eq(n, samples);
+  cr_expect(fabs(ms - span_ms) <= 0.5, "%.0f ms of thread time, the threads' spans add up to %.3f ms", ms, span_ms);
+  /* the nominal interval and the measured one, which the samples' pace gives: on the busiest
+   * thread, its span over its samples less one */
+  double busiest_span = 0;
+  uint64_t busiest = 0;
+  for (int i = 0; i < s.ncounts; i++)
+    if (strcmp(s.counts[i].provider, sampler) == 0 && s.counts[i].event_id == 0 && s.counts[i].count > busiest) {
+      busiest = s.counts[i].count;
+      busiest_span = (double)(s.counts[i].last_ts - s.counts[i].first_ts) * 1000.0 / (double)s.qpc_frequency;
+    }
+  char want[160];
+  snprintf(want, sizeof want, "Sampling interval: %.2f ms (the trace's), %.2f ms measured", s.sampling_ns / 1e6,
+           busiest_span / (double)(busiest - 1));
+  cr_expect(strstr(r.out, want), "'%s' expected in:\n%.400s", want, r.out);
+  /* each thread's header: its samples and its span */
+  for (int i = 0; i < s.ncounts; i++) {
+    if (strcmp(s.counts[i].provider, sampler) != 0 || s.counts[i].event_id != 0) continue;
+    char head[64];
+    snprintf(head, sizeof head, "\nThread %llu (", (unsigned long long)s.counts[i].thread);
+    const char *h = strstr(r.out, head);
+    cr_assert(h, "a table for thread %llu", (unsigned long long)s.counts[i].thread);
+    unsigned long long tn = 0;
+    double tms = 0;
+    cr_assert_eq(sscanf(h + strlen(head), "%llu samples, %lf ms", &tn, &tms), 2, "%.80s", h);
+    double want_ms = (double)(s.counts[i].last_ts - s.counts[i].first_ts) * 1000.0 / (double)s.qpc_frequency;
+    cr_expect_eq(tn, s.counts[i].count, "thread %llu", (unsigned long long)s.counts[i].thread);
+    cr_expect(fabs(tms - want_ms) <= 0.5, "thread %llu: %.0f ms, its span %.3f ms",
+              (unsigned long long)s.counts[i].thread, tms, want_ms);
+  }
+  dnt_run_free(&r);
+
+  /* --weight samples: the overall table in counts, whose top row is at most every sample */
+  cr_assert_eq(dnt_run_dntrace(&r, "report", path, "--weight", "samples", NULL), 0, "%s", r.err);
+  cr_assert(strstr(r.out, "by exclusive samples"), "%.400s", r.out);
+  const char *hdr = strstr(r.out, "Function\n");
+  cr_assert(hdr, "%.400s", r.out);
+  unsigned long long top = 0;
+  double pct = 0;
+  cr_assert_eq(sscanf(hdr + 9, " %llu %lf%%", &top, &pct), 2, "%.200s", hdr);
+  cr_expect(top > 0 && top <= samples);
+  cr_expect(fabs(pct - 100.0 * (double)top / (double)samples) < 0.06, "%llu of %llu samples: %.1f%%", top,
+            (unsigned long long)samples, pct);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "report", path, "--weight", "cycles", NULL), 2);
+  cr_expect_str_eq(r.err, "dntrace: error: --weight: 'cycles' is not time or samples\n");
+  dnt_run_free(&r);
+}
+
+Test(report, times_one_thread) { report_times("microsoft__perfview/only_managed_samples.nettrace"); }
+Test(report, times_many_threads) { report_times("microsoft__perfview/eventpipe-dotnetcore3.0-win-x64-objver4.nettrace"); }

@@ -1,11 +1,20 @@
-// Reads a .nettrace with Microsoft's TraceEvent and prints how long it took, for tests/bench.sh
-// to set beside dntrace's figures on the same file. Two passes a user of each tool would make:
+// Reads a .nettrace with Microsoft's TraceEvent. Two passes a user of each tool would make, timed
+// for tests/bench.sh to set beside dntrace's figures on the same file:
 //   --mode parse   every event decoded (EventPipeEventSource), counted
 //   --mode stacks  the profiler's path: the trace converted to TraceLog, every SampleProfiler
 //                  sample's stack walked to its root with its methods named
+// and one for the tests (tests/test-weights.c), the oracle of dntrace's sample weights:
+//   --mode threadtime FILE...  per thread, the samples and the thread time that dotnet-trace's
+//                  speedscope and Chromium exports hold, computed as dotnet-trace computes them
+//                  (SampleProfilerThreadTimeComputer over a TraceLog); no timing line
 using System.Diagnostics;
+using System.Globalization;
+using System.IO.Compression;
+using System.Text.RegularExpressions;
+using Microsoft.Diagnostics.Symbols;
 using Microsoft.Diagnostics.Tracing;
 using Microsoft.Diagnostics.Tracing.Etlx;
+using Microsoft.Diagnostics.Tracing.Stacks;
 
 static class Program
 {
@@ -14,9 +23,28 @@ static class Program
 
     static int Main(string[] args)
     {
+        /* the oracle takes several traces in one run: one start of the runtime for them all */
+        if (args.Length >= 3 && args[0] == "--mode" && args[1] == "threadtime")
+        {
+            foreach (string trace in args.Skip(2))
+            {
+                try
+                {
+                    Console.WriteLine($"trace {trace}");
+                    ThreadTime(trace);
+                }
+                catch (Exception e)
+                {
+                    Console.Error.WriteLine($"BenchTraceEvent: {trace}: {e.Message}");
+                    return 1;
+                }
+            }
+            return 0;
+        }
         if (args.Length < 1 || (args.Length == 3 && args[1] != "--mode") || args.Length == 2 || args.Length > 3)
         {
-            Console.Error.WriteLine("usage: BenchTraceEvent FILE.nettrace [--mode parse|stacks]");
+            Console.Error.WriteLine("usage: BenchTraceEvent FILE.nettrace [--mode parse|stacks]\n" +
+                                    "       BenchTraceEvent --mode threadtime FILE...");
             return 2;
         }
         string path = args[0], mode = args.Length == 3 ? args[2] : "parse";
@@ -86,6 +114,78 @@ static class Program
         finally
         {
             File.Delete(etlx);
+        }
+    }
+
+    /* The oracle: what `dotnet-trace convert --format speedscope` puts in each thread's profile.
+     * dotnet-trace (TraceFileFormatConverter.Convert) builds a TraceLog (retrying with
+     * ContinueOnError on a truncated trace), a MutableTraceEventStackSource with managed frames
+     * only, and runs SampleProfilerThreadTimeComputer on it without EventSource events; the
+     * speedscope writer then files each sample under the "Thread (N)" frame of its stack
+     * (StackSourceWriterHelper.GetSortedSamplesPerThread) with its Metric as its duration.
+     * The computer is given the SampleProfiler events only: dotnet-trace also feeds it GC
+     * allocation ticks and TPL task events as extra CPU samples (absent from the default
+     * profiles' traces); dntrace weighs SampleProfiler samples alone.
+     * Printed after a line "trace PATH": one line per thread, sorted by TID, "thread TID EVENTS SAMPLES MS": the thread's
+     * SampleProfiler events in the TraceLog, the samples of its speedscope profile and the sum of
+     * their Metrics (ms). A .zip holds the trace as its one entry (the corpus keeps some zipped). */
+    static void ThreadTime(string path)
+    {
+        string tmp = Path.Combine(Path.GetTempPath(), $"oracle-te-{Environment.ProcessId}");
+        Directory.CreateDirectory(tmp);
+        try
+        {
+            string trace = path;
+            if (path.EndsWith(".zip", StringComparison.OrdinalIgnoreCase))
+            {
+                using var zip = ZipFile.OpenRead(path);
+                var entry = zip.Entries.First(e => e.Name.Length > 0);
+                trace = Path.Combine(tmp, "trace.nettrace");
+                entry.ExtractToFile(trace);
+            }
+            string etlx = Path.Combine(tmp, "trace.etlx");
+            try
+            {
+                TraceLog.CreateFromEventPipeDataFile(trace, etlx, new TraceLogOptions() { ContinueOnError = false });
+            }
+            catch (Exception e) when (e.ToString().Contains("Read past end of stream."))
+            {
+                TraceLog.CreateFromEventPipeDataFile(trace, etlx, new TraceLogOptions() { ContinueOnError = true });
+            }
+            var totals = new SortedDictionary<long, (long events, long samples, double ms)>();
+            using (var symbols = new SymbolReader(TextWriter.Null, ""))
+            using (var log = new TraceLog(etlx))
+            {
+                var samples = log.Events.Filter(e => e.ProviderGuid == SamplerGuid);
+                foreach (TraceEvent e in samples)
+                {
+                    totals.TryGetValue(e.ThreadID, out var t);
+                    totals[e.ThreadID] = (t.events + 1, t.samples, t.ms);
+                }
+                var stacks = new MutableTraceEventStackSource(log) { OnlyManagedCodeStacks = true };
+                var computer = new SampleProfilerThreadTimeComputer(log, symbols) { IncludeEventSourceEvents = false };
+                computer.GenerateThreadTimeStacks(stacks, samples);
+                var id = new Regex(@"\((\d+)\)");
+                stacks.ForEach(sample =>
+                {
+                    for (var s = sample.StackIndex; s != StackSourceCallStackIndex.Invalid; s = stacks.GetCallerIndex(s))
+                    {
+                        string name = stacks.GetFrameName(stacks.GetFrameIndex(s), false);
+                        if (!name.StartsWith("Thread (")) continue;
+                        var m = id.Match(name);
+                        long tid = m.Success ? long.Parse(m.Groups[1].Value, CultureInfo.InvariantCulture) : 0;
+                        totals.TryGetValue(tid, out var t);
+                        totals[tid] = (t.events, t.samples + 1, t.ms + sample.Metric);
+                        return;
+                    }
+                });
+            }
+            foreach (var (tid, t) in totals)
+                Console.WriteLine(string.Create(CultureInfo.InvariantCulture, $"thread {tid} {t.events} {t.samples} {t.ms:R}"));
+        }
+        finally
+        {
+            Directory.Delete(tmp, true);
         }
     }
 }

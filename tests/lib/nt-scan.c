@@ -61,7 +61,7 @@ static int has_needle(const struct nt_scan *s, const uint8_t *p, size_t n) {
   return 0;
 }
 
-static void count(struct nt_scan *s, uint32_t meta_id, uint64_t thread, int hit) {
+static void count(struct nt_scan *s, uint32_t meta_id, uint64_t thread, uint64_t ts, int hit) {
   const char *prov = "?";
   uint32_t ev = 0;
   for (int i = 0; i < s->nmeta; i++)
@@ -71,6 +71,8 @@ static void count(struct nt_scan *s, uint32_t meta_id, uint64_t thread, int hit)
     if (s->counts[i].thread == thread && s->counts[i].event_id == ev && strcmp(s->counts[i].provider, prov) == 0) {
       s->counts[i].count++;
       s->counts[i].needle_hits += (uint64_t)hit;
+      if (ts < s->counts[i].first_ts) s->counts[i].first_ts = ts;
+      if (ts > s->counts[i].last_ts) s->counts[i].last_ts = ts;
       return;
     }
   if (s->ncounts == (int)(sizeof s->counts / sizeof s->counts[0])) return;
@@ -79,20 +81,21 @@ static void count(struct nt_scan *s, uint32_t meta_id, uint64_t thread, int hit)
   s->counts[s->ncounts].thread = thread;
   s->counts[s->ncounts].count = 1;
   s->counts[s->ncounts].needle_hits = (uint64_t)hit;
+  s->counts[s->ncounts].first_ts = s->counts[s->ncounts].last_ts = ts;
   s->ncounts++;
 }
 
 /* Event or metadata blobs with header compression; the state resets per block. */
 static void scan_blobs(struct nt_scan *s, struct cur *c, size_t end, int is_meta) {
   uint32_t meta = 0, payload = 0;
-  uint64_t thread = 0;
+  uint64_t thread = 0, ts = 0; /* the timestamp: a delta from the block's previous event */
   while (c->off < end && !c->bad) {
     uint8_t flags = u8(c);
     if (flags & 0x01) meta = (uint32_t)varu(c);
     if (flags & 0x02) varu(c), varu(c), varu(c);
     if (flags & 0x04) thread = varu(c);
     if (flags & 0x08) varu(c);
-    varu(c);
+    ts += varu(c);
     if (flags & 0x10) skip(c, 16);
     if (flags & 0x20) skip(c, 16);
     if (flags & 0x80) payload = (uint32_t)varu(c);
@@ -107,7 +110,7 @@ static void scan_blobs(struct nt_scan *s, struct cur *c, size_t end, int is_meta
       s->meta[s->nmeta].event_id = u32(&m);
       if (!m.bad) s->nmeta++;
     } else if (!is_meta) {
-      count(s, meta, thread, has_needle(s, c->p + c->off, payload));
+      count(s, meta, thread, ts, has_needle(s, c->p + c->off, payload));
     }
     c->off += payload;
   }
@@ -157,6 +160,7 @@ void nt_scan(const uint8_t *p, size_t len, struct nt_scan *s) {
       if (!need(&c, 48)) break;
       for (int i = 0; i < 8; i++) s->start_time[i] = (uint16_t)(p[c.off + 2 * i] | p[c.off + 2 * i + 1] << 8);
       s->pointer_size = (uint32_t)(p[c.off + 32] | p[c.off + 33] << 8);
+      for (int i = 7; i >= 0; i--) s->qpc_frequency = s->qpc_frequency << 8 | p[c.off + 24 + i];
       s->sampling_ns = (uint32_t)p[c.off + 44] | (uint32_t)p[c.off + 45] << 8 | (uint32_t)p[c.off + 46] << 16 |
                        (uint32_t)p[c.off + 47] << 24;
       c.off += 48;
@@ -222,6 +226,14 @@ uint64_t nt_scan_count(const struct nt_scan *s, const char *provider, long event
         (thread == 0 || s->counts[i].thread == thread))
       n += s->counts[i].count;
   return n;
+}
+
+double nt_scan_spans_ms(const struct nt_scan *s, const char *provider, uint32_t event_id) {
+  double ms = 0;
+  for (int i = 0; i < s->ncounts; i++)
+    if (strcmp(s->counts[i].provider, provider) == 0 && s->counts[i].event_id == event_id && s->qpc_frequency)
+      ms += (double)(s->counts[i].last_ts - s->counts[i].first_ts) * 1000.0 / (double)s->qpc_frequency;
+  return ms;
 }
 
 uint64_t nt_scan_needle_hits(const struct nt_scan *s, const char *provider, long event_id) {

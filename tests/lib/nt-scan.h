@@ -19,11 +19,17 @@ struct nt_scan {
   uint32_t pointer_size;
   uint32_t sampling_ns;    /* the Trace object's expected sampling interval */
   uint16_t start_time[8];  /* the Trace object's SYSTEMTIME (UTC): y, month, weekday, day, h, m, s, ms */
+  uint64_t qpc_frequency;  /* the Trace object's clock: ticks per second */
   /* metadata id -> provider name */
   struct { uint32_t id; char provider[128]; uint32_t event_id; } meta[NT_SCAN_MAX];
   int nmeta;
   /* events per (provider, event id, thread) */
-  struct { char provider[128]; uint32_t event_id; uint64_t thread; uint64_t count; uint64_t needle_hits; } counts[NT_SCAN_MAX * 4];
+  struct {
+    char provider[128];
+    uint32_t event_id;
+    uint64_t thread, count, needle_hits;
+    uint64_t first_ts, last_ts; /* the earliest and latest timestamps (ticks) */
+  } counts[NT_SCAN_MAX * 4];
   int ncounts;
   uint64_t events;
 };
@@ -32,6 +38,9 @@ struct nt_scan {
 void nt_scan(const uint8_t *p, size_t len, struct nt_scan *out);
 /* Reads a file and scans it; -1 if the file cannot be read. */
 int nt_scan_file(const char *path, struct nt_scan *out);
+/* The sum over threads of the span from the first to the last event of provider and event_id on
+ * each, in milliseconds. */
+double nt_scan_spans_ms(const struct nt_scan *s, const char *provider, uint32_t event_id);
 /* Events of provider (event id, or any when < 0) whose payload holds the needle. */
 uint64_t nt_scan_needle_hits(const struct nt_scan *s, const char *provider, long event_id);
 /* Events of provider (and event id, or any when event_id < 0) on thread (any when thread == 0). */
