@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lib/run.h"
 #include "lib/target-cr.h"
@@ -36,7 +37,8 @@ static const char *thread_block(const char *out, const char *name, size_t *len) 
 
 Test(stacks, every_thread_of_the_sample_now, .timeout = 120) {
   dnt_target t;
-  start(&t, NULL);
+  static const char *const args[] = {"--threads", "1", NULL};
+  start(&t, args);
   char pid[16];
   snprintf(pid, sizeof pid, "%d", (int)t.pid);
   struct dnt_run r;
@@ -50,8 +52,12 @@ Test(stacks, every_thread_of_the_sample_now, .timeout = 120) {
   const char *blocking = thread_block(r.out, "blocking-work", &n);
   cr_assert(blocking, "a blocking-work thread:\n%s", r.out);
   cr_expect(memmem(blocking, n, "Sample!Sample.BlockingWork.WaitLoop", 35), "blocking-work waits:\n%.*s", (int)n, blocking);
-  /* the thread in native code (sleeping) has dotnet-stack's marker on top */
-  cr_expect(strncmp(blocking, "  [Native Frames]\n", 18) == 0, "leaf first:\n%.*s", (int)n, blocking);
+  /* a thread parked in a wait is in native code: dotnet-stack's marker on top, then its managed
+   * caller (blocking-work may be spinning in managed code when sampled) */
+  const char *idle = thread_block(r.out, "idle-1", &n);
+  cr_assert(idle, "an idle-1 thread:\n%s", r.out);
+  cr_expect(strncmp(idle, "  [Native Frames]\n", 18) == 0, "leaf first:\n%.*s", (int)n, idle);
+  cr_expect(memmem(idle, n, "Sample!Sample.IdleWork.Park\n", 28), "idle-1 parks:\n%.*s", (int)n, idle);
   /* ids: the main thread's id is the pid */
   char main_head[64];
   snprintf(main_head, sizeof main_head, "Thread (0x%X) %d ", (unsigned)t.pid, (int)t.pid);
