@@ -39,6 +39,7 @@ int cmd_events(int argc, char **argv);
 int cmd_counters(int argc, char **argv);
 int cmd_perf(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
+int cmd_gc(int argc, char **argv);
 
 extern const struct dnt_usage usage_ps;
 extern const struct dnt_usage usage_info;
@@ -50,6 +51,7 @@ extern const struct dnt_usage usage_events;
 extern const struct dnt_usage usage_counters;
 extern const struct dnt_usage usage_perf;
 extern const struct dnt_usage usage_compare;
+extern const struct dnt_usage usage_gc;
 
 /* Converts a trace's samples (see cmd-convert.c). */
 int dnt_convert(const char *trace, const char *format, const char *output);

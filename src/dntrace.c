@@ -25,6 +25,7 @@ static const struct dnt_cmd commands[] = {
     {"counters", cmd_counters, &usage_counters},
     {"perf", cmd_perf, &usage_perf},
     {"compare", cmd_compare, &usage_compare},
+    {"gc", cmd_gc, &usage_gc},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

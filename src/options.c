@@ -24,6 +24,7 @@ static const struct {
     {DNT_FORMAT_CSV, "csv", NULL},
     {DNT_FORMAT_JSON, "json", NULL},
     {DNT_FORMAT_PROMETHEUS, "prometheus", NULL},
+    {DNT_FORMAT_TEXT, "text", NULL},
 };
 #define NFORMATS (sizeof formats / sizeof formats[0])
 
@@ -299,7 +300,14 @@ int dnt_options_parse(const struct dnt_usage *u, const char *cmd, int argc, char
     if (rc) return rc;
   }
 
-  if (u->operand) {
+  int operand_given = 0;
+  if (u->operand == DNT_OPERAND_OR_TARGET && optind + 1 == argc) {
+    *(const char **)((char *)opts + u->operand_offset) = argv[optind];
+    operand_given = 1;
+  } else if (u->operand == DNT_OPERAND_OR_TARGET && optind < argc) {
+    dnt_error("%s", u->many_operands);
+    return DNT_EXIT_USAGE;
+  } else if (u->operand == DNT_OPERAND_ONE) {
     if (optind + 1 != argc) {
       dnt_error("%s", optind == argc ? u->no_operand : u->many_operands);
       return DNT_EXIT_USAGE;
@@ -312,6 +320,21 @@ int dnt_options_parse(const struct dnt_usage *u, const char *cmd, int argc, char
     dnt_error(f.child ? "unexpected argument '%s' (a command to start goes after '--')" : "unexpected argument '%s'",
               argv[optind]);
     return DNT_EXIT_USAGE;
+  }
+  if (operand_given) { /* a FILE: then no process */
+    const struct dnt_session_target *t = (const struct dnt_session_target *)((char *)opts + f.target_offset);
+    if (f.target && (t->pid > 0 || t->name || t->port || t->child_argv)) {
+      dnt_error("%s", u->many_operands);
+      return DNT_EXIT_USAGE;
+    }
+    return 0;
+  }
+  if (u->operand == DNT_OPERAND_OR_TARGET && f.target) {
+    const struct dnt_session_target *t = (const struct dnt_session_target *)((char *)opts + f.target_offset);
+    if (!(t->pid > 0 || t->name || t->port || t->child_argv)) {
+      dnt_error("%s", u->no_operand);
+      return DNT_EXIT_USAGE;
+    }
   }
   if (f.target &&
       dnt_options_check_target(f.target, (const struct dnt_session_target *)((char *)opts + f.target_offset)) < 0)

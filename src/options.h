@@ -83,7 +83,8 @@ enum dnt_format {
   DNT_FORMAT_FLAMEGRAPH, /* alias svg */
   DNT_FORMAT_CSV,
   DNT_FORMAT_JSON,
-  DNT_FORMAT_PROMETHEUS
+  DNT_FORMAT_PROMETHEUS,
+  DNT_FORMAT_TEXT /* a table for people (gc) */
 };
 #define DNT_FORMAT_BIT(f) (1L << (f))
 /* The conversions of a profile (convert, perf, compare, and collect beside its .nettrace). */
@@ -127,11 +128,14 @@ extern const struct dnt_option dnt_options_target_any[];
 
 /* ---- a command ---- */
 
+enum { DNT_OPERAND_NONE = 0, DNT_OPERAND_ONE = 1, DNT_OPERAND_OR_TARGET = 2 };
+
 struct dnt_usage {
   const char *synopsis; /* the SYNOPSIS of the man page, word for word */
   const char *summary;  /* one line, for 'dntrace --help' */
   const struct dnt_option *options;
-  int operand;          /* 1: exactly one operand (a FILE), at operand_offset (const char *) */
+  int operand;          /* DNT_OPERAND_ONE: exactly one operand (a FILE), at operand_offset (const char *);
+                           DNT_OPERAND_OR_TARGET: a FILE or the target group's options, not both */
   size_t operand_offset;
   const char *no_operand, *many_operands; /* the errors when it is missing, when there are more */
 };

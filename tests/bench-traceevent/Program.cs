@@ -3,6 +3,7 @@
 //   --mode parse   every event decoded (EventPipeEventSource), counted
 //   --mode stacks  the profiler's path: the trace converted to TraceLog, every SampleProfiler
 //                  sample's stack walked to its root with its methods named
+//   --mode gc      TraceEvent's GC analysis, one line per GC (GcStats.cs), for tests/test-gc.c
 using System.Diagnostics;
 using Microsoft.Diagnostics.Tracing;
 using Microsoft.Diagnostics.Tracing.Etlx;
@@ -16,7 +17,7 @@ static class Program
     {
         if (args.Length < 1 || (args.Length == 3 && args[1] != "--mode") || args.Length == 2 || args.Length > 3)
         {
-            Console.Error.WriteLine("usage: BenchTraceEvent FILE.nettrace [--mode parse|stacks]");
+            Console.Error.WriteLine("usage: BenchTraceEvent FILE.nettrace [--mode parse|stacks|gc]");
             return 2;
         }
         string path = args[0], mode = args.Length == 3 ? args[2] : "parse";
@@ -33,6 +34,7 @@ static class Program
             {
                 "parse" => Parse(path),
                 "stacks" => Stacks(path),
+                "gc" => GcStats.Print(path),
                 _ => throw new ArgumentException($"unknown mode '{mode}'"),
             };
             double s = clock.Elapsed.TotalSeconds;
