@@ -3,7 +3,8 @@
  *     (a blocking GC, a background GC paused twice, events delivered out of time order);
  *   - every corpus trace with GCs against TraceEvent's own analysis (tests/bench-traceevent
  *     --mode gc): the same GCs per generation, pauses within 0.1 ms or 1%;
- *   - a fresh gc-collect trace of the sample target against TraceEvent the same way;
+ *   - a fresh gc-collect trace of the sample target (background GCs among them) against
+ *     TraceEvent the same way;
  *   - `dntrace gc -p` on the sample inducing 5 GCs a second: the induced GCs it reports are the
  *     ones the sample made (their numbers, as the sample printed them). */
 #include <criterion/criterion.h>
@@ -195,6 +196,7 @@ struct gc_row {
   unsigned number;
   int generation;
   double pause;
+  int background;
 };
 
 struct rows {
@@ -221,7 +223,11 @@ static void parse_traceevent_rows(const char *out, struct rows *r) {
   r->n = 0;
   for (const char *p = out; p && *p && r->n < 4096; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
     struct gc_row *g = &r->v[r->n];
-    if (sscanf(p, "gc %u %d %*s %*s %lf", &g->number, &g->generation, &g->pause) == 3) r->n++;
+    char type[32];
+    if (sscanf(p, "gc %u %d %31s %*s %lf", &g->number, &g->generation, type, &g->pause) == 4) {
+      g->background = strcmp(type, "BackgroundGC") == 0;
+      r->n++;
+    }
   }
 }
 
@@ -249,8 +255,9 @@ static const char *oracle(void) {
 }
 
 /* Holds dntrace gc's rows for trace to TraceEvent's: per generation the same count, each GC's
- * pause within 0.1 ms or 1%. Returns how many GCs were compared. */
-static size_t compare_with_traceevent(const char *dll, const char *trace) {
+ * pause within 0.1 ms or 1%. Returns how many GCs were compared; *background (may be NULL) how
+ * many of them were background GCs. */
+static size_t compare_with_traceevent(const char *dll, const char *trace, size_t *background) {
   static struct rows mine, theirs;
   struct dnt_run r;
   dnt_run_dntrace(&r, "gc", "--format", "json", trace, NULL);
@@ -279,8 +286,10 @@ static size_t compare_with_traceevent(const char *dll, const char *trace) {
   for (int g = 0; g < 3; g++)
     cr_expect_eq(count[0][g], count[1][g], "%s: %zu gen%d GCs, TraceEvent %zu", trace, count[0][g], g, count[1][g]);
   size_t bad = 0;
+  if (background) *background = 0;
   for (size_t i = 0; i < theirs.n; i++) {
     const struct gc_row *t = &theirs.v[i], *m = NULL;
+    if (background) *background += t->background;
     for (size_t j = 0; j < mine.n && !m; j++)
       if (mine.v[j].number == t->number) m = &mine.v[j];
     double tol = fmax(0.1, 0.01 * t->pause);
@@ -328,7 +337,7 @@ Test(gc_traceevent, every_corpus_trace_with_gcs, .timeout = 300) {
       if (!strstr(e->d_name, ".nettrace")) continue;
       char path[12288];
       snprintf(path, sizeof path, "%s/%s", sub, e->d_name);
-      size_t n = compare_with_traceevent(dll, path);
+      size_t n = compare_with_traceevent(dll, path, NULL);
       if (n) traces++, gcs += n;
     }
     closedir(in);
@@ -406,8 +415,9 @@ Test(gc_traceevent, fresh_trace_of_the_sample, .timeout = 300) {
   DNT_REQUIRE_TARGET();
   const char *dll = oracle();
   if (!dll) cr_skip_test("dotnet is not installed: no TraceEvent to compare with");
-  /* allocations (gen0 and gen1 GCs) and induced gen2 GCs */
-  const char *const args[] = {"--gc-induce", "3", "--no-exceptions", "--no-counters", NULL};
+  /* allocations, and induced gen2 GCs of which every other one is a background GC (whose pause is
+   * its suspensions, not its length) */
+  const char *const args[] = {"--gc-induce", "4", "--gc-background", "--no-exceptions", "--no-counters", NULL};
   dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = args, .wait_socket = 1};
   dnt_target t;
   char err[512], pid[32], dir[] = "/tmp/dnt-gc-XXXXXX", trace[64];
@@ -420,8 +430,10 @@ Test(gc_traceevent, fresh_trace_of_the_sample, .timeout = 300) {
   dnt_target_stop(&t);
   cr_assert_eq(r.status, 0, "dntrace collect: %s", r.err);
   dnt_run_free(&r);
-  size_t n = compare_with_traceevent(dll, trace);
-  cr_expect_geq(n, 9, "%zu GCs in 3 s of the sample inducing 3 a second", n);
+  size_t background;
+  size_t n = compare_with_traceevent(dll, trace, &background);
+  cr_expect_geq(n, 9, "%zu GCs in 3 s of the sample inducing 4 a second", n);
+  cr_expect_geq(background, 3, "%zu background GCs among them", background);
   unlink(trace);
   rmdir(dir);
 }
