@@ -99,7 +99,7 @@ void dnt_gc_write_text(FILE *fp, const struct dnt_gc_analysis *a, size_t top) {
 }
 
 /* A finite number for JSON (NaN and infinities have no JSON form). */
-static void jnum(FILE *fp, double v) { fprintf(fp, "%.6g", isfinite(v) ? v : 0.0); }
+static void jnum(FILE *fp, double v) { fprintf(fp, "%.10g", isfinite(v) ? v : 0.0); }
 
 static void json_gen_stats(FILE *fp, const dnt_gc_gen_stats *gs) {
   fprintf(fp, "{\"count\":%zu,\"induced\":%zu,\"meanPauseMSec\":", gs->count, gs->induced);

@@ -454,3 +454,48 @@ Test(gc_cli, a_file_or_a_process_not_both) {
   cr_expect(strstr(r.err, "/nonexistent.nettrace"), "%s", r.err);
   dnt_run_free(&r);
 }
+
+/* The JSON report read by Python's json module, its summary recomputed there from its rows: the
+ * counts, the total, mean and max pauses, the 99th percentile by nearest rank, the share of time
+ * paused and the longest pauses. */
+Test(gc_cli, json_report_is_json_and_its_summary_its_rows) {
+  char dir[4096];
+  corpus_dir(dir, sizeof dir);
+  if (system("python3 -c 1 >/dev/null 2>&1") != 0) {
+    if (in_ci()) cr_assert_fail("python3 is not installed (CI=true)");
+    cr_skip_test("needs python3 for the JSON check");
+  }
+  char trace[8192], tmp[] = "/tmp/dnt-gcjson-XXXXXX", out[64];
+  snprintf(trace, sizeof trace, "%s/microsoft__perfview/eventpipe-dotnetcore3.0-win-x64-objver4.nettrace", dir);
+  cr_assert(mkdtemp(tmp));
+  snprintf(out, sizeof out, "%s/gc.json", tmp);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "gc", trace, "--format", "json", "--top", "3", "-o", out, NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+  const char *py =
+      "import json, math, sys\n"
+      "d = json.load(open(sys.argv[1]))\n"
+      "gcs, s = d['gcs'], d['summary']\n"
+      "assert len(gcs) == 478 and s['all']['count'] == 478, len(gcs)\n"
+      "for g in range(3):\n"
+      "    p = sorted(x['pauseMSec'] for x in gcs if x['generation'] == g)\n"
+      "    st = s['generations'][g]\n"
+      "    assert st['count'] == len(p), (g, st)\n"
+      "    if p:\n"
+      "        assert abs(st['totalPauseMSec'] - sum(p)) < 1e-3 * len(p), (g, st)\n"
+      "        assert abs(st['meanPauseMSec'] - sum(p) / len(p)) < 1e-3, (g, st)\n"
+      "        assert abs(st['maxPauseMSec'] - p[-1]) < 1e-3, (g, st)\n"
+      "        assert abs(st['p99PauseMSec'] - p[math.ceil(0.99 * len(p)) - 1]) < 1e-3, (g, st)\n"
+      "total = sum(x['pauseMSec'] for x in gcs)\n"
+      "assert abs(s['pausedPercent'] - 100 * total / s['traceMSec']) < 1e-3, s\n"
+      "top = sorted((x['pauseMSec'] for x in gcs), reverse=True)[:3]\n"
+      "got = [x['pauseMSec'] for x in s['longestPauses']]\n"
+      "assert len(got) == 3 and all(abs(a - b) < 1e-3 for a, b in zip(got, top)), (got, top)\n"
+      "assert s['allocationSource'] == 'GCAllocationTick' and s['allocationRateMBPerSec'] > 0, s\n";
+  char *const argv[] = {"/usr/bin/env", "python3", "-c", (char *)py, out, NULL};
+  dnt_run_argv(&r, argv, NULL, 60000);
+  cr_expect_eq(r.status, 0, "%s", r.err);
+  dnt_run_free(&r);
+  unlink(out);
+  rmdir(tmp);
+}
