@@ -149,12 +149,17 @@ static int record(const struct gc_options *o, ntr_parser *p) {
   dnt_loop_run(l.loop, UV_RUN_DEFAULT, __func__);
   rc = 0;
   if (l.parse_failed) {
-    rc = dnt_error("the stream does not parse as nettrace: %s", l.parse_error);
+    dnt_error("the stream does not parse as nettrace: %s", l.parse_error);
     rc = DNT_EXIT_FAILURE;
   } else if (ntr_parser_finish(p) != 0 && !l.s.abandoned) {
     dnt_warning("the session ended before the end of its stream%s%s: the GCs received are shown",
                 l.s.end_msg[0] ? ": " : "", l.s.end_msg);
   }
+  ntr_stats st;
+  ntr_parser_stats(p, &st);
+  if (st.dropped_events)
+    dnt_warning("the runtime dropped %llu events (its buffer was full): some GCs may be incomplete",
+                (unsigned long long)st.dropped_events);
 out:
   dnt_session_close(&l.s);
   while (dnt_loop_run(l.loop, UV_RUN_NOWAIT, __func__)) {}
