@@ -184,6 +184,7 @@ int cmd_gc(int argc, char **argv) {
   if (!a) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   struct dnt_output out = {0};
   char *name = NULL;
+  int damaged = 0;
   rc = DNT_EXIT_FAILURE;
   if (dnt_schema_load_default(schema, err, sizeof err) < 0) {
     dnt_error("cannot read the runtime's event layouts: %s", err);
@@ -199,9 +200,12 @@ int cmd_gc(int argc, char **argv) {
     ntr_stats st;
     if (dnt_trace_zip_note(o.trace, err, sizeof err) > 0) dnt_warning("%s", err);
     int r = dnt_trace_read(o.trace, &cb, a, &st, err, sizeof err);
-    if (r < 0 || r == DNT_TRACE_DAMAGED) {
+    if (r < 0) {
       dnt_error("%s", err);
-      if (r < 0) goto done;
+      goto done;
+    } else if (r == DNT_TRACE_DAMAGED) { /* reported, the GCs before the damage too; exit 1 */
+      dnt_error("%s: the GCs before it are shown", err);
+      damaged = 1;
     } else if (r == DNT_TRACE_TRUNCATED) {
       dnt_warning("%s: the GCs before the cut are shown", err);
     }
@@ -229,7 +233,7 @@ int cmd_gc(int argc, char **argv) {
   size_t n;
   dnt_gc_list(a, &n);
   if (n == 0) fprintf(stderr, "no GC in this trace (record one with 'dntrace gc -p PID' or the gc-collect profile)\n");
-  rc = 0;
+  rc = damaged ? DNT_EXIT_FAILURE : 0;
 done:
   free(name);
   dnt_gc_analysis_free(a);
