@@ -69,7 +69,7 @@ typedef struct dnt_gc_summary {
   const char *alloc_source;  /* "GCAllocationTick" (the runtime's ~100 KB samples), "heap-size
                                 deltas" (each GC's size before less the previous GC's size after),
                                 or "none"; static string */
-  size_t incomplete;         /* GCs begun or ended outside the trace (not in the rows) */
+  size_t incomplete;         /* GCs begun in the trace but not finished in it (not in the rows) */
   uint32_t heaps;            /* GCGlobalHeapHistory's NumHeaps (0: not seen) */
 } dnt_gc_summary;
 

@@ -69,7 +69,7 @@ void dnt_gc_write_text(FILE *fp, const struct dnt_gc_analysis *a, size_t top) {
   }
   fprintf(fp, "\nSummary: %zu GCs in %.3f s of trace", s->all.count, s->trace_ms / 1000.0);
   if (s->heaps) fprintf(fp, ", %u heap%s", s->heaps, s->heaps == 1 ? "" : "s");
-  if (s->incomplete) fprintf(fp, " (%zu more begun or ended outside the trace, not counted)", s->incomplete);
+  if (s->incomplete) fprintf(fp, " (%zu more not finished within the trace, not counted)", s->incomplete);
   fprintf(fp, "\n%-5s %6s %8s %13s %12s %12s %14s %12s\n", "Gen", "Count", "Induced", "Mean pause ms", "Max pause ms",
           "P99 pause ms", "Total pause ms", "Promoted MB");
   for (int g = -1; g < 3; g++) {
