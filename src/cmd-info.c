@@ -31,8 +31,8 @@ const struct dnt_usage usage_info = {
     .options = info_options,
     .operand = DNT_OPERAND_OR_TARGET,
     .operand_offset = O(trace),
-    .no_operand = "a trace file or a process (-p, -n), not both",
-    .many_operands = "one trace file at a time",
+    .no_operand = "name a trace file, or a process with -p PID or -n NAME",
+    .many_operands = "a trace file or a process (-p, -n), not both; one trace file at a time",
 };
 #undef O
 

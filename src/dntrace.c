@@ -26,6 +26,7 @@ static const struct dnt_cmd commands[] = {
     {"perf", cmd_perf, &usage_perf},
     {"compare", cmd_compare, &usage_compare},
     {"stacks", cmd_stacks, &usage_stacks},
+    {"gc", cmd_gc, &usage_gc},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

@@ -25,6 +25,7 @@ static const struct {
     {DNT_FORMAT_CSV, "csv", NULL},
     {DNT_FORMAT_JSON, "json", NULL},
     {DNT_FORMAT_PROMETHEUS, "prometheus", NULL},
+    {DNT_FORMAT_TEXT, "text", NULL},
 };
 #define NFORMATS (sizeof formats / sizeof formats[0])
 
@@ -307,17 +308,14 @@ int dnt_options_parse(const struct dnt_usage *u, const char *cmd, int argc, char
     if (rc) return rc;
   }
 
-  int has_operand = 0;
-  if (u->operand == DNT_OPERAND_OR_TARGET) {
-    if (optind + 1 < argc) {
-      dnt_error("%s", u->many_operands);
-      return DNT_EXIT_USAGE;
-    }
-    if (optind < argc) {
-      *(const char **)((char *)opts + u->operand_offset) = argv[optind];
-      has_operand = 1;
-    }
-  } else if (u->operand) {
+  int operand_given = 0;
+  if (u->operand == DNT_OPERAND_OR_TARGET && optind + 1 == argc) {
+    *(const char **)((char *)opts + u->operand_offset) = argv[optind];
+    operand_given = 1;
+  } else if (u->operand == DNT_OPERAND_OR_TARGET && optind < argc) {
+    dnt_error("%s", u->many_operands);
+    return DNT_EXIT_USAGE;
+  } else if (u->operand == DNT_OPERAND_ONE) {
     if (u->verb && optind + 2 == argc && strcasecmp(argv[optind + 1], u->verb) == 0) {
       *(int *)((char *)opts + u->verb_offset) = 1;
       argc--;
@@ -335,13 +333,22 @@ int dnt_options_parse(const struct dnt_usage *u, const char *cmd, int argc, char
               argv[optind]);
     return DNT_EXIT_USAGE;
   }
-  if (has_operand && f.target) {
+  if (operand_given) { /* a FILE: then no process */
     const struct dnt_session_target *t = (const struct dnt_session_target *)((char *)opts + f.target_offset);
-    if (t->pid || t->name) {
+    if (f.target && (t->pid > 0 || t->name || t->port || t->child_argv)) {
+      dnt_error("%s", u->many_operands);
+      return DNT_EXIT_USAGE;
+    }
+    return 0;
+  }
+  if (u->operand == DNT_OPERAND_OR_TARGET && f.target) {
+    const struct dnt_session_target *t = (const struct dnt_session_target *)((char *)opts + f.target_offset);
+    if (!(t->pid > 0 || t->name || t->port || t->child_argv)) {
       dnt_error("%s", u->no_operand);
       return DNT_EXIT_USAGE;
     }
-  } else if (f.target &&
+  }
+  if (f.target &&
       dnt_options_check_target(f.target, (const struct dnt_session_target *)((char *)opts + f.target_offset)) < 0)
     return DNT_EXIT_USAGE;
   return 0;

@@ -84,7 +84,8 @@ enum dnt_format {
   DNT_FORMAT_CSV,
   DNT_FORMAT_JSON,
   DNT_FORMAT_PROMETHEUS,
-  DNT_FORMAT_PPROF
+  DNT_FORMAT_PPROF,
+  DNT_FORMAT_TEXT /* a table for people (gc) */
 };
 #define DNT_FORMAT_BIT(f) (1L << (f))
 /* The conversions of a profile (convert, perf, compare, and collect beside its .nettrace). */
@@ -140,17 +141,17 @@ struct dnt_usage {
   const char *synopsis; /* the SYNOPSIS of the man page, word for word */
   const char *summary;  /* one line, for 'dntrace --help' */
   const struct dnt_option *options;
-  int operand;          /* DNT_OPERAND_ONE: exactly one operand (a FILE), at operand_offset
-                           (const char *); DNT_OPERAND_OR_TARGET: one operand or the target
-                           group's options, either but not both (info: a trace or a process) */
+  int operand;          /* DNT_OPERAND_ONE: exactly one operand (a FILE), at operand_offset (const char *);
+                           DNT_OPERAND_OR_TARGET: a FILE or the target group's options, not both
+                           (info, gc: a trace or a process) */
   size_t operand_offset;
   const char *verb;     /* DNT_OPERAND_ONE: a word that may follow the operand (any case), as
                            another tool's grammar has it (report FILE topN); sets the int at
                            verb_offset to 1 */
   size_t verb_offset;
   const char *no_operand, *many_operands; /* the errors when it is missing, when there are more
-                                            (DNT_OPERAND_OR_TARGET: no_operand is the error when
-                                            both an operand and a target are given) */
+                                            (DNT_OPERAND_OR_TARGET: when neither a FILE nor a
+                                            target is given; when both are, or two FILEs) */
 };
 
 /* Prints the usage: "usage: SYNOPSIS", the summary, then one line per option (and -h, --help). */

@@ -55,6 +55,33 @@ if [ -x "$exe" ]; then
   rm -f $real
 fi
 
+# dntrace gc: the largest corpus trace with GCs, and a 30 s gc-verbose session of the sample
+# inducing 200 GCs a second while it allocates (rows kept, events not: RSS should not grow with it)
+corpus=${DNT_CORPUS:-${DNT_SRCDIR:-$(dirname "$0")/..}/../shared/corpus}
+gctrace=$corpus/microsoft__perfview/eventpipe-dotnetcore3.0-win-x64-objver4.nettrace
+if [ -f "$gctrace" ]; then
+  echo "== dntrace gc"
+  /usr/bin/time -f "%e %M" -o /tmp/dnt-bench-time $DNT_BIN gc $gctrace >/dev/null 2>&1
+  read -r secs kb < /tmp/dnt-bench-time
+  echo "dntrace gc on $(basename $gctrace) ($(($(stat -c %s $gctrace) / 1000000)) MB, 478 GCs): $secs s, peak RSS $((kb / 1024)) MB"
+fi
+if [ -x "$exe" ]; then
+  gcreal=/tmp/dnt-bench-gc.nettrace
+  "$exe" --gc-induce 200 --no-exceptions --no-counters >/dev/null 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do ls /tmp/dotnet-diagnostic-$pid-*-socket >/dev/null 2>&1 && break; sleep 0.1; done
+  sleep 1
+  $DNT_BIN collect -p $pid --profile gc-verbose --duration 30s -o $gcreal >/dev/null 2>&1
+  kill $pid; wait $pid 2>/dev/null || true
+  /usr/bin/time -f "%e %M" -o /tmp/dnt-bench-time $DNT_BIN gc $gcreal >/tmp/dnt-bench-gc.out 2>&1
+  read -r secs kb < /tmp/dnt-bench-time
+  echo "dntrace gc on a 30 s gc-verbose session ($(($(stat -c %s $gcreal) / 1000000)) MB, $(grep -c '^ *[0-9]' /tmp/dnt-bench-gc.out) rows): $secs s, peak RSS $((kb / 1024)) MB"
+  if [ -f "$b/tests/bench-te/BenchTraceEvent.dll" ]; then
+    dotnet "$b/tests/bench-te/BenchTraceEvent.dll" $gcreal --mode gc | tail -1
+  fi
+  rm -f $gcreal /tmp/dnt-bench-gc.out
+fi
+
 if [ -x "$exe" ]; then
   echo "== dntrace ps / info against a running sample target"
   "$exe" --no-cpu >/dev/null 2>&1 &

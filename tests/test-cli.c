@@ -13,7 +13,7 @@
 #include "config.h"
 #include "lib/run.h"
 
-static const char *commands[] = {"ps", "info", "collect", "dump", "report", "convert", "events", "counters", "perf", "compare", "stacks"};
+static const char *commands[] = {"ps", "info", "collect", "dump", "report", "convert", "events", "counters", "perf", "compare", "stacks", "gc"};
 
 /* The SYNOPSIS of a man page, with the roff escapes taken out. */
 static char *man_synopsis(const char *cmd) {
@@ -419,8 +419,11 @@ Test(cli, a_bad_pid_is_one_error_everywhere) {
 }
 
 Test(cli, no_target_is_one_error_per_set_of_targets) {
-  static const char *const pid_only[][12] = {{"info", NULL}, {"perf", "--duration", "1s", NULL}};
+  static const char *const pid_only[][12] = {{"perf", "--duration", "1s", NULL}};
   same_error(pid_only, NCASES(pid_only), (const char *const[]){"-p PID", "-n NAME", NULL});
+  /* the commands that read a trace or ask a process */
+  static const char *const file_or_pid[][12] = {{"info", NULL}, {"gc", NULL}};
+  same_error(file_or_pid, NCASES(file_or_pid), (const char *const[]){"trace file", "-p PID", "-n NAME", NULL});
   static const char *const any[][12] = {
       {"collect", NULL},
       {"counters", "collect", NULL},
@@ -428,7 +431,8 @@ Test(cli, no_target_is_one_error_per_set_of_targets) {
       {"counters", "serve", "-p", "1", "-n", "x", NULL},
   };
   same_error(any, NCASES(any), (const char *const[]){"-p PID", "-n NAME", "--diagnostic-port PATH", "-- CMD", NULL});
-  static const char *const port[][12] = {{"dump", NULL}, {"dump", "-n", "x", "--diagnostic-port", "/nowhere", NULL}};
+  static const char *const port[][12] = {
+      {"dump", NULL}, {"dump", "-n", "x", "--diagnostic-port", "/nowhere", NULL}, {"stacks", NULL}};
   same_error(port, NCASES(port), (const char *const[]){"-p PID", "-n NAME", "--diagnostic-port PATH", NULL});
 }
 

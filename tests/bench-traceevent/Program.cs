@@ -7,6 +7,7 @@
 //   --mode threadtime FILE...  per thread, the samples and the thread time that dotnet-trace's
 //                  speedscope and Chromium exports hold, computed as dotnet-trace computes them
 //                  (SampleProfilerThreadTimeComputer over a TraceLog); no timing line
+//   --mode gc      TraceEvent's GC analysis, one line per GC (GcStats.cs), for tests/test-gc.c
 using System.Diagnostics;
 using System.Globalization;
 using System.IO.Compression;
@@ -43,7 +44,7 @@ static class Program
         }
         if (args.Length < 1 || (args.Length == 3 && args[1] != "--mode") || args.Length == 2 || args.Length > 3)
         {
-            Console.Error.WriteLine("usage: BenchTraceEvent FILE.nettrace [--mode parse|stacks]\n" +
+            Console.Error.WriteLine("usage: BenchTraceEvent FILE.nettrace [--mode parse|stacks|gc]\n" +
                                     "       BenchTraceEvent --mode threadtime FILE...");
             return 2;
         }
@@ -61,6 +62,7 @@ static class Program
             {
                 "parse" => Parse(path),
                 "stacks" => Stacks(path),
+                "gc" => GcStats.Print(path),
                 _ => throw new ArgumentException($"unknown mode '{mode}'"),
             };
             double s = clock.Elapsed.TotalSeconds;

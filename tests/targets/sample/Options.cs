@@ -9,12 +9,16 @@ namespace Sample
         public const string Usage =
             "usage: Sample [--seconds N] [--exit-code N] [--no-cpu] [--no-blocking] [--no-alloc]\n" +
             "              [--no-exceptions] [--no-counters] [--event-rate N] [--gen2 N] [--threads N]\n" +
+            "              [--gc-induce N] [--gc-background]\n" +
             "  --seconds N      run N seconds, then exit (default: until killed or Ctrl+C)\n" +
             "  --exit-code N    exit with N when done\n" +
             "  --event-rate N   emit about N Sample-Load events per second (0: off; very high: as fast as possible)\n" +
             "  --gen2 N         force N gen2 collections before 'ready', then print 'gen2 COUNT' (GC.CollectionCount(2))\n" +
             "                   every 250 ms: the runtime's own count, for a test to compare with\n" +
-            "  --threads N      also start N idle threads (idle-1 .. idle-N) parked in IdleWork.Park";
+            "  --threads N      also start N idle threads (idle-1 .. idle-N) parked in IdleWork.Park\n" +
+            "  --gc-induce N    call GC.Collect() N times a second, printing 'induced GC' after each, GC being\n" +
+            "                   GC.CollectionCount(0) then: the number the runtime gave that collection\n" +
+            "  --gc-background  with --gc-induce: every other induced collection is a background one";
 
         public double Seconds;
         public int ExitCode;
@@ -22,6 +26,8 @@ namespace Sample
         public long EventRate;
         public int Gen2 = -1;
         public int IdleThreads;
+        public double GcInduce;
+        public bool GcBackground;
 
         public static Options Parse(string[] args)
         {
@@ -36,6 +42,8 @@ namespace Sample
                     case "--event-rate": o.EventRate = long.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
                     case "--gen2": o.Gen2 = int.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
                     case "--threads": o.IdleThreads = int.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
+                    case "--gc-induce": o.GcInduce = double.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
+                    case "--gc-background": o.GcBackground = true; break;
                     case "--no-cpu": o.Cpu = false; break;
                     case "--no-blocking": o.Blocking = false; break;
                     case "--no-alloc": o.Alloc = false; break;

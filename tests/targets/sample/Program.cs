@@ -39,6 +39,7 @@ namespace Sample
             Console.WriteLine("ready");
             Console.Out.Flush();
             if (opts.Gen2 >= 0) workers.Spawn("gc-report", () => GcReport(stop.Token));
+            if (opts.GcInduce > 0) workers.Spawn("gc-induce", () => GcInduce(opts.GcInduce, opts.GcBackground, stop.Token));
 
             if (opts.Seconds > 0)
                 stop.Token.WaitHandle.WaitOne(TimeSpan.FromSeconds(opts.Seconds));
@@ -47,6 +48,26 @@ namespace Sample
             stop.Cancel();
             workers.Join();
             return opts.ExitCode;
+        }
+
+        // Induced collections at a steady rate, each followed by its number (GC.CollectionCount(0)
+        // counts every GC, so right after GC.Collect it is the number of that collection): the
+        // known answer of `dntrace gc` on this process.
+        // With background, every other one is a background gen2 GC (not blocking): the kind whose
+        // pause is not its length.
+        private static void GcInduce(double perSecond, bool background, CancellationToken stop)
+        {
+            var period = TimeSpan.FromSeconds(1 / perSecond);
+            long n = 0;
+            do
+            {
+                if (background && n++ % 2 == 1)
+                    GC.Collect(2, GCCollectionMode.Forced, blocking: false);
+                else
+                    GC.Collect();
+                Console.WriteLine("induced " + GC.CollectionCount(0));
+                Console.Out.Flush();
+            } while (!stop.WaitHandle.WaitOne(period));
         }
 
         // The runtime's own gen2 count, read here in the process, beside what the metrics report.

@@ -1,0 +1,490 @@
+/* dntrace gc and analyze/'s GC analysis:
+ *   - the pairing rules on event sequences made here, whose pauses are known by construction
+ *     (a blocking GC, a background GC paused twice, events delivered out of time order);
+ *   - every corpus trace with GCs against TraceEvent's own analysis (tests/bench-traceevent
+ *     --mode gc): the same GCs per generation, pauses within 0.1 ms or 1%;
+ *   - a fresh gc-collect trace of the sample target (background GCs among them) against
+ *     TraceEvent the same way;
+ *   - `dntrace gc -p` on the sample inducing 5 GCs a second: the induced GCs it reports are the
+ *     ones the sample made (their numbers, as the sample printed them). */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <math.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dnt-analyze.h"
+#include "lib/run.h"
+#include "lib/target-cr.h"
+
+static int in_ci(void) {
+  const char *ci = getenv("CI");
+  return ci && strcmp(ci, "true") == 0;
+}
+
+/* ---- the rules, on events made here ---- */
+
+#define RT "Microsoft-Windows-DotNETRuntime"
+
+struct feed {
+  struct dnt_schema *schema;
+  struct dnt_gc_analysis *a;
+  uint8_t buf[256];
+  size_t len;
+};
+
+static void feed_init(struct feed *f) {
+  memset(f, 0, sizeof *f);
+  char err[256];
+  f->schema = dnt_schema_new();
+  cr_assert(f->schema);
+  cr_assert_eq(dnt_schema_load_default(f->schema, err, sizeof err), 0, "%s", err);
+  f->a = dnt_gc_analysis_new(f->schema);
+  cr_assert(f->a);
+  /* 1 tick = 1 us, so a timestamp of 12000 is 12 ms */
+  ntr_trace t = {.sync_time_qpc = 0, .qpc_frequency = 1000000, .pointer_size = 8};
+  dnt_gc_on_trace(f->a, &t);
+}
+
+static void feed_free(struct feed *f) {
+  dnt_gc_analysis_free(f->a);
+  dnt_schema_free(f->schema);
+}
+
+static void put32(struct feed *f, uint32_t v) {
+  memcpy(f->buf + f->len, &v, 4);
+  f->len += 4;
+}
+static void put16(struct feed *f, uint16_t v) {
+  memcpy(f->buf + f->len, &v, 2);
+  f->len += 2;
+}
+static void put64(struct feed *f, uint64_t v) {
+  memcpy(f->buf + f->len, &v, 8);
+  f->len += 8;
+}
+
+/* One event of the runtime provider at ms on thread tid, its payload built in f->buf. */
+static void send(struct feed *f, uint32_t id, uint32_t version, double ms, uint64_t tid) {
+  ntr_metadata md = {0};
+  md.provider = RT;
+  md.event_id = id;
+  md.version = version;
+  ntr_event ev = {0};
+  ev.metadata = &md;
+  ev.thread_id = tid;
+  ev.timestamp = (uint64_t)llround(ms * 1000);
+  ev.payload = f->buf;
+  ev.payload_size = (uint32_t)f->len;
+  cr_assert_eq(dnt_gc_on_event(f->a, &ev), 0);
+  f->len = 0;
+}
+
+static void suspend_begin(struct feed *f, double ms, uint64_t tid, uint32_t reason) {
+  put32(f, reason), put32(f, 0), put16(f, 0);
+  send(f, 9, 1, ms, tid);
+}
+static void no_payload(struct feed *f, uint32_t id, double ms, uint64_t tid) {
+  put16(f, 0);
+  send(f, id, 1, ms, tid);
+}
+static void gc_start(struct feed *f, double ms, uint64_t tid, uint32_t count, uint32_t depth, uint32_t reason,
+                     uint32_t type) {
+  put32(f, count), put32(f, depth), put32(f, reason), put32(f, type), put16(f, 0), put64(f, 0);
+  send(f, 1, 2, ms, tid);
+}
+static void gc_end(struct feed *f, double ms, uint64_t tid, uint32_t count, uint32_t depth) {
+  put32(f, count), put32(f, depth), put16(f, 0);
+  send(f, 2, 1, ms, tid);
+}
+/* GCHeapStats with gen0..POH after = (1, 2, 3, 4, 5) MB and promoted 0.5 MB in gen1 */
+static void heap_stats(struct feed *f, double ms, uint64_t tid) {
+  for (int g = 0; g < 4; g++) put64(f, (uint64_t)(g + 1) * 1000000), put64(f, g == 1 ? 500000 : 0);
+  put64(f, 0), put64(f, 0), put32(f, 7), put32(f, 0), put32(f, 0), put16(f, 0);
+  put64(f, 5000000), put64(f, 0);
+  send(f, 4, 2, ms, tid);
+}
+
+static void sequence_point(struct feed *f) { cr_assert_eq(dnt_gc_on_sequence_point(f->a, NULL), 0); }
+
+Test(gc_rules, blocking_gc_pause_is_suspension_start_to_restart_end) {
+  struct feed f;
+  feed_init(&f);
+  suspend_begin(&f, 10, 1, 1);
+  no_payload(&f, 8, 11, 1); /* SuspendEEEnd */
+  gc_start(&f, 12, 1, 7, 0, 0, 0);
+  gc_end(&f, 15, 1, 7, 0);
+  heap_stats(&f, 15.5, 1);
+  no_payload(&f, 7, 16, 1); /* RestartEEBegin */
+  no_payload(&f, 3, 17, 1); /* RestartEEEnd */
+  dnt_gc_analysis_finish(f.a);
+  size_t n;
+  const dnt_gc *g = dnt_gc_list(f.a, &n);
+  cr_assert_eq(n, 1);
+  cr_expect(g[0].complete);
+  cr_expect_eq(g[0].number, 7);
+  cr_expect_float_eq(g[0].pause_ms, 7.0, 1e-9, "pause %f", g[0].pause_ms);
+  cr_expect_float_eq(g[0].suspend_ms, 1.0, 1e-9);
+  cr_expect_float_eq(g[0].duration_ms, 3.0, 1e-9);
+  cr_expect_float_eq(g[0].heap_after_mb, 15.0, 1e-9, "after %f", g[0].heap_after_mb); /* 1+2+3+4+5 */
+  cr_expect_float_eq(g[0].promoted_mb, 0.5, 1e-9);
+  cr_expect_eq(g[0].pinned_objects, 7);
+  feed_free(&f);
+}
+
+/* A background GC's pause is its suspensions, not its length: the first (10 -> 14 ms, restarted
+ * by the thread that suspended for it) and the one its own thread makes for its final phase
+ * (200 -> 203 ms); it ends at GCHeapStats, with no restart after it. */
+Test(gc_rules, background_gc_pause_is_its_suspensions) {
+  struct feed f;
+  feed_init(&f);
+  suspend_begin(&f, 10, 1, 1);
+  no_payload(&f, 8, 11, 1);
+  gc_start(&f, 12, 2, 9, 2, 0, DNT_GC_BACKGROUND);
+  no_payload(&f, 3, 14, 1);
+  suspend_begin(&f, 200, 2, 6); /* SuspendForGCPrep, on the background GC's thread */
+  no_payload(&f, 8, 201, 2);
+  no_payload(&f, 3, 203, 2);
+  gc_end(&f, 250, 2, 9, 2);
+  heap_stats(&f, 250, 2);
+  dnt_gc_analysis_finish(f.a);
+  size_t n;
+  const dnt_gc *g = dnt_gc_list(f.a, &n);
+  cr_assert_eq(n, 1);
+  cr_expect(g[0].complete);
+  cr_expect_eq(g[0].type, DNT_GC_BACKGROUND);
+  cr_expect_float_eq(g[0].pause_ms, 4.0 + 3.0, 1e-9, "pause %f", g[0].pause_ms);
+  cr_expect_float_eq(g[0].suspend_ms, 1.0 + 1.0, 1e-9, "suspend %f", g[0].suspend_ms);
+  cr_expect_float_eq(g[0].duration_ms, 238.0, 1e-9);
+  feed_free(&f);
+}
+
+/* A server GC logs its GCStart on a GC thread: that thread's events arrive after the RestartEE of
+ * the thread that suspended, yet belong between its SuspendEEEnd and GCEnd. */
+Test(gc_rules, events_are_paired_in_time_order_not_arrival_order) {
+  struct feed f;
+  feed_init(&f);
+  suspend_begin(&f, 10, 1, 1);
+  no_payload(&f, 8, 11, 1);
+  gc_end(&f, 15, 1, 3, 1);
+  heap_stats(&f, 15, 1);
+  no_payload(&f, 3, 16, 1);
+  gc_start(&f, 12, 5, 3, 1, 1, 0); /* thread 5, 12 ms: delivered last */
+  sequence_point(&f);
+  /* a GCStart with no suspension before it (the trace began during the GC) is not a GC */
+  gc_start(&f, 30, 5, 4, 0, 0, 0);
+  dnt_gc_analysis_finish(f.a);
+  size_t n;
+  const dnt_gc *g = dnt_gc_list(f.a, &n);
+  cr_assert_eq(n, 1, "%zu GCs", n);
+  cr_expect(g[0].complete);
+  cr_expect_eq(g[0].generation, 1);
+  cr_expect_float_eq(g[0].pause_ms, 6.0, 1e-9, "pause %f", g[0].pause_ms);
+  const dnt_gc_summary *s = dnt_gc_get_summary(f.a);
+  cr_expect_eq(s->gen[1].count, 1);
+  cr_expect_eq(s->all.induced, 1);
+  feed_free(&f);
+}
+
+/* ---- against TraceEvent ---- */
+
+struct gc_row {
+  unsigned number;
+  int generation;
+  double pause;
+  int background;
+};
+
+struct rows {
+  struct gc_row v[4096];
+  size_t n;
+};
+
+/* dntrace gc --format json's rows (the objects of "gcs"). */
+static void parse_dntrace_rows(const char *json, struct rows *r) {
+  r->n = 0;
+  const char *end = strstr(json, "\"summary\"");
+  for (const char *p = strstr(json, "{\"number\":"); p && (!end || p < end) && r->n < 4096;
+       p = strstr(p + 1, "{\"number\":")) {
+    struct gc_row *g = &r->v[r->n];
+    const char *pause = strstr(p, "\"pauseMSec\":");
+    cr_assert(pause && sscanf(p, "{\"number\":%u,\"generation\":%d", &g->number, &g->generation) == 2 &&
+              sscanf(pause, "\"pauseMSec\":%lf", &g->pause) == 1, "unreadable row: %.200s", p);
+    r->n++;
+  }
+}
+
+/* BenchTraceEvent --mode gc's lines: "gc NUMBER GEN TYPE REASON PAUSE ...". */
+static void parse_traceevent_rows(const char *out, struct rows *r) {
+  r->n = 0;
+  for (const char *p = out; p && *p && r->n < 4096; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+    struct gc_row *g = &r->v[r->n];
+    char type[32];
+    if (sscanf(p, "gc %u %d %31s %*s %lf", &g->number, &g->generation, type, &g->pause) == 4) {
+      g->background = strcmp(type, "BackgroundGC") == 0;
+      r->n++;
+    }
+  }
+}
+
+/* The oracle, tests/bench-traceevent built by `make check` into the build tree (check_DATA in
+ * tests/Makemodule.am; dotnet restores TraceEvent from NuGet). NULL when it is not there (skip,
+ * or fail under CI=true). */
+static const char *oracle(void) {
+  static char dll[4096];
+  const char *b = getenv("DNT_BUILDDIR");
+  snprintf(dll, sizeof dll, "%s/tests/oracle-te/out/BenchTraceEvent.dll", b ? b : ".");
+  if (access(dll, R_OK) == 0) return dll;
+  if (in_ci()) cr_assert_fail("no TraceEvent oracle at %s (CI=true: it is the GC analysis's oracle)", dll);
+  return NULL;
+}
+
+/* Holds dntrace gc's rows for trace to TraceEvent's: per generation the same count, each GC's
+ * pause within 0.1 ms or 1%. Returns how many GCs were compared; *background (may be NULL) how
+ * many of them were background GCs. */
+static size_t compare_with_traceevent(const char *dll, const char *trace, size_t *background) {
+  static struct rows mine, theirs;
+  struct dnt_run r;
+  dnt_run_dntrace(&r, "gc", "--format", "json", trace, NULL);
+  cr_assert_eq(r.status, 0, "dntrace gc %s: %s", trace, r.err);
+  parse_dntrace_rows(r.out, &mine);
+  dnt_run_free(&r);
+  if (mine.n == 0) return 0;
+  char *const argv[] = {"/usr/bin/env", "dotnet", (char *)dll, (char *)trace, "--mode", "gc", NULL};
+  struct dnt_run te;
+  dnt_run_argv(&te, argv, NULL, 120000);
+  if (te.status != 0 && strstr(te.err, "Read past end of stream")) {
+    /* TraceEvent cannot read a trace cut short (dotnet__diagnostics/trace.nettrace): dntrace says
+     * it is truncated, and there is nothing to compare with */
+    dnt_run_dntrace(&r, "gc", trace, NULL);
+    cr_expect(strstr(r.err, "truncated"), "TraceEvent cannot read %s, which dntrace does not call truncated", trace);
+    dnt_run_free(&r);
+    dnt_run_free(&te);
+    return 0;
+  }
+  cr_assert_eq(te.status, 0, "TraceEvent on %s: %s", trace, te.err);
+  parse_traceevent_rows(te.out, &theirs);
+  dnt_run_free(&te);
+  size_t count[2][3] = {{0}};
+  for (size_t i = 0; i < mine.n; i++) count[0][mine.v[i].generation]++;
+  for (size_t i = 0; i < theirs.n; i++) count[1][theirs.v[i].generation]++;
+  for (int g = 0; g < 3; g++)
+    cr_expect_eq(count[0][g], count[1][g], "%s: %zu gen%d GCs, TraceEvent %zu", trace, count[0][g], g, count[1][g]);
+  size_t bad = 0;
+  if (background) *background = 0;
+  for (size_t i = 0; i < theirs.n; i++) {
+    const struct gc_row *t = &theirs.v[i], *m = NULL;
+    if (background) *background += t->background;
+    for (size_t j = 0; j < mine.n && !m; j++)
+      if (mine.v[j].number == t->number) m = &mine.v[j];
+    double tol = fmax(0.1, 0.01 * t->pause);
+    if (!m || m->generation != t->generation || fabs(m->pause - t->pause) > tol) {
+      if (bad++ < 5)
+        cr_expect_fail("%s: GC %u gen%d pause %.4f ms (TraceEvent) vs %s gen%d %.4f ms", trace, t->number,
+                       t->generation, t->pause, m ? "dntrace" : "missing in dntrace", m ? m->generation : -1,
+                       m ? m->pause : 0.0);
+    }
+  }
+  cr_expect_eq(bad, 0, "%s: %zu GCs differ from TraceEvent's", trace, bad);
+  return theirs.n;
+}
+
+static const char *corpus_dir(char *buf, size_t cap) {
+  const char *d = getenv("DNT_CORPUS"), *src = getenv("DNT_SRCDIR");
+  if (d && *d)
+    snprintf(buf, cap, "%s", d);
+  else
+    snprintf(buf, cap, "%s/../shared/corpus", src ? src : "..");
+  struct stat st;
+  if (stat(buf, &st) != 0) {
+    if (in_ci()) cr_assert_fail("no corpus at %s (CI=true: a missing corpus is a failure)", buf);
+    cr_skip_test("no corpus at %s (set DNT_CORPUS)", buf);
+  }
+  return buf;
+}
+
+Test(gc_traceevent, every_corpus_trace_with_gcs, .timeout = 300) {
+  char dir[4096];
+  corpus_dir(dir, sizeof dir);
+  const char *dll = oracle();
+  if (!dll) cr_skip_test("dotnet is not installed: no TraceEvent to compare with");
+  size_t traces = 0, gcs = 0;
+  DIR *top = opendir(dir);
+  cr_assert(top);
+  struct dirent *d, *e;
+  while ((d = readdir(top))) {
+    if (d->d_name[0] == '.') continue;
+    char sub[8192];
+    snprintf(sub, sizeof sub, "%s/%s", dir, d->d_name);
+    DIR *in = opendir(sub);
+    if (!in) continue;
+    while ((e = readdir(in))) {
+      if (!strstr(e->d_name, ".nettrace")) continue;
+      char path[12288];
+      snprintf(path, sizeof path, "%s/%s", sub, e->d_name);
+      size_t n = compare_with_traceevent(dll, path, NULL);
+      if (n) traces++, gcs += n;
+    }
+    closedir(in);
+  }
+  closedir(top);
+  /* the corpus holds three such traces TraceEvent reads (net10 server GC, .NET 5, .NET Core 3.0) */
+  cr_expect_geq(traces, 3, "%zu corpus traces with GCs compared", traces);
+  cr_expect_geq(gcs, 480, "%zu GCs compared", gcs);
+}
+
+/* ---- the sample target ---- */
+
+/* The "induced N" lines the sample printed so far: seen[N] = 1. */
+static void read_induced(int fd, unsigned char *seen, size_t max, char *carry, size_t cap) {
+  char buf[4096];
+  struct pollfd p = {fd, POLLIN, 0};
+  while (poll(&p, 1, 0) > 0 && (p.revents & POLLIN)) {
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    if (n <= 0) break;
+    buf[n] = '\0';
+    size_t have = strlen(carry);
+    snprintf(carry + have, cap - have, "%s", buf);
+    char *line = carry, *nl;
+    while ((nl = strchr(line, '\n'))) {
+      *nl = '\0';
+      unsigned long c;
+      if (sscanf(line, "induced %lu", &c) == 1 && c < max) seen[c] = 1;
+      line = nl + 1;
+    }
+    memmove(carry, line, strlen(line) + 1);
+  }
+}
+
+Test(gc_live, induced_gcs_of_the_sample_are_the_ones_it_made, .timeout = 120) {
+  DNT_REQUIRE_TARGET();
+  const char *const args[] = {"--gc-induce", "5", "--no-alloc", "--no-exceptions", "--no-counters", NULL};
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = args, .wait_socket = 1};
+  dnt_target t;
+  char err[512], pid[32];
+  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  struct dnt_run r;
+  dnt_run_dntrace(&r, "gc", "-p", pid, "--duration", "3s", "--format", "json", NULL);
+  usleep(300 * 1000); /* the sample's last lines */
+  static unsigned char seen[100000];
+  char carry[8192] = "";
+  read_induced(t.stdout_fd, seen, sizeof seen, carry, sizeof carry);
+  dnt_target_stop(&t);
+  cr_assert_eq(r.status, 0, "dntrace gc -p: %s", r.err);
+  /* the induced GCs dntrace reports, by number */
+  size_t n = 0, lo = SIZE_MAX, hi = 0, strangers = 0;
+  for (const char *p = strstr(r.out, "{\"number\":"); p; p = strstr(p + 1, "{\"number\":")) {
+    unsigned number;
+    cr_assert_eq(sscanf(p, "{\"number\":%u", &number), 1);
+    const char *reason = strstr(p, "\"reason\":\"");
+    if (!reason || strncmp(reason + 10, "Induced\"", 8) != 0) continue;
+    n++;
+    lo = number < lo ? number : lo;
+    hi = number > hi ? number : hi;
+    if (number >= sizeof seen || !seen[number]) strangers++;
+  }
+  /* every GC.Collect the sample made within that span is there, and nothing else induced */
+  size_t made = 0;
+  for (size_t c = lo; c <= hi && c < sizeof seen; c++) made += seen[c];
+  cr_expect_eq(strangers, 0, "%zu induced GCs the sample did not make:\n%s", strangers, r.out);
+  cr_expect_eq(n, made, "dntrace reports %zu induced GCs between GC %zu and %zu, the sample made %zu", n, lo, hi,
+               made);
+  /* 3 s at 5 a second: about 15 (the session's start and stop take their share of the window) */
+  cr_expect(n >= 10 && n <= 17, "%zu induced GCs in 3 s at 5 a second:\n%s", n, r.out);
+  cr_expect(strstr(r.out, "\"induced\":"), "the summary counts them");
+  dnt_run_free(&r);
+}
+
+Test(gc_traceevent, fresh_trace_of_the_sample, .timeout = 300) {
+  DNT_REQUIRE_TARGET();
+  const char *dll = oracle();
+  if (!dll) cr_skip_test("dotnet is not installed: no TraceEvent to compare with");
+  /* allocations, and induced gen2 GCs of which every other one is a background GC (whose pause is
+   * its suspensions, not its length) */
+  const char *const args[] = {"--gc-induce", "4", "--gc-background", "--no-exceptions", "--no-counters", NULL};
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = args, .wait_socket = 1};
+  dnt_target t;
+  char err[512], pid[32], dir[] = "/tmp/dnt-gc-XXXXXX", trace[64];
+  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
+  cr_assert(mkdtemp(dir));
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  snprintf(trace, sizeof trace, "%s/gc.nettrace", dir);
+  struct dnt_run r;
+  dnt_run_dntrace(&r, "collect", "-p", pid, "--profile", "gc-collect", "--duration", "3s", "-o", trace, NULL);
+  dnt_target_stop(&t);
+  cr_assert_eq(r.status, 0, "dntrace collect: %s", r.err);
+  dnt_run_free(&r);
+  size_t background;
+  size_t n = compare_with_traceevent(dll, trace, &background);
+  cr_expect_geq(n, 9, "%zu GCs in 3 s of the sample inducing 4 a second", n);
+  cr_expect_geq(background, 3, "%zu background GCs among them", background);
+  unlink(trace);
+  rmdir(dir);
+}
+
+/* ---- the command line ---- */
+
+Test(gc_cli, a_file_or_a_process_not_both) {
+  struct dnt_run r;
+  cr_expect_eq(dnt_run_dntrace(&r, "gc", NULL), 2);
+  cr_expect(strstr(r.err, "name a trace file, or a process"), "%s", r.err);
+  dnt_run_free(&r);
+  cr_expect_eq(dnt_run_dntrace(&r, "gc", "x.nettrace", "-p", "1", NULL), 2);
+  cr_expect(strstr(r.err, "one trace file, or one process"), "%s", r.err);
+  dnt_run_free(&r);
+  cr_expect_eq(dnt_run_dntrace(&r, "gc", "x.nettrace", "--duration", "3s", NULL), 2);
+  dnt_run_free(&r);
+  cr_expect_eq(dnt_run_dntrace(&r, "gc", "/nonexistent.nettrace", NULL), 1);
+  cr_expect(strstr(r.err, "/nonexistent.nettrace"), "%s", r.err);
+  dnt_run_free(&r);
+}
+
+/* The JSON report read by Python's json module, its summary recomputed there from its rows: the
+ * counts, the total, mean and max pauses, the 99th percentile by nearest rank, the share of time
+ * paused and the longest pauses. */
+Test(gc_cli, json_report_is_json_and_its_summary_its_rows) {
+  char dir[4096];
+  corpus_dir(dir, sizeof dir);
+  if (system("python3 -c 1 >/dev/null 2>&1") != 0) {
+    if (in_ci()) cr_assert_fail("python3 is not installed (CI=true)");
+    cr_skip_test("needs python3 for the JSON check");
+  }
+  char trace[8192], tmp[] = "/tmp/dnt-gcjson-XXXXXX", out[64];
+  snprintf(trace, sizeof trace, "%s/microsoft__perfview/eventpipe-dotnetcore3.0-win-x64-objver4.nettrace", dir);
+  cr_assert(mkdtemp(tmp));
+  snprintf(out, sizeof out, "%s/gc.json", tmp);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "gc", trace, "--format", "json", "--top", "3", "-o", out, NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+  const char *py =
+      "import json, math, sys\n"
+      "d = json.load(open(sys.argv[1]))\n"
+      "gcs, s = d['gcs'], d['summary']\n"
+      "assert len(gcs) == 478 and s['all']['count'] == 478, len(gcs)\n"
+      "for g in range(3):\n"
+      "    p = sorted(x['pauseMSec'] for x in gcs if x['generation'] == g)\n"
+      "    st = s['generations'][g]\n"
+      "    assert st['count'] == len(p), (g, st)\n"
+      "    if p:\n"
+      "        assert abs(st['totalPauseMSec'] - sum(p)) < 1e-3 * len(p), (g, st)\n"
+      "        assert abs(st['meanPauseMSec'] - sum(p) / len(p)) < 1e-3, (g, st)\n"
+      "        assert abs(st['maxPauseMSec'] - p[-1]) < 1e-3, (g, st)\n"
+      "        assert abs(st['p99PauseMSec'] - p[math.ceil(0.99 * len(p)) - 1]) < 1e-3, (g, st)\n"
+      "total = sum(x['pauseMSec'] for x in gcs)\n"
+      "assert abs(s['pausedPercent'] - 100 * total / s['traceMSec']) < 1e-3, s\n"
+      "top = sorted((x['pauseMSec'] for x in gcs), reverse=True)[:3]\n"
+      "got = [x['pauseMSec'] for x in s['longestPauses']]\n"
+      "assert len(got) == 3 and all(abs(a - b) < 1e-3 for a, b in zip(got, top)), (got, top)\n"
+      "assert s['allocationSource'] == 'GCAllocationTick' and s['allocationRateMBPerSec'] > 0, s\n";
+  char *const argv[] = {"/usr/bin/env", "python3", "-c", (char *)py, out, NULL};
+  dnt_run_argv(&r, argv, NULL, 60000);
+  cr_expect_eq(r.status, 0, "%s", r.err);
+  dnt_run_free(&r);
+  unlink(out);
+  rmdir(tmp);
+}
