@@ -80,6 +80,8 @@ static void ask_all(struct ps_list *l) {
   for (size_t i = 0; i < l->count; i++) {
     struct ps_row *r = &l->rows[i];
     if (r->cmdline) continue;
+    /* not answered (its socket may be another user's): the version its mapped runtime says */
+    if (!r->version[0]) dsipc_mapped_runtime_version(r->pid, r->version, sizeof r->version);
     char buf[4096];
     r->cmdline = dnt_xstrdup(dnt_process_cmdline(r->pid, buf, sizeof buf));
   }
