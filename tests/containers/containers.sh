@@ -186,6 +186,13 @@ rc=$?
 check "(a) root: collect writes the trace to the sidecar's volume, and report reads it on the host" \
   eval '[ $rc -eq 0 ] && hot_in_report "$work/a_collect/a.nettrace"'
 echo "# figure: podman run of the sidecar to the first trace byte on the volume: ${first_ms:-?} ms"
+# kubectl debug gives no volume: the trace written into the app's own /tmp (reached through
+# /proc/1/root, as dntrace reaches its socket), then copied out of the app (kubectl cp)
+side a_debug --cap-add SYS_PTRACE -- collect -p 1 --duration 1s -o /proc/1/root/tmp/k.nettrace
+rc=$?
+podman cp "$run-app:/tmp/k.nettrace" "$work/k.nettrace" >>"$work/last" 2>&1
+check "(a) root: collect -o /proc/1/root/tmp/FILE writes into the app's /tmp (kubectl debug), copied out, report reads it" \
+  eval '[ $rc -eq 0 ] && hot_in_report "$work/k.nettrace"'
 side a_counters --cap-add SYS_PTRACE -- counters collect -p 1 --duration 2s -o /out/c.csv
 rc=$?
 check "(a) root: counters collect" \
@@ -232,22 +239,32 @@ check "(c) --user 1654:1654 and no capability at all (the fix the error names): 
   eval '[ $rc -eq 0 ] && [ -s "$work/c_nocap/n.nettrace" ]'
 
 # ---- (d) a pod sharing its PID namespace (Kubernetes shareProcessNamespace) ----
+# The sidecar's own process is `counters serve` (the image has no shell to idle in); the other
+# commands are run in it with `podman exec`, as `kubectl exec` does.
 pod=$run-pod
 if podman pod create --name "$pod" --share pid >"$work/last" 2>&1 &&
    podman run -d --pod "$pod" --name "$run-podapp" --read-only --tmpfs /tmp:rw,mode=1777 "$app" >>"$work/last" 2>&1 &&
-   wait_ready "$run-podapp"; then
-  mkdir -p "$work/d" && chmod 1777 "$work/d"
-  timeout 60 podman run --rm --pod "$pod" --name "$run-podside" -v "$work/d:/out" --user 1654 --cap-drop ALL \
-    --cap-add SYS_PTRACE "$sidecar" ps >"$work/d.ps" 2>&1
+   wait_ready "$run-podapp" && mkdir -p "$work/d" && chmod 1777 "$work/d" &&
+   podman run -d --pod "$pod" --name "$run-podside" -v "$work/d:/out" --user 1654 --cap-drop ALL \
+     --cap-add SYS_PTRACE "$sidecar" counters serve -n Sample --listen 127.0.0.1:9400 >>"$work/last" 2>&1; then
+  timeout 60 podman exec "$run-podside" /dntrace ps >"$work/d.ps" 2>&1
   pid=$(awk '$2 == "Sample" { print $1 }' "$work/d.ps")
   cp "$work/d.ps" "$work/last"
-  check "(d) pod with a shared PID namespace: ps shows the sample (pid $pid)" \
+  check "(d) pod with a shared PID namespace: ps (podman exec) shows the sample (pid $pid)" \
     eval '[ -n "$pid" ] && [ "$pid" != 1 ] && ps_shows_sample "$work/d.ps" "$pid"'
-  timeout 60 podman run --rm --pod "$pod" --name "$run-podside2" -v "$work/d:/out" --user 1654 --cap-drop ALL \
-    --cap-add SYS_PTRACE "$sidecar" collect -n Sample --duration 2s -o /out/d.nettrace >"$work/last" 2>&1
+  timeout 60 podman exec "$run-podside" /dntrace collect -n Sample --duration 2s -o /out/d.nettrace >"$work/last" 2>&1
   rc=$?
-  check "(d) pod: collect -n Sample from the sidecar, report on the host" \
+  check "(d) pod: collect -n Sample in the sidecar, report on the host" \
     eval '[ $rc -eq 0 ] && hot_in_report "$work/d/d.nettrace"'
+  # the pod's network namespace, entered from the host: what Prometheus would scrape
+  netpid=$(podman inspect -f '{{.State.Pid}}' "$run-podside")
+  for _ in $(seq 50); do
+    nsenter -t "$netpid" -n curl -sf http://127.0.0.1:9400/metrics >"$work/last" 2>&1 &&
+      grep -q '^dotnet_process_memory_working_set' "$work/last" && break
+    sleep 0.2
+  done
+  check "(d) pod: the sidecar's counters serve answers /metrics with the sample's runtime metrics" \
+    grep -q '^dotnet_process_memory_working_set' "$work/last"
 else
   not_ok "(d) a pod with a shared PID namespace could not be started"; note <"$work/last"
 fi
