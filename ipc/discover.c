@@ -53,6 +53,16 @@ static void set_err(dsipc_endpoint *ep, const char *fmt, ...) {
  * Root is never told to run as root: a container's root lacks SYS_PTRACE by default. The fixes
  * are given in the words of the places users set them (podman/docker, Kubernetes). */
 static const char *perm_hint(const struct proc_facts *f, char *buf, size_t cap) {
+  if (f->euid == (unsigned)geteuid() && f->egid == (unsigned)getegid()) {
+    snprintf(buf, cap, "it runs as %u:%u too, so it belongs to an outer user namespace, is not dumpable, or a "
+             "security module refuses it (CAP_SYS_PTRACE over it would let dntrace in)", f->euid, f->egid);
+    return buf;
+  }
+  if (geteuid() != 0) {
+    snprintf(buf, cap, "it runs as %u:%u; run dntrace as that user (in a container: --user %u:%u, Kubernetes "
+             "runAsUser and runAsGroup), or as root (or with CAP_SYS_PTRACE)", f->euid, f->egid, f->euid, f->egid);
+    return buf;
+  }
   snprintf(buf, cap, "it runs as %u:%u, dntrace as %u:%u without CAP_SYS_PTRACE; run dntrace as %u:%u (--user "
            "%u:%u, Kubernetes runAsUser and runAsGroup) or add SYS_PTRACE (--cap-add SYS_PTRACE)",
            f->euid, f->egid, (unsigned)geteuid(), (unsigned)getegid(), f->euid, f->egid, f->euid, f->egid);
@@ -443,7 +453,7 @@ int dsipc_endpoint_find(int host_pid, dsipc_endpoint *out) {
 
 /* One cheap stat per process: the exact socket name is known from /proc, so no directory is
  * listed, which keeps `dntrace ps` fast however many processes the machine runs. */
-int dsipc_endpoint_list(int (*cb)(const dsipc_endpoint *ep, void *ud), void *ud) {
+static int list(int (*cb)(const dsipc_endpoint *ep, void *ud), void *ud, int denied_too) {
   DIR *proc = opendir("/proc");
   if (!proc) return -errno;
   dsipc_endpoint *ep = malloc(sizeof *ep);
@@ -468,7 +478,15 @@ int dsipc_endpoint_list(int (*cb)(const dsipc_endpoint *ep, void *ud), void *ud)
     ep->host_pid = (int)pid;
     ep->ns_pid = f.ns_pid;
     char dir[sizeof ep->path];
-    if (socket_dir((int)pid, &f, dir, sizeof dir) < 0) continue;
+    int drc = socket_dir((int)pid, &f, dir, sizeof dir);
+    if ((drc == -EACCES || drc == -EPERM) && denied_too) {
+      char hint[256], comm[64];
+      read_comm((int)pid, comm, sizeof comm);
+      set_err(ep, "cannot look into process %ld (%s): %s", pid, comm, perm_hint(&f, hint, sizeof hint));
+      if (cb(ep, ud)) break;
+      continue;
+    }
+    if (drc < 0) continue;
     int n = snprintf(ep->path, sizeof ep->path, "%s/" SOCKET_PREFIX "%d-%llu-socket", dir, f.ns_pid,
                      f.starttime);
     if (n < 0 || (size_t)n >= sizeof ep->path) continue;
@@ -482,3 +500,7 @@ int dsipc_endpoint_list(int (*cb)(const dsipc_endpoint *ep, void *ud), void *ud)
   closedir(proc);
   return rc;
 }
+
+int dsipc_endpoint_list(int (*cb)(const dsipc_endpoint *ep, void *ud), void *ud) { return list(cb, ud, 0); }
+
+int dsipc_endpoint_list_all(int (*cb)(const dsipc_endpoint *ep, void *ud), void *ud) { return list(cb, ud, 1); }

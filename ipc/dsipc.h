@@ -344,6 +344,11 @@ int dsipc_mapped_runtime_version(int host_pid, char *out, size_t cap);
 /* Calls cb once per process that publishes a usable socket; cb returns non-zero to stop.
  * The endpoint passed to cb is valid only during the call. Returns 0 or a negative error. */
 int dsipc_endpoint_list(int (*cb)(const dsipc_endpoint *ep, void *ud), void *ud);
+/* The same, and cb is also called for each process whose files are not ours to look into
+ * (/proc/PID/root refused: another user's process, or root without CAP_SYS_PTRACE), with
+ * ep->path "" and ep->errmsg saying why and what would let us in: whether it is .NET cannot be
+ * told from here, so ps can say what it could not see instead of listing nothing. */
+int dsipc_endpoint_list_all(int (*cb)(const dsipc_endpoint *ep, void *ud), void *ud);
 
 /* ---- A target's files, reached through /proc/PID/root (inroot.c) ---- */
 /* Opens path as the process whose root directory is root_fd sees it (root_fd: a directory fd,

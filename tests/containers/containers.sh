@@ -160,6 +160,11 @@ one_line_socket_error() {
 }
 
 # ---- (a) root, default capabilities: SYS_PTRACE is not one of them ----
+side a0_ps -- ps
+rc=$?
+check "(a) root with default capabilities: ps warns in one line it cannot look into pid 1, and how to fix it" \
+  eval '[ $rc -eq 0 ] && [ "$(wc -l <"$work/a0_ps.err")" -eq 1 ] && grep -q "cannot look into process 1 (dotnet)" "$work/a0_ps.err" &&
+        grep -q -- "--user 1654:1654" "$work/a0_ps.err" && grep -q -- "--cap-add SYS_PTRACE" "$work/a0_ps.err"'
 side a0 -- info -p 1
 rc=$?
 check "(a) root with default capabilities: info says in one line it needs SYS_PTRACE or --user 1654:1654, exit 3" \
