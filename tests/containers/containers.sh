@@ -191,6 +191,14 @@ rc=$?
 check "(a) root: collect writes the trace to the sidecar's volume, and report reads it on the host" \
   eval '[ $rc -eq 0 ] && hot_in_report "$work/a_collect/a.nettrace"'
 echo "# figure: podman run of the sidecar to the first trace byte on the volume: ${first_ms:-?} ms"
+# the image's event schema is where the binary looks (events --verbose warns when it is not; the
+# same run pointed elsewhere shows that it would)
+side a_collect -- events /out/a.nettrace --verbose -n 1
+rc=$?
+side a_noschema -e DNT_DATADIR=/nowhere -v "$work/a_collect:/in" -- events /in/a.nettrace --verbose -n 1
+check "(a) the sidecar's dntrace finds the event schema in the image (and warns when pointed elsewhere)" \
+  eval '[ $rc -eq 0 ] && ! grep -q "no built-in event layouts" "$work/a_collect.err" &&
+        grep -q "no built-in event layouts" "$work/a_noschema.err"'
 # kubectl debug gives no volume: the trace written into the app's own /tmp (reached through
 # /proc/1/root, as dntrace reaches its socket), then copied out of the app (kubectl cp)
 side a_debug --cap-add SYS_PTRACE -- collect -p 1 --duration 1s -o /proc/1/root/tmp/k.nettrace
