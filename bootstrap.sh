@@ -21,11 +21,16 @@ packages=(build-essential autoconf autoconf-archive automake libtool pkg-config
           libuv1-dev libxml2-dev zlib1g-dev libcriterion-dev
           linux-perf util-linux procps tmux curl unzip python3
           chromium fonts-dejavu-core time prometheus \
-          clang libclang-rt-14-dev golang-go)
+          clang libclang-rt-14-dev golang-go \
+          liblzma-dev libicu-dev podman runc catatonit \
+          debhelper lintian fakeroot)
 # chromium renders the flame graph in a test; prometheus (promtool and the server) checks and
 # scrapes `counters serve` in a test; clang builds build-clang/ (clang's UBSan) and the fuzzers;
 # npm fetches speedscope, the viewer a test loads the timelines into (in chromium); golang-go
-# brings `go tool pprof`, which reads the pprof output in a test
+# brings `go tool pprof`, which reads the pprof output in a test;
+# liblzma-dev and libicu-dev (headers) serve --enable-static-binary; podman, runc and catatonit
+# (the pods' pause image, built locally) run tests/containers; debhelper, lintian and fakeroot
+# build and check the Debian package (`make deb`)
 
 say() { printf '==> %s\n' "$*"; }
 
@@ -75,6 +80,7 @@ deps() {
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends npm >/dev/null
   fi
+  containers_conf
   if ! command -v dotnet >/dev/null 2>&1; then
     if [ "${CI:-}" = true ]; then
       echo "bootstrap: no 'dotnet' on PATH: CI needs the .NET SDK to build the sample target" >&2
@@ -83,6 +89,22 @@ deps() {
     say "warning: no 'dotnet' on PATH: the sample target cannot be built, so runtime tests will skip"
   fi
   speedscope
+}
+
+# What podman needs on these machines, as a drop-in of its own (the distribution's files are left
+# alone): Debian's crun refuses the hosts' hybrid cgroups, so runc; no default ulimits (the
+# containers' defaults exceed what the host allows); cgroupfs and file events (no systemd).
+CONTAINERS_CONF=/etc/containers/containers.conf.d/dntrace.conf
+containers_conf() {
+  local want
+  want=$(printf '%s\n' '[containers]' 'default_ulimits = []' '' '[engine]' 'runtime = "runc"' \
+    'cgroup_manager = "cgroupfs"' 'events_logger = "file"')
+  [ "$(cat "$CONTAINERS_CONF" 2>/dev/null)" = "$want" ] && return 0
+  say "writing $CONTAINERS_CONF (podman: runc, no default ulimits)"
+  local sudo=
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo mkdir -p "$(dirname "$CONTAINERS_CONF")"
+  printf '%s\n' "$want" | $sudo tee "$CONTAINERS_CONF" >/dev/null
 }
 
 # configure_tree DIR [configure args...]: (re)configure DIR when configure or its arguments changed

@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,7 @@
 
 struct proc_facts {
   int ns_pid;
-  unsigned euid;
+  unsigned euid, egid;
   unsigned long long starttime;
   int same_mntns;
   char tmpdir[1024];
@@ -47,13 +48,25 @@ static void set_err(dsipc_endpoint *ep, const char *fmt, ...) {
   va_end(ap);
 }
 
-/* What to do about a permission error on process pid's files. Root is never told to run as
- * root: it was refused because it lacks CAP_SYS_PTRACE over the target (a container without
- * SYS_PTRACE, a process of an outer user namespace) or a security module said no. */
-static const char *perm_hint(void) {
-  return geteuid() == 0 ? "dntrace runs as root but without CAP_SYS_PTRACE over it (add the capability, "
-                          "or run in the target's user namespace), or a security module refuses it"
-                        : "run as the same user, or as root (or with CAP_SYS_PTRACE)";
+/* What to do about a permission error on a process's files (/proc/PID/root): the kernel lets in
+ * a process with the same uid and gid (and no fewer capabilities), or one with CAP_SYS_PTRACE.
+ * Root is never told to run as root: a container's root lacks SYS_PTRACE by default. The fixes
+ * are given in the words of the places users set them (podman/docker, Kubernetes). */
+static const char *perm_hint(const struct proc_facts *f, char *buf, size_t cap) {
+  if (f->euid == (unsigned)geteuid() && f->egid == (unsigned)getegid()) {
+    snprintf(buf, cap, "it runs as %u:%u too, so it belongs to an outer user namespace, is not dumpable, or a "
+             "security module refuses it (CAP_SYS_PTRACE over it would let dntrace in)", f->euid, f->egid);
+    return buf;
+  }
+  if (geteuid() != 0) {
+    snprintf(buf, cap, "it runs as %u:%u; run dntrace as that user (in a container: --user %u:%u, Kubernetes "
+             "runAsUser and runAsGroup), or as root (or with CAP_SYS_PTRACE)", f->euid, f->egid, f->euid, f->egid);
+    return buf;
+  }
+  snprintf(buf, cap, "it runs as %u:%u, dntrace as %u:%u without CAP_SYS_PTRACE; run dntrace as %u:%u (--user "
+           "%u:%u, Kubernetes runAsUser and runAsGroup) or add SYS_PTRACE (--cap-add SYS_PTRACE)",
+           f->euid, f->egid, (unsigned)geteuid(), (unsigned)getegid(), f->euid, f->egid, f->euid, f->egid);
+  return buf;
 }
 
 /* Reads a whole /proc file (they report size 0, so read until EOF). Returns bytes or -errno;
@@ -99,6 +112,9 @@ static int parse_status(const char *status, struct proc_facts *f, int host_pid) 
       f->exited = *p == 'Z' || *p == 'X';
     } else if (strncmp(line, "PPid:", 5) == 0) {
       f->ppid = atoi(line + 5);
+    } else if (strncmp(line, "Gid:", 4) == 0) {
+      unsigned r, e;
+      if (sscanf(line + 4, "%u %u", &r, &e) == 2) f->egid = e;
     } else if (strncmp(line, "Uid:", 4) == 0) {
       unsigned r, e;
       if (sscanf(line + 4, "%u %u", &r, &e) == 2) {
@@ -249,8 +265,9 @@ static int check_candidate(dsipc_endpoint *ep, const struct proc_facts *f, const
   if (lstat(path, &st) < 0) {
     int e = errno;
     if (e == EACCES || e == EPERM) {
+      char hint[256];
       set_err(ep, "permission denied looking at '%s' (a socket of process %d): %s", path, ep->host_pid,
-              perm_hint());
+              perm_hint(f, hint, sizeof hint));
       return -EACCES;
     }
     return -ENOENT;
@@ -283,8 +300,9 @@ static int find_in_dir(dsipc_endpoint *ep, const struct proc_facts *f, const cha
   if (!d) {
     int e = errno;
     if (e == EACCES || e == EPERM) {
+      char hint[256];
       set_err(ep, "permission denied reading '%s' (the socket directory of process %d): %s", dir,
-              ep->host_pid, perm_hint());
+              ep->host_pid, perm_hint(f, hint, sizeof hint));
       return -EACCES;
     }
     set_err(ep, "cannot read '%s': %s", dir, strerror(e));
@@ -331,6 +349,30 @@ static int looks_like_dotnet(int host_pid) {
     hit = strstr(line, "libcoreclr.so") != NULL || strstr(line, "libmonosgen") != NULL;
   fclose(fp);
   return hit;
+}
+
+int dsipc_mapped_runtime_version(int host_pid, char *out, size_t cap) {
+  static const char dir[] = "/Microsoft.NETCore.App/", lib[] = "/libcoreclr.so";
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/maps", host_pid);
+  FILE *fp = fopen(path, "re");
+  if (!fp) return -errno;
+  char line[4096];
+  int rc = -ENOENT;
+  while (rc == -ENOENT && fgets(line, sizeof line, fp)) {
+    line[strcspn(line, "\n")] = '\0';
+    size_t n = strlen(line);
+    if (n < sizeof lib || strcmp(line + n - (sizeof lib - 1), lib) != 0) continue;
+    line[n - (sizeof lib - 1)] = '\0'; /* ".../Microsoft.NETCore.App/VERSION" */
+    char *slash = strrchr(line, '/');
+    if (!slash || slash - line < (ptrdiff_t)(sizeof dir - 2) ||
+        memcmp(slash - (sizeof dir - 2), dir, sizeof dir - 2) != 0 || !slash[1] || strlen(slash + 1) >= cap)
+      continue;
+    memcpy(out, slash + 1, strlen(slash + 1) + 1);
+    rc = 0;
+  }
+  fclose(fp);
+  return rc;
 }
 
 static void read_comm(int host_pid, char *out, size_t cap) {
@@ -381,7 +423,8 @@ int dsipc_endpoint_find(int host_pid, dsipc_endpoint *out) {
     return rc;
   }
   if (rc == -EACCES || rc == -EPERM) {
-    set_err(out, "permission denied looking into process %d's files: %s", host_pid, perm_hint());
+    char hint[256];
+    set_err(out, "permission denied looking into process %d's files: %s", host_pid, perm_hint(&f, hint, sizeof hint));
     return -EACCES;
   }
   if (rc == 0) {
@@ -410,7 +453,7 @@ int dsipc_endpoint_find(int host_pid, dsipc_endpoint *out) {
 
 /* One cheap stat per process: the exact socket name is known from /proc, so no directory is
  * listed, which keeps `dntrace ps` fast however many processes the machine runs. */
-int dsipc_endpoint_list(int (*cb)(const dsipc_endpoint *ep, void *ud), void *ud) {
+static int list(int (*cb)(const dsipc_endpoint *ep, void *ud), void *ud, int denied_too) {
   DIR *proc = opendir("/proc");
   if (!proc) return -errno;
   dsipc_endpoint *ep = malloc(sizeof *ep);
@@ -435,7 +478,15 @@ int dsipc_endpoint_list(int (*cb)(const dsipc_endpoint *ep, void *ud), void *ud)
     ep->host_pid = (int)pid;
     ep->ns_pid = f.ns_pid;
     char dir[sizeof ep->path];
-    if (socket_dir((int)pid, &f, dir, sizeof dir) < 0) continue;
+    int drc = socket_dir((int)pid, &f, dir, sizeof dir);
+    if ((drc == -EACCES || drc == -EPERM) && denied_too) {
+      char hint[256], comm[64];
+      read_comm((int)pid, comm, sizeof comm);
+      set_err(ep, "cannot look into process %ld (%s): %s", pid, comm, perm_hint(&f, hint, sizeof hint));
+      if (cb(ep, ud)) break;
+      continue;
+    }
+    if (drc < 0) continue;
     int n = snprintf(ep->path, sizeof ep->path, "%s/" SOCKET_PREFIX "%d-%llu-socket", dir, f.ns_pid,
                      f.starttime);
     if (n < 0 || (size_t)n >= sizeof ep->path) continue;
@@ -449,3 +500,7 @@ int dsipc_endpoint_list(int (*cb)(const dsipc_endpoint *ep, void *ud), void *ud)
   closedir(proc);
   return rc;
 }
+
+int dsipc_endpoint_list(int (*cb)(const dsipc_endpoint *ep, void *ud), void *ud) { return list(cb, ud, 0); }
+
+int dsipc_endpoint_list_all(int (*cb)(const dsipc_endpoint *ep, void *ud), void *ud) { return list(cb, ud, 1); }

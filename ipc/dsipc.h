@@ -51,7 +51,7 @@ const char *dsipc_err_name(int err);
 typedef struct dsipc_status {
   int code;          /* 0 or a negative error */
   uint32_t hresult;  /* the runtime's HRESULT when code == DSIPC_ESERVER/EUNKNOWNCMD, else 0 */
-  char msg[320];     /* one line, "" when code == 0 */
+  char msg[512];     /* one line, "" when code == 0 */
 } dsipc_status;
 
 /* HRESULTs the runtime sends (ds-types.h), and what they mean to a user. */
@@ -325,7 +325,7 @@ typedef struct dsipc_endpoint {
   int ns_pid;               /* pid inside the target's own PID namespace (last NSpid entry) */
   unsigned long long key;   /* disambiguation key from the socket name (process start time) */
   char path[4096];          /* socket path usable from here; may go through /proc/<pid>/root */
-  char errmsg[256];         /* why the last call on this endpoint failed, "" if it did not */
+  char errmsg[512];         /* why the last call on this endpoint failed, "" if it did not */
 } dsipc_endpoint;
 /* Finds the socket of host_pid: 0, or a negative error with out->errmsg set. out: caller-owned.
  * -ESRCH no such process; -EACCES not permitted; DSIPC_EUNSAFE a socket of the wrong owner;
@@ -335,9 +335,20 @@ int dsipc_endpoint_find(int host_pid, dsipc_endpoint *out);
  * start time in clock ticks since boot (with the pid, it names one process, never a later one
  * that got the same pid), from /proc/PID/stat. Either may be NULL. 0, or -ESRCH / -errno. */
 int dsipc_proc_stat(int host_pid, char *state, unsigned long long *starttime);
+/* The runtime version a process has mapped, from the directory of its libcoreclr.so in
+ * /proc/PID/maps (".../Microsoft.NETCore.App/10.0.12/libcoreclr.so" gives "10.0.12"): what ps
+ * shows when the runtime cannot be asked (its socket is another user's). out: caller-owned, cap
+ * bytes. 0, -ENOENT when no shared framework's runtime is mapped (a self-contained app), or
+ * -errno (-EACCES: its maps are not ours to read). */
+int dsipc_mapped_runtime_version(int host_pid, char *out, size_t cap);
 /* Calls cb once per process that publishes a usable socket; cb returns non-zero to stop.
  * The endpoint passed to cb is valid only during the call. Returns 0 or a negative error. */
 int dsipc_endpoint_list(int (*cb)(const dsipc_endpoint *ep, void *ud), void *ud);
+/* The same, and cb is also called for each process whose files are not ours to look into
+ * (/proc/PID/root refused: another user's process, or root without CAP_SYS_PTRACE), with
+ * ep->path "" and ep->errmsg saying why and what would let us in: whether it is .NET cannot be
+ * told from here, so ps can say what it could not see instead of listing nothing. */
+int dsipc_endpoint_list_all(int (*cb)(const dsipc_endpoint *ep, void *ud), void *ud);
 
 /* ---- A target's files, reached through /proc/PID/root (inroot.c) ---- */
 /* Opens path as the process whose root directory is root_fd sees it (root_fd: a directory fd,

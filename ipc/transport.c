@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -190,6 +191,39 @@ int dsipc__short_alias(const char *path, char *alias, size_t cap, int *dirfd) {
 /* The pause before connect attempt `attempt` (1 .. CONNECT_TRIES - 1): 20, 40, 80, 160 ms. */
 uint64_t dsipc__connect_pause_ms(int attempt) { return 20u << (attempt - 1); }
 
+/* Is CAP_DAC_OVERRIDE (capability 1) in this process's effective set? */
+static int have_dac_override(void) {
+  FILE *fp = fopen("/proc/self/status", "re");
+  if (!fp) return 0;
+  char line[256];
+  unsigned long long caps = 0;
+  while (fgets(line, sizeof line, fp))
+    if (sscanf(line, "CapEff: %llx", &caps) == 1) break;
+  fclose(fp);
+  return (caps >> 1) & 1;
+}
+
+/* connect() said EACCES. The runtime makes its socket 0600 for its own user, so the usual cause
+ * is a sidecar running as another user, root included once a container drops CAP_DAC_OVERRIDE
+ * (a root that "cannot" is confusing without the numbers): one line with the owner, the mode
+ * and the fixes, in the words of the places users set them. */
+static int denied(const char *path, dsipc_status *st) {
+  struct stat sb;
+  unsigned me = (unsigned)geteuid();
+  if (stat(path, &sb) != 0 || (sb.st_uid == me && (sb.st_mode & S_IWUSR)) || (sb.st_mode & S_IWOTH))
+    return dsipc__fail(st, -EACCES, 0, "cannot connect to '%s': permission denied by a security module (AppArmor, "
+                                       "SELinux or seccomp)", path);
+  unsigned owner = (unsigned)sb.st_uid, mode = (unsigned)(sb.st_mode & 07777);
+  if (have_dac_override())
+    return dsipc__fail(st, -EACCES, 0, "cannot connect to '%s': permission denied although dntrace has "
+                                       "CAP_DAC_OVERRIDE: a security module refuses it (the socket belongs to "
+                                       "uid %u, mode %04o)", path, owner, mode);
+  return dsipc__fail(st, -EACCES, 0, "cannot connect to '%s': permission denied: the socket belongs to uid %u with "
+                                     "mode %04o and dntrace runs as uid %u without CAP_DAC_OVERRIDE; run dntrace as "
+                                     "uid %u (podman/docker --user %u, Kubernetes securityContext.runAsUser: %u) or "
+                                     "give it CAP_DAC_OVERRIDE", path, owner, mode, me, owner, owner, owner);
+}
+
 int dsipc__connect(const char *path, int *out, dsipc_status *st) { return dsipc__connect_tries(path, out, st, CONNECT_TRIES); }
 
 int dsipc__connect_tries(const char *path, int *out, dsipc_status *st, int tries) {
@@ -223,12 +257,9 @@ int dsipc__connect_tries(const char *path, int *out, dsipc_status *st, int tries
   }
   if (dirfd >= 0) close(dirfd);
   if (!err) return 0;
-  const char *root_hint = " (refused to root: it lacks CAP_DAC_OVERRIDE, or a security module says no)";
-  const char *hint = err == ECONNREFUSED ? " (the process has exited, or its runtime stopped listening)"
-                     : err == EACCES     ? (geteuid() == 0 ? root_hint : " (run as the process's user, or as root)")
-                                         : "";
-  return dsipc__fail(st, err == EACCES ? -EACCES : -ECONNREFUSED, 0, "cannot connect to '%s': %s%s", path,
-                     strerror(err), hint);
+  if (err == EACCES) return denied(path, st);
+  const char *hint = err == ECONNREFUSED ? " (the process has exited, or its runtime stopped listening)" : "";
+  return dsipc__fail(st, -ECONNREFUSED, 0, "cannot connect to '%s': %s%s", path, strerror(err), hint);
 }
 
 static int transact_fd(int fd, const dsipc_buf *req, uint64_t timeout_ms, dsipc_buf *reply, dsipc_buf *cont,

@@ -458,7 +458,10 @@ int cmd_dump(int argc, char **argv) {
   if (rc) {
     char *msg = dnt_safe_text(d.st.msg); /* v3 errors carry the runtime's own words */
     const char *hint = hint_for(msg);
-    if (rc == DSIPC_ECLOSED || rc == -ECONNRESET)
+    if (rc == -EACCES) { /* never asked: its socket is not ours to use (the message says why), no ptrace hint */
+      dnt_error("process %d: %s", t.pid, msg);
+      exit_code = DNT_EXIT_NOTARGET;
+    } else if (rc == DSIPC_ECLOSED || rc == -ECONNRESET)
       dnt_error("process %d went away during the dump (%s)", t.pid, msg);
     else
       dnt_error("process %d could not write the dump: %s%s%s", t.pid, msg, hint ? "\n  hint: " : "", hint ? hint : "");

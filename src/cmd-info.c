@@ -1,4 +1,5 @@
 /* dntrace info: everything a runtime says about its process, and its environment. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -138,7 +139,7 @@ int cmd_info(int argc, char **argv) {
   dsipc_status st;
   if (dsipc_process_info_get(t.ep.path, INFO_TIMEOUT_MS, &pi, &st) < 0) {
     dnt_error("process %d: %s", t.pid, st.msg);
-    return DNT_EXIT_FAILURE;
+    return st.code == -EACCES ? DNT_EXIT_NOTARGET : DNT_EXIT_FAILURE; /* its socket is not ours to use */
   }
   char **env = NULL;
   size_t nenv = 0;

@@ -233,7 +233,7 @@ int cmd_perf(int argc, char **argv) {
   /* perf first, as collect --native: recording before the session begins */
   if (dnt_native_start(&r.nat, r.loop, &r.s, on_perf_exit, &r) != 0) goto out;
   if (dnt_session_start(&r.s, 2, &cfg, &cb, &r) != 0) {
-    dnt_error("process %d refused the session: %s", r.s.target.pid, r.s.reply_msg);
+    rc = dnt_session_start_failed(&r.s);
     goto out;
   }
   uv_signal_init(r.loop, &r.sigint);

@@ -1,6 +1,7 @@
 /* dntrace ps: the .NET processes that publish a diagnostic socket. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "builtin.h"
 #include "dnt-trace.h"
@@ -42,8 +43,28 @@ struct ps_list {
   size_t count, cap;
 };
 
+/* Is CAP_SYS_PTRACE (capability 19) in our effective set? Root without it (a container's root by
+ * default) is refused every other user's process, which ps says rather than listing nothing. */
+static int has_sys_ptrace(void) {
+  FILE *fp = fopen("/proc/self/status", "re");
+  if (!fp) return 1;
+  char line[256];
+  unsigned long long caps = ~0ull;
+  while (fgets(line, sizeof line, fp))
+    if (sscanf(line, "CapEff: %llx", &caps) == 1) break;
+  fclose(fp);
+  return (caps >> 19) & 1;
+}
+
 static int collect_row(const dsipc_endpoint *ep, void *ud) {
   struct ps_list *l = ud;
+  if (!ep->path[0]) { /* not ours to look into: not listed (it may not even be .NET) */
+    if (geteuid() != 0 || has_sys_ptrace()) return 0; /* another user's, or an outer namespace's: no news */
+    char *safe = dnt_safe_text(ep->errmsg); /* the process's name is its own words */
+    dnt_warning("%s", safe); /* root refused: a capability is missing, which ps would hide */
+    free(safe);
+    return 0;
+  }
   if (l->count == l->cap) {
     l->cap = l->cap ? l->cap * 2 : 16;
     struct ps_row *grown = realloc(l->rows, l->cap * sizeof *grown);
@@ -80,6 +101,8 @@ static void ask_all(struct ps_list *l) {
   for (size_t i = 0; i < l->count; i++) {
     struct ps_row *r = &l->rows[i];
     if (r->cmdline) continue;
+    /* not answered (its socket may be another user's): the version its mapped runtime says */
+    if (!r->version[0]) dsipc_mapped_runtime_version(r->pid, r->version, sizeof r->version);
     char buf[4096];
     r->cmdline = dnt_xstrdup(dnt_process_cmdline(r->pid, buf, sizeof buf));
   }
@@ -137,7 +160,7 @@ int cmd_ps(int argc, char **argv) {
   int json = o.json;
 
   struct ps_list l = {0};
-  rc = dsipc_endpoint_list(collect_row, &l);
+  rc = dsipc_endpoint_list_all(collect_row, &l);
   if (rc < 0) {
     dnt_error("cannot list processes: %s", dsipc_strerror(rc));
     return DNT_EXIT_FAILURE;

@@ -237,6 +237,7 @@ static int start_once(dnt_session *s, int version, const dsipc_session_config *c
   rc = next_connection(s, &fd, &path, &st);
   if (!rc) rc = dsipc_stream_open(s->loop, path, fd, &req, REPLY_TIMEOUT_MS, &cb, s, &s->stream, &st);
   if (rc) {
+    s->reply_code = rc; /* -EACCES tells dnt_session_start_failed the runtime was never asked */
     snprintf(s->reply_msg, sizeof s->reply_msg, "%s", st.msg);
     goto out;
   }
@@ -445,6 +446,10 @@ int dnt_session_start_failed(const dnt_session *s) {
       snprintf(how, sizeof how, "exit code %lld", (long long)s->child_status);
     dnt_error("'%s' exited (%s) before its runtime connected: not a .NET program, or its diagnostics are disabled",
               s->target.name, how);
+    return DNT_EXIT_NOTARGET;
+  }
+  if (s->reply_code == -EACCES) { /* never asked: its socket is not ours to use (the message says why) */
+    dnt_error("process %d: %s", s->target.pid, s->reply_msg);
     return DNT_EXIT_NOTARGET;
   }
   dnt_error("process %d refused the session: %s", s->target.pid, s->reply_msg);

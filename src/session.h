@@ -47,10 +47,10 @@ typedef struct dnt_session {
   dsipc_stream *stream, *stopper;
   uint64_t session_id;
   int replied, reply_code;
-  char reply_msg[320];
+  char reply_msg[512];
   int running, stopping, ended, abandoned, end_code, ended_early;
   uv_timer_t deferred_end;
-  char end_msg[320];
+  char end_msg[512];
   dnt_session_cb cb;
   void *ud;
   dsipc_buf stop_req; /* StopTracing, while the runtime has still to dial (launch, listen) */

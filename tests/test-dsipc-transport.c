@@ -252,3 +252,28 @@ Test(listener, a_real_runtime_connects_and_is_resumed, .timeout = 60) {
   dnt_target_stop(&t);
   dsipc_listener_close(l);
 }
+
+/* What ps shows when the runtime cannot be asked (its socket another user's): the version of the
+ * libcoreclr.so the process has mapped. It must be what the runtime itself says (ProcessInfo2's
+ * product version, without a "+commit" suffix); a process without a runtime (this one) has none. */
+Test(discover, the_mapped_runtime_version_is_the_runtime_s_own, .timeout = 60) {
+  DNT_REQUIRE_TARGET();
+  dnt_target t;
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .timeout_ms = 30000};
+  char err[512];
+  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
+  dsipc_endpoint ep;
+  cr_assert_eq(dsipc_endpoint_find(t.pid, &ep), 0, "%s", ep.errmsg);
+  dsipc_process_info pi;
+  dsipc_status st;
+  cr_assert_eq(dsipc_process_info_get(ep.path, 5000, &pi, &st), 0, "%s", st.msg);
+  cr_assert(pi.clr_product_version && *pi.clr_product_version, "ProcessInfo2 names the runtime's version");
+  char mapped[64];
+  cr_assert_eq(dsipc_mapped_runtime_version(t.pid, mapped, sizeof mapped), 0);
+  size_t n = strcspn(pi.clr_product_version, "+");
+  cr_assert(strlen(mapped) == n && strncmp(mapped, pi.clr_product_version, n) == 0, "mapped '%s', the runtime says '%s'",
+            mapped, pi.clr_product_version);
+  dsipc_process_info_release(&pi);
+  dnt_target_stop(&t);
+  cr_assert_eq(dsipc_mapped_runtime_version(getpid(), mapped, sizeof mapped), -ENOENT);
+}
