@@ -374,9 +374,14 @@ static int parse_line(struct parse *p, struct token *t, int nt) {
     return new_section(p, 0, 0, 0);
   }
   if (is(k, "on")) {
-    if (nt != 3) return fail(p, "on SET ID");
+    if (nt < 3 || (nt > 3 && !is(&t[3], "payload")) || nt == 4) return fail(p, "on SET ID [payload DATA [...]]");
     if (parse_byte(p, &t[1], 1, "set", &set) || parse_byte(p, &t[2], 1, "id", &id)) return -1;
-    return new_section(p, 1, set, id);
+    if (new_section(p, 1, set, id)) return -1;
+    if (nt == 3) return 0;
+    /* the payload is checked like an expect's, on the request that chose the section */
+    if (!(a = new_action(p, FAKE_EXPECT))) return -1;
+    a->set = set, a->id = id, a->read_already = 1;
+    return append_data(p, a, t, 4, nt, 1);
   }
   if (is(k, "expect")) {
     if (nt == 2 && is(&t[1], "close")) return new_action(p, FAKE_EXPECT_CLOSE) ? 0 : -1;
@@ -453,6 +458,12 @@ static int parse_line(struct parse *p, struct token *t, int nt) {
   if (is(k, "hang") || is(k, "close")) {
     if (nt != 1) return fail(p, "'%s' takes nothing after it", k->s);
     return new_action(p, is(k, "hang") ? FAKE_HANG : FAKE_CLOSE) ? 0 : -1;
+  }
+  if (is(k, "signal") || is(k, "wait")) {
+    if (nt != 2 || t[1].quoted || t[1].n == 0 || t[1].n >= sizeof a->name) return fail(p, "%s NAME (a short word)", k->s);
+    if (!(a = new_action(p, is(k, "wait") ? FAKE_WAIT : FAKE_SIGNAL))) return -1;
+    memcpy(a->name, t[1].s, t[1].n);
+    return 0;
   }
   if (is(k, "call")) {
     if (nt != 2 || t[1].quoted || t[1].n == 0 || t[1].n >= sizeof a->name) return fail(p, "call NAME (a short word)");

@@ -17,6 +17,8 @@ enum fake_op {
   FAKE_HANG,          /* flush, then wait for the peer to hang up (or the fake to be stopped) */
   FAKE_CLOSE,         /* flush and close the connection */
   FAKE_CALL,          /* the test's C hook `name`: 0 goes on, else an error reply with it and close */
+  FAKE_SIGNAL,        /* raise the event `name` for the fake's other connections */
+  FAKE_WAIT,          /* flush, then wait until another connection raised `name` */
 };
 
 #define FAKE_ANY (-1) /* a set or id of `*` */
@@ -37,11 +39,12 @@ struct fake_action {
   uint8_t *bytes;       /* FAKE_EXPECT: payload wanted; FAKE_SEND: what to write (owned) */
   size_t n;
   int prefix;           /* FAKE_EXPECT: `...`: the payload only begins with bytes */
+  int read_already;     /* FAKE_EXPECT: checks the `on` section's request, reads nothing */
   int size_from_body;   /* FAKE_SEND from `reply header` without a size: bytes 14-15 patched */
   struct fake_patch patch[FAKE_MAX_PATCHES];
   int npatch;
   long num, num2;       /* FAKE_PAUSE ms; FAKE_PIECES bytes and ms */
-  char name[32];        /* FAKE_CALL */
+  char name[32];        /* FAKE_CALL, FAKE_SIGNAL, FAKE_WAIT */
 };
 
 /* One connection of the conversation: `connection` (played in order) or `on SET ID` (played for
