@@ -2,7 +2,8 @@
  * tests/lib/fake-ipc.c, forked and named as a runtime, playing tests/unit/ipc/cases/hostile-*):
  * ProcessInfo strings full of terminal control sequences must reach the terminal escaped (ps,
  * info), and a session that is refused, dropped or never answered must leave an existing
- * `collect -o FILE` byte for byte as it was. */
+ * `collect -o FILE` byte for byte as it was. The control: a well-behaved fake, whose session
+ * collect stops on a second connection. */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <stdio.h>
@@ -19,15 +20,20 @@
  * C1 CSI (U+009B), DEL; and how dnt_safe_text's rules (src/util.h) write it */
 #define EVIL_CMDLINE_SHOWN "evil\\x1b]0;pwned\\x07\\r\\nFAKE LINE\\u009b31m\\x7f"
 
-/* A fake runtime in its own mount namespace playing case_name; its pid in pid. */
+/* A fake runtime playing case_name with the options o; its pid in pid (may be NULL). */
+static fake_ipc *start_case_as(const char *case_name, const fake_ipc_opts *o, char pid[16]) {
+  fake_ipc *f;
+  char err[1024];
+  cr_assert_eq(fake_ipc_start(&f, case_name, o, err, sizeof err), 0, "%s", err);
+  if (pid) snprintf(pid, 16, "%d", (int)fake_ipc_pid(f));
+  return f;
+}
+
+/* ... in its own mount namespace (by default, or with opts), which takes root. */
 static fake_ipc *start_case(const char *case_name, const fake_ipc_opts *opts, char pid[16]) {
   if (geteuid() != 0) cr_skip_test("needs root to give the fake runtime its own mount namespace");
   fake_ipc_opts o = {.runtime = 1, .private_tmp = 1};
-  fake_ipc *f;
-  char err[1024];
-  cr_assert_eq(fake_ipc_start(&f, case_name, opts ? opts : &o, err, sizeof err), 0, "%s", err);
-  if (pid) snprintf(pid, 16, "%d", (int)fake_ipc_pid(f));
-  return f;
+  return start_case_as(case_name, opts ? opts : &o, pid);
 }
 
 /* Stops it; it saw only the requests its case answers. */
@@ -266,4 +272,47 @@ Test(hostile, a_symlinked_tmp_is_followed_inside_the_container, .timeout = 30) {
   cr_assert(strstr(r.out, "Command line        : the container's runtime\n"), "%s", r.out);
   cr_assert_null(strstr(r.out, "DECOY"), "%s", r.out);
   dnt_run_free(&r);
+}
+
+/* ---- the control: a well-behaved fake, the conversation as a runtime has it ---- */
+
+/* collect-session.case: the session on one connection; the stream's end-of-stream tag comes only
+ * once StopTracing of that session came on a second connection, so a trace that ends with it
+ * proves the stop was sent, for the right session, while the stream was open. */
+Test(hostile, collect_stops_the_session_on_a_second_connection, .timeout = 30) {
+  fake_ipc_opts o = {.runtime = 1}; /* our /tmp, our uid: no root needed */
+  char pid[16];
+  fake_ipc *f = start_case_as("collect-session.case", &o, pid);
+  char dir[] = "/tmp/dnt-hosts-XXXXXX", out[128];
+  cr_assert(mkdtemp(dir));
+  snprintf(out, sizeof out, "%s/s.nettrace", dir);
+  struct dnt_run r;
+  int rc = dnt_run_dntrace(&r, "collect", "-p", pid, "-o", out, "--duration", "1s", NULL);
+  stop_case(f);
+  cr_assert_eq(rc, 0, "%s%s", r.out, r.err);
+  /* the stream, written out from wire-formats.md B.2 and B.3: a Trace object and the end */
+  uint8_t want[103], got[256];
+  size_t n = 0;
+  memcpy(want, "Nettrace\x14\0\0\0!FastSerialization.1", 32), n = 32;
+  memcpy(want + n, "\x05\x05\x01\x04\0\0\0\x04\0\0\0\x05\0\0\0Trace\x06", 21), n += 21;
+  const uint16_t start[8] = {2026, 11, 1, 23, 14, 0, 0, 0};
+  for (int i = 0; i < 8; i++) want[n++] = (uint8_t)start[i], want[n++] = (uint8_t)(start[i] >> 8);
+  const uint64_t q[2] = {1000, 1000000000};
+  for (int i = 0; i < 2; i++)
+    for (int b = 0; b < 8; b++) want[n++] = (uint8_t)(q[i] >> (8 * b));
+  const uint32_t w[4] = {8, (uint32_t)atoi(pid), 2, 1000000};
+  for (int i = 0; i < 4; i++)
+    for (int b = 0; b < 4; b++) want[n++] = (uint8_t)(w[i] >> (8 * b));
+  want[n++] = 0x06; /* the Trace object ends */
+  want[n++] = 0x01; /* the stream ends */
+  cr_assert_eq(n, sizeof want);
+  FILE *fp = fopen(out, "rb");
+  cr_assert(fp, "%s written", out);
+  size_t got_n = fread(got, 1, sizeof got, fp);
+  fclose(fp);
+  cr_assert(got_n == n && memcmp(got, want, n) == 0, "the stream byte for byte (%zu of %zu bytes)", got_n, n);
+  cr_assert(strstr(r.out, "Trace completed"), "%s", r.out);
+  dnt_run_free(&r);
+  unlink(out);
+  rmdir(dir);
 }
