@@ -148,7 +148,9 @@ static int tokenize(struct parse *p, char *line, struct token *t, int *nt) {
   }
 }
 
-static int is(const struct token *k, const char *word) { return !k->quoted && k->n == strlen(word) && !memcmp(k->s, word, k->n); }
+static int is(const struct token *k, const char *word) {
+  return !k->quoted && k->n == strlen(word) && !memcmp(k->s, word, k->n);
+}
 
 /* A byte in hex ("04", "ff"), or `*` when any is allowed. */
 static int parse_byte(struct parse *p, const struct token *k, int any_ok, const char *what, int *out) {
@@ -157,7 +159,8 @@ static int parse_byte(struct parse *p, const struct token *k, int any_ok, const 
     return 0;
   }
   int hi = k->n == 2 && !k->quoted ? hexval(k->s[0]) : -1, lo = hi < 0 ? -1 : hexval(k->s[1]);
-  if (lo < 0) return fail(p, "%s '%.*s' is not a byte in hex (two digits%s)", what, (int)k->n, k->s, any_ok ? " or *" : "");
+  if (lo < 0)
+    return fail(p, "%s '%.*s' is not a byte in hex (two digits%s)", what, (int)k->n, k->s, any_ok ? " or *" : "");
   *out = hi << 4 | lo;
   return 0;
 }
@@ -225,7 +228,8 @@ static int parse_data(struct parse *p, struct token *t, int i, int nt, struct by
       if (!any) return fail(p, "'hex' with no bytes after it");
       continue;
     }
-    if (!(is(k, "text") || is(k, "utf16") || is(k, "u8") || is(k, "u16") || is(k, "u32") || is(k, "u64") || is(k, "file")))
+    if (!(is(k, "text") || is(k, "utf16") || is(k, "u8") || is(k, "u16") || is(k, "u32") || is(k, "u64") ||
+          is(k, "file")))
       return fail(p, "'%.*s' is no data form (hex, text, utf16, u8, u16, u32, u64, file)", (int)k->n, k->s);
     if (i >= nt) return fail(p, "'%.*s' wants a value after it", (int)k->n, k->s);
     struct token *v = &t[i++];
@@ -460,13 +464,15 @@ static int parse_line(struct parse *p, struct token *t, int nt) {
     return new_action(p, is(k, "hang") ? FAKE_HANG : FAKE_CLOSE) ? 0 : -1;
   }
   if (is(k, "signal") || is(k, "wait")) {
-    if (nt != 2 || t[1].quoted || t[1].n == 0 || t[1].n >= sizeof a->name) return fail(p, "%s NAME (a short word)", k->s);
+    if (nt != 2 || t[1].quoted || t[1].n == 0 || t[1].n >= sizeof a->name)
+      return fail(p, "%s NAME (a short word)", k->s);
     if (!(a = new_action(p, is(k, "wait") ? FAKE_WAIT : FAKE_SIGNAL))) return -1;
     memcpy(a->name, t[1].s, t[1].n);
     return 0;
   }
   if (is(k, "call")) {
-    if (nt != 2 || t[1].quoted || t[1].n == 0 || t[1].n >= sizeof a->name) return fail(p, "call NAME (a short word)");
+    if (nt != 2 || t[1].quoted || t[1].n == 0 || t[1].n >= sizeof a->name)
+      return fail(p, "call NAME (a short word)");
     if (!(a = new_action(p, FAKE_CALL))) return -1;
     memcpy(a->name, t[1].s, t[1].n);
     return 0;

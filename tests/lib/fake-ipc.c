@@ -285,8 +285,8 @@ static void play(struct conn *k) {
     case FAKE_EXPECT_CLOSE:
       if (flush(k)) return;
       if (read_upto(k, &b, 1) == 1)
-        mismatch(f, a->file, a->line, "connection %zu: bytes came (0x%02x first) where the peer should hang up", k->index,
-                 b);
+        mismatch(f, a->file, a->line, "connection %zu: bytes came (0x%02x first) where the peer should hang up",
+                 k->index, b);
       return;
     case FAKE_SEND: queue(k, a); break;
     case FAKE_PAUSE:

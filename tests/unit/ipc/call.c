@@ -39,8 +39,8 @@ Test(call, dump_falls_back_to_v1_on_the_loop) {
   uv_loop_init(&loop);
   struct answer a = {0};
   dsipc_status st;
-  cr_assert_eq(dsipc_dump_start(&loop, fake_ipc_socket(f), "/d", DSIPC_DUMP_MINI, DSIPC_DUMP_LOGGING | DSIPC_DUMP_VERBOSE,
-                                2000, got_dump, &a, NULL, &st),
+  cr_assert_eq(dsipc_dump_start(&loop, fake_ipc_socket(f), "/d", DSIPC_DUMP_MINI,
+                                DSIPC_DUMP_LOGGING | DSIPC_DUMP_VERBOSE, 2000, got_dump, &a, NULL, &st),
                0, "%s", st.msg);
   uv_run(&loop, UV_RUN_DEFAULT);
   cr_assert_eq(uv_loop_close(&loop), 0, "every handle closed");
@@ -75,7 +75,8 @@ Test(call, deadline_and_cancel) {
   dsipc_status st;
   dsipc_call *c = NULL;
   cr_assert_eq(dsipc_process_info_start(&loop, fake_ipc_socket(f), 200, got_info, &late, NULL, &st), 0, "%s", st.msg);
-  cr_assert_eq(dsipc_process_info_start(&loop, fake_ipc_socket(f), 60000, got_info, &dropped, &c, &st), 0, "%s", st.msg);
+  cr_assert_eq(dsipc_process_info_start(&loop, fake_ipc_socket(f), 60000, got_info, &dropped, &c, &st), 0, "%s",
+               st.msg);
   cr_assert(c);
   dsipc_call_cancel(c); /* no callback, and the loop does not wait for its 60 s */
   struct timespec t0;

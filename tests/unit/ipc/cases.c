@@ -31,6 +31,45 @@ Test(cases, every_case_file_parses) {
   cr_assert_geq(n, 20, "the case files are there (%d)", n);
 }
 
+/* Every prefix of every case file, and each with one byte flipped to a quote, a '#', a NUL or
+ * a newline: parsed or refused with "FILE:LINE: ...", never a crash or an overrun (ASan). */
+Test(cases, damaged_cases_are_parsed_or_refused) {
+  DIR *d = opendir(fake_case_dir());
+  cr_assert(d);
+  struct dirent *de;
+  size_t tried = 0;
+  while ((de = readdir(d))) {
+    size_t len = strlen(de->d_name);
+    if (len < 5 || (strcmp(de->d_name + len - 5, ".case") && strcmp(de->d_name + len - 4, ".inc"))) continue;
+    char path[4300], text[4096];
+    snprintf(path, sizeof path, "%s/%s", fake_case_dir(), de->d_name);
+    FILE *fp = fopen(path, "rb");
+    cr_assert(fp);
+    size_t n = fread(text, 1, sizeof text - 1, fp);
+    fclose(fp);
+    cr_assert_lt(n, sizeof text - 1, "%s fits the test's buffer", path);
+    static const char flips[] = {'"', '#', '\0', '\n', '\\', '*'};
+    for (size_t cut = 0; cut <= n; cut++) {
+      for (size_t k = 0; k <= sizeof flips; k++) {
+        char *t = malloc(cut + 1); /* exactly the text: an overrun is ASan's */
+        memcpy(t, text, cut);
+        t[cut] = '\0';
+        if (k < sizeof flips && cut) t[cut / 2] = flips[k];
+        fake_case *c;
+        char err[800] = "";
+        int rc = fake_case_parse(&c, t, "damaged.case", NULL, err, sizeof err);
+        cr_assert(rc == 0 || (rc == -1 && !c && strchr(err, ':')), "%s cut at %zu: rc %d, '%s'", de->d_name, cut, rc,
+                  err);
+        fake_case_free(c);
+        free(t);
+        tried++;
+      }
+    }
+  }
+  closedir(d);
+  cr_assert_gt(tried, 1000);
+}
+
 static void refused(const char *text, const char *says) {
   fake_case *c = (fake_case *)1;
   char err[800];
