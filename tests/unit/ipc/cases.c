@@ -126,14 +126,22 @@ Test(cases, malformed_cases_are_refused_with_their_line) {
 
 /* The bytes of each data form, written out by hand. */
 Test(cases, data_forms_make_the_bytes_written_here) {
-  const char *text = "# a comment\n"
-                     "on 04 *   # ProcessInfo, any version\n"
-                     "reply header ff 00\n"
-                     "payload u8 1 u16 0x0203 u32 4 u64 0x0102030405060708\n"
-                     "payload hex 0a0b 0c utf16 \"A\\x9b\" text \"q\\\"\\0\"\n"
-                     "payload u32 pid\n"
-                     "on * *\n"
-                     "garbage 70\n";
+  char file[] = "/tmp/dnt-casefile-XXXXXX", text[1024];
+  int fd = mkstemp(file);
+  cr_assert_geq(fd, 0);
+  cr_assert_eq(write(fd, "\x01\x02\x03", 3), 3);
+  close(fd);
+  snprintf(text, sizeof text,
+           "# a comment\n"
+           "on 04 *   # ProcessInfo, any version\n"
+           "reply header ff 00\n"
+           "payload u8 1 u16 0x0203 u32 4 u64 0x0102030405060708\n"
+           "payload hex 0a0b 0c utf16 \"A\\x9b\" text \"q\\\"\\0\"\n"
+           "payload u32 pid\n"
+           "payload file %s\n"
+           "on * *\n"
+           "garbage 70\n",
+           file);
   fake_case *c;
   char err[800];
   cr_assert_eq(fake_case_parse(&c, text, "forms.case", NULL, err, sizeof err), 0, "%s", err);
@@ -144,7 +152,8 @@ Test(cases, data_forms_make_the_bytes_written_here) {
   cr_assert_eq(c->secs[1].set, FAKE_ANY);
   cr_assert_eq(c->secs[0].nacts, 1, "payload lines extend their reply");
   const struct fake_action *a = &c->secs[0].acts[0];
-  const uint8_t want[] = {HDR(20 + 1 + 2 + 4 + 8 + 3 + 10 + 3 + 4, 0xff, 0x00),
+  unlink(file);
+  const uint8_t want[] = {HDR(20 + 1 + 2 + 4 + 8 + 3 + 10 + 3 + 4 + 3, 0xff, 0x00),
                           1,
                           0x03, 0x02,
                           4, 0, 0, 0,
@@ -152,12 +161,13 @@ Test(cases, data_forms_make_the_bytes_written_here) {
                           0x0a, 0x0b, 0x0c,
                           3, 0, 0, 0, 'A', 0, 0x9b, 0, 0, 0, /* count 3 with the NUL; U+009B */
                           'q', '"', 0,
-                          0, 0, 0, 0}; /* the pid, filled in when played */
+                          0, 0, 0, 0,  /* the pid, filled in when played */
+                          1, 2, 3};    /* the file */
   cr_assert_eq(a->op, FAKE_SEND);
   cr_assert_eq(a->n, sizeof want, "%zu bytes", a->n);
   cr_assert_eq(memcmp(a->bytes, want, sizeof want), 0);
   cr_assert_eq(a->npatch, 1);
-  cr_assert_eq(a->patch[0].at, sizeof want - 4);
+  cr_assert_eq(a->patch[0].at, sizeof want - 7);
   const struct fake_action *g = &c->secs[1].acts[0];
   cr_assert_eq(g->n, 70);
   cr_assert_eq(memcmp(g->bytes, "HTTP/1.1 200 OK\r\n\r\n", 19), 0);

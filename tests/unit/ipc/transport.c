@@ -28,6 +28,22 @@ Test(transport, process_info_falls_back_on_unknown_command) {
   dsipc_process_info_release(&pi);
 }
 
+Test(transport, a_reply_one_byte_at_a_time) {
+  fake_ipc *f = fake_play("transport-info-bytewise.case", NULL);
+  dsipc_process_info pi;
+  dsipc_status st;
+  cr_assert_eq(dsipc_process_info_get(fake_ipc_socket(f), 5000, &pi, &st), 0, "%s", st.msg);
+  fake_done(f);
+  cr_assert_eq(pi.info_version, 3);
+  cr_assert_eq(pi.process_id, 77);
+  cr_assert_eq(pi.runtime_cookie[0], 1);
+  cr_assert_eq(pi.runtime_cookie[15], 16);
+  cr_assert_str_eq(pi.command_line, "app --x");
+  cr_assert_str_eq(pi.arch, "arm64");
+  cr_assert_str_eq(pi.runtime_identifier, "linux-arm64");
+  dsipc_process_info_release(&pi);
+}
+
 Test(transport, error_reply_keeps_the_hresult) {
   fake_ipc *f = fake_play("transport-resume-fails.case", NULL);
   dsipc_status st;
