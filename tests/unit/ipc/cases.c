@@ -31,8 +31,9 @@ Test(cases, every_case_file_parses) {
   cr_assert_geq(n, 20, "the case files are there (%d)", n);
 }
 
-/* Every prefix of every case file, and each with one byte flipped to a quote, a '#', a NUL or
- * a newline: parsed or refused with "FILE:LINE: ...", never a crash or an overrun (ASan). */
+/* Every prefix of every case file, and every third one with its middle byte turned into a quote,
+ * a '#', a NUL, a newline, a backslash or a star: parsed or refused with "FILE:LINE: ...", never
+ * a crash or an overrun (ASan). */
 Test(cases, damaged_cases_are_parsed_or_refused) {
   DIR *d = opendir(fake_case_dir());
   cr_assert(d);
@@ -50,7 +51,7 @@ Test(cases, damaged_cases_are_parsed_or_refused) {
     cr_assert_lt(n, sizeof text - 1, "%s fits the test's buffer", path);
     static const char flips[] = {'"', '#', '\0', '\n', '\\', '*'};
     for (size_t cut = 0; cut <= n; cut++) {
-      for (size_t k = 0; k <= sizeof flips; k++) {
+      for (size_t k = cut % 3 ? sizeof flips : 0; k <= sizeof flips; k++) {
         char *t = malloc(cut + 1); /* exactly the text: an overrun is ASan's */
         memcpy(t, text, cut);
         t[cut] = '\0';
