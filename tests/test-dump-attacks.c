@@ -1,5 +1,7 @@
 /* dntrace dump against a hostile target: a fake runtime in its own mount namespace (a container
- * with a private /tmp) that, asked for a dump, plants something at the dump path and answers OK.
+ * with a private /tmp) that, asked for a dump, plants something at the dump path and answers OK
+ * (the fake IPC server playing tests/unit/ipc/cases/dump-plant.case, whose `call plant` is the
+ * hook below).
  * dntrace must never read through a planted symlink (to a host file, to /dev/zero), never block
  * on a FIFO, never keep a file that is not a core of that process: one error line, exit 1,
  * nothing at the output path, the plant removed, and all of it promptly. A fake that writes a
@@ -19,7 +21,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "lib/fake-runtime.h"
+#include "lib/fake-ipc.h"
 #include "lib/run.h"
 
 static char dir[64], secret[128];
@@ -77,8 +79,12 @@ static size_t build_core(uint8_t *core, size_t cap, uint32_t pid) {
 enum plant { SYMLINK_HOST, SYMLINK_ZERO, FIFO, NOT_ELF, OTHER_OWNER, OTHER_PID, HARD_LINK, REAL_CORE };
 static enum plant what;
 
-static uint32_t plant(const char *path, void *ud) {
+/* dump-plant.case's `call plant`, in the fake: the request's first string is the dump path */
+static uint32_t plant(const char *name, const uint8_t *req, size_t len, void *ud) {
   (void)ud;
+  if (strcmp(name, "plant") != 0 || len < 20) return 0x80004005u;
+  char path[4096];
+  fake_ipc_first_string(req + 20, len - 20, path, sizeof path);
   uint8_t core[1024];
   size_t n;
   int fd;
@@ -107,16 +113,26 @@ static uint32_t plant(const char *path, void *ud) {
   return 0x80004005u;
 }
 
-static void start_fake(fake_runtime *f, int private_tmp) {
-  fake_runtime_opts o = {.private_tmp = private_tmp, .cmdline = "fake", .on_dump = plant};
-  char err[256];
-  cr_assert_eq(fake_runtime_start(f, &o, err, sizeof err), 0, "%s", err);
+static fake_ipc *start_fake(int private_tmp) {
+  fake_ipc_opts o = {.runtime = 1, .private_tmp = private_tmp, .hook = plant};
+  fake_ipc *f;
+  char err[1024];
+  cr_assert_eq(fake_ipc_start(&f, "dump-plant.case", &o, err, sizeof err), 0, "%s", err);
+  return f;
+}
+
+/* Stops it; it saw only the requests its case answers. */
+static void stop_fake(fake_ipc *f) {
+  char err[1024];
+  int rc = fake_ipc_stop(f, err, sizeof err);
+  fake_ipc_free(f);
+  cr_assert_eq(rc, 0, "the fake runtime: %s", err);
 }
 
 /* Names in the fake's /tmp that start with dntrace-dump (what dntrace left or failed to remove). */
-static int leftovers(const fake_runtime *f, const char *except) {
+static int leftovers(const fake_ipc *f, const char *except) {
   char cmd[256];
-  snprintf(cmd, sizeof cmd, "ls /proc/%d/root/tmp | grep dntrace-dump | grep -v '%s' | grep -q .", (int)f->pid,
+  snprintf(cmd, sizeof cmd, "ls /proc/%d/root/tmp | grep dntrace-dump | grep -v '%s' | grep -q .", (int)fake_ipc_pid(f),
            except ? except : "^$");
   return system(cmd) == 0;
 }
@@ -134,12 +150,11 @@ static char *slurp(const char *path, size_t *len) {
  * `reason`, no output, the secret intact, no plant left, under 10 s. */
 static void expect_refused(enum plant p, int private_tmp, const char *reason, const char *extra_opt) {
   what = p;
-  fake_runtime f;
-  start_fake(&f, private_tmp);
+  fake_ipc *f = start_fake(private_tmp);
   char out[128], gz[140], pid[16];
   snprintf(out, sizeof out, "%s/core", dir);
   snprintf(gz, sizeof gz, "%s.gz", out);
-  snprintf(pid, sizeof pid, "%d", (int)f.pid);
+  snprintf(pid, sizeof pid, "%d", (int)fake_ipc_pid(f));
   /* a dntrace that reads /dev/zero or waits on the FIFO is killed after 15 s (status -1) */
   char *argv[] = {(char *)dnt_bin(), "dump", "-p", pid, "-o", out, (char *)extra_opt, NULL};
   struct dnt_run r;
@@ -155,9 +170,9 @@ static void expect_refused(enum plant p, int private_tmp, const char *reason, co
   char *text = slurp(secret, &n);
   cr_assert(text && strcmp(text, "host secret\n") == 0, "the host file is untouched");
   free(text);
-  if (private_tmp) cr_assert_not(leftovers(&f, p == HARD_LINK ? ".twin" : NULL), "the plant is removed");
+  if (private_tmp) cr_assert_not(leftovers(f, p == HARD_LINK ? ".twin" : NULL), "the plant is removed");
   dnt_run_free(&r);
-  fake_runtime_stop(&f);
+  stop_fake(f);
 }
 
 Test(dump_attack, symlink_to_a_host_file) {
@@ -235,23 +250,22 @@ Test(dump_attack, without_openat2_fifo) {
 /* The control: a fake that writes a core of itself gets it delivered as written. */
 static void core_is_delivered(void) {
   what = REAL_CORE;
-  fake_runtime f;
-  start_fake(&f, 1);
+  fake_ipc *f = start_fake(1);
   char out[128], pid[16];
   snprintf(out, sizeof out, "%s/core", dir);
-  snprintf(pid, sizeof pid, "%d", (int)f.pid);
+  snprintf(pid, sizeof pid, "%d", (int)fake_ipc_pid(f));
   struct dnt_run r;
   cr_assert_eq(dnt_run_dntrace(&r, "dump", "-p", pid, "-o", out, NULL), 0, "%s%s", r.out, r.err);
   uint8_t want[1024];
-  size_t n = build_core(want, sizeof want, (uint32_t)f.pid), got_n;
+  size_t n = build_core(want, sizeof want, (uint32_t)fake_ipc_pid(f)), got_n;
   char *got = slurp(out, &got_n);
   cr_assert(got, "%s exists", out);
   cr_assert(got_n == n && memcmp(got, want, n) == 0, "delivered byte for byte (%zu of %zu bytes)", got_n, n);
   cr_assert(strstr(r.out, "2 threads"), "%s", r.out);
-  cr_assert_not(leftovers(&f, NULL), "the temporary is removed");
+  cr_assert_not(leftovers(f, NULL), "the temporary is removed");
   free(got);
   dnt_run_free(&r);
-  fake_runtime_stop(&f);
+  stop_fake(f);
   unlink(out);
 }
 

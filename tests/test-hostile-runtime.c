@@ -1,7 +1,9 @@
-/* dntrace against a fake runtime (tests/lib/fake-runtime.c) that a process of any user could
- * run: ProcessInfo strings full of terminal control sequences must reach the terminal escaped
- * (ps, info), and a session that is refused, dropped or never answered must leave an existing
- * `collect -o FILE` byte for byte as it was. */
+/* dntrace against a fake runtime that a process of any user could run (the fake IPC server,
+ * tests/lib/fake-ipc.c, forked and named as a runtime, playing tests/unit/ipc/cases/hostile-*):
+ * ProcessInfo strings full of terminal control sequences must reach the terminal escaped (ps,
+ * info), and a session that is refused, dropped or never answered must leave an existing
+ * `collect -o FILE` byte for byte as it was. The control: a well-behaved fake, whose session
+ * collect stops on a second connection. */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <stdio.h>
@@ -11,20 +13,35 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lib/fake-runtime.h"
+#include "lib/fake-ipc.h"
 #include "lib/run.h"
 
-/* ESC ] title BEL (retitles the window), CR LF and a fake line, C1 CSI (U+009B), DEL */
-#define EVIL_CMDLINE "evil\x1b]0;pwned\x07\r\nFAKE LINE\x9b" "31m\x7f"
-/* ... and how dnt_safe_text's rules (src/util.h) write it */
+/* hostile-info.inc's command line: ESC ] title BEL (retitles the window), CR LF and a fake line,
+ * C1 CSI (U+009B), DEL; and how dnt_safe_text's rules (src/util.h) write it */
 #define EVIL_CMDLINE_SHOWN "evil\\x1b]0;pwned\\x07\\r\\nFAKE LINE\\u009b31m\\x7f"
 
-static void start_fake(fake_runtime *f, enum fake_collect collect) {
+/* A fake runtime playing case_name with the options o; its pid in pid (may be NULL). */
+static fake_ipc *start_case_as(const char *case_name, const fake_ipc_opts *o, char pid[16]) {
+  fake_ipc *f;
+  char err[1024];
+  cr_assert_eq(fake_ipc_start(&f, case_name, o, err, sizeof err), 0, "%s", err);
+  if (pid) snprintf(pid, 16, "%d", (int)fake_ipc_pid(f));
+  return f;
+}
+
+/* ... in its own mount namespace (by default, or with opts), which takes root. */
+static fake_ipc *start_case(const char *case_name, const fake_ipc_opts *opts, char pid[16]) {
   if (geteuid() != 0) cr_skip_test("needs root to give the fake runtime its own mount namespace");
-  fake_runtime_opts o = {.private_tmp = 1, .cmdline = EVIL_CMDLINE, .os = "Linux\x1b[2J", .arch = "x64\b\b",
-                         .entry = "App\x1b[31m", .version = "8.0.0\a", .rid = "linux-x64\r", .collect = collect};
-  char err[256];
-  cr_assert_eq(fake_runtime_start(f, &o, err, sizeof err), 0, "%s", err);
+  fake_ipc_opts o = {.runtime = 1, .private_tmp = 1};
+  return start_case_as(case_name, opts ? opts : &o, pid);
+}
+
+/* Stops it; it saw only the requests its case answers. */
+static void stop_case(fake_ipc *f) {
+  char err[1024];
+  int rc = fake_ipc_stop(f, err, sizeof err);
+  fake_ipc_free(f);
+  cr_assert_eq(rc, 0, "the fake runtime: %s", err);
 }
 
 /* No byte of s is a control character other than the newline, nor DEL, nor a C1 control. */
@@ -44,10 +61,8 @@ static void assert_no_forged_line(const char *out) {
 }
 
 Test(hostile, info_escapes_every_runtime_string, .timeout = 30) {
-  fake_runtime f;
-  start_fake(&f, FAKE_COLLECT_REFUSE);
   char pid[16];
-  snprintf(pid, sizeof pid, "%d", (int)f.pid);
+  fake_ipc *f = start_case("hostile-refuse.case", NULL, pid);
   struct dnt_run r;
   cr_assert_eq(dnt_run_dntrace(&r, "info", "-p", pid, NULL), 0, "%s%s", r.out, r.err);
   assert_no_raw_controls("info", r.out);
@@ -65,27 +80,27 @@ Test(hostile, info_escapes_every_runtime_string, .timeout = 30) {
   cr_assert(strstr(r.out, "\"commandLine\": \"evil\\u001b]0;pwned\\u0007\\r\\nFAKE LINE\\u009b31m\\u007f\""), "%s",
             r.out);
   dnt_run_free(&r);
-  fake_runtime_stop(&f);
+  stop_case(f);
 }
 
 Test(hostile, ps_escapes_versions_and_command_lines, .timeout = 30) {
-  fake_runtime f;
-  start_fake(&f, FAKE_COLLECT_REFUSE);
+  fake_ipc *f = start_case("hostile-refuse.case", NULL, NULL);
+  int fpid = (int)fake_ipc_pid(f);
   struct dnt_run r;
   cr_assert_eq(dnt_run_dntrace(&r, "ps", NULL), 0, "%s", r.err);
   assert_no_raw_controls("ps", r.out);
   assert_no_forged_line(r.out);
   char want[64];
-  snprintf(want, sizeof want, "\n%7d  ", (int)f.pid);
+  snprintf(want, sizeof want, "\n%7d  ", fpid);
   const char *line = strstr(r.out, want);
-  cr_assert(line, "pid %d listed:\n%s", (int)f.pid, r.out);
+  cr_assert(line, "pid %d listed:\n%s", fpid, r.out);
   const char *end = strchr(line + 1, '\n');
   char *row = strndup(line + 1, end ? (size_t)(end - line - 1) : strlen(line + 1));
   cr_assert(strstr(row, " 8.0.0\\x07 "), "the version, escaped: %s", row);
   cr_assert(strstr(row, EVIL_CMDLINE_SHOWN), "the command line, escaped: %s", row);
   free(row);
   dnt_run_free(&r);
-  fake_runtime_stop(&f);
+  stop_case(f);
 }
 
 /* ---- collect -o EXISTING ---- */
@@ -95,10 +110,8 @@ Test(hostile, ps_escapes_versions_and_command_lines, .timeout = 30) {
 Test(hostile, ps_asks_every_process_at_once, .timeout = 60) {
   if (geteuid() != 0) cr_skip_test("needs root to give the fake runtime its own mount namespace");
   enum { N = 8 };
-  fake_runtime f[N];
-  fake_runtime_opts o = {.private_tmp = 1, .silent_info = 1, .version = "9.9.9"};
-  char err[256];
-  for (int i = 0; i < N; i++) cr_assert_eq(fake_runtime_start(&f[i], &o, err, sizeof err), 0, "%s", err);
+  fake_ipc *f[N];
+  for (int i = 0; i < N; i++) f[i] = start_case("silent-info.case", NULL, NULL);
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   struct dnt_run r;
@@ -108,63 +121,60 @@ Test(hostile, ps_asks_every_process_at_once, .timeout = 60) {
   cr_expect_eq(rc, 0, "%s", r.err);
   for (int i = 0; i < N; i++) {
     char pid[32];
-    snprintf(pid, sizeof pid, "\n%7d  ", (int)f[i].pid);
+    snprintf(pid, sizeof pid, "\n%7d  ", (int)fake_ipc_pid(f[i]));
     const char *row = strstr(r.out, pid);
-    cr_expect(row, "the silent runtime %d is listed:\n%s", (int)f[i].pid, r.out);
+    cr_expect(row, "the silent runtime %d is listed:\n%s", (int)fake_ipc_pid(f[i]), r.out);
     if (!row) continue;
     char line[512];
     snprintf(line, sizeof line, "%.*s", (int)strcspn(row + 1, "\n"), row + 1);
-    /* PID, NAME, RUNTIME: the version it would have said never came */
+    /* PID, NAME, RUNTIME: no version came (silent-info.case's ProcessInfo2 would say 9.9.9: a
+     * deadline is no UNKNOWN_COMMAND, nothing to fall back on) */
     cr_expect(strstr(line, "  ?  ") && !strstr(line, "9.9.9"), "no version for a silent runtime: '%s'", line);
   }
   cr_expect_lt(secs, 2.5, "ps took %.2f s for %d silent runtimes (asked one by one: %d s)", secs, N, N);
   dnt_run_free(&r);
-  for (int i = 0; i < N; i++) fake_runtime_stop(&f[i]);
+  for (int i = 0; i < N; i++) stop_case(f[i]);
 }
 
 /* A session that carries no counter value, or bytes that are no nettrace: counters collect says
  * so and fails, instead of "File saved (0 values)" and 0. */
-static void counters_collect_fails(enum fake_collect how, const char *says) {
-  fake_runtime f;
-  start_fake(&f, how);
+static void counters_collect_fails(const char *case_name, const char *says) {
   char dir[] = "/tmp/dnt-hostc-XXXXXX", out[128], pid[16];
+  fake_ipc *f = start_case(case_name, NULL, pid);
   cr_assert(mkdtemp(dir));
   snprintf(out, sizeof out, "%s/c.csv", dir);
-  snprintf(pid, sizeof pid, "%d", (int)f.pid);
   struct dnt_run r;
   int rc = dnt_run_dntrace(&r, "counters", "collect", "-p", pid, "-o", out, "--duration", "10s", NULL);
   cr_expect_eq(rc, 1, "exit 1 (got %d):\n%s%s", rc, r.out, r.err);
   cr_expect(strstr(r.err, says), "says '%s':\n%s", says, r.err);
   cr_expect(!strstr(r.out, "File saved"), "claims nothing was saved:\n%s", r.out);
   dnt_run_free(&r);
-  fake_runtime_stop(&f);
+  stop_case(f);
   unlink(out);
   rmdir(dir);
 }
 
 Test(hostile, counters_collect_of_a_session_ended_at_once_fails, .timeout = 60) {
-  counters_collect_fails(FAKE_COLLECT_DROP, "before sending any counter value");
+  counters_collect_fails("hostile-drop.case", "before sending any counter value");
 }
 
 Test(hostile, counters_collect_of_garbage_fails, .timeout = 60) {
-  counters_collect_fails(FAKE_COLLECT_GARBAGE, "does not parse as nettrace");
+  counters_collect_fails("hostile-garbage.case", "does not parse as nettrace");
 }
 
 /* collect keeps the bytes for a look, but a stream that is no nettrace is a failure */
 Test(hostile, collect_of_garbage_fails, .timeout = 60) {
-  fake_runtime f;
-  start_fake(&f, FAKE_COLLECT_GARBAGE);
   char dir[] = "/tmp/dnt-hostg-XXXXXX", out[128], pid[16];
+  fake_ipc *f = start_case("hostile-garbage.case", NULL, pid);
   cr_assert(mkdtemp(dir));
   snprintf(out, sizeof out, "%s/g.nettrace", dir);
-  snprintf(pid, sizeof pid, "%d", (int)f.pid);
   struct dnt_run r;
   int rc = dnt_run_dntrace(&r, "collect", "-p", pid, "-o", out, "--duration", "10s", NULL);
   cr_expect_eq(rc, 1, "exit 1 (got %d):\n%s%s", rc, r.out, r.err);
   cr_expect(strstr(r.err, "does not parse as nettrace"), "%s", r.err);
   cr_expect(!strstr(r.out, "Trace completed") && !strstr(r.out, "keeps the"), "no trace claimed:\n%s", r.out);
   dnt_run_free(&r);
-  fake_runtime_stop(&f);
+  stop_case(f);
   unlink(out);
   rmdir(dir);
 }
@@ -198,13 +208,11 @@ static void assert_kept(const char *dir, const char *path) {
   cr_assert_eq(entries, 1, "no temporary left beside it");
 }
 
-static void collect_keeps_existing(enum fake_collect how, const char *says) {
-  fake_runtime f;
-  start_fake(&f, how);
+static void collect_keeps_existing(const char *case_name, const char *says) {
   char dir[] = "/tmp/dnt-keep-XXXXXX", out[64], pid[16];
+  fake_ipc *f = start_case(case_name, NULL, pid);
   cr_assert(mkdtemp(dir));
   snprintf(out, sizeof out, "%s/t.nettrace", dir);
-  snprintf(pid, sizeof pid, "%d", (int)f.pid);
   write_old(out);
   struct dnt_run r;
   cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "-o", out, "--duration", "5s", NULL), 1, "%s%s", r.out,
@@ -224,20 +232,20 @@ static void collect_keeps_existing(enum fake_collect how, const char *says) {
   closedir(d);
   dnt_run_free(&r);
   rmdir(dir);
-  fake_runtime_stop(&f);
+  stop_case(f);
 }
 
 Test(hostile, collect_refused_keeps_an_existing_file, .timeout = 60) {
-  collect_keeps_existing(FAKE_COLLECT_REFUSE, "refused the session");
+  collect_keeps_existing("hostile-refuse.case", "refused the session");
 }
 
 Test(hostile, collect_ended_at_once_keeps_an_existing_file, .timeout = 60) {
-  collect_keeps_existing(FAKE_COLLECT_DROP, "ended the session before sending anything");
+  collect_keeps_existing("hostile-drop.case", "ended the session before sending anything");
 }
 
 /* A runtime that never answers: dntrace gives up after its 30 s reply deadline. */
 Test(hostile, collect_unanswered_keeps_an_existing_file, .timeout = 150) {
-  collect_keeps_existing(FAKE_COLLECT_SILENT, "refused the session");
+  collect_keeps_existing("hostile-silent.case", "refused the session");
 }
 
 /* ---- discovery through a symlinked /tmp ---- */
@@ -249,22 +257,62 @@ Test(hostile, a_symlinked_tmp_is_followed_inside_the_container, .timeout = 30) {
   if (geteuid() != 0) cr_skip_test("needs root to give the fake runtime its own root");
   char decoy_dir[] = "/var/tmp/dnt-decoy-XXXXXX"; /* not under /tmp: the container's /tmp is the link */
   cr_assert(mkdtemp(decoy_dir));
-  fake_runtime f, decoy;
-  fake_runtime_opts o = {.tmp_link = decoy_dir, .cmdline = "the container's runtime", .version = "8.0.1"};
-  char err[256];
-  cr_assert_eq(fake_runtime_start(&f, &o, err, sizeof err), 0, "%s", err);
-  fake_runtime_opts od = {.sock_dir = decoy_dir, .sock_pid = f.pid, .sock_key = fake_runtime_starttime(f.pid),
-                          .cmdline = "DECOY on the host", .version = "6.6.6"};
-  cr_assert_eq(fake_runtime_start(&decoy, &od, err, sizeof err), 0, "%s", err);
   char pid[16];
-  snprintf(pid, sizeof pid, "%d", (int)f.pid);
+  fake_ipc_opts o = {.runtime = 1, .tmp_link = decoy_dir};
+  fake_ipc *f = start_case("container.case", &o, pid);
+  fake_ipc_opts od = {.runtime = 1, .sock_dir = decoy_dir, .sock_pid = fake_ipc_pid(f),
+                      .sock_key = fake_ipc_starttime(fake_ipc_pid(f))};
+  fake_ipc *decoy = start_case("decoy.case", &od, NULL);
   struct dnt_run r;
   int rc = dnt_run_dntrace(&r, "info", "-p", pid, NULL);
-  fake_runtime_stop(&decoy);
-  fake_runtime_stop(&f);
+  stop_case(decoy);
+  stop_case(f);
   rmdir(decoy_dir);
   cr_assert_eq(rc, 0, "%s%s", r.out, r.err);
   cr_assert(strstr(r.out, "Command line        : the container's runtime\n"), "%s", r.out);
   cr_assert_null(strstr(r.out, "DECOY"), "%s", r.out);
   dnt_run_free(&r);
+}
+
+/* ---- the control: a well-behaved fake, the conversation as a runtime has it ---- */
+
+/* collect-session.case: the session on one connection; the stream's end-of-stream tag comes only
+ * once StopTracing of that session came on a second connection, so a trace that ends with it
+ * proves the stop was sent, for the right session, while the stream was open. */
+Test(hostile, collect_stops_the_session_on_a_second_connection, .timeout = 30) {
+  fake_ipc_opts o = {.runtime = 1}; /* our /tmp, our uid: no root needed */
+  char pid[16];
+  fake_ipc *f = start_case_as("collect-session.case", &o, pid);
+  char dir[] = "/tmp/dnt-hosts-XXXXXX", out[128];
+  cr_assert(mkdtemp(dir));
+  snprintf(out, sizeof out, "%s/s.nettrace", dir);
+  struct dnt_run r;
+  int rc = dnt_run_dntrace(&r, "collect", "-p", pid, "-o", out, "--duration", "1s", NULL);
+  stop_case(f);
+  cr_assert_eq(rc, 0, "%s%s", r.out, r.err);
+  /* the stream, written out from wire-formats.md B.2 and B.3: a Trace object and the end */
+  uint8_t want[103], got[256];
+  size_t n = 0;
+  memcpy(want, "Nettrace\x14\0\0\0!FastSerialization.1", 32), n = 32;
+  memcpy(want + n, "\x05\x05\x01\x04\0\0\0\x04\0\0\0\x05\0\0\0Trace\x06", 21), n += 21;
+  const uint16_t start[8] = {2026, 11, 1, 23, 14, 0, 0, 0};
+  for (int i = 0; i < 8; i++) want[n++] = (uint8_t)start[i], want[n++] = (uint8_t)(start[i] >> 8);
+  const uint64_t q[2] = {1000, 1000000000};
+  for (int i = 0; i < 2; i++)
+    for (int b = 0; b < 8; b++) want[n++] = (uint8_t)(q[i] >> (8 * b));
+  const uint32_t w[4] = {8, (uint32_t)atoi(pid), 2, 1000000};
+  for (int i = 0; i < 4; i++)
+    for (int b = 0; b < 4; b++) want[n++] = (uint8_t)(w[i] >> (8 * b));
+  want[n++] = 0x06; /* the Trace object ends */
+  want[n++] = 0x01; /* the stream ends */
+  cr_assert_eq(n, sizeof want);
+  FILE *fp = fopen(out, "rb");
+  cr_assert(fp, "%s written", out);
+  size_t got_n = fread(got, 1, sizeof got, fp);
+  fclose(fp);
+  cr_assert(got_n == n && memcmp(got, want, n) == 0, "the stream byte for byte (%zu of %zu bytes)", got_n, n);
+  cr_assert(strstr(r.out, "Trace completed"), "%s", r.out);
+  dnt_run_free(&r);
+  unlink(out);
+  rmdir(dir);
 }

@@ -1,4 +1,4 @@
-/* What test-dsipc-encode/-decode leave out: GenerateCoreDump's exact bytes, the event-id deny
+/* What encode.c and decode.c leave out: GenerateCoreDump's exact bytes, the event-id deny
  * list, a sticky framer, replies with trailing bytes or future fields, and an allocation-failure
  * sweep (every allocation made to fail in turn: a clean DSIPC_ENOMEM, nothing leaked).
  * Expected bytes are written from wire-formats.md A.2-A.8, not from the encoder's output. */
