@@ -279,7 +279,8 @@ HEADER = """<?xml version="1.0" encoding="UTF-8"?>
   option of `dntrace events` takes either; the symbol without its _V suffix).
   A layout may stop early: fields past the last one described are left undecoded.
   Give more of these to `dntrace events` with `schema FILE` files of your own (see
-  dntrace-events(1)); a later file's event replaces an earlier one's.
+  dntrace-events(1)); a later file's event replaces an earlier one's of the same version, and
+  an event without version= replaces every version of its id.
 -->
 <dntrace-schema version="2">
 """

@@ -314,6 +314,13 @@ static int read_event(struct dnt_schema *s, const char *provider, xmlNode *ev, c
   e.pub.opcode = e.opcode;
   e.pub.fields = e.fields;
   e.pub.nfields = e.nfields;
+  if (!has_version) { /* a layout for every version: it replaces them all */
+    for (size_t i = s->n; i-- > 0;) {
+      if (s->events[i].pub.id != e.pub.id || strcmp(s->events[i].provider, provider) != 0) continue;
+      event_release(&s->events[i]);
+      s->events[i] = s->events[--s->n];
+    }
+  }
   struct schema_event *old = find(s, provider, e.pub.id, e.pub.version);
   if (old) {
     event_release(old);
