@@ -852,8 +852,9 @@ Test(events, text_json_and_filters_on_a_written_trace) {
                           "\"relatedActivityId\":\"ccddeeff-aabb-8899-7766-554433221100\","
                           "\"n\":-5,\"s\":\"a b\",\"Payload\":{\"Name\":\"cpu-usage\",\"Mean\":0.25},\"arr\":[1,2]}\n"),
             "%s", r.out);
-  cr_assert(strstr(r.out, "\"event\":\"Event(9999)\",\"eventId\":9999,\"payloadSize\":4,\"payload\":\"efbeadde\"}"), "%s",
-            r.out);
+  cr_assert(strstr(r.out, "\"event\":\"Event(9999)\",\"eventId\":9999,\"version\":0,\"level\":2,\"keywords\":\"0x8000\","
+                          "\"opcode\":0,\"payloadSize\":4,\"payload\":\"efbeadde\"}"),
+            "%s", r.out);
   cr_assert(strstr(r.out, "\"s\":\"q\\\"\\\\\\n\",\"Payload\":{\"Name\":\"\",\"Mean\":\"NaN\"},\"arr\":[]"), "%s",
             r.out);
   dnt_run_free(&r);
@@ -1086,7 +1087,8 @@ Test(events_runtime, sample_load_ticks, .timeout = 120) {
     unsigned long tid;
     long n;
     char s[16];
-    cr_assert_eq(sscanf(l, "%lf %lu Sample-Load Tick n=%ld s=%15s", &ts, &tid, &n, s), 4, "%.200s", l);
+    /* time, thread, then processor, level, keywords, opcode */
+    cr_assert_eq(sscanf(l, "%lf %lu %*d %*u %*s %*u Sample-Load Tick n=%ld s=%15s", &ts, &tid, &n, s), 4, "%.200s", l);
     cr_assert_str_eq(s, "tick");
     cr_assert_gt(n, prev, "n increases: %ld after %ld", n, prev);
     cr_assert_geq(ts, prev_t - 0.05, "time goes forward (within a block's reordering)");
@@ -1101,7 +1103,7 @@ Test(events_runtime, sample_load_ticks, .timeout = 120) {
   for (const char *l = r.out; *l; l = strchr(l, '\n') + 1) {
     size_t len = strcspn(l, "\n");
     cr_assert(json_object_line(l, len), "%.*s", (int)len, l);
-    cr_assert(strstr(l, "\"event\":\"Tick\"") && strstr(l, ",\"s\":\"tick\"}}"), "%.*s", (int)len, l);
+    cr_assert(strstr(l, "\"event\":\"Tick\"") && strstr(l, ",\"s\":\"tick\"}\n"), "%.*s", (int)len, l);
   }
   dnt_run_free(&r);
 
