@@ -23,7 +23,7 @@ struct events_options {
 #define O(f) offsetof(struct events_options, f)
 static const struct dnt_option events_options[] = {
     DNT_OPT_LIST(0, "provider", "NAME", O(providers), "only events of this provider (exact, any case; may be repeated)"),
-    DNT_OPT_LIST(0, "name", "NAME", O(names), "only events with this name, or Event(ID) for unnamed ones (may be repeated)"),
+    DNT_OPT_LIST(0, "name", "NAME", O(names), "only events with this name (GC/Start, or the manifest's GCStart), or Event(ID) for unnamed ones (may be repeated)"),
     DNT_OPT_COUNT('n', "count", "N", O(count), LONG_MAX, "stop after N events"),
     DNT_OPT_FLAG(0, "json", O(json), "one JSON object per line"),
     DNT_OPT_LIST(0, "schema", "FILE", O(schemas), "more event layouts (dntrace schema XML) for events without field metadata"),
