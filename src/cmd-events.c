@@ -53,6 +53,7 @@ struct events {
   uint64_t limit;    /* 0: no limit */
   uint64_t shown;
   uint64_t undecodable;
+  uint64_t partial;  /* runtime events with bytes past their layout (a version newer than it) */
   uint64_t sync_qpc, qpc_freq;
   dnt_record rec;
   struct dnt_schema *schema; /* layouts of the runtime's events, which carry no field list */
@@ -262,6 +263,7 @@ static int on_event(void *ud, const ntr_event *ev) {
       described = 1;
       rc = dnt_record_decode_layout(&e->rec, se->fields, n, e->pointer_size, ev->payload, ev->payload_size);
       if (rc) e->undecodable++;
+      else if (e->rec.trailing) e->partial++;
     }
   }
   if (!matches(provider, e->providers, e->nproviders) || !name_matches(name, se, e->names, e->nnames)) return 0;
@@ -380,6 +382,10 @@ int cmd_events(int argc, char **argv) {
                 (unsigned long long)st.dropped_events);
   if (e.undecodable)
     dnt_warning("%llu events did not match their metadata's field description", (unsigned long long)e.undecodable);
+  if (e.partial && e.verbose)
+    dnt_warning("%llu runtime events have bytes past the fields their layout describes (versions newer than the "
+                "schema's are shown with the fields it knows)",
+                (unsigned long long)e.partial);
   if (rc == DNT_TRACE_TRUNCATED) {
     dnt_warning("%s: the events before the cut are shown", err);
   } else if (rc == DNT_TRACE_DAMAGED) {
