@@ -234,6 +234,21 @@ Test(schema_v2, bad_files_are_one_line_naming_the_line) {
   }
 }
 
+/* The loader never crashes on a cut file: it loads, or says why in one line. */
+Test(schema_v2, every_truncation_of_a_file_loads_or_says_why) {
+  size_t n = strlen(LAYOUT_XML);
+  for (size_t cut = 0; cut < n; cut += 7) {
+    char xml[sizeof LAYOUT_XML], path[64], err[256];
+    int rc;
+    memcpy(xml, LAYOUT_XML, cut);
+    xml[cut] = '\0';
+    err[0] = '\0';
+    struct dnt_schema *s = load_xml(xml, path, err, sizeof err, &rc);
+    cr_assert(rc == 0 || (rc == -1 && err[0] && !strchr(err, '\n')), "cut at %zu: %d %s", cut, rc, err);
+    dnt_schema_free(s);
+  }
+}
+
 /* A version 1 file's event (no version=) replaces every version of its id. */
 Test(schema_v2, an_unversioned_event_replaces_every_version) {
   char path[64], err[256];

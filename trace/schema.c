@@ -399,8 +399,9 @@ int dnt_schema_default_path(char *path, size_t cap) {
     snprintf(path, cap, "%s/runtime-events.xml", dir);
     if (access(path, R_OK) == 0) return 0;
   }
-  if (in_build_tree()) {
-    snprintf(path, cap, "%s/data/runtime-events.xml", DNT_SOURCE_TREE);
+  char real[PATH_MAX];
+  if (in_build_tree() && realpath(DNT_SOURCE_TREE "/data/runtime-events.xml", real)) {
+    snprintf(path, cap, "%s", real);
     if (access(path, R_OK) == 0) return 0;
   }
   snprintf(path, cap, "%s/runtime-events.xml", DNT_PKGDATADIR);
