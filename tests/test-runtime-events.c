@@ -272,6 +272,32 @@ Test(schema_v2, an_unversioned_event_replaces_every_version) {
   dnt_schema_free(s);
 }
 
+/* like= copies an earlier event's layout, structs and counted arrays included. */
+Test(schema_v2, like_copies_a_whole_layout) {
+  char path[64], err[256], t[32];
+  int rc;
+  struct dnt_schema *s =
+      load_xml("<dntrace-schema version=\"2\"><provider name=\"P\">"
+               "<event id=\"8\" name=\"Orig\"><field name=\"C\" type=\"Byte\"/>"
+               "<struct name=\"S\" count=\"C\"><field name=\"N\" type=\"Byte\"/><field name=\"V\" type=\"UInt16\" count=\"N\"/>"
+               "</struct></event><event id=\"9\" name=\"Copy\" like=\"P/8\"/></provider></dntrace-schema>",
+               path, err, sizeof err, &rc);
+  cr_assert_eq(rc, 0, "%s", err);
+  uint32_t n;
+  const dnt_schema_event *e = dnt_schema_find(s, "P", 9, 0, &n);
+  cr_assert(e);
+  cr_assert_str_eq(e->name, "Copy");
+  static const uint8_t payload[] = {2, 1, 0x34, 0x12, 2, 1, 0, 2, 0};
+  dnt_record r;
+  dnt_record_init(&r);
+  cr_assert_eq(dnt_record_decode_layout(&r, e->fields, n, 8, payload, sizeof payload), 0, "%s", r.err);
+  cr_assert_eq(r.trailing, 0);
+  cr_assert_str_eq(text_of(&r, "S[0].V[0]", t, sizeof t), "4660");
+  cr_assert_str_eq(text_of(&r, "S[1].V[1]", t, sizeof t), "2");
+  dnt_record_release(&r);
+  dnt_schema_free(s);
+}
+
 /* ---- the corpus ------------------------------------------------------------------------- */
 
 /* HeartRateMonitor.10068: a 32-bit process (INDEX.md). TraceEvent 3.2.8 reads its first

@@ -254,30 +254,33 @@ static int read_event(struct dnt_schema *s, const char *provider, xmlNode *ev, c
     fail(err, errlen, path, ev, "too many fields", NULL);
     goto out;
   }
-  e.cap_pool = need + MAX_FIELDS; /* room for a like= copy's top-level fields */
+  struct schema_event *src = NULL; /* like=: the event whose fields are copied */
+  if (like) {
+    const char *slash = strrchr((const char *)like, '/');
+    char *p = slash ? strndup((const char *)like, (size_t)(slash - (const char *)like)) : NULL;
+    src = p ? find(s, p, (uint32_t)strtoul(slash + 1, NULL, 10), 0) : NULL;
+    free(p);
+    if (!src) {
+      fail(err, errlen, path, ev, "like= names no earlier event:", (const char *)like);
+      goto out;
+    }
+  }
+  e.cap_pool = src ? src->npool : need;
   e.provider = strdup(provider);
   e.name = strdup((const char *)name);
   e.symbol = strdup(symbol ? (const char *)symbol : "");
   e.task = strdup(task ? (const char *)task : "");
   e.opcode = strdup(opcode ? (const char *)opcode : "");
-  e.fields = calloc(e.cap_pool, sizeof *e.fields);
+  e.fields = calloc(e.cap_pool ? e.cap_pool : 1, sizeof *e.fields);
   e.since = calloc(MAX_FIELDS, sizeof *e.since);
   if (!e.provider || !e.name || !e.symbol || !e.task || !e.opcode || !e.fields || !e.since) {
     out_of_memory(err, errlen, path, ev);
     goto out;
   }
   uint32_t ntop = (uint32_t)count_children(ev);
-  if (like) {
-    const char *slash = strrchr((const char *)like, '/');
-    char *p = slash ? strndup((const char *)like, (size_t)(slash - (const char *)like)) : NULL;
-    struct schema_event *src = p ? find(s, p, (uint32_t)strtoul(slash + 1, NULL, 10), 0) : NULL;
-    free(p);
-    if (!src) {
-      fail(err, errlen, path, ev, "like= names no earlier event:", (const char *)like);
-      goto out;
-    }
-    if (src->npool + ntop > e.cap_pool) {
-      fail(err, errlen, path, ev, "too many fields", NULL);
+  if (src) {
+    if (ntop) {
+      fail(err, errlen, path, ev, "an event with like= has no fields of its own", NULL);
       goto out;
     }
     /* the copy keeps the source's pool layout: its top-level fields first */
@@ -293,10 +296,6 @@ static int read_event(struct dnt_schema *s, const char *provider, xmlNode *ev, c
     for (uint32_t i = 0; i < src->nfields; i++) e.since[i] = src->since[i];
     e.nfields = src->nfields;
     e.npool = src->npool;
-    if (ntop) {
-      fail(err, errlen, path, ev, "an event with like= has no fields of its own", NULL);
-      goto out;
-    }
   } else {
     e.npool = ntop;
     if (read_fields(&e, ev, e.fields, &e.nfields, 1, path, err, errlen)) goto out;
