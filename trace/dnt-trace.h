@@ -66,7 +66,8 @@ unsigned dnt_trace_opens(void);
  * malformed payload is an error with a message, never a read past its end.
  *
  * Runtime events (DotNETRuntime, Rundown, SampleProfiler) have no field descriptions: their
- * metadata has nfields == 0 and they decode to an empty record. */
+ * metadata has nfields == 0 and they decode to an empty record; their layouts are in the
+ * schema (dnt_schema_find, dnt_record_decode_layout below). */
 
 enum dnt_value_kind {
   DNT_VALUE_INT = 1, /* i: SByte, Int16, Int32, Int64, VarInt */
@@ -184,13 +185,15 @@ int dnt_schema_default_path(char *path, size_t cap);
  * The reason names the path tried. */
 int dnt_schema_load_default(struct dnt_schema *s, char *err, size_t errlen);
 
-/* The layout of (provider, event id) at that event version: its name, and the fields present
- * in that version (*nfields of them). NULL when the schema does not know the event. The fields
- * belong to the schema. */
+/* The layout of (provider, event id) at that event version (as dnt_schema_find picks it): its
+ * name, and the fields present in that version (*nfields of them), to decode with
+ * dnt_record_decode_layout. NULL when the schema does not know the event. The fields belong to
+ * the schema. */
 const ntr_field *dnt_schema_lookup(const struct dnt_schema *s, const char *provider, uint32_t event_id,
                                    uint32_t version, const char **name, uint32_t *nfields);
 
-/* What a schema says of one event (id, version). Every pointer belongs to the schema. */
+/* What a schema says of one event (id, version). It and every pointer in it belong to the
+ * schema: valid until the next dnt_schema_load into it or dnt_schema_free. */
 typedef struct dnt_schema_event {
   const char *provider;
   uint32_t id, version;
