@@ -91,13 +91,11 @@ static int is_zero_guid(const uint8_t g[16]) {
 /* Rundown's execution checkpoints carry a timestamp in the trace's ticks: in milliseconds from
  * the session's start, as TraceEvent and PerfView show it. 1 when this event has one. */
 static int checkpoint_ms(const struct events *e, const dnt_schema_event *se, double *ms) {
-  double ticks;
-  if (!se || se->id != 300 || strcmp(se->provider, "Microsoft-Windows-DotNETRuntimeRundown") != 0 || !e->qpc_freq ||
-      dnt_record_num(&e->rec, "Timestamp", &ticks) != 0)
+  if (!se || se->id != 300 || strcmp(se->provider, "Microsoft-Windows-DotNETRuntimeRundown") != 0 || !e->qpc_freq)
     return 0;
   const dnt_value *v = dnt_record_get(&e->rec, "Timestamp");
+  if (!v || (v->kind != DNT_VALUE_INT && v->kind != DNT_VALUE_UINT)) return 0;
   int64_t t = v->kind == DNT_VALUE_INT ? v->i : (int64_t)v->u;
-  (void)ticks;
   *ms = (double)(t - (int64_t)e->sync_qpc) * 1000.0 / (double)e->qpc_freq;
   return 1;
 }
