@@ -23,7 +23,7 @@ struct events_options {
 #define O(f) offsetof(struct events_options, f)
 static const struct dnt_option events_options[] = {
     DNT_OPT_LIST(0, "provider", "NAME", O(providers), "only events of this provider (exact, any case; may be repeated)"),
-    DNT_OPT_LIST(0, "name", "NAME", O(names), "only events with this name, or Event(ID) for unnamed ones (may be repeated)"),
+    DNT_OPT_LIST(0, "name", "NAME", O(names), "only events with this name (GC/Start, or the manifest's GCStart), or Event(ID) for unnamed ones (may be repeated)"),
     DNT_OPT_COUNT('n', "count", "N", O(count), LONG_MAX, "stop after N events"),
     DNT_OPT_FLAG(0, "json", O(json), "one JSON object per line"),
     DNT_OPT_LIST(0, "schema", "FILE", O(schemas), "more event layouts (dntrace schema XML) for events without field metadata"),
@@ -53,6 +53,7 @@ struct events {
   uint64_t limit;    /* 0: no limit */
   uint64_t shown;
   uint64_t undecodable;
+  uint64_t partial;  /* runtime events with bytes past their layout (a version newer than it) */
   uint64_t sync_qpc, qpc_freq;
   dnt_record rec;
   struct dnt_schema *schema; /* layouts of the runtime's events, which carry no field list */
@@ -66,6 +67,37 @@ static int matches(const char *s, const char **list, size_t n) {
   for (size_t k = 0; k < n; k++)
     if (strcasecmp(s, list[k]) == 0) return 1;
   return 0;
+}
+
+/* --name: the event's name ("GC/Start"), or the manifest's symbol without its version suffix
+ * ("GCStart" for GCStart_V2), so that either tool's spelling finds it. */
+static int name_matches(const char *name, const dnt_schema_event *se, const char **list, size_t n) {
+  if (matches(name, list, n)) return 1;
+  if (!se || !se->symbol[0]) return 0;
+  size_t len = strlen(se->symbol);
+  const char *v = strstr(se->symbol, "_V");
+  if (v && v[2] && strspn(v + 2, "0123456789") == strlen(v + 2)) len = (size_t)(v - se->symbol);
+  for (size_t k = 0; k < n; k++)
+    if (strlen(list[k]) == len && strncasecmp(se->symbol, list[k], len) == 0) return 1;
+  return 0;
+}
+
+static int is_zero_guid(const uint8_t g[16]) {
+  for (int k = 0; k < 16; k++)
+    if (g[k]) return 0;
+  return 1;
+}
+
+/* Rundown's execution checkpoints carry a timestamp in the trace's ticks: in milliseconds from
+ * the session's start, as TraceEvent and PerfView show it. 1 when this event has one. */
+static int checkpoint_ms(const struct events *e, const dnt_schema_event *se, double *ms) {
+  if (!se || se->id != 300 || strcmp(se->provider, "Microsoft-Windows-DotNETRuntimeRundown") != 0 || !e->qpc_freq)
+    return 0;
+  const dnt_value *v = dnt_record_get(&e->rec, "Timestamp");
+  if (!v || (v->kind != DNT_VALUE_INT && v->kind != DNT_VALUE_UINT)) return 0;
+  int64_t t = v->kind == DNT_VALUE_INT ? v->i : (int64_t)v->u;
+  *ms = (double)(t - (int64_t)e->sync_qpc) * 1000.0 / (double)e->qpc_freq;
+  return 1;
 }
 
 static int on_trace(void *ud, const ntr_trace *t) {
@@ -109,6 +141,15 @@ static void print_text_value(const char *s, int is_string) {
 }
 
 static const char *value_text(struct events *e, const dnt_value *v) {
+  if (v->type == DNT_TYPE_POINTER) { /* addresses in hex, as the other tools print them */
+    if (e->scratch_cap < 24) {
+      free(e->scratch);
+      e->scratch_cap = 24;
+      e->scratch = dnt_xmalloc(e->scratch_cap);
+    }
+    snprintf(e->scratch, e->scratch_cap, "0x%llx", (unsigned long long)v->u);
+    return e->scratch;
+  }
   size_t n = dnt_value_format(v, e->scratch, e->scratch_cap);
   if (n >= e->scratch_cap) {
     free(e->scratch);
@@ -134,11 +175,12 @@ static void print_text_fields(struct events *e) {
   }
 }
 
+/* The fields, as members of the event's object (which has members already: each begins with
+ * a comma). */
 static void print_json_fields(struct events *e) {
   char stack[MAX_JSON_NESTING]; /* '}' or ']' for every open container */
   size_t depth = 0;
-  int first = 1;
-  fputs("{", stdout);
+  int first = 0;
   for (size_t k = 0; k < e->rec.nvalues; k++) {
     const dnt_value *v = &e->rec.values[k];
     if (v->kind == DNT_VALUE_END) {
@@ -165,6 +207,12 @@ static void print_json_fields(struct events *e) {
       break;
     case DNT_VALUE_STRING:
     case DNT_VALUE_BYTES: dnt_json_string(stdout, value_text(e, v)); break;
+    case DNT_VALUE_UINT:
+      if (v->type == DNT_TYPE_POINTER) {
+        dnt_json_string(stdout, value_text(e, v));
+        break;
+      }
+      /* fall through */
     case DNT_VALUE_FLOAT:
       if (!isfinite(v->f)) {
         dnt_json_string(stdout, value_text(e, v));
@@ -175,12 +223,18 @@ static void print_json_fields(struct events *e) {
     }
   }
   while (depth) putchar(stack[--depth]); /* after a decode error */
-  putchar('}');
+}
+
+static void print_payload_hex(const ntr_event *ev, int json) {
+  fputs(json ? ",\"payload\":\"" : " payload=", stdout);
+  print_hex(ev->payload, ev->payload_size);
+  if (json) putchar('"');
 }
 
 static int on_event(void *ud, const ntr_event *ev) {
   struct events *e = ud;
   const ntr_metadata *md = ev->metadata;
+  const dnt_schema_event *se = NULL;
   char unnamed[32];
   const char *provider = md ? md->provider : "(undefined)", *name;
   if (md && md->event_name[0]) {
@@ -198,66 +252,69 @@ static int on_event(void *ud, const ntr_event *ev) {
   if (described) {
     rc = dnt_record_decode_event(&e->rec, ev);
     if (rc) e->undecodable++;
-  } else if (md && e->schema && e->pointer_size == 8) {
-    /* the runtime's own events: layouts from the schema (which assumes 64-bit pointers) */
-    const char *schema_name;
+  } else if (md && e->schema) {
+    /* the runtime's own events: layouts and names from the schema, pointers as wide as the
+     * trace header says */
     uint32_t n;
-    const ntr_field *f = dnt_schema_lookup(e->schema, md->provider, md->event_id, md->version, &schema_name, &n);
-    if (f) {
-      if (!md->event_name[0]) name = schema_name;
+    if ((se = dnt_schema_find(e->schema, md->provider, md->event_id, md->version, &n))) {
+      name = se->name;
       described = 1;
-      rc = dnt_record_decode(&e->rec, f, n, ev->payload, ev->payload_size);
+      rc = dnt_record_decode_layout(&e->rec, se->fields, n, e->pointer_size, ev->payload, ev->payload_size);
       if (rc) e->undecodable++;
+      else if (e->rec.trailing) e->partial++;
     }
   }
-  if (!matches(provider, e->providers, e->nproviders) || !matches(name, e->names, e->nnames)) return 0;
+  if (!matches(provider, e->providers, e->nproviders) || !name_matches(name, se, e->names, e->nnames)) return 0;
+  uint32_t level = md ? md->level : 0, opcode = md && md->has_opcode ? md->opcode : se ? se->opcode_value : 0;
+  uint64_t keywords = md ? md->keywords : 0;
+  char act[37] = "", rel[37] = "";
+  if (!is_zero_guid(ev->activity_id)) dnt_format_guid(ev->activity_id, act);
+  if (!is_zero_guid(ev->related_activity_id)) dnt_format_guid(ev->related_activity_id, rel);
+  double ms = 0;
+  int has_ms = described && !rc && checkpoint_ms(e, se, &ms);
   if (e->json) {
-    printf("{\"timestamp\":%.6f,\"thread\":%llu,\"provider\":", t, (unsigned long long)ev->thread_id);
+    printf("{\"timestamp\":%.6f,\"thread\":%llu,\"processor\":%d,\"provider\":", t, (unsigned long long)ev->thread_id,
+           (int32_t)ev->processor); /* -1: not recorded */
     dnt_json_string(stdout, provider);
     fputs(",\"event\":", stdout);
     dnt_json_string(stdout, name);
-    printf(",\"eventId\":%u", md ? md->event_id : 0);
+    printf(",\"eventId\":%u,\"version\":%u,\"level\":%u,\"keywords\":\"0x%llx\",\"opcode\":%u", md ? md->event_id : 0,
+           md ? md->version : 0, level, (unsigned long long)keywords, opcode);
+    if (act[0]) printf(",\"activityId\":\"%s\"", act);
+    if (rel[0]) printf(",\"relatedActivityId\":\"%s\"", rel);
     if (described) {
-      fputs(",\"fields\":", stdout);
       print_json_fields(e);
+      if (has_ms) printf(",\"TimestampMs\":%.3f", ms);
       if (rc) {
         fputs(",\"error\":", stdout);
         dnt_json_string(stdout, e->rec.err);
-      }
-      if (rc && e->verbose) {
-        fputs(",\"payload\":\"", stdout);
-        print_hex(ev->payload, ev->payload_size);
-        putchar('"');
+        if (e->verbose) print_payload_hex(ev, 1);
       }
     } else {
       printf(",\"payloadSize\":%u", ev->payload_size);
-      if (e->verbose) {
-        fputs(",\"payload\":\"", stdout);
-        print_hex(ev->payload, ev->payload_size);
-        putchar('"');
-      }
+      if (e->verbose) print_payload_hex(ev, 1);
     }
     fputs("}\n", stdout);
   } else {
-    printf("%.6f %llu %s %s", t, (unsigned long long)ev->thread_id, provider, name);
+    /* columns: time, thread, processor, level, keywords, opcode, provider, name; then the
+     * fields; activity ids (when set) last, marked with @ so no field name can be taken for them */
+    printf("%.6f %llu %d %u 0x%llx %u %s %s", t, (unsigned long long)ev->thread_id, (int32_t)ev->processor, level,
+           (unsigned long long)keywords, opcode, provider, name);
     if (described) {
       print_text_fields(e);
+      if (has_ms) printf(" TimestampMs=%.3f", ms);
       if (rc) {
         fputs(" (undecodable: ", stdout);
         fputs(e->rec.err, stdout);
         putchar(')');
-        if (e->verbose) {
-          fputs(" payload=", stdout);
-          print_hex(ev->payload, ev->payload_size);
-        }
+        if (e->verbose) print_payload_hex(ev, 0);
       }
     } else {
       printf(" size=%u", ev->payload_size);
-      if (e->verbose) {
-        fputs(" payload=", stdout);
-        print_hex(ev->payload, ev->payload_size);
-      }
+      if (e->verbose) print_payload_hex(ev, 0);
     }
+    if (act[0]) printf(" @activity=%s", act);
+    if (rel[0]) printf(" @related=%s", rel);
     putchar('\n');
   }
   e->shown++;
@@ -286,10 +343,15 @@ int cmd_events(int argc, char **argv) {
   const char *path = o.trace;
 
   /* the built-in layouts, then the user's files, which may replace them */
-  char why[512];
+  char why[512], schema_path[4096];
   if (!(e.schema = dnt_schema_new())) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  if (dnt_schema_load_default(e.schema, why, sizeof why) < 0 && e.verbose)
-    dnt_warning("no built-in event layouts: %s", why);
+  if (dnt_schema_default_path(schema_path, sizeof schema_path) < 0 ||
+      dnt_schema_load(e.schema, schema_path, why, sizeof why) < 0)
+    dnt_warning("no layouts of the runtime's events (its events show as Event(N) with their size): %s%s",
+                dnt_schema_default_path(schema_path, sizeof schema_path) < 0 ? "cannot read " : "",
+                dnt_schema_default_path(schema_path, sizeof schema_path) < 0 ? schema_path : why);
+  else if (e.verbose)
+    fprintf(stderr, "dntrace: runtime event layouts from '%s'\n", schema_path);
   for (size_t k = 0; k < nschemas; k++) {
     if (dnt_schema_load(e.schema, schemas[k], why, sizeof why) < 0) {
       dnt_error("--schema: %s", why);
@@ -318,6 +380,10 @@ int cmd_events(int argc, char **argv) {
                 (unsigned long long)st.dropped_events);
   if (e.undecodable)
     dnt_warning("%llu events did not match their metadata's field description", (unsigned long long)e.undecodable);
+  if (e.partial && e.verbose)
+    dnt_warning("%llu runtime events have bytes past the fields their layout describes (versions newer than the "
+                "schema's are shown with the fields it knows)",
+                (unsigned long long)e.partial);
   if (rc == DNT_TRACE_TRUNCATED) {
     dnt_warning("%s: the events before the cut are shown", err);
   } else if (rc == DNT_TRACE_DAMAGED) {

@@ -64,15 +64,18 @@ static int on_event(void *ud, const ntr_event *ev) {
   const ntr_field *fields = md->fields;
   uint32_t nfields = md->nfields;
   const char *name = md->event_name;
+  const dnt_schema_event *known = NULL;
   if (nfields == 0 && se->schema) {
-    const char *known;
     uint32_t n;
-    const ntr_field *f = dnt_schema_lookup(se->schema, md->provider, md->event_id, md->version, &known, &n);
-    if (f) fields = f, nfields = n, name = known;
+    /* TraceEvent's names ("GC/Start"), as dotnet-trace's EventMonitor matches them */
+    if ((known = dnt_schema_find(se->schema, md->provider, md->event_id, md->version, &n)))
+      fields = known->fields, nfields = n, name = known->name;
   }
   if (se->event && (!name || strcmp(name, se->event) != 0)) return 0;
   if (se->nfilters) {
-    if (dnt_record_decode(&se->rec, fields, nfields, ev->payload, ev->payload_size) != 0) return 0;
+    int rc = known ? dnt_record_decode_layout(&se->rec, fields, nfields, se->pointer_size, ev->payload, ev->payload_size)
+                   : dnt_record_decode(&se->rec, fields, nfields, ev->payload, ev->payload_size);
+    if (rc != 0) return 0;
     for (size_t i = 0; i < se->nfilters; i++) {
       const dnt_value *v = dnt_record_get(&se->rec, se->keys[i]);
       char text[1024];
@@ -86,7 +89,14 @@ static int on_event(void *ud, const ntr_event *ev) {
   return 0;
 }
 
+static int on_trace(void *ud, const ntr_trace *t) {
+  struct dnt_stop_event *se = ud;
+  se->pointer_size = t->pointer_size;
+  return 0;
+}
+
 void dnt_stop_event_callbacks(ntr_callbacks *cb) {
   memset(cb, 0, sizeof *cb);
+  cb->on_trace = on_trace;
   cb->on_event = on_event;
 }

@@ -16,6 +16,7 @@ struct dnt_stop_event {
   const char *keys[DNT_STOP_MAX_FILTERS], *values[DNT_STOP_MAX_FILTERS];
   size_t nfilters;
   struct dnt_schema *schema;        /* layouts of the runtime's own events (no fields in metadata) */
+  uint32_t pointer_size;            /* the trace header's, for the layouts' pointers */
   dnt_record rec;
   int fired;
   void (*on_match)(void *ud, const char *provider, const char *event);

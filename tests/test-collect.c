@@ -725,6 +725,18 @@ Test(collect, stopping_event, .timeout = 180) {
   cr_expect_eq(rc, 0, "%s%s", r.out, r.err);
   cr_expect(strstr(r.out, "Duration reached") && !strstr(r.out, "stopping event arrived"), "%s", r.out);
   dnt_run_free(&r);
+  /* a runtime event (no field list in its metadata) by TraceEvent's name, as dotnet-trace takes
+   * it, its payload decoded by the schema: the sample throws this exception every 2 s */
+  t0 = now();
+  rc = dnt_run_dntrace(&r, "collect", "-p", pid, "-o", out, "--providers", "Microsoft-Windows-DotNETRuntime:0x8000:4",
+                       "--duration", "60s", "--stopping-event-provider-name", "Microsoft-Windows-DotNETRuntime",
+                       "--stopping-event-event-name", "Exception/Start", "--stopping-event-payload-filter",
+                       "ExceptionType:System.InvalidOperationException", NULL);
+  took = now() - t0;
+  cr_expect_eq(rc, 0, "%s%s", r.out, r.err);
+  cr_expect(strstr(r.out, "The stopping event arrived (Microsoft-Windows-DotNETRuntime/Exception/Start)"), "%s", r.out);
+  cr_expect_lt(took, 30, "stopped by the exception, long before 60 s (took %.1f s)", took);
+  dnt_run_free(&r);
   /* dotnet-trace's rules for the three options */
   cr_expect_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "--stopping-event-event-name", "Tick", NULL), 2);
   cr_expect(strstr(r.err, "need --stopping-event-provider-name"), "%s", r.err);

@@ -483,12 +483,13 @@ static const ntrw_field w_fields[] = {
 #define QPC0 1000000ull
 #define FREQ 1000000ull
 
-/* A V5 trace: a self-describing "Test-Provider/Every" event (n, s, Payload{Name, Mean}, arr),
- * a native runtime event without fields, and a second Every event. */
+/* A V5 trace: a self-describing "Test-Provider/Every" event (n, s, Payload{Name, Mean}, arr;
+ * keywords 0x10, level 4, opcode 1; the first on processor 3 with activity ids), a native
+ * runtime event without fields, and a second Every event. */
 static void build_trace(ntrw *w, int complete) {
   ntrw_trace t = {QPC0, FREQ, 8, 4321, 4, 1000000, NULL, 0};
   ntrw_md md[] = {
-      {1, "Test-Provider", 7, "Every", 0, 0, 4, -1, w_fields, 4, 1, 0},
+      {1, "Test-Provider", 7, "Every", 0x10, 0, 4, 1, w_fields, 4, 1, 0},
       /* an id the built-in schema does not describe: shown by number and size */
       {2, "Microsoft-Windows-DotNETRuntime", 9999, "", 0x8000, 0, 2, -1, NULL, 0, 0, 1},
   };
@@ -499,8 +500,10 @@ static void build_trace(ntrw *w, int complete) {
   put32(&p2, 0xdeadbeef);
   put32(&p3, 6), putws(&p3, "q\"\\\n"), putws(&p3, ""), putf64(&p3, NAN), put16(&p3, 0);
   ntrw_ev ev[3] = {
-      {.metadata_id = 1, .seq = 1, .thread = 77, .capture_thread = 77, .ts = QPC0 + 1500000, .payload = p1.b,
-       .payload_size = (uint32_t)p1.n},
+      {.metadata_id = 1, .seq = 1, .thread = 77, .capture_thread = 77, .proc = 3, .ts = QPC0 + 1500000,
+       .activity = {0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff},
+       .related = {0xff, 0xee, 0xdd, 0xcc, 0xbb, 0xaa, 0x99, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, 0x00},
+       .payload = p1.b, .payload_size = (uint32_t)p1.n},
       {.metadata_id = 2, .seq = 2, .thread = 77, .capture_thread = 77, .ts = QPC0 + 2000000, .payload = p2.b,
        .payload_size = (uint32_t)p2.n},
       {.metadata_id = 1, .seq = 3, .thread = 78, .capture_thread = 77, .ts = QPC0 + 2000001, .payload = p3.b,
@@ -517,10 +520,13 @@ static void build_trace(ntrw *w, int complete) {
   if (complete) ntrw_end(w);
 }
 
+/* Columns: time, thread, processor, level, keywords, opcode, provider, name; fields; activity
+ * ids last (a GUID's first three groups little endian, as .NET prints it). */
 static const char *const EXPECT_TEXT =
-    "1.500000 77 Test-Provider Every n=-5 s=\"a b\" Payload.Name=cpu-usage Payload.Mean=0.25 arr[0]=1 arr[1]=2\n"
-    "2.000000 77 Microsoft-Windows-DotNETRuntime Event(9999) size=4\n"
-    "2.000001 78 Test-Provider Every n=6 s=\"q\\\"\\\\\\n\" Payload.Name=\"\" Payload.Mean=NaN arr=[]\n";
+    "1.500000 77 3 4 0x10 1 Test-Provider Every n=-5 s=\"a b\" Payload.Name=cpu-usage Payload.Mean=0.25 arr[0]=1 "
+    "arr[1]=2 @activity=33221100-5544-7766-8899-aabbccddeeff @related=ccddeeff-aabb-8899-7766-554433221100\n"
+    "2.000000 77 0 2 0x8000 0 Microsoft-Windows-DotNETRuntime Event(9999) size=4\n"
+    "2.000001 78 0 4 0x10 1 Test-Provider Every n=6 s=\"q\\\"\\\\\\n\" Payload.Name=\"\" Payload.Mean=NaN arr=[]\n";
 
 static void gzip_file(const char *path, const uint8_t *p, size_t n) {
   gzFile gz = gzopen(path, "wb");
@@ -839,12 +845,16 @@ Test(events, text_json_and_filters_on_a_written_trace) {
   cr_assert_eq(count_lines(r.out), 3);
   for (const char *l = r.out; *l; l = strchr(l, '\n') + 1)
     cr_assert(json_object_line(l, strcspn(l, "\n")), "%.*s", (int)strcspn(l, "\n"), l);
-  cr_assert(strstr(r.out, "{\"timestamp\":1.500000,\"thread\":77,\"provider\":\"Test-Provider\",\"event\":\"Every\","
-                          "\"eventId\":7,\"fields\":{\"n\":-5,\"s\":\"a b\",\"Payload\":{\"Name\":\"cpu-usage\","
-                          "\"Mean\":0.25},\"arr\":[1,2]}}\n"),
+  /* the fields are members of the event's object, beside its header */
+  cr_assert(strstr(r.out, "{\"timestamp\":1.500000,\"thread\":77,\"processor\":3,\"provider\":\"Test-Provider\","
+                          "\"event\":\"Every\",\"eventId\":7,\"version\":0,\"level\":4,\"keywords\":\"0x10\",\"opcode\":1,"
+                          "\"activityId\":\"33221100-5544-7766-8899-aabbccddeeff\","
+                          "\"relatedActivityId\":\"ccddeeff-aabb-8899-7766-554433221100\","
+                          "\"n\":-5,\"s\":\"a b\",\"Payload\":{\"Name\":\"cpu-usage\",\"Mean\":0.25},\"arr\":[1,2]}\n"),
             "%s", r.out);
-  cr_assert(strstr(r.out, "\"event\":\"Event(9999)\",\"eventId\":9999,\"payloadSize\":4,\"payload\":\"efbeadde\"}"), "%s",
-            r.out);
+  cr_assert(strstr(r.out, "\"event\":\"Event(9999)\",\"eventId\":9999,\"version\":0,\"level\":2,\"keywords\":\"0x8000\","
+                          "\"opcode\":0,\"payloadSize\":4,\"payload\":\"efbeadde\"}"),
+            "%s", r.out);
   cr_assert(strstr(r.out, "\"s\":\"q\\\"\\\\\\n\",\"Payload\":{\"Name\":\"\",\"Mean\":\"NaN\"},\"arr\":[]"), "%s",
             r.out);
   dnt_run_free(&r);
@@ -859,10 +869,10 @@ Test(events, text_json_and_filters_on_a_written_trace) {
   cr_assert_eq(dnt_run_dntrace(&r, "events", path, "--provider", "nope", "--provider",
                                "MICROSOFT-WINDOWS-DOTNETRUNTIME", NULL),
                0);
-  cr_assert_str_eq(r.out, "2.000000 77 Microsoft-Windows-DotNETRuntime Event(9999) size=4\n");
+  cr_assert_str_eq(r.out, "2.000000 77 0 2 0x8000 0 Microsoft-Windows-DotNETRuntime Event(9999) size=4\n");
   dnt_run_free(&r);
   cr_assert_eq(dnt_run_dntrace(&r, "events", path, "--name", "event(9999)", "-v", NULL), 0);
-  cr_assert_str_eq(r.out, "2.000000 77 Microsoft-Windows-DotNETRuntime Event(9999) size=4 payload=efbeadde\n");
+  cr_assert_str_eq(r.out, "2.000000 77 0 2 0x8000 0 Microsoft-Windows-DotNETRuntime Event(9999) size=4 payload=efbeadde\n");
   dnt_run_free(&r);
   cr_assert_eq(dnt_run_dntrace(&r, "events", path, "--name", "Every", "-n", "1", NULL), 0);
   cr_assert_eq(count_lines(r.out), 1);
@@ -1021,7 +1031,9 @@ Test(events_corpus, zipped_voicememo, .timeout = 180) {
   struct dnt_run r;
   cr_assert_eq(corpus_run(&r, "microsoft__perfview/VoiceMemo.23092.nettrace.zip", "-n", "50000", NULL), 0, "%s", r.err);
   cr_assert_eq(count_lines(r.out), 50000);
-  cr_assert(strstr(r.out, " Microsoft-DotNETCore-SampleProfiler Event(0) size="), "%.400s", r.out);
+  /* a 32-bit process's trace: its samples decode too */
+  cr_assert(strstr(r.out, " Microsoft-DotNETCore-SampleProfiler ThreadSample Type="), "%.400s", r.out);
+  cr_assert_null(strstr(r.out, "Event("), "%.400s", strstr(r.out, "Event("));
   dnt_run_free(&r);
   /* every event, counted independently of the command by the parser on the same bytes */
   char path[4400], err[512];
@@ -1075,7 +1087,8 @@ Test(events_runtime, sample_load_ticks, .timeout = 120) {
     unsigned long tid;
     long n;
     char s[16];
-    cr_assert_eq(sscanf(l, "%lf %lu Sample-Load Tick n=%ld s=%15s", &ts, &tid, &n, s), 4, "%.200s", l);
+    /* time, thread, then processor, level, keywords, opcode */
+    cr_assert_eq(sscanf(l, "%lf %lu %*d %*u %*s %*u Sample-Load Tick n=%ld s=%15s", &ts, &tid, &n, s), 4, "%.200s", l);
     cr_assert_str_eq(s, "tick");
     cr_assert_gt(n, prev, "n increases: %ld after %ld", n, prev);
     cr_assert_geq(ts, prev_t - 0.05, "time goes forward (within a block's reordering)");
@@ -1090,7 +1103,7 @@ Test(events_runtime, sample_load_ticks, .timeout = 120) {
   for (const char *l = r.out; *l; l = strchr(l, '\n') + 1) {
     size_t len = strcspn(l, "\n");
     cr_assert(json_object_line(l, len), "%.*s", (int)len, l);
-    cr_assert(strstr(l, "\"event\":\"Tick\"") && strstr(l, ",\"s\":\"tick\"}}"), "%.*s", (int)len, l);
+    cr_assert(strstr(l, "\"event\":\"Tick\"") && strstr(l, ",\"s\":\"tick\"}\n"), "%.*s", (int)len, l);
   }
   dnt_run_free(&r);
 
@@ -1132,7 +1145,8 @@ Test(schema, runtime_events_by_field_name, .timeout = 120) {
   dnt_run_free(&r);
   dnt_target_stop(&t);
   cr_assert_eq(dnt_run_dntrace(&r, "events", trace, "--name", "ExceptionThrown", NULL), 0, "%s", r.err);
-  cr_assert(strstr(r.out, " Microsoft-Windows-DotNETRuntime ExceptionThrown ExceptionType=System.InvalidOperationException "
+  /* --name takes the manifest's symbol (ExceptionThrown_V1) as well as TraceEvent's name */
+  cr_assert(strstr(r.out, " Microsoft-Windows-DotNETRuntime Exception/Start ExceptionType=System.InvalidOperationException "
                           "ExceptionMessage=\"sample exception, thrown on purpose\""),
             "%s", r.out);
   dnt_run_free(&r);
@@ -1152,7 +1166,7 @@ Test(schema, runtime_events_by_field_name, .timeout = 120) {
   fclose(fp);
   cr_assert_eq(dnt_run_dntrace(&r, "events", trace, "--schema", schema, "--name", "MyThrow", "-n", "1", NULL), 0, "%s",
                r.err);
-  cr_assert(strstr(r.out, " MyThrow What=System.InvalidOperationException\n"), "%s", r.out);
+  cr_assert(strstr(r.out, " MyThrow What=System.InvalidOperationException"), "%s", r.out);
   dnt_run_free(&r);
 
   /* a broken schema: one line naming the file and the line */

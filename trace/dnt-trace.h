@@ -67,7 +67,8 @@ unsigned dnt_trace_opens(void);
  * malformed payload is an error with a message, never a read past its end.
  *
  * Runtime events (DotNETRuntime, Rundown, SampleProfiler) have no field descriptions: their
- * metadata has nfields == 0 and they decode to an empty record. */
+ * metadata has nfields == 0 and they decode to an empty record; their layouts are in the
+ * schema (dnt_schema_find, dnt_record_decode_layout below). */
 
 enum dnt_value_kind {
   DNT_VALUE_INT = 1, /* i: SByte, Int16, Int32, Int64, VarInt */
@@ -174,15 +175,60 @@ void dnt_schema_free(struct dnt_schema *s);
  * one-line reason in err ("file:line: ..."). */
 int dnt_schema_load(struct dnt_schema *s, const char *path, char *err, size_t errlen);
 
-/* Loads runtime-events.xml from $DNT_DATADIR, else from the installed data directory.
- * 0, or -1 with a reason in err. */
+/* Where dnt_schema_load_default looks for runtime-events.xml, in order: $DNT_DATADIR, the
+ * source tree's data/ when the program runs from its build tree (the build tree is the
+ * directory holding the running executable, or its parent, and has this source tree recorded
+ * at configure time), then the installed data directory. Writes the first path that exists
+ * into path (cap bytes) and returns 0, or -1 (path: the installed one) when none does. */
+int dnt_schema_default_path(char *path, size_t cap);
+
+/* Loads runtime-events.xml from dnt_schema_default_path. 0, or -1 with a reason in err.
+ * The reason names the path tried. */
 int dnt_schema_load_default(struct dnt_schema *s, char *err, size_t errlen);
 
-/* The layout of (provider, event id) at that event version: its name, and the fields present
- * in that version (*nfields of them). NULL when the schema does not know the event. The fields
- * belong to the schema. */
+/* The layout of (provider, event id) at that event version (as dnt_schema_find picks it): its
+ * name, and the fields present in that version (*nfields of them), to decode with
+ * dnt_record_decode_layout. NULL when the schema does not know the event. The fields belong to
+ * the schema. */
 const ntr_field *dnt_schema_lookup(const struct dnt_schema *s, const char *provider, uint32_t event_id,
                                    uint32_t version, const char **name, uint32_t *nfields);
+
+/* What a schema says of one event (id, version). It and every pointer in it belong to the
+ * schema: valid until the next dnt_schema_load into it or dnt_schema_free. */
+typedef struct dnt_schema_event {
+  const char *provider;
+  uint32_t id, version;
+  const char *name;     /* TraceEvent's and PerfView's name: "GC/Start" */
+  const char *symbol;   /* the manifest's: "GCStart_V2"; "" when the file gives none */
+  const char *task;     /* "GC"; "" when none */
+  const char *opcode;   /* "Start"; "" when none */
+  uint32_t opcode_value, level;
+  uint64_t keywords;
+  int has_info;         /* 1 when the file gives opcode-value, level and keywords */
+  const ntr_field *fields; /* the layout, with the types below besides enum ntr_type */
+  uint32_t nfields;
+} dnt_schema_event;
+
+/* Field types of schema layouts only (never in a trace's metadata): decoded by
+ * dnt_record_decode_layout. An array whose count is an earlier field of the same level keeps
+ * that field's position among its siblings in fixed_count. */
+enum dnt_layout_type {
+  DNT_TYPE_POINTER = 0x10001,  /* 4 or 8 bytes: the trace's pointer size */
+  DNT_TYPE_ANSI = 0x10002,     /* 8-bit characters, NUL-terminated (read as Latin-1) */
+  DNT_TYPE_BINARY = 0x10003,   /* as many bytes as the sibling fixed_count says */
+  DNT_TYPE_COUNTED = 0x10004   /* as many `element`s as the sibling fixed_count says */
+};
+
+/* The event (provider, id) at `version`: that version's layout, else the highest version below
+ * it, else the lowest one; *nfields: how many of its top-level fields that version has (a
+ * version 1 file's since=). NULL when the schema has no event with that id. */
+const dnt_schema_event *dnt_schema_find(const struct dnt_schema *s, const char *provider, uint32_t event_id,
+                                        uint32_t version, uint32_t *nfields);
+
+/* Decodes a payload by a schema layout (fields of a dnt_schema_event): like dnt_record_decode,
+ * with the layout types above, pointers `pointer_size` (4 or 8) bytes wide. */
+int dnt_record_decode_layout(dnt_record *r, const ntr_field *fields, uint32_t nfields, uint32_t pointer_size,
+                             const uint8_t *payload, size_t len);
 
 /* ============================================================================================== */
 /* A trace's summary (`dntrace info TRACE`): the header, the events per provider and per kind,

@@ -22,6 +22,8 @@ struct dec {
   char *path; /* the dotted name being built */
   size_t plen, pcap;
   int rc;
+  int layout;   /* a schema layout: the dnt_layout_type codes are allowed */
+  uint32_t ptr; /* pointer size for DNT_TYPE_POINTER */
 };
 
 static const char *const type_names[] = {
@@ -37,6 +39,13 @@ static const char *const type_names[] = {
 };
 
 const char *dnt_type_name(uint32_t type) {
+  switch (type) {
+  case DNT_TYPE_POINTER: return "Pointer";
+  case DNT_TYPE_ANSI: return "AnsiString";
+  case DNT_TYPE_BINARY: return "Binary";
+  case DNT_TYPE_COUNTED: return "Array";
+  default: break;
+  }
   if (type < sizeof type_names / sizeof type_names[0] && type_names[type]) return type_names[type];
   return "Unknown";
 }
@@ -265,13 +274,14 @@ static int short_payload(struct dec *d, const ntr_field *f, size_t need) {
               dnt_type_name(f->type), pos(d), need, ntr_payload_left(&d->c));
 }
 
-static int value(struct dec *d, const ntr_field *f, const char *key, uint32_t depth, uint32_t index);
+static int value(struct dec *d, const ntr_field *f, const char *key, uint32_t depth, uint32_t index, const size_t *sib,
+                 uint32_t nsib);
 
 /* `count` elements of f->element, each named "[i]", between an ARRAY and its END. */
 static int elements(struct dec *d, const ntr_field *f, uint32_t count, uint32_t depth) {
   for (uint32_t k = 0; k < count; k++) {
     size_t saved = d->plen;
-    if (path_push(d, "", 1, k) || value(d, f->element, "", depth, k)) return d->rc;
+    if (path_push(d, "", 1, k) || value(d, f->element, "", depth, k, NULL, 0)) return d->rc;
     path_pop(d, saved);
   }
   return 0;
@@ -345,7 +355,96 @@ static void utf8_encode(uint32_t cp, char *out, size_t *n) {
   }
 }
 
-static int value(struct dec *d, const ntr_field *f, const char *key, uint32_t depth, uint32_t index) {
+/* The count an earlier sibling holds (layouts: DNT_TYPE_COUNTED, DNT_TYPE_BINARY); 0 or an error. */
+static int sibling_count(struct dec *d, const ntr_field *f, const size_t *sib, uint32_t nsib, uint64_t *out) {
+  const dnt_value *c = f->fixed_count < nsib && sib ? &d->r->values[sib[f->fixed_count]] : NULL;
+  if (!c || (c->kind != DNT_VALUE_UINT && (c->kind != DNT_VALUE_INT || c->i < 0)))
+    return fail(d, NTR_EFORMAT, "field '%s': its count is not an earlier unsigned field", cur_name(d));
+  *out = c->kind == DNT_VALUE_UINT ? c->u : (uint64_t)c->i;
+  return 0;
+}
+
+/* The types only schema layouts have; 1 when f is not one of them. */
+static int layout_value(struct dec *d, const ntr_field *f, dnt_value *v, size_t vi, uint32_t depth, const size_t *sib,
+                        uint32_t nsib) {
+  ntr_payload *c = &d->c;
+  uint64_t n;
+  switch (f->type) {
+  case DNT_TYPE_POINTER:
+    if (ntr_payload_left(c) < d->ptr) return short_payload(d, f, d->ptr);
+    if (d->ptr == 4) {
+      uint32_t u32;
+      ntr_payload_u32(c, &u32);
+      v->u = u32;
+    } else {
+      ntr_payload_u64(c, &v->u);
+    }
+    v->kind = DNT_VALUE_UINT;
+    return 0;
+  case DNT_TYPE_ANSI: {
+    const uint8_t *nul = memchr(c->cur, 0, ntr_payload_left(c));
+    if (!nul)
+      return fail(d, NTR_ETRUNCATED, "field '%s' (AnsiString) at payload byte %zu: no terminating NUL before the payload's end",
+                  cur_name(d), pos(d));
+    size_t len = (size_t)(nul - c->cur), need = 0;
+    for (size_t k = 0; k < len; k++) need += c->cur[k] < 0x80 ? 1 : 2; /* Latin-1 as UTF-8 */
+    if (text_room(d, need + 1)) return d->rc;
+    dnt_record *r = d->r;
+    char *o = r->text + r->text_len;
+    for (size_t k = 0; k < len; k++) {
+      uint8_t b = c->cur[k];
+      if (b < 0x80) {
+        *o++ = (char)b;
+      } else {
+        *o++ = (char)(0xc0 | b >> 6);
+        *o++ = (char)(0x80 | (b & 0x3f));
+      }
+    }
+    *o = '\0';
+    r->offs[NOFF * vi + 2] = r->text_len;
+    r->values[vi].slen = need;
+    r->text_len += need + 1;
+    ntr_payload_skip(c, len + 1);
+    r->values[vi].kind = DNT_VALUE_STRING;
+    return 0;
+  }
+  case DNT_TYPE_BINARY:
+    if (sibling_count(d, f, sib, nsib, &n)) return d->rc;
+    if (n > ntr_payload_left(c)) return short_payload(d, f, n > SIZE_MAX ? SIZE_MAX : (size_t)n);
+    v->kind = DNT_VALUE_BYTES;
+    v->raw = c->cur;
+    v->rawlen = (size_t)n;
+    ntr_payload_skip(c, (size_t)n);
+    return 0;
+  case DNT_TYPE_COUNTED:
+    if (sibling_count(d, f, sib, nsib, &n)) return d->rc;
+    if (!f->element) return fail(d, NTR_EFORMAT, "field '%s': an array without an element type", cur_name(d));
+    if (n > DNT_FIELDS_MAX_VALUES)
+      return fail(d, NTR_ELIMIT, "field '%s': %llu elements, more than %u", cur_name(d), (unsigned long long)n,
+                  DNT_FIELDS_MAX_VALUES);
+    v->kind = DNT_VALUE_ARRAY;
+    v->count = (uint32_t)n;
+    return elements(d, f, (uint32_t)n, depth + 1);
+  default: return 1;
+  }
+}
+
+/* The fields of one level (the payload's, an object's), each knowing its earlier siblings. */
+static int level(struct dec *d, const ntr_field *fields, uint32_t nfields, uint32_t depth) {
+  size_t *sib = NULL;
+  if (d->layout && nfields && !(sib = malloc(nfields * sizeof *sib))) return fail(d, NTR_ENOMEM, "out of memory");
+  for (uint32_t k = 0; k < nfields && !d->rc; k++) {
+    size_t saved = d->plen;
+    if (sib) sib[k] = d->r->nvalues;
+    if (path_push(d, fields[k].name, 0, 0) || value(d, &fields[k], fields[k].name, depth, 0, sib, k)) break;
+    path_pop(d, saved);
+  }
+  free(sib);
+  return d->rc;
+}
+
+static int value(struct dec *d, const ntr_field *f, const char *key, uint32_t depth, uint32_t index, const size_t *sib,
+                 uint32_t nsib) {
   ntr_payload *c = &d->c;
   if (depth > MAX_NESTING) return fail(d, NTR_EFORMAT, "field '%s': nested deeper than %d", cur_name(d), MAX_NESTING);
   dnt_value *v = add(d, 0, f, key, depth, index);
@@ -356,11 +455,7 @@ static int value(struct dec *d, const ntr_field *f, const char *key, uint32_t de
   case NTR_TYPE_OBJECT:
     v->kind = DNT_VALUE_OBJECT;
     v->count = f->nfields;
-    for (uint32_t k = 0; k < f->nfields; k++) {
-      size_t saved = d->plen;
-      if (path_push(d, f->fields[k].name, 0, 0) || value(d, &f->fields[k], f->fields[k].name, depth + 1, 0)) return d->rc;
-      path_pop(d, saved);
-    }
+    if (level(d, f->fields, f->nfields, depth + 1)) return d->rc;
     break;
   case NTR_TYPE_ARRAY:
   case NTR_TYPE_FIXED_ARRAY: {
@@ -456,6 +551,11 @@ static int value(struct dec *d, const ntr_field *f, const char *key, uint32_t de
     return 0;
   }
   default:
+    if (d->layout && f->type >= DNT_TYPE_POINTER && f->type <= DNT_TYPE_COUNTED) {
+      if (layout_value(d, f, v, vi, depth, sib, nsib)) return d->rc;
+      if (f->type == DNT_TYPE_BINARY) return 0; /* rawlen set: the bytes, not their place */
+      break;
+    }
     if (!ntr_field_fixed_size(f) && f->type != NTR_TYPE_VARINT && f->type != NTR_TYPE_VARUINT)
       return fail(d, NTR_EFORMAT, "field '%s' has type code %u, which has no known size", cur_name(d), f->type);
     if (scalar(d, f, v)) return d->rc;
@@ -463,7 +563,8 @@ static int value(struct dec *d, const ntr_field *f, const char *key, uint32_t de
   }
   dnt_record *r = d->r;
   r->values[vi].rawlen = pos(d) - start;
-  if (f->type == NTR_TYPE_OBJECT || f->type == NTR_TYPE_ARRAY || f->type == NTR_TYPE_FIXED_ARRAY) {
+  if (f->type == NTR_TYPE_OBJECT || f->type == NTR_TYPE_ARRAY || f->type == NTR_TYPE_FIXED_ARRAY ||
+      (d->layout && f->type == DNT_TYPE_COUNTED)) {
     dnt_value *e = add(d, DNT_VALUE_END, f, key, depth, index);
     if (!e) return d->rc;
   }
@@ -480,9 +581,12 @@ static void fix_up(dnt_record *r) {
   }
 }
 
-int dnt_record_decode(dnt_record *r, const ntr_field *fields, uint32_t nfields, const uint8_t *payload, size_t len) {
+static int decode(dnt_record *r, const ntr_field *fields, uint32_t nfields, int layout, uint32_t ptr,
+                  const uint8_t *payload, size_t len) {
   struct dec d;
   memset(&d, 0, sizeof d);
+  d.layout = layout;
+  d.ptr = ptr == 4 ? 4 : 8;
   d.r = r;
   d.base = payload;
   d.len = payload ? len : 0;
@@ -491,16 +595,21 @@ int dnt_record_decode(dnt_record *r, const ntr_field *fields, uint32_t nfields, 
   r->text_len = 0;
   r->trailing = 0;
   r->err[0] = '\0';
-  for (uint32_t k = 0; k < nfields && !d.rc; k++) {
-    path_pop(&d, 0);
-    if (path_push(&d, fields[k].name, 0, 0)) break;
-    value(&d, &fields[k], fields[k].name, 0, 0);
-  }
+  level(&d, fields, nfields, 0);
   if (!d.rc) r->trailing = ntr_payload_left(&d.c);
   while (r->nvalues && r->values[r->nvalues - 1].kind == 0) r->nvalues--; /* the one that failed */
   fix_up(r);
   free(d.path);
   return d.rc;
+}
+
+int dnt_record_decode(dnt_record *r, const ntr_field *fields, uint32_t nfields, const uint8_t *payload, size_t len) {
+  return decode(r, fields, nfields, 0, 8, payload, len);
+}
+
+int dnt_record_decode_layout(dnt_record *r, const ntr_field *fields, uint32_t nfields, uint32_t pointer_size,
+                             const uint8_t *payload, size_t len) {
+  return decode(r, fields, nfields, 1, pointer_size, payload, len);
 }
 
 int dnt_record_decode_event(dnt_record *r, const ntr_event *ev) {

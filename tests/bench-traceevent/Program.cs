@@ -8,6 +8,9 @@
 //                  speedscope and Chromium exports hold, computed as dotnet-trace computes them
 //                  (SampleProfilerThreadTimeComputer over a TraceLog); no timing line
 //   --mode gc      TraceEvent's GC analysis, one line per GC (GcStats.cs), for tests/test-gc.c
+//   --mode names   no timing: one line per distinct event kind, "provider<TAB>id<TAB>version<TAB>
+//                  name" as TraceEvent names it (the runtime's parsers registered), for the
+//                  expected lists of dntrace's tests (tests/data/traceevent-names/)
 using System.Diagnostics;
 using System.Globalization;
 using System.IO.Compression;
@@ -16,6 +19,8 @@ using Microsoft.Diagnostics.Symbols;
 using Microsoft.Diagnostics.Tracing;
 using Microsoft.Diagnostics.Tracing.Etlx;
 using Microsoft.Diagnostics.Tracing.Stacks;
+using Microsoft.Diagnostics.Tracing.Parsers;
+using Microsoft.Diagnostics.Tracing.Parsers.Clr;
 
 static class Program
 {
@@ -44,7 +49,7 @@ static class Program
         }
         if (args.Length < 1 || (args.Length == 3 && args[1] != "--mode") || args.Length == 2 || args.Length > 3)
         {
-            Console.Error.WriteLine("usage: BenchTraceEvent FILE.nettrace [--mode parse|stacks|gc]\n" +
+            Console.Error.WriteLine("usage: BenchTraceEvent FILE.nettrace [--mode parse|stacks|gc|names]\n" +
                                     "       BenchTraceEvent --mode threadtime FILE...");
             return 2;
         }
@@ -55,6 +60,7 @@ static class Program
             return 1;
         }
         double mb = new FileInfo(path).Length / 1e6;
+        if (mode == "names") return Names(path);
         try
         {
             var clock = Stopwatch.StartNew();
@@ -89,6 +95,22 @@ static class Program
         };
         source.Process();
         return $"{events} events ({bytes} payload bytes), {samples} samples";
+    }
+
+    static int Names(string path)
+    {
+        var seen = new SortedSet<string>(StringComparer.Ordinal);
+        using var source = new EventPipeEventSource(path);
+        Action<TraceEvent> add = e => seen.Add($"{e.ProviderName}\t{(int)e.ID}\t{e.Version}\t{e.EventName}");
+        /* the runtime's parsers, as PerfView registers them; everything else as it comes */
+        source.Clr.All += add;
+        new ClrRundownTraceEventParser(source).All += add;
+        new ClrPrivateTraceEventParser(source).All += add;
+        source.Dynamic.All += add;
+        source.UnhandledEvents += add;
+        source.Process();
+        foreach (string line in seen) Console.WriteLine(line);
+        return 0;
     }
 
     static string Stacks(string path)

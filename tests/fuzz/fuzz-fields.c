@@ -1,7 +1,8 @@
 /* fuzz-fields.c: libFuzzer target for payload decoding by name: every event of a trace decoded
  * into a dnt_record, by the field list of its metadata (EventSource, TraceLogging, EventPipe's
  * own events) or, when the metadata has none, by the layout data/runtime-events.xml gives the
- * runtime's events, and every value formatted as `dntrace events` prints it. Input: a nettrace
+ * runtime's events (pointers 4 or 8 bytes wide; arrays and structs counted by earlier fields,
+ * Binary and AnsiString fields), and every value formatted as `dntrace events` prints it. Input: a nettrace
  * stream. Seeds: tests/fuzz/seeds/traces (recordings of the sample target), the public corpus
  * when DNT_CORPUS is set. Needs DNT_DATADIR (the run sets it) for the schema. */
 #include <stdint.h>
@@ -36,11 +37,11 @@ static int on_event(void *ud, const ntr_event *e) {
   if (m->nfields) {
     dnt_record_decode_event(r, e);
   } else {
-    const char *name;
     uint32_t n;
-    const ntr_field *f = dnt_schema_lookup(schema, m->provider, m->event_id, m->version, &name, &n);
-    if (!f) return 0;
-    dnt_record_decode(r, f, n, e->payload, e->payload_size);
+    const dnt_schema_event *se = dnt_schema_find(schema, m->provider, m->event_id, m->version, &n);
+    if (!se) return 0;
+    /* both pointer sizes: a 32-bit trace's layouts differ (the sequence number picks one) */
+    dnt_record_decode_layout(r, se->fields, n, e->sequence & 1 ? 4 : 8, e->payload, e->payload_size);
   }
   for (size_t i = 0; i < r->nvalues; i++) {
     size_t len = dnt_value_format(&r->values[i], text, sizeof text);

@@ -32,7 +32,7 @@ for fuzzer in "$@"; do
     fuzz-elfcore) dirs="$seeds/elfcore" max_len=131072 ;;
     fuzz-perf-script) dirs="$seeds/perf-script" ;;
     fuzz-perfmap) dirs="$seeds/perfmap" ;;
-    fuzz-schema) dirs="$src/data" ;;
+    fuzz-schema) dirs="$src/data $seeds/schema" ;;
     fuzz-fields | fuzz-counters | fuzz-trace-read | fuzz-gc)
       dirs="$seeds/traces"
       # the public corpus of real traces, when it is there (read only: new finds go to fuzz-corpus)
