@@ -347,6 +347,13 @@ static void take(struct dnt_gc_analysis *a, struct pending *e) {
   default: return;
   }
   for (size_t k = 0; k < n; k++) e->v[k] = num(a, names[k], 0);
+  if (e->id == EV_PER_HEAP_HISTORY) /* the manifest's layout: a struct per generation */
+    for (size_t k = 0; k < 5; k++) {
+      char path[32];
+      snprintf(path, sizeof path, "Values[%zu].SizeBefore", k);
+      double v;
+      if (dnt_record_num(&a->rec, path, &v) == 0) e->v[k] = v;
+    }
 }
 
 /* Events come thread by thread within a block, not in time order (a server GC's GCStart, on a GC
@@ -363,9 +370,7 @@ int dnt_gc_on_event(void *ud, const ntr_event *ev) {
   switch (md->event_id) {
   case EV_GC_START: case EV_GC_END: case EV_RESTART_EE_END: case EV_HEAP_STATS: case EV_SUSPEND_EE_END:
   case EV_SUSPEND_EE_BEGIN: case EV_ALLOCATION_TICK: case EV_GLOBAL_HEAP_HISTORY: break;
-  case EV_PER_HEAP_HISTORY:
-    if (a->pointer_size != 8) return 0; /* the schema's pointers are 64-bit */
-    break;
+  case EV_PER_HEAP_HISTORY: break;
   default: return 0;
   }
   const char *name;
@@ -373,7 +378,8 @@ int dnt_gc_on_event(void *ud, const ntr_event *ev) {
   const ntr_field *f = dnt_schema_lookup(a->schema, md->provider, md->event_id, md->version, &name, &nfields);
   if (!f) return 0;
   /* a short or odd payload keeps the fields decoded before the fault; a missing one reads as 0 */
-  if (dnt_record_decode(&a->rec, f, nfields, ev->payload, ev->payload_size) == NTR_ENOMEM) {
+  if (dnt_record_decode_layout(&a->rec, f, nfields, a->pointer_size == 4 ? 4 : 8, ev->payload, ev->payload_size) ==
+      NTR_ENOMEM) {
     a->failed = 1;
     return 1;
   }

@@ -195,7 +195,7 @@ Test(gc_rules, events_are_paired_in_time_order_not_arrival_order) {
 struct gc_row {
   unsigned number;
   int generation;
-  double pause;
+  double pause, before_mb, after_mb;
   int background;
 };
 
@@ -212,8 +212,12 @@ static void parse_dntrace_rows(const char *json, struct rows *r) {
        p = strstr(p + 1, "{\"number\":")) {
     struct gc_row *g = &r->v[r->n];
     const char *pause = strstr(p, "\"pauseMSec\":");
+    const char *before = strstr(p, "\"heapSizeBeforeMB\":"), *after = strstr(p, "\"heapSizeAfterMB\":");
     cr_assert(pause && sscanf(p, "{\"number\":%u,\"generation\":%d", &g->number, &g->generation) == 2 &&
-              sscanf(pause, "\"pauseMSec\":%lf", &g->pause) == 1, "unreadable row: %.200s", p);
+                  sscanf(pause, "\"pauseMSec\":%lf", &g->pause) == 1 && before &&
+                  sscanf(before, "\"heapSizeBeforeMB\":%lf", &g->before_mb) == 1 && after &&
+                  sscanf(after, "\"heapSizeAfterMB\":%lf", &g->after_mb) == 1,
+              "unreadable row: %.200s", p);
     r->n++;
   }
 }
@@ -224,7 +228,8 @@ static void parse_traceevent_rows(const char *out, struct rows *r) {
   for (const char *p = out; p && *p && r->n < 4096; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
     struct gc_row *g = &r->v[r->n];
     char type[32];
-    if (sscanf(p, "gc %u %d %31s %*s %lf", &g->number, &g->generation, type, &g->pause) == 4) {
+    if (sscanf(p, "gc %u %d %31s %*s %lf %*f %lf %lf", &g->number, &g->generation, type, &g->pause, &g->before_mb,
+               &g->after_mb) == 6) {
       g->background = strcmp(type, "BackgroundGC") == 0;
       r->n++;
     }
@@ -244,7 +249,7 @@ static const char *oracle(void) {
 }
 
 /* Holds dntrace gc's rows for trace to TraceEvent's: per generation the same count, each GC's
- * pause within 0.1 ms or 1%. Returns how many GCs were compared; *background (may be NULL) how
+ * pause within 0.1 ms or 1%, its heap before and after within 0.01 MB. Returns how many GCs were compared; *background (may be NULL) how
  * many of them were background GCs. */
 static size_t compare_with_traceevent(const char *dll, const char *trace, size_t *background) {
   static struct rows mine, theirs;
@@ -290,6 +295,17 @@ static size_t compare_with_traceevent(const char *dll, const char *trace, size_t
     }
   }
   cr_expect_eq(bad, 0, "%s: %zu GCs differ from TraceEvent's", trace, bad);
+  /* the heap before and after each GC, as TraceEvent sums them (0.01 MB: its four decimals) */
+  size_t bad_heap = 0;
+  for (size_t i = 0; i < theirs.n; i++) {
+    const struct gc_row *t = &theirs.v[i], *m = NULL;
+    for (size_t j = 0; j < mine.n && !m; j++)
+      if (mine.v[j].number == t->number) m = &mine.v[j];
+    if (m && (fabs(m->before_mb - t->before_mb) > 0.01 || fabs(m->after_mb - t->after_mb) > 0.01) && bad_heap++ < 5)
+      cr_expect_fail("%s: GC %u heap %.4f -> %.4f MB (TraceEvent) vs %.4f -> %.4f MB", trace, t->number, t->before_mb,
+                     t->after_mb, m->before_mb, m->after_mb);
+  }
+  cr_expect_eq(bad_heap, 0, "%s: %zu GCs' heap sizes differ from TraceEvent's", trace, bad_heap);
   return theirs.n;
 }
 
