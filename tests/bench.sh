@@ -17,7 +17,9 @@ if "$b/tests/bench-ntr" --write "$big" 512 >/dev/null; then
   echo "== dntrace report on a $((size / 1000000)) MB synthetic trace (one core)"
   for cmd in "report $big" "convert $big --format folded -o -"; do
     /usr/bin/time -f "%e %M" -o /tmp/dnt-bench-time $DNT_BIN $cmd >/dev/null 2>&1
-    read -r secs kb < /tmp/dnt-bench-time
+    read -r secs kb <<EOF
+$(tail -n 1 /tmp/dnt-bench-time)
+EOF
     awk -v s="$secs" -v kb="$kb" -v mb="$size" -v c="$cmd" \
       'BEGIN { printf "dntrace %-8s %6.0f MB/s (%.2f s), peak RSS %d MB\n", substr(c, 1, index(c, " ") - 1), mb / 1e6 / s, s, kb / 1024 }'
   done
@@ -41,7 +43,9 @@ if [ -x "$exe" ]; then
   echo "recorded $((size / 1000000)) MB"
   "$b/tests/bench-ntr" $real | grep "ntr parse"
   /usr/bin/time -f "%e %M" -o /tmp/dnt-bench-time $DNT_BIN report $real >/dev/null 2>&1
-  read -r secs kb < /tmp/dnt-bench-time
+  read -r secs kb <<EOF
+$(tail -n 1 /tmp/dnt-bench-time)
+EOF
   awk -v s="$secs" -v kb="$kb" -v mb="$size" \
     'BEGIN { printf "dntrace report   %6.0f MB/s (%.2f s), peak RSS %d MB\n", mb / 1e6 / s, s, kb / 1024 }'
   te=${DNT_SRCDIR:-$(dirname "$0")/..}/tests/bench-traceevent
@@ -62,7 +66,9 @@ gctrace=$corpus/microsoft__perfview/eventpipe-dotnetcore3.0-win-x64-objver4.nett
 if [ -f "$gctrace" ]; then
   echo "== dntrace gc"
   /usr/bin/time -f "%e %M" -o /tmp/dnt-bench-time $DNT_BIN gc $gctrace >/dev/null 2>&1
-  read -r secs kb < /tmp/dnt-bench-time
+  read -r secs kb <<EOF
+$(tail -n 1 /tmp/dnt-bench-time)
+EOF
   echo "dntrace gc on $(basename $gctrace) ($(($(stat -c %s $gctrace) / 1000000)) MB, 478 GCs): $secs s, peak RSS $((kb / 1024)) MB"
 fi
 if [ -x "$exe" ]; then
@@ -74,10 +80,12 @@ if [ -x "$exe" ]; then
   $DNT_BIN collect -p $pid --profile gc-verbose --duration 30s -o $gcreal >/dev/null 2>&1
   kill $pid; wait $pid 2>/dev/null || true
   /usr/bin/time -f "%e %M" -o /tmp/dnt-bench-time $DNT_BIN gc $gcreal >/tmp/dnt-bench-gc.out 2>&1
-  read -r secs kb < /tmp/dnt-bench-time
+  read -r secs kb <<EOF
+$(tail -n 1 /tmp/dnt-bench-time)
+EOF
   echo "dntrace gc on a 30 s gc-verbose session ($(($(stat -c %s $gcreal) / 1000000)) MB, $(grep -c '^ *[0-9]' /tmp/dnt-bench-gc.out) rows): $secs s, peak RSS $((kb / 1024)) MB"
-  if [ -f "$b/tests/bench-te/BenchTraceEvent.dll" ]; then
-    dotnet "$b/tests/bench-te/BenchTraceEvent.dll" $gcreal --mode gc | tail -1
+  if [ -f "$b/tests/oracle-te/out/BenchTraceEvent.dll" ]; then
+    dotnet "$b/tests/oracle-te/out/BenchTraceEvent.dll" $gcreal --mode gc | tail -1
   fi
   rm -f $gcreal /tmp/dnt-bench-gc.out
 fi
