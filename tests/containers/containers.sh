@@ -195,10 +195,13 @@ echo "# figure: podman run of the sidecar to the first trace byte on the volume:
 # same run pointed elsewhere shows that it would)
 side a_collect -- events /out/a.nettrace --verbose -n 1
 rc=$?
-side a_noschema -e DNT_DATADIR=/nowhere -v "$work/a_collect:/in" -- events /in/a.nettrace --verbose -n 1
-check "(a) the sidecar's dntrace finds the event schema in the image (and warns when pointed elsewhere)" \
-  eval '[ $rc -eq 0 ] && ! grep -q "no built-in event layouts" "$work/a_collect.err" &&
-        grep -q "no built-in event layouts" "$work/a_noschema.err"'
+mkdir -p "$work/empty"
+side a_noschema -e DNT_DATADIR=/nowhere -v "$work/empty:/usr/share/dntrace:ro" -v "$work/a_collect:/in" -- \
+  events /in/a.nettrace --verbose -n 1
+check "(a) the sidecar's dntrace finds the event schema in the image (and warns when it is not there)" \
+  eval '[ $rc -eq 0 ] && grep -q "layouts from .*/usr/share/dntrace/runtime-events.xml" "$work/a_collect.err" &&
+        ! grep -q "no layouts of the runtime" "$work/a_collect.err" &&
+        grep -q "no layouts of the runtime" "$work/a_noschema.err"'
 # kubectl debug gives no volume: the trace written into the app's own /tmp (reached through
 # /proc/1/root, as dntrace reaches its socket), then copied out of the app (kubectl cp)
 side a_debug --cap-add SYS_PTRACE -- collect -p 1 --duration 1s -o /proc/1/root/tmp/k.nettrace
@@ -206,7 +209,7 @@ rc=$?
 podman cp "$run-app:/tmp/k.nettrace" "$work/k.nettrace" >>"$work/last" 2>&1
 check "(a) root: collect -o /proc/1/root/tmp/FILE writes into the app's /tmp (kubectl debug), copied out, report reads it" \
   eval '[ $rc -eq 0 ] && hot_in_report "$work/k.nettrace"'
-side a_counters --cap-add SYS_PTRACE -- counters collect -p 1 --duration 2s -o /out/c.csv
+side a_counters --cap-add SYS_PTRACE -- counters collect -p 1 --duration 3s -o /out/c.csv
 rc=$?
 check "(a) root: counters collect" \
   eval '[ $rc -eq 0 ] && grep -q "^[^,]*,System.Runtime,dotnet.process.memory.working_set" "$work/a_counters/c.csv"'
@@ -239,7 +242,7 @@ side c_collect --user 1654 --cap-drop ALL --cap-add SYS_PTRACE -- collect -p 1 -
 rc=$?
 check "(c) --user 1654, only SYS_PTRACE: collect, and report on the host" \
   eval '[ $rc -eq 0 ] && hot_in_report "$work/c_collect/c.nettrace"'
-side c_counters --user 1654 --cap-drop ALL --cap-add SYS_PTRACE -- counters collect -p 1 --duration 1s -o /out/c.csv
+side c_counters --user 1654 --cap-drop ALL --cap-add SYS_PTRACE -- counters collect -p 1 --duration 3s -o /out/c.csv
 rc=$?
 check "(c) --user 1654, only SYS_PTRACE: counters collect" eval '[ $rc -eq 0 ] && grep -q "System.Runtime" "$work/c_counters/c.csv"'
 side c_dump --user 1654 --cap-drop ALL --cap-add SYS_PTRACE -- dump -p 1 --type mini -o /out/core
