@@ -42,12 +42,14 @@ if [ -x "$exe" ]; then
   size=$(stat -c %s $real 2>/dev/null || echo 0)
   echo "recorded $((size / 1000000)) MB"
   "$b/tests/bench-ntr" $real | grep "ntr parse"
-  /usr/bin/time -f "%e %M" -o /tmp/dnt-bench-time $DNT_BIN report $real >/dev/null 2>&1
-  read -r secs kb <<EOF
+  for cmd in "report $real" "convert $real --format folded -o -" "convert $real --format pprof -o -"; do
+    /usr/bin/time -f "%e %M" -o /tmp/dnt-bench-time $DNT_BIN $cmd >/dev/null 2>&1
+    read -r secs kb <<EOF
 $(tail -n 1 /tmp/dnt-bench-time)
 EOF
-  awk -v s="$secs" -v kb="$kb" -v mb="$size" \
-    'BEGIN { printf "dntrace report   %6.0f MB/s (%.2f s), peak RSS %d MB\n", mb / 1e6 / s, s, kb / 1024 }'
+    awk -v s="$secs" -v kb="$kb" -v mb="$size" -v c="$cmd" \
+      'BEGIN { split(c, w, " "); printf "dntrace %-8s %-8s %6.0f MB/s (%.2f s), peak RSS %d MB\n", w[1], w[4], mb / 1e6 / s, s, kb / 1024 }'
+  done
   te=${DNT_SRCDIR:-$(dirname "$0")/..}/tests/bench-traceevent
   if command -v dotnet >/dev/null 2>&1 && [ -f "$te/BenchTraceEvent.csproj" ] &&
     dotnet build -c Release -o "$b/tests/bench-traceevent-out" "$te" >/tmp/dnt-bench-te-build.log 2>&1; then
