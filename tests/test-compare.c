@@ -307,8 +307,10 @@ static void compare_run(int with_switches) {
   cr_expect_gt(cpu.samples, 1000, "%s", r.out);
   double ratio = (double)blocking.samples / (double)cpu.samples;
   cr_expect(ratio > 0.8 && ratio < 1.25, "similar thread time: %lu vs %lu samples", blocking.samples, cpu.samples);
-  /* perf's view, independently: cpu-work had its CPU; this test runs alone so that it can */
-  cr_expect_gt(cpu.perf_cpu, 90, "perf says cpu-work had %.1f%% of a CPU:\n%s", cpu.perf_cpu, r.out);
+  /* perf's view, independently: cpu-work had most of a CPU (this test runs alone so that it can;
+   * perf's own estimate, samples times the period, reads 80-90% for a thread that never leaves
+   * the CPU on a loaded 2-CPU VM, its samples coming 1.2 ms apart at 999 Hz) */
+  cr_expect_gt(cpu.perf_cpu, 70, "perf says cpu-work had %.1f%% of a CPU:\n%s", cpu.perf_cpu, r.out);
   cr_expect_lt(blocking.perf_cpu, 5, "perf says blocking-work had %.1f%% of a CPU", blocking.perf_cpu);
   /* the classification */
   cr_expect_geq(cpu.on, 90, "cpu-work samples on-CPU: %.1f%%\n%s", cpu.on, r.out);
