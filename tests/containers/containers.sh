@@ -202,6 +202,12 @@ check "(a) the sidecar's dntrace finds the event schema in the image (and warns 
   eval '[ $rc -eq 0 ] && grep -q "layouts from .*/usr/share/dntrace/runtime-events.xml" "$work/a_collect.err" &&
         ! grep -q "no layouts of the runtime" "$work/a_collect.err" &&
         grep -q "no layouts of the runtime" "$work/a_noschema.err"'
+# the static binary reads the trace too (report names the sample's CPU-bound method), from the
+# sidecar image, with no install
+side a_report -v "$work/a_collect:/in" -- report /in/a.nettrace -n 20
+rc=$?
+check "(a) the sidecar's dntrace reports the trace it collected" \
+  eval '[ $rc -eq 0 ] && grep -q "Sample\.CpuWork\.CountPrimes" "$work/a_report.out"'
 # kubectl debug gives no volume: the trace written into the app's own /tmp (reached through
 # /proc/1/root, as dntrace reaches its socket), then copied out of the app (kubectl cp)
 side a_debug --cap-add SYS_PTRACE -- collect -p 1 --duration 1s -o /proc/1/root/tmp/k.nettrace
