@@ -320,7 +320,9 @@ static int find_in_dir(dsipc_endpoint *ep, const struct proc_facts *f, const cha
     if (n < 0 || (size_t)n >= sizeof path) continue;
     int rc = check_candidate(ep, f, path);
     if (rc != 0) {
-      if (rc != -ENOENT) last_rc = rc;
+      /* a key older than the process is an earlier process's leftover (its pid reused, the
+       * runtime killed before it removed its socket): passed over, never this one's error */
+      if (rc != -ENOENT && key >= f->starttime) last_rc = rc;
       continue;
     }
     if (!socket_is_live(path)) continue;

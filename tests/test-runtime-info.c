@@ -240,6 +240,39 @@ Test(runtime, another_user_is_told_about_permissions, .timeout = 90) {
   dnt_target_stop(&t);
 }
 
+/* A runtime killed before it removed its socket leaves it in /tmp; its pid, reused later by
+ * another process, does not make that process a .NET one, nor the leftover a planted socket: the
+ * leftover's key (its runtime's start time) is older than the new process. */
+Test(runtime, a_leftover_socket_of_a_reused_pid_is_passed_over) {
+  if (geteuid() != 0) cr_skip_test("needs root to start a process as another user");
+  int child = dnt_spawn_sleeper_as(65534, 0);
+  cr_assert_gt(child, 0);
+  unsigned long long key = 0;
+  char path[64], stat[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", child);
+  FILE *fp = fopen(path, "r");
+  cr_assert(fp && fgets(stat, sizeof stat, fp));
+  fclose(fp);
+  char *p = strrchr(stat, ')') + 2;
+  for (int field = 3; field < 22; field++) p = strchr(p, ' ') + 1;
+  key = strtoull(p, NULL, 10);
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  snprintf(sa.sun_path, sizeof sa.sun_path, "/tmp/dotnet-diagnostic-%d-%llu-socket", child, key - 1000);
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0, "bind %s: %s", sa.sun_path, strerror(errno));
+  close(fd); /* no one listens: what a killed runtime leaves */
+  char pid[16];
+  snprintf(pid, sizeof pid, "%d", child);
+  struct dnt_run r;
+  int status = dnt_run_dntrace(&r, "info", "-p", pid, NULL);
+  unlink(sa.sun_path);
+  kill(child, SIGKILL);
+  waitpid(child, NULL, 0);
+  cr_assert_eq(status, 3, "%s%s", r.out, r.err);
+  cr_assert_not(strstr(r.err, "refusing"), "a leftover is no planted socket: %s", r.err);
+  dnt_run_free(&r);
+}
+
 /* Someone plants a socket for a process of another user: it must be refused, not used. */
 Test(runtime, a_planted_socket_is_refused) {
   if (geteuid() != 0) cr_skip_test("needs root to start a process as another user");
