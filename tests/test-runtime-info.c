@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "lib/fake-ipc.h"
 #include "lib/run.h"
 #include "lib/target-cr.h"
 #include "lib/target.h"
@@ -247,15 +248,8 @@ Test(runtime, a_leftover_socket_of_a_reused_pid_is_passed_over) {
   if (geteuid() != 0) cr_skip_test("needs root to start a process as another user");
   int child = dnt_spawn_sleeper_as(65534, 0);
   cr_assert_gt(child, 0);
-  unsigned long long key = 0;
-  char path[64], stat[1024];
-  snprintf(path, sizeof path, "/proc/%d/stat", child);
-  FILE *fp = fopen(path, "r");
-  cr_assert(fp && fgets(stat, sizeof stat, fp));
-  fclose(fp);
-  char *p = strrchr(stat, ')') + 2;
-  for (int field = 3; field < 22; field++) p = strchr(p, ' ') + 1;
-  key = strtoull(p, NULL, 10);
+  unsigned long long key = fake_ipc_starttime(child);
+  cr_assert_gt(key, 1000);
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
   snprintf(sa.sun_path, sizeof sa.sun_path, "/tmp/dotnet-diagnostic-%d-%llu-socket", child, key - 1000);
   int fd = socket(AF_UNIX, SOCK_STREAM, 0);
@@ -278,15 +272,8 @@ Test(runtime, a_planted_socket_is_refused) {
   if (geteuid() != 0) cr_skip_test("needs root to start a process as another user");
   int child = dnt_spawn_sleeper_as(65534, 0);
   cr_assert_gt(child, 0);
-  char path[64], stat[1024];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)child);
-  FILE *fp = fopen(path, "r");
-  cr_assert(fp && fgets(stat, sizeof stat, fp));
-  fclose(fp);
-  /* field 22 is the start time, counted after the ")" that closes the command name */
-  char *p = strrchr(stat, ')') + 2;
-  for (int field = 3; field < 22; field++) p = strchr(p, ' ') + 1;
-  unsigned long long key = strtoull(p, NULL, 10);
+  unsigned long long key = fake_ipc_starttime(child);
+  cr_assert_gt(key, 0);
 
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
   snprintf(sa.sun_path, sizeof sa.sun_path, "/tmp/dotnet-diagnostic-%d-%llu-socket", (int)child, key);
