@@ -1,7 +1,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <glob.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -13,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fake-ipc.h"
 #include "target.h"
 
 const char *dnt_target_exe(void) {
@@ -68,30 +68,27 @@ static pid_t last_nspid(pid_t pid) {
 }
 
 /* The socket, looked for the simple way (not with dntrace's own discovery, which is under test):
- * through /proc/PID/root so it works in every mode. */
+ * through /proc/PID/root so it works in every mode. Its name carries the process's start time:
+ * a killed runtime's leftover under a reused pid has another, and is never taken for this one. */
 static int find_socket(dnt_target *t) {
-  char pattern[256];
-  snprintf(pattern, sizeof pattern, "/proc/%d/root/tmp/dotnet-diagnostic-%d-*-socket", (int)t->pid, (int)t->ns_pid);
-  glob_t g;
-  int found = 0;
-  if (glob(pattern, 0, NULL, &g) == 0 && g.gl_pathc > 0) {
-    const char *p = g.gl_pathv[g.gl_pathc - 1];
-    if (strcmp(p + strlen(p) - 7, "-socket") == 0) {
-      /* in the host's mount namespace the plain /tmp path is the one users see */
-      if (t->wrapper_pid == 0 || last_nspid(t->pid) == t->pid) {
-        const char *tmp = strstr(p, "/root/tmp/");
-        if (tmp && access(tmp + 5, F_OK) == 0)
-          snprintf(t->socket_path, sizeof t->socket_path, "%s", tmp + 5);
-        else
-          snprintf(t->socket_path, sizeof t->socket_path, "%s", p);
-      } else {
-        snprintf(t->socket_path, sizeof t->socket_path, "%s", p);
-      }
-      found = 1;
-    }
-  }
-  globfree(&g);
-  return found;
+  unsigned long long key = fake_ipc_starttime(t->pid);
+  if (!key) return 0;
+  char p[256];
+  snprintf(p, sizeof p, "/proc/%d/root/tmp/dotnet-diagnostic-%d-%llu-socket", (int)t->pid, (int)t->ns_pid, key);
+  if (access(p, F_OK) != 0) return 0;
+  /* in the host's mount namespace the plain /tmp path is the one users see */
+  const char *tmp = strstr(p, "/root/tmp/");
+  if ((t->wrapper_pid == 0 || last_nspid(t->pid) == t->pid) && access(tmp + 5, F_OK) == 0)
+    snprintf(t->socket_path, sizeof t->socket_path, "%s", tmp + 5);
+  else
+    snprintf(t->socket_path, sizeof t->socket_path, "%s", p);
+  return 1;
+}
+
+/* A runtime killed with SIGKILL cannot remove its socket; left in /tmp, it would sit beside the
+ * sockets of later targets that reuse its pid. */
+static void remove_socket(dnt_target *t) {
+  if (t->socket_path[0] == '/' && strncmp(t->socket_path, "/proc/", 6) != 0) unlink(t->socket_path);
 }
 
 /* Reads the child's stdout until a line equal to `want`, or the deadline. */
@@ -125,6 +122,7 @@ static void kill_all(dnt_target *t) {
     kill(w, SIGKILL);
     waitpid(w, NULL, 0);
   }
+  remove_socket(t);
   if (t->stdout_fd >= 0) close(t->stdout_fd);
   t->stdout_fd = -1;
   t->pid = t->wrapper_pid = 0;
@@ -244,6 +242,7 @@ int dnt_target_wait(dnt_target *t, int timeout_ms) {
   while (now_ms() < deadline) {
     pid_t r = waitpid(w, &st, WNOHANG);
     if (r == w) {
+      remove_socket(t);
       if (t->stdout_fd >= 0) close(t->stdout_fd);
       t->stdout_fd = -1;
       t->pid = t->wrapper_pid = 0;
