@@ -1,0 +1,36 @@
+/* The input of an analysis command (gc, and the analyses that follow its shape): a trace file, or
+ * a live process recorded for --duration with just the events the analysis needs. Either way the
+ * events stream into the analysis's parser callbacks; nothing is kept on disk. Messages (errors,
+ * warnings, the status line) go to stderr, as every command's do. */
+#ifndef DNT_ANALYSIS_INPUT_H
+#define DNT_ANALYSIS_INPUT_H
+
+#include <stdint.h>
+
+#include "ntr.h"
+#include "session.h"
+
+/* What to ask a live runtime for. */
+struct dnt_analysis_recording {
+  const char *what;      /* "the GCs": the status line says "Recording the GCs of process ..." */
+  const char *profiles;  /* dotnet-trace profile names, comma-separated (src/providers.c), or NULL */
+  const char *providers; /* a --providers spec added to them, or NULL */
+  int stacks;            /* a stack with each event (allocations, exceptions, contention) */
+  int rundown;           /* the method and module rundown at the end, to name the stacks' frames */
+  unsigned buffer_mb;    /* the session's buffer; 0: 64 MB */
+};
+
+struct dnt_analysis_input {
+  const char *trace;                       /* a trace file ("-": stdin), or NULL for a process: */
+  const struct dnt_session_target *target; /* -p, -n or --diagnostic-port */
+  uint64_t duration_ms;                    /* 0: until Ctrl+C or the process's end */
+};
+
+/* Feeds cb/ud with every event of in (see above), recording as rec asks from a live process.
+ * Returns 0 when the analysis has something to report, with *damaged set when the trace file is
+ * damaged part-way (what came before is reported; the command exits 1 afterwards); else the exit
+ * code, the error printed. `noun` names what the analysis reports ("GCs") in the warnings. */
+int dnt_analysis_feed(const struct dnt_analysis_input *in, const struct dnt_analysis_recording *rec,
+                      const char *noun, const ntr_callbacks *cb, void *ud, int *damaged);
+
+#endif
