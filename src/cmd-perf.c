@@ -188,15 +188,9 @@ static void name_unnamed_threads(struct dnt_profile *prof, int pid) {
   for (size_t t = 0; t < dnt_profile_nthreads(prof); t++) {
     uint64_t tid = dnt_profile_thread_id(prof, t);
     if (dnt_profile_thread_name(prof, tid)) continue;
-    char path[96], name[64];
-    snprintf(path, sizeof path, "/proc/%d/task/%llu/comm", pid, (unsigned long long)tid);
-    FILE *fp = fopen(path, "re");
-    if (!fp) continue;
-    if (fgets(name, sizeof name, fp)) {
-      name[strcspn(name, "\n")] = '\0';
-      if (name[0] && dnt_profile_name_thread(prof, tid, name) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-    }
-    fclose(fp);
+    char name[64];
+    if (dnt_thread_comm(pid, (unsigned long long)tid, name, sizeof name)[0] && dnt_profile_name_thread(prof, tid, name) != 0)
+      dnt_die(DNT_EXIT_FAILURE, "out of memory");
   }
 }
 

@@ -164,13 +164,7 @@ static void name_threads(int pid, struct thread_list *l) {
     uint64_t id = ns_tid(pid, e->d_name);
     for (size_t i = 0; i < l->n; i++) {
       if (l->v[i].tid != id) continue;
-      char comm[320];
-      snprintf(comm, sizeof comm, "/proc/%d/task/%s/comm", pid, e->d_name);
-      FILE *fp = fopen(comm, "re");
-      if (fp) {
-        if (fgets(l->v[i].name, sizeof l->v[i].name, fp)) l->v[i].name[strcspn(l->v[i].name, "\n")] = '\0';
-        fclose(fp);
-      }
+      dnt_thread_comm(pid, strtoull(e->d_name, NULL, 10), l->v[i].name, sizeof l->v[i].name);
     }
   }
   closedir(d);

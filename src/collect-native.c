@@ -121,15 +121,10 @@ static void note_threads(struct dnt_native *n, int pid) {
   struct dirent *e;
   while ((e = readdir(d))) {
     if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
-    char key[32], path[128], name[64] = "";
+    char key[32], name[64];
     snprintf(key, sizeof key, "%.20s\t", e->d_name);
     if (listed(n->names, key)) continue;
-    snprintf(path, sizeof path, "/proc/%d/task/%.20s/comm", pid, e->d_name);
-    FILE *fp = fopen(path, "re");
-    if (!fp) continue;
-    if (!fgets(name, sizeof name, fp)) name[0] = '\0';
-    fclose(fp);
-    name[strcspn(name, "\n")] = '\0';
+    if (!dnt_thread_comm(pid, strtoull(e->d_name, NULL, 10), name, sizeof name)[0]) continue; /* gone */
     size_t add = strlen(key) + strlen(name) + 2;
     char *grown = realloc(n->names, n->names_len + add + 1);
     if (!grown) dnt_die(1, "out of memory");

@@ -166,3 +166,15 @@ int dnt_target_from_port(const char *spec, struct dnt_target *t) {
   snprintf(t->name, sizeof t->name, "%.200s", slash ? slash + 1 : path);
   return 0;
 }
+
+const char *dnt_thread_comm(int pid, unsigned long long tid, char *buf, size_t cap) {
+  char path[96];
+  snprintf(path, sizeof path, "/proc/%d/task/%llu/comm", pid, tid);
+  buf[0] = '\0';
+  FILE *fp = fopen(path, "re");
+  if (!fp) return buf;
+  if (!fgets(buf, (int)cap, fp)) buf[0] = '\0';
+  fclose(fp);
+  buf[strcspn(buf, "\n")] = '\0';
+  return buf;
+}

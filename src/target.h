@@ -30,4 +30,9 @@ const char *dnt_process_name(int pid, char *buf, size_t cap);
 /* Reads /proc/PID/cmdline as one space-joined string into buf; "" if unreadable. */
 const char *dnt_process_cmdline(int pid, char *buf, size_t cap);
 
+/* The name the kernel keeps for thread tid (a host id) of process pid, /proc/PID/task/TID/comm:
+ * what the runtime named the OS thread, cut to 15 bytes. Into buf (caller-owned); "" when the
+ * thread is gone or unreadable. Returns buf. */
+const char *dnt_thread_comm(int pid, unsigned long long tid, char *buf, size_t cap);
+
 #endif
