@@ -110,7 +110,7 @@ containers_conf() {
 # configure_tree DIR [configure args...]: (re)configure DIR when configure or its arguments changed
 configure_tree() {
   local dir=$1; shift
-  local inputs=(configure.ac Makefile.am */Makemodule*.am tests/*/Makemodule*.am)
+  local inputs=(configure.ac Makefile.am $(find . -name Makemodule.am -not -path './build*'))
   local stale=0 f
   [ -x configure ] || stale=1
   for f in "${inputs[@]}"; do [ "$f" -nt configure ] && stale=1; done
@@ -130,14 +130,20 @@ build() {
   make -s -C build -j"$jobs"
 }
 
+# test_files DIR EXT: the harness's .log or .trs files of every test program in DIR, whatever
+# its folder (tests/unit/ipc/, tests/cli/, tests/runtime/, ...)
+test_files() {
+  find "$1/tests" -name "*.$2" -not -path '*/oracle-te/*' -not -path '*/targets/*' 2>/dev/null | sort
+}
+
 # Totals every test case the harness ran in the given trees (one :test-result: line per case in
 # the .trs files).
 summarize() {
   local dir pass=0 fail=0 skip=0 n
   for dir in "$@"; do
-    n=$(cat "$dir"/tests/*.trs 2>/dev/null | grep -c '^:test-result: \(PASS\|XFAIL\)' || true); pass=$((pass + n))
-    n=$(cat "$dir"/tests/*.trs 2>/dev/null | grep -c '^:test-result: \(FAIL\|XPASS\|ERROR\)' || true); fail=$((fail + n))
-    n=$(cat "$dir"/tests/*.trs 2>/dev/null | grep -c '^:test-result: SKIP' || true); skip=$((skip + n))
+    n=$(test_files "$dir" trs | xargs -r cat | grep -c '^:test-result: \(PASS\|XFAIL\)' || true); pass=$((pass + n))
+    n=$(test_files "$dir" trs | xargs -r cat | grep -c '^:test-result: \(FAIL\|XPASS\|ERROR\)' || true); fail=$((fail + n))
+    n=$(test_files "$dir" trs | xargs -r cat | grep -c '^:test-result: SKIP' || true); skip=$((skip + n))
   done
   echo "$pass passed, $fail failed, $skip skipped"
 }
@@ -149,10 +155,10 @@ report_check() {
   grep -E '^(PASS|FAIL|SKIP|ERROR|XPASS|XFAIL):|^# (TOTAL|PASS|SKIP|FAIL|ERROR)' "$dir"/check-output.txt || true
   if [ "$rc" -ne 0 ]; then
     say "make check failed in $dir/; the failing logs:"
-    grep -l -E '^(not ok|ERROR)' "$dir"/tests/*.log 2>/dev/null | while read -r f; do
+    test_files "$dir" log | xargs -r grep -l -E '^(not ok|ERROR)' | while read -r f; do
       echo "--- $f"; grep -v '^ok ' "$f" | tail -n 60
     done
-    grep -q ':test-result:' "$dir"/tests/*.trs 2>/dev/null || tail -n 40 "$dir"/check-output.txt
+    test_files "$dir" trs | xargs -r grep -q ':test-result:' || tail -n 40 "$dir"/check-output.txt
   fi
 }
 
@@ -160,7 +166,7 @@ report_check() {
 failures() {
   local dir f
   for dir in "$@"; do
-    for f in "$dir"/tests/*.log; do
+    for f in $(test_files "$dir" log); do
       [ -f "$f" ] && grep -q -E '^(not ok|ERROR)' "$f" || continue
       echo "--- failed in $f:"
       grep -A6 -E '^(not ok|ERROR)' "$f" | grep -v '^ok ' | head -n 30
@@ -171,13 +177,13 @@ failures() {
 # The tests of the code that reads traces, built by clang: its UBSan checks more than gcc's
 # (NULL + 0, for one, which aborted on real traces; issue 19). Only these programs are built
 # (check_PROGRAMS), and the sample target is build-check/'s, not built again (check_DATA).
-CLANG_TESTS="tests/test-ntr-parser tests/test-ntr-malformed tests/test-ntr-corpus tests/test-events
-             tests/test-report tests/test-convert"
+CLANG_TESTS="tests/unit/nettrace/test-ntr-parser tests/unit/nettrace/test-ntr-malformed tests/unit/nettrace/test-ntr-corpus tests/cli/test-events
+             tests/cli/test-report tests/cli/test-convert"
 
 check() {
   configure_tree build-check --enable-asan CFLAGS="-O1 -g"
   say "make check (build-check/, ASan+UBSan)"
-  rm -f build-check/tests/*.trs build-check/tests/*.log
+  test_files build-check trs | xargs -r rm -f; test_files build-check log | xargs -r rm -f
   local rc=0 crc=0 tests
   make -C build-check -j"$jobs" check >build-check/check-output.txt 2>&1 || rc=$?
   report_check build-check "$rc"
@@ -185,7 +191,7 @@ check() {
   tests=$(echo $CLANG_TESTS)
   configure_tree build-clang CC=clang --enable-asan CFLAGS="-O1 -g"
   say "make check (build-clang/, clang ASan+UBSan: the trace readers' tests)"
-  rm -f build-clang/tests/*.trs build-clang/tests/*.log
+  test_files build-clang trs | xargs -r rm -f; test_files build-clang log | xargs -r rm -f
   DNT_TARGET_BUILDDIR="$top/build-check" make -C build-clang -j"$jobs" check TESTS="$tests" \
     check_PROGRAMS="$tests" check_DATA= SHARED_TESTS= ALONE_TESTS= >build-clang/check-output.txt 2>&1 || crc=$?
   report_check build-clang "$crc"

@@ -30,7 +30,7 @@
  *   GCGlobalHeapHistory  the number of heaps.
  *
  * Sizes (MB are 10^6 bytes, as TraceEvent's): after = gen0+gen1+gen2+LOH+POH of GCHeapStats,
- * promoted likewise (TraceEvent 3.2.8, the oracle of tests/test-gc.c, counts the POH; older
+ * promoted likewise (TraceEvent 3.2.8, the oracle of tests/runtime/test-gc.c, counts the POH; older
  * sources stopped at the LOH). Before: the per-heap histories' SizeBefore summed over heaps and
  * generations when there are any; else estimated as TraceEvent does, from the
  * previous GC with GCHeapStats (gen0: the larger of its gen0 and the allocation ticks since; LOH:

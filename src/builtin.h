@@ -9,7 +9,7 @@
  *   3. list the file in src/Makemodule.am (engine code goes into a library folder, not src/:
  *      docs/internals/architecture.md);
  *   4. write man/dntrace-<name>.1 (add it to dist_man1_MANS) and a README section;
- *   5. add tests: tests/test-cli.c checks the usage's SYNOPSIS and options against the man page.
+ *   5. add tests: tests/cli/test-cli.c checks the usage's SYNOPSIS and options against the man page.
  */
 #ifndef DNT_BUILTIN_H
 #define DNT_BUILTIN_H

@@ -17,8 +17,8 @@
 #include <sys/stat.h>
 
 #include "dnt-profile.h"
-#include "lib/ntr-writer.h"
-#include "lib/run.h"
+#include "../lib/ntr-writer.h"
+#include "../lib/run.h"
 #include "ntr.h"
 
 #define MAX_THREADS 256

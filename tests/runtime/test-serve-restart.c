@@ -16,9 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lib/run.h"
-#include "lib/target-cr.h"
-#include "lib/target.h"
+#include "../lib/run.h"
+#include "../lib/target-cr.h"
+#include "../lib/target.h"
 
 #define SCRAPE_EVERY_MS 10
 #define SCRAPE_LIMIT_MS 50.0

@@ -17,9 +17,9 @@
 #include <zlib.h>
 
 #include "elfcore.h"
-#include "lib/run.h"
-#include "lib/target-cr.h"
-#include "lib/target.h"
+#include "../lib/run.h"
+#include "../lib/target-cr.h"
+#include "../lib/target.h"
 
 static void start(dnt_target *t, dnt_target_mode mode) {
   DNT_REQUIRE_TARGET();

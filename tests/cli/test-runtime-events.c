@@ -12,9 +12,9 @@
 #include <unistd.h>
 
 #include "dnt-trace.h"
-#include "lib/run.h"
-#include "lib/target-cr.h"
-#include "lib/target.h"
+#include "../lib/run.h"
+#include "../lib/target-cr.h"
+#include "../lib/target.h"
 #include "ntr.h"
 
 /* ---- helpers ---------------------------------------------------------------------------- */

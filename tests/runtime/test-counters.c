@@ -9,9 +9,9 @@
 #include <unistd.h>
 
 #include "dnt-counters.h"
-#include "lib/run.h"
-#include "lib/target-cr.h"
-#include "lib/target.h"
+#include "../lib/run.h"
+#include "../lib/target-cr.h"
+#include "../lib/target.h"
 
 /* ---- the grammar ---- */
 

@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "lib/ntr-writer.h"
+#include "../../lib/ntr-writer.h"
 #include "ntr.h"
 
 #define NEVENTS 10

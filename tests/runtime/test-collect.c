@@ -14,10 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lib/nt-scan.h"
-#include "lib/run.h"
-#include "lib/target-cr.h"
-#include "lib/target.h"
+#include "../lib/nt-scan.h"
+#include "../lib/run.h"
+#include "../lib/target-cr.h"
+#include "../lib/target.h"
 
 #define RUNTIME "Microsoft-Windows-DotNETRuntime"
 #define RUNDOWN "Microsoft-Windows-DotNETRuntimeRundown"

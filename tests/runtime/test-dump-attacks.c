@@ -21,8 +21,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "lib/fake-ipc.h"
-#include "lib/run.h"
+#include "../lib/fake-ipc.h"
+#include "../lib/run.h"
 
 static char dir[64], secret[128];
 

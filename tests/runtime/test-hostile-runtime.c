@@ -13,8 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lib/fake-ipc.h"
-#include "lib/run.h"
+#include "../lib/fake-ipc.h"
+#include "../lib/run.h"
 
 /* hostile-info.inc's command line: ESC ] title BEL (retitles the window), CR LF and a fake line,
  * C1 CSI (U+009B), DEL; and how dnt_safe_text's rules (src/util.h) write it */

@@ -10,10 +10,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lib/nt-scan.h"
-#include "lib/run.h"
-#include "lib/target-cr.h"
-#include "lib/target.h"
+#include "../lib/nt-scan.h"
+#include "../lib/run.h"
+#include "../lib/target-cr.h"
+#include "../lib/target.h"
 
 static unsigned long thread_named(pid_t pid, const char *name) {
   unsigned long tid = dnt_target_thread_named(pid, name);

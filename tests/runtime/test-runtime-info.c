@@ -14,10 +14,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "lib/fake-ipc.h"
-#include "lib/run.h"
-#include "lib/target-cr.h"
-#include "lib/target.h"
+#include "../lib/fake-ipc.h"
+#include "../lib/run.h"
+#include "../lib/target-cr.h"
+#include "../lib/target.h"
 
 static void start(dnt_target *t, dnt_target_mode mode, const char *const *env) {
   DNT_REQUIRE_TARGET();

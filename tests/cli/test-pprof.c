@@ -14,10 +14,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lib/nt-scan.h"
-#include "lib/run.h"
-#include "lib/target-cr.h"
-#include "lib/target.h"
+#include "../lib/nt-scan.h"
+#include "../lib/run.h"
+#include "../lib/target-cr.h"
+#include "../lib/target.h"
 #include "protobuf-int.h"
 
 #define SAMPLER "Microsoft-DotNETCore-SampleProfiler"

@@ -9,10 +9,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lib/nt-scan.h"
-#include "lib/ntr-writer.h"
-#include "lib/run.h"
-#include "lib/v6-trace.h"
+#include "../lib/nt-scan.h"
+#include "../lib/ntr-writer.h"
+#include "../lib/run.h"
+#include "../lib/v6-trace.h"
 
 #define SAMPLER "Microsoft-DotNETCore-SampleProfiler"
 

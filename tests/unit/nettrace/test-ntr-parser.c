@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/ntr-transcript.h"
-#include "lib/ntr-writer.h"
+#include "../../lib/ntr-transcript.h"
+#include "../../lib/ntr-writer.h"
 #include "ntr.h"
 
 /* ---- a synthetic trace ---- */

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/ntr-transcript.h"
-#include "lib/ntr-writer.h"
+#include "../../lib/ntr-transcript.h"
+#include "../../lib/ntr-writer.h"
 #include "ntr.h"
 
 static const ntrw_trace tr = {0, 1000000000, 8, 42, 4, 1000000, NULL, 0};

@@ -23,10 +23,10 @@
 #include <uv.h>
 
 #include "dnt-counters.h"
-#include "lib/prom-check.h"
-#include "lib/run.h"
-#include "lib/target-cr.h"
-#include "lib/target.h"
+#include "../lib/prom-check.h"
+#include "../lib/run.h"
+#include "../lib/target-cr.h"
+#include "../lib/target.h"
 
 /* ---- the checker must catch each kind of defect ---- */
 

@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "dnt-analyze.h"
-#include "lib/run.h"
-#include "lib/target-cr.h"
+#include "../lib/run.h"
+#include "../lib/target-cr.h"
 
 static int in_ci(void) {
   const char *ci = getenv("CI");

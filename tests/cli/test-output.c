@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lib/run.h"
+#include "../lib/run.h"
 
 /* A corpus trace with SampleProfiler samples (7423 of them, per perfview's own test data). */
 static const char *samples_trace(void) {

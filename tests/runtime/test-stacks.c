@@ -8,9 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lib/run.h"
-#include "lib/target-cr.h"
-#include "lib/target.h"
+#include "../lib/run.h"
+#include "../lib/target-cr.h"
+#include "../lib/target.h"
 
 static void start(dnt_target *t, const char *const *args) {
   DNT_REQUIRE_TARGET();

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "lib/run.h"
+#include "../lib/run.h"
 
 static const char *commands[] = {"ps", "info", "collect", "dump", "report", "convert", "events", "counters", "perf", "compare", "stacks", "gc"};
 

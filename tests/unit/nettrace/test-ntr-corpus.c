@@ -9,8 +9,8 @@
 #include <time.h>
 #include <zlib.h>
 
-#include "lib/nt-scan.h"
-#include "lib/ntr-transcript.h"
+#include "../../lib/nt-scan.h"
+#include "../../lib/ntr-transcript.h"
 #include "ntr.h"
 
 struct expect {

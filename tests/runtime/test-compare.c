@@ -15,8 +15,8 @@
 #include <unistd.h>
 
 #include "dnt-perf.h"
-#include "lib/run.h"
-#include "lib/target-cr.h"
+#include "../lib/run.h"
+#include "../lib/target-cr.h"
 
 /* ---- made-up recordings, as perf script prints them ---- */
 

@@ -13,9 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lib/run.h"
-#include "lib/target-cr.h"
-#include "lib/target.h"
+#include "../lib/run.h"
+#include "../lib/target-cr.h"
+#include "../lib/target.h"
 #include "dnt-perf.h"
 
 /* ---- the parser ---- */

@@ -15,10 +15,10 @@
 #include <zlib.h>
 
 #include "dnt-trace.h"
-#include "lib/ntr-writer.h"
-#include "lib/run.h"
-#include "lib/target-cr.h"
-#include "lib/target.h"
+#include "../lib/ntr-writer.h"
+#include "../lib/run.h"
+#include "../lib/target-cr.h"
+#include "../lib/target.h"
 #include "ntr.h"
 
 /* ---- small helpers ---------------------------------------------------------------------- */

@@ -12,11 +12,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lib/nt-scan.h"
-#include "lib/run.h"
-#include "lib/target-cr.h"
-#include "lib/target.h"
-#include "lib/v6-trace.h"
+#include "../lib/nt-scan.h"
+#include "../lib/run.h"
+#include "../lib/target-cr.h"
+#include "../lib/target.h"
+#include "../lib/v6-trace.h"
 
 /* speedscope's file-format rules, checked strictly: frames with string names, sampled profiles
  * whose samples and weights pair up, frame indexes in range, weights adding up to the span. */
