@@ -195,7 +195,9 @@ void dnt_jit_write_json(FILE *fp, const struct dnt_jit_analysis *a, size_t top);
  * events (analyze/threadpool.c). TraceEvent has no analysis of these: the counts are the events'
  * own fields. */
 
-/* ThreadPoolWorkerThreadAdjustmentAdjustment's Reason (the runtime's ThreadAdjustmentReasonMap). */
+/* ThreadPoolWorkerThreadAdjustmentAdjustment's Reason (the runtime's ThreadAdjustmentReasonMap).
+ * Also read: System.Runtime's threadpool-queue-length and threadpool-completed-items-count
+ * EventCounters, for the queue. */
 enum { DNT_TP_WARMUP, DNT_TP_INITIALIZING, DNT_TP_RANDOM_MOVE, DNT_TP_CLIMBING_MOVE, DNT_TP_CHANGE_POINT,
        DNT_TP_STABILIZING, DNT_TP_STARVATION, DNT_TP_THREAD_TIMED_OUT, DNT_TP_COOPERATIVE_BLOCKING, DNT_TP_REASONS };
 
@@ -217,6 +219,9 @@ typedef struct dnt_tp_second {
   uint32_t io_threads;       /* the last IOThreadCount (0: none seen) */
   uint64_t enqueued, dequeued; /* ThreadPoolEnqueue / Dequeue events within the second */
   uint32_t adjustments;      /* adjustments within the second */
+  double queue_length;       /* System.Runtime's threadpool-queue-length counter, its last value
+                                (-1: none yet) */
+  uint64_t completed;        /* its threadpool-completed-items-count increments in the second */
 } dnt_tp_second;
 
 typedef struct dnt_tp_summary {
@@ -237,6 +242,12 @@ typedef struct dnt_tp_summary {
   uint64_t enqueued, dequeued;
   uint32_t working_max;      /* ThreadPoolWorkingThreadCount's most (0: none seen) */
   uint32_t min_threads, max_threads; /* ThreadPoolMinMaxThreads' workers (0: not seen) */
+  /* System.Runtime's EventCounters, when the trace has them (the queue length is in no event of
+   * the runtime provider since the portable thread pool of .NET 7) */
+  int has_queue_length;
+  double queue_length_max, queue_length_last;
+  int has_completed;
+  uint64_t completed;        /* work items completed (threadpool-completed-items-count summed) */
   double trace_ms;
   const dnt_tp_second *seconds; /* n_seconds, from the first thread-pool event's second */
   size_t n_seconds;

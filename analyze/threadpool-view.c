@@ -38,6 +38,11 @@ void dnt_tp_write_text(FILE *fp, const struct dnt_tp_analysis *a, size_t top) {
   if (s->has_io)
     fprintf(fp, "IO threads: up to %u (%zu created, %zu retired)\n", s->io_max, s->io_creates, s->io_retires);
   if (s->working_max) fprintf(fp, "Working threads: up to %u running work items\n", s->working_max);
+  if (s->has_queue_length)
+    fprintf(fp, "Queue: up to %.1f work items waiting, %.1f at last (System.Runtime's threadpool-queue-length)\n",
+            s->queue_length_max, s->queue_length_last);
+  if (s->has_completed)
+    fprintf(fp, "Work items completed: %llu (threadpool-completed-items-count)\n", (unsigned long long)s->completed);
   if (s->enqueued || s->dequeued)
     fprintf(fp, "Work items: %llu enqueued, %llu dequeued\n", (unsigned long long)s->enqueued,
             (unsigned long long)s->dequeued);
@@ -60,13 +65,18 @@ void dnt_tp_write_text(FILE *fp, const struct dnt_tp_analysis *a, size_t top) {
     fprintf(fp, "Hill climbing: no adjustment\n");
   }
   if (s->n_seconds) {
-    fprintf(fp, "Per second:\n  %10s %8s %8s %8s %8s %10s %10s %6s\n", "At s", "Workers", "Most", "Goal", "IO",
-            "Enqueued", "Dequeued", "Adj");
+    fprintf(fp, "Per second:\n  %10s %8s %8s %8s %8s %10s %10s %10s %10s %6s\n", "At s", "Workers", "Most", "Goal",
+            "IO", "Queue", "Completed", "Enqueued", "Dequeued", "Adj");
     for (size_t i = 0; i < s->n_seconds; i++) {
       const dnt_tp_second *c = &s->seconds[i];
-      fprintf(fp, "  %10.1f %8u %8u %8u %8u %10llu %10llu %6u\n", c->start_ms / 1000.0, c->workers, c->workers_max,
-              c->goal, c->io_threads, (unsigned long long)c->enqueued, (unsigned long long)c->dequeued,
-              c->adjustments);
+      char queue[32];
+      if (c->queue_length < 0)
+        snprintf(queue, sizeof queue, "-");
+      else
+        snprintf(queue, sizeof queue, "%.1f", c->queue_length);
+      fprintf(fp, "  %10.1f %8u %8u %8u %8u %10s %10llu %10llu %10llu %6u\n", c->start_ms / 1000.0, c->workers,
+              c->workers_max, c->goal, c->io_threads, queue, (unsigned long long)c->completed,
+              (unsigned long long)c->enqueued, (unsigned long long)c->dequeued, c->adjustments);
     }
   }
 }
@@ -116,7 +126,22 @@ void dnt_tp_write_json(FILE *fp, const struct dnt_tp_analysis *a, size_t top) {
   } else {
     fputs("null", fp);
   }
-  fprintf(fp, ",\"cooperativeBlocking\":%zu},\"adjustments\":[", s->blocking);
+  fprintf(fp, ",\"cooperativeBlocking\":%zu,\"queueLength\":", s->blocking);
+  if (s->has_queue_length) {
+    fputs("{\"max\":", fp);
+    jnum(fp, s->queue_length_max);
+    fputs(",\"last\":", fp);
+    jnum(fp, s->queue_length_last);
+    fputc('}', fp);
+  } else {
+    fputs("null", fp);
+  }
+  fputs(",\"completedItems\":", fp);
+  if (s->has_completed)
+    fprintf(fp, "%llu", (unsigned long long)s->completed);
+  else
+    fputs("null", fp);
+  fputs("},\"adjustments\":[", fp);
   for (size_t i = 0; i < n; i++) {
     fprintf(fp, "%s{\"atMSec\":", i ? "," : "");
     jnum(fp, adj[i].ms);
@@ -132,9 +157,14 @@ void dnt_tp_write_json(FILE *fp, const struct dnt_tp_analysis *a, size_t top) {
     fprintf(fp, "%s{\"startMSec\":", i ? "," : "");
     jnum(fp, c->start_ms);
     fprintf(fp, ",\"workers\":%u,\"workersMax\":%u,\"goal\":%u,\"ioThreads\":%u,\"enqueued\":%llu,\"dequeued\":%llu,"
-                "\"adjustments\":%u}",
+                "\"adjustments\":%u,\"completed\":%llu,\"queueLength\":",
             c->workers, c->workers_max, c->goal, c->io_threads, (unsigned long long)c->enqueued,
-            (unsigned long long)c->dequeued, c->adjustments);
+            (unsigned long long)c->dequeued, c->adjustments, (unsigned long long)c->completed);
+    if (c->queue_length < 0)
+      fputs("null", fp);
+    else
+      jnum(fp, c->queue_length);
+    fputc('}', fp);
   }
   fputs("]}\n", fp);
 }

@@ -15,6 +15,9 @@
  *   ThreadPoolEnqueue/Dequeue   counted (verbose).
  *   ThreadPoolWorkingThreadCount  Count (verbose): threads running work items.
  *   ThreadPoolMinMaxThreads     the configured worker minimum and maximum (.NET 7+).
+ *   System.Runtime's EventCounters  threadpool-queue-length (its mean over the interval: the work
+ *                          items waiting) and threadpool-completed-items-count (its increment):
+ *                          the queue, which no runtime event carries since .NET 7.
  *
  * Events come thread by thread within a block, not in time order: like the GC analysis, they are
  * held until the next sequence point and taken in time order. What is kept is one row per
@@ -32,8 +35,12 @@ enum {
   EV_IO_CREATE = 44, EV_IO_TERMINATE = 45, EV_IO_RETIRE = 46, EV_IO_UNRETIRE = 47,
   EV_WORKER_START = 50, EV_WORKER_STOP = 51, EV_RETIRE_START = 52, EV_RETIRE_STOP = 53,
   EV_ADJ_SAMPLE = 54, EV_ADJUSTMENT = 55, EV_WORKER_WAIT = 57, EV_MIN_MAX = 59,
-  EV_WORKING_COUNT = 60, EV_ENQUEUE = 61, EV_DEQUEUE = 62
+  EV_WORKING_COUNT = 60, EV_ENQUEUE = 61, EV_DEQUEUE = 62,
+  /* System.Runtime's counters, numbered here */
+  EV_QUEUE_LENGTH = 100000, EV_COMPLETED_ITEMS
 };
+
+#define COUNTERS_PROVIDER "System.Runtime"
 
 #define PENDING_MAX 65536   /* handled early past this many (a trace without sequence points) */
 #define SECONDS_MAX 1000000 /* a hostile timestamp cannot make the per-second table huge */
@@ -62,6 +69,7 @@ struct dnt_tp_analysis {
   double sec0_ms; /* the first second's start */
   int has_sec;
   uint32_t workers, goal, io; /* the latest values */
+  double queue;               /* -1: none yet */
   dnt_tp_summary s;
 };
 
@@ -70,6 +78,7 @@ struct dnt_tp_analysis *dnt_tp_analysis_new(const struct dnt_schema *schema) {
   if (!a) return NULL;
   a->schema = schema;
   dnt_record_init(&a->rec);
+  a->queue = -1;
   return a;
 }
 
@@ -135,6 +144,7 @@ static dnt_tp_second *second_at(struct dnt_tp_analysis *a, double ms) {
     s->workers = s->workers_max = a->workers;
     s->goal = a->goal;
     s->io_threads = a->io;
+    s->queue_length = a->queue;
     a->nsec++;
   }
   return &a->sec[(size_t)k];
@@ -197,7 +207,7 @@ static int handle(struct dnt_tp_analysis *a, const struct pending *e) {
   dnt_tp_summary *s = &a->s;
   dnt_tp_second *sec = second_at(a, ms);
   if (a->failed) return -ENOMEM;
-  s->events++;
+  if (e->id < EV_QUEUE_LENGTH) s->events++;
   switch (e->id) {
   case EV_WORKER_START: s->worker_starts++; workers_seen(a, sec, count_of(e->v[0])); break;
   case EV_WORKER_STOP: s->worker_stops++; workers_seen(a, sec, count_of(e->v[0])); break;
@@ -220,6 +230,18 @@ static int handle(struct dnt_tp_analysis *a, const struct pending *e) {
   case EV_MIN_MAX:
     s->min_threads = count_of(e->v[0]);
     s->max_threads = count_of(e->v[1]);
+    break;
+  case EV_QUEUE_LENGTH:
+    a->queue = e->v[0];
+    if (!s->has_queue_length || e->v[0] > s->queue_length_max) s->queue_length_max = e->v[0];
+    s->queue_length_last = e->v[0];
+    s->has_queue_length = 1;
+    if (sec) sec->queue_length = e->v[0];
+    break;
+  case EV_COMPLETED_ITEMS:
+    s->has_completed = 1;
+    s->completed += (uint64_t)e->v[0];
+    if (sec) sec->completed += (uint64_t)e->v[0];
     break;
   }
   return 0;
@@ -269,28 +291,16 @@ static void take(struct dnt_tp_analysis *a, struct pending *e) {
   }
 }
 
-int dnt_tp_on_event(void *ud, const ntr_event *ev) {
-  struct dnt_tp_analysis *a = ud;
-  const ntr_metadata *md = ev->metadata;
-  if (!a->have_time || ev->timestamp < a->first_ts) a->first_ts = ev->timestamp;
-  if (!a->have_time || ev->timestamp > a->last_ts) a->last_ts = ev->timestamp;
-  a->have_time = 1;
-  if (a->failed || !md || strcmp(md->provider, RUNTIME_PROVIDER) != 0) return 0;
-  switch (md->event_id) {
-  case EV_IO_CREATE: case EV_IO_TERMINATE: case EV_IO_RETIRE: case EV_IO_UNRETIRE: case EV_WORKER_START:
-  case EV_WORKER_STOP: case EV_RETIRE_START: case EV_RETIRE_STOP: case EV_ADJUSTMENT: case EV_WORKER_WAIT:
-  case EV_MIN_MAX: case EV_WORKING_COUNT: case EV_ENQUEUE: case EV_DEQUEUE:
-    break;
-  default: return 0;
-  }
+/* A new held event (not yet counted in npend), or NULL when out of memory. */
+static struct pending *hold(struct dnt_tp_analysis *a, const ntr_event *ev, uint32_t id) {
   if (a->npend == a->cap_pend) {
-    if (a->npend >= PENDING_MAX && flush(a)) return 1;
+    if (a->npend >= PENDING_MAX && flush(a)) return NULL;
     if (a->npend == a->cap_pend) {
       size_t cap = a->cap_pend ? a->cap_pend * 2 : 256;
       struct pending *p = realloc(a->pend, cap * sizeof *p);
       if (!p) {
         a->failed = 1;
-        return 1;
+        return NULL;
       }
       a->pend = p;
       a->cap_pend = cap;
@@ -300,7 +310,56 @@ int dnt_tp_on_event(void *ud, const ntr_event *ev) {
   memset(e, 0, sizeof *e);
   e->ts = ev->timestamp;
   e->order = a->order++;
-  e->id = md->event_id;
+  e->id = id;
+  return e;
+}
+
+/* System.Runtime's EventCounters events (their fields are in the trace's metadata): the two the
+ * queue is read from. */
+static int on_counter(struct dnt_tp_analysis *a, const ntr_event *ev) {
+  if (!ev->metadata->event_name || strcmp(ev->metadata->event_name, "EventCounters") != 0) return 0;
+  int rc = dnt_record_decode_event(&a->rec, ev);
+  if (rc == NTR_ENOMEM) {
+    a->failed = 1;
+    return 1;
+  }
+  const char *name = dnt_record_str(&a->rec, "Payload.Name");
+  if (!name) return 0;
+  uint32_t id;
+  const char *field;
+  if (strcmp(name, "threadpool-queue-length") == 0)
+    id = EV_QUEUE_LENGTH, field = "Payload.Mean";
+  else if (strcmp(name, "threadpool-completed-items-count") == 0)
+    id = EV_COMPLETED_ITEMS, field = "Payload.Increment";
+  else
+    return 0;
+  double v;
+  if (dnt_record_num(&a->rec, field, &v) != 0 || !(v >= 0 && v < 1e15)) return 0;
+  struct pending *e = hold(a, ev, id);
+  if (!e) return 1;
+  e->v[0] = v;
+  a->npend++;
+  return 0;
+}
+
+int dnt_tp_on_event(void *ud, const ntr_event *ev) {
+  struct dnt_tp_analysis *a = ud;
+  const ntr_metadata *md = ev->metadata;
+  if (!a->have_time || ev->timestamp < a->first_ts) a->first_ts = ev->timestamp;
+  if (!a->have_time || ev->timestamp > a->last_ts) a->last_ts = ev->timestamp;
+  a->have_time = 1;
+  if (a->failed || !md) return 0;
+  if (strcmp(md->provider, COUNTERS_PROVIDER) == 0) return on_counter(a, ev);
+  if (strcmp(md->provider, RUNTIME_PROVIDER) != 0) return 0;
+  switch (md->event_id) {
+  case EV_IO_CREATE: case EV_IO_TERMINATE: case EV_IO_RETIRE: case EV_IO_UNRETIRE: case EV_WORKER_START:
+  case EV_WORKER_STOP: case EV_RETIRE_START: case EV_RETIRE_STOP: case EV_ADJUSTMENT: case EV_WORKER_WAIT:
+  case EV_MIN_MAX: case EV_WORKING_COUNT: case EV_ENQUEUE: case EV_DEQUEUE:
+    break;
+  default: return 0;
+  }
+  struct pending *e = hold(a, ev, md->event_id);
+  if (!e) return 1;
   if (md->event_id != EV_ENQUEUE && md->event_id != EV_DEQUEUE) { /* counted: no field read */
     const char *name;
     uint32_t nfields;

@@ -5,7 +5,8 @@
  * From a trace file, or from a live process: then a session with the runtime provider's ThreadPool
  * keyword (0x10000) at the verbose level (the enqueue and dequeue events and the working thread
  * count are verbose), read as it streams into the analysis. The portable thread pool of .NET 7+
- * writes the same events from the same provider. The report goes to stdout (or -o); the session's
+ * writes the same events from the same provider; the queue's length comes from System.Runtime's
+ * EventCounters, enabled beside it each second. The report goes to stdout (or -o); the session's
  * messages to stderr. */
 #include <stdlib.h>
 #include <string.h>
@@ -81,9 +82,12 @@ int cmd_threadpool(int argc, char **argv) {
 
   ntr_callbacks cb;
   dnt_tp_analysis_callbacks(&cb);
-  /* ThreadPool (0x10000), verbose: worker threads, hill climbing, IO threads, enqueue/dequeue */
-  static const struct dnt_analysis_recording rec = {.what = "the thread pool", .providers = "Microsoft-Windows-DotNETRuntime:0x10000:5",
-                                                    .buffer_mb = BUFFER_MB};
+  /* ThreadPool (0x10000), verbose: worker threads, hill climbing, IO threads, enqueue/dequeue; and
+   * System.Runtime's counters each second: the queue length, which no event carries since .NET 7 */
+  static const struct dnt_analysis_recording rec = {
+      .what = "the thread pool",
+      .providers = "Microsoft-Windows-DotNETRuntime:0x10000:5,System.Runtime:0:4:EventCounterIntervalSec=1",
+      .buffer_mb = BUFFER_MB};
   struct dnt_analysis_input in = {.trace = o.trace, .target = &o.target, .duration_ms = o.duration_ms};
   int r = dnt_analysis_feed(&in, &rec, "thread-pool events", &cb, a, &damaged);
   if (r) {

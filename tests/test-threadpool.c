@@ -4,7 +4,8 @@
  *     rows per second);
  *   - `dntrace threadpool -p` on the sample starving its pool (--pool-starve: work items blocking
  *     5 s arriving 10 a second): Starvation adjustments are reported, the threads grow, and the
- *     growth is the one the sample saw (ThreadPool.ThreadCount, as it printed it);
+ *     growth is the one the sample saw (ThreadPool.ThreadCount, as it printed it), and the queue
+ *     length (System.Runtime's counter) too (its PendingWorkItemCount);
  *   - the command line: JSON that Python reads, a trace without thread-pool events said in one
  *     line. */
 #include <criterion/criterion.h>
@@ -166,8 +167,8 @@ Test(threadpool_rules, events_are_taken_in_time_order) {
 
 /* ---- the sample starving its pool ---- */
 
-/* The largest "pool N" line the sample printed so far. */
-static unsigned read_pool(int fd, char *carry, size_t cap, unsigned most) {
+/* The largest "pool N queue M" line the sample printed so far: N into the result, M into *queue. */
+static unsigned read_pool(int fd, char *carry, size_t cap, unsigned most, unsigned *queue) {
   char buf[4096];
   struct pollfd p = {fd, POLLIN, 0};
   while (poll(&p, 1, 0) > 0 && (p.revents & POLLIN)) {
@@ -179,8 +180,11 @@ static unsigned read_pool(int fd, char *carry, size_t cap, unsigned most) {
     char *line = carry, *nl;
     while ((nl = strchr(line, '\n'))) {
       *nl = '\0';
-      unsigned c;
-      if (sscanf(line, "pool %u", &c) == 1 && c > most) most = c;
+      unsigned c, q;
+      if (sscanf(line, "pool %u queue %u", &c, &q) == 2) {
+        if (c > most) most = c;
+        if (q > *queue) *queue = q;
+      }
       line = nl + 1;
     }
     memmove(carry, line, strlen(line) + 1);
@@ -197,11 +201,12 @@ Test(threadpool_live, starvation_of_the_sample_is_reported, .timeout = 120) {
   char err[512], pid[32], carry[8192] = "";
   cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
   snprintf(pid, sizeof pid, "%d", (int)t.pid);
-  unsigned before = read_pool(t.stdout_fd, carry, sizeof carry, 0);
+  unsigned queue_before = 0, queue = 0;
+  unsigned before = read_pool(t.stdout_fd, carry, sizeof carry, 0, &queue_before);
   struct dnt_run r;
   dnt_run_dntrace(&r, "threadpool", "-p", pid, "--duration", "4s", "--format", "json", NULL);
   usleep(300 * 1000);
-  unsigned most = read_pool(t.stdout_fd, carry, sizeof carry, before);
+  unsigned most = read_pool(t.stdout_fd, carry, sizeof carry, before, &queue);
   dnt_target_stop(&t);
   cr_assert_eq(r.status, 0, "dntrace threadpool -p: %s", r.err);
   const char *st = strstr(r.out, "\"starvation\":{");
@@ -217,6 +222,12 @@ Test(threadpool_live, starvation_of_the_sample_is_reported, .timeout = 120) {
    * and more than it had before the recording began */
   cr_expect_leq(to, most, "goal %u, the sample's ThreadPool.ThreadCount at most %u", to, most);
   cr_expect_gt(to, before, "goal %u, the sample had %u threads before the recording", to, before);
+  /* the queue grows by the work items nobody takes: System.Runtime's queue-length counter saw it,
+   * never longer than the sample's own ThreadPool.PendingWorkItemCount */
+  const char *ql = strstr(r.out, "\"queueLength\":{\"max\":");
+  double qmax;
+  cr_assert(ql && sscanf(ql, "\"queueLength\":{\"max\":%lf", &qmax) == 1, "no queue length:\n%.2000s", r.out);
+  cr_expect(qmax >= 10 && qmax <= queue, "queue at most %.1f by the counter, %u by the sample", qmax, queue);
   dnt_run_free(&r);
 }
 

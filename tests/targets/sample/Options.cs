@@ -20,8 +20,8 @@ namespace Sample
             "                   GC.CollectionCount(0) then: the number the runtime gave that collection\n" +
             "  --gc-background  with --gc-induce: every other induced collection is a background one\n" +
             "  --pool-starve    queue 10 thread-pool work items a second that each block 5 s in Thread.Sleep, so the\n" +
-            "                   pool starves and its gate thread adds threads; print 'pool N' (ThreadPool.ThreadCount)\n" +
-            "                   every 250 ms";
+            "                   pool starves and its gate thread adds threads; print 'pool N queue M'\n" +
+            "                   (ThreadPool.ThreadCount, PendingWorkItemCount) every 250 ms";
 
         public double Seconds;
         public int ExitCode;

@@ -171,7 +171,8 @@ namespace Sample
     // tells the pool nothing, unlike Task.Wait) for 5 s, arriving 10 a second: the few threads the
     // pool starts with dequeue nothing for longer than its gate thread tolerates, so it adds threads
     // (hill climbing's "Starvation" adjustments) until dequeues come often enough again (about 10
-    // threads). ThreadPool.ThreadCount is printed for a test to compare with what the trace says.
+    // threads). ThreadPool.ThreadCount and PendingWorkItemCount are printed for a test to compare
+    // with what the trace says.
     public static class PoolStarve
     {
         public static void Run(CancellationToken stop)
@@ -182,7 +183,7 @@ namespace Sample
                 if (n % 2 == 0) ThreadPool.QueueUserWorkItem(_ => Block(), null);
                 if (n++ % 5 == 0)
                 {
-                    Console.WriteLine("pool " + ThreadPool.ThreadCount);
+                    Console.WriteLine("pool " + ThreadPool.ThreadCount + " queue " + ThreadPool.PendingWorkItemCount);
                     Console.Out.Flush();
                 }
             } while (!stop.WaitHandle.WaitOne(TimeSpan.FromMilliseconds(50)));
