@@ -104,8 +104,9 @@ int cmd_threadpool(int argc, char **argv) {
   if (dnt_output_commit(&out) < 0) goto done;
   const dnt_tp_summary *s = dnt_tp_get_summary(a);
   if (s->events == 0)
-    fprintf(stderr, "no thread-pool event in this trace (it needs the runtime's ThreadPool keyword 0x10000: record one "
-                    "with 'dntrace threadpool -p PID')\n");
+    fprintf(stderr, "no thread-pool event in this trace%s (it needs the runtime's ThreadPool keyword 0x10000: record "
+                    "one with 'dntrace threadpool -p PID')\n",
+            s->has_queue_length || s->has_completed ? ", only System.Runtime's counters" : "");
   rc = damaged ? DNT_EXIT_FAILURE : 0;
 done:
   free(name);
