@@ -109,4 +109,170 @@ const char *dnt_gc_type_name(int type, char buf[24]);
 void dnt_gc_write_text(FILE *fp, const struct dnt_gc_analysis *a, size_t top);
 void dnt_gc_write_json(FILE *fp, const struct dnt_gc_analysis *a, size_t top);
 
+/* ============================================================================================== */
+/* JIT compilation: one row per method compiled, paired from MethodJittingStarted and the
+ * MethodLoad(Verbose) that ends it on the same thread, by the rules of TraceEvent's
+ * TraceLoadedDotNetRuntime JIT callbacks (JITStats.LogJitStart / MethodComplete; analyze/jit.c
+ * states them), then totals by tier, the slowest methods and a startup timeline. */
+
+/* TraceEvent's OptimizationTier: MethodFlags bits 7-9 of a jitted method's load event. */
+enum { DNT_JIT_TIER_UNKNOWN, DNT_JIT_TIER_MINOPT, DNT_JIT_TIER_OPTIMIZED, DNT_JIT_TIER_QUICK, DNT_JIT_TIER_TIER1,
+       DNT_JIT_TIER_TIER1_OSR, DNT_JIT_TIER_QUICK_INSTRUMENTED, DNT_JIT_TIER_TIER1_INSTRUMENTED, DNT_JIT_TIERS };
+
+typedef struct dnt_jit_method {
+  uint64_t method_id, module_id;
+  int64_t tid;               /* the thread that compiled it */
+  char *name;                /* "Namespace.Name(args)" as TraceEvent names it ("" from a MethodLoad
+                                without a start); owned by the analysis */
+  uint32_t il_size;          /* MethodJittingStarted's MethodILSize (0 without a start) */
+  uint32_t native_size;      /* the load event's MethodSize */
+  uint32_t flags;            /* the load event's MethodFlags (tier and extent bits cleared) */
+  int tier;                  /* DNT_JIT_TIER_* (dnt_jit_tier_name) */
+  uint64_t rejit_id;         /* the code version: 0 is the method's first (foreground) version */
+  double start_ms;           /* JittingStarted (else the load event), ms since the trace's start */
+  double jit_ms;             /* JittingStarted to the load event on the same thread */
+  int completed;             /* how many load events ended it (TraceEvent's Completed) */
+  int background;            /* compiled on tiering's background thread: a later code version that
+                                is not on-stack replacement (TraceEvent's CompilationThreadKind) */
+  int r2r_rejected;          /* MethodFlags' ReadyToRunRejectedPrecompiledCode (0x40) */
+  /* private to jit.c */
+  long prev_open;            /* the thread's previous method still without its load event */
+} dnt_jit_method;
+
+/* Methods compiled per 100 ms of trace, for the non-empty buckets only. */
+typedef struct dnt_jit_bucket {
+  double start_ms;           /* the bucket's start: a multiple of 100 ms since the trace's start */
+  size_t methods;            /* methods whose compilation started in it */
+  double jit_ms;             /* their JIT time */
+} dnt_jit_bucket;
+
+typedef struct dnt_jit_summary {
+  size_t methods;            /* rows: every compilation begun (TraceEvent's JIT.Methods.Count) */
+  size_t completions;        /* load events that ended one (TraceEvent's JITStats.Count) */
+  size_t incomplete;         /* rows without a load event (begun before the trace ended) */
+  size_t foreground, background;
+  size_t r2r_rejected;       /* methods jitted though ReadyToRun code existed (rejected) */
+  size_t r2r_entry_points;   /* R2RGetEntryPoint events: precompiled methods used (needs the
+                                CompilationDiagnostic keyword) */
+  uint64_t il_bytes, native_bytes;
+  double total_jit_ms;       /* the sum of the completions' JIT times (TraceEvent's TotalCpuTimeMSec) */
+  size_t tier_count[DNT_JIT_TIERS];
+  double tier_ms[DNT_JIT_TIERS];
+  double trace_ms;           /* first to last event of the trace (any event) */
+  double first_ms, last_ms;  /* the first and last compilations' starts */
+  const dnt_jit_bucket *timeline; /* n_timeline buckets in time order; valid until freed */
+  size_t n_timeline;
+} dnt_jit_summary;
+
+struct dnt_jit_analysis;
+
+/* A new analysis reading layouts from schema (borrowed: it must outlive the analysis). NULL when
+ * out of memory. Free with dnt_jit_analysis_free (NULL is fine). */
+struct dnt_jit_analysis *dnt_jit_analysis_new(const struct dnt_schema *schema);
+void dnt_jit_analysis_free(struct dnt_jit_analysis *a);
+/* The parser callbacks to feed it (ud: the analysis). They return nonzero only when out of memory;
+ * dnt_jit_analysis_failed says so afterwards. */
+void dnt_jit_analysis_callbacks(ntr_callbacks *cb);
+int dnt_jit_on_trace(void *a, const ntr_trace *t);
+int dnt_jit_on_event(void *a, const ntr_event *ev);
+/* -ENOMEM once an allocation failed (sticky), else 0. */
+int dnt_jit_analysis_failed(const struct dnt_jit_analysis *a);
+/* Once the trace is read: the summary and the timeline. Call once. */
+void dnt_jit_analysis_finish(struct dnt_jit_analysis *a);
+/* Every compilation begun, in the order they began; valid until the analysis is freed. */
+const dnt_jit_method *dnt_jit_list(const struct dnt_jit_analysis *a, size_t *n);
+const dnt_jit_summary *dnt_jit_get_summary(const struct dnt_jit_analysis *a);
+/* "QuickJitted", "OptimizedTier1", ... (TraceEvent's names); static strings. */
+const char *dnt_jit_tier_name(int tier);
+/* The views: the methods, then the summary, the `top` slowest and the timeline, as text or as one
+ * JSON object. Write to fp; the caller checks fp for errors. */
+void dnt_jit_write_text(FILE *fp, const struct dnt_jit_analysis *a, size_t top);
+void dnt_jit_write_json(FILE *fp, const struct dnt_jit_analysis *a, size_t top);
+
+/* ============================================================================================== */
+/* The thread pool: worker and IO thread counts over time, hill climbing's adjustments with their
+ * reasons, starvation, blocking, queue traffic, from the runtime's ThreadPool keyword (0x10000)
+ * events (analyze/threadpool.c). TraceEvent has no analysis of these: the counts are the events'
+ * own fields. */
+
+/* ThreadPoolWorkerThreadAdjustmentAdjustment's Reason (the runtime's ThreadAdjustmentReasonMap).
+ * Also read: System.Runtime's threadpool-queue-length and threadpool-completed-items-count
+ * EventCounters, for the queue. */
+enum { DNT_TP_WARMUP, DNT_TP_INITIALIZING, DNT_TP_RANDOM_MOVE, DNT_TP_CLIMBING_MOVE, DNT_TP_CHANGE_POINT,
+       DNT_TP_STABILIZING, DNT_TP_STARVATION, DNT_TP_THREAD_TIMED_OUT, DNT_TP_COOPERATIVE_BLOCKING, DNT_TP_REASONS };
+
+/* One adjustment of hill climbing (its thread count goal). */
+typedef struct dnt_tp_adjustment {
+  double ms;                 /* since the trace's start */
+  uint32_t new_count;        /* NewWorkerThreadCount */
+  uint32_t reason;           /* DNT_TP_* (dnt_tp_reason_name) */
+  double throughput;         /* AverageThroughput, work items per second */
+} dnt_tp_adjustment;
+
+/* The pool once per second of trace (the last value seen up to the end of that second, or the
+ * previous second's). */
+typedef struct dnt_tp_second {
+  double start_ms;
+  uint32_t workers;          /* ActiveWorkerThreadCount of the last worker Start/Stop/Wait */
+  uint32_t workers_max;      /* the most seen within the second */
+  uint32_t goal;             /* the last adjustment's NewWorkerThreadCount (0: none yet) */
+  uint32_t io_threads;       /* the last IOThreadCount (0: none seen) */
+  uint64_t enqueued, dequeued; /* ThreadPoolEnqueue / Dequeue events within the second */
+  uint32_t adjustments;      /* adjustments within the second */
+  double queue_length;       /* System.Runtime's threadpool-queue-length counter, its last value
+                                (-1: none yet) */
+  uint64_t completed;        /* its threadpool-completed-items-count increments in the second */
+} dnt_tp_second;
+
+typedef struct dnt_tp_summary {
+  size_t events;             /* thread-pool events read */
+  size_t worker_starts, worker_stops, worker_waits, io_creates, io_retires;
+  uint32_t workers_first, workers_last, workers_min, workers_max; /* ActiveWorkerThreadCount */
+  int has_workers;
+  uint32_t io_max;
+  int has_io;
+  size_t adjustments, by_reason[DNT_TP_REASONS + 1]; /* the last: unknown reasons */
+  uint32_t goal_first, goal_last, goal_max;           /* NewWorkerThreadCount */
+  /* starvation: the adjustments for Starvation, and the goal from just before the first of them
+   * to its highest after it */
+  size_t starvation;
+  uint32_t starvation_from, starvation_to;
+  double starvation_first_ms, starvation_last_ms;
+  size_t blocking;           /* CooperativeBlocking adjustments (threads added for blocked ones) */
+  uint64_t enqueued, dequeued;
+  uint32_t working_max;      /* ThreadPoolWorkingThreadCount's most (0: none seen) */
+  uint32_t min_threads, max_threads; /* ThreadPoolMinMaxThreads' workers (0: not seen) */
+  /* System.Runtime's EventCounters, when the trace has them (the queue length is in no event of
+   * the runtime provider since the portable thread pool of .NET 7) */
+  int has_queue_length;
+  double queue_length_max, queue_length_last;
+  int has_completed;
+  uint64_t completed;        /* work items completed (threadpool-completed-items-count summed) */
+  double trace_ms;
+  const dnt_tp_second *seconds; /* n_seconds, from the first thread-pool event's second */
+  size_t n_seconds;
+} dnt_tp_summary;
+
+struct dnt_tp_analysis;
+
+/* Like the JIT analysis's: schema borrowed; NULL when out of memory; free(NULL) is fine. */
+struct dnt_tp_analysis *dnt_tp_analysis_new(const struct dnt_schema *schema);
+void dnt_tp_analysis_free(struct dnt_tp_analysis *a);
+void dnt_tp_analysis_callbacks(ntr_callbacks *cb);
+int dnt_tp_on_trace(void *a, const ntr_trace *t);
+int dnt_tp_on_event(void *a, const ntr_event *ev);
+int dnt_tp_on_sequence_point(void *a, const ntr_sequence_point *sp);
+int dnt_tp_analysis_failed(const struct dnt_tp_analysis *a);
+/* Once the trace is read. Call once. */
+void dnt_tp_analysis_finish(struct dnt_tp_analysis *a);
+/* Every adjustment in time order; valid until the analysis is freed. */
+const dnt_tp_adjustment *dnt_tp_adjustments(const struct dnt_tp_analysis *a, size_t *n);
+const dnt_tp_summary *dnt_tp_get_summary(const struct dnt_tp_analysis *a);
+/* "Warmup", "Starvation", ...; "Reason(N)" beyond them in buf (24 bytes, caller's). */
+const char *dnt_tp_reason_name(uint32_t reason, char buf[24]);
+/* The views: the summary (starvation and blocking called out), the adjustments (the `top` last
+ * when there are more) and the pool per second, as text or as one JSON object. */
+void dnt_tp_write_text(FILE *fp, const struct dnt_tp_analysis *a, size_t top);
+void dnt_tp_write_json(FILE *fp, const struct dnt_tp_analysis *a, size_t top);
+
 #endif

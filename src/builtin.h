@@ -41,6 +41,8 @@ int cmd_perf(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_stacks(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
+int cmd_jit(int argc, char **argv);
+int cmd_threadpool(int argc, char **argv);
 
 extern const struct dnt_usage usage_ps;
 extern const struct dnt_usage usage_info;
@@ -54,6 +56,8 @@ extern const struct dnt_usage usage_perf;
 extern const struct dnt_usage usage_compare;
 extern const struct dnt_usage usage_stacks;
 extern const struct dnt_usage usage_gc;
+extern const struct dnt_usage usage_jit;
+extern const struct dnt_usage usage_threadpool;
 
 /* Converts a trace's samples (see cmd-convert.c), weighed as weight says (enum
  * dnt_profile_weight: 0 time, 1 samples). */

@@ -27,6 +27,8 @@ static const struct dnt_cmd commands[] = {
     {"compare", cmd_compare, &usage_compare},
     {"stacks", cmd_stacks, &usage_stacks},
     {"gc", cmd_gc, &usage_gc},
+    {"jit", cmd_jit, &usage_jit},
+    {"threadpool", cmd_threadpool, &usage_threadpool},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

@@ -92,6 +92,35 @@ EOF
   rm -f $gcreal /tmp/dnt-bench-gc.out
 fi
 
+# dntrace jit and threadpool: one session of the sample from its first instruction (its startup's
+# JIT, tier-ups, its pool starving) beside ~1.5M EventSource events a second, so that the few JIT
+# and pool events sit in a large file; each command on it, then TraceEvent's JIT statistics
+if [ -x "$exe" ]; then
+  jp=/tmp/dnt-bench-jitpool.nettrace
+  echo "== dntrace jit / threadpool on a 30 s session (JIT, Loader, ThreadPool keywords beside Sample-Load events)"
+  $DNT_BIN collect --providers Microsoft-Windows-DotNETRuntime:0x10018:5,Sample-Load:0:4 -o $jp -- \
+    "$exe" --seconds 30 --pool-starve --no-alloc --no-blocking --event-rate 1500000 >/dev/null 2>&1
+  size=$(stat -c %s $jp 2>/dev/null || echo 0)
+  for cmd in jit threadpool; do
+    /usr/bin/time -f "%e %M" -o /tmp/dnt-bench-time $DNT_BIN $cmd $jp >/tmp/dnt-bench-jp.out 2>&1
+    read -r secs kb <<EOF
+$(tail -n 1 /tmp/dnt-bench-time)
+EOF
+    what=$( (grep -m1 -E '^Summary:|^thread pool starvation' /tmp/dnt-bench-jp.out || head -1 /tmp/dnt-bench-jp.out) | cut -c1-110)
+    awk -v s="$secs" -v kb="$kb" -v mb="$size" -v c="$cmd" -v w="$what" \
+      'BEGIN { printf "dntrace %-10s on %d MB: %.2f s (%.0f MB/s), peak RSS %d MB (%s)\n", c, mb / 1e6, s, mb / 1e6 / s, kb / 1024, w }'
+  done
+  if [ -f "$b/tests/oracle-te/out/BenchTraceEvent.dll" ]; then
+    /usr/bin/time -f "%e %M" -o /tmp/dnt-bench-time dotnet "$b/tests/oracle-te/out/BenchTraceEvent.dll" $jp --mode jit |
+      tail -1
+    read -r secs kb <<EOF
+$(tail -n 1 /tmp/dnt-bench-time)
+EOF
+    echo "traceevent jit: peak RSS $((kb / 1024)) MB ($secs s wall, the runtime's start included)"
+  fi
+  rm -f $jp /tmp/dnt-bench-jp.out
+fi
+
 if [ -x "$exe" ]; then
   echo "== dntrace ps / info against a running sample target"
   "$exe" --no-cpu >/dev/null 2>&1 &

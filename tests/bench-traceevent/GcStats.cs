@@ -1,5 +1,5 @@
 // --mode gc: TraceEvent's own GC analysis of a trace (TraceLoadedDotNetRuntime.GC.GCs, the numbers
-// PerfView's GCStats shows), one line per complete GC, for tests/test-gc.c to hold `dntrace gc`
+// PerfView's GCStats shows), one line per complete GC, for tests/runtime/test-gc.c to hold `dntrace gc`
 // to. Invariant culture, space-separated:
 //   gc NUMBER GENERATION TYPE REASON PAUSE_MS SUSPEND_MS HEAP_BEFORE_MB HEAP_AFTER_MB PROMOTED_MB
 using System.Globalization;

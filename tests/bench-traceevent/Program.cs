@@ -3,11 +3,12 @@
 //   --mode parse   every event decoded (EventPipeEventSource), counted
 //   --mode stacks  the profiler's path: the trace converted to TraceLog, every SampleProfiler
 //                  sample's stack walked to its root with its methods named
-// and one for the tests (tests/test-weights.c), the oracle of dntrace's sample weights:
+// and one for the tests (tests/cli/test-weights.c), the oracle of dntrace's sample weights:
 //   --mode threadtime FILE...  per thread, the samples and the thread time that dotnet-trace's
 //                  speedscope and Chromium exports hold, computed as dotnet-trace computes them
 //                  (SampleProfilerThreadTimeComputer over a TraceLog); no timing line
-//   --mode gc      TraceEvent's GC analysis, one line per GC (GcStats.cs), for tests/test-gc.c
+//   --mode gc      TraceEvent's GC analysis, one line per GC (GcStats.cs), for tests/runtime/test-gc.c
+//   --mode jit     TraceEvent's JIT statistics, one line per method (JitStats.cs), for tests/runtime/test-jit.c
 //   --mode names   no timing: one line per distinct event kind, "provider<TAB>id<TAB>version<TAB>
 //                  name" as TraceEvent names it (the runtime's parsers registered), for the
 //                  expected lists of dntrace's tests (tests/data/traceevent-names/)
@@ -49,7 +50,7 @@ static class Program
         }
         if (args.Length < 1 || (args.Length == 3 && args[1] != "--mode") || args.Length == 2 || args.Length > 3)
         {
-            Console.Error.WriteLine("usage: BenchTraceEvent FILE.nettrace [--mode parse|stacks|gc|names]\n" +
+            Console.Error.WriteLine("usage: BenchTraceEvent FILE.nettrace [--mode parse|stacks|gc|jit|names]\n" +
                                     "       BenchTraceEvent --mode threadtime FILE...");
             return 2;
         }
@@ -69,6 +70,7 @@ static class Program
                 "parse" => Parse(path),
                 "stacks" => Stacks(path),
                 "gc" => GcStats.Print(path),
+                "jit" => JitStats.Print(path),
                 _ => throw new ArgumentException($"unknown mode '{mode}'"),
             };
             double s = clock.Elapsed.TotalSeconds;

@@ -13,7 +13,7 @@
 #include "config.h"
 #include "../lib/run.h"
 
-static const char *commands[] = {"ps", "info", "collect", "dump", "report", "convert", "events", "counters", "perf", "compare", "stacks", "gc"};
+static const char *commands[] = {"ps", "info", "collect", "dump", "report", "convert", "events", "counters", "perf", "compare", "stacks", "gc", "jit", "threadpool"};
 
 /* The SYNOPSIS of a man page, with the roff escapes taken out. */
 static char *man_synopsis(const char *cmd) {
@@ -422,7 +422,7 @@ Test(cli, no_target_is_one_error_per_set_of_targets) {
   static const char *const pid_only[][12] = {{"perf", "--duration", "1s", NULL}};
   same_error(pid_only, NCASES(pid_only), (const char *const[]){"-p PID", "-n NAME", NULL});
   /* the commands that read a trace or ask a process */
-  static const char *const file_or_pid[][12] = {{"info", NULL}, {"gc", NULL}};
+  static const char *const file_or_pid[][12] = {{"info", NULL}, {"gc", NULL}, {"jit", NULL}, {"threadpool", NULL}};
   same_error(file_or_pid, NCASES(file_or_pid), (const char *const[]){"trace file", "-p PID", "-n NAME", NULL});
   static const char *const any[][12] = {
       {"collect", NULL},

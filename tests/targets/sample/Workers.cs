@@ -29,6 +29,7 @@ namespace Sample
             if (_opts.Counters) Spawn("metrics-work", () => Telemetry.Run(_stop));
             if (_opts.EventRate > 0) Spawn("load-work", () => LoadWork.Run(_opts.EventRate, _stop));
             for (int i = 1; i <= _opts.IdleThreads; i++) Spawn("idle-" + i, () => IdleWork.Park(_stop));
+            if (_opts.PoolStarve) Spawn("pool-starve", () => PoolStarve.Run(_stop));
         }
 
         public void Join()
@@ -164,5 +165,31 @@ namespace Sample
                 sent += batch;
             }
         }
+    }
+
+    // Thread-pool starvation with a known cause: work items that block synchronously (Thread.Sleep
+    // tells the pool nothing, unlike Task.Wait) for 5 s, arriving 10 a second: the few threads the
+    // pool starts with dequeue nothing for longer than its gate thread tolerates, so it adds threads
+    // (hill climbing's "Starvation" adjustments) until dequeues come often enough again (about 10
+    // threads). ThreadPool.ThreadCount and PendingWorkItemCount are printed for a test to compare
+    // with what the trace says.
+    public static class PoolStarve
+    {
+        public static void Run(CancellationToken stop)
+        {
+            long n = 0;
+            do
+            {
+                if (n % 2 == 0) ThreadPool.QueueUserWorkItem(_ => Block(), null);
+                if (n++ % 5 == 0)
+                {
+                    Console.WriteLine("pool " + ThreadPool.ThreadCount + " queue " + ThreadPool.PendingWorkItemCount);
+                    Console.Out.Flush();
+                }
+            } while (!stop.WaitHandle.WaitOne(TimeSpan.FromMilliseconds(50)));
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        public static void Block() => Thread.Sleep(5000);
     }
 }
