@@ -7,6 +7,8 @@
 //   --mode threadtime FILE...  per thread, the samples and the thread time that dotnet-trace's
 //                  speedscope and Chromium exports hold, computed as dotnet-trace computes them
 //                  (SampleProfilerThreadTimeComputer over a TraceLog); no timing line
+//   --mode samplestacks FILE...  every sample's thread, time, weight and stack (SampleStacks.cs),
+//                  for tests/test-oracle-stacks.c
 //   --mode gc      TraceEvent's GC analysis, one line per GC (GcStats.cs), for tests/test-gc.c
 //   --mode names   no timing: one line per distinct event kind, "provider<TAB>id<TAB>version<TAB>
 //                  name" as TraceEvent names it (the runtime's parsers registered), for the
@@ -30,6 +32,7 @@ static class Program
     static int Main(string[] args)
     {
         /* the oracle takes several traces in one run: one start of the runtime for them all */
+        if (args.Length >= 3 && args[0] == "--mode" && args[1] == "samplestacks") return SampleStacks.Run(args.Skip(2));
         if (args.Length >= 3 && args[0] == "--mode" && args[1] == "threadtime")
         {
             foreach (string trace in args.Skip(2))

@@ -1,0 +1,444 @@
+/* test-oracle-stacks.c: the stack of every sample, held to TraceEvent's (issue #13).
+ *
+ * For every trace of the public corpus (../shared/corpus, or $DNT_CORPUS) with SampleProfiler
+ * samples, and for a trace collected here from the sample target, each sample dntrace's profile
+ * keeps (its timeline: thread, time and stack, what the speedscope and Chromium writers walk) is
+ * matched one to one, by thread and time, with a sample TraceEvent's TraceLog yields, and their
+ * stacks, root to leaf, must be the same once the two naming schemes are mapped (norm_te and
+ * norm_ours below); the time TraceEvent's SampleProfilerThreadTimeComputer gives each sample
+ * (dotnet-trace convert's computer) must be the time to the thread's next sample in dntrace's
+ * timeline, and each thread's total dntrace's (dnt_profile_thread_ms), within 0.1%.
+ * The oracle is tests/bench-traceevent --mode samplestacks (SampleStacks.cs), built by `make
+ * check` into tests/oracle-te when the .NET SDK is there; under CI=true its absence is a failure.
+ *
+ * Every corpus trace with samples is covered whole: TraceEvent reads all six in about 3 s, the
+ * 30 MB HeartRateMonitor trace included (dntrace in well under a second each). */
+#include <criterion/criterion.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dnt-profile.h"
+#include "lib/run.h"
+#include "lib/target-cr.h"
+#include "lib/target.h"
+
+static int in_ci(void) {
+  const char *ci = getenv("CI");
+  return ci && strcmp(ci, "true") == 0;
+}
+
+static char corpus_dir[4096], oracle[4200];
+
+static void need_corpus(void) {
+  const char *d = getenv("DNT_CORPUS"), *src = getenv("DNT_SRCDIR");
+  if (d && *d) snprintf(corpus_dir, sizeof corpus_dir, "%s", d);
+  else snprintf(corpus_dir, sizeof corpus_dir, "%s/../shared/corpus", src ? src : ".");
+  char idx[4200];
+  snprintf(idx, sizeof idx, "%s/INDEX.md", corpus_dir);
+  struct stat st;
+  if (stat(idx, &st) == 0) return;
+  if (in_ci()) cr_assert_fail("the corpus is missing at %s and CI=true", corpus_dir);
+  cr_skip_test("no corpus at %s (set DNT_CORPUS)", corpus_dir);
+}
+
+static void need_oracle(void) {
+  const char *b = getenv("DNT_BUILDDIR");
+  snprintf(oracle, sizeof oracle, "%s/tests/oracle-te/out/BenchTraceEvent.dll", b ? b : ".");
+  struct stat st;
+  if (stat(oracle, &st) == 0 && system("command -v dotnet >/dev/null 2>&1") == 0) return;
+  if (in_ci())
+    cr_assert_fail("no TraceEvent oracle at %s (CI=true: make check builds it with the .NET SDK)", oracle);
+  cr_skip_test("no TraceEvent oracle at %s (needs the .NET SDK at configure time)", oracle);
+}
+
+/* ---- the two naming schemes, mapped to one ----
+ * A frame is "module!method" on both sides, but built differently; each rule below is one
+ * documented difference, everything else must be equal byte for byte.
+ *
+ * TraceEvent (TraceEventStackSource.GetFrameName): ModuleFiles[i].Name + "!" + FullMethodName.
+ *  - M1 module case: TraceModuleFile's constructor lowercases the path it is given
+ *    (TraceLog.cs, "Normalize to lower case"); dntrace keeps the ModuleILPath's case. Module
+ *    names are compared in lower case.
+ *  - M3 unknown module: a method whose ModuleID no ModuleLoad or rundown named is filed by
+ *    TraceLog (GetOrCreateManagedModule) under an empty module file, whose FilePath and so Name
+ *    is the literal "ManagedModule" (never lowercased: a real ManagedModule.dll would be
+ *    "managedmodule"); dntrace writes "?" for that module. "ManagedModule" becomes "?".
+ *  - M2 ".ni": when a ModuleLoad's IL and native paths are the same (CoreCLR's NGEN image used as
+ *    the IL image, the Tizen traces), ManagedModuleLoadOrUnload drops ".ni" from the IL path
+ *    ("Foo.ni.dll" -> "foo"); dntrace names the module after its IL path as it is ("Foo.ni"). A
+ *    trailing ".ni" is dropped from dntrace's module names.
+ *  - F1 signature: FullMethodName is MethodNamespace + "." + MethodName + the MethodSignature from
+ *    its first '(' (TraceLog.GetFullName); dntrace's is namespace.name. The last balanced
+ *    "(...)" group is dropped from TraceEvent's.
+ *  - F2 empty namespace: TraceEvent writes the "." anyway (".Main", "..ctor"); dntrace writes no
+ *    dot. One leading "." is dropped from TraceEvent's method.
+ *  - U  unnamed code: TraceEvent writes "?" for an unknown module and for an address no method
+ *    covers ("?!?", or "module!?" when the address is in a known module's range, which dntrace
+ *    does not track); dntrace writes "?!0xADDR". Both become "?" and are counted: an unnamed frame
+ *    on one side must be unnamed on the other.
+ *  - P  pseudo-frames: the computer puts the sample's kind under its leaf: CPU_TIME for a Managed
+ *    sample, UNMANAGED_CODE_TIME for an External one; dntrace writes UNMANAGED_CODE_TIME for an
+ *    External one and nothing for a Managed one. The oracle writes the kind apart (its LEAF
+ *    field): CPU_TIME adds nothing, UNMANAGED_CODE_TIME adds that frame.
+ * Frames are joined with '\t' (no name holds one). */
+
+static void lower(char *s, size_t n) {
+  for (size_t i = 0; i < n; i++) s[i] = (char)tolower((unsigned char)s[i]);
+}
+
+/* One TraceEvent frame (len bytes) into out (rules M1, F1, F2, U). */
+static void norm_te(const char *f, size_t len, char *out, size_t cap, unsigned *unnamed) {
+  const char *bang = memchr(f, '!', len);
+  size_t mlen = bang ? (size_t)(bang - f) : 0;
+  const char *meth = bang ? bang + 1 : f;
+  size_t flen = len - (size_t)(meth - f);
+  if (!bang || (flen == 1 && meth[0] == '?')) { /* U */
+    snprintf(out, cap, "?");
+    ++*unnamed;
+    return;
+  }
+  if (flen && meth[flen - 1] == ')') { /* F1: the last balanced (...) */
+    int depth = 0;
+    for (size_t i = flen; i-- > 0;) {
+      if (meth[i] == ')') depth++;
+      else if (meth[i] == '(' && --depth == 0) {
+        flen = i;
+        break;
+      }
+    }
+  }
+  if (flen && meth[0] == '.') meth++, flen--; /* F2 */
+  if (mlen == 13 && strncmp(f, "ManagedModule", 13) == 0) f = "?", mlen = 1; /* M3 */
+  snprintf(out, cap, "%.*s!%.*s", (int)mlen, f, (int)flen, meth);
+  lower(out, mlen < cap ? mlen : 0);
+}
+
+/* One of dntrace's frames into out (rules M1, M2, U). */
+static void norm_ours(const char *f, char *out, size_t cap, unsigned *unnamed) {
+  if (strncmp(f, "?!0x", 4) == 0) { /* U */
+    snprintf(out, cap, "?");
+    ++*unnamed;
+    return;
+  }
+  const char *bang = strchr(f, '!');
+  size_t mlen = bang ? (size_t)(bang - f) : 0;
+  if (mlen > 3 && strncasecmp(bang - 3, ".ni", 3) == 0) mlen -= 3; /* M2 */
+  if (bang) snprintf(out, cap, "%.*s%s", (int)mlen, f, bang);
+  else snprintf(out, cap, "%s", f);
+  lower(out, mlen < cap ? mlen : 0);
+}
+
+/* ---- the samples of both sides ---- */
+
+struct sample {
+  unsigned long long tid;
+  double ms;     /* since the trace's start */
+  double weight; /* TraceEvent's Metric; NAN when the computer weighed none */
+  char *stack;   /* normalized frames, root first, '\t' between */
+  unsigned unnamed;
+  int matched;
+};
+
+struct samples {
+  struct sample *v;
+  size_t n, cap;
+};
+
+static struct sample *add(struct samples *s) {
+  if (s->n == s->cap) {
+    s->cap = s->cap ? 2 * s->cap : 4096;
+    s->v = realloc(s->v, s->cap * sizeof *s->v);
+    cr_assert(s->v, "out of memory");
+  }
+  memset(&s->v[s->n], 0, sizeof s->v[0]);
+  return &s->v[s->n++];
+}
+
+static void samples_free(struct samples *s) {
+  for (size_t i = 0; i < s->n; i++) free(s->v[i].stack);
+  free(s->v);
+  memset(s, 0, sizeof *s);
+}
+
+/* A growing string of frames. */
+struct buf {
+  char *p;
+  size_t n, cap;
+};
+
+static void put(struct buf *b, const char *s) {
+  size_t len = strlen(s);
+  if (b->n + len + 2 > b->cap) {
+    b->cap = (b->n + len + 2) * 2;
+    b->p = realloc(b->p, b->cap);
+    cr_assert(b->p, "out of memory");
+  }
+  if (b->n) b->p[b->n++] = '\t';
+  memcpy(b->p + b->n, s, len + 1);
+  b->n += len;
+}
+
+struct ours {
+  const struct dnt_profile *prof;
+  struct samples *s;
+};
+
+static void our_sample(void *ud, uint64_t thread, double t_us, const uint32_t *frames, size_t n) {
+  struct ours *o = ud;
+  struct sample *s = add(o->s);
+  s->tid = thread;
+  s->ms = t_us / 1000.0;
+  s->weight = NAN;
+  struct buf b = {0};
+  put(&b, "");
+  b.n = 0;
+  for (size_t i = 0; i < n; i++) {
+    char name[4096];
+    norm_ours(dnt_profile_name(o->prof, frames[i]), name, sizeof name, &s->unnamed);
+    put(&b, name);
+  }
+  s->stack = b.p;
+}
+
+/* TraceEvent's samples of one trace: the oracle's lines after "trace PATH", up to the next
+ * "trace " line: "s TID TIME_MS WEIGHT|- LEAF<TAB>frames..." */
+static void read_te(const char *text, const char *path, struct samples *out) {
+  size_t plen = strlen(path);
+  const char *p = text;
+  while ((p = strstr(p, "trace ")) && !((p == text || p[-1] == '\n') && strncmp(p + 6, path, plen) == 0 &&
+                                         p[6 + plen] == '\n'))
+    p++;
+  cr_assert(p, "the oracle says nothing of %s", path);
+  p = strchr(p, '\n') + 1;
+  while (strncmp(p, "s ", 2) == 0) {
+    const char *eol = strchr(p, '\n');
+    cr_assert(eol, "oracle line without its end");
+    struct sample *s = add(out);
+    char weight[64], leaf[64];
+    int used = 0;
+    cr_assert_eq(sscanf(p, "s %llu %lf %63s %63s%n", &s->tid, &s->ms, weight, leaf, &used), 4, "oracle line: %.120s",
+                 p);
+    s->weight = strcmp(weight, "-") == 0 ? NAN : strtod(weight, NULL);
+    struct buf b = {0};
+    put(&b, "");
+    b.n = 0;
+    const char *f = p + used;
+    if (*f == '\t') f++;
+    while (f < eol) {
+      const char *end = memchr(f, '\t', (size_t)(eol - f));
+      if (!end) end = eol;
+      char name[4096];
+      norm_te(f, (size_t)(end - f), name, sizeof name, &s->unnamed);
+      if (end > f) put(&b, name);
+      f = end < eol ? end + 1 : eol;
+    }
+    if (strcmp(leaf, "UNMANAGED_CODE_TIME") == 0) put(&b, DNT_UNMANAGED_FRAME); /* P */
+    else cr_assert_str_eq(leaf, "CPU_TIME", "oracle line: %.120s", p);
+    s->stack = b.p;
+    p = eol + 1;
+  }
+}
+
+static int by_thread_time(const void *a, const void *b) {
+  const struct sample *x = a, *y = b;
+  if (x->tid != y->tid) return x->tid < y->tid ? -1 : 1;
+  return x->ms < y->ms ? -1 : x->ms > y->ms;
+}
+
+/* Two clocks of one sample: TraceEvent's TimeStampRelativeMSec and dntrace's, both from the
+ * same QPC ticks over the same sync point; 100 ns (a Windows QPC tick) apart at most. */
+#define SAME_TIME_MS 0.0001
+
+struct verdict {
+  size_t samples, unnamed, te_unnamed, stack_diffs, weight_diffs, unmatched_ours, unmatched_te;
+};
+
+static void show(const char *what, const struct sample *o, const struct sample *t) {
+  cr_log_error("%s: thread %llu at %.6f ms (TraceEvent %.6f ms):\n  dntrace:    %s\n  TraceEvent: %s", what, o->tid,
+               o->ms, t ? t->ms : NAN, o->stack, t ? t->stack : "(none)");
+}
+
+/* Matches ours and TraceEvent's (both sorted by thread, then time) one to one and compares. A
+ * truncated trace: TraceEvent (ContinueOnError) stops earlier than dntrace, which reads up to
+ * the cut; samples of dntrace's after TraceEvent's last are not held against it. */
+static void compare(const char *path, struct samples *ours, struct samples *te, const struct dnt_profile *prof,
+                    int truncated, struct verdict *v) {
+  qsort(ours->v, ours->n, sizeof *ours->v, by_thread_time);
+  qsort(te->v, te->n, sizeof *te->v, by_thread_time);
+  double te_last = -INFINITY;
+  for (size_t j = 0; j < te->n; j++) te_last = fmax(te_last, te->v[j].ms);
+  size_t i = 0, j = 0;
+  while (i < ours->n || j < te->n) {
+    struct sample *o = i < ours->n ? &ours->v[i] : NULL, *t = j < te->n ? &te->v[j] : NULL;
+    int cmp = !o ? 1 : !t ? -1 : o->tid != t->tid ? (o->tid < t->tid ? -1 : 1)
+            : fabs(o->ms - t->ms) <= SAME_TIME_MS ? 0 : o->ms < t->ms ? -1 : 1;
+    if (cmp < 0) {
+      if (!(truncated && o->ms > te_last) && v->unmatched_ours++ < 5) show("a sample TraceEvent does not have", o, NULL);
+      i++;
+      continue;
+    }
+    if (cmp > 0) {
+      if (v->unmatched_te++ < 5)
+        cr_log_error("%s: TraceEvent's sample of thread %llu at %.6f ms is not dntrace's: %s", path, t->tid, t->ms,
+                     t->stack);
+      j++;
+      continue;
+    }
+    v->samples++;
+    v->unnamed += o->unnamed;
+    v->te_unnamed += t->unnamed;
+    if (strcmp(o->stack, t->stack) != 0 && v->stack_diffs++ < 5) show("stacks differ", o, t);
+    /* the computer's time for it: to the thread's next sample in dntrace's timeline; none for
+     * the thread's last (and for one at or before the trace's start: it passes on no time) */
+    const struct sample *next = i + 1 < ours->n && ours->v[i + 1].tid == o->tid ? &ours->v[i + 1] : NULL;
+    if (isnan(t->weight)) {
+      if (next && o->ms > 0 && !(truncated && next->ms > te_last) && v->weight_diffs++ < 5)
+        show("TraceEvent weighs no time for a sample that is not its thread's last", o, t);
+    } else {
+      double want = next ? next->ms - o->ms : NAN;
+      /* the Metric is a float (7 digits) */
+      if (!(fabs(t->weight - want) <= 1e-6 * want + 1e-5) && v->weight_diffs++ < 5)
+        cr_log_error("%s: thread %llu at %.6f ms: TraceEvent weighs %.6f ms, the next sample is %.6f ms later", path,
+                     o->tid, o->ms, t->weight, want);
+    }
+    i++, j++;
+  }
+  /* per thread: dntrace's total against the sum of the computer's Metrics */
+  for (size_t k = 0; k < dnt_profile_nthreads(prof); k++) {
+    unsigned long long tid = dnt_profile_thread_id(prof, k);
+    double te_ms = 0, ours_ms = dnt_profile_thread_ms(prof, k);
+    for (size_t m = 0; m < te->n; m++)
+      if (te->v[m].tid == tid && !isnan(te->v[m].weight)) te_ms += te->v[m].weight;
+    cr_log_info("%s: thread %llu: %.3f ms, TraceEvent %.3f ms", path, tid, ours_ms, te_ms);
+    if (truncated) cr_expect_leq(te_ms, ours_ms * 1.001 + 1e-9, "%s: thread %llu", path, tid);
+    else cr_expect(fabs(ours_ms - te_ms) <= 0.001 * te_ms + 1e-9, "%s: thread %llu: %.3f ms, TraceEvent %.3f ms",
+                   path, tid, ours_ms, te_ms);
+  }
+}
+
+/* ---- one run ---- */
+
+struct trace {
+  char path[8192 + 512];
+  struct dnt_profile *prof;
+  int truncated;
+  struct samples ours, te;
+};
+
+/* dntrace's side: 1, or 0 when the trace has no samples (or is a NetPerf one, refused). */
+static int load_ours(struct trace *tr) {
+  tr->prof = dnt_profile_new();
+  cr_assert(tr->prof);
+  dnt_profile_keep_timeline(tr->prof);
+  char msg[1024];
+  int rc = dnt_profile_load(tr->prof, tr->path, msg, sizeof msg);
+  if (rc < 0 || dnt_profile_samples(tr->prof) == 0) {
+    cr_assert(rc >= 0 || strstr(msg, "NetPerf"), "%s: %s", tr->path, msg);
+    dnt_profile_free(tr->prof);
+    tr->prof = NULL;
+    return 0;
+  }
+  tr->truncated = rc == 1;
+  struct ours o = {tr->prof, &tr->ours};
+  cr_assert_eq(dnt_profile_each_sample(tr->prof, our_sample, &o), 0);
+  return 1;
+}
+
+static void run_oracle(struct trace *traces, size_t n) {
+  char *argv[72] = {"/usr/bin/env", "dotnet", oracle, "--mode", "samplestacks"};
+  cr_assert_leq(n, 64);
+  for (size_t i = 0; i < n; i++) argv[5 + i] = traces[i].path;
+  argv[5 + n] = NULL;
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_argv(&r, argv, NULL, 240000), 0, "the oracle failed: %s", r.err);
+  for (size_t i = 0; i < n; i++) {
+    struct verdict v = {0};
+    read_te(r.out, traces[i].path, &traces[i].te);
+    compare(traces[i].path, &traces[i].ours, &traces[i].te, traces[i].prof, traces[i].truncated, &v);
+    cr_log_info("%s: %zu samples matched (dntrace %zu, TraceEvent %zu); unnamed frames: dntrace %zu, TraceEvent %zu",
+                traces[i].path, v.samples, traces[i].ours.n, traces[i].te.n, v.unnamed, v.te_unnamed);
+    cr_expect_gt(v.samples, 0, "%s: no sample matched", traces[i].path);
+    cr_expect_eq(v.unmatched_ours + v.unmatched_te, 0, "%s: %zu of dntrace's samples and %zu of TraceEvent's unmatched",
+                 traces[i].path, v.unmatched_ours, v.unmatched_te);
+    cr_expect_eq(v.stack_diffs, 0, "%s: %zu samples with other stacks", traces[i].path, v.stack_diffs);
+    cr_expect_eq(v.weight_diffs, 0, "%s: %zu samples weighed otherwise", traces[i].path, v.weight_diffs);
+    samples_free(&traces[i].ours);
+    samples_free(&traces[i].te);
+    dnt_profile_free(traces[i].prof);
+  }
+  dnt_run_free(&r);
+}
+
+static int is_trace(const char *name) {
+  size_t n = strlen(name);
+  return (n > 9 && strcmp(name + n - 9, ".nettrace") == 0) || (n > 13 && strcmp(name + n - 13, ".nettrace.zip") == 0) ||
+         (n > 7 && strcmp(name + n - 7, ".netperf") == 0) || (n > 11 && strcmp(name + n - 11, ".netperf.zip") == 0);
+}
+
+#define MAX_TRACES 64
+
+Test(oracle_stacks, corpus_every_sample_equals_traceevent, .timeout = 240) {
+  need_corpus();
+  need_oracle();
+  static struct trace traces[MAX_TRACES];
+  size_t n = 0, all = 0;
+  DIR *top = opendir(corpus_dir);
+  cr_assert(top, "cannot open %s", corpus_dir);
+  struct dirent *d;
+  while ((d = readdir(top))) {
+    if (d->d_name[0] == '.') continue;
+    char sub[4096 + 260];
+    snprintf(sub, sizeof sub, "%s/%s", corpus_dir, d->d_name);
+    DIR *dir = opendir(sub);
+    if (!dir) continue;
+    struct dirent *f;
+    while ((f = readdir(dir))) {
+      if (!is_trace(f->d_name)) continue;
+      cr_assert_lt(n, MAX_TRACES, "more traces with samples than the test holds");
+      memset(&traces[n], 0, sizeof traces[n]);
+      snprintf(traces[n].path, sizeof traces[n].path, "%s/%s", sub, f->d_name);
+      all++;
+      n += load_ours(&traces[n]);
+    }
+    closedir(dir);
+  }
+  closedir(top);
+  cr_log_info("%zu traces, %zu with samples", all, n);
+  /* the corpus has six traces with samples (INDEX.md): all must be found */
+  cr_assert_geq(n, 6, "only %zu traces with samples among %zu", n, all);
+  run_oracle(traces, n);
+}
+
+/* A trace of this machine's runtime, collected by dntrace from the sample target: its threads
+ * compute, sleep and wait, so both kinds of samples and deep managed stacks are there. */
+Test(oracle_stacks, collected_trace_every_sample_equals_traceevent, .timeout = 120) {
+  DNT_REQUIRE_TARGET();
+  need_oracle();
+  dnt_target t;
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = 30000};
+  char err[512];
+  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
+  char dir[] = "/tmp/dnt-oracle-stacks-XXXXXX";
+  cr_assert(mkdtemp(dir));
+  static struct trace tr;
+  memset(&tr, 0, sizeof tr);
+  snprintf(tr.path, sizeof tr.path, "%s/t.nettrace", dir);
+  char pid[16];
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  struct dnt_run r;
+  int rc = dnt_run_dntrace(&r, "collect", "-p", pid, "-o", tr.path, "--duration", "2s", NULL);
+  dnt_target_stop(&t);
+  cr_assert_eq(rc, 0, "%s", r.err);
+  dnt_run_free(&r);
+  cr_assert_eq(load_ours(&tr), 1, "the collected trace has no samples");
+  cr_assert_eq(tr.truncated, 0);
+  run_oracle(&tr, 1);
+  unlink(tr.path);
+  rmdir(dir);
+}
