@@ -11,6 +11,11 @@
  * The oracle is tests/bench-traceevent --mode samplestacks (SampleStacks.cs), built by `make
  * check` into tests/oracle-te when the .NET SDK is there; under CI=true its absence is a failure.
  *
+ * The file users get is held to the same samples: `dntrace convert --format speedscope --weight
+ * samples`, read by python3's json module (a consumer of its own), each thread's profile expanded
+ * (a run of one stack is written once with its count) is TraceEvent's samples of that thread in
+ * time order, stack for stack.
+ *
  * Every corpus trace with samples is covered whole: TraceEvent reads all six in about 3 s, the
  * 30 MB HeartRateMonitor trace included (dntrace in well under a second each). */
 #include <criterion/criterion.h>
@@ -322,6 +327,115 @@ static void compare(const char *path, struct samples *ours, struct samples *te, 
   }
 }
 
+/* ---- the speedscope file ----
+ * python3 reads it and writes "F<TAB>name" per shared frame, then per profile "P<TAB>name" and
+ * per sample "S<TAB>weight<TAB>frame,frame,..." (root first). */
+static const char *speedscope_dump =
+    "import json, sys\n"
+    "d = json.load(open(sys.argv[1], encoding='utf-8'))\n"
+    "w = sys.stdout.write\n"
+    "for f in d['shared']['frames']: w('F\\t' + f['name'] + '\\n')\n"
+    "for p in d['profiles']:\n"
+    "    assert p['type'] == 'sampled' and p['unit'] == 'none', p['name']\n"
+    "    assert len(p['samples']) == len(p['weights']), p['name']\n"
+    "    w('P\\t' + p['name'] + '\\n')\n"
+    "    for s, n in zip(p['samples'], p['weights']):\n"
+    "        assert n == int(n) and n > 0, n\n"
+    "        w('S\\t%d\\t%s\\n' % (n, ','.join(map(str, s))))\n";
+
+static char *line_end(char *p) {
+  char *e = strchr(p, '\n');
+  cr_assert(e, "python's dump ends mid-line");
+  *e = '\0';
+  return e + 1;
+}
+
+/* te: sorted by thread and time. Each profile, in thread order (the timeline's), must be the
+ * samples TraceEvent has of its thread. */
+static void check_speedscope(const char *path, const struct dnt_profile *prof, const struct samples *te,
+                             int truncated) {
+  char dir[] = "/tmp/dnt-oracle-ss-XXXXXX";
+  cr_assert(mkdtemp(dir));
+  char ss[64], py[64];
+  snprintf(ss, sizeof ss, "%s/t.json", dir);
+  snprintf(py, sizeof py, "%s/dump.py", dir);
+  FILE *fp = fopen(py, "w");
+  cr_assert(fp);
+  fputs(speedscope_dump, fp);
+  fclose(fp);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "convert", path, "--format", "speedscope", "--weight", "samples", "-o", ss, NULL),
+               0, "%s: %s", path, r.err);
+  dnt_run_free(&r);
+  char *argv[] = {"/usr/bin/env", "python3", py, ss, NULL};
+  cr_assert_eq(dnt_run_argv(&r, argv, NULL, 120000), 0, "%s: python3 cannot read the speedscope file: %s", path, r.err);
+  unlink(ss);
+  unlink(py);
+  rmdir(dir);
+
+  char **frames = NULL;
+  size_t nframes = 0, capframes = 0, j = 0, expanded = 0, diffs = 0, profiles = 0;
+  unsigned long long tid = 0;
+  size_t end = 0; /* past the current thread's samples in te */
+  char *p = r.out;
+  while (*p) {
+    char *line = p;
+    p = line_end(p);
+    if (line[0] == 'F') {
+      if (nframes == capframes) {
+        capframes = capframes ? 2 * capframes : 1024;
+        frames = realloc(frames, capframes * sizeof *frames);
+        cr_assert(frames);
+      }
+      char name[4096];
+      unsigned unnamed = 0;
+      norm_ours(line + 2, name, sizeof name, &unnamed);
+      frames[nframes++] = strdup(name);
+    } else if (line[0] == 'P') {
+      /* the next thread of TraceEvent's: profiles come a thread at a time, by thread id */
+      cr_assert(truncated || j == end, "%s: thread %llu: speedscope has %zu samples, TraceEvent more", path, tid, j);
+      j = end;
+      cr_assert_lt(j, te->n, "%s: a profile for a thread TraceEvent has no samples of: %s", path, line + 2);
+      tid = te->v[j].tid;
+      for (end = j; end < te->n && te->v[end].tid == tid; end++) continue;
+      const char *given = dnt_profile_thread_name(prof, tid);
+      char label[64];
+      snprintf(label, sizeof label, "Thread %llu", tid);
+      cr_assert_str_eq(line + 2, given && *given ? given : label, "%s: profile %zu", path, profiles);
+      profiles++;
+    } else {
+      char *q = line + 2;
+      unsigned long n = strtoul(q, &q, 10);
+      struct buf b = {0};
+      put(&b, "");
+      b.n = 0;
+      for (q++; *q;) {
+        unsigned long f = strtoul(q, &q, 10);
+        cr_assert_lt(f, nframes, "%s: frame %lu", path, f);
+        put(&b, frames[f]);
+        if (*q == ',') q++;
+      }
+      for (unsigned long k = 0; k < n; k++, j++, expanded++) {
+        if (j >= end) {
+          cr_assert(truncated, "%s: thread %llu: speedscope has more samples than TraceEvent's %zu", path, tid, end);
+          break;
+        }
+        if (strcmp(b.p, te->v[j].stack) != 0 && diffs++ < 5)
+          cr_log_error("%s: speedscope, thread %llu, sample at %.6f ms:\n  speedscope: %s\n  TraceEvent: %s", path, tid,
+                       te->v[j].ms, b.p, te->v[j].stack);
+      }
+      free(b.p);
+    }
+  }
+  cr_assert(truncated || (j == end && end == te->n), "%s: speedscope has fewer threads or samples than TraceEvent",
+            path);
+  cr_log_info("%s: speedscope: %zu profiles, %zu samples; %zu differ from TraceEvent's", path, profiles, expanded, diffs);
+  cr_expect_eq(diffs, 0, "%s: %zu of speedscope's samples differ from TraceEvent's", path, diffs);
+  for (size_t f = 0; f < nframes; f++) free(frames[f]);
+  free(frames);
+  dnt_run_free(&r);
+}
+
 /* ---- one run ---- */
 
 struct trace {
@@ -368,6 +482,7 @@ static void run_oracle(struct trace *traces, size_t n) {
                  traces[i].path, v.unmatched_ours, v.unmatched_te);
     cr_expect_eq(v.stack_diffs, 0, "%s: %zu samples with other stacks", traces[i].path, v.stack_diffs);
     cr_expect_eq(v.weight_diffs, 0, "%s: %zu samples weighed otherwise", traces[i].path, v.weight_diffs);
+    check_speedscope(traces[i].path, traces[i].prof, &traces[i].te, traces[i].truncated);
     samples_free(&traces[i].ours);
     samples_free(&traces[i].te);
     dnt_profile_free(traces[i].prof);
