@@ -101,7 +101,7 @@ static class SampleStacks
 
             /* the computer's samples, by (thread, time): their weight and extra leaf */
             var computed = new Dictionary<(long, double), (float metric, string leaf, List<string> frames)>();
-            var stacks = new MutableTraceEventStackSource(log) { OnlyManagedCodeStacks = true };
+            var stacks = new MutableTraceEventStackSource(log) { OnlyManagedCodeStacks = true, ShowUnknownAddresses = true };
             var computer = new SampleProfilerThreadTimeComputer(log, symbols) { IncludeEventSourceEvents = false };
             computer.GenerateThreadTimeStacks(stacks, events);
             stacks.ForEach(sample =>
@@ -122,7 +122,7 @@ static class SampleStacks
             }
 
             /* every event, its stack named by the same stack source code (one sample per event) */
-            var raw = new TraceEventStackSource(events) { OnlyManagedCodeStacks = true };
+            var raw = new TraceEventStackSource(events) { OnlyManagedCodeStacks = true, ShowUnknownAddresses = true };
             raw.ForEach(sample =>
             {
                 long tid = ThreadId(raw, sample.StackIndex);
