@@ -29,9 +29,12 @@
 #include <unistd.h>
 
 #include "dnt-profile.h"
+#include "lib/ntr-writer.h"
 #include "lib/run.h"
 #include "lib/target-cr.h"
 #include "lib/target.h"
+
+#define SAMPLER "Microsoft-DotNETCore-SampleProfiler"
 
 static int in_ci(void) {
   const char *ci = getenv("CI");
@@ -559,6 +562,123 @@ Test(oracle_stacks, collected_trace_every_sample_equals_traceevent, .timeout = 1
   dnt_run_free(&r);
   cr_assert_eq(load_ours(&tr), 1, "the collected trace has no samples");
   cr_assert_eq(tr.truncated, 0);
+  run_oracle(&tr, 1);
+  unlink(tr.path);
+  rmdir(dir);
+}
+
+/* ---- module names, by construction ----
+ * A trace written here: three modules and a jitted method in each, on one sample's stack.
+ *   1 /app/Foo.ni.dll as both its IL and native path (CoreCLR's NGEN image logged as its own IL
+ *     image): TraceEvent drops the ".ni" (ManagedModuleLoadOrUnload), so dntrace must: "Foo"
+ *   2 /app/Bar.ni.dll, native path /app/native/Bar.ni.dll: the paths differ, nothing dropped:
+ *     "Bar.ni"
+ *   3 /app/Baz.exe as both: no ".ni" to drop: "Baz"
+ * The expected names follow from those rules; then the oracle reads the same file and every
+ * sample must match, as above (TraceEvent must agree with the rules as written here). */
+
+#define RUNTIME "Microsoft-Windows-DotNETRuntime"
+
+struct bytes {
+  uint8_t b[1024];
+  uint32_t n;
+};
+
+static void b_u16(struct bytes *b, uint16_t v) { memcpy(b->b + b->n, &v, 2), b->n += 2; }
+static void b_u32(struct bytes *b, uint32_t v) { memcpy(b->b + b->n, &v, 4), b->n += 4; }
+static void b_u64(struct bytes *b, uint64_t v) { memcpy(b->b + b->n, &v, 8), b->n += 8; }
+static void b_wstr(struct bytes *b, const char *s) { /* ASCII as UTF-16LE, with its NUL */
+  do b_u16(b, (uint16_t)(unsigned char)*s);
+  while (*s++);
+}
+static void b_zero(struct bytes *b, uint32_t n) { memset(b->b + b->n, 0, n), b->n += n; }
+
+/* ModuleLoad, version 2 (the runtime's manifest): ids, flags, the two paths, then the PDB fields */
+static void module_load(struct bytes *b, uint64_t id, const char *il, const char *native) {
+  b->n = 0;
+  b_u64(b, id), b_u64(b, 100 + id), b_u32(b, 0), b_u32(b, 0);
+  b_wstr(b, il), b_wstr(b, native);
+  b_u16(b, 0);
+  b_zero(b, 16), b_u32(b, 0), b_wstr(b, "");
+  b_zero(b, 16), b_u32(b, 0), b_wstr(b, "");
+}
+
+/* MethodLoadVerbose, version 1: MethodFlags 8 is Jitted (TraceLog files jitted methods only) */
+static void method_load(struct bytes *b, uint64_t module, uint64_t start, const char *ns, const char *name) {
+  b->n = 0;
+  b_u64(b, 1000 + module), b_u64(b, module), b_u64(b, start), b_u32(b, 0x100), b_u32(b, 0x06000001), b_u32(b, 8);
+  b_wstr(b, ns), b_wstr(b, name), b_wstr(b, "void  (int32)");
+  b_u16(b, 0);
+}
+
+static void write_modules_trace(const char *path) {
+  ntrw w;
+  ntrw_trace t = {.sync_qpc = 1000, .freq = 1000000, .pointer_size = 8, .pid = 4242, .cpus = 1, .sampling_ns = 1000000};
+  ntrw_md md[] = {
+      {.id = 1, .provider = SAMPLER, .event_id = 0, .name = "", .opcode = -1, .no_fields = 1},
+      {.id = 2, .provider = RUNTIME, .event_id = 152, .version = 2, .level = 4, .keywords = 0x8, .name = "",
+       .opcode = -1, .no_fields = 1},
+      {.id = 3, .provider = RUNTIME, .event_id = 143, .version = 1, .level = 5, .keywords = 0x10, .name = "",
+       .opcode = -1, .no_fields = 1},
+  };
+  /* leaf first: Baz's method called Bar's, called by Foo's (return addresses inside each).
+   * Not a return address at a method's very end (0x2100, a call as its last instruction):
+   * there the two differ on purpose. dntrace names a caller frame by the byte before its
+   * return address, the call itself (as perf and pprof do), so 0x2100 is App.Bar.Call; TraceEvent
+   * looks the address up as it is and finds no method ("?!0x2100"), or the next method if one
+   * starts there. No sample of the corpus or of the sample target has such a frame. */
+  static const uint64_t stack[] = {0x3010, 0x2020, 0x1030};
+  const uint64_t *const frames[] = {stack};
+  const uint32_t nframes[] = {3};
+  ntrw_init(&w, 0);
+  ntrw_trace_hdr(&w, &t);
+  ntrw_md_begin(&w);
+  for (size_t i = 0; i < 3; i++) ntrw_metadata(&w, &md[i]);
+  ntrw_block_end(&w);
+  ntrw_stacks(&w, 1, 1, frames, nframes);
+  ntrw_ev_begin(&w, 1);
+  static struct bytes p[6];
+  module_load(&p[0], 1, "/app/Foo.ni.dll", "/app/Foo.ni.dll");
+  module_load(&p[1], 2, "/app/Bar.ni.dll", "/app/native/Bar.ni.dll");
+  module_load(&p[2], 3, "/app/Baz.exe", "/app/Baz.exe");
+  method_load(&p[3], 1, 0x1000, "App.Foo", "Main");
+  method_load(&p[4], 2, 0x2000, "App.Bar", "Call");
+  method_load(&p[5], 3, 0x3000, "App.Baz", "Work");
+  uint32_t seq = 1;
+  uint64_t ts = 1100;
+  for (size_t i = 0; i < 6; i++) {
+    ntrw_ev ev = {.metadata_id = i < 3 ? 2 : 3, .seq = seq++, .thread = 7, .capture_thread = 7, .ts = ts++,
+                  .payload = p[i].b, .payload_size = p[i].n};
+    ntrw_event(&w, &ev);
+  }
+  /* three Managed samples 1 ms apart on that stack: two weighed, the last not */
+  static const uint32_t managed = 2;
+  for (int i = 0; i < 3; i++) {
+    ntrw_ev ev = {.metadata_id = 1, .seq = seq++, .thread = 7, .capture_thread = 7, .stack_id = 1, .ts = 2000 + 1000 * i,
+                  .payload = (const uint8_t *)&managed, .payload_size = 4};
+    ntrw_event(&w, &ev);
+  }
+  ntrw_block_end(&w);
+  ntrw_end(&w);
+  FILE *fp = fopen(path, "wb");
+  cr_assert(fp, "cannot write %s", path);
+  cr_assert_eq(fwrite(w.buf, 1, w.len, fp), w.len);
+  cr_assert_eq(fclose(fp), 0);
+  ntrw_release(&w);
+}
+
+Test(oracle_stacks, module_names_follow_traceevent_rules) {
+  char dir[] = "/tmp/dnt-oracle-mod-XXXXXX";
+  cr_assert(mkdtemp(dir));
+  static struct trace tr;
+  memset(&tr, 0, sizeof tr);
+  snprintf(tr.path, sizeof tr.path, "%s/modules.nettrace", dir);
+  write_modules_trace(tr.path);
+  cr_assert_eq(load_ours(&tr), 1, "the written trace has no samples");
+  cr_assert_eq(tr.ours.n, 3);
+  /* norm_ours lowercases the module only */
+  cr_expect_str_eq(tr.ours.v[0].stack, "foo!App.Foo.Main\tbar.ni!App.Bar.Call\tbaz!App.Baz.Work");
+  need_oracle();
   run_oracle(&tr, 1);
   unlink(tr.path);
   rmdir(dir);
