@@ -626,7 +626,7 @@ static void write_modules_trace(const char *path) {
    * there the two differ on purpose. dntrace names a caller frame by the byte before its
    * return address, the call itself (as perf and pprof do), so 0x2100 is App.Bar.Call; TraceEvent
    * looks the address up as it is and finds no method ("?!0x2100"), or the next method if one
-   * starts there. No sample of the corpus or of the sample target has such a frame. */
+   * starts there. None was seen in the corpus or in traces of the sample target. */
   static const uint64_t stack[] = {0x3010, 0x2020, 0x1030};
   const uint64_t *const frames[] = {stack};
   const uint32_t nframes[] = {3};
