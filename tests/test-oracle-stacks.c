@@ -291,7 +291,8 @@ static void compare(const char *path, struct samples *ours, struct samples *te, 
     int cmp = !o ? 1 : !t ? -1 : o->tid != t->tid ? (o->tid < t->tid ? -1 : 1)
             : fabs(o->ms - t->ms) <= SAME_TIME_MS ? 0 : o->ms < t->ms ? -1 : 1;
     if (cmp < 0) {
-      if (!(truncated && o->ms > te_last) && v->unmatched_ours++ < 5) show("a sample TraceEvent does not have", o, NULL);
+      if (!(truncated && o->ms > te_last) && v->unmatched_ours++ < 5)
+        show("a sample TraceEvent does not have", o, NULL);
       i++;
       continue;
     }
@@ -437,7 +438,8 @@ static void check_speedscope(const char *path, const struct dnt_profile *prof, c
   }
   cr_assert(truncated || (j == end && end == te->n), "%s: speedscope has fewer threads or samples than TraceEvent",
             path);
-  cr_log_info("%s: speedscope: %zu profiles, %zu samples; %zu differ from TraceEvent's", path, profiles, expanded, diffs);
+  cr_log_info("%s: speedscope: %zu profiles, %zu samples; %zu differ from TraceEvent's", path, profiles, expanded,
+              diffs);
   cr_expect_eq(diffs, 0, "%s: %zu of speedscope's samples differ from TraceEvent's", path, diffs);
   for (size_t f = 0; f < nframes; f++) free(frames[f]);
   free(frames);
@@ -654,8 +656,8 @@ static void write_modules_trace(const char *path) {
   /* three Managed samples 1 ms apart on that stack: two weighed, the last not */
   static const uint32_t managed = 2;
   for (int i = 0; i < 3; i++) {
-    ntrw_ev ev = {.metadata_id = 1, .seq = seq++, .thread = 7, .capture_thread = 7, .stack_id = 1, .ts = 2000 + 1000 * i,
-                  .payload = (const uint8_t *)&managed, .payload_size = 4};
+    ntrw_ev ev = {.metadata_id = 1, .seq = seq++, .thread = 7, .capture_thread = 7, .stack_id = 1,
+                  .ts = 2000 + 1000 * (uint64_t)i, .payload = (const uint8_t *)&managed, .payload_size = 4};
     ntrw_event(&w, &ev);
   }
   ntrw_block_end(&w);

@@ -3,15 +3,16 @@
 // TraceLog's order:
 //   s TID TIME_MS WEIGHT_MS LEAF<TAB>frame<TAB>frame...
 // TIME_MS: the event's TimeStampRelativeMSec ("R", every digit). Frames: root to leaf, the
-// thread's own stack as TraceEvent's stack source names it (TraceEventStackSource.GetFrameName,
-// managed code only as dotnet-trace asks: the frames below its "Thread (TID)" pseudo-frame, which
-// is the speedscope profile's root). WEIGHT_MS and LEAF: what SampleProfilerThreadTimeComputer
+// thread's own stack as TraceEvent's stack source names it (TraceEventStackSource.GetFrameName),
+// managed code only as dotnet-trace asks, an address no method covers as "0x..." after its module
+// or "?" (ShowUnknownAddresses): the frames under the "Thread (TID)" pseudo-frame, leaving out
+// that frame and the process's above it. WEIGHT_MS and LEAF: what SampleProfilerThreadTimeComputer
 // (dotnet-trace convert's computer) made of the event: the Metric of the sample it emitted for
 // it and that sample's extra leaf frame (CPU_TIME for a Managed sample, UNMANAGED_CODE_TIME for
-// an External one). The computer's sample is checked here to carry the event's own stack under its extra
-// leaf: the C test compares one stack per sample. A sample the computer did not weigh is written
-// "- LEAF", its LEAF the one the computer gives its kind (its payload's Type: 2 Managed is on CPU,
-// anything else is not, ClrThreadSampleTraceData's rule).
+// an External one). That sample is checked here to carry the event's own stack under its extra
+// leaf, so the C test compares one stack per sample. A sample the computer did not weigh (a
+// thread's last) is written "- LEAF", LEAF the one the computer gives its kind (the payload's
+// Type: 2, Managed, is on CPU, anything else is not: ClrThreadSampleTraceData's rule).
 // A .zip holds the trace as its one entry; a truncated trace is read with ContinueOnError, as
 // dotnet-trace does.
 using System.Globalization;
@@ -101,7 +102,11 @@ static class SampleStacks
 
             /* the computer's samples, by (thread, time): their weight and extra leaf */
             var computed = new Dictionary<(long, double), (float metric, string leaf, List<string> frames)>();
-            var stacks = new MutableTraceEventStackSource(log) { OnlyManagedCodeStacks = true, ShowUnknownAddresses = true };
+            var stacks = new MutableTraceEventStackSource(log)
+            {
+                OnlyManagedCodeStacks = true,
+                ShowUnknownAddresses = true,
+            };
             var computer = new SampleProfilerThreadTimeComputer(log, symbols) { IncludeEventSourceEvents = false };
             computer.GenerateThreadTimeStacks(stacks, events);
             stacks.ForEach(sample =>
@@ -110,7 +115,8 @@ static class SampleStacks
                 if (frames == null || frames.Count == 0) return;
                 string leaf = frames[^1];
                 frames.RemoveAt(frames.Count - 1);
-                computed[(ThreadId(stacks, sample.StackIndex), sample.TimeRelativeMSec)] = (sample.Metric, leaf, frames);
+                long tid = ThreadId(stacks, sample.StackIndex);
+                computed[(tid, sample.TimeRelativeMSec)] = (sample.Metric, leaf, frames);
             });
 
             /* each event's kind, by (thread, time) */
@@ -118,7 +124,8 @@ static class SampleStacks
             foreach (TraceEvent e in events)
             {
                 byte[] payload = e.EventData();
-                onCpu[(e.ThreadID, e.TimeStampRelativeMSec)] = payload.Length >= 4 && BitConverter.ToInt32(payload, 0) == 2;
+                bool managed = payload.Length >= 4 && BitConverter.ToInt32(payload, 0) == 2;
+                onCpu[(e.ThreadID, e.TimeStampRelativeMSec)] = managed;
             }
 
             /* every event, its stack named by the same stack source code (one sample per event) */
@@ -135,7 +142,8 @@ static class SampleStacks
                             $"thread {tid} at {sample.TimeRelativeMSec:R} ms: the computer's stack is not the event's");
                     if (c.leaf != leaf)
                         throw new InvalidOperationException(
-                            $"thread {tid} at {sample.TimeRelativeMSec:R} ms: the computer's leaf {c.leaf} is not its kind's");
+                            $"thread {tid} at {sample.TimeRelativeMSec:R} ms: the computer's leaf {c.leaf} " +
+                            "is not its kind's");
                     weight = c.metric.ToString("R", CultureInfo.InvariantCulture);
                 }
                 Console.WriteLine(string.Create(CultureInfo.InvariantCulture,
