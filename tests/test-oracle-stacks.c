@@ -65,6 +65,13 @@ static void need_oracle(void) {
   cr_skip_test("no TraceEvent oracle at %s (needs the .NET SDK at configure time)", oracle);
 }
 
+/* python3 reads the speedscope files (as test-convert's checks do) */
+static void need_python(void) {
+  if (system("command -v python3 >/dev/null 2>&1") == 0) return;
+  if (in_ci()) cr_assert_fail("python3 is missing and CI=true");
+  cr_skip_test("needs python3 to read the speedscope files");
+}
+
 /* ---- the two naming schemes, mapped to one ----
  * A frame is "module!method" on both sides, but built differently; each rule below is one
  * documented difference, everything else must be equal byte for byte.
@@ -512,6 +519,7 @@ static int is_trace(const char *name) {
 Test(oracle_stacks, corpus_every_sample_equals_traceevent, .timeout = 240) {
   need_corpus();
   need_oracle();
+  need_python();
   static struct trace traces[MAX_TRACES];
   size_t n = 0, all = 0;
   DIR *top = opendir(corpus_dir);
@@ -546,6 +554,7 @@ Test(oracle_stacks, corpus_every_sample_equals_traceevent, .timeout = 240) {
 Test(oracle_stacks, collected_trace_every_sample_equals_traceevent, .timeout = 120) {
   DNT_REQUIRE_TARGET();
   need_oracle();
+  need_python();
   dnt_target t;
   dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = 30000};
   char err[512];
@@ -681,6 +690,7 @@ Test(oracle_stacks, module_names_follow_traceevent_rules) {
   /* norm_ours lowercases the module only */
   cr_expect_str_eq(tr.ours.v[0].stack, "foo!App.Foo.Main\tbar.ni!App.Bar.Call\tbaz!App.Baz.Work");
   need_oracle();
+  need_python();
   run_oracle(&tr, 1);
   unlink(tr.path);
   rmdir(dir);
