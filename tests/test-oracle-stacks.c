@@ -16,6 +16,9 @@
  * (a run of one stack is written once with its count) is TraceEvent's samples of that thread in
  * time order, stack for stack.
  *
+ * A trace written here (names_follow_traceevent_rules) puts every naming rule below on one stack
+ * and holds both dntrace and TraceEvent to it.
+ *
  * Every corpus trace with samples is covered whole: TraceEvent reads all six in about 3 s, the
  * 30 MB HeartRateMonitor trace included (dntrace in well under a second each). */
 #include <criterion/criterion.h>
@@ -578,8 +581,10 @@ Test(oracle_stacks, collected_trace_every_sample_equals_traceevent, .timeout = 1
   rmdir(dir);
 }
 
-/* ---- module names, by construction ----
- * A trace written here: three modules and a jitted method in each, on one sample's stack.
+/* ---- names, by construction ----
+ * A trace written here: three modules and a jitted method in each, on one sample's stack, with
+ * a method of no namespace (rule F2), one of a module never loaded (M2) and an address no method
+ * covers (U).
  *   1 /app/Foo.ni.dll as both its IL and native path (CoreCLR's NGEN image logged as its own IL
  *     image): TraceEvent drops the ".ni" (ManagedModuleLoadOrUnload), so dntrace must: "Foo"
  *   2 /app/Bar.ni.dll, native path /app/native/Bar.ni.dll: the paths differ, nothing dropped:
@@ -632,15 +637,16 @@ static void write_modules_trace(const char *path) {
       {.id = 3, .provider = RUNTIME, .event_id = 143, .version = 1, .level = 5, .keywords = 0x10, .name = "",
        .opcode = -1, .no_fields = 1},
   };
-  /* leaf first: Baz's method called Bar's, called by Foo's (return addresses inside each).
+  /* leaf first: Foo's method called Bar's, which called into unnamed code (0x9010), which called
+   * the lost module's method, which called Baz's two (return addresses inside each).
    * Not a return address at a method's very end (0x2100, a call as its last instruction):
    * there the two differ on purpose. dntrace names a caller frame by the byte before its
    * return address, the call itself (as perf and pprof do), so 0x2100 is App.Bar.Call; TraceEvent
    * looks the address up as it is and finds no method ("?!0x2100"), or the next method if one
    * starts there. None was seen in the corpus or in traces of the sample target. */
-  static const uint64_t stack[] = {0x3010, 0x2020, 0x1030};
+  static const uint64_t stack[] = {0x3010, 0x4010, 0x5010, 0x9010, 0x2020, 0x1030};
   const uint64_t *const frames[] = {stack};
-  const uint32_t nframes[] = {3};
+  const uint32_t nframes[] = {6};
   ntrw_init(&w, 0);
   ntrw_trace_hdr(&w, &t);
   ntrw_md_begin(&w);
@@ -648,16 +654,18 @@ static void write_modules_trace(const char *path) {
   ntrw_block_end(&w);
   ntrw_stacks(&w, 1, 1, frames, nframes);
   ntrw_ev_begin(&w, 1);
-  static struct bytes p[6];
+  static struct bytes p[8];
   module_load(&p[0], 1, "/app/Foo.ni.dll", "/app/Foo.ni.dll");
   module_load(&p[1], 2, "/app/Bar.ni.dll", "/app/native/Bar.ni.dll");
   module_load(&p[2], 3, "/app/Baz.exe", "/app/Baz.exe");
   method_load(&p[3], 1, 0x1000, "App.Foo", "Main");
   method_load(&p[4], 2, 0x2000, "App.Bar", "Call");
   method_load(&p[5], 3, 0x3000, "App.Baz", "Work");
+  method_load(&p[6], 3, 0x4000, "", "Helper");
+  method_load(&p[7], 9, 0x5000, "App.Lost", "Run"); /* module 9 was never loaded */
   uint32_t seq = 1;
   uint64_t ts = 1100;
-  for (size_t i = 0; i < 6; i++) {
+  for (size_t i = 0; i < 8; i++) {
     ntrw_ev ev = {.metadata_id = i < 3 ? 2 : 3, .seq = seq++, .thread = 7, .capture_thread = 7, .ts = ts++,
                   .payload = p[i].b, .payload_size = p[i].n};
     ntrw_event(&w, &ev);
@@ -678,7 +686,7 @@ static void write_modules_trace(const char *path) {
   ntrw_release(&w);
 }
 
-Test(oracle_stacks, module_names_follow_traceevent_rules) {
+Test(oracle_stacks, names_follow_traceevent_rules) {
   char dir[] = "/tmp/dnt-oracle-mod-XXXXXX";
   cr_assert(mkdtemp(dir));
   static struct trace tr;
@@ -688,7 +696,8 @@ Test(oracle_stacks, module_names_follow_traceevent_rules) {
   cr_assert_eq(load_ours(&tr), 1, "the written trace has no samples");
   cr_assert_eq(tr.ours.n, 3);
   /* norm_ours lowercases the module only */
-  cr_expect_str_eq(tr.ours.v[0].stack, "foo!App.Foo.Main\tbar.ni!App.Bar.Call\tbaz!App.Baz.Work");
+  cr_expect_str_eq(tr.ours.v[0].stack,
+                   "foo!App.Foo.Main\tbar.ni!App.Bar.Call\t?!0x9010\t?!App.Lost.Run\tbaz!Helper\tbaz!App.Baz.Work");
   need_oracle();
   need_python();
   run_oracle(&tr, 1);
