@@ -645,15 +645,24 @@ static void write_modules_trace(const char *path) {
    * looks the address up as it is and finds no method ("?!0x2100"), or the next method if one
    * starts there. None was seen in the corpus or in traces of the sample target. */
   static const uint64_t stack[] = {0x3010, 0x4010, 0x5010, 0x9010, 0x2020, 0x1030};
-  const uint64_t *const frames[] = {stack};
-  const uint32_t nframes[] = {6};
+  static const uint64_t unnamed[] = {0x9010};
+  const uint64_t *const frames[] = {stack, unnamed};
+  const uint32_t nframes[] = {6, 1};
   ntrw_init(&w, 0);
   ntrw_trace_hdr(&w, &t);
   ntrw_md_begin(&w);
   for (size_t i = 0; i < 3; i++) ntrw_metadata(&w, &md[i]);
   ntrw_block_end(&w);
-  ntrw_stacks(&w, 1, 1, frames, nframes);
+  ntrw_stacks(&w, 1, 2, frames, nframes);
   ntrw_ev_begin(&w, 1);
+  /* thread 8, the weights' edges: a sample before the trace's start (sync 1000) passes on no
+   * time; an External one weighs the 2 ms to the next; the last, none: 2 ms in all */
+  static const uint32_t kinds8[] = {2, 1, 2};
+  static const uint64_t ts8[] = {900, 2500, 4500};
+  uint32_t seq8 = 1;
+  ntrw_ev first8 = {.metadata_id = 1, .seq = seq8++, .thread = 8, .capture_thread = 8, .stack_id = 2, .ts = ts8[0],
+                    .payload = (const uint8_t *)&kinds8[0], .payload_size = 4};
+  ntrw_event(&w, &first8);
   static struct bytes p[8];
   module_load(&p[0], 1, "/app/Foo.ni.dll", "/app/Foo.ni.dll");
   module_load(&p[1], 2, "/app/Bar.ni.dll", "/app/native/Bar.ni.dll");
@@ -677,6 +686,11 @@ static void write_modules_trace(const char *path) {
                   .ts = 2000 + 1000 * (uint64_t)i, .payload = (const uint8_t *)&managed, .payload_size = 4};
     ntrw_event(&w, &ev);
   }
+  for (int i = 1; i < 3; i++) {
+    ntrw_ev ev = {.metadata_id = 1, .seq = seq8++, .thread = 8, .capture_thread = 8, .stack_id = 2, .ts = ts8[i],
+                  .payload = (const uint8_t *)&kinds8[i], .payload_size = 4};
+    ntrw_event(&w, &ev);
+  }
   ntrw_block_end(&w);
   ntrw_end(&w);
   FILE *fp = fopen(path, "wb");
@@ -694,7 +708,10 @@ Test(oracle_stacks, names_follow_traceevent_rules) {
   snprintf(tr.path, sizeof tr.path, "%s/modules.nettrace", dir);
   write_modules_trace(tr.path);
   cr_assert_eq(load_ours(&tr), 1, "the written trace has no samples");
-  cr_assert_eq(tr.ours.n, 3);
+  cr_assert_eq(tr.ours.n, 6);
+  for (size_t t = 0; t < dnt_profile_nthreads(tr.prof); t++)
+    cr_expect(fabs(dnt_profile_thread_ms(tr.prof, t) - 2.0) < 1e-9, "thread %llu: %.6f ms",
+              (unsigned long long)dnt_profile_thread_id(tr.prof, t), dnt_profile_thread_ms(tr.prof, t));
   /* norm_ours lowercases the module only */
   cr_expect_str_eq(tr.ours.v[0].stack,
                    "foo!App.Foo.Main\tbar.ni!App.Bar.Call\t?!0x9010\t?!App.Lost.Run\tbaz!Helper\tbaz!App.Baz.Work");
