@@ -100,6 +100,11 @@ static void need_python(void) {
  *    sample, UNMANAGED_CODE_TIME for an External one; dntrace writes UNMANAGED_CODE_TIME for an
  *    External one and nothing for a Managed one. The oracle writes the kind apart (its LEAF
  *    field): CPU_TIME adds nothing, UNMANAGED_CODE_TIME adds that frame.
+ *  - P2 a Managed sample without a single frame: TraceEvent has nothing under the thread but
+ *    CPU_TIME; dntrace gives a stack with no frame UNMANAGED_CODE_TIME, whatever its kind, so
+ *    that every sample has a leaf for its top tables and flame graphs to charge. Mapped, and
+ *    counted apart ("stackless"): the runtime walks a Managed sample's managed stack, so a real
+ *    one has frames (none in the corpus); the written trace below has two.
  * Frames are joined with '\t' (no name holds one). */
 
 static void lower(char *s, size_t n) {
@@ -156,7 +161,7 @@ struct sample {
   double weight; /* TraceEvent's Metric; NAN when the computer weighed none */
   char *stack;   /* normalized frames, root first, '\t' between */
   unsigned unnamed;
-  int matched;
+  int stackless; /* TraceEvent's: a Managed sample without frames (rule P2) */
 };
 
 struct samples {
@@ -260,6 +265,10 @@ static void read_te(const char *text, const char *path, struct samples *out) {
     }
     if (strcmp(leaf, "UNMANAGED_CODE_TIME") == 0) put(&b, DNT_UNMANAGED_FRAME); /* P */
     else cr_assert_str_eq(leaf, "CPU_TIME", "oracle line: %.120s", p);
+    if (b.n == 0) { /* P2 */
+      put(&b, DNT_UNMANAGED_FRAME);
+      s->stackless = 1;
+    }
     s->stack = b.p;
     p = eol + 1;
   }
@@ -277,7 +286,7 @@ static int by_thread_time(const void *a, const void *b) {
 #define SAME_TIME_MS 0.000001
 
 struct verdict {
-  size_t samples, unnamed, te_unnamed, stack_diffs, weight_diffs, unmatched_ours, unmatched_te;
+  size_t samples, unnamed, te_unnamed, stackless, stack_diffs, weight_diffs, unmatched_ours, unmatched_te;
   double max_dt; /* ms between the two clocks of a matched sample */
 };
 
@@ -317,6 +326,7 @@ static void compare(const char *path, struct samples *ours, struct samples *te, 
     v->max_dt = fmax(v->max_dt, fabs(o->ms - t->ms));
     v->unnamed += o->unnamed;
     v->te_unnamed += t->unnamed;
+    v->stackless += (size_t)t->stackless;
     if (strcmp(o->stack, t->stack) != 0 && v->stack_diffs++ < 5) show("stacks differ", o, t);
     /* the computer's time for it: to the thread's next sample in dntrace's timeline; none for
      * the thread's last (and for one at or before the trace's start: it passes on no time) */
@@ -484,7 +494,10 @@ static int load_ours(struct trace *tr) {
   return 1;
 }
 
-static void run_oracle(struct trace *traces, size_t n) {
+/* Runs the oracle on the n traces and compares; returns how many stackless Managed samples (rule
+ * P2) they had. */
+static size_t run_oracle(struct trace *traces, size_t n) {
+  size_t stackless = 0;
   char *argv[72] = {"/usr/bin/env", "dotnet", oracle, "--mode", "samplestacks"};
   cr_assert_leq(n, 64);
   for (size_t i = 0; i < n; i++) argv[5 + i] = traces[i].path;
@@ -496,8 +509,10 @@ static void run_oracle(struct trace *traces, size_t n) {
     read_te(r.out, traces[i].path, &traces[i].te);
     compare(traces[i].path, &traces[i].ours, &traces[i].te, traces[i].prof, traces[i].truncated, &v);
     cr_log_info("%s: %zu samples matched (dntrace %zu, TraceEvent %zu), times %.3g ms apart at most; unnamed frames: "
-                "dntrace %zu, TraceEvent %zu",
-                traces[i].path, v.samples, traces[i].ours.n, traces[i].te.n, v.max_dt, v.unnamed, v.te_unnamed);
+                "dntrace %zu, TraceEvent %zu; stackless Managed samples %zu",
+                traces[i].path, v.samples, traces[i].ours.n, traces[i].te.n, v.max_dt, v.unnamed, v.te_unnamed,
+                v.stackless);
+    stackless += v.stackless;
     cr_expect_gt(v.samples, 0, "%s: no sample matched", traces[i].path);
     cr_expect_eq(v.unmatched_ours + v.unmatched_te, 0, "%s: %zu of dntrace's samples and %zu of TraceEvent's unmatched",
                  traces[i].path, v.unmatched_ours, v.unmatched_te);
@@ -509,6 +524,7 @@ static void run_oracle(struct trace *traces, size_t n) {
     dnt_profile_free(traces[i].prof);
   }
   dnt_run_free(&r);
+  return stackless;
 }
 
 static int is_trace(const char *name) {
@@ -549,7 +565,7 @@ Test(oracle_stacks, corpus_every_sample_equals_traceevent, .timeout = 240) {
   cr_log_info("%zu traces, %zu with samples", all, n);
   /* the corpus has six traces with samples (INDEX.md): all must be found */
   cr_assert_geq(n, 6, "only %zu traces with samples among %zu", n, all);
-  run_oracle(traces, n);
+  cr_expect_eq(run_oracle(traces, n), 0, "Managed samples without frames (rule P2): see the log");
 }
 
 /* A trace of this machine's runtime, collected by dntrace from the sample target: its threads
@@ -576,7 +592,7 @@ Test(oracle_stacks, collected_trace_every_sample_equals_traceevent, .timeout = 1
   dnt_run_free(&r);
   cr_assert_eq(load_ours(&tr), 1, "the collected trace has no samples");
   cr_assert_eq(tr.truncated, 0);
-  run_oracle(&tr, 1);
+  cr_expect_eq(run_oracle(&tr, 1), 0, "Managed samples without frames (rule P2): see the log");
   unlink(tr.path);
   rmdir(dir);
 }
@@ -584,7 +600,8 @@ Test(oracle_stacks, collected_trace_every_sample_equals_traceevent, .timeout = 1
 /* ---- names, by construction ----
  * A trace written here: three modules and a jitted method in each, on one sample's stack, with
  * a method of no namespace (rule F2), one of a module never loaded (M2) and an address no method
- * covers (U).
+ * covers (U); a thread whose first sample precedes the trace's start; one whose samples have no
+ * stack (P2).
  *   1 /app/Foo.ni.dll as both its IL and native path (CoreCLR's NGEN image logged as its own IL
  *     image): TraceEvent drops the ".ni" (ManagedModuleLoadOrUnload), so dntrace must: "Foo"
  *   2 /app/Bar.ni.dll, native path /app/native/Bar.ni.dll: the paths differ, nothing dropped:
@@ -686,6 +703,13 @@ static void write_modules_trace(const char *path) {
                   .ts = 2000 + 1000 * (uint64_t)i, .payload = (const uint8_t *)&managed, .payload_size = 4};
     ntrw_event(&w, &ev);
   }
+  /* thread 9: Managed, External, Managed samples without a stack (stack id 0; rule P2), 1 ms
+   * apart: 2 ms */
+  for (int i = 0; i < 3; i++) {
+    ntrw_ev ev = {.metadata_id = 1, .seq = (uint32_t)i + 1, .thread = 9, .capture_thread = 9, .stack_id = 0,
+                  .ts = 2200 + 1000 * (uint64_t)i, .payload = (const uint8_t *)&kinds8[i], .payload_size = 4};
+    ntrw_event(&w, &ev);
+  }
   for (int i = 1; i < 3; i++) {
     ntrw_ev ev = {.metadata_id = 1, .seq = seq8++, .thread = 8, .capture_thread = 8, .stack_id = 2, .ts = ts8[i],
                   .payload = (const uint8_t *)&kinds8[i], .payload_size = 4};
@@ -708,7 +732,7 @@ Test(oracle_stacks, names_follow_traceevent_rules) {
   snprintf(tr.path, sizeof tr.path, "%s/modules.nettrace", dir);
   write_modules_trace(tr.path);
   cr_assert_eq(load_ours(&tr), 1, "the written trace has no samples");
-  cr_assert_eq(tr.ours.n, 6);
+  cr_assert_eq(tr.ours.n, 9);
   for (size_t t = 0; t < dnt_profile_nthreads(tr.prof); t++)
     cr_expect(fabs(dnt_profile_thread_ms(tr.prof, t) - 2.0) < 1e-9, "thread %llu: %.6f ms",
               (unsigned long long)dnt_profile_thread_id(tr.prof, t), dnt_profile_thread_ms(tr.prof, t));
@@ -717,7 +741,7 @@ Test(oracle_stacks, names_follow_traceevent_rules) {
                    "foo!App.Foo.Main\tbar.ni!App.Bar.Call\t?!0x9010\t?!App.Lost.Run\tbaz!Helper\tbaz!App.Baz.Work");
   need_oracle();
   need_python();
-  run_oracle(&tr, 1);
+  cr_expect_eq(run_oracle(&tr, 1), 2, "thread 9's two Managed samples without a stack");
   unlink(tr.path);
   rmdir(dir);
 }
