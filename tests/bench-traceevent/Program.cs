@@ -53,7 +53,7 @@ static class Program
         if (args.Length < 1 || (args.Length == 3 && args[1] != "--mode") || args.Length == 2 || args.Length > 3)
         {
             Console.Error.WriteLine("usage: BenchTraceEvent FILE.nettrace [--mode parse|stacks|gc|names]\n" +
-                                    "       BenchTraceEvent --mode threadtime FILE...");
+                                    "       BenchTraceEvent --mode threadtime|samplestacks FILE...");
             return 2;
         }
         string path = args[0], mode = args.Length == 3 ? args[2] : "parse";
