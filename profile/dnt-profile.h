@@ -37,7 +37,8 @@ void dnt_profile_free(struct dnt_profile *p);
 void dnt_profile_keep_timeline(struct dnt_profile *p);
 
 /* Walks the samples of each thread in time order (needs dnt_profile_keep_timeline): t_us is
- * microseconds since the trace start, frames as in dnt_profile_each_stack. */
+ * microseconds since the trace start (0 for a sample stamped before it, as TraceEvent times it),
+ * frames as in dnt_profile_each_stack. */
 typedef void (*dnt_profile_sample_fn)(void *ud, uint64_t thread_id, double t_us, const uint32_t *frames,
                                       size_t nframes);
 int dnt_profile_each_sample(const struct dnt_profile *p, dnt_profile_sample_fn fn, void *ud); /* 0, -1: no memory */

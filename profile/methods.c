@@ -75,6 +75,18 @@ int dnt__methods_on_module(struct dnt__methods *t, const ntr_event *ev) {
   int oom = 0;
   char *path = read_wstr(&c, &oom);
   if (!path) return oom ? -ENOMEM : 0;
+  char native[1024];
+  if (ntr_payload_utf16z(&c, native, sizeof native, NULL) == 0 && strcmp(native, path) == 0) {
+    /* CoreCLR's NGEN image logged as its own IL image ("Foo.ni.dll" as both paths, the Tizen
+     * traces): the module is the assembly Foo, as TraceEvent names it (when the two paths are
+     * the same, it drops the ".ni" of a ".ni." within the path's last 7 characters). */
+    size_t len = strlen(path), from = len > 7 ? len - 7 : 0;
+    for (size_t i = len >= 4 ? len - 4 + 1 : 0; i-- > from;)
+      if (strncasecmp(path + i, ".ni.", 4) == 0) {
+        memmove(path + i, path + i + 3, len - i - 3 + 1);
+        break;
+      }
+  }
   const char *base = strrchr(path, '/');
   if (!base) base = strrchr(path, '\\');
   base = base ? base + 1 : path;

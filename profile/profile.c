@@ -733,7 +733,10 @@ int dnt_profile_each_sample(const struct dnt_profile *p, dnt_profile_sample_fn f
       rc = -1;
       break;
     }
-    double t_us = p->qpc_frequency ? (double)(int64_t)(s->ts - p->sync_qpc) * 1e6 / (double)p->qpc_frequency : 0;
+    /* a sample the runtime stamped before the trace's start (buffered as the session began) is
+     * put at the start, as TraceEvent puts any event (QPCTimeToRelMSec): it stands for no time */
+    int64_t ticks = (int64_t)(s->ts - p->sync_qpc);
+    double t_us = p->qpc_frequency && ticks > 0 ? (double)ticks * 1e6 / (double)p->qpc_frequency : 0;
     fn(ud, s->thread, t_us, frames, n);
   }
   free(frames);

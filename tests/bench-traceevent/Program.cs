@@ -7,6 +7,8 @@
 //   --mode threadtime FILE...  per thread, the samples and the thread time that dotnet-trace's
 //                  speedscope and Chromium exports hold, computed as dotnet-trace computes them
 //                  (SampleProfilerThreadTimeComputer over a TraceLog); no timing line
+//   --mode samplestacks FILE...  every sample's thread, time, weight and stack (SampleStacks.cs),
+//                  for tests/cli/test-oracle-stacks.c
 //   --mode gc      TraceEvent's GC analysis, one line per GC (GcStats.cs), for tests/runtime/test-gc.c
 //   --mode jit     TraceEvent's JIT statistics, one line per method (JitStats.cs), for tests/runtime/test-jit.c
 //   --mode names   no timing: one line per distinct event kind, "provider<TAB>id<TAB>version<TAB>
@@ -31,6 +33,7 @@ static class Program
     static int Main(string[] args)
     {
         /* the oracle takes several traces in one run: one start of the runtime for them all */
+        if (args.Length >= 3 && args[0] == "--mode" && args[1] == "samplestacks") return SampleStacks.Run(args.Skip(2));
         if (args.Length >= 3 && args[0] == "--mode" && args[1] == "threadtime")
         {
             foreach (string trace in args.Skip(2))
@@ -51,7 +54,7 @@ static class Program
         if (args.Length < 1 || (args.Length == 3 && args[1] != "--mode") || args.Length == 2 || args.Length > 3)
         {
             Console.Error.WriteLine("usage: BenchTraceEvent FILE.nettrace [--mode parse|stacks|gc|jit|names]\n" +
-                                    "       BenchTraceEvent --mode threadtime FILE...");
+                                    "       BenchTraceEvent --mode threadtime|samplestacks FILE...");
             return 2;
         }
         string path = args[0], mode = args.Length == 3 ? args[2] : "parse";

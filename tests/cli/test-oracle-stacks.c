@@ -1,0 +1,747 @@
+/* test-oracle-stacks.c: the stack of every sample, held to TraceEvent's (issue #13).
+ *
+ * For every trace of the public corpus (../shared/corpus, or $DNT_CORPUS) with SampleProfiler
+ * samples, and for a trace collected here from the sample target, each sample dntrace's profile
+ * keeps (its timeline: thread, time and stack, what the speedscope and Chromium writers walk) is
+ * matched one to one, by thread and time, with a sample TraceEvent's TraceLog yields, and their
+ * stacks, root to leaf, must be the same once the two naming schemes are mapped (norm_te and
+ * norm_ours below); the time TraceEvent's SampleProfilerThreadTimeComputer gives each sample
+ * (dotnet-trace convert's computer) must be the time to the thread's next sample in dntrace's
+ * timeline, and each thread's total dntrace's (dnt_profile_thread_ms), within 0.1%.
+ * The oracle is tests/bench-traceevent --mode samplestacks (SampleStacks.cs), built by `make
+ * check` into tests/oracle-te when the .NET SDK is there; under CI=true its absence is a failure.
+ *
+ * The file users get is held to the same samples: `dntrace convert --format speedscope --weight
+ * samples`, read by python3's json module (a consumer of its own), each thread's profile expanded
+ * (a run of one stack is written once with its count) is TraceEvent's samples of that thread in
+ * time order, stack for stack.
+ *
+ * A trace written here (names_follow_traceevent_rules) puts every naming rule below on one stack
+ * and holds both dntrace and TraceEvent to it.
+ *
+ * Every corpus trace with samples is covered whole: TraceEvent reads all six in about 3 s, the
+ * 30 MB HeartRateMonitor trace included (dntrace in well under a second each). */
+#include <criterion/criterion.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dnt-profile.h"
+#include "../lib/ntr-writer.h"
+#include "../lib/run.h"
+#include "../lib/target-cr.h"
+#include "../lib/target.h"
+
+#define SAMPLER "Microsoft-DotNETCore-SampleProfiler"
+
+static int in_ci(void) {
+  const char *ci = getenv("CI");
+  return ci && strcmp(ci, "true") == 0;
+}
+
+static char corpus_dir[4096], oracle[4200];
+
+static void need_corpus(void) {
+  const char *d = getenv("DNT_CORPUS"), *src = getenv("DNT_SRCDIR");
+  if (d && *d) snprintf(corpus_dir, sizeof corpus_dir, "%s", d);
+  else snprintf(corpus_dir, sizeof corpus_dir, "%s/../shared/corpus", src ? src : ".");
+  char idx[4200];
+  snprintf(idx, sizeof idx, "%s/INDEX.md", corpus_dir);
+  struct stat st;
+  if (stat(idx, &st) == 0) return;
+  if (in_ci()) cr_assert_fail("the corpus is missing at %s and CI=true", corpus_dir);
+  cr_skip_test("no corpus at %s (set DNT_CORPUS)", corpus_dir);
+}
+
+static void need_oracle(void) {
+  const char *b = getenv("DNT_BUILDDIR");
+  snprintf(oracle, sizeof oracle, "%s/tests/oracle-te/out/BenchTraceEvent.dll", b ? b : ".");
+  struct stat st;
+  if (stat(oracle, &st) == 0 && system("command -v dotnet >/dev/null 2>&1") == 0) return;
+  if (in_ci())
+    cr_assert_fail("no TraceEvent oracle at %s (CI=true: make check builds it with the .NET SDK)", oracle);
+  cr_skip_test("no TraceEvent oracle at %s (needs the .NET SDK at configure time)", oracle);
+}
+
+/* python3 reads the speedscope files (as test-convert's checks do) */
+static void need_python(void) {
+  if (system("command -v python3 >/dev/null 2>&1") == 0) return;
+  if (in_ci()) cr_assert_fail("python3 is missing and CI=true");
+  cr_skip_test("needs python3 to read the speedscope files");
+}
+
+/* ---- the two naming schemes, mapped to one ----
+ * A frame is "module!method" on both sides, but built differently; each rule below is one
+ * documented difference, everything else must be equal byte for byte.
+ *
+ * TraceEvent (TraceEventStackSource.GetFrameName): ModuleFiles[i].Name + "!" + FullMethodName.
+ *  - M1 module case: TraceModuleFile's constructor lowercases the path it is given
+ *    (TraceLog.cs, "Normalize to lower case"); dntrace keeps the ModuleILPath's case. Module
+ *    names are compared in lower case.
+ *  - M2 unknown module: a method whose ModuleID no ModuleLoad or rundown named is filed by
+ *    TraceLog (GetOrCreateManagedModule) under an empty module file, whose FilePath and so Name
+ *    is the literal "ManagedModule" (never lowercased: a real ManagedModule.dll would be
+ *    "managedmodule"); dntrace writes "?" for that module. "ManagedModule" becomes "?".
+ *  - F1 signature: FullMethodName is MethodNamespace + "." + MethodName + the MethodSignature from
+ *    its first '(' (TraceLog.GetFullName); dntrace's is namespace.name. The last balanced
+ *    "(...)" group is dropped from TraceEvent's.
+ *  - F2 empty namespace: TraceEvent writes the "." anyway (".Main", "..ctor"); dntrace writes no
+ *    dot. One leading "." is dropped from TraceEvent's method.
+ *  - U  unnamed code: an address no method covers is "0x" + its hex for TraceEvent (the oracle
+ *    sets ShowUnknownAddresses) after "?!" (no module) or "module!" (an address in a native
+ *    module's range: dntrace knows no native modules); dntrace writes "?!0xADDR". TraceEvent's
+ *    module of such a frame is dropped: the address must be the same. Counted on both sides.
+ *  - P  pseudo-frames: the computer puts the sample's kind under its leaf: CPU_TIME for a Managed
+ *    sample, UNMANAGED_CODE_TIME for an External one; dntrace writes UNMANAGED_CODE_TIME for an
+ *    External one and nothing for a Managed one. The oracle writes the kind apart (its LEAF
+ *    field): CPU_TIME adds nothing, UNMANAGED_CODE_TIME adds that frame.
+ *  - P2 a Managed sample without a single frame: TraceEvent has nothing under the thread but
+ *    CPU_TIME; dntrace gives a stack with no frame UNMANAGED_CODE_TIME, whatever its kind, so
+ *    that every sample has a leaf for its top tables and flame graphs to charge. Mapped, and
+ *    counted apart ("stackless"): the runtime walks a Managed sample's managed stack, so a real
+ *    one has frames (none in the corpus); the written trace below has two.
+ * Frames are joined with '\t' (no name holds one). */
+
+static void lower(char *s, size_t n) {
+  for (size_t i = 0; i < n; i++) s[i] = (char)tolower((unsigned char)s[i]);
+}
+
+/* One TraceEvent frame (len bytes) into out (rules M1, M2, F1, F2, U). */
+static void norm_te(const char *f, size_t len, char *out, size_t cap, unsigned *unnamed) {
+  const char *bang = memchr(f, '!', len);
+  size_t mlen = bang ? (size_t)(bang - f) : 0;
+  const char *meth = bang ? bang + 1 : f;
+  size_t flen = len - (size_t)(meth - f);
+  cr_assert(bang, "a TraceEvent frame without '!': %.*s", (int)len, f);
+  if (flen > 2 && strncmp(meth, "0x", 2) == 0 && strspn(meth + 2, "0123456789abcdef") == flen - 2) { /* U */
+    snprintf(out, cap, "?!%.*s", (int)flen, meth);
+    ++*unnamed;
+    return;
+  }
+  if (flen && meth[flen - 1] == ')') { /* F1: the last balanced (...) */
+    int depth = 0;
+    for (size_t i = flen; i-- > 0;) {
+      if (meth[i] == ')') depth++;
+      else if (meth[i] == '(' && --depth == 0) {
+        flen = i;
+        break;
+      }
+    }
+  }
+  if (flen && meth[0] == '.') meth++, flen--; /* F2 */
+  if (mlen == 13 && strncmp(f, "ManagedModule", 13) == 0) f = "?", mlen = 1; /* M2 */
+  snprintf(out, cap, "%.*s!%.*s", (int)mlen, f, (int)flen, meth);
+  lower(out, mlen < cap ? mlen : 0);
+}
+
+/* One of dntrace's frames into out (rules M1, U). */
+static void norm_ours(const char *f, char *out, size_t cap, unsigned *unnamed) {
+  if (strncmp(f, "?!0x", 4) == 0) { /* U */
+    snprintf(out, cap, "%s", f);
+    ++*unnamed;
+    return;
+  }
+  const char *bang = strchr(f, '!');
+  size_t mlen = bang ? (size_t)(bang - f) : 0;
+  if (bang) snprintf(out, cap, "%.*s%s", (int)mlen, f, bang);
+  else snprintf(out, cap, "%s", f);
+  lower(out, mlen < cap ? mlen : 0);
+}
+
+/* ---- the samples of both sides ---- */
+
+struct sample {
+  unsigned long long tid;
+  double ms;     /* since the trace's start */
+  double weight; /* TraceEvent's Metric; NAN when the computer weighed none */
+  char *stack;   /* normalized frames, root first, '\t' between */
+  unsigned unnamed;
+  int stackless; /* TraceEvent's: a Managed sample without frames (rule P2) */
+};
+
+struct samples {
+  struct sample *v;
+  size_t n, cap;
+};
+
+static struct sample *add(struct samples *s) {
+  if (s->n == s->cap) {
+    s->cap = s->cap ? 2 * s->cap : 4096;
+    s->v = realloc(s->v, s->cap * sizeof *s->v);
+    cr_assert(s->v, "out of memory");
+  }
+  memset(&s->v[s->n], 0, sizeof s->v[0]);
+  return &s->v[s->n++];
+}
+
+static void samples_free(struct samples *s) {
+  for (size_t i = 0; i < s->n; i++) free(s->v[i].stack);
+  free(s->v);
+  memset(s, 0, sizeof *s);
+}
+
+/* A growing string of frames. */
+struct buf {
+  char *p;
+  size_t n, cap;
+};
+
+static void put(struct buf *b, const char *s) {
+  size_t len = strlen(s);
+  if (b->n + len + 2 > b->cap) {
+    b->cap = (b->n + len + 2) * 2;
+    b->p = realloc(b->p, b->cap);
+    cr_assert(b->p, "out of memory");
+  }
+  if (b->n) b->p[b->n++] = '\t';
+  memcpy(b->p + b->n, s, len + 1);
+  b->n += len;
+}
+
+struct ours {
+  const struct dnt_profile *prof;
+  struct samples *s;
+};
+
+static void our_sample(void *ud, uint64_t thread, double t_us, const uint32_t *frames, size_t n) {
+  struct ours *o = ud;
+  struct sample *s = add(o->s);
+  s->tid = thread;
+  s->ms = t_us / 1000.0;
+  s->weight = NAN;
+  struct buf b = {0};
+  put(&b, "");
+  b.n = 0;
+  for (size_t i = 0; i < n; i++) {
+    char name[4096];
+    norm_ours(dnt_profile_name(o->prof, frames[i]), name, sizeof name, &s->unnamed);
+    put(&b, name);
+  }
+  s->stack = b.p;
+}
+
+/* TraceEvent's samples of one trace: the oracle's lines after "trace PATH", up to the next
+ * "trace " line: "s TID TIME_MS WEIGHT|- LEAF<TAB>frames..." */
+static void read_te(const char *text, const char *path, struct samples *out) {
+  size_t plen = strlen(path);
+  const char *p = text;
+  while ((p = strstr(p, "trace ")) && !((p == text || p[-1] == '\n') && strncmp(p + 6, path, plen) == 0 &&
+                                         p[6 + plen] == '\n'))
+    p++;
+  cr_assert(p, "the oracle says nothing of %s", path);
+  p = strchr(p, '\n') + 1;
+  while (strncmp(p, "s ", 2) == 0) {
+    const char *eol = strchr(p, '\n');
+    cr_assert(eol, "oracle line without its end");
+    struct sample *s = add(out);
+    char weight[64], leaf[64], head[256];
+    int used = 0;
+    /* sscanf on a copy of the line's head: on the whole text, each call would measure all of it */
+    const char *tab = memchr(p, '\t', (size_t)(eol - p));
+    size_t hlen = (size_t)((tab ? tab : eol) - p);
+    cr_assert_lt(hlen, sizeof head, "oracle line: %.120s", p);
+    memcpy(head, p, hlen);
+    head[hlen] = '\0';
+    cr_assert_eq(sscanf(head, "s %llu %lf %63s %63s%n", &s->tid, &s->ms, weight, leaf, &used), 4, "oracle line: %.120s",
+                 p);
+    s->weight = strcmp(weight, "-") == 0 ? NAN : strtod(weight, NULL);
+    struct buf b = {0};
+    put(&b, "");
+    b.n = 0;
+    const char *f = p + used;
+    if (*f == '\t') f++;
+    while (f < eol) {
+      const char *end = memchr(f, '\t', (size_t)(eol - f));
+      if (!end) end = eol;
+      char name[4096];
+      norm_te(f, (size_t)(end - f), name, sizeof name, &s->unnamed);
+      if (end > f) put(&b, name);
+      f = end < eol ? end + 1 : eol;
+    }
+    if (strcmp(leaf, "UNMANAGED_CODE_TIME") == 0) put(&b, DNT_UNMANAGED_FRAME); /* P */
+    else cr_assert_str_eq(leaf, "CPU_TIME", "oracle line: %.120s", p);
+    if (b.n == 0) { /* P2 */
+      put(&b, DNT_UNMANAGED_FRAME);
+      s->stackless = 1;
+    }
+    s->stack = b.p;
+    p = eol + 1;
+  }
+}
+
+static int by_thread_time(const void *a, const void *b) {
+  const struct sample *x = a, *y = b;
+  if (x->tid != y->tid) return x->tid < y->tid ? -1 : 1;
+  return x->ms < y->ms ? -1 : x->ms > y->ms;
+}
+
+/* Two clocks of one sample: TraceEvent's TimeStampRelativeMSec and dntrace's, both from the
+ * same QPC ticks over the same sync point: the same but for the doubles' rounding (1e-11 ms seen
+ * on the corpus). 1 ns. */
+#define SAME_TIME_MS 0.000001
+
+struct verdict {
+  size_t samples, unnamed, te_unnamed, stackless, stack_diffs, weight_diffs, unmatched_ours, unmatched_te;
+  double max_dt; /* ms between the two clocks of a matched sample */
+};
+
+static void show(const char *what, const struct sample *o, const struct sample *t) {
+  cr_log_error("%s: thread %llu at %.6f ms (TraceEvent %.6f ms):\n  dntrace:    %s\n  TraceEvent: %s", what, o->tid,
+               o->ms, t ? t->ms : NAN, o->stack, t ? t->stack : "(none)");
+}
+
+/* Matches ours and TraceEvent's (both sorted by thread, then time) one to one and compares. A
+ * truncated trace: TraceEvent (ContinueOnError) stops earlier than dntrace, which reads up to
+ * the cut; samples of dntrace's after TraceEvent's last are not held against it. */
+static void compare(const char *path, struct samples *ours, struct samples *te, const struct dnt_profile *prof,
+                    int truncated, struct verdict *v) {
+  qsort(ours->v, ours->n, sizeof *ours->v, by_thread_time);
+  qsort(te->v, te->n, sizeof *te->v, by_thread_time);
+  double te_last = -INFINITY;
+  for (size_t j = 0; j < te->n; j++) te_last = fmax(te_last, te->v[j].ms);
+  size_t i = 0, j = 0;
+  while (i < ours->n || j < te->n) {
+    struct sample *o = i < ours->n ? &ours->v[i] : NULL, *t = j < te->n ? &te->v[j] : NULL;
+    int cmp = !o ? 1 : !t ? -1 : o->tid != t->tid ? (o->tid < t->tid ? -1 : 1)
+            : fabs(o->ms - t->ms) <= SAME_TIME_MS ? 0 : o->ms < t->ms ? -1 : 1;
+    if (cmp < 0) {
+      if (!(truncated && o->ms > te_last) && v->unmatched_ours++ < 5)
+        show("a sample TraceEvent does not have", o, NULL);
+      i++;
+      continue;
+    }
+    if (cmp > 0) {
+      if (v->unmatched_te++ < 5)
+        cr_log_error("%s: TraceEvent's sample of thread %llu at %.6f ms is not dntrace's: %s", path, t->tid, t->ms,
+                     t->stack);
+      j++;
+      continue;
+    }
+    v->samples++;
+    v->max_dt = fmax(v->max_dt, fabs(o->ms - t->ms));
+    v->unnamed += o->unnamed;
+    v->te_unnamed += t->unnamed;
+    v->stackless += (size_t)t->stackless;
+    if (strcmp(o->stack, t->stack) != 0 && v->stack_diffs++ < 5) show("stacks differ", o, t);
+    /* the computer's time for it: to the thread's next sample in dntrace's timeline; none for
+     * the thread's last (and for one at or before the trace's start: it passes on no time) */
+    const struct sample *next = i + 1 < ours->n && ours->v[i + 1].tid == o->tid ? &ours->v[i + 1] : NULL;
+    if (isnan(t->weight)) {
+      if (next && o->ms > 0 && !(truncated && next->ms > te_last) && v->weight_diffs++ < 5)
+        show("TraceEvent weighs no time for a sample that is not its thread's last", o, t);
+    } else {
+      double want = next ? next->ms - o->ms : NAN;
+      /* the Metric is a float (7 digits) */
+      if (!(fabs(t->weight - want) <= 1e-6 * want + 1e-5) && v->weight_diffs++ < 5)
+        cr_log_error("%s: thread %llu at %.6f ms: TraceEvent weighs %.6f ms, the next sample is %.6f ms later", path,
+                     o->tid, o->ms, t->weight, want);
+    }
+    i++, j++;
+  }
+  /* per thread: dntrace's total against the sum of the computer's Metrics */
+  for (size_t k = 0; k < dnt_profile_nthreads(prof); k++) {
+    unsigned long long tid = dnt_profile_thread_id(prof, k);
+    double te_ms = 0, ours_ms = dnt_profile_thread_ms(prof, k);
+    for (size_t m = 0; m < te->n; m++)
+      if (te->v[m].tid == tid && !isnan(te->v[m].weight)) te_ms += te->v[m].weight;
+    cr_log_info("%s: thread %llu: %.3f ms, TraceEvent %.3f ms", path, tid, ours_ms, te_ms);
+    if (truncated) cr_expect_leq(te_ms, ours_ms * 1.001 + 1e-9, "%s: thread %llu", path, tid);
+    else cr_expect(fabs(ours_ms - te_ms) <= 0.001 * te_ms + 1e-9, "%s: thread %llu: %.3f ms, TraceEvent %.3f ms",
+                   path, tid, ours_ms, te_ms);
+  }
+}
+
+/* ---- the speedscope file ----
+ * python3 reads it and writes "F<TAB>name" per shared frame, then per profile "P<TAB>name" and
+ * per sample "S<TAB>weight<TAB>frame,frame,..." (root first). */
+static const char *speedscope_dump =
+    "import json, sys\n"
+    "d = json.load(open(sys.argv[1], encoding='utf-8'))\n"
+    "w = sys.stdout.write\n"
+    "for f in d['shared']['frames']: w('F\\t' + f['name'] + '\\n')\n"
+    "for p in d['profiles']:\n"
+    "    assert p['type'] == 'sampled' and p['unit'] == 'none', p['name']\n"
+    "    assert len(p['samples']) == len(p['weights']), p['name']\n"
+    "    w('P\\t' + p['name'] + '\\n')\n"
+    "    for s, n in zip(p['samples'], p['weights']):\n"
+    "        assert n == int(n) and n > 0, n\n"
+    "        w('S\\t%d\\t%s\\n' % (n, ','.join(map(str, s))))\n";
+
+static char *line_end(char *p) {
+  char *e = strchr(p, '\n');
+  cr_assert(e, "python's dump ends mid-line");
+  *e = '\0';
+  return e + 1;
+}
+
+/* te: sorted by thread and time. Each profile, in thread order (the timeline's), must be the
+ * samples TraceEvent has of its thread. */
+static void check_speedscope(const char *path, const struct dnt_profile *prof, const struct samples *te,
+                             int truncated) {
+  char dir[] = "/tmp/dnt-oracle-ss-XXXXXX";
+  cr_assert(mkdtemp(dir));
+  char ss[64], py[64];
+  snprintf(ss, sizeof ss, "%s/t.json", dir);
+  snprintf(py, sizeof py, "%s/dump.py", dir);
+  FILE *fp = fopen(py, "w");
+  cr_assert(fp);
+  fputs(speedscope_dump, fp);
+  fclose(fp);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "convert", path, "--format", "speedscope", "--weight", "samples", "-o", ss, NULL),
+               0, "%s: %s", path, r.err);
+  dnt_run_free(&r);
+  char *argv[] = {"/usr/bin/env", "python3", py, ss, NULL};
+  cr_assert_eq(dnt_run_argv(&r, argv, NULL, 120000), 0, "%s: python3 cannot read the speedscope file: %s", path, r.err);
+  unlink(ss);
+  unlink(py);
+  rmdir(dir);
+
+  char **frames = NULL;
+  size_t nframes = 0, capframes = 0, j = 0, expanded = 0, diffs = 0, profiles = 0;
+  unsigned long long tid = 0;
+  size_t end = 0; /* past the current thread's samples in te */
+  char *p = r.out;
+  while (*p) {
+    char *line = p;
+    p = line_end(p);
+    if (line[0] == 'F') {
+      if (nframes == capframes) {
+        capframes = capframes ? 2 * capframes : 1024;
+        frames = realloc(frames, capframes * sizeof *frames);
+        cr_assert(frames);
+      }
+      char name[4096];
+      unsigned unnamed = 0;
+      norm_ours(line + 2, name, sizeof name, &unnamed);
+      frames[nframes++] = strdup(name);
+    } else if (line[0] == 'P') {
+      /* the next thread of TraceEvent's: profiles come a thread at a time, by thread id */
+      cr_assert(truncated || j == end, "%s: thread %llu: speedscope has %zu samples, TraceEvent more", path, tid, j);
+      j = end;
+      cr_assert_lt(j, te->n, "%s: a profile for a thread TraceEvent has no samples of: %s", path, line + 2);
+      tid = te->v[j].tid;
+      for (end = j; end < te->n && te->v[end].tid == tid; end++) continue;
+      const char *given = dnt_profile_thread_name(prof, tid);
+      char label[64];
+      snprintf(label, sizeof label, "Thread %llu", tid);
+      cr_assert_str_eq(line + 2, given && *given ? given : label, "%s: profile %zu", path, profiles);
+      profiles++;
+    } else {
+      char *q = line + 2;
+      unsigned long n = strtoul(q, &q, 10);
+      struct buf b = {0};
+      put(&b, "");
+      b.n = 0;
+      for (q++; *q;) {
+        unsigned long f = strtoul(q, &q, 10);
+        cr_assert_lt(f, nframes, "%s: frame %lu", path, f);
+        put(&b, frames[f]);
+        if (*q == ',') q++;
+      }
+      for (unsigned long k = 0; k < n; k++, j++, expanded++) {
+        if (j >= end) {
+          cr_assert(truncated, "%s: thread %llu: speedscope has more samples than TraceEvent's %zu", path, tid, end);
+          break;
+        }
+        if (strcmp(b.p, te->v[j].stack) != 0 && diffs++ < 5)
+          cr_log_error("%s: speedscope, thread %llu, sample at %.6f ms:\n  speedscope: %s\n  TraceEvent: %s", path, tid,
+                       te->v[j].ms, b.p, te->v[j].stack);
+      }
+      free(b.p);
+    }
+  }
+  cr_assert(truncated || (j == end && end == te->n), "%s: speedscope has fewer threads or samples than TraceEvent",
+            path);
+  cr_log_info("%s: speedscope: %zu profiles, %zu samples; %zu differ from TraceEvent's", path, profiles, expanded,
+              diffs);
+  cr_expect_eq(diffs, 0, "%s: %zu of speedscope's samples differ from TraceEvent's", path, diffs);
+  for (size_t f = 0; f < nframes; f++) free(frames[f]);
+  free(frames);
+  dnt_run_free(&r);
+}
+
+/* ---- one run ---- */
+
+struct trace {
+  char path[8192 + 512];
+  struct dnt_profile *prof;
+  int truncated;
+  struct samples ours, te;
+};
+
+/* dntrace's side: 1, or 0 when the trace has no samples (or is a NetPerf one, refused). */
+static int load_ours(struct trace *tr) {
+  tr->prof = dnt_profile_new();
+  cr_assert(tr->prof);
+  dnt_profile_keep_timeline(tr->prof);
+  char msg[1024];
+  int rc = dnt_profile_load(tr->prof, tr->path, msg, sizeof msg);
+  if (rc < 0 || dnt_profile_samples(tr->prof) == 0) {
+    cr_assert(rc >= 0 || strstr(msg, "NetPerf"), "%s: %s", tr->path, msg);
+    dnt_profile_free(tr->prof);
+    tr->prof = NULL;
+    return 0;
+  }
+  tr->truncated = rc == 1;
+  struct ours o = {tr->prof, &tr->ours};
+  cr_assert_eq(dnt_profile_each_sample(tr->prof, our_sample, &o), 0);
+  return 1;
+}
+
+/* Runs the oracle on the n traces and compares; returns how many stackless Managed samples (rule
+ * P2) they had. */
+static size_t run_oracle(struct trace *traces, size_t n) {
+  size_t stackless = 0;
+  char *argv[72] = {"/usr/bin/env", "dotnet", oracle, "--mode", "samplestacks"};
+  cr_assert_leq(n, 64);
+  for (size_t i = 0; i < n; i++) argv[5 + i] = traces[i].path;
+  argv[5 + n] = NULL;
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_argv(&r, argv, NULL, 240000), 0, "the oracle failed: %s", r.err);
+  for (size_t i = 0; i < n; i++) {
+    struct verdict v = {0};
+    read_te(r.out, traces[i].path, &traces[i].te);
+    compare(traces[i].path, &traces[i].ours, &traces[i].te, traces[i].prof, traces[i].truncated, &v);
+    cr_log_info("%s: %zu samples matched (dntrace %zu, TraceEvent %zu), times %.3g ms apart at most; unnamed frames: "
+                "dntrace %zu, TraceEvent %zu; stackless Managed samples %zu",
+                traces[i].path, v.samples, traces[i].ours.n, traces[i].te.n, v.max_dt, v.unnamed, v.te_unnamed,
+                v.stackless);
+    stackless += v.stackless;
+    cr_expect_gt(v.samples, 0, "%s: no sample matched", traces[i].path);
+    cr_expect_eq(v.unmatched_ours + v.unmatched_te, 0, "%s: %zu of dntrace's samples and %zu of TraceEvent's unmatched",
+                 traces[i].path, v.unmatched_ours, v.unmatched_te);
+    cr_expect_eq(v.stack_diffs, 0, "%s: %zu samples with other stacks", traces[i].path, v.stack_diffs);
+    cr_expect_eq(v.weight_diffs, 0, "%s: %zu samples weighed otherwise", traces[i].path, v.weight_diffs);
+    check_speedscope(traces[i].path, traces[i].prof, &traces[i].te, traces[i].truncated);
+    samples_free(&traces[i].ours);
+    samples_free(&traces[i].te);
+    dnt_profile_free(traces[i].prof);
+  }
+  dnt_run_free(&r);
+  return stackless;
+}
+
+static int is_trace(const char *name) {
+  size_t n = strlen(name);
+  return (n > 9 && strcmp(name + n - 9, ".nettrace") == 0) || (n > 13 && strcmp(name + n - 13, ".nettrace.zip") == 0) ||
+         (n > 7 && strcmp(name + n - 7, ".netperf") == 0) || (n > 11 && strcmp(name + n - 11, ".netperf.zip") == 0);
+}
+
+#define MAX_TRACES 64
+
+Test(oracle_stacks, corpus_every_sample_equals_traceevent, .timeout = 240) {
+  need_corpus();
+  need_oracle();
+  need_python();
+  static struct trace traces[MAX_TRACES];
+  size_t n = 0, all = 0;
+  DIR *top = opendir(corpus_dir);
+  cr_assert(top, "cannot open %s", corpus_dir);
+  struct dirent *d;
+  while ((d = readdir(top))) {
+    if (d->d_name[0] == '.') continue;
+    char sub[4096 + 260];
+    snprintf(sub, sizeof sub, "%s/%s", corpus_dir, d->d_name);
+    DIR *dir = opendir(sub);
+    if (!dir) continue;
+    struct dirent *f;
+    while ((f = readdir(dir))) {
+      if (!is_trace(f->d_name)) continue;
+      cr_assert_lt(n, MAX_TRACES, "more traces with samples than the test holds");
+      memset(&traces[n], 0, sizeof traces[n]);
+      snprintf(traces[n].path, sizeof traces[n].path, "%s/%s", sub, f->d_name);
+      all++;
+      n += load_ours(&traces[n]);
+    }
+    closedir(dir);
+  }
+  closedir(top);
+  cr_log_info("%zu traces, %zu with samples", all, n);
+  /* the corpus has six traces with samples (INDEX.md): all must be found */
+  cr_assert_geq(n, 6, "only %zu traces with samples among %zu", n, all);
+  cr_expect_eq(run_oracle(traces, n), 0, "Managed samples without frames (rule P2): see the log");
+}
+
+/* A trace of this machine's runtime, collected by dntrace from the sample target: its threads
+ * compute, sleep and wait, so both kinds of samples and deep managed stacks are there. */
+Test(oracle_stacks, collected_trace_every_sample_equals_traceevent, .timeout = 120) {
+  DNT_REQUIRE_TARGET();
+  need_oracle();
+  need_python();
+  dnt_target t;
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = 30000};
+  char err[512];
+  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
+  char dir[] = "/tmp/dnt-oracle-stacks-XXXXXX";
+  cr_assert(mkdtemp(dir));
+  static struct trace tr;
+  memset(&tr, 0, sizeof tr);
+  snprintf(tr.path, sizeof tr.path, "%s/t.nettrace", dir);
+  char pid[16];
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  struct dnt_run r;
+  int rc = dnt_run_dntrace(&r, "collect", "-p", pid, "-o", tr.path, "--duration", "2s", NULL);
+  dnt_target_stop(&t);
+  cr_assert_eq(rc, 0, "%s", r.err);
+  dnt_run_free(&r);
+  cr_assert_eq(load_ours(&tr), 1, "the collected trace has no samples");
+  cr_assert_eq(tr.truncated, 0);
+  cr_expect_eq(run_oracle(&tr, 1), 0, "Managed samples without frames (rule P2): see the log");
+  unlink(tr.path);
+  rmdir(dir);
+}
+
+/* ---- names, by construction ----
+ * A trace written here: three modules and a jitted method in each, on one sample's stack, with
+ * a method of no namespace (rule F2), one of a module never loaded (M2) and an address no method
+ * covers (U); a thread whose first sample precedes the trace's start; one whose samples have no
+ * stack (P2).
+ *   1 /app/Foo.ni.dll as both its IL and native path (CoreCLR's NGEN image logged as its own IL
+ *     image): TraceEvent drops the ".ni" (ManagedModuleLoadOrUnload), so dntrace must: "Foo"
+ *   2 /app/Bar.ni.dll, native path /app/native/Bar.ni.dll: the paths differ, nothing dropped:
+ *     "Bar.ni"
+ *   3 /app/Baz.exe as both: no ".ni" to drop: "Baz"
+ * The expected names follow from those rules; then the oracle reads the same file and every
+ * sample must match, as above (TraceEvent must agree with the rules as written here). */
+
+#define RUNTIME "Microsoft-Windows-DotNETRuntime"
+
+struct bytes {
+  uint8_t b[1024];
+  uint32_t n;
+};
+
+static void b_u16(struct bytes *b, uint16_t v) { memcpy(b->b + b->n, &v, 2), b->n += 2; }
+static void b_u32(struct bytes *b, uint32_t v) { memcpy(b->b + b->n, &v, 4), b->n += 4; }
+static void b_u64(struct bytes *b, uint64_t v) { memcpy(b->b + b->n, &v, 8), b->n += 8; }
+static void b_wstr(struct bytes *b, const char *s) { /* ASCII as UTF-16LE, with its NUL */
+  do b_u16(b, (uint16_t)(unsigned char)*s);
+  while (*s++);
+}
+static void b_zero(struct bytes *b, uint32_t n) { memset(b->b + b->n, 0, n), b->n += n; }
+
+/* ModuleLoad, version 2 (the runtime's manifest): ids, flags, the two paths, then the PDB fields */
+static void module_load(struct bytes *b, uint64_t id, const char *il, const char *native) {
+  b->n = 0;
+  b_u64(b, id), b_u64(b, 100 + id), b_u32(b, 0), b_u32(b, 0);
+  b_wstr(b, il), b_wstr(b, native);
+  b_u16(b, 0);
+  b_zero(b, 16), b_u32(b, 0), b_wstr(b, "");
+  b_zero(b, 16), b_u32(b, 0), b_wstr(b, "");
+}
+
+/* MethodLoadVerbose, version 1: MethodFlags 8 is Jitted (TraceLog files jitted methods only) */
+static void method_load(struct bytes *b, uint64_t module, uint64_t start, const char *ns, const char *name) {
+  b->n = 0;
+  b_u64(b, 1000 + module), b_u64(b, module), b_u64(b, start), b_u32(b, 0x100), b_u32(b, 0x06000001), b_u32(b, 8);
+  b_wstr(b, ns), b_wstr(b, name), b_wstr(b, "void  (int32)");
+  b_u16(b, 0);
+}
+
+static void write_modules_trace(const char *path) {
+  ntrw w;
+  ntrw_trace t = {.sync_qpc = 1000, .freq = 1000000, .pointer_size = 8, .pid = 4242, .cpus = 1, .sampling_ns = 1000000};
+  ntrw_md md[] = {
+      {.id = 1, .provider = SAMPLER, .event_id = 0, .name = "", .opcode = -1, .no_fields = 1},
+      {.id = 2, .provider = RUNTIME, .event_id = 152, .version = 2, .level = 4, .keywords = 0x8, .name = "",
+       .opcode = -1, .no_fields = 1},
+      {.id = 3, .provider = RUNTIME, .event_id = 143, .version = 1, .level = 5, .keywords = 0x10, .name = "",
+       .opcode = -1, .no_fields = 1},
+  };
+  /* leaf first: Foo's method called Bar's, which called into unnamed code (0x9010), which called
+   * the lost module's method, which called Baz's two (return addresses inside each).
+   * Not a return address at a method's very end (0x2100, a call as its last instruction):
+   * there the two differ on purpose. dntrace names a caller frame by the byte before its
+   * return address, the call itself (as perf and pprof do), so 0x2100 is App.Bar.Call; TraceEvent
+   * looks the address up as it is and finds no method ("?!0x2100"), or the next method if one
+   * starts there. None was seen in the corpus or in traces of the sample target. */
+  static const uint64_t stack[] = {0x3010, 0x4010, 0x5010, 0x9010, 0x2020, 0x1030};
+  static const uint64_t unnamed[] = {0x9010};
+  const uint64_t *const frames[] = {stack, unnamed};
+  const uint32_t nframes[] = {6, 1};
+  ntrw_init(&w, 0);
+  ntrw_trace_hdr(&w, &t);
+  ntrw_md_begin(&w);
+  for (size_t i = 0; i < 3; i++) ntrw_metadata(&w, &md[i]);
+  ntrw_block_end(&w);
+  ntrw_stacks(&w, 1, 2, frames, nframes);
+  ntrw_ev_begin(&w, 1);
+  /* thread 8, the weights' edges: a sample before the trace's start (sync 1000) passes on no
+   * time; an External one weighs the 2 ms to the next; the last, none: 2 ms in all */
+  static const uint32_t kinds8[] = {2, 1, 2};
+  static const uint64_t ts8[] = {900, 2500, 4500};
+  uint32_t seq8 = 1;
+  ntrw_ev first8 = {.metadata_id = 1, .seq = seq8++, .thread = 8, .capture_thread = 8, .stack_id = 2, .ts = ts8[0],
+                    .payload = (const uint8_t *)&kinds8[0], .payload_size = 4};
+  ntrw_event(&w, &first8);
+  static struct bytes p[8];
+  module_load(&p[0], 1, "/app/Foo.ni.dll", "/app/Foo.ni.dll");
+  module_load(&p[1], 2, "/app/Bar.ni.dll", "/app/native/Bar.ni.dll");
+  module_load(&p[2], 3, "/app/Baz.exe", "/app/Baz.exe");
+  method_load(&p[3], 1, 0x1000, "App.Foo", "Main");
+  method_load(&p[4], 2, 0x2000, "App.Bar", "Call");
+  method_load(&p[5], 3, 0x3000, "App.Baz", "Work");
+  method_load(&p[6], 3, 0x4000, "", "Helper");
+  method_load(&p[7], 9, 0x5000, "App.Lost", "Run"); /* module 9 was never loaded */
+  uint32_t seq = 1;
+  uint64_t ts = 1100;
+  for (size_t i = 0; i < 8; i++) {
+    ntrw_ev ev = {.metadata_id = i < 3 ? 2 : 3, .seq = seq++, .thread = 7, .capture_thread = 7, .ts = ts++,
+                  .payload = p[i].b, .payload_size = p[i].n};
+    ntrw_event(&w, &ev);
+  }
+  /* three Managed samples 1 ms apart on that stack: two weighed, the last not */
+  static const uint32_t managed = 2;
+  for (int i = 0; i < 3; i++) {
+    ntrw_ev ev = {.metadata_id = 1, .seq = seq++, .thread = 7, .capture_thread = 7, .stack_id = 1,
+                  .ts = 2000 + 1000 * (uint64_t)i, .payload = (const uint8_t *)&managed, .payload_size = 4};
+    ntrw_event(&w, &ev);
+  }
+  /* thread 9: Managed, External, Managed samples without a stack (stack id 0; rule P2), 1 ms
+   * apart: 2 ms */
+  for (int i = 0; i < 3; i++) {
+    ntrw_ev ev = {.metadata_id = 1, .seq = (uint32_t)i + 1, .thread = 9, .capture_thread = 9, .stack_id = 0,
+                  .ts = 2200 + 1000 * (uint64_t)i, .payload = (const uint8_t *)&kinds8[i], .payload_size = 4};
+    ntrw_event(&w, &ev);
+  }
+  for (int i = 1; i < 3; i++) {
+    ntrw_ev ev = {.metadata_id = 1, .seq = seq8++, .thread = 8, .capture_thread = 8, .stack_id = 2, .ts = ts8[i],
+                  .payload = (const uint8_t *)&kinds8[i], .payload_size = 4};
+    ntrw_event(&w, &ev);
+  }
+  ntrw_block_end(&w);
+  ntrw_end(&w);
+  FILE *fp = fopen(path, "wb");
+  cr_assert(fp, "cannot write %s", path);
+  cr_assert_eq(fwrite(w.buf, 1, w.len, fp), w.len);
+  cr_assert_eq(fclose(fp), 0);
+  ntrw_release(&w);
+}
+
+Test(oracle_stacks, names_follow_traceevent_rules) {
+  char dir[] = "/tmp/dnt-oracle-mod-XXXXXX";
+  cr_assert(mkdtemp(dir));
+  static struct trace tr;
+  memset(&tr, 0, sizeof tr);
+  snprintf(tr.path, sizeof tr.path, "%s/modules.nettrace", dir);
+  write_modules_trace(tr.path);
+  cr_assert_eq(load_ours(&tr), 1, "the written trace has no samples");
+  cr_assert_eq(tr.ours.n, 9);
+  for (size_t t = 0; t < dnt_profile_nthreads(tr.prof); t++)
+    cr_expect(fabs(dnt_profile_thread_ms(tr.prof, t) - 2.0) < 1e-9, "thread %llu: %.6f ms",
+              (unsigned long long)dnt_profile_thread_id(tr.prof, t), dnt_profile_thread_ms(tr.prof, t));
+  /* norm_ours lowercases the module only */
+  cr_expect_str_eq(tr.ours.v[0].stack,
+                   "foo!App.Foo.Main\tbar.ni!App.Bar.Call\t?!0x9010\t?!App.Lost.Run\tbaz!Helper\tbaz!App.Baz.Work");
+  need_oracle();
+  need_python();
+  cr_expect_eq(run_oracle(&tr, 1), 2, "thread 9's two Managed samples without a stack");
+  unlink(tr.path);
+  rmdir(dir);
+}
