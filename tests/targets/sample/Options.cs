@@ -9,7 +9,7 @@ namespace Sample
         public const string Usage =
             "usage: Sample [--seconds N] [--exit-code N] [--no-cpu] [--no-blocking] [--no-alloc]\n" +
             "              [--no-exceptions] [--no-counters] [--event-rate N] [--gen2 N] [--threads N]\n" +
-            "              [--gc-induce N] [--gc-background]\n" +
+            "              [--gc-induce N] [--gc-background] [--alloc TYPE:BYTES_PER_S]\n" +
             "  --seconds N      run N seconds, then exit (default: until killed or Ctrl+C)\n" +
             "  --exit-code N    exit with N when done\n" +
             "  --event-rate N   emit about N Sample-Load events per second (0: off; very high: as fast as possible)\n" +
@@ -18,7 +18,11 @@ namespace Sample
             "  --threads N      also start N idle threads (idle-1 .. idle-N) parked in IdleWork.Park\n" +
             "  --gc-induce N    call GC.Collect() N times a second, printing 'induced GC' after each, GC being\n" +
             "                   GC.CollectionCount(0) then: the number the runtime gave that collection\n" +
-            "  --gc-background  with --gc-induce: every other induced collection is a background one";
+            "  --gc-background  with --gc-induce: every other induced collection is a background one\n" +
+            "  --alloc TYPE:BYTES_PER_S  thread alloc-work allocates objects of TYPE (byte[], string or\n" +
+            "                   Sample.Payload) at that rate in AllocWork.Allocate instead of its usual mix,\n" +
+            "                   printing 'allocated TYPE N' every 250 ms and once at the end: N the bytes\n" +
+            "                   Allocate allocated so far, GC.GetAllocatedBytesForCurrentThread's count";
 
         public double Seconds;
         public int ExitCode;
@@ -28,6 +32,8 @@ namespace Sample
         public int IdleThreads;
         public double GcInduce;
         public bool GcBackground;
+        public string? AllocType;
+        public double AllocRate;
 
         public static Options Parse(string[] args)
         {
@@ -44,6 +50,7 @@ namespace Sample
                     case "--threads": o.IdleThreads = int.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
                     case "--gc-induce": o.GcInduce = double.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
                     case "--gc-background": o.GcBackground = true; break;
+                    case "--alloc": ParseAlloc(o, Value(args, ref i)); break;
                     case "--no-cpu": o.Cpu = false; break;
                     case "--no-blocking": o.Blocking = false; break;
                     case "--no-alloc": o.Alloc = false; break;
@@ -54,6 +61,17 @@ namespace Sample
                 }
             }
             return o;
+        }
+
+        private static void ParseAlloc(Options o, string v)
+        {
+            int colon = v.LastIndexOf(':');
+            if (colon <= 0 || !double.TryParse(v.Substring(colon + 1), NumberStyles.Float, CultureInfo.InvariantCulture,
+                                               out o.AllocRate) || o.AllocRate <= 0)
+                throw new ArgumentException("--alloc wants TYPE:BYTES_PER_S, not '" + v + "'");
+            o.AllocType = v.Substring(0, colon);
+            if (!RatedAlloc.Known(o.AllocType))
+                throw new ArgumentException("--alloc: unknown type '" + o.AllocType + "' (byte[], string or Sample.Payload)");
         }
 
         private static string Value(string[] args, ref int i)
