@@ -513,6 +513,14 @@ void dnt_profile_add_ips(struct dnt_profile *p, uint64_t thread, uint64_t time, 
   }
 }
 
+void dnt_profile_add_event(struct dnt_profile *p, const ntr_event *ev, double weight) {
+  uint32_t stack = stack_of(p, ev);
+  if (p->oom) return;
+  add_sample(p, ev->thread_id, stack, 0, weight);
+  p->total_ms += weight;
+  if (ev->timestamp > p->last_ts) p->last_ts = ev->timestamp;
+}
+
 int dnt_profile_add_resolver(struct dnt_profile *p, dnt_profile_namer fn, void *ud) {
   if (p->nresolvers == DNT_PROFILE_MAX_RESOLVERS) return -1;
   p->resolvers[p->nresolvers].fn = fn;
