@@ -8,6 +8,8 @@
 //                  speedscope and Chromium exports hold, computed as dotnet-trace computes them
 //                  (SampleProfilerThreadTimeComputer over a TraceLog); no timing line
 //   --mode gc      TraceEvent's GC analysis, one line per GC (GcStats.cs), for tests/test-gc.c
+//   --mode allocs  GCAllocationTick bytes and events per type as TraceEvent decodes them
+//                  (AllocStats.cs), for tests/test-allocs.c
 //   --mode names   no timing: one line per distinct event kind, "provider<TAB>id<TAB>version<TAB>
 //                  name" as TraceEvent names it (the runtime's parsers registered), for the
 //                  expected lists of dntrace's tests (tests/data/traceevent-names/)
@@ -49,7 +51,7 @@ static class Program
         }
         if (args.Length < 1 || (args.Length == 3 && args[1] != "--mode") || args.Length == 2 || args.Length > 3)
         {
-            Console.Error.WriteLine("usage: BenchTraceEvent FILE.nettrace [--mode parse|stacks|gc|names]\n" +
+            Console.Error.WriteLine("usage: BenchTraceEvent FILE.nettrace [--mode parse|stacks|gc|allocs|names]\n" +
                                     "       BenchTraceEvent --mode threadtime FILE...");
             return 2;
         }
@@ -69,6 +71,7 @@ static class Program
                 "parse" => Parse(path),
                 "stacks" => Stacks(path),
                 "gc" => GcStats.Print(path),
+                "allocs" => AllocStats.Print(path),
                 _ => throw new ArgumentException($"unknown mode '{mode}'"),
             };
             double s = clock.Elapsed.TotalSeconds;
