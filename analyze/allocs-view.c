@@ -109,12 +109,24 @@ static void free_stacks(struct stacks *s) {
   free(s->index);
 }
 
-/* Whether a frame is the program's own code: managed, and not of the framework's assemblies. */
+/* A managed method's name, module or not: `?!Namespace.Type.Method` is a method whose module the
+ * trace did not name (no loader events nor rundown), `?!0x...` no method at all. */
+static int managed(const char *name) {
+  if (strncmp(name, "?!", 2) == 0) return strncmp(name, "?!0x", 4) != 0;
+  return dnt_frame_kind(name) == 'M';
+}
+
+/* Whether a frame is the program's own code: managed, and not of the framework's assemblies
+ * (by module, or by namespace when the module is unknown). */
 static int user_frame(const char *name) {
-  if (dnt_frame_kind(name) != 'M') return 0;
-  static const char *const framework[] = {"System.", "Microsoft.", "System!", "mscorlib!", "netstandard!", "?!"};
-  for (size_t i = 0; i < sizeof framework / sizeof framework[0]; i++)
-    if (strncmp(name, framework[i], strlen(framework[i])) == 0) return 0;
+  if (!managed(name)) return 0;
+  static const char *const framework[] = {"System.", "Microsoft.", "System!", "mscorlib!", "netstandard!"};
+  const char *method = strchr(name, '!') + 1;
+  for (size_t i = 0; i < sizeof framework / sizeof framework[0]; i++) {
+    size_t n = strlen(framework[i]);
+    if (strncmp(name, framework[i], n) == 0) return 0;
+    if (name[0] == '?' && framework[i][n - 1] == '.' && strncmp(method, framework[i], n) == 0) return 0;
+  }
   return 1;
 }
 
@@ -123,7 +135,7 @@ static const char *first_user_frame(const struct dnt_profile *p, const uint32_t 
   for (size_t i = n; i > 0; i--)
     if (user_frame(dnt_profile_name(p, frames[i - 1]))) return dnt_profile_name(p, frames[i - 1]);
   for (size_t i = n; i > 0; i--)
-    if (dnt_frame_kind(dnt_profile_name(p, frames[i - 1])) == 'M') return dnt_profile_name(p, frames[i - 1]);
+    if (managed(dnt_profile_name(p, frames[i - 1]))) return dnt_profile_name(p, frames[i - 1]);
   return "?";
 }
 

@@ -30,6 +30,7 @@ enum { TICK, SAMPLED, SOURCES };
 
 #define SAMPLING_P (1.0 / 102400.0)
 #define MAX_TYPE_NAME 1024      /* longer names are cut (a hostile trace's string) */
+#define MAX_EVENT_BYTES 17592186044416.0 /* 2^44: an event claiming more is no runtime's */
 #define UNKNOWN_TYPE "(unknown type)" /* AllocationTick before V2 names no type */
 
 struct type_entry {
@@ -207,10 +208,16 @@ static int on_allocation(struct dnt_allocs_analysis *a, const ntr_event *ev, int
     objects = 1.0 / sampled;
     bytes = size * objects;
   }
+  if (!(bytes <= MAX_EVENT_BYTES) || !(size <= MAX_EVENT_BYTES)) return 0;
   const char *type = dnt_record_str(&a->rec, "TypeName");
   char cut[MAX_TYPE_NAME];
-  if (!type || !*type) type = UNKNOWN_TYPE;
-  else if (strlen(type) >= sizeof cut) type = strncpy(cut, type, sizeof cut - 1), cut[sizeof cut - 1] = 0, cut;
+  if (!type || !*type) {
+    type = UNKNOWN_TYPE;
+  } else if (strlen(type) >= sizeof cut) {
+    memcpy(cut, type, sizeof cut - 1);
+    cut[sizeof cut - 1] = 0;
+    type = cut;
+  }
   struct table *t = &a->tables[src];
   struct type_entry *e = type_of(t, type);
   if (!e) return -1;

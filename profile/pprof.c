@@ -188,7 +188,8 @@ static void sample(void *ud, uint64_t thread, const uint32_t *frames, size_t n, 
     w->ids[i] = (uint64_t)frames[n - 1 - i] + 1;
     w->used[frames[i]] = 1;
   }
-  uint64_t values[2] = {samples, w->bytes ? (uint64_t)(ms > 0 ? ms + 0.5 : 0) : (uint64_t)stack_time_ns(ms)};
+  uint64_t values[2] = {samples, w->bytes ? (ms > 0 && ms < 9e18 ? (uint64_t)(ms + 0.5) : ms > 0 ? INT64_MAX : 0)
+                                          : (uint64_t)stack_time_ns(ms)};
   dnt__pb_packed(&w->msg, SAMPLE_LOCATION_ID, w->ids, n);
   dnt__pb_packed(&w->msg, SAMPLE_VALUE, values, 2);
   dnt__pb_reset(&w->sub);

@@ -133,12 +133,14 @@ static int each_named_stack(const struct dnt_profile *prof, dnt_profile_stack_fn
 }
 
 /* folded: "thread;root;...;leaf value" per line; the thread keeps threads apart in a flame graph.
- * The value is an integer (flamegraph.pl, inferno): microseconds of thread time, or samples. A
+ * The value is an integer (flamegraph.pl, inferno): microseconds of thread time, bytes, or samples. A
  * stack whose time rounds to 0 (threads' last samples, which stand for no time) is left out. */
 static void folded_line(void *ud, uint64_t thread, const uint32_t *frames, size_t n, uint64_t samples, double ms) {
   struct writer *w = ud;
   int bytes = dnt_profile_weight(w->prof) == DNT_WEIGHT_BYTES;
-  uint64_t value = !w->by_time ? samples : bytes ? (uint64_t)(ms + 0.5) : (uint64_t)(ms * 1000.0 + 0.5);
+  double v = bytes ? ms + 0.5 : ms * 1000.0 + 0.5;
+  /* a weight past what an integer holds (a hostile trace's amounts) is written as the largest */
+  uint64_t value = !w->by_time ? samples : v < 1.8e19 ? (uint64_t)v : UINT64_MAX;
   if (value == 0) return;
   fprintf(w->fp, "Thread %llu", (unsigned long long)thread);
   for (size_t i = 0; i < n; i++) {

@@ -3,8 +3,8 @@
  *
  * From a trace file, or from a live process: then a session with the runtime's GC keyword at the
  * verbose level (GCAllocationTick is a verbose event) and its AllocationSampling keyword (.NET 10;
- * older runtimes ignore it), with stacks, and the JIT keyword and the rundown to name their
- * frames. dotnet-trace's gc-verbose profile asks for the GC keyword at the same level, but also for
+ * older runtimes ignore it; with it on, .NET 10 writes no GCAllocationTick), with stacks, and the
+ * loader and JIT keywords and the rundown to name their frames. dotnet-trace's gc-verbose profile asks for the GC keyword at the same level, but also for
  * the GC handle and exception events, which this does not need. The events stream into the
  * analysis; nothing is kept but the types and the distinct stacks. */
 #include <stdlib.h>
@@ -22,9 +22,9 @@
 #include "util.h"
 
 #define DEFAULT_TOP 20
-/* GC (0x1) and JIT (0x10, the methods' names as they compile) at verbose, and AllocationSampling
- * (0x80000000000) */
-#define ALLOCS_PROVIDERS "Microsoft-Windows-DotNETRuntime:0x80000000011:5"
+/* GC (0x1), Loader (0x8) and JIT (0x10: the methods and modules named as they load, should the
+ * rundown not come) at verbose, and AllocationSampling (0x80000000000) */
+#define ALLOCS_PROVIDERS "Microsoft-Windows-DotNETRuntime:0x80000000019:5"
 
 struct allocs_options {
   struct dnt_session_target target;
