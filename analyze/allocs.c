@@ -35,6 +35,8 @@ enum { TICK, SAMPLED, SOURCES };
 
 struct type_entry {
   dnt_alloc_type t;
+  uint8_t *key;  /* the name as the event carries it: UTF-16LE, no terminator */
+  size_t keylen;
   uint32_t hash;
   int sized; /* every tick of it carried an ObjectSize (objects are known) */
 };
@@ -47,8 +49,46 @@ struct table {
   uint64_t events;
 };
 
+/* How to read one kind of allocation event (a metadata record), worked out once from its schema
+ * layout: each top-level field's place and what it is to the analysis. The events are then read
+ * with a payload cursor, field by field, without building a record (the generic decoder, kept for
+ * layouts with other kinds of fields, cost more than the rest of the analysis together). */
+enum role { R_OTHER, R_AMOUNT, R_AMOUNT64, R_KIND, R_TYPE_NAME, R_OBJECT_SIZE, R_ROLES };
+#define PLAN_FIELDS 16
+#define PLANS 8
+struct plan {
+  const ntr_metadata *md; /* the cache's key, with the three below */
+  uint32_t id, event_id, version;
+  const ntr_field *fields;
+  uint32_t nfields;
+  int fast;               /* every field a fixed-size integer, a pointer or a string */
+  uint8_t role[PLAN_FIELDS];
+  uint8_t size[PLAN_FIELDS]; /* bytes; 0: a UTF-16 string */
+};
+
+/* One allocation event's numbers, read either way. */
+struct fields {
+  double v[R_ROLES]; /* by role; -1: absent */
+  const uint8_t *type; /* TypeName in the payload: UTF-16LE, type_len bytes without the NUL */
+  size_t type_len;
+};
+
+/* The bytes of the NUL-terminated UTF-16LE string at p (at most n bytes there), without the
+ * terminator, cut at 2 * (MAX_TYPE_NAME - 1); *used: the bytes it takes with its terminator.
+ * -1 when no terminator comes before n. */
+static long utf16_span(const uint8_t *p, size_t n, size_t *used) {
+  for (size_t i = 0; i + 1 < n; i += 2)
+    if (p[i] == 0 && p[i + 1] == 0) {
+      *used = i + 2;
+      return (long)(i < 2 * (MAX_TYPE_NAME - 1) ? i : 2 * (MAX_TYPE_NAME - 1));
+    }
+  return -1;
+}
+
 struct dnt_allocs_analysis {
   const struct dnt_schema *schema;
+  struct plan plans[PLANS];
+  size_t nplans;
   enum dnt_allocs_source wanted;
   dnt_record rec;
   uint32_t pointer_size;
@@ -84,7 +124,10 @@ void dnt_allocs_analysis_free(struct dnt_allocs_analysis *a) {
   if (!a) return;
   dnt_record_release(&a->rec);
   for (int s = 0; s < SOURCES; s++) {
-    for (size_t i = 0; i < a->tables[s].n; i++) free((char *)a->tables[s].v[i].t.name);
+    for (size_t i = 0; i < a->tables[s].n; i++) {
+      free((char *)a->tables[s].v[i].t.name);
+      free(a->tables[s].v[i].key);
+    }
     free(a->tables[s].v);
     free(a->tables[s].index);
     dnt_profile_free(a->profiles[s]);
@@ -102,10 +145,39 @@ int dnt_allocs_analysis_failed(const struct dnt_allocs_analysis *a) {
 
 /* ---- the type tables ---- */
 
-static uint32_t hash_name(const char *s) {
-  uint32_t h = 2166136261u;
-  for (; *s; s++) h = (h ^ (uint8_t)*s) * 16777619u;
-  return h;
+/* Eight bytes at a time: every allocation event hashes its type's name. */
+static uint32_t hash_key(const uint8_t *k, size_t n) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    memcpy(&w, k + i, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdull;
+  }
+  uint64_t w = 0;
+  if (i < n) memcpy(&w, k + i, n - i);
+  h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+  return (uint32_t)(h ^ h >> 32);
+}
+
+/* The UTF-8 name of a UTF-16LE key (n bytes, no terminator), cut at MAX_TYPE_NAME - 1 bytes;
+ * NULL when out of memory. */
+static char *key_name(const uint8_t *k, size_t n) {
+  if (n == 0) return strdup(UNKNOWN_TYPE);
+  uint8_t *z = malloc(n + 2);
+  char *name = malloc(MAX_TYPE_NAME);
+  if (z && name) {
+    ntr_payload c;
+    memcpy(z, k, n);
+    z[n] = z[n + 1] = 0;
+    ntr_payload_init(&c, z, n + 2);
+    ntr_payload_utf16z(&c, name, MAX_TYPE_NAME, NULL);
+  } else {
+    free(name);
+    name = NULL;
+  }
+  free(z);
+  return name;
 }
 
 static int grow_index(struct table *t) {
@@ -123,14 +195,15 @@ static int grow_index(struct table *t) {
   return 0;
 }
 
-/* The entry of the type named name (created empty), or NULL when out of memory. */
-static struct type_entry *type_of(struct table *t, const char *name) {
-  uint32_t h = hash_name(name);
+/* The entry of the type whose UTF-16 name is key (n bytes; created empty), or NULL when out of
+ * memory. Types are told apart by the bytes the events carry, converted once. */
+static struct type_entry *type_of(struct table *t, const uint8_t *key, size_t n) {
+  uint32_t h = hash_key(key, n);
   if ((t->n + 1) * 2 > t->index_cap && grow_index(t) != 0) return NULL;
   size_t j = h & (t->index_cap - 1);
   for (; t->index[j]; j = (j + 1) & (t->index_cap - 1)) {
     struct type_entry *e = &t->v[t->index[j] - 1];
-    if (e->hash == h && strcmp(e->t.name, name) == 0) return e;
+    if (e->hash == h && e->keylen == n && (n == 0 || memcmp(e->key, key, n) == 0)) return e;
   }
   if (t->n == t->cap) {
     size_t cap = t->cap ? t->cap * 2 : 64;
@@ -139,11 +212,19 @@ static struct type_entry *type_of(struct table *t, const char *name) {
     t->v = v;
     t->cap = cap;
   }
-  char *copy = strdup(name);
-  if (!copy) return NULL;
+  char *name = key_name(key, n);
+  uint8_t *copy = malloc(n ? n : 1);
+  if (!name || !copy) {
+    free(name);
+    free(copy);
+    return NULL;
+  }
+  if (n) memcpy(copy, key, n);
   struct type_entry *e = &t->v[t->n];
   memset(e, 0, sizeof *e);
-  e->t.name = copy;
+  e->t.name = name;
+  e->key = copy;
+  e->keylen = n;
   e->hash = h;
   e->sized = 1;
   t->index[j] = (uint32_t)++t->n;
@@ -181,26 +262,94 @@ int dnt_allocs_on_sequence_point(void *ud, const ntr_sequence_point *sp) {
   return 0;
 }
 
-static double num(const struct dnt_allocs_analysis *a, const char *name, double dflt) {
-  double v;
-  return dnt_record_num(&a->rec, name, &v) == 0 && isfinite(v) && v >= 0 ? v : dflt;
+static const char *const role_names[R_ROLES] = {NULL, "AllocationAmount", "AllocationAmount64", "AllocationKind",
+                                                "TypeName", "ObjectSize"};
+
+/* The plan of md's events (made on first sight); NULL when the schema does not know them. */
+static const struct plan *plan_of(struct dnt_allocs_analysis *a, const ntr_metadata *md) {
+  for (size_t i = 0; i < a->nplans; i++) {
+    const struct plan *p = &a->plans[i];
+    if (p->md == md && p->id == md->id && p->event_id == md->event_id && p->version == md->version)
+      return p->fields ? p : NULL;
+  }
+  struct plan p = {.md = md, .id = md->id, .event_id = md->event_id, .version = md->version};
+  const char *name;
+  /* another provider's event of the same id: a plan of no fields, never read */
+  if (strcmp(md->provider, RUNTIME_PROVIDER) == 0)
+    p.fields = dnt_schema_lookup(a->schema, md->provider, md->event_id, md->version, &name, &p.nfields);
+  p.fast = p.nfields <= PLAN_FIELDS;
+  for (uint32_t i = 0; i < p.nfields && p.fast; i++) {
+    const ntr_field *f = &p.fields[i];
+    size_t size = f->type == DNT_TYPE_POINTER ? (a->pointer_size == 4 ? 4 : 8) : ntr_field_fixed_size(f);
+    int integer = f->type == DNT_TYPE_POINTER || (f->type >= NTR_TYPE_INT16 && f->type <= NTR_TYPE_UINT64);
+    if (f->type == NTR_TYPE_STRING) p.size[i] = 0;
+    else if (size > 0 && size <= 8) p.size[i] = (uint8_t)size;
+    else p.fast = 0;
+    for (int r = 1; r < R_ROLES; r++)
+      if (strcmp(f->name, role_names[r]) == 0 && (r == R_TYPE_NAME ? f->type == NTR_TYPE_STRING : integer))
+        p.role[i] = (uint8_t)r;
+  }
+  if (a->nplans == PLANS) a->nplans = 0; /* more kinds than any runtime writes: start over */
+  a->plans[a->nplans] = p;
+  return p.fields ? &a->plans[a->nplans++] : (a->nplans++, NULL);
+}
+
+/* Reads the fields of ev by its plan. A short payload keeps the fields read before the fault
+ * (the rest are absent). */
+static void read_fast(const struct plan *p, const ntr_event *ev, struct fields *out) {
+  ntr_payload c;
+  ntr_payload_init(&c, ev->payload, ev->payload_size);
+  for (uint32_t i = 0; i < p->nfields; i++) {
+    size_t left = ntr_payload_left(&c), used;
+    if (p->size[i] == 0) {
+      long len = utf16_span(c.cur, left, &used);
+      if (len < 0) return;
+      if (p->role[i] == R_TYPE_NAME) out->type = c.cur, out->type_len = (size_t)len;
+      ntr_payload_skip(&c, used);
+      continue;
+    }
+    if (left < p->size[i]) return;
+    if (p->role[i] != R_OTHER) {
+      uint64_t v = 0;
+      for (uint8_t k = p->size[i]; k > 0; k--) v = v << 8 | c.cur[k - 1]; /* little-endian */
+      out->v[p->role[i]] = (double)v;
+    }
+    ntr_payload_skip(&c, p->size[i]);
+  }
+}
+
+/* The same through the generic decoder, for layouts the fast path does not take. */
+static int read_record(struct dnt_allocs_analysis *a, const struct plan *p, const ntr_event *ev, struct fields *out) {
+  if (dnt_record_decode_layout(&a->rec, p->fields, p->nfields, a->pointer_size == 4 ? 4 : 8, ev->payload,
+                               ev->payload_size) == NTR_ENOMEM)
+    return -1;
+  for (int r = 1; r < R_ROLES; r++) {
+    double v;
+    if (r == R_TYPE_NAME) {
+      const dnt_value *s = dnt_record_get(&a->rec, role_names[r]);
+      size_t used;
+      long len = s && s->kind == DNT_VALUE_STRING && s->raw ? utf16_span(s->raw, s->rawlen, &used) : -1;
+      if (len >= 0) out->type = s->raw, out->type_len = (size_t)len;
+    } else if (dnt_record_num(&a->rec, role_names[r], &v) == 0 && isfinite(v) && v >= 0) {
+      out->v[r] = v;
+    }
+  }
+  return 0;
 }
 
 /* One allocation event, decoded: its estimated bytes and objects charged to its type and stack. */
 static int on_allocation(struct dnt_allocs_analysis *a, const ntr_event *ev, int src) {
-  const ntr_metadata *md = ev->metadata;
-  const char *name;
-  uint32_t nfields;
-  const ntr_field *f = dnt_schema_lookup(a->schema, md->provider, md->event_id, md->version, &name, &nfields);
-  if (!f) return 0;
-  /* a short or odd payload keeps the fields decoded before the fault; a missing one reads as 0 */
-  if (dnt_record_decode_layout(&a->rec, f, nfields, a->pointer_size == 4 ? 4 : 8, ev->payload, ev->payload_size) ==
-      NTR_ENOMEM)
-    return -1;
-  double bytes, objects = 0, size = num(a, "ObjectSize", 0);
+  const struct plan *p = plan_of(a, ev->metadata);
+  if (!p) return 0;
+  struct fields fl;
+  for (int r = 0; r < R_ROLES; r++) fl.v[r] = -1;
+  fl.type = NULL;
+  fl.type_len = 0;
+  if (p->fast) read_fast(p, ev, &fl);
+  else if (read_record(a, p, ev, &fl) != 0) return -1;
+  double bytes, objects = 0, size = fl.v[R_OBJECT_SIZE] > 0 ? fl.v[R_OBJECT_SIZE] : 0;
   if (src == TICK) {
-    bytes = num(a, "AllocationAmount64", -1);
-    if (bytes < 0) bytes = num(a, "AllocationAmount", 0);
+    bytes = fl.v[R_AMOUNT64] >= 0 ? fl.v[R_AMOUNT64] : fl.v[R_AMOUNT] >= 0 ? fl.v[R_AMOUNT] : 0;
     if (size > 0) objects = bytes / size;
   } else {
     if (!(size > 0)) return 0; /* no size, no estimate (not a runtime's event) */
@@ -209,24 +358,15 @@ static int on_allocation(struct dnt_allocs_analysis *a, const ntr_event *ev, int
     bytes = size * objects;
   }
   if (!(bytes <= MAX_EVENT_BYTES) || !(size <= MAX_EVENT_BYTES)) return 0;
-  const char *type = dnt_record_str(&a->rec, "TypeName");
-  char cut[MAX_TYPE_NAME];
-  if (!type || !*type) {
-    type = UNKNOWN_TYPE;
-  } else if (strlen(type) >= sizeof cut) {
-    memcpy(cut, type, sizeof cut - 1);
-    cut[sizeof cut - 1] = 0;
-    type = cut;
-  }
   struct table *t = &a->tables[src];
-  struct type_entry *e = type_of(t, type);
+  struct type_entry *e = type_of(t, fl.type, fl.type_len); /* none (before V2): UNKNOWN_TYPE */
   if (!e) return -1;
   t->events++;
   e->t.bytes += bytes;
   e->t.objects += objects;
   e->t.samples++;
   if (!(size > 0)) e->sized = 0;
-  uint32_t kind = (uint32_t)num(a, "AllocationKind", 0); /* 0 small, 1 large, 2 pinned */
+  uint32_t kind = fl.v[R_KIND] > 0 ? (uint32_t)fl.v[R_KIND] : 0; /* 0 small, 1 large, 2 pinned */
   if (kind == 1) e->t.large_bytes += bytes;
   else if (kind == 2) e->t.pinned_bytes += bytes;
   dnt_profile_add_event(a->profiles[src], ev, bytes);
@@ -244,9 +384,7 @@ int dnt_allocs_on_event(void *ud, const ntr_event *ev) {
   for (int s = 0; s < SOURCES; s++) rc |= a->pcb.on_event(a->profiles[s], ev);
   if (rc) return 1;
   const ntr_metadata *md = ev->metadata;
-  if (!md || (md->event_id != EV_ALLOCATION_TICK && md->event_id != EV_ALLOCATION_SAMPLED) ||
-      strcmp(md->provider, RUNTIME_PROVIDER) != 0)
-    return 0;
+  if (!md || (md->event_id != EV_ALLOCATION_TICK && md->event_id != EV_ALLOCATION_SAMPLED)) return 0;
   if (on_allocation(a, ev, md->event_id == EV_ALLOCATION_TICK ? TICK : SAMPLED) != 0) {
     a->failed = 1;
     return 1;
