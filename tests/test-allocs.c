@@ -5,7 +5,7 @@
  *     (GC.GetAllocatedBytesForCurrentThread around each call of AllocWork.Allocate), from
  *     GCAllocationTick and from .NET 10's AllocationSampled (two recordings: with the sampling
  *     keyword on, the runtime writes no ticks); the allocating stack is AllocWork.Allocate's; the
- *     folded stacks through Allocate and the flame graph carry those bytes;
+ *     folded stacks through Allocate, the flame graph and go tool pprof (alloc_space) carry them;
  *   - the corpus trace with allocation ticks against TraceEvent's decoding of the same events
  *     (tests/bench-traceevent --mode allocs): per type, the same events and bytes;
  *   - a live process (-p): the sample's type and its stack found;
@@ -189,6 +189,44 @@ Test(allocs_sample, flame_graph_and_formats_carry_the_allocating_stack, .timeout
   unlink(svg);
   unlink(json);
   unlink(ss);
+  remove_trace(dir, path);
+}
+
+/* pprof, read by its real consumer: go tool pprof sees alloc_space in bytes, and AllocWork.Allocate
+ * at (cumulatively) the bytes the sample allocated. */
+Test(allocs_sample, pprof_says_alloc_space_of_allocate, .timeout = 120) {
+  if (system("command -v go >/dev/null 2>&1") != 0) {
+    if (in_ci()) cr_assert_fail("no 'go' on PATH (CI=true: ./bootstrap.sh installs golang-go)");
+    cr_skip_test("needs go tool pprof (apt-get install golang-go)");
+  }
+  char dir[] = "/tmp/dnt-allocs-XXXXXX", path[64], pb[96], home[128], cache[128], tmp[128];
+  double truth;
+  record_sample("0x11", "Sample.Payload", dir, path, &truth);
+  snprintf(pb, sizeof pb, "%s/a.pb.gz", dir);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "allocs", path, "--format", "pprof", "-o", pb, NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+  snprintf(home, sizeof home, "HOME=%s", dir);
+  snprintf(cache, sizeof cache, "GOCACHE=%s/gocache", dir);
+  snprintf(tmp, sizeof tmp, "PPROF_TMPDIR=%s", dir);
+  const char *env[] = {home, cache, tmp, NULL};
+  char *const argv[] = {"/usr/bin/env", "go", "tool", "pprof", "-sample_index=alloc_space", "-top", "-unit=B", pb, NULL};
+  cr_assert_eq(dnt_run_argv(&r, argv, env, 60000), 0, "%s", r.err);
+  cr_expect(strstr(r.out, "Type: alloc_space"), "%s", r.out);
+  /* "flat flat% sum% cum cum% name": the cumulative bytes of Allocate's line */
+  double cum = -1;
+  for (char *l = r.out; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+    char flat[32], fp[16], sp[16], c[32], name[256];
+    if (sscanf(l, "%31s %15s %15s %31s %*s %255s", flat, fp, sp, c, name) == 5 &&
+        strcmp(name, "Sample!Sample.AllocWork.Allocate") == 0)
+      cum = atof(c);
+  }
+  expect_within_10pct(cum, truth, "go tool pprof: AllocWork.Allocate's alloc_space");
+  dnt_run_free(&r);
+  unlink(pb);
+  char gocache[160];
+  snprintf(gocache, sizeof gocache, "rm -rf '%s/gocache' '%s/pprof'", dir, dir);
+  if (system(gocache) != 0) cr_log_warn("could not remove %s's go cache", dir);
   remove_trace(dir, path);
 }
 
