@@ -139,8 +139,11 @@ int cmd_allocs(int argc, char **argv) {
   const dnt_allocs_summary *s = dnt_allocs_get_summary(a);
   if (s->samples == 0) {
     /* one line, whatever the format: an empty table or flame graph would say less */
-    dnt_error("no allocation events in this trace (record them with 'dntrace allocs -p PID', or the "
-              "runtime's GC keyword at verbose level)");
+    if (o.trace)
+      dnt_error("no allocation events in this trace (record them with 'dntrace allocs -p PID', or the "
+                "runtime's GC keyword at verbose level)");
+    else
+      dnt_error("no allocation events came from the process (did it allocate while it was recorded?)");
     goto done;
   }
   if (report)
