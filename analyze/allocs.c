@@ -329,6 +329,8 @@ static int read_record(struct dnt_allocs_analysis *a, const struct plan *p, cons
       const dnt_value *s = dnt_record_get(&a->rec, role_names[r]);
       size_t used;
       long len = s && s->kind == DNT_VALUE_STRING && s->raw ? utf16_span(s->raw, s->rawlen, &used) : -1;
+      if (len < 0 && s && s->kind == DNT_VALUE_STRING && s->raw) /* its bytes without the terminator */
+        len = (long)((s->rawlen < 2 * (MAX_TYPE_NAME - 1) ? s->rawlen : 2 * (MAX_TYPE_NAME - 1)) & ~(size_t)1);
       if (len >= 0) out->type = s->raw, out->type_len = (size_t)len;
     } else if (dnt_record_num(&a->rec, role_names[r], &v) == 0 && isfinite(v) && v >= 0) {
       out->v[r] = v;
