@@ -274,5 +274,74 @@ const char *dnt_tp_reason_name(uint32_t reason, char buf[24]);
  * when there are more) and the pool per second, as text or as one JSON object. */
 void dnt_tp_write_text(FILE *fp, const struct dnt_tp_analysis *a, size_t top);
 void dnt_tp_write_json(FILE *fp, const struct dnt_tp_analysis *a, size_t top);
+/* Allocations: bytes and objects by type and by allocating stack, estimated from the runtime's
+ * GCAllocationTick events (about one per 100 KB a heap allocates) or, on .NET 10, its randomized
+ * AllocationSampled events, scaled as the runtime's design note says (analyze/allocs.c states the
+ * rules). The stacks are a profile (profile/) weighed in bytes, so every profile writer draws the
+ * allocation flame graph. */
+
+struct dnt_profile;
+
+/* Which events the estimates come from. */
+enum dnt_allocs_source {
+  DNT_ALLOCS_AUTO,   /* AllocationSampled when the trace has any, else GCAllocationTick */
+  DNT_ALLOCS_TICK,   /* GCAllocationTick only */
+  DNT_ALLOCS_SAMPLED /* AllocationSampled only */
+};
+
+typedef struct dnt_alloc_type {
+  const char *name;          /* as the runtime names it ("System.Byte[]"); owned by the analysis */
+  double bytes;              /* estimated bytes allocated */
+  double objects;            /* estimated objects (0 when unknown: see objects_known) */
+  uint64_t samples;          /* the events that named it */
+  double large_bytes;        /* of bytes, on the large object heap (AllocationKind 1) */
+  double pinned_bytes;       /* on the pinned object heap (AllocationKind 2) */
+} dnt_alloc_type;
+
+typedef struct dnt_allocs_summary {
+  const char *source;        /* "AllocationSampled", "GCAllocationTick" or "none"; static string */
+  double bytes, objects;     /* over every type */
+  int objects_known;         /* objects are estimated (AllocationSampled, or ticks that all carry
+                                ObjectSize: GCAllocationTick V4, .NET 10) */
+  size_t types;
+  uint64_t samples;          /* events of the source used */
+  uint64_t tick_events, sampled_events; /* of each kind in the trace */
+  double trace_ms;           /* first to last event of the trace (any event) */
+} dnt_allocs_summary;
+
+struct dnt_allocs_analysis;
+
+/* A new analysis reading layouts from schema (borrowed: it must outlive the analysis). NULL when
+ * out of memory. Free with dnt_allocs_analysis_free (NULL is fine). */
+struct dnt_allocs_analysis *dnt_allocs_analysis_new(const struct dnt_schema *schema, enum dnt_allocs_source source);
+void dnt_allocs_analysis_free(struct dnt_allocs_analysis *a);
+
+/* The parser callbacks to feed it (ud: the analysis). They return nonzero only when out of
+ * memory; dnt_allocs_analysis_failed says so afterwards. */
+void dnt_allocs_analysis_callbacks(ntr_callbacks *cb);
+int dnt_allocs_on_trace(void *a, const ntr_trace *t);
+int dnt_allocs_on_thread(void *a, const ntr_thread *t);
+int dnt_allocs_on_event(void *a, const ntr_event *ev);
+int dnt_allocs_on_sequence_point(void *a, const ntr_sequence_point *sp);
+/* -ENOMEM once an allocation failed (sticky), else 0. */
+int dnt_allocs_analysis_failed(const struct dnt_allocs_analysis *a);
+
+/* Once the trace is read: the source chosen, the types ranked, the stacks' frames named. Call
+ * once; dnt_allocs_analysis_failed tells whether memory ran out. */
+void dnt_allocs_analysis_finish(struct dnt_allocs_analysis *a);
+
+/* After finish: the types of the source used, most bytes first (valid until the analysis is
+ * freed), and the summary. */
+const dnt_alloc_type *dnt_allocs_types(const struct dnt_allocs_analysis *a, size_t *n);
+const dnt_allocs_summary *dnt_allocs_get_summary(const struct dnt_allocs_analysis *a);
+/* After finish: the allocating stacks as a profile weighed in bytes (DNT_WEIGHT_BYTES), for the
+ * profile writers (folded, speedscope, pprof, flame graph); owned by the analysis. */
+const struct dnt_profile *dnt_allocs_profile(const struct dnt_allocs_analysis *a);
+
+/* The views: the summary line, then the `top` types (or, by_stack, the `top` stacks with their
+ * innermost frame of the program's own code), as text; or one JSON object with the types and the
+ * stacks. Write to fp (the caller checks it for errors); 0, or -1 when out of memory. */
+int dnt_allocs_write_text(FILE *fp, const struct dnt_allocs_analysis *a, size_t top, int by_stack);
+int dnt_allocs_write_json(FILE *fp, const struct dnt_allocs_analysis *a, size_t top);
 
 #endif

@@ -105,11 +105,20 @@ int dnt_profile_failed(const struct dnt_profile *p);
  * stands for its sampling period. The profile keeps both the counts and the times; what its
  * writers and its top tables weigh is chosen here (default: time). */
 enum dnt_profile_weight {
-  DNT_WEIGHT_TIME,   /* milliseconds */
-  DNT_WEIGHT_SAMPLES /* plain counts */
+  DNT_WEIGHT_TIME,    /* milliseconds */
+  DNT_WEIGHT_SAMPLES, /* plain counts */
+  DNT_WEIGHT_BYTES    /* the weights given to dnt_profile_add_event: bytes (allocations) */
 };
 void dnt_profile_set_weight(struct dnt_profile *p, enum dnt_profile_weight w);
 enum dnt_profile_weight dnt_profile_weight(const struct dnt_profile *p);
+
+/* Counts ev (its thread and its stack, named like any sample's) as one sample weighing `weight`
+ * (bytes, for an allocation profile weighed with DNT_WEIGHT_BYTES) rather than time: profiles of
+ * events other than the SampleProfiler's, which the caller picks and weighs while the profile is
+ * fed the same stream through its callbacks (for the method table; with
+ * dnt_profile_methods_only, so that the SampleProfiler's own samples do not count). ev is
+ * borrowed for the call. */
+void dnt_profile_add_event(struct dnt_profile *p, const ntr_event *ev, double weight);
 
 /* Totals. */
 uint64_t dnt_profile_samples(const struct dnt_profile *p);

@@ -138,6 +138,7 @@ struct emit {
   size_t depth;
   int by_time;
   int failed;
+  const char *unit; /* of the weights: "ms" or "bytes" */
 };
 
 static void emit_node(struct emit *e, const struct node *n, double x, size_t level) {
@@ -160,8 +161,8 @@ static void emit_node(struct emit *e, const struct node *n, double x, size_t lev
   rc |= xmlTextWriterWriteFormatAttribute(w, BAD_CAST "data-l", "%zu", level) < 0;
   rc |= xmlTextWriterWriteAttribute(w, BAD_CAST "data-s", BAD_CAST short_name(label)) < 0;
   if (e->by_time)
-    snprintf(num, sizeof num, " (%llu samples, %.0f ms, %.2f%%)", (unsigned long long)n->samples, n->value,
-             100.0 * n->value / e->total);
+    snprintf(num, sizeof num, " (%llu samples, %.0f %s, %.2f%%)", (unsigned long long)n->samples, n->value,
+             e->unit, 100.0 * n->value / e->total);
   else
     snprintf(num, sizeof num, " (%llu samples, %.2f%%)", (unsigned long long)n->samples, 100.0 * n->value / e->total);
   rc |= xmlTextWriterStartElement(w, BAD_CAST "title") < 0;
@@ -254,7 +255,8 @@ int dnt_flamegraph_write(const struct dnt_profile *prof, const struct dnt_flameg
   struct builder b;
   memset(&b, 0, sizeof b);
   b.by_thread = o->by_thread;
-  b.by_time = dnt_profile_weight(prof) == DNT_WEIGHT_TIME;
+  b.by_time = dnt_profile_weight(prof) != DNT_WEIGHT_SAMPLES;
+  const char *unit = dnt_profile_weight(prof) == DNT_WEIGHT_BYTES ? "bytes" : "ms";
   int rc = -1;
   struct sink sink = {-1, 0, 0};
   xmlGenericErrorFunc old_generic = xmlGenericError;
@@ -286,7 +288,7 @@ int dnt_flamegraph_write(const struct dnt_profile *prof, const struct dnt_flameg
     goto out;
   }
   double height = PAD_TOP + (double)(b.depth + 1) * FRAME_H + 30;
-  struct emit e = {w, prof, b.root.value, b.depth, b.by_time, 0};
+  struct emit e = {w, prof, b.root.value, b.depth, b.by_time, 0, unit};
   int bad = 0;
   bad |= xmlTextWriterStartDocument(w, NULL, "UTF-8", NULL) < 0;
   bad |= xmlTextWriterStartElement(w, BAD_CAST "svg") < 0;
@@ -312,8 +314,8 @@ int dnt_flamegraph_write(const struct dnt_profile *prof, const struct dnt_flameg
   bad |= xmlTextWriterWriteAttribute(w, BAD_CAST "text-anchor", BAD_CAST "middle") < 0;
   bad |= xmlTextWriterWriteAttribute(w, BAD_CAST "font-size", BAD_CAST "16") < 0;
   if (b.by_time)
-    bad |= xmlTextWriterWriteFormatString(w, "%s: %s, %.0f ms in %llu samples%s", o->title,
-                                          o->measure ? o->measure : "thread time", b.root.value,
+    bad |= xmlTextWriterWriteFormatString(w, "%s: %s, %.0f %s in %llu samples%s", o->title,
+                                          o->measure ? o->measure : "thread time", b.root.value, unit,
                                           (unsigned long long)b.root.samples, o->by_thread ? ", by thread" : "") < 0;
   else
     bad |= xmlTextWriterWriteFormatString(w, "%s: %s, %llu samples%s", o->title, o->measure ? o->measure : "thread time",

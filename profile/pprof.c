@@ -3,7 +3,9 @@
  *
  * What goes where:
  * - sample_type: [samples/count, wall/nanoseconds] for the SampleProfiler's thread time, or
- *   [samples/count, cpu/nanoseconds] for a CPU sampler's (perf); the time is the default.
+ *   [samples/count, cpu/nanoseconds] for a CPU sampler's (perf); the time is the default. An
+ *   allocation profile (DNT_WEIGHT_BYTES): [samples/count, alloc_space/bytes], its period the
+ *   runtime's mean 102400 bytes between allocation events.
  * - sample: one per distinct (thread, stack) of the profile, locations leaf first, the labels
  *   thread_id (a number) and thread_name where the profile knows it (perf's comm, the names
  *   compare shows; an EventPipe trace names no thread).
@@ -77,6 +79,7 @@ struct pprof {
   uint32_t main_fn;              /* the root frame named *.Main of the heaviest such stack, + 1 */
   uint64_t main_samples;
   double sample_ms;
+  int bytes; /* weights in bytes (an allocation profile): [samples/count, alloc_space/bytes] */
   int oom;
   uint8_t out[65536];
 };
@@ -185,7 +188,8 @@ static void sample(void *ud, uint64_t thread, const uint32_t *frames, size_t n, 
     w->ids[i] = (uint64_t)frames[n - 1 - i] + 1;
     w->used[frames[i]] = 1;
   }
-  uint64_t values[2] = {samples, (uint64_t)stack_time_ns(ms)};
+  uint64_t values[2] = {samples, w->bytes ? (ms > 0 && ms < 9e18 ? (uint64_t)(ms + 0.5) : ms > 0 ? INT64_MAX : 0)
+                                          : (uint64_t)stack_time_ns(ms)};
   dnt__pb_packed(&w->msg, SAMPLE_LOCATION_ID, w->ids, n);
   dnt__pb_packed(&w->msg, SAMPLE_VALUE, values, 2);
   dnt__pb_reset(&w->sub);
@@ -266,6 +270,7 @@ static int write_pprof(struct pprof *w, const char *title) {
   size_t nnames = dnt_profile_nnames(prof);
   int cpu = dnt_profile_cpu_samples(prof);
   w->sample_ms = dnt_profile_sample_ms(prof);
+  w->bytes = dnt_profile_weight(prof) == DNT_WEIGHT_BYTES;
   w->used = calloc(nnames ? nnames : 1, 1);
   w->mapping_of = calloc(nnames ? nnames : 1, sizeof *w->mapping_of);
   if (!w->used || !w->mapping_of) return -1;
@@ -310,11 +315,13 @@ static int write_pprof(struct pprof *w, const char *title) {
   /* the string table, in the order of the indexes used above */
   static const char *const fixed[S_TITLE] = {"", "samples", "count", NULL, "nanoseconds", "thread_id", "thread_name"};
   for (int i = 0; i < S_TITLE; i++) {
-    const char *s = i == S_TIME ? (cpu ? "cpu" : "wall") : fixed[i];
+    const char *s = i == S_TIME ? (w->bytes ? "alloc_space" : cpu ? "cpu" : "wall")
+                    : i == S_NANOSECONDS && w->bytes ? "bytes" : fixed[i];
     emit_string(w, s, strlen(s));
   }
   emit_string(w, title ? title : "", title ? strlen(title) : 0);
-  const char *what = cpu ? "dntrace " PACKAGE_VERSION ": time on a CPU, from perf's samples"
+  const char *what = w->bytes ? "dntrace " PACKAGE_VERSION ": allocated bytes, from the runtime's allocation events"
+                   : cpu ? "dntrace " PACKAGE_VERSION ": time on a CPU, from perf's samples"
                          : "dntrace " PACKAGE_VERSION ": thread time, from the runtime's SampleProfiler samples";
   emit_string(w, what, strlen(what));
   for (size_t t = 0; t < w->nthreads; t++) /* the thread names, in their indexes' order */
@@ -337,7 +344,8 @@ static int write_pprof(struct pprof *w, const char *title) {
   dnt__pb_int(&w->msg, PROFILE_TIME_NANOS, start_ns);
   dnt__pb_int(&w->msg, PROFILE_DURATION_NANOS, (int64_t)duration_ns);
   value_type(w, &w->msg, PROFILE_PERIOD_TYPE, S_TIME, S_NANOSECONDS);
-  dnt__pb_int(&w->msg, PROFILE_PERIOD, (int64_t)(w->sample_ms * 1e6 + 0.5));
+  /* an allocation profile's period: the runtime's mean 100 KB between allocation events */
+  dnt__pb_int(&w->msg, PROFILE_PERIOD, w->bytes ? 102400 : (int64_t)(w->sample_ms * 1e6 + 0.5));
   uint64_t comments[2] = {S_TITLE, S_WHAT};
   int titled = title && *title;
   dnt__pb_packed(&w->msg, PROFILE_COMMENT, comments + !titled, titled ? 2 : 1);

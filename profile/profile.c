@@ -346,11 +346,12 @@ static uint32_t intern_name(struct dnt_profile *p, const char *name) {
 /* ---- events ---- */
 
 /* A SYSTEMTIME (UTC: year, month, day of week, day, h, m, s, ms) as ns since 1970, or 0 when a
- * field is out of range (the header is the trace's bytes). Days from the civil date by the usual
- * shift of the year to start in March, so that the leap day ends it. */
+ * field is out of range (the header is the trace's bytes; ns since 1970 fit 64 bits until 2262).
+ * Days from the civil date by the usual shift of the year to start in March, so that the leap day
+ * ends it. */
 static int64_t systemtime_ns(const uint16_t st[8]) {
   int64_t y = st[0], m = st[1], d = st[3];
-  if (y < 1970 || y > 9999 || m < 1 || m > 12 || d < 1 || d > 31 || st[4] > 23 || st[5] > 59 || st[6] > 60 ||
+  if (y < 1970 || y > 2261 || m < 1 || m > 12 || d < 1 || d > 31 || st[4] > 23 || st[5] > 59 || st[6] > 60 ||
       st[7] > 999)
     return 0;
   y -= m <= 2;
@@ -511,6 +512,14 @@ void dnt_profile_add_ips(struct dnt_profile *p, uint64_t thread, uint64_t time, 
     GROW(p, p->timeline, p->ntimeline, p->captimeline);
     p->timeline[p->ntimeline++] = (struct sample){thread, time, stack, 0};
   }
+}
+
+void dnt_profile_add_event(struct dnt_profile *p, const ntr_event *ev, double weight) {
+  uint32_t stack = stack_of(p, ev);
+  if (p->oom) return;
+  add_sample(p, ev->thread_id, stack, 0, weight);
+  p->total_ms += weight;
+  if (ev->timestamp > p->last_ts) p->last_ts = ev->timestamp;
 }
 
 int dnt_profile_add_resolver(struct dnt_profile *p, dnt_profile_namer fn, void *ud) {

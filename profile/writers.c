@@ -11,10 +11,19 @@ struct writer {
   FILE *fp;
   const struct dnt_profile *prof;
   uint64_t thread; /* speedscope: the thread being written */
-  int by_time;     /* weights in time (ms), else in samples */
+  int by_time;     /* weights in time (ms) or bytes (DNT_WEIGHT_BYTES), else in samples */
   int first;
   int pass;        /* speedscope: 0 samples, 1 weights */
 };
+
+/* speedscope's unit of the profile's weights */
+static const char *unit_name(const struct dnt_profile *prof) {
+  switch (dnt_profile_weight(prof)) {
+  case DNT_WEIGHT_TIME: return "milliseconds";
+  case DNT_WEIGHT_BYTES: return "bytes";
+  default: return "none";
+  }
+}
 
 /* ---- stacks by name ----
  * The profile counts stacks by address: two addresses in one method are two stacks with the same
@@ -124,11 +133,14 @@ static int each_named_stack(const struct dnt_profile *prof, dnt_profile_stack_fn
 }
 
 /* folded: "thread;root;...;leaf value" per line; the thread keeps threads apart in a flame graph.
- * The value is an integer (flamegraph.pl, inferno): microseconds of thread time, or samples. A
+ * The value is an integer (flamegraph.pl, inferno): microseconds of thread time, bytes, or samples. A
  * stack whose time rounds to 0 (threads' last samples, which stand for no time) is left out. */
 static void folded_line(void *ud, uint64_t thread, const uint32_t *frames, size_t n, uint64_t samples, double ms) {
   struct writer *w = ud;
-  uint64_t value = w->by_time ? (uint64_t)(ms * 1000.0 + 0.5) : samples;
+  int bytes = dnt_profile_weight(w->prof) == DNT_WEIGHT_BYTES;
+  double v = bytes ? ms + 0.5 : ms * 1000.0 + 0.5;
+  /* a weight past what an integer holds (a hostile trace's amounts) is written as the largest */
+  uint64_t value = !w->by_time ? samples : v < 1.8e19 ? (uint64_t)v : UINT64_MAX;
   if (value == 0) return;
   fprintf(w->fp, "Thread %llu", (unsigned long long)thread);
   for (size_t i = 0; i < n; i++) {
@@ -339,7 +351,7 @@ static void timeline_flush(struct timeline *t) {
     char buf[64];
     fputs(t->nprofiles++ ? ",{\"type\":\"sampled\",\"name\":" : "{\"type\":\"sampled\",\"name\":", t->fp);
     dnt_json_string(t->fp, thread_label(t->prof, t->thread, buf, sizeof buf));
-    fprintf(t->fp, ",\"unit\":\"%s\",\"startValue\":0,\"samples\":[", t->by_time ? "milliseconds" : "none");
+    fprintf(t->fp, ",\"unit\":\"%s\",\"startValue\":0,\"samples\":[", unit_name(t->prof));
     t->open = 1;
   }
   if (t->nweights == t->capweights) {
@@ -413,7 +425,7 @@ static void count_sample(void *ud, uint64_t thread, double t_us, const uint32_t 
 
 static int write_speedscope(FILE *fp, const struct dnt_profile *prof, const char *name) {
   int rc = 0;
-  int by_time = dnt_profile_weight(prof) == DNT_WEIGHT_TIME;
+  int by_time = dnt_profile_weight(prof) != DNT_WEIGHT_SAMPLES;
   struct writer w = {fp, prof, 0, by_time, 1, 0};
   size_t timed = 0;
   if (dnt_profile_each_sample(prof, count_sample, &timed) != 0) return -1;
@@ -441,7 +453,7 @@ static int write_speedscope(FILE *fp, const struct dnt_profile *prof, const char
       fputs(written++ ? ",{\"type\":\"sampled\",\"name\":" : "{\"type\":\"sampled\",\"name\":", fp);
       dnt_json_string(fp, thread_label(prof, w.thread, buf, sizeof buf));
       /* endValue: the thread's total, its time (ms) or its samples (speedscope's unit "none") */
-      fprintf(fp, ",\"unit\":\"%s\",\"startValue\":0,", by_time ? "milliseconds" : "none");
+      fprintf(fp, ",\"unit\":\"%s\",\"startValue\":0,", unit_name(prof));
       if (by_time) fprintf(fp, "\"endValue\":%.9g,\"samples\":[", dnt_profile_thread_ms(prof, t));
       else fprintf(fp, "\"endValue\":%llu,\"samples\":[", (unsigned long long)dnt_profile_thread_samples(prof, t));
       w.first = 1;
@@ -466,7 +478,7 @@ int dnt_profile_write(const struct dnt_profile *prof, enum dnt_profile_format fo
   case DNT_PROFILE_CHROMIUM: return write_chromium(fp, prof, dnt_profile_pid(prof), title);
   case DNT_PROFILE_PPROF: return dnt__pprof_write(prof, title, fp);
   case DNT_PROFILE_FOLDED: {
-    struct writer w = {fp, prof, 0, dnt_profile_weight(prof) == DNT_WEIGHT_TIME, 1, 0};
+    struct writer w = {fp, prof, 0, dnt_profile_weight(prof) != DNT_WEIGHT_SAMPLES, 1, 0};
     return each_named_stack(prof, folded_line, &w);
   }
   }

@@ -43,6 +43,7 @@ int cmd_stacks(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
 int cmd_jit(int argc, char **argv);
 int cmd_threadpool(int argc, char **argv);
+int cmd_allocs(int argc, char **argv);
 
 extern const struct dnt_usage usage_ps;
 extern const struct dnt_usage usage_info;
@@ -58,6 +59,7 @@ extern const struct dnt_usage usage_stacks;
 extern const struct dnt_usage usage_gc;
 extern const struct dnt_usage usage_jit;
 extern const struct dnt_usage usage_threadpool;
+extern const struct dnt_usage usage_allocs;
 
 /* Converts a trace's samples (see cmd-convert.c), weighed as weight says (enum
  * dnt_profile_weight: 0 time, 1 samples). */

@@ -29,6 +29,7 @@ static const struct dnt_cmd commands[] = {
     {"gc", cmd_gc, &usage_gc},
     {"jit", cmd_jit, &usage_jit},
     {"threadpool", cmd_threadpool, &usage_threadpool},
+    {"allocs", cmd_allocs, &usage_allocs},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

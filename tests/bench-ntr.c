@@ -3,6 +3,8 @@
  *   tests/bench-ntr FILE...    parse these files instead
  *   tests/bench-ntr --write FILE MB   write a synthetic trace of about MB megabytes (for
  *                              benchmarks of whole commands on a big file)
+ *   tests/bench-ntr --write-allocs FILE MB   the same of GCAllocationTick V4 events with stacks
+ *                              (200 types, 64 stacks, 16 threads): `dntrace allocs`'s bench
  * For each input: one whole-buffer feed and 64 KiB feeds (what a socket reader does). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,6 +105,88 @@ static void generate(ntrw *w, size_t target) {
   ntrw_end(w);
 }
 
+/* One GCAllocationTick V4 payload (the runtime's layout: data/runtime-events.xml) into p; its
+ * size. The type's name is "Bench.Type<type>". */
+static uint32_t alloc_tick(uint8_t *p, uint32_t amount, uint32_t type, uint64_t object_size) {
+  uint8_t *q = p;
+  uint64_t amount64 = amount, type_id = 0x7f0000001000ULL + type * 64, address = 0x7e0000000000ULL + amount;
+  uint32_t kind = 0, heap = 0;
+  uint16_t clr = 8;
+  char name[32];
+  memcpy(q, &amount, 4), q += 4;
+  memcpy(q, &kind, 4), q += 4;
+  memcpy(q, &clr, 2), q += 2;
+  memcpy(q, &amount64, 8), q += 8;
+  memcpy(q, &type_id, 8), q += 8;
+  snprintf(name, sizeof name, "Bench.Type%u", type);
+  for (const char *c = name;; c++) { /* UTF-16LE, NUL-terminated */
+    *q++ = (uint8_t)*c;
+    *q++ = 0;
+    if (!*c) break;
+  }
+  memcpy(q, &heap, 4), q += 4;
+  memcpy(q, &address, 8), q += 8;
+  memcpy(q, &object_size, 8), q += 8;
+  return (uint32_t)(q - p);
+}
+
+/* Allocation ticks from 16 threads, each with one of 64 stacks, 200 types; blocks, stack blocks
+ * and sequence points as generate() writes them. */
+static void generate_allocs(ntrw *w, size_t target) {
+  ntrw_trace t = {1000, 1000000000, 8, 4242, 8, 1000000, NULL, 0};
+  ntrw_md md = {1, "Microsoft-Windows-DotNETRuntime", 10, "", 0x1, 4, 5, -1, NULL, 0, 0, 1};
+  uint64_t frames[64][24];
+  const uint64_t *fp[64];
+  uint32_t nf[64], seq[16] = {0};
+  uint64_t ts = 1000, th[16];
+  uint8_t payload[128];
+  size_t last_sp = 0;
+  uint32_t next_stack = 1;
+  unsigned r = 12345;
+  for (int i = 0; i < 64; i++) {
+    nf[i] = 6 + (uint32_t)(i % 18);
+    for (int k = 0; k < 24; k++) frames[i][k] = 0x7f1234000000ULL + (uint64_t)i * 4096 + (uint64_t)k * 64;
+    fp[i] = frames[i];
+  }
+  for (int i = 0; i < 16; i++) th[i] = 30000 + (uint64_t)i;
+  ntrw_init(w, 0);
+  ntrw_trace_hdr(w, &t);
+  ntrw_md_begin(w);
+  ntrw_metadata(w, &md);
+  ntrw_block_end(w);
+  while (w->len < target) {
+    uint32_t base = next_stack;
+    ntrw_stacks(w, next_stack, 64, fp, nf);
+    next_stack += 64;
+    ntrw_ev_begin(w, 1);
+    size_t start = w->len;
+    while (w->len - start < 100000) {
+      ntrw_ev e;
+      r = r * 1103515245u + 12345u;
+      int t_i = (int)((r >> 16) % 16);
+      uint32_t type = (r >> 8) % 200;
+      memset(&e, 0, sizeof e);
+      e.metadata_id = 1;
+      e.seq = ++seq[t_i];
+      e.thread = e.capture_thread = th[t_i];
+      e.proc = 0xffffffffu;
+      e.stack_id = base + (r >> 10) % 64;
+      ts += 1000 + (r >> 12) % 5000;
+      e.ts = ts;
+      e.payload = payload;
+      e.payload_size = alloc_tick(payload, 100000 + (r >> 4) % 4096, type, 24 + (type % 50) * 8);
+      ntrw_event(w, &e);
+    }
+    ntrw_block_end(w);
+    if (w->len - last_sp > 10u << 20) {
+      ntrw_sp(w, ts, 0, 16, th, seq);
+      last_sp = w->len;
+      next_stack = 1;
+    }
+  }
+  ntrw_end(w);
+}
+
 static void bench(const char *name, const uint8_t *buf, size_t len) {
   static const size_t chunks[] = {0, 65536};
   size_t c;
@@ -147,9 +231,12 @@ static void bench(const char *name, const uint8_t *buf, size_t len) {
 int main(int argc, char **argv) {
   struct rusage ru;
   int i;
-  if (argc == 4 && strcmp(argv[1], "--write") == 0) {
+  if (argc == 4 && (strcmp(argv[1], "--write") == 0 || strcmp(argv[1], "--write-allocs") == 0)) {
     ntrw w;
-    generate(&w, (size_t)atol(argv[3]) << 20);
+    if (strcmp(argv[1], "--write") == 0)
+      generate(&w, (size_t)atol(argv[3]) << 20);
+    else
+      generate_allocs(&w, (size_t)atol(argv[3]) << 20);
     FILE *f = fopen(argv[2], "wb");
     if (!f || fwrite(w.buf, 1, w.len, f) != w.len || fclose(f) != 0) {
       perror(argv[2]);

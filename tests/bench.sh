@@ -121,6 +121,39 @@ EOF
   rm -f $jp /tmp/dnt-bench-jp.out
 fi
 
+# dntrace allocs: 1 GB of synthetic GCAllocationTick V4 events with stacks (bench-ntr
+# --write-allocs: 200 types, 64 stacks, 16 threads; a real session writes some 2 MB of them a
+# minute), then a 10 s session of the sample allocating 100 MB/s; TraceEvent's decoding of the
+# same ticks (--mode allocs) beside them
+allocbig=/tmp/dnt-bench-allocs.nettrace
+if "$b/tests/bench-ntr" --write-allocs "$allocbig" 1024 >/dev/null; then
+  size=$(stat -c %s "$allocbig")
+  echo "== dntrace allocs on $((size / 1000000)) MB of allocation ticks (one core)"
+  for cmd in "allocs $allocbig" "allocs $allocbig --format folded -o -"; do
+    /usr/bin/time -f "%e %M" -o /tmp/dnt-bench-time $DNT_BIN $cmd >/dev/null 2>&1
+    read -r secs kb <<EOF
+$(tail -n 1 /tmp/dnt-bench-time)
+EOF
+    awk -v s="$secs" -v kb="$kb" -v mb="$size" -v c="$cmd" \
+      'BEGIN { n = split(c, w, " "); printf "dntrace allocs %-8s %6.0f MB/s (%.2f s), peak RSS %d MB\n", (n > 2 ? w[4] : "text"), mb / 1e6 / s, s, kb / 1024 }'
+  done
+  if [ -f "$b/tests/oracle-te/out/BenchTraceEvent.dll" ]; then
+    dotnet "$b/tests/oracle-te/out/BenchTraceEvent.dll" "$allocbig" --mode allocs | tail -1
+  fi
+  rm -f "$allocbig"
+fi
+if [ -x "$exe" ]; then
+  allocreal=/tmp/dnt-bench-allocs-real.nettrace
+  $DNT_BIN collect --providers Microsoft-Windows-DotNETRuntime:0x19:5 -o $allocreal -- "$exe" \
+    --alloc Sample.Payload:100000000 --seconds 10 --no-cpu --no-blocking --no-exceptions --no-counters >/dev/null 2>&1
+  /usr/bin/time -f "%e %M" -o /tmp/dnt-bench-time $DNT_BIN allocs $allocreal >/dev/null 2>&1
+  read -r secs kb <<EOF
+$(tail -n 1 /tmp/dnt-bench-time)
+EOF
+  echo "dntrace allocs on a 10 s session of the sample at 100 MB/s ($(($(stat -c %s $allocreal) / 1000)) KB): $secs s, peak RSS $((kb / 1024)) MB"
+  rm -f $allocreal
+fi
+
 if [ -x "$exe" ]; then
   echo "== dntrace ps / info against a running sample target"
   "$exe" --no-cpu >/dev/null 2>&1 &

@@ -11,6 +11,8 @@
 //                  for tests/cli/test-oracle-stacks.c
 //   --mode gc      TraceEvent's GC analysis, one line per GC (GcStats.cs), for tests/runtime/test-gc.c
 //   --mode jit     TraceEvent's JIT statistics, one line per method (JitStats.cs), for tests/runtime/test-jit.c
+//   --mode allocs  GCAllocationTick bytes and events per type as TraceEvent decodes them
+//                  (AllocStats.cs), for tests/runtime/test-allocs.c
 //   --mode names   no timing: one line per distinct event kind, "provider<TAB>id<TAB>version<TAB>
 //                  name" as TraceEvent names it (the runtime's parsers registered), for the
 //                  expected lists of dntrace's tests (tests/data/traceevent-names/)
@@ -53,7 +55,7 @@ static class Program
         }
         if (args.Length < 1 || (args.Length == 3 && args[1] != "--mode") || args.Length == 2 || args.Length > 3)
         {
-            Console.Error.WriteLine("usage: BenchTraceEvent FILE.nettrace [--mode parse|stacks|gc|jit|names]\n" +
+            Console.Error.WriteLine("usage: BenchTraceEvent FILE.nettrace [--mode parse|stacks|gc|jit|allocs|names]\n" +
                                     "       BenchTraceEvent --mode threadtime|samplestacks FILE...");
             return 2;
         }
@@ -74,6 +76,7 @@ static class Program
                 "stacks" => Stacks(path),
                 "gc" => GcStats.Print(path),
                 "jit" => JitStats.Print(path),
+                "allocs" => AllocStats.Print(path),
                 _ => throw new ArgumentException($"unknown mode '{mode}'"),
             };
             double s = clock.Elapsed.TotalSeconds;

@@ -46,6 +46,14 @@ wait_ready "$work/a.log"
 # traces: runtime events (GC, exceptions) and counters (EventCounters and the Meter), no rundown
 "$build/dntrace" collect -p "$sample_pid" --rundown false --duration 1s -o "$work/gc.nettrace" \
   --providers 'Microsoft-Windows-DotNETRuntime:0x8001:5' >/dev/null
+# the sample allocating from its start (fuzz-allocs): ticks, then .NET 10's samples (with the
+# sampling keyword on, the runtime writes no ticks)
+for k in 0x11:tick 0x80000000011:sampled; do
+  env -i PATH=/usr/bin:/bin HOME="$work" DOTNET_CLI_TELEMETRY_OPTOUT=1 "$build/dntrace" collect --rundown false \
+    --providers "Microsoft-Windows-DotNETRuntime:${k%%:*}:5" -o "$work/allocs-${k##*:}.nettrace" -- "$sample" \
+    --alloc Sample.Payload:3000000 --seconds 0.4 --no-cpu --no-blocking --no-exceptions --no-counters >/dev/null
+  cp "$work/allocs-${k##*:}.nettrace" "$out/traces/sample-allocs-${k##*:}"
+done
 "$build/dntrace" collect -p "$sample_pid" --rundown false --duration 3s -o "$work/counters.nettrace" \
   --providers 'System.Runtime:0:5:EventCounterIntervalSec=1,System.Diagnostics.Metrics:0x2:5:SessionId=fuzzseed;Metrics=System.Runtime;RefreshInterval=1;MaxTimeSeries=1000;MaxHistograms=10;ClientId=dntrace' >/dev/null
 

@@ -10,6 +10,7 @@ namespace Sample
             "usage: Sample [--seconds N] [--exit-code N] [--no-cpu] [--no-blocking] [--no-alloc]\n" +
             "              [--no-exceptions] [--no-counters] [--event-rate N] [--gen2 N] [--threads N]\n" +
             "              [--gc-induce N] [--gc-background] [--pool-starve]\n" +
+            "              [--alloc TYPE:BYTES_PER_S]\n" +
             "  --seconds N      run N seconds, then exit (default: until killed or Ctrl+C)\n" +
             "  --exit-code N    exit with N when done\n" +
             "  --event-rate N   emit about N Sample-Load events per second (0: off; very high: as fast as possible)\n" +
@@ -21,7 +22,11 @@ namespace Sample
             "  --gc-background  with --gc-induce: every other induced collection is a background one\n" +
             "  --pool-starve    queue 10 thread-pool work items a second that each block 5 s in Thread.Sleep, so the\n" +
             "                   pool starves and its gate thread adds threads; print 'pool N queue M'\n" +
-            "                   (ThreadPool.ThreadCount, PendingWorkItemCount) every 250 ms";
+            "                   (ThreadPool.ThreadCount, PendingWorkItemCount) every 250 ms\n" +
+            "  --alloc TYPE:BYTES_PER_S  thread alloc-work allocates objects of TYPE (byte[], string or\n" +
+            "                   Sample.Payload) at that rate in AllocWork.Allocate instead of its usual mix,\n" +
+            "                   printing 'allocated TYPE N' every 250 ms and once at the end: N the bytes\n" +
+            "                   Allocate allocated so far, GC.GetAllocatedBytesForCurrentThread's count";
 
         public double Seconds;
         public int ExitCode;
@@ -32,6 +37,8 @@ namespace Sample
         public double GcInduce;
         public bool GcBackground;
         public bool PoolStarve;
+        public string? AllocType;
+        public double AllocRate;
 
         public static Options Parse(string[] args)
         {
@@ -49,6 +56,7 @@ namespace Sample
                     case "--gc-induce": o.GcInduce = double.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
                     case "--gc-background": o.GcBackground = true; break;
                     case "--pool-starve": o.PoolStarve = true; break;
+                    case "--alloc": ParseAlloc(o, Value(args, ref i)); break;
                     case "--no-cpu": o.Cpu = false; break;
                     case "--no-blocking": o.Blocking = false; break;
                     case "--no-alloc": o.Alloc = false; break;
@@ -59,6 +67,17 @@ namespace Sample
                 }
             }
             return o;
+        }
+
+        private static void ParseAlloc(Options o, string v)
+        {
+            int colon = v.LastIndexOf(':');
+            if (colon <= 0 || !double.TryParse(v.Substring(colon + 1), NumberStyles.Float, CultureInfo.InvariantCulture,
+                                               out o.AllocRate) || o.AllocRate <= 0)
+                throw new ArgumentException("--alloc wants TYPE:BYTES_PER_S, not '" + v + "'");
+            o.AllocType = v.Substring(0, colon);
+            if (!RatedAlloc.Known(o.AllocType))
+                throw new ArgumentException("--alloc: unknown type '" + o.AllocType + "' (byte[], string or Sample.Payload)");
         }
 
         private static string Value(string[] args, ref int i)

@@ -47,6 +47,7 @@ namespace Sample
                 stop.Token.WaitHandle.WaitOne();
             stop.Cancel();
             workers.Join();
+            if (opts.AllocType != null) RatedAlloc.Report(opts.AllocType);
             return opts.ExitCode;
         }
 

@@ -24,7 +24,8 @@ namespace Sample
         {
             if (_opts.Cpu) Spawn("cpu-work", () => CpuWork.Run(_stop));
             if (_opts.Blocking) Spawn("blocking-work", () => BlockingWork.Run(_stop));
-            if (_opts.Alloc) Spawn("alloc-work", () => AllocWork.Run(_stop));
+            if (_opts.AllocType != null) Spawn("alloc-work", () => RatedAlloc.Run(_opts.AllocType, _opts.AllocRate, _stop));
+            else if (_opts.Alloc) Spawn("alloc-work", () => AllocWork.Run(_stop));
             if (_opts.Exceptions) Spawn("exception-work", () => Faults.Run(_stop));
             if (_opts.Counters) Spawn("metrics-work", () => Telemetry.Run(_stop));
             if (_opts.EventRate > 0) Spawn("load-work", () => LoadWork.Run(_opts.EventRate, _stop));
@@ -103,7 +104,7 @@ namespace Sample
         }
     }
 
-    public static class AllocWork
+    public static partial class AllocWork
     {
         public static void Run(CancellationToken stop)
         {

@@ -1,0 +1,346 @@
+/* dntrace allocs and analyze/'s allocation analysis:
+ *   - the sample allocating a known type at a known rate, recorded from its first instruction
+ *     to its exit (collect -- CMD): the bytes dntrace estimates for that type are within 10% of
+ *     what the sample allocated, as the runtime itself counted them in the sample
+ *     (GC.GetAllocatedBytesForCurrentThread around each call of AllocWork.Allocate), from
+ *     GCAllocationTick and from .NET 10's AllocationSampled (two recordings: with the sampling
+ *     keyword on, the runtime writes no ticks); the allocating stack is AllocWork.Allocate's; the
+ *     folded stacks through Allocate, the flame graph and go tool pprof (alloc_space) carry them;
+ *   - the corpus trace with allocation ticks against TraceEvent's decoding of the same events
+ *     (tests/bench-traceevent --mode allocs): per type, the same events and bytes;
+ *   - a live process (-p): the sample's type and its stack found;
+ *   - a trace without allocation events says so in one line; bad options are usage errors. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../lib/run.h"
+#include "../lib/target-cr.h"
+
+static int in_ci(void) {
+  const char *ci = getenv("CI");
+  return ci && strcmp(ci, "true") == 0;
+}
+
+static const char *corpus_dir(char *buf, size_t cap) {
+  const char *d = getenv("DNT_CORPUS"), *src = getenv("DNT_SRCDIR");
+  if (d && *d)
+    snprintf(buf, cap, "%s", d);
+  else
+    snprintf(buf, cap, "%s/../shared/corpus", src ? src : "..");
+  struct stat st;
+  if (stat(buf, &st) != 0) {
+    if (in_ci()) cr_assert_fail("no corpus at %s (CI=true: a missing corpus is a failure)", buf);
+    cr_skip_test("no corpus at %s (set DNT_CORPUS)", buf);
+  }
+  return buf;
+}
+
+static void require_python(void) {
+  if (system("python3 -c 1 >/dev/null 2>&1") == 0) return;
+  if (in_ci()) cr_assert_fail("python3 is not installed (CI=true)");
+  cr_skip_test("needs python3 for the JSON check");
+}
+
+/* ---- the sample, recorded from start to exit ---- */
+
+/* A trace of the sample allocating `type` at 100 MB/s for 2 s, with the runtime provider's
+ * keywords `keywords` (verbose); *allocated: the bytes the sample says AllocWork.Allocate
+ * allocated (its last line). path: caller's, 64 bytes. */
+static void record_sample(const char *keywords, const char *type, char *dir, char *path, double *allocated) {
+  DNT_REQUIRE_TARGET();
+  cr_assert(mkdtemp(dir));
+  snprintf(path, 64, "%s/allocs.nettrace", dir);
+  char providers[128], alloc[128];
+  snprintf(providers, sizeof providers, "Microsoft-Windows-DotNETRuntime:%s:5", keywords);
+  snprintf(alloc, sizeof alloc, "%s:100000000", type);
+  struct dnt_run r;
+  dnt_run_dntrace(&r, "collect", "--show-child-io", "--providers", providers, "-o", path, "--", dnt_target_exe(),
+                  "--alloc", alloc, "--seconds", "2", "--no-cpu", "--no-blocking", "--no-exceptions",
+                  "--no-counters", NULL);
+  cr_assert_eq(r.status, 0, "dntrace collect: %s", r.err);
+  /* the last "allocated TYPE N" line: printed once the workload has stopped */
+  *allocated = -1;
+  char prefix[96];
+  snprintf(prefix, sizeof prefix, "allocated %s ", type);
+  for (const char *l = r.out; (l = strstr(l, prefix)); l += strlen(prefix)) *allocated = atof(l + strlen(prefix));
+  cr_assert_gt(*allocated, 20e6, "the sample allocated too little to test (%.0f bytes):\n%s", *allocated, r.out);
+  dnt_run_free(&r);
+}
+
+static void remove_trace(char *dir, char *path) {
+  unlink(path);
+  rmdir(dir);
+}
+
+/* The "bytes" of type `name` in dntrace's JSON (the first "type" entry of that name), or -1. */
+static double json_type_bytes(const char *json, const char *name) {
+  char key[160];
+  snprintf(key, sizeof key, "{\"type\":\"%s\",\"bytes\":", name);
+  const char *p = strstr(json, key);
+  return p ? atof(p + strlen(key)) : -1;
+}
+
+static void expect_within_10pct(double got, double truth, const char *what) {
+  cr_expect(fabs(got - truth) <= 0.10 * truth, "%s: %.0f bytes estimated, the sample allocated %.0f (%+.1f%%)", what,
+            got, truth, 100.0 * (got - truth) / truth);
+}
+
+/* json: the first stack (most bytes) is the sample's, from AllocWork.Allocate. */
+static void expect_allocate_first(const char *json) {
+  const char *stacks = strstr(json, "\"stacks\":[{");
+  cr_assert(stacks, "no stacks in %s", json);
+  const char *first = strstr(stacks, "\"firstUserFrame\":");
+  cr_assert(first);
+  cr_expect(strncmp(first, "\"firstUserFrame\":\"Sample!Sample.AllocWork.Allocate\"", 50) == 0,
+            "the heaviest stack's first user frame: %.120s", first);
+}
+
+Test(allocs_sample, allocation_ticks_give_the_bytes_the_sample_allocated, .timeout = 120) {
+  char dir[] = "/tmp/dnt-allocs-XXXXXX", path[64];
+  double truth;
+  record_sample("0x11", "Sample.Payload", dir, path, &truth);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "allocs", path, "--format", "json", NULL), 0, "%s", r.err);
+  cr_expect(strstr(r.out, "\"source\":\"GCAllocationTick\""), "%.300s", r.out);
+  expect_within_10pct(json_type_bytes(r.out, "Sample.Payload"), truth, "Sample.Payload from GCAllocationTick");
+  /* V4 ticks carry the object's size: 64 bytes a Payload */
+  const char *objects = strstr(strstr(r.out, "{\"type\":\"Sample.Payload\""), "\"objects\":");
+  cr_assert(objects);
+  expect_within_10pct(atof(objects + 10) * 64, truth, "Sample.Payload objects x 64 bytes");
+  expect_allocate_first(r.out);
+  dnt_run_free(&r);
+  remove_trace(dir, path);
+}
+
+Test(allocs_sample, allocation_samples_give_the_bytes_the_sample_allocated, .timeout = 120) {
+  char dir[] = "/tmp/dnt-allocs-XXXXXX", path[64];
+  double truth;
+  record_sample("0x80000000011", "byte[]", dir, path, &truth);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "allocs", path, "--format", "json", NULL), 0, "%s", r.err);
+  cr_expect(strstr(r.out, "\"source\":\"AllocationSampled\""), "%.300s", r.out);
+  /* about 2000 samples for 200 MB: a standard error near 2%, so 10% is far out */
+  expect_within_10pct(json_type_bytes(r.out, "System.Byte[]"), truth, "System.Byte[] from AllocationSampled");
+  expect_allocate_first(r.out);
+  dnt_run_free(&r);
+  /* the text table names the type and the source */
+  cr_assert_eq(dnt_run_dntrace(&r, "allocs", path, NULL), 0, "%s", r.err);
+  cr_expect(strstr(r.out, "System.Byte[]") && strstr(r.out, "AllocationSampled events"), "%s", r.out);
+  dnt_run_free(&r);
+  /* asked for ticks, this trace has none: said in one line, exit 1 */
+  cr_expect_eq(dnt_run_dntrace(&r, "allocs", path, "--source", "tick", NULL), 1);
+  cr_expect(strstr(r.err, "no allocation events") && !strchr(strchr(r.err, '\n') + 1, '\n'), "%s", r.err);
+  dnt_run_free(&r);
+  remove_trace(dir, path);
+}
+
+/* The allocation flame graph: folded stacks through AllocWork.Allocate weigh (integer bytes)
+ * what the sample allocated; the SVG names Allocate and says bytes; speedscope's unit is bytes;
+ * the JSON parses, its shares sum to 100%. */
+Test(allocs_sample, flame_graph_and_formats_carry_the_allocating_stack, .timeout = 120) {
+  require_python();
+  char dir[] = "/tmp/dnt-allocs-XXXXXX", path[64];
+  double truth;
+  record_sample("0x11", "string", dir, path, &truth);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "allocs", path, "--format", "folded", NULL), 0, "%s", r.err);
+  double through_allocate = 0;
+  size_t lines = 0;
+  for (char *l = r.out; *l; lines++) {
+    char *nl = strchr(l, '\n');
+    if (!nl) break;
+    *nl = 0;
+    char *sp = strrchr(l, ' ');
+    if (sp && strstr(l, ";Sample!Sample.AllocWork.Allocate")) through_allocate += atof(sp + 1);
+    l = nl + 1;
+  }
+  expect_within_10pct(through_allocate, truth, "folded stacks through AllocWork.Allocate");
+  dnt_run_free(&r);
+
+  char svg[96], json[96], ss[96];
+  snprintf(svg, sizeof svg, "%s/a.svg", dir);
+  snprintf(json, sizeof json, "%s/a.json", dir);
+  snprintf(ss, sizeof ss, "%s/a.speedscope.json", dir);
+  cr_assert_eq(dnt_run_dntrace(&r, "allocs", path, "--format", "flamegraph", "-o", svg, NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "allocs", path, "--format", "json", "-o", json, NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "allocs", path, "--format", "speedscope", "-o", ss, NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+  const char *py =
+      "import json, sys\n"
+      "svg = open(sys.argv[1]).read()\n"
+      "assert 'Sample.AllocWork.Allocate' in svg and 'allocated bytes' in svg, 'svg'\n"
+      "d = json.load(open(sys.argv[2]))\n"
+      "assert d['source'] == 'GCAllocationTick', d['source']\n"
+      "assert abs(sum(t['percent'] for t in d['types']) - 100) < 0.01, 'shares'\n"
+      "assert d['types'][0]['type'] == 'System.String', d['types'][0]\n"
+      "s = json.load(open(sys.argv[3]))\n"
+      "assert all(p['unit'] == 'bytes' for p in s['profiles']), 'unit'\n";
+  char *const argv[] = {"/usr/bin/env", "python3", "-c", (char *)py, svg, json, ss, NULL};
+  dnt_run_argv(&r, argv, NULL, 60000);
+  cr_expect_eq(r.status, 0, "%s", r.err);
+  dnt_run_free(&r);
+  unlink(svg);
+  unlink(json);
+  unlink(ss);
+  remove_trace(dir, path);
+}
+
+/* pprof, read by its real consumer: go tool pprof sees alloc_space in bytes, and AllocWork.Allocate
+ * at (cumulatively) the bytes the sample allocated. */
+Test(allocs_sample, pprof_says_alloc_space_of_allocate, .timeout = 120) {
+  if (system("command -v go >/dev/null 2>&1") != 0) {
+    if (in_ci()) cr_assert_fail("no 'go' on PATH (CI=true: ./bootstrap.sh installs golang-go)");
+    cr_skip_test("needs go tool pprof (apt-get install golang-go)");
+  }
+  char dir[] = "/tmp/dnt-allocs-XXXXXX", path[64], pb[96], home[128], cache[128], tmp[128];
+  double truth;
+  record_sample("0x11", "Sample.Payload", dir, path, &truth);
+  snprintf(pb, sizeof pb, "%s/a.pb.gz", dir);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "allocs", path, "--format", "pprof", "-o", pb, NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+  snprintf(home, sizeof home, "HOME=%s", dir);
+  snprintf(cache, sizeof cache, "GOCACHE=%s/gocache", dir);
+  snprintf(tmp, sizeof tmp, "PPROF_TMPDIR=%s", dir);
+  const char *env[] = {home, cache, tmp, NULL};
+  char *const argv[] = {"/usr/bin/env", "go", "tool", "pprof", "-sample_index=alloc_space", "-top", "-unit=B", pb, NULL};
+  cr_assert_eq(dnt_run_argv(&r, argv, env, 60000), 0, "%s", r.err);
+  cr_expect(strstr(r.out, "Type: alloc_space"), "%s", r.out);
+  /* "flat flat% sum% cum cum% name": the cumulative bytes of Allocate's line */
+  double cum = -1;
+  for (char *l = r.out; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+    char flat[32], fp[16], sp[16], c[32], name[256];
+    if (sscanf(l, "%31s %15s %15s %31s %*s %255s", flat, fp, sp, c, name) == 5 &&
+        strcmp(name, "Sample!Sample.AllocWork.Allocate") == 0)
+      cum = atof(c);
+  }
+  expect_within_10pct(cum, truth, "go tool pprof: AllocWork.Allocate's alloc_space");
+  dnt_run_free(&r);
+  unlink(pb);
+  char gocache[160];
+  snprintf(gocache, sizeof gocache, "rm -rf '%s/gocache' '%s/pprof'", dir, dir);
+  if (system(gocache) != 0) cr_log_warn("could not remove %s's go cache", dir);
+  remove_trace(dir, path);
+}
+
+/* ---- a live process ---- */
+
+Test(allocs_sample, live_process_by_pid, .timeout = 120) {
+  DNT_REQUIRE_TARGET();
+  const char *const args[] = {"--alloc", "Sample.Payload:50000000", "--no-cpu", "--no-blocking", "--no-exceptions",
+                              "--no-counters", NULL};
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = args, .wait_socket = 1};
+  dnt_target t;
+  char err[512], pid[32];
+  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  struct dnt_run r;
+  dnt_run_dntrace(&r, "allocs", "-p", pid, "--duration", "2s", "--format", "json", NULL);
+  dnt_target_stop(&t);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  /* .NET 10: the sampled events (the session asks for both kinds) */
+  cr_expect(strstr(r.out, "\"source\":\"AllocationSampled\""), "%.300s", r.out);
+  /* at 50 MB/s for about 2 s: some 100 MB, most of what the process allocates */
+  double bytes = json_type_bytes(r.out, "Sample.Payload");
+  cr_expect(bytes > 40e6 && bytes < 200e6, "Sample.Payload: %.0f bytes in 2 s at 50 MB/s", bytes);
+  expect_allocate_first(r.out);
+  dnt_run_free(&r);
+}
+
+/* ---- the corpus, against TraceEvent ---- */
+
+/* tests/bench-traceevent built into the build tree (tests/Makemodule.am). NULL when it is not
+ * there (skip, or fail under CI=true). */
+static const char *oracle(void) {
+  static char dll[4096];
+  const char *b = getenv("DNT_BUILDDIR");
+  snprintf(dll, sizeof dll, "%s/tests/oracle-te/out/BenchTraceEvent.dll", b ? b : ".");
+  if (access(dll, R_OK) == 0) return dll;
+  if (in_ci()) cr_assert_fail("no TraceEvent oracle at %s (CI=true: it is the allocation analysis's oracle)", dll);
+  return NULL;
+}
+
+/* TraceEvent's lines "type<TAB>events<TAB>bytes" (--mode allocs) and dntrace's JSON types, by
+ * the ticks: every type the same events and bytes. */
+Test(allocs_traceevent, corpus_ticks_per_type_as_traceevent_decodes_them, .timeout = 300) {
+  char dir[4096], trace[8192];
+  corpus_dir(dir, sizeof dir);
+  const char *dll = oracle();
+  if (!dll) cr_skip_test("dotnet is not installed: no TraceEvent to compare with");
+  snprintf(trace, sizeof trace, "%s/tbbuck__countercow/runtime-net10-loaded.nettrace", dir);
+  struct dnt_run te, r;
+  char *const argv[] = {"/usr/bin/env", "dotnet", (char *)dll, trace, "--mode", "allocs", NULL};
+  cr_assert_eq(dnt_run_argv(&te, argv, NULL, 120000), 0, "%s", te.err);
+  cr_assert_eq(dnt_run_dntrace(&r, "allocs", trace, "--source", "tick", "--format", "json", "--top", "100000", NULL),
+               0, "%s", r.err);
+  size_t types = 0;
+  for (char *l = te.out; *l;) {
+    char *nl = strchr(l, '\n');
+    if (!nl) break;
+    *nl = 0;
+    char name[1024];
+    unsigned long long events;
+    double bytes;
+    if (sscanf(l, "%1023[^\t]\t%llu\t%lf", name, &events, &bytes) == 3) {
+      types++;
+      char key[1100];
+      snprintf(key, sizeof key, "{\"type\":\"%s\",\"bytes\":", name);
+      const char *p = strstr(r.out, key);
+      cr_expect(p, "type %s (TraceEvent: %llu ticks) missing from dntrace's", name, events);
+      if (p) {
+        cr_expect(fabs(atof(p + strlen(key)) - bytes) < 0.5, "%s: %.0f bytes, TraceEvent %.0f", name,
+                  atof(p + strlen(key)), bytes);
+        const char *s = strstr(p, "\"samples\":");
+        cr_expect(s && strtoull(s + 10, NULL, 10) == events, "%s: %llu ticks in TraceEvent", name, events);
+      }
+    }
+    l = nl + 1;
+  }
+  cr_expect_geq(types, 20, "%zu types from TraceEvent:\n%s", types, te.out);
+  /* and no type TraceEvent does not have */
+  size_t mine = 0;
+  for (const char *p = r.out; (p = strstr(p, "{\"type\":")); p++) mine++;
+  cr_expect_eq(mine, types, "dntrace lists %zu types, TraceEvent %zu", mine, types);
+  dnt_run_free(&te);
+  dnt_run_free(&r);
+}
+
+/* ---- no allocation events, and the command line ---- */
+
+Test(allocs_cli, a_trace_without_allocation_events_says_so_in_one_line) {
+  char dir[4096], trace[8192];
+  corpus_dir(dir, sizeof dir);
+  /* a .NET 5 trace of type, method and GC-handle events, its allocations a profiler's own */
+  snprintf(trace, sizeof trace, "%s/shirhatti__Nettrace/allocTrace.nettrace", dir);
+  struct dnt_run r;
+  cr_expect_eq(dnt_run_dntrace(&r, "allocs", trace, NULL), 1);
+  cr_expect_str_empty(r.out);
+  const char *nl = strchr(r.err, '\n');
+  cr_expect(strstr(r.err, "no allocation events in this trace") && nl && !nl[1], "%s", r.err);
+  dnt_run_free(&r);
+}
+
+Test(allocs_cli, bad_options_are_usage_errors) {
+  struct dnt_run r;
+  cr_expect_eq(dnt_run_dntrace(&r, "allocs", NULL), 2);
+  dnt_run_free(&r);
+  cr_expect_eq(dnt_run_dntrace(&r, "allocs", "x.nettrace", "--by", "size", NULL), 2);
+  cr_expect(strstr(r.err, "--by: 'size' is not type or stack"), "%s", r.err);
+  dnt_run_free(&r);
+  cr_expect_eq(dnt_run_dntrace(&r, "allocs", "x.nettrace", "--source", "all", NULL), 2);
+  dnt_run_free(&r);
+  cr_expect_eq(dnt_run_dntrace(&r, "allocs", "x.nettrace", "--format", "chromium", NULL), 2);
+  dnt_run_free(&r);
+  cr_expect_eq(dnt_run_dntrace(&r, "allocs", "x.nettrace", "--duration", "3s", NULL), 2);
+  dnt_run_free(&r);
+  cr_expect_eq(dnt_run_dntrace(&r, "allocs", "/nonexistent.nettrace", NULL), 1);
+  cr_expect(strstr(r.err, "/nonexistent.nettrace"), "%s", r.err);
+  dnt_run_free(&r);
+}
