@@ -513,6 +513,15 @@ void dnt_profile_add_ips(struct dnt_profile *p, uint64_t thread, uint64_t time, 
   }
 }
 
+void dnt_profile_add_stack(struct dnt_profile *p, uint64_t thread, uint64_t time, const uint64_t *ips, size_t n,
+                           double ms) {
+  if (n > UINT32_MAX) n = UINT32_MAX;
+  uint32_t stack = intern_stack(p, ips, (uint32_t)n);
+  if (p->oom || !add_sample(p, thread, stack, 0, ms)) return;
+  p->total_ms += ms;
+  if (time > p->last_ts) p->last_ts = time;
+}
+
 int dnt_profile_add_resolver(struct dnt_profile *p, dnt_profile_namer fn, void *ud) {
   if (p->nresolvers == DNT_PROFILE_MAX_RESOLVERS) return -1;
   p->resolvers[p->nresolvers].fn = fn;

@@ -27,6 +27,8 @@ static const struct dnt_cmd commands[] = {
     {"compare", cmd_compare, &usage_compare},
     {"stacks", cmd_stacks, &usage_stacks},
     {"gc", cmd_gc, &usage_gc},
+    {"exceptions", cmd_exceptions, &usage_exceptions},
+    {"locks", cmd_locks, &usage_locks},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
