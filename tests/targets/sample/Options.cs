@@ -9,7 +9,8 @@ namespace Sample
         public const string Usage =
             "usage: Sample [--seconds N] [--exit-code N] [--no-cpu] [--no-blocking] [--no-alloc]\n" +
             "              [--no-exceptions] [--no-counters] [--event-rate N] [--gen2 N] [--threads N]\n" +
-            "              [--gc-induce N] [--gc-background]\n" +
+            "              [--gc-induce N] [--gc-background] [--throw N [--throw-count K] [--throw-delay S]]\n" +
+            "              [--contend]\n" +
             "  --seconds N      run N seconds, then exit (default: until killed or Ctrl+C)\n" +
             "  --exit-code N    exit with N when done\n" +
             "  --event-rate N   emit about N Sample-Load events per second (0: off; very high: as fast as possible)\n" +
@@ -18,7 +19,13 @@ namespace Sample
             "  --threads N      also start N idle threads (idle-1 .. idle-N) parked in IdleWork.Park\n" +
             "  --gc-induce N    call GC.Collect() N times a second, printing 'induced GC' after each, GC being\n" +
             "                   GC.CollectionCount(0) then: the number the runtime gave that collection\n" +
-            "  --gc-background  with --gc-induce: every other induced collection is a background one";
+            "  --gc-background  with --gc-induce: every other induced collection is a background one\n" +
+            "  --throw N        thread throw-work throws and catches N Sample.SampleException a second, from\n" +
+            "                   Sample.ThrowWork.Fail, caught in Sample.ThrowWork.Catch\n" +
+            "  --throw-count K  with --throw: stop after K, then print 'thrown K'\n" +
+            "  --throw-delay S  with --throw: begin S seconds after 'ready' (for a session to start first)\n" +
+            "  --contend        threads contend-a and contend-b take turns at one lock in\n" +
+            "                   Sample.ContendWork.HoldLock, each holding it about 5 ms";
 
         public double Seconds;
         public int ExitCode;
@@ -28,6 +35,9 @@ namespace Sample
         public int IdleThreads;
         public double GcInduce;
         public bool GcBackground;
+        public double ThrowRate, ThrowDelay;
+        public long ThrowCount;
+        public bool Contend;
 
         public static Options Parse(string[] args)
         {
@@ -44,6 +54,10 @@ namespace Sample
                     case "--threads": o.IdleThreads = int.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
                     case "--gc-induce": o.GcInduce = double.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
                     case "--gc-background": o.GcBackground = true; break;
+                    case "--throw": o.ThrowRate = double.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
+                    case "--throw-count": o.ThrowCount = long.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
+                    case "--throw-delay": o.ThrowDelay = double.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
+                    case "--contend": o.Contend = true; break;
                     case "--no-cpu": o.Cpu = false; break;
                     case "--no-blocking": o.Blocking = false; break;
                     case "--no-alloc": o.Alloc = false; break;
