@@ -257,3 +257,59 @@ Test(exceptions_live, the_samples_throws_counted_exactly, .timeout = 120) {
   unlink(out);
   rmdir(tmp);
 }
+
+/* ---- the corpus, against TraceEvent ---- */
+
+static const char *oracle(void) {
+  static char dll[4096];
+  const char *b = getenv("DNT_BUILDDIR");
+  snprintf(dll, sizeof dll, "%s/tests/oracle-te/out/BenchTraceEvent.dll", b ? b : ".");
+  if (access(dll, R_OK) == 0) return dll;
+  if (in_ci()) cr_assert_fail("no TraceEvent oracle at %s (CI=true)", dll);
+  return NULL;
+}
+
+/* Every (type, message) TraceEvent counts is one of ours with the same count, and the catches
+ * are as many as our handled exceptions (each catch takes one exception). */
+Test(exceptions_traceevent, corpus_trace_with_exceptions, .timeout = 120) {
+  char dir[4096], trace[8192];
+  corpus_dir(dir, sizeof dir);
+  const char *dll = oracle();
+  if (!dll) cr_skip_test("dotnet is not installed: no TraceEvent to compare with");
+  snprintf(trace, sizeof trace, "%s/" NET10_LOADED, dir);
+  char *const argv[] = {"/usr/bin/env", "dotnet", (char *)dll, trace, "--mode", "exclocks", NULL};
+  struct dnt_run te;
+  dnt_run_argv(&te, argv, NULL, 120000);
+  cr_assert_eq(te.status, 0, "TraceEvent: %s", te.err);
+  struct dnt_schema *schema = schema_or_fail();
+  struct dnt_exceptions_analysis *a = dnt_exceptions_analysis_new(schema);
+  ntr_callbacks cb;
+  dnt_exceptions_analysis_callbacks(&cb);
+  char err[512];
+  ntr_stats st;
+  cr_assert_geq(dnt_trace_read(trace, &cb, a, &st, err, sizeof err), 0, "%s", err);
+  dnt_exceptions_analysis_finish(a, 3);
+  size_t n, groups = 0;
+  const dnt_exception_group *g = dnt_exceptions_list(a, &n);
+  unsigned long catches = 0;
+  for (char *line = te.out, *next; line && *line; line = next) {
+    if ((next = strchr(line, '\n'))) *next++ = '\0';
+    if (sscanf(line, "catches\t%lu", &catches) == 1) continue;
+    if (strncmp(line, "exc\t", 4) != 0) continue;
+    char *count = line + 4, *type = strchr(count, '\t'), *msg = type ? strchr(type + 1, '\t') : NULL;
+    cr_assert(msg, "%s", line);
+    *type++ = '\0', *msg++ = '\0';
+    const dnt_exception_group *mine = NULL;
+    for (size_t i = 0; i < n && !mine; i++)
+      if (strcmp(g[i].type, type) == 0 && strcmp(g[i].message, msg) == 0) mine = &g[i];
+    cr_expect(mine && mine->thrown == strtoul(count, NULL, 10), "%s: %s thrown %s times (TraceEvent), dntrace %llu",
+              type, msg, count, mine ? (unsigned long long)mine->thrown : 0ull);
+    groups++;
+  }
+  cr_expect_eq(groups, n, "TraceEvent's groups %zu, dntrace's %zu", groups, n);
+  cr_expect_gt(groups, 0);
+  cr_expect_eq(dnt_exceptions_get_summary(a)->handled, catches);
+  dnt_exceptions_analysis_free(a);
+  dnt_schema_free(schema);
+  dnt_run_free(&te);
+}

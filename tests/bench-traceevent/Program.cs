@@ -8,6 +8,8 @@
 //                  speedscope and Chromium exports hold, computed as dotnet-trace computes them
 //                  (SampleProfilerThreadTimeComputer over a TraceLog); no timing line
 //   --mode gc      TraceEvent's GC analysis, one line per GC (GcStats.cs), for tests/test-gc.c
+//   --mode exclocks  exceptions by type and message, catches, contention (ExcLocks.cs), for
+//                  tests/test-exceptions.c and tests/test-locks.c
 //   --mode names   no timing: one line per distinct event kind, "provider<TAB>id<TAB>version<TAB>
 //                  name" as TraceEvent names it (the runtime's parsers registered), for the
 //                  expected lists of dntrace's tests (tests/data/traceevent-names/)
@@ -69,6 +71,7 @@ static class Program
                 "parse" => Parse(path),
                 "stacks" => Stacks(path),
                 "gc" => GcStats.Print(path),
+                "exclocks" => ExcLocks.Print(path),
                 _ => throw new ArgumentException($"unknown mode '{mode}'"),
             };
             double s = clock.Elapsed.TotalSeconds;
