@@ -96,10 +96,18 @@ static void label(void *ud, size_t key, char *buf, size_t cap) {
     return;
   }
   const struct group *g = &a->groups[key];
-  /* a frame's name: one line, no ';' (folded stacks' separator), the message cut at 200 bytes */
-  snprintf(buf, cap, "Throw(%s) %.200s", g->type, g->message);
+  /* a frame's name: one line, no ';' (folded stacks' separator), the type and message cut; a
+   * label that is not the type and message as they are gets the group's number, so that no two
+   * groups share a frame (the stacks are told apart by it) */
+  int n = snprintf(buf, cap, "Throw(%.400s) %.200s", g->type, g->message);
+  int changed = strlen(g->type) > 400 || strlen(g->message) > 200 || n < 0 || (size_t)n >= cap;
   for (char *c = buf; *c; c++)
-    if ((unsigned char)*c < 0x20 || *c == ';') *c = ' ';
+    if ((unsigned char)*c < 0x20 || *c == ';') *c = ' ', changed = 1;
+  if (changed && cap > 32) {
+    size_t len = strlen(buf);
+    if (len > cap - 24) len = cap - 24;
+    snprintf(buf + len, cap - len, "... (#%zu)", key + 1);
+  }
 }
 
 struct dnt_exceptions_analysis *dnt_exceptions_analysis_new(const struct dnt_schema *schema) {
