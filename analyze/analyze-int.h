@@ -10,6 +10,20 @@
 /* ms since the trace's sync time, from a timestamp in the trace's ticks (0 without a clock). */
 double dnt__ms_of(uint64_t ts, uint64_t sync_qpc, uint64_t qpc_freq);
 
+/* The schema's layout of a runtime event, remembered: a schema lookup costs more than decoding
+ * the payload, and an analysis reads a few kinds of events many times. Caller-provided storage,
+ * zeroed. NULL when the schema does not know the event. */
+#define DNT__LAYOUTS 16
+struct dnt__layouts {
+  struct {
+    uint32_t id, version, nfields;
+    const ntr_field *fields;
+  } v[DNT__LAYOUTS];
+  size_t n;
+};
+const ntr_field *dnt__layout(struct dnt__layouts *c, const struct dnt_schema *schema, const ntr_metadata *md,
+                             uint32_t *nfields);
+
 /* event-stacks.c: the stacks of the events an analysis counts (exceptions thrown, waits for a
  * lock), kept in a profile (profile/: named through the trace's method table and rundown at the
  * end, written by its flame graph, folded, speedscope and pprof writers). Each stack gets one

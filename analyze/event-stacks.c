@@ -16,6 +16,22 @@ double dnt__ms_of(uint64_t ts, uint64_t sync_qpc, uint64_t qpc_freq) {
   return qpc_freq ? (double)(int64_t)(ts - sync_qpc) * 1000.0 / (double)qpc_freq : 0.0;
 }
 
+const ntr_field *dnt__layout(struct dnt__layouts *c, const struct dnt_schema *schema, const ntr_metadata *md,
+                             uint32_t *nfields) {
+  for (size_t i = 0; i < c->n; i++)
+    if (c->v[i].id == md->event_id && c->v[i].version == md->version) {
+      *nfields = c->v[i].nfields;
+      return c->v[i].fields;
+    }
+  const char *name;
+  const ntr_field *f = dnt_schema_lookup(schema, DNT__RUNTIME_PROVIDER, md->event_id, md->version, &name, nfields);
+  if (!f) *nfields = 0;
+  if (c->n < DNT__LAYOUTS) /* a hostile trace's many versions are looked up each time */
+    c->v[c->n].id = md->event_id, c->v[c->n].version = md->version, c->v[c->n].nfields = *nfields,
+    c->v[c->n++].fields = f;
+  return f;
+}
+
 static int name_leaf(void *ud, uint64_t ip, int leaf, char *buf, size_t cap) {
   struct dnt__event_stacks *s = ud;
   (void)leaf;

@@ -69,6 +69,9 @@ struct thread {
 struct dnt_exceptions_analysis {
   const struct dnt_schema *schema;
   dnt_record rec;
+  struct dnt__layouts layouts;
+  const ntr_metadata *last_md;
+  int last_runtime;
   uint64_t sync_qpc, qpc_freq;
   uint32_t pointer_size;
   int have_time;
@@ -343,7 +346,12 @@ static int exc_on_event(void *ud, const ntr_event *ev) {
   if (!a->have_time || ev->timestamp > a->last_ts) a->last_ts = ev->timestamp;
   a->have_time = 1;
   if (dnt__event_stacks_on_event(&a->stacks, ev) != 0) return a->failed = 1, 1; /* the method table */
-  if (!md || strcmp(md->provider, DNT__RUNTIME_PROVIDER) != 0) return 0;
+  if (!md) return 0;
+  if (md != a->last_md) { /* the metadata of a run of events is one: compare its provider once */
+    a->last_md = md;
+    a->last_runtime = strcmp(md->provider, DNT__RUNTIME_PROVIDER) == 0;
+  }
+  if (!a->last_runtime) return 0;
   switch (md->event_id) {
   case EV_THROWN: case EV_CATCH_START: break;
   case EV_FINALLY_START: case EV_FILTER_START: a->summary.catch_events = 1; return 0;
@@ -354,9 +362,8 @@ static int exc_on_event(void *ud, const ntr_event *ev) {
   default: return 0;
   }
   if (md->event_id == EV_CATCH_START) a->summary.catch_events = 1;
-  const char *name;
   uint32_t nfields;
-  const ntr_field *f = dnt_schema_lookup(a->schema, md->provider, md->event_id, md->version, &name, &nfields);
+  const ntr_field *f = dnt__layout(&a->layouts, a->schema, md, &nfields);
   /* a short or odd payload keeps the fields decoded before the fault; a missing one reads as
    * absent; an event the schema does not know decodes as none */
   if (dnt_record_decode_layout(&a->rec, f ? f : NULL, f ? nfields : 0, a->pointer_size == 4 ? 4 : 8, ev->payload,
