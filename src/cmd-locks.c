@@ -117,7 +117,10 @@ int cmd_locks(int argc, char **argv) {
   else
     dnt_locks_write_text(out.fp, a, (size_t)o.top);
   if (dnt_output_commit(&out) < 0) goto done;
-  if (s->waits == 0)
+  if (s->waits == 0 && s->unpaired)
+    fprintf(stderr, "no complete wait for a lock in this trace: %llu contention events without their other half\n",
+            (unsigned long long)s->unpaired);
+  else if (s->waits == 0)
     fprintf(stderr, "no lock contention in this trace (record it with 'dntrace locks -p PID', or the runtime's "
                     "Contention keyword 0x4000)\n");
   rc = damaged ? DNT_EXIT_FAILURE : 0;
