@@ -52,8 +52,10 @@ struct dnt__event_stacks {
   size_t nkeys;
 };
 
-/* 0, or -ENOMEM. by_time: the profile's writers weigh the stacks by their ms (else by counts). */
-int dnt__event_stacks_init(struct dnt__event_stacks *s, dnt__stack_label_fn label, void *ud, int by_time);
+/* 0, or -ENOMEM. by_time: the profile's writers weigh the stacks by their ms (else by counts);
+ * what: what its samples are (dnt_profile_describe; static). */
+int dnt__event_stacks_init(struct dnt__event_stacks *s, dnt__stack_label_fn label, void *ud, int by_time,
+                           const char *what);
 /* Every event goes through here: the method, module and thread events name the frames. 0, or
  * nonzero when out of memory. */
 int dnt__event_stacks_on_trace(struct dnt__event_stacks *s, const ntr_trace *t);

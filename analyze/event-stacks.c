@@ -40,7 +40,8 @@ static int name_leaf(void *ud, uint64_t ip, int leaf, char *buf, size_t cap) {
   return 1;
 }
 
-int dnt__event_stacks_init(struct dnt__event_stacks *s, dnt__stack_label_fn label, void *ud, int by_time) {
+int dnt__event_stacks_init(struct dnt__event_stacks *s, dnt__stack_label_fn label, void *ud, int by_time,
+                           const char *what) {
   memset(s, 0, sizeof *s);
   s->label = label;
   s->ud = ud;
@@ -48,6 +49,7 @@ int dnt__event_stacks_init(struct dnt__event_stacks *s, dnt__stack_label_fn labe
   dnt_profile_methods_only(s->prof, 1); /* its own samples are not what is counted */
   dnt_profile_set_weight(s->prof, by_time ? DNT_WEIGHT_TIME : DNT_WEIGHT_SAMPLES);
   dnt_profile_add_resolver(s->prof, name_leaf, s);
+  dnt_profile_describe(s->prof, what);
   return 0;
 }
 

@@ -118,7 +118,8 @@ struct dnt_exceptions_analysis *dnt_exceptions_analysis_new(const struct dnt_sch
   if (!a) return NULL;
   a->schema = schema;
   dnt_record_init(&a->rec);
-  if (dnt__event_stacks_init(&a->stacks, label, a, 0) != 0) {
+  if (dnt__event_stacks_init(&a->stacks, label, a, 0,
+                             "exceptions thrown, one sample per ExceptionThrown event, at its stack") != 0) {
     dnt_exceptions_analysis_free(a);
     return NULL;
   }

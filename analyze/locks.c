@@ -86,7 +86,8 @@ struct dnt_locks_analysis *dnt_locks_analysis_new(const struct dnt_schema *schem
   if (!a) return NULL;
   a->schema = schema;
   dnt_record_init(&a->rec);
-  if (dnt__event_stacks_init(&a->stacks, label, a, 1) != 0) {
+  if (dnt__event_stacks_init(&a->stacks, label, a, 1,
+                             "time waited for locks, one sample per wait (ContentionStart to Stop) at its stack") != 0) {
     dnt_locks_analysis_free(a);
     return NULL;
   }
