@@ -313,3 +313,38 @@ Test(exceptions_traceevent, corpus_trace_with_exceptions, .timeout = 120) {
   dnt_schema_free(schema);
   dnt_run_free(&te);
 }
+
+/* An exception nothing catches: the sample's crash-work thread throws one 1.5 s after "ready",
+ * and the process dies of it; dntrace, recording until then, reports it unhandled. */
+Test(exceptions_live, an_exception_nothing_catches_is_unhandled, .timeout = 120) {
+  DNT_REQUIRE_TARGET();
+  require_python();
+  const char *const args[] = {"--crash-after", "1.5", "--no-cpu", "--no-blocking", "--no-alloc", "--no-exceptions",
+                              "--no-counters", NULL};
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = args, .wait_socket = 1};
+  dnt_target t;
+  char err[512], pid[32], tmp[] = "/tmp/dnt-exc-XXXXXX", out[64];
+  cr_assert(mkdtemp(tmp));
+  snprintf(out, sizeof out, "%s/e.json", tmp);
+  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  struct dnt_run r;
+  dnt_run_dntrace(&r, "exceptions", "-p", pid, "--duration", "20s", "--format", "json", "-o", out, NULL);
+  int status = dnt_target_stop(&t);
+  cr_assert_eq(r.status, 0, "dntrace exceptions -p: %s", r.err);
+  cr_expect_lt(r.seconds, 15, "the recording ends with the process");
+  cr_expect_neq(status, 0, "the sample died of its exception");
+  dnt_run_free(&r);
+  const char *py = "import json, sys\n"
+                   "d = json.load(open(sys.argv[1]))\n"
+                   "e = [x for x in d['exceptions'] if x['type'] == 'Sample.SampleException']\n"
+                   "assert len(e) == 1, d['exceptions']\n"
+                   "assert e[0]['thrown'] == 1 and e[0]['unhandled'] == 1 and e[0]['handled'] == 0, e\n"
+                   "assert d['summary']['catchEvents'], d['summary']\n";
+  char *const argv[] = {"/usr/bin/env", "python3", "-c", (char *)py, out, NULL};
+  dnt_run_argv(&r, argv, NULL, 60000);
+  cr_expect_eq(r.status, 0, "%s", r.err);
+  dnt_run_free(&r);
+  unlink(out);
+  rmdir(tmp);
+}

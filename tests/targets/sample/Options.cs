@@ -10,7 +10,7 @@ namespace Sample
             "usage: Sample [--seconds N] [--exit-code N] [--no-cpu] [--no-blocking] [--no-alloc]\n" +
             "              [--no-exceptions] [--no-counters] [--event-rate N] [--gen2 N] [--threads N]\n" +
             "              [--gc-induce N] [--gc-background] [--throw N [--throw-count K] [--throw-delay S]]\n" +
-            "              [--contend]\n" +
+            "              [--contend] [--crash-after S]\n" +
             "  --seconds N      run N seconds, then exit (default: until killed or Ctrl+C)\n" +
             "  --exit-code N    exit with N when done\n" +
             "  --event-rate N   emit about N Sample-Load events per second (0: off; very high: as fast as possible)\n" +
@@ -24,6 +24,8 @@ namespace Sample
             "                   Sample.ThrowWork.Fail, caught in Sample.ThrowWork.Catch\n" +
             "  --throw-count K  with --throw: stop after K, then print 'thrown K'\n" +
             "  --throw-delay S  with --throw: begin S seconds after 'ready' (for a session to start first)\n" +
+            "  --crash-after S  thread crash-work throws a Sample.SampleException that nothing catches, S\n" +
+            "                   seconds after 'ready' (the process dies of it)\n" +
             "  --contend        threads contend-a and contend-b take turns at one lock in\n" +
             "                   Sample.ContendWork.HoldLock, each holding it about 5 ms";
 
@@ -38,6 +40,7 @@ namespace Sample
         public double ThrowRate, ThrowDelay;
         public long ThrowCount;
         public bool Contend;
+        public double CrashAfter = -1;
 
         public static Options Parse(string[] args)
         {
@@ -58,6 +61,7 @@ namespace Sample
                     case "--throw-count": o.ThrowCount = long.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
                     case "--throw-delay": o.ThrowDelay = double.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
                     case "--contend": o.Contend = true; break;
+                    case "--crash-after": o.CrashAfter = double.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
                     case "--no-cpu": o.Cpu = false; break;
                     case "--no-blocking": o.Blocking = false; break;
                     case "--no-alloc": o.Alloc = false; break;

@@ -31,6 +31,7 @@ namespace Sample
             for (int i = 1; i <= _opts.IdleThreads; i++) Spawn("idle-" + i, () => IdleWork.Park(_stop));
             if (_opts.ThrowRate > 0)
                 Spawn("throw-work", () => ThrowWork.Run(_opts.ThrowRate, _opts.ThrowCount, _opts.ThrowDelay, _stop));
+            if (_opts.CrashAfter >= 0) Spawn("crash-work", () => ThrowWork.Crash(_opts.CrashAfter, _stop));
             if (_opts.Contend)
             {
                 Spawn("contend-a", () => ContendWork.Run(_stop));
@@ -222,6 +223,13 @@ namespace Sample
 
         [MethodImpl(MethodImplOptions.NoInlining)]
         public static void Fail() => throw new SampleException();
+
+        // The known answer of an unhandled exception: thrown from Fail, caught nowhere.
+        public static void Crash(double delay, CancellationToken stop)
+        {
+            if (stop.WaitHandle.WaitOne(TimeSpan.FromSeconds(delay))) return;
+            Fail();
+        }
     }
 
     // The known answer of `dntrace locks`: two threads taking turns at one lock, each holding it
