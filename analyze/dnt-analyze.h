@@ -158,7 +158,8 @@ typedef struct dnt_exception_group {
 typedef struct dnt_exception_summary {
   uint64_t thrown, handled, unhandled, unknown;
   size_t groups, types;
-  int catch_events;      /* the trace has ExceptionCatch/Filter/Finally events (informational) */
+  int catch_events;      /* the trace has ExceptionCatch/Filter/Finally/ThrownStop events, or was
+                            recorded at the informational level (catches_recorded) */
   double trace_ms;       /* first to last event of the trace */
   double per_second;     /* thrown over trace_ms */
   const uint64_t *per_sec_counts; /* throws in each second since the trace's start */
@@ -176,6 +177,9 @@ void dnt_exceptions_analysis_free(struct dnt_exceptions_analysis *a);
  * memory; dnt_exceptions_analysis_failed says so afterwards (-ENOMEM, sticky, else 0). */
 void dnt_exceptions_analysis_callbacks(ntr_callbacks *cb);
 int dnt_exceptions_analysis_failed(const struct dnt_exceptions_analysis *a);
+/* The events were recorded at the informational level (a live session that asked for it): an
+ * exception no catch took is unhandled even when the trace has no catch event at all. */
+void dnt_exceptions_analysis_catches_recorded(struct dnt_exceptions_analysis *a);
 /* Once the trace is read: groups sorted by count, the `top` heaviest throw stacks of each named,
  * the summary. Call once. */
 void dnt_exceptions_analysis_finish(struct dnt_exceptions_analysis *a, size_t top_stacks);

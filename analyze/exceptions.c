@@ -18,7 +18,8 @@
  *   ExceptionThrownStop (256)  the innermost exception's dispatch is over (.NET 5+): if no catch
  *                              began for it, it is unhandled.
  *   the trace's end            an exception still in flight, never caught, is unhandled when the
- *                              trace has catch events at all, else unknown (recorded at the Error
+ *                              trace has catch events at all or was recorded at the informational
+ *                              level (a live session says so), else unknown (recorded at the Error
  *                              level, where only ExceptionThrown is logged).
  *
  * So an exception escaping a thread's last frame (which kills the process) is unhandled, and so
@@ -145,6 +146,8 @@ void dnt_exceptions_analysis_free(struct dnt_exceptions_analysis *a) {
 }
 
 int dnt_exceptions_analysis_failed(const struct dnt_exceptions_analysis *a) { return a->failed ? -ENOMEM : 0; }
+
+void dnt_exceptions_analysis_catches_recorded(struct dnt_exceptions_analysis *a) { a->summary.catch_events = 1; }
 
 static uint32_t hash_str(uint32_t h, const char *s) {
   for (; *s; s++) h = (h ^ (uint8_t)*s) * 16777619u;

@@ -90,6 +90,7 @@ int cmd_exceptions(int argc, char **argv) {
 
   ntr_callbacks cb;
   dnt_exceptions_analysis_callbacks(&cb);
+  if (!o.trace) dnt_exceptions_analysis_catches_recorded(a); /* the session below asks for them */
   /* throws, catches, filters and finallys (informational), each with its stack, and the rundown
    * that names the frames */
   static const struct dnt_analysis_recording rec = {.what = "the exceptions",

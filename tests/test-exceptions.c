@@ -315,7 +315,9 @@ Test(exceptions_traceevent, corpus_trace_with_exceptions, .timeout = 120) {
 }
 
 /* An exception nothing catches: the sample's crash-work thread throws one 1.5 s after "ready",
- * and the process dies of it; dntrace, recording until then, reports it unhandled. */
+ * and the process dies of it (a second later: the runtime does not flush a session when it dies,
+ * the sample's handler waits for it); dntrace, recording until then, reports it unhandled: the
+ * session asked for the catches, and none came. */
 Test(exceptions_live, an_exception_nothing_catches_is_unhandled, .timeout = 120) {
   DNT_REQUIRE_TARGET();
   require_python();

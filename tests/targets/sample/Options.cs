@@ -25,7 +25,7 @@ namespace Sample
             "  --throw-count K  with --throw: stop after K, then print 'thrown K'\n" +
             "  --throw-delay S  with --throw: begin S seconds after 'ready' (for a session to start first)\n" +
             "  --crash-after S  thread crash-work throws a Sample.SampleException that nothing catches, S\n" +
-            "                   seconds after 'ready' (the process dies of it)\n" +
+            "                   seconds after 'ready' (the process dies of it, a second later)\n" +
             "  --contend        threads contend-a and contend-b take turns at one lock in\n" +
             "                   Sample.ContendWork.HoldLock, each holding it about 5 ms";
 

@@ -224,10 +224,13 @@ namespace Sample
         [MethodImpl(MethodImplOptions.NoInlining)]
         public static void Fail() => throw new SampleException();
 
-        // The known answer of an unhandled exception: thrown from Fail, caught nowhere.
+        // The known answer of an unhandled exception: thrown from Fail, caught nowhere. The runtime
+        // ends the process without flushing its tracing sessions: the handler gives a session the
+        // time to receive the last events first.
         public static void Crash(double delay, CancellationToken stop)
         {
             if (stop.WaitHandle.WaitOne(TimeSpan.FromSeconds(delay))) return;
+            AppDomain.CurrentDomain.UnhandledException += (_, _) => Thread.Sleep(1000);
             Fail();
         }
     }
