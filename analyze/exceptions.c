@@ -54,6 +54,7 @@ struct group {
   char *type, *message;
   uint32_t hash;
   char *catch_names[DNT_EXC_CATCHES];
+  uint64_t catch_ids[DNT_EXC_CATCHES]; /* their MethodIDs (0: not said) */
 };
 
 struct in_flight {
@@ -292,19 +293,36 @@ static int on_thrown(struct dnt_exceptions_analysis *a, const ntr_event *ev) {
   return a->stacks.oom ? -1 : 0;
 }
 
-static int on_catch(struct dnt_exceptions_analysis *a, const ntr_event *ev) {
+/* The catch's method: its MethodID (a method's runtime handle) when the group has it already, so
+ * that the name, a long string, is decoded once per method, not per catch; else by name. */
+static int on_catch(struct dnt_exceptions_analysis *a, const ntr_event *ev, const ntr_field *f, uint32_t nfields) {
   struct thread *t = thread_of(a, ev->thread_id);
   if (!t) return -1;
   if (t->n == 0 || t->v[t->n - 1].caught) return 0; /* its throw came before the trace */
-  struct in_flight *f = &t->v[t->n - 1];
-  f->caught = 1;
-  struct group *g = &a->groups[f->group];
+  struct in_flight *fl = &t->v[t->n - 1];
+  fl->caught = 1;
+  struct group *g = &a->groups[fl->group];
   g->g.handled++;
+  uint32_t before = 0; /* the fields before MethodName: EntryEIP, MethodID */
+  while (f && before < nfields && strcmp(f[before].name, "MethodName") != 0) before++;
+  int ptr = a->pointer_size == 4 ? 4 : 8;
+  if (dnt_record_decode_layout(&a->rec, f, before, ptr, ev->payload, ev->payload_size) == NTR_ENOMEM) return -1;
+  double id = 0;
+  dnt_record_num(&a->rec, "MethodID", &id);
+  if (id != 0)
+    for (int k = 0; k < DNT_EXC_CATCHES && g->catch_names[k]; k++)
+      if (g->catch_ids[k] == (uint64_t)id) {
+        g->g.catches[k].count++;
+        return 0;
+      }
+  if (dnt_record_decode_layout(&a->rec, f, f ? nfields : 0, ptr, ev->payload, ev->payload_size) == NTR_ENOMEM)
+    return -1;
   const char *method = dnt_record_str(&a->rec, "MethodName");
   if (!method || !*method) method = "(unknown)";
   for (int k = 0; k < DNT_EXC_CATCHES; k++) {
     if (!g->catch_names[k]) {
       if (!(g->catch_names[k] = strdup(method))) return -1;
+      g->catch_ids[k] = (uint64_t)id;
       g->g.catches[k].count = 1;
       return 0;
     }
@@ -365,15 +383,18 @@ static int exc_on_event(void *ud, const ntr_event *ev) {
     return 0;
   default: return 0;
   }
-  if (md->event_id == EV_CATCH_START) a->summary.catch_events = 1;
   uint32_t nfields;
   const ntr_field *f = dnt__layout(&a->layouts, a->schema, md, &nfields);
+  if (md->event_id == EV_CATCH_START) {
+    a->summary.catch_events = 1;
+    return on_catch(a, ev, f, nfields) ? (a->failed = 1, 1) : 0;
+  }
   /* a short or odd payload keeps the fields decoded before the fault; a missing one reads as
    * absent; an event the schema does not know decodes as none */
-  if (dnt_record_decode_layout(&a->rec, f ? f : NULL, f ? nfields : 0, a->pointer_size == 4 ? 4 : 8, ev->payload,
+  if (dnt_record_decode_layout(&a->rec, f, f ? nfields : 0, a->pointer_size == 4 ? 4 : 8, ev->payload,
                                ev->payload_size) == NTR_ENOMEM)
     return a->failed = 1, 1;
-  int rc = md->event_id == EV_THROWN ? on_thrown(a, ev) : on_catch(a, ev);
+  int rc = on_thrown(a, ev);
   if (rc) return a->failed = 1, 1;
   return 0;
 }
