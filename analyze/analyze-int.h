@@ -10,6 +10,10 @@
 /* ms since the trace's sync time, from a timestamp in the trace's ticks (0 without a clock). */
 double dnt__ms_of(uint64_t ts, uint64_t sync_qpc, uint64_t qpc_freq);
 
+/* An integer field of a decoded payload, all 64 bits of it (a double holds 53: pointers and ids
+ * would merge); 0 when absent or not an integer. */
+uint64_t dnt__record_u64(const dnt_record *r, const char *name);
+
 /* The schema's layout of a runtime event, remembered: a schema lookup costs more than decoding
  * the payload, and an analysis reads a few kinds of events many times. Caller-provided storage,
  * zeroed. NULL when the schema does not know the event. */

@@ -16,6 +16,16 @@ double dnt__ms_of(uint64_t ts, uint64_t sync_qpc, uint64_t qpc_freq) {
   return qpc_freq ? (double)(int64_t)(ts - sync_qpc) * 1000.0 / (double)qpc_freq : 0.0;
 }
 
+uint64_t dnt__record_u64(const dnt_record *r, const char *name) {
+  const dnt_value *v = dnt_record_get(r, name);
+  if (!v) return 0;
+  switch (v->kind) {
+  case DNT_VALUE_UINT: return v->u;
+  case DNT_VALUE_INT: return (uint64_t)v->i;
+  default: return 0;
+  }
+}
+
 const ntr_field *dnt__layout(struct dnt__layouts *c, const struct dnt_schema *schema, const ntr_metadata *md,
                              uint32_t *nfields) {
   for (size_t i = 0; i < c->n; i++)

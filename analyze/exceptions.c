@@ -240,8 +240,8 @@ static void uncaught(struct dnt_exceptions_analysis *a, const struct in_flight *
 }
 
 static int count_second(struct dnt_exceptions_analysis *a, double ms) {
-  size_t s = ms > 0 ? (size_t)(ms / 1000.0) : 0;
   if (ms >= (double)MAX_SECONDS * 1000.0) return 0;
+  size_t s = ms > 0 ? (size_t)(ms / 1000.0) : 0;
   if (s >= a->capsec) {
     size_t cap = a->capsec ? a->capsec : 64;
     while (cap <= s) cap *= 2;
@@ -258,13 +258,13 @@ static int count_second(struct dnt_exceptions_analysis *a, double ms) {
 
 static int on_thrown(struct dnt_exceptions_analysis *a, const ntr_event *ev) {
   const char *type = "(unknown)", *message = "";
-  double flags = 0, hresult = 0;
+  uint64_t flags = 0, hresult = 0;
   if (ev->metadata->version >= 1) {
     const char *t = dnt_record_str(&a->rec, "ExceptionType"), *m = dnt_record_str(&a->rec, "ExceptionMessage");
     if (t && *t) type = t;
     if (m) message = m;
-    dnt_record_num(&a->rec, "ExceptionFlags", &flags);
-    dnt_record_num(&a->rec, "ExceptionHRESULT", &hresult);
+    flags = dnt__record_u64(&a->rec, "ExceptionFlags");
+    hresult = dnt__record_u64(&a->rec, "ExceptionHRESULT");
   }
   long gi = group_of(a, type, message);
   struct thread *t = thread_of(a, ev->thread_id);
@@ -277,9 +277,8 @@ static int on_thrown(struct dnt_exceptions_analysis *a, const ntr_event *ev) {
   }
   if (ms > g->last_ms || g->thrown == 0) g->last_ms = ms;
   g->thrown++;
-  uint32_t f = (uint32_t)flags;
-  if (f & FLAG_RETHROWN) g->rethrown++;
-  if (f & FLAG_NESTED) g->nested++;
+  if (flags & FLAG_RETHROWN) g->rethrown++;
+  if (flags & FLAG_NESTED) g->nested++;
   if (count_second(a, ms) != 0) return -1;
   while (t->n && t->v[t->n - 1].caught) t->n--; /* caught ones are done */
   if (t->n == IN_FLIGHT_MAX) {                  /* the oldest can no longer be told apart */
@@ -307,11 +306,10 @@ static int on_catch(struct dnt_exceptions_analysis *a, const ntr_event *ev, cons
   while (f && before < nfields && strcmp(f[before].name, "MethodName") != 0) before++;
   int ptr = a->pointer_size == 4 ? 4 : 8;
   if (dnt_record_decode_layout(&a->rec, f, before, ptr, ev->payload, ev->payload_size) == NTR_ENOMEM) return -1;
-  double id = 0;
-  dnt_record_num(&a->rec, "MethodID", &id);
+  uint64_t id = dnt__record_u64(&a->rec, "MethodID");
   if (id != 0)
     for (int k = 0; k < DNT_EXC_CATCHES && g->catch_names[k]; k++)
-      if (g->catch_ids[k] == (uint64_t)id) {
+      if (g->catch_ids[k] == id) {
         g->g.catches[k].count++;
         return 0;
       }
@@ -322,7 +320,7 @@ static int on_catch(struct dnt_exceptions_analysis *a, const ntr_event *ev, cons
   for (int k = 0; k < DNT_EXC_CATCHES; k++) {
     if (!g->catch_names[k]) {
       if (!(g->catch_names[k] = strdup(method))) return -1;
-      g->catch_ids[k] = (uint64_t)id;
+      g->catch_ids[k] = id;
       g->g.catches[k].count = 1;
       return 0;
     }

@@ -19,7 +19,6 @@
  * A wait still open when the trace ends is unpaired. Memory grows with the locks, the threads and
  * their stacks, never with the events. */
 #include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -172,21 +171,16 @@ static struct waiter *thread_of(struct dnt_locks_analysis *a, uint64_t tid) {
   return t;
 }
 
-static double num(const struct dnt_locks_analysis *a, const char *name, double dflt) {
-  double v;
-  return dnt_record_num(&a->rec, name, &v) == 0 ? v : dflt;
-}
-
 static int on_start(struct dnt_locks_analysis *a, const ntr_event *ev) {
   struct waiter *t = thread_of(a, ev->thread_id);
   if (!t) return -1;
   if (t->waiting) a->summary.unpaired++;
   t->waiting = 1;
   t->ts = ev->timestamp;
-  t->native = num(a, "ContentionFlags", 0) == 1;
-  t->lock_id = (uint64_t)num(a, "LockID", 0);
-  t->object_id = (uint64_t)num(a, "AssociatedObjectID", 0);
-  t->owner = (uint64_t)num(a, "LockOwnerThreadID", 0);
+  t->native = dnt__record_u64(&a->rec, "ContentionFlags") == 1;
+  t->lock_id = dnt__record_u64(&a->rec, "LockID");
+  t->object_id = dnt__record_u64(&a->rec, "AssociatedObjectID");
+  t->owner = dnt__record_u64(&a->rec, "LockOwnerThreadID");
   t->nframes = 0;
   size_t n = ev->stack ? ev->stack->nframes : 0;
   if (n > t->cap) {
