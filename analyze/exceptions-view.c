@@ -41,7 +41,7 @@ void dnt_exceptions_write_text(FILE *fp, const struct dnt_exceptions_analysis *a
     fprintf(fp, "Handled or not: unknown (no catch events in the trace: record the Exception keyword at the "
                 "informational level)");
   if (s->catch_events && s->unknown) fprintf(fp, ", unknown: %llu", (unsigned long long)s->unknown);
-  fprintf(fp, "; %zu types, %zu distinct type and message\n", s->types, s->groups);
+  fprintf(fp, "; %zu %s, %zu distinct type and message\n", s->types, s->types == 1 ? "type" : "types", s->groups);
   if (s->seconds) {
     fprintf(fp, "Thrown per second:");
     for (size_t i = 0; i < s->seconds && i < TEXT_SECONDS; i++) fprintf(fp, " %llu", (unsigned long long)s->per_sec_counts[i]);

@@ -18,8 +18,9 @@ void dnt_locks_write_text(FILE *fp, const struct dnt_locks_analysis *a, size_t t
   const dnt_lock *l = dnt_locks_list(a, &n);
   const dnt_locks_summary *s = dnt_locks_get_summary(a);
   const dnt_analysis_stack *st = dnt_locks_stacks(a, &ns);
-  fprintf(fp, "Contention: %llu waits for %zu locks by %zu threads in %.3f s: %.3f ms waited, the longest %.3f ms\n",
-          (unsigned long long)s->waits, s->locks, s->threads, s->trace_ms / 1000.0, s->wait_ms, s->max_wait_ms);
+  fprintf(fp, "Contention: %llu waits for %zu %s by %zu %s in %.3f s: %.3f ms waited, the longest %.3f ms\n",
+          (unsigned long long)s->waits, s->locks, s->locks == 1 ? "lock" : "locks", s->threads,
+          s->threads == 1 ? "thread" : "threads", s->trace_ms / 1000.0, s->wait_ms, s->max_wait_ms);
   if (s->with_duration)
     fprintf(fp, "Wait lengths: the runtime's DurationNs (%llu waits); from the events' timestamps: %.3f ms\n",
             (unsigned long long)s->with_duration, s->ts_wait_ms);
