@@ -231,17 +231,28 @@ typedef struct dnt_locks_summary {
 
 struct dnt_locks_analysis;
 
+/* A new analysis reading layouts from schema (borrowed: it must outlive the analysis). NULL when
+ * out of memory. Free with dnt_locks_analysis_free (NULL is fine). */
 struct dnt_locks_analysis *dnt_locks_analysis_new(const struct dnt_schema *schema);
 void dnt_locks_analysis_free(struct dnt_locks_analysis *a);
+/* The parser callbacks to feed it (ud: the analysis); nonzero only when out of memory, which
+ * dnt_locks_analysis_failed says afterwards (-ENOMEM, sticky, else 0). */
 void dnt_locks_analysis_callbacks(ntr_callbacks *cb);
 int dnt_locks_analysis_failed(const struct dnt_locks_analysis *a);
-/* As for exceptions: locks sorted by total wait, the `top` heaviest waiting stacks of each. */
+/* Once the trace is read: locks sorted by total wait, the `top` heaviest waiting stacks of each
+ * and of all named, the summary. Call once. */
 void dnt_locks_analysis_finish(struct dnt_locks_analysis *a, size_t top_stacks);
+/* The locks, most waited for first; the summary; the heaviest waiting stacks of all locks
+ * together. All valid until the analysis is freed (after finish). */
 const dnt_lock *dnt_locks_list(const struct dnt_locks_analysis *a, size_t *n);
 const dnt_locks_summary *dnt_locks_get_summary(const struct dnt_locks_analysis *a);
 const dnt_analysis_stack *dnt_locks_stacks(const struct dnt_locks_analysis *a, size_t *n);
-/* The waiting stacks weighted by their wait (ms), the leaf frame naming the lock. */
+/* The waiting stacks as a profile for profile/'s writers, one sample per wait weighing its length
+ * (ms), the leaf frame naming the lock ("Contention on lock 0x..."); owned by the analysis (after
+ * finish). */
 const struct dnt_profile *dnt_locks_profile(const struct dnt_locks_analysis *a);
+/* The views: the `top` locks (0: all) with their stacks, then the stacks of all locks, as a text
+ * report or one JSON object. Write to fp; the caller checks fp for errors. */
 void dnt_locks_write_text(FILE *fp, const struct dnt_locks_analysis *a, size_t top);
 void dnt_locks_write_json(FILE *fp, const struct dnt_locks_analysis *a, size_t top);
 
