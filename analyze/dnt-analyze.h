@@ -343,5 +343,150 @@ const struct dnt_profile *dnt_allocs_profile(const struct dnt_allocs_analysis *a
  * stacks. Write to fp (the caller checks it for errors); 0, or -1 when out of memory. */
 int dnt_allocs_write_text(FILE *fp, const struct dnt_allocs_analysis *a, size_t top, int by_stack);
 int dnt_allocs_write_json(FILE *fp, const struct dnt_allocs_analysis *a, size_t top);
+/* What exceptions and locks share: the stacks of the events they count, named through the trace's
+ * method table and rundown (profile/), merged across threads, heaviest first. */
+
+struct dnt_profile; /* dnt-profile.h */
+
+typedef struct dnt_analysis_stack {
+  const char **frames; /* function names, leaf first; owned by the analysis */
+  size_t nframes;      /* 0: the events carried no stack (recorded without stacks) */
+  uint64_t count;      /* events with this stack */
+  double weight_ms;    /* their weight: a wait's length (locks); 0 for exceptions */
+} dnt_analysis_stack;
+
+/* ============================================================================================== */
+/* Exceptions thrown, by type and message, with their throw stacks, whether a catch took them, and
+ * their rate over time. Every ExceptionThrown is a first-chance exception (it is logged when the
+ * runtime begins to dispatch it); on its thread, the innermost exception not yet caught is the one
+ * an ExceptionCatchStart catches (its MethodName is the catching method), and an ExceptionThrownStop
+ * ends its dispatch. analyze/exceptions.c states the rules. */
+
+#define DNT_EXC_CATCHES 4 /* catching methods kept per group (the rest are counted together) */
+
+typedef struct dnt_exception_group {
+  const char *type;      /* ExceptionType (owned by the analysis) */
+  const char *message;   /* ExceptionMessage ("" when none) */
+  uint32_t hresult;      /* the first throw's ExceptionHRESULT */
+  uint64_t thrown;       /* all thrown: each is a first-chance exception */
+  uint64_t handled;      /* a catch began for it */
+  uint64_t unhandled;    /* no catch began for it before its dispatch or the trace ended (catch
+                            events being recorded) */
+  uint64_t unknown;      /* whether a catch took it cannot be told: the trace has no catch events
+                            (recorded at the Error level only), or more nested than tracked */
+  uint64_t rethrown;     /* ExceptionFlags' ReThrown (0x04): `throw;` of a caught exception */
+  uint64_t nested;       /* ExceptionFlags' Nested (0x02): thrown while another was dispatched */
+  double first_ms, last_ms; /* the first and last throw, ms since the trace's start */
+  struct {
+    const char *method;  /* ExceptionCatchStart's MethodName (owned by the analysis) */
+    uint64_t count;
+  } catches[DNT_EXC_CATCHES]; /* most frequent first; unused entries have method NULL */
+  uint64_t other_catches; /* caught by methods beyond those */
+  /* after finish: the throw stacks, heaviest first (at most the `top` given to finish) */
+  const dnt_analysis_stack *stacks;
+  size_t nstacks;
+  uint64_t other_stacks; /* throws with stacks beyond those */
+} dnt_exception_group;
+
+typedef struct dnt_exception_summary {
+  uint64_t thrown, handled, unhandled, unknown;
+  size_t groups, types;
+  int catch_events;      /* the trace has ExceptionCatch/Filter/Finally/ThrownStop events, or was
+                            recorded at the informational level (catches_recorded) */
+  double trace_ms;       /* first to last event of the trace */
+  double per_second;     /* thrown over trace_ms */
+  const uint64_t *per_sec_counts; /* throws in each second since the trace's start */
+  size_t seconds;
+  double max_per_second; /* the busiest second's */
+} dnt_exception_summary;
+
+struct dnt_exceptions_analysis;
+
+/* A new analysis reading layouts from schema (borrowed: it must outlive the analysis). NULL when
+ * out of memory. Free with dnt_exceptions_analysis_free (NULL is fine). */
+struct dnt_exceptions_analysis *dnt_exceptions_analysis_new(const struct dnt_schema *schema);
+void dnt_exceptions_analysis_free(struct dnt_exceptions_analysis *a);
+/* The parser callbacks to feed it (ud: the analysis). They return nonzero only when out of
+ * memory; dnt_exceptions_analysis_failed says so afterwards (-ENOMEM, sticky, else 0). */
+void dnt_exceptions_analysis_callbacks(ntr_callbacks *cb);
+int dnt_exceptions_analysis_failed(const struct dnt_exceptions_analysis *a);
+/* The events were recorded at the informational level (a live session that asked for it): an
+ * exception no catch took is unhandled even when the trace has no catch event at all. */
+void dnt_exceptions_analysis_catches_recorded(struct dnt_exceptions_analysis *a);
+/* Once the trace is read: groups sorted by count, the `top` heaviest throw stacks of each named,
+ * the summary. Call once. */
+void dnt_exceptions_analysis_finish(struct dnt_exceptions_analysis *a, size_t top_stacks);
+/* The groups (by type and message), most thrown first; valid until the analysis is freed. */
+const dnt_exception_group *dnt_exceptions_list(const struct dnt_exceptions_analysis *a, size_t *n);
+const dnt_exception_summary *dnt_exceptions_get_summary(const struct dnt_exceptions_analysis *a);
+/* The heaviest throw stacks of all groups together (after finish). */
+const dnt_analysis_stack *dnt_exceptions_stacks(const struct dnt_exceptions_analysis *a, size_t *n);
+/* The throw stacks as a profile for profile/'s writers (flame graph, folded, speedscope, pprof):
+ * one sample per throw, its leaf frame "Throw(Type) message"; owned by the analysis (after
+ * finish). */
+const struct dnt_profile *dnt_exceptions_profile(const struct dnt_exceptions_analysis *a);
+/* The views: the `top` groups (0: all) with their stacks, as a text report or one JSON object.
+ * Write to fp; the caller checks fp for errors. */
+void dnt_exceptions_write_text(FILE *fp, const struct dnt_exceptions_analysis *a, size_t top);
+void dnt_exceptions_write_json(FILE *fp, const struct dnt_exceptions_analysis *a, size_t top);
+
+/* ============================================================================================== */
+/* Lock contention: every wait of a thread for a lock, paired from ContentionStart and
+ * ContentionStop on the waiting thread, by lock (.NET 8+ names it: LockID, the object locked and
+ * the owner's thread) and by waiting stack. analyze/locks.c states the rules. */
+
+typedef struct dnt_lock {
+  uint64_t lock_id;      /* ContentionStart_V2's LockID; 0: not said (before .NET 8) */
+  uint64_t object_id;    /* its AssociatedObjectID (the object locked), 0 when not said */
+  uint64_t owner_thread; /* the owner most often named when a wait began (LockOwnerThreadID) */
+  const char *owner_name; /* that thread's name when the trace names it, else NULL */
+  uint64_t waits;        /* paired waits */
+  double wait_ms;        /* their total: ContentionStop_V1's DurationNs, else Stop less Start */
+  double max_wait_ms;
+  double ts_wait_ms;     /* the same waits measured from the events' timestamps */
+  uint64_t native;       /* ContentionFlags 1: waits in the runtime's native locks */
+  /* after finish: the waiting stacks, heaviest first */
+  const dnt_analysis_stack *stacks;
+  size_t nstacks;
+  uint64_t other_stacks;
+} dnt_lock;
+
+typedef struct dnt_locks_summary {
+  uint64_t waits;
+  double wait_ms, max_wait_ms, ts_wait_ms;
+  uint64_t with_duration; /* waits whose Stop carried DurationNs (.NET 8+) */
+  uint64_t unpaired;      /* a Start without its Stop (the trace ended in the wait, or lost it), or
+                             a Stop without a Start */
+  uint64_t locks_created; /* ContentionLockCreated events */
+  size_t locks, threads;  /* distinct locks and waiting threads */
+  double trace_ms;
+} dnt_locks_summary;
+
+struct dnt_locks_analysis;
+
+/* A new analysis reading layouts from schema (borrowed: it must outlive the analysis). NULL when
+ * out of memory. Free with dnt_locks_analysis_free (NULL is fine). */
+struct dnt_locks_analysis *dnt_locks_analysis_new(const struct dnt_schema *schema);
+void dnt_locks_analysis_free(struct dnt_locks_analysis *a);
+/* The parser callbacks to feed it (ud: the analysis); nonzero only when out of memory, which
+ * dnt_locks_analysis_failed says afterwards (-ENOMEM, sticky, else 0). */
+void dnt_locks_analysis_callbacks(ntr_callbacks *cb);
+int dnt_locks_analysis_failed(const struct dnt_locks_analysis *a);
+/* Once the trace is read: locks sorted by total wait, the `top` heaviest waiting stacks of each
+ * and of all named, the summary. Call once. */
+void dnt_locks_analysis_finish(struct dnt_locks_analysis *a, size_t top_stacks);
+/* The locks, most waited for first; the summary; the heaviest waiting stacks of all locks
+ * together. All valid until the analysis is freed (after finish). */
+const dnt_lock *dnt_locks_list(const struct dnt_locks_analysis *a, size_t *n);
+const dnt_locks_summary *dnt_locks_get_summary(const struct dnt_locks_analysis *a);
+const dnt_analysis_stack *dnt_locks_stacks(const struct dnt_locks_analysis *a, size_t *n);
+/* The waiting stacks as a profile for profile/'s writers, one sample per wait weighing its length
+ * (ms), the leaf frame naming the lock ("Contention on lock 0x..."); owned by the analysis (after
+ * finish). */
+const struct dnt_profile *dnt_locks_profile(const struct dnt_locks_analysis *a);
+/* The views: the `top` locks (0: all) with their stacks, then the stacks of all locks, as a text
+ * report or one JSON object. Write to fp; the caller checks fp for errors. */
+void dnt_locks_write_text(FILE *fp, const struct dnt_locks_analysis *a, size_t top);
+void dnt_locks_write_json(FILE *fp, const struct dnt_locks_analysis *a, size_t top);
 
 #endif

@@ -57,6 +57,20 @@ void dnt_profile_methods_only(struct dnt_profile *p, int on);
  * clock's ticks. Call before dnt_profile_finish. */
 void dnt_profile_add_ips(struct dnt_profile *p, uint64_t thread, uint64_t time, const uint64_t *ips, size_t n);
 
+/* One stack counted as a sample of weight ms, for analyses that weigh an event by its own measure
+ * rather than a sampler's time (analyze/: an exception thrown counts once, a wait for a lock its
+ * length): ips leaf first, borrowed for the call; time in the trace's ticks. The profile is
+ * normally in methods-only mode then (its SampleProfiler samples not counted). Call before
+ * dnt_profile_finish. */
+void dnt_profile_add_stack(struct dnt_profile *p, uint64_t thread, uint64_t time, const uint64_t *ips, size_t n,
+                           double ms);
+
+/* What the samples are, for the writers that describe their file (pprof's comment), when they are
+ * not a sampler's: "exceptions thrown, from the runtime's ExceptionThrown events". what is
+ * borrowed: it must outlive the profile. NULL (the default): the sampler's own description. */
+void dnt_profile_describe(struct dnt_profile *p, const char *what);
+const char *dnt_profile_description(const struct dnt_profile *p);
+
 /* Frames are named at dnt_profile_finish by a chain: the trace's own method table first (its
  * method load and rundown events), then each resolver added here, in order (a perf map, perf's
  * symbols...), else `?!0xADDR`. A resolver writes the name of ip into buf and returns 1, or

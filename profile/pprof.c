@@ -323,6 +323,11 @@ static int write_pprof(struct pprof *w, const char *title) {
   const char *what = w->bytes ? "dntrace " PACKAGE_VERSION ": allocated bytes, from the runtime's allocation events"
                    : cpu ? "dntrace " PACKAGE_VERSION ": time on a CPU, from perf's samples"
                          : "dntrace " PACKAGE_VERSION ": thread time, from the runtime's SampleProfiler samples";
+  char described[512];
+  if (dnt_profile_description(prof)) { /* the events of an analysis, not a sampler's samples */
+    snprintf(described, sizeof described, "dntrace " PACKAGE_VERSION ": %s", dnt_profile_description(prof));
+    what = described;
+  }
   emit_string(w, what, strlen(what));
   for (size_t t = 0; t < w->nthreads; t++) /* the thread names, in their indexes' order */
     if (w->threads[t].name) emit_string(w, w->threads[t].name, strlen(w->threads[t].name));
@@ -349,7 +354,8 @@ static int write_pprof(struct pprof *w, const char *title) {
   uint64_t comments[2] = {S_TITLE, S_WHAT};
   int titled = title && *title;
   dnt__pb_packed(&w->msg, PROFILE_COMMENT, comments + !titled, titled ? 2 : 1);
-  dnt__pb_int(&w->msg, PROFILE_DEFAULT_SAMPLE_TYPE, S_TIME);
+  /* what pprof shows first: what the profile weighs (an analysis counting events weighs counts) */
+  dnt__pb_int(&w->msg, PROFILE_DEFAULT_SAMPLE_TYPE, dnt_profile_weight(prof) == DNT_WEIGHT_SAMPLES ? S_SAMPLES : S_TIME);
   if (w->msg.oom) return -1;
   deflate_out(w, w->msg.buf, w->msg.len, Z_FINISH);
   return 0;

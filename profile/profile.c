@@ -139,6 +139,7 @@ struct dnt_profile {
   int64_t start_unix_ns; /* the trace's start, UTC (0: not said) */
   uint64_t last_ts;      /* the last counted sample's time, in the clock's ticks */
   int cpu_samples;       /* added by dnt_profile_add_ips (perf), not the SampleProfiler */
+  const char *description; /* what the samples are (dnt_profile_describe), NULL: the sampler's */
 };
 
 static uint32_t hash_bytes(const void *p, size_t n, uint32_t h) {
@@ -521,6 +522,18 @@ void dnt_profile_add_event(struct dnt_profile *p, const ntr_event *ev, double we
   p->total_ms += weight;
   if (ev->timestamp > p->last_ts) p->last_ts = ev->timestamp;
 }
+
+void dnt_profile_add_stack(struct dnt_profile *p, uint64_t thread, uint64_t time, const uint64_t *ips, size_t n,
+                           double ms) {
+  if (n > UINT32_MAX) n = UINT32_MAX;
+  uint32_t stack = intern_stack(p, ips, (uint32_t)n);
+  if (p->oom || !add_sample(p, thread, stack, 0, ms)) return;
+  p->total_ms += ms;
+  if (time > p->last_ts) p->last_ts = time;
+}
+
+void dnt_profile_describe(struct dnt_profile *p, const char *what) { p->description = what; }
+const char *dnt_profile_description(const struct dnt_profile *p) { return p->description; }
 
 int dnt_profile_add_resolver(struct dnt_profile *p, dnt_profile_namer fn, void *ud) {
   if (p->nresolvers == DNT_PROFILE_MAX_RESOLVERS) return -1;

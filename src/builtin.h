@@ -60,6 +60,10 @@ extern const struct dnt_usage usage_gc;
 extern const struct dnt_usage usage_jit;
 extern const struct dnt_usage usage_threadpool;
 extern const struct dnt_usage usage_allocs;
+int cmd_exceptions(int argc, char **argv);
+int cmd_locks(int argc, char **argv);
+extern const struct dnt_usage usage_exceptions;
+extern const struct dnt_usage usage_locks;
 
 /* Converts a trace's samples (see cmd-convert.c), weighed as weight says (enum
  * dnt_profile_weight: 0 time, 1 samples). */

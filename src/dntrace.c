@@ -30,6 +30,8 @@ static const struct dnt_cmd commands[] = {
     {"jit", cmd_jit, &usage_jit},
     {"threadpool", cmd_threadpool, &usage_threadpool},
     {"allocs", cmd_allocs, &usage_allocs},
+    {"exceptions", cmd_exceptions, &usage_exceptions},
+    {"locks", cmd_locks, &usage_locks},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

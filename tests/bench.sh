@@ -154,6 +154,34 @@ EOF
   rm -f $allocreal
 fi
 
+# dntrace exceptions and locks: a 20 s session of the sample throwing 20000 exceptions a second
+# (each with its catch, stop and stack) beside two threads contending for one lock; then both
+# commands on it (groups, locks and stacks kept, events not), and TraceEvent reading the same
+# events (tests/bench-traceevent --mode exclocks)
+if [ -x "$exe" ]; then
+  echo "== dntrace exceptions / locks"
+  excreal=/tmp/dnt-bench-exc.nettrace
+  "$exe" --no-cpu --no-blocking --no-alloc --no-exceptions --no-counters --throw 20000 --contend >/dev/null 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do ls /tmp/dotnet-diagnostic-$pid-*-socket >/dev/null 2>&1 && break; sleep 0.1; done
+  sleep 1
+  $DNT_BIN collect -p $pid --providers Microsoft-Windows-DotNETRuntime:0xC000:4 --duration 20s -o $excreal >/dev/null 2>&1
+  kill $pid; wait $pid 2>/dev/null || true
+  size=$(stat -c %s $excreal 2>/dev/null || echo 0)
+  for cmd in exceptions locks; do
+    /usr/bin/time -f "%e %M" -o /tmp/dnt-bench-time $DNT_BIN $cmd $excreal >/dev/null 2>&1
+    read -r secs kb <<EOF
+$(tail -n 1 /tmp/dnt-bench-time)
+EOF
+    awk -v s="$secs" -v kb="$kb" -v mb="$size" -v c="$cmd" \
+      'BEGIN { printf "dntrace %-10s on a %d MB session: %6.0f MB/s (%.2f s), peak RSS %d MB\n", c, mb / 1e6, mb / 1e6 / s, s, kb / 1024 }'
+  done
+  if [ -f "$b/tests/oracle-te/out/BenchTraceEvent.dll" ]; then
+    dotnet "$b/tests/oracle-te/out/BenchTraceEvent.dll" $excreal --mode exclocks | tail -1
+  fi
+  rm -f $excreal
+fi
+
 if [ -x "$exe" ]; then
   echo "== dntrace ps / info against a running sample target"
   "$exe" --no-cpu >/dev/null 2>&1 &

@@ -13,6 +13,8 @@
 //   --mode jit     TraceEvent's JIT statistics, one line per method (JitStats.cs), for tests/runtime/test-jit.c
 //   --mode allocs  GCAllocationTick bytes and events per type as TraceEvent decodes them
 //                  (AllocStats.cs), for tests/runtime/test-allocs.c
+//   --mode exclocks  exceptions by type and message, catches, contention (ExcLocks.cs), for
+//                  tests/runtime/test-exceptions.c and tests/runtime/test-locks.c
 //   --mode names   no timing: one line per distinct event kind, "provider<TAB>id<TAB>version<TAB>
 //                  name" as TraceEvent names it (the runtime's parsers registered), for the
 //                  expected lists of dntrace's tests (tests/data/traceevent-names/)
@@ -77,6 +79,7 @@ static class Program
                 "gc" => GcStats.Print(path),
                 "jit" => JitStats.Print(path),
                 "allocs" => AllocStats.Print(path),
+                "exclocks" => ExcLocks.Print(path),
                 _ => throw new ArgumentException($"unknown mode '{mode}'"),
             };
             double s = clock.Elapsed.TotalSeconds;

@@ -13,7 +13,8 @@
 #include "config.h"
 #include "../lib/run.h"
 
-static const char *commands[] = {"ps", "info", "collect", "dump", "report", "convert", "events", "counters", "perf", "compare", "stacks", "gc", "jit", "threadpool"};
+static const char *commands[] = {"ps", "info", "collect", "dump", "report", "convert", "events", "counters", "perf", "compare", "stacks", "gc",
+                                  "jit", "threadpool", "allocs", "exceptions", "locks"};
 
 /* The SYNOPSIS of a man page, with the roff escapes taken out. */
 static char *man_synopsis(const char *cmd) {

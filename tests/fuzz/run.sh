@@ -33,7 +33,7 @@ for fuzzer in "$@"; do
     fuzz-perf-script) dirs="$seeds/perf-script" ;;
     fuzz-perfmap) dirs="$seeds/perfmap" ;;
     fuzz-schema) dirs="$src/data $seeds/schema" ;;
-    fuzz-fields | fuzz-counters | fuzz-trace-read | fuzz-gc | fuzz-jitpool | fuzz-allocs)
+    fuzz-fields | fuzz-counters | fuzz-trace-read | fuzz-gc | fuzz-jitpool | fuzz-allocs | fuzz-exclocks)
       dirs="$seeds/traces"
       # the public corpus of real traces, when it is there (read only: new finds go to fuzz-corpus)
       if [ -n "$corpus" ] && [ -d "$corpus" ]; then

@@ -11,6 +11,8 @@ namespace Sample
             "              [--no-exceptions] [--no-counters] [--event-rate N] [--gen2 N] [--threads N]\n" +
             "              [--gc-induce N] [--gc-background] [--pool-starve]\n" +
             "              [--alloc TYPE:BYTES_PER_S]\n" +
+            "              [--gc-induce N] [--gc-background] [--throw N [--throw-count K] [--throw-delay S]]\n" +
+            "              [--contend] [--crash-after S]\n" +
             "  --seconds N      run N seconds, then exit (default: until killed or Ctrl+C)\n" +
             "  --exit-code N    exit with N when done\n" +
             "  --event-rate N   emit about N Sample-Load events per second (0: off; very high: as fast as possible)\n" +
@@ -26,7 +28,15 @@ namespace Sample
             "  --alloc TYPE:BYTES_PER_S  thread alloc-work allocates objects of TYPE (byte[], string or\n" +
             "                   Sample.Payload) at that rate in AllocWork.Allocate instead of its usual mix,\n" +
             "                   printing 'allocated TYPE N' every 250 ms and once at the end: N the bytes\n" +
-            "                   Allocate allocated so far, GC.GetAllocatedBytesForCurrentThread's count";
+            "                   Allocate allocated so far, GC.GetAllocatedBytesForCurrentThread's count" +
+            "  --throw N        thread throw-work throws and catches N Sample.SampleException a second, from\n" +
+            "                   Sample.ThrowWork.Fail, caught in Sample.ThrowWork.Catch\n" +
+            "  --throw-count K  with --throw: stop after K, then print 'thrown K'\n" +
+            "  --throw-delay S  with --throw: begin S seconds after 'ready' (for a session to start first)\n" +
+            "  --crash-after S  thread crash-work throws a Sample.SampleException that nothing catches, S\n" +
+            "                   seconds after 'ready' (the process dies of it, a second later)\n" +
+            "  --contend        threads contend-a and contend-b take turns at one lock in\n" +
+            "                   Sample.ContendWork.HoldLock, each holding it about 5 ms";
 
         public double Seconds;
         public int ExitCode;
@@ -39,6 +49,10 @@ namespace Sample
         public bool PoolStarve;
         public string? AllocType;
         public double AllocRate;
+        public double ThrowRate, ThrowDelay;
+        public long ThrowCount;
+        public bool Contend;
+        public double CrashAfter = -1;
 
         public static Options Parse(string[] args)
         {
@@ -57,6 +71,11 @@ namespace Sample
                     case "--gc-background": o.GcBackground = true; break;
                     case "--pool-starve": o.PoolStarve = true; break;
                     case "--alloc": ParseAlloc(o, Value(args, ref i)); break;
+                    case "--throw": o.ThrowRate = double.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
+                    case "--throw-count": o.ThrowCount = long.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
+                    case "--throw-delay": o.ThrowDelay = double.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
+                    case "--contend": o.Contend = true; break;
+                    case "--crash-after": o.CrashAfter = double.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
                     case "--no-cpu": o.Cpu = false; break;
                     case "--no-blocking": o.Blocking = false; break;
                     case "--no-alloc": o.Alloc = false; break;

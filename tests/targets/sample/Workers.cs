@@ -31,6 +31,14 @@ namespace Sample
             if (_opts.EventRate > 0) Spawn("load-work", () => LoadWork.Run(_opts.EventRate, _stop));
             for (int i = 1; i <= _opts.IdleThreads; i++) Spawn("idle-" + i, () => IdleWork.Park(_stop));
             if (_opts.PoolStarve) Spawn("pool-starve", () => PoolStarve.Run(_stop));
+            if (_opts.ThrowRate > 0)
+                Spawn("throw-work", () => ThrowWork.Run(_opts.ThrowRate, _opts.ThrowCount, _opts.ThrowDelay, _stop));
+            if (_opts.CrashAfter >= 0) Spawn("crash-work", () => ThrowWork.Crash(_opts.CrashAfter, _stop));
+            if (_opts.Contend)
+            {
+                Spawn("contend-a", () => ContendWork.Run(_stop));
+                Spawn("contend-b", () => ContendWork.Run(_stop));
+            }
         }
 
         public void Join()
@@ -192,5 +200,87 @@ namespace Sample
 
         [MethodImpl(MethodImplOptions.NoInlining)]
         public static void Block() => Thread.Sleep(5000);
+    }
+
+    // The known answer of `dntrace exceptions`: exceptions of one type and message, thrown from one
+    // method and caught in another, at a steady rate; with a count, exactly that many, then their
+    // number printed.
+    public sealed class SampleException : Exception
+    {
+        public const string Text = "thrown on purpose by Sample.ThrowWork.Fail";
+        public SampleException() : base(Text) { }
+    }
+
+    public static class ThrowWork
+    {
+        public static void Run(double perSecond, long count, double delay, CancellationToken stop)
+        {
+            if (delay > 0 && stop.WaitHandle.WaitOne(TimeSpan.FromSeconds(delay))) return;
+            var clock = System.Diagnostics.Stopwatch.StartNew();
+            long thrown = 0;
+            while (!stop.IsCancellationRequested && (count <= 0 || thrown < count))
+            {
+                long due = (long)(clock.Elapsed.TotalSeconds * perSecond) + 1;
+                if (thrown >= due)
+                {
+                    Thread.Sleep(1);
+                    continue;
+                }
+                if (Catch()) thrown++;
+            }
+            if (count > 0)
+            {
+                Console.WriteLine("thrown " + thrown);
+                Console.Out.Flush();
+            }
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        public static bool Catch()
+        {
+            try
+            {
+                Fail();
+                return false;
+            }
+            catch (SampleException)
+            {
+                return true;
+            }
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        public static void Fail() => throw new SampleException();
+
+        // The known answer of an unhandled exception: thrown from Fail, caught nowhere. The runtime
+        // ends the process without flushing its tracing sessions: the handler gives a session the
+        // time to receive the last events first.
+        public static void Crash(double delay, CancellationToken stop)
+        {
+            if (stop.WaitHandle.WaitOne(TimeSpan.FromSeconds(delay))) return;
+            AppDomain.CurrentDomain.UnhandledException += (_, _) => Thread.Sleep(1000);
+            Fail();
+        }
+    }
+
+    // The known answer of `dntrace locks`: two threads taking turns at one lock, each holding it
+    // about 5 ms, so that each mostly waits for the other in HoldLock.
+    public static class ContendWork
+    {
+        private static readonly object Gate = new();
+
+        public static void Run(CancellationToken stop)
+        {
+            while (!stop.IsCancellationRequested) HoldLock();
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        public static void HoldLock()
+        {
+            lock (Gate)
+            {
+                Thread.Sleep(5);
+            }
+        }
     }
 }

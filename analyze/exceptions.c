@@ -1,0 +1,493 @@
+/* Exceptions thrown, grouped by type and message, with their throw stacks, whether a catch took
+ * them, and their rate. The rules, event by event (all are the runtime provider's, keyword
+ * Exception 0x8000; each thread's events arrive in the order it logged them, which is all the
+ * rules need: they never look across threads):
+ *
+ *   ExceptionThrown (80)       V1 names the type, message, HRESULT and flags. Every one is a
+ *                              first-chance exception (the runtime logs it as dispatch begins),
+ *                              counted in its (type, message) group with its stack. On its
+ *                              thread it becomes the innermost exception in flight, above those
+ *                              not yet caught (an exception thrown from a finally or a filter
+ *                              while another is dispatched); those already caught are done and
+ *                              leave. V0 (.NET Framework 4.0) has no payload: type "(unknown)".
+ *   ExceptionCatchStart (250)  a catch begins on the thread: the innermost exception in flight is
+ *                              handled, by MethodName (the catching method).
+ *   ExceptionFilterStart (254), ExceptionFinallyStart (252)
+ *                              only say that the trace has these events (the informational level):
+ *                              a filter may decline, a finally does not catch.
+ *   ExceptionThrownStop (256)  the innermost exception's dispatch is over (.NET 5+): if no catch
+ *                              began for it, it is unhandled.
+ *   the trace's end            an exception still in flight, never caught, is unhandled when the
+ *                              trace has catch events at all or was recorded at the informational
+ *                              level (a live session says so), else unknown (recorded at the Error
+ *                              level, where only ExceptionThrown is logged).
+ *
+ * So an exception escaping a thread's last frame (which kills the process) is unhandled, and so
+ * is one a finally's own exception replaced: no catch ever took it. A `throw;` in a catch block is
+ * a new ExceptionThrown with the ReThrown flag: the first throw was handled (its catch began), the
+ * rethrow is counted again, as the runtime dispatches it again.
+ *
+ * Memory grows with the groups (capped: past MAX_GROUPS distinct messages, a type's new messages
+ * share one group), the threads and their stacks, never with the events. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze-int.h"
+
+enum {
+  EV_THROWN = 80,
+  EV_CATCH_START = 250,
+  EV_FINALLY_START = 252,
+  EV_FILTER_START = 254,
+  EV_THROWN_STOP = 256
+};
+enum { FLAG_NESTED = 0x02, FLAG_RETHROWN = 0x04 };
+
+#define MAX_GROUPS 100000
+#define OTHER_MESSAGES "(more distinct messages than dntrace keeps)"
+#define IN_FLIGHT_MAX 16              /* exceptions in flight per thread */
+#define MAX_SECONDS (7 * 24 * 3600)   /* per-second counts kept for a week of trace */
+
+struct group {
+  dnt_exception_group g;
+  char *type, *message;
+  uint32_t hash;
+  char *catch_names[DNT_EXC_CATCHES];
+  uint64_t catch_ids[DNT_EXC_CATCHES]; /* their MethodIDs (0: not said) */
+};
+
+struct in_flight {
+  size_t group;
+  int caught;
+};
+
+struct thread {
+  uint64_t tid;
+  struct in_flight v[IN_FLIGHT_MAX];
+  size_t n;
+};
+
+struct dnt_exceptions_analysis {
+  const struct dnt_schema *schema;
+  dnt_record rec;
+  struct dnt__layouts layouts;
+  const ntr_metadata *last_md;
+  int last_runtime;
+  uint64_t sync_qpc, qpc_freq;
+  uint32_t pointer_size;
+  int have_time;
+  uint64_t first_ts, last_ts;
+  int failed, finished;
+  struct group *groups;
+  size_t ngroups, capgroups;
+  size_t *table; /* group index + 1, 0: empty */
+  size_t table_cap;
+  struct thread *threads;
+  size_t nthreads, capthreads;
+  size_t *ttable;
+  size_t ttable_cap;
+  uint64_t *per_sec;
+  size_t nsec, capsec;
+  struct dnt__event_stacks stacks;
+  dnt_exception_group *sorted; /* after finish */
+  dnt_exception_summary summary;
+};
+
+static void label(void *ud, size_t key, char *buf, size_t cap) {
+  struct dnt_exceptions_analysis *a = ud;
+  if (key >= a->ngroups) {
+    snprintf(buf, cap, "Throw(?)");
+    return;
+  }
+  const struct group *g = &a->groups[key];
+  /* a frame's name: one line, no ';' (folded stacks' separator), the type and message cut; a
+   * label that is not the type and message as they are gets the group's number, so that no two
+   * groups share a frame (the stacks are told apart by it) */
+  int n = snprintf(buf, cap, "Throw(%.400s) %.200s", g->type, g->message);
+  int changed = strlen(g->type) > 400 || strlen(g->message) > 200 || n < 0 || (size_t)n >= cap;
+  for (char *c = buf; *c; c++)
+    if ((unsigned char)*c < 0x20 || *c == ';') *c = ' ', changed = 1;
+  if (changed && cap > 32) {
+    size_t len = strlen(buf);
+    if (len > cap - 24) len = cap - 24;
+    snprintf(buf + len, cap - len, "... (#%zu)", key + 1);
+  }
+}
+
+struct dnt_exceptions_analysis *dnt_exceptions_analysis_new(const struct dnt_schema *schema) {
+  struct dnt_exceptions_analysis *a = calloc(1, sizeof *a);
+  if (!a) return NULL;
+  a->schema = schema;
+  dnt_record_init(&a->rec);
+  if (dnt__event_stacks_init(&a->stacks, label, a, 0,
+                             "exceptions thrown, one sample per ExceptionThrown event, at its stack") != 0) {
+    dnt_exceptions_analysis_free(a);
+    return NULL;
+  }
+  return a;
+}
+
+void dnt_exceptions_analysis_free(struct dnt_exceptions_analysis *a) {
+  if (!a) return;
+  dnt_record_release(&a->rec);
+  for (size_t i = 0; i < a->ngroups; i++) {
+    free(a->groups[i].type);
+    free(a->groups[i].message);
+    for (int k = 0; k < DNT_EXC_CATCHES; k++) free(a->groups[i].catch_names[k]);
+  }
+  free(a->groups);
+  free(a->table);
+  free(a->threads);
+  free(a->ttable);
+  free(a->per_sec);
+  free(a->sorted);
+  dnt__event_stacks_release(&a->stacks);
+  free(a);
+}
+
+int dnt_exceptions_analysis_failed(const struct dnt_exceptions_analysis *a) { return a->failed ? -ENOMEM : 0; }
+
+void dnt_exceptions_analysis_catches_recorded(struct dnt_exceptions_analysis *a) { a->summary.catch_events = 1; }
+
+static uint32_t hash_str(uint32_t h, const char *s) {
+  for (; *s; s++) h = (h ^ (uint8_t)*s) * 16777619u;
+  return h;
+}
+
+/* The index of the group of (type, message), created when new; -1 when out of memory. */
+static long group_of(struct dnt_exceptions_analysis *a, const char *type, const char *message) {
+  if (a->ngroups >= MAX_GROUPS) message = OTHER_MESSAGES;
+  uint32_t h = hash_str(hash_str(2166136261u, type) * 31 + 1, message);
+  if ((a->ngroups + 1) * 2 > a->table_cap) {
+    size_t cap = a->table_cap ? a->table_cap * 2 : 64;
+    size_t *t = calloc(cap, sizeof *t);
+    if (!t) return -1;
+    for (size_t i = 0; i < a->ngroups; i++) {
+      size_t j = a->groups[i].hash & (cap - 1);
+      while (t[j]) j = (j + 1) & (cap - 1);
+      t[j] = i + 1;
+    }
+    free(a->table);
+    a->table = t;
+    a->table_cap = cap;
+  }
+  size_t j = h & (a->table_cap - 1);
+  for (; a->table[j]; j = (j + 1) & (a->table_cap - 1)) {
+    const struct group *g = &a->groups[a->table[j] - 1];
+    if (g->hash == h && strcmp(g->type, type) == 0 && strcmp(g->message, message) == 0) return (long)a->table[j] - 1;
+  }
+  if (a->ngroups == a->capgroups) {
+    size_t cap = a->capgroups ? a->capgroups * 2 : 32;
+    struct group *g = realloc(a->groups, cap * sizeof *g);
+    if (!g) return -1;
+    a->groups = g;
+    a->capgroups = cap;
+  }
+  struct group *g = &a->groups[a->ngroups];
+  memset(g, 0, sizeof *g);
+  g->type = strdup(type);
+  g->message = strdup(message);
+  if (!g->type || !g->message) {
+    free(g->type);
+    free(g->message);
+    return -1;
+  }
+  g->hash = h;
+  a->table[j] = ++a->ngroups;
+  return (long)a->ngroups - 1;
+}
+
+/* The thread's state, created empty; NULL when out of memory. */
+static struct thread *thread_of(struct dnt_exceptions_analysis *a, uint64_t tid) {
+  uint32_t h = (uint32_t)((tid * 0x9E3779B97F4A7C15ull) >> 32);
+  if ((a->nthreads + 1) * 2 > a->ttable_cap) {
+    size_t cap = a->ttable_cap ? a->ttable_cap * 2 : 64;
+    size_t *t = calloc(cap, sizeof *t);
+    if (!t) return NULL;
+    for (size_t i = 0; i < a->nthreads; i++) {
+      size_t j = (uint32_t)((a->threads[i].tid * 0x9E3779B97F4A7C15ull) >> 32) & (cap - 1);
+      while (t[j]) j = (j + 1) & (cap - 1);
+      t[j] = i + 1;
+    }
+    free(a->ttable);
+    a->ttable = t;
+    a->ttable_cap = cap;
+  }
+  size_t j = h & (a->ttable_cap - 1);
+  for (; a->ttable[j]; j = (j + 1) & (a->ttable_cap - 1))
+    if (a->threads[a->ttable[j] - 1].tid == tid) return &a->threads[a->ttable[j] - 1];
+  if (a->nthreads == a->capthreads) {
+    size_t cap = a->capthreads ? a->capthreads * 2 : 16;
+    struct thread *t = realloc(a->threads, cap * sizeof *t);
+    if (!t) return NULL;
+    a->threads = t;
+    a->capthreads = cap;
+  }
+  struct thread *t = &a->threads[a->nthreads];
+  t->tid = tid;
+  t->n = 0;
+  a->ttable[j] = ++a->nthreads;
+  return t;
+}
+
+/* An exception that left its thread's list without a catch. */
+static void uncaught(struct dnt_exceptions_analysis *a, const struct in_flight *f, int known) {
+  if (known)
+    a->groups[f->group].g.unhandled++;
+  else
+    a->groups[f->group].g.unknown++;
+}
+
+static int count_second(struct dnt_exceptions_analysis *a, double ms) {
+  if (ms >= (double)MAX_SECONDS * 1000.0) return 0;
+  size_t s = ms > 0 ? (size_t)(ms / 1000.0) : 0;
+  if (s >= a->capsec) {
+    size_t cap = a->capsec ? a->capsec : 64;
+    while (cap <= s) cap *= 2;
+    uint64_t *v = realloc(a->per_sec, cap * sizeof *v);
+    if (!v) return -1;
+    memset(v + a->capsec, 0, (cap - a->capsec) * sizeof *v);
+    a->per_sec = v;
+    a->capsec = cap;
+  }
+  a->per_sec[s]++;
+  if (s + 1 > a->nsec) a->nsec = s + 1;
+  return 0;
+}
+
+static int on_thrown(struct dnt_exceptions_analysis *a, const ntr_event *ev) {
+  const char *type = "(unknown)", *message = "";
+  uint64_t flags = 0, hresult = 0;
+  if (ev->metadata->version >= 1) {
+    const char *t = dnt_record_str(&a->rec, "ExceptionType"), *m = dnt_record_str(&a->rec, "ExceptionMessage");
+    if (t && *t) type = t;
+    if (m) message = m;
+    flags = dnt__record_u64(&a->rec, "ExceptionFlags");
+    hresult = dnt__record_u64(&a->rec, "ExceptionHRESULT");
+  }
+  long gi = group_of(a, type, message);
+  struct thread *t = thread_of(a, ev->thread_id);
+  if (gi < 0 || !t) return -1;
+  double ms = dnt__ms_of(ev->timestamp, a->sync_qpc, a->qpc_freq);
+  dnt_exception_group *g = &a->groups[gi].g;
+  if (g->thrown == 0) {
+    g->first_ms = ms;
+    g->hresult = (uint32_t)hresult;
+  }
+  if (ms > g->last_ms || g->thrown == 0) g->last_ms = ms;
+  g->thrown++;
+  if (flags & FLAG_RETHROWN) g->rethrown++;
+  if (flags & FLAG_NESTED) g->nested++;
+  if (count_second(a, ms) != 0) return -1;
+  while (t->n && t->v[t->n - 1].caught) t->n--; /* caught ones are done */
+  if (t->n == IN_FLIGHT_MAX) {                  /* the oldest can no longer be told apart */
+    uncaught(a, &t->v[0], 0);
+    memmove(t->v, t->v + 1, (IN_FLIGHT_MAX - 1) * sizeof *t->v);
+    t->n--;
+  }
+  t->v[t->n++] = (struct in_flight){(size_t)gi, 0};
+  dnt__event_stacks_add(&a->stacks, (size_t)gi, ev->thread_id, ev->timestamp, ev->stack ? ev->stack->frames : NULL,
+                        ev->stack ? ev->stack->nframes : 0, 0);
+  return a->stacks.oom ? -1 : 0;
+}
+
+/* The catch's method: its MethodID (a method's runtime handle) when the group has it already, so
+ * that the name, a long string, is decoded once per method, not per catch; else by name. */
+static int on_catch(struct dnt_exceptions_analysis *a, const ntr_event *ev, const ntr_field *f, uint32_t nfields) {
+  struct thread *t = thread_of(a, ev->thread_id);
+  if (!t) return -1;
+  if (t->n == 0 || t->v[t->n - 1].caught) return 0; /* its throw came before the trace */
+  struct in_flight *fl = &t->v[t->n - 1];
+  fl->caught = 1;
+  struct group *g = &a->groups[fl->group];
+  g->g.handled++;
+  uint32_t before = 0; /* the fields before MethodName: EntryEIP, MethodID */
+  while (f && before < nfields && strcmp(f[before].name, "MethodName") != 0) before++;
+  int ptr = a->pointer_size == 4 ? 4 : 8;
+  if (dnt_record_decode_layout(&a->rec, f, before, ptr, ev->payload, ev->payload_size) == NTR_ENOMEM) return -1;
+  uint64_t id = dnt__record_u64(&a->rec, "MethodID");
+  if (id != 0)
+    for (int k = 0; k < DNT_EXC_CATCHES && g->catch_names[k]; k++)
+      if (g->catch_ids[k] == id) {
+        g->g.catches[k].count++;
+        return 0;
+      }
+  if (dnt_record_decode_layout(&a->rec, f, f ? nfields : 0, ptr, ev->payload, ev->payload_size) == NTR_ENOMEM)
+    return -1;
+  const char *method = dnt_record_str(&a->rec, "MethodName");
+  if (!method || !*method) method = "(unknown)";
+  for (int k = 0; k < DNT_EXC_CATCHES; k++) {
+    if (!g->catch_names[k]) {
+      if (!(g->catch_names[k] = strdup(method))) return -1;
+      g->catch_ids[k] = id;
+      g->g.catches[k].count = 1;
+      return 0;
+    }
+    if (strcmp(g->catch_names[k], method) == 0) {
+      g->g.catches[k].count++;
+      return 0;
+    }
+  }
+  g->g.other_catches++;
+  return 0;
+}
+
+static void on_stop(struct dnt_exceptions_analysis *a, const ntr_event *ev) {
+  struct thread *t = thread_of(a, ev->thread_id);
+  if (!t || t->n == 0) return;
+  struct in_flight *f = &t->v[--t->n];
+  if (!f->caught) uncaught(a, f, 1);
+}
+
+static void exc_callbacks(ntr_callbacks *cb);
+
+void dnt_exceptions_analysis_callbacks(ntr_callbacks *cb) { exc_callbacks(cb); }
+
+static int exc_on_trace(void *ud, const ntr_trace *t) {
+  struct dnt_exceptions_analysis *a = ud;
+  a->sync_qpc = t->sync_time_qpc;
+  a->qpc_freq = t->qpc_frequency;
+  a->pointer_size = t->pointer_size;
+  return dnt__event_stacks_on_trace(&a->stacks, t) ? 1 : 0;
+}
+
+static int exc_on_thread(void *ud, const ntr_thread *t) {
+  struct dnt_exceptions_analysis *a = ud;
+  if (dnt__event_stacks_on_thread(&a->stacks, t) != 0) return a->failed = 1, 1;
+  return 0;
+}
+
+static int exc_on_event(void *ud, const ntr_event *ev) {
+  struct dnt_exceptions_analysis *a = ud;
+  const ntr_metadata *md = ev->metadata;
+  if (a->failed) return 1;
+  if (!a->have_time || ev->timestamp < a->first_ts) a->first_ts = ev->timestamp;
+  if (!a->have_time || ev->timestamp > a->last_ts) a->last_ts = ev->timestamp;
+  a->have_time = 1;
+  if (dnt__event_stacks_on_event(&a->stacks, ev) != 0) return a->failed = 1, 1; /* the method table */
+  if (!md) return 0;
+  if (md != a->last_md) { /* the metadata of a run of events is one: compare its provider once */
+    a->last_md = md;
+    a->last_runtime = strcmp(md->provider, DNT__RUNTIME_PROVIDER) == 0;
+  }
+  if (!a->last_runtime) return 0;
+  switch (md->event_id) {
+  case EV_THROWN: case EV_CATCH_START: break;
+  case EV_FINALLY_START: case EV_FILTER_START: a->summary.catch_events = 1; return 0;
+  case EV_THROWN_STOP:
+    a->summary.catch_events = 1;
+    on_stop(a, ev);
+    return 0;
+  default: return 0;
+  }
+  uint32_t nfields;
+  const ntr_field *f = dnt__layout(&a->layouts, a->schema, md, &nfields);
+  if (md->event_id == EV_CATCH_START) {
+    a->summary.catch_events = 1;
+    return on_catch(a, ev, f, nfields) ? (a->failed = 1, 1) : 0;
+  }
+  /* a short or odd payload keeps the fields decoded before the fault; a missing one reads as
+   * absent; an event the schema does not know decodes as none */
+  if (dnt_record_decode_layout(&a->rec, f, f ? nfields : 0, a->pointer_size == 4 ? 4 : 8, ev->payload,
+                               ev->payload_size) == NTR_ENOMEM)
+    return a->failed = 1, 1;
+  int rc = on_thrown(a, ev);
+  if (rc) return a->failed = 1, 1;
+  return 0;
+}
+
+static void exc_callbacks(ntr_callbacks *cb) {
+  memset(cb, 0, sizeof *cb);
+  cb->on_trace = exc_on_trace;
+  cb->on_thread = exc_on_thread;
+  cb->on_event = exc_on_event;
+}
+
+/* ---- after the trace ---- */
+
+static int by_thrown(const void *x, const void *y) {
+  const dnt_exception_group *a = x, *b = y;
+  if (a->thrown != b->thrown) return a->thrown > b->thrown ? -1 : 1;
+  int c = strcmp(a->type, b->type);
+  return c ? c : strcmp(a->message, b->message);
+}
+
+static int by_string(const void *x, const void *y) { return strcmp(*(const char *const *)x, *(const char *const *)y); }
+
+static void sort_catches(dnt_exception_group *g) {
+  for (int i = 1; i < DNT_EXC_CATCHES; i++) /* insertion sort, most frequent first */
+    for (int j = i; j > 0 && g->catches[j].method && g->catches[j].count > g->catches[j - 1].count; j--) {
+      const char *m = g->catches[j].method;
+      uint64_t c = g->catches[j].count;
+      g->catches[j] = g->catches[j - 1];
+      g->catches[j - 1].method = m;
+      g->catches[j - 1].count = c;
+    }
+}
+
+void dnt_exceptions_analysis_finish(struct dnt_exceptions_analysis *a, size_t top_stacks) {
+  if (a->finished) return;
+  a->finished = 1;
+  dnt_exception_summary *s = &a->summary;
+  for (size_t i = 0; i < a->nthreads; i++) /* still in flight when the trace ended */
+    for (size_t k = 0; k < a->threads[i].n; k++)
+      if (!a->threads[i].v[k].caught) uncaught(a, &a->threads[i].v[k], s->catch_events);
+  if (dnt__event_stacks_finish(&a->stacks, a->ngroups, top_stacks, 0) != 0) a->failed = 1;
+  a->sorted = calloc(a->ngroups ? a->ngroups : 1, sizeof *a->sorted);
+  if (!a->sorted) {
+    a->failed = 1;
+    return;
+  }
+  for (size_t i = 0; i < a->ngroups; i++) {
+    struct group *g = &a->groups[i];
+    g->g.type = g->type;
+    g->g.message = g->message;
+    for (int k = 0; k < DNT_EXC_CATCHES; k++) g->g.catches[k].method = g->catch_names[k];
+    sort_catches(&g->g);
+    if (!a->failed) {
+      const struct dnt__key_stacks *ks = &a->stacks.by_key[i];
+      g->g.stacks = ks->v;
+      g->g.nstacks = ks->n;
+      g->g.other_stacks = ks->other_count;
+    }
+    a->sorted[i] = g->g;
+    s->thrown += g->g.thrown;
+    s->handled += g->g.handled;
+    s->unhandled += g->g.unhandled;
+    s->unknown += g->g.unknown;
+  }
+  qsort(a->sorted, a->ngroups, sizeof *a->sorted, by_thrown);
+  s->groups = a->ngroups;
+  const char **types = malloc((a->ngroups ? a->ngroups : 1) * sizeof *types); /* distinct types */
+  if (!types) {
+    a->failed = 1;
+  } else {
+    for (size_t i = 0; i < a->ngroups; i++) types[i] = a->groups[i].type;
+    qsort(types, a->ngroups, sizeof *types, by_string);
+    for (size_t i = 0; i < a->ngroups; i++) s->types += i == 0 || strcmp(types[i], types[i - 1]) != 0;
+    free(types);
+  }
+  s->trace_ms = a->have_time ? dnt__ms_of(a->last_ts, a->first_ts, a->qpc_freq) : 0;
+  if (s->trace_ms > 0) s->per_second = (double)s->thrown * 1000.0 / s->trace_ms;
+  s->per_sec_counts = a->per_sec;
+  s->seconds = a->nsec;
+  for (size_t i = 0; i < a->nsec; i++)
+    if ((double)a->per_sec[i] > s->max_per_second) s->max_per_second = (double)a->per_sec[i];
+}
+
+const dnt_exception_group *dnt_exceptions_list(const struct dnt_exceptions_analysis *a, size_t *n) {
+  *n = a->sorted ? a->ngroups : 0;
+  return a->sorted;
+}
+
+const dnt_exception_summary *dnt_exceptions_get_summary(const struct dnt_exceptions_analysis *a) {
+  return &a->summary;
+}
+
+const dnt_analysis_stack *dnt_exceptions_stacks(const struct dnt_exceptions_analysis *a, size_t *n) {
+  *n = a->failed ? 0 : a->stacks.all.n;
+  return a->stacks.all.v;
+}
+
+const struct dnt_profile *dnt_exceptions_profile(const struct dnt_exceptions_analysis *a) { return a->stacks.prof; }

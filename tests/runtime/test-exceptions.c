@@ -1,0 +1,352 @@
+/* dntrace exceptions and analyze/'s exceptions analysis:
+ *   - the rules on event sequences made here, whose answers are known by construction (handled,
+ *     unhandled, nested throws, a trace without catch events, the rate per second);
+ *   - the corpus trace with exception events: its throws and catches counted from the trace's own
+ *     bytes (the UTF-16 strings of their payloads), its throw stacks as folded stacks;
+ *   - `dntrace exceptions -p` on the sample throwing a known number of a known exception from a
+ *     known method: exactly that many, all handled, the stack naming the method;
+ *   - a trace without exceptions says so in one line. */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "../lib/analysis-feed.h"
+#include "../lib/run.h"
+#include "../lib/target-cr.h"
+
+#define NET10_LOADED "tbbuck__countercow/runtime-net10-loaded.nettrace"
+#define NET3_WIN "microsoft__perfview/eventpipe-dotnetcore3.0-win-x64-objver4.nettrace"
+
+/* ---- the rules, on events made here ---- */
+
+static void thrown(struct feed *f, double ms, uint64_t tid, const char *type, const char *msg, uint16_t flags) {
+  putstr(f, type), putstr(f, msg), put64(f, 0x1234), put32(f, 0x80131500), put16(f, flags), put16(f, 0);
+  send_stack(f, 80, 1, ms, tid, 3);
+}
+static void catch_start(struct feed *f, double ms, uint64_t tid, const char *method) {
+  put64(f, 0), put64(f, 0), putstr(f, method), put16(f, 0);
+  send(f, 250, 0, ms, tid);
+}
+static void finally_start(struct feed *f, double ms, uint64_t tid) {
+  put64(f, 0), put64(f, 0), putstr(f, "M.Finally"), put16(f, 0);
+  send(f, 252, 0, ms, tid);
+}
+static void thrown_stop(struct feed *f, double ms, uint64_t tid) { send(f, 256, 0, ms, tid); }
+
+static const dnt_exception_group *find(const struct dnt_exceptions_analysis *a, const char *type) {
+  size_t n;
+  const dnt_exception_group *g = dnt_exceptions_list(a, &n);
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(g[i].type, type) == 0) return &g[i];
+  cr_assert_fail("no group of %s", type);
+  return NULL;
+}
+
+Test(exceptions_rules, a_catch_takes_the_innermost_exception_in_flight) {
+  struct dnt_schema *schema = schema_or_fail();
+  struct dnt_exceptions_analysis *a = dnt_exceptions_analysis_new(schema);
+  ntr_callbacks cb;
+  dnt_exceptions_analysis_callbacks(&cb);
+  struct feed f;
+  feed_init(&f, &cb, a, schema);
+  /* thread 1: X caught in M.One; then X whose dispatch ends with no catch */
+  thrown(&f, 100, 1, "X", "a", 0), catch_start(&f, 101, 1, "M.One"), thrown_stop(&f, 102, 1);
+  thrown(&f, 200, 1, "X", "a", 0), thrown_stop(&f, 201, 1);
+  /* thread 2: Y in flight, a finally throws X (nested) which M.Two catches; Y is never caught */
+  thrown(&f, 1300, 2, "Y", "b", 0), finally_start(&f, 1301, 2);
+  thrown(&f, 1302, 2, "X", "a", 0x02), catch_start(&f, 1303, 2, "M.Two"), thrown_stop(&f, 1304, 2);
+  thrown_stop(&f, 1305, 2);
+  /* thread 3: Z still in flight when the trace ends; a rethrow of a caught one is counted again */
+  thrown(&f, 2500, 3, "W", "c", 0), catch_start(&f, 2501, 3, "M.Three");
+  thrown(&f, 2502, 3, "W", "c", 0x04), catch_start(&f, 2503, 3, "M.Four"), thrown_stop(&f, 2504, 3);
+  thrown(&f, 2600, 3, "Z", "d", 0);
+  dnt_exceptions_analysis_finish(a, 3);
+  cr_assert_eq(dnt_exceptions_analysis_failed(a), 0);
+  const dnt_exception_group *x = find(a, "X"), *y = find(a, "Y"), *z = find(a, "Z"), *w = find(a, "W");
+  cr_expect_eq(x->thrown, 3);
+  cr_expect_eq(x->handled, 2);
+  cr_expect_eq(x->unhandled, 1);
+  cr_expect_eq(x->nested, 1);
+  cr_expect_str_eq(x->message, "a");
+  cr_expect_eq(x->catches[0].count, 1);
+  cr_expect_eq(x->catches[1].count, 1);
+  cr_expect_eq(y->thrown, 1);
+  cr_expect_eq(y->handled, 0);
+  cr_expect_eq(y->unhandled, 1);
+  cr_expect_eq(w->thrown, 2);
+  cr_expect_eq(w->handled, 2);
+  cr_expect_eq(w->rethrown, 1);
+  cr_expect_eq(z->unhandled, 1, "in flight at the end of a trace with catch events: unhandled");
+  const dnt_exception_summary *s = dnt_exceptions_get_summary(a);
+  cr_expect_eq(s->thrown, 7);
+  cr_expect_eq(s->handled, 4);
+  cr_expect_eq(s->unhandled, 3);
+  cr_expect_eq(s->types, 4);
+  /* throws at 0.1, 0.2 | 1.3, 1.302 | 2.5, 2.502, 2.6 s */
+  cr_assert_eq(s->seconds, 3);
+  cr_expect_eq(s->per_sec_counts[0], 2);
+  cr_expect_eq(s->per_sec_counts[1], 2);
+  cr_expect_eq(s->per_sec_counts[2], 3);
+  /* each throw's stack: the same three frames for all three X */
+  cr_assert_eq(x->nstacks, 1);
+  cr_expect_eq(x->stacks[0].count, 3);
+  cr_expect_eq(x->stacks[0].nframes, 3);
+  dnt_exceptions_analysis_free(a);
+  dnt_schema_free(schema);
+}
+
+Test(exceptions_rules, without_catch_events_handled_is_unknown) {
+  struct dnt_schema *schema = schema_or_fail();
+  struct dnt_exceptions_analysis *a = dnt_exceptions_analysis_new(schema);
+  ntr_callbacks cb;
+  dnt_exceptions_analysis_callbacks(&cb);
+  struct feed f;
+  feed_init(&f, &cb, a, schema);
+  for (int i = 0; i < 40; i++) thrown(&f, 10.0 * i, 7, "X", "a", 0); /* more than a thread's list holds */
+  dnt_exceptions_analysis_finish(a, 3);
+  const dnt_exception_summary *s = dnt_exceptions_get_summary(a);
+  cr_expect_eq(s->thrown, 40);
+  cr_expect_eq(s->unknown, 40);
+  cr_expect_eq(s->handled + s->unhandled, 0);
+  cr_expect_eq(s->catch_events, 0);
+  dnt_exceptions_analysis_free(a);
+  dnt_schema_free(schema);
+}
+
+/* ---- the corpus ---- */
+
+/* The .NET 10 trace's throws, all of one type and message, each caught in one lambda: counted in
+ * the trace's bytes (each ExceptionThrown carries the message, each ExceptionCatchStart the
+ * catching method's name, in UTF-16). */
+Test(exceptions_corpus, net10_throws_and_catches_match_the_trace_bytes, .timeout = 60) {
+  char dir[4096], trace[8192];
+  corpus_dir(dir, sizeof dir);
+  require_python();
+  snprintf(trace, sizeof trace, "%s/" NET10_LOADED, dir);
+  size_t throws = count_utf16(trace, "sample failure");
+  size_t catches = count_utf16(trace, "Program+<>c::<<Main>$>b__0_3(int32)");
+  cr_assert_gt(throws, 100);
+  char tmp[] = "/tmp/dnt-exc-XXXXXX", out[64];
+  cr_assert(mkdtemp(tmp));
+  snprintf(out, sizeof out, "%s/e.json", tmp);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "exceptions", trace, "--format", "json", "-o", out, NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+  char py[2048];
+  snprintf(py, sizeof py,
+           "import json, sys\n"
+           "d = json.load(open(sys.argv[1]))\n"
+           "s, e = d['summary'], d['exceptions']\n"
+           "assert s['thrown'] == %zu and s['handled'] == %zu and s['unhandled'] == 0, s\n"
+           "assert len(e) == 1 and e[0]['type'] == 'System.InvalidOperationException', e\n"
+           "assert e[0]['message'] == 'sample failure' and e[0]['thrown'] == %zu, e[0]\n"
+           "assert e[0]['caughtIn'][0]['method'].endswith('Program+<>c::<<Main>$>b__0_3(int32)'), e[0]\n"
+           "assert sum(s['thrownPerSecond']) == s['thrown'], s\n"
+           "assert sum(x['count'] for x in e[0]['stacks']) + e[0]['otherStacks'] == s['thrown']\n",
+           throws, catches, throws);
+  char *const argv[] = {"/usr/bin/env", "python3", "-c", py, out, NULL};
+  dnt_run_argv(&r, argv, NULL, 60000);
+  cr_expect_eq(r.status, 0, "%s", r.err);
+  dnt_run_free(&r);
+  unlink(out);
+  /* the throw stacks as folded stacks: one line per thread and stack, the throw's own frame at
+   * the leaf, the counts adding up to the throws */
+  cr_assert_eq(dnt_run_dntrace(&r, "exceptions", trace, "--format", "folded", NULL), 0, "%s", r.err);
+  size_t sum = 0, lines = 0;
+  for (char *line = r.out; *line;) {
+    char *nl = strchr(line, '\n');
+    if (!nl) break;
+    *nl = '\0';
+    char *sp = strrchr(line, ' ');
+    cr_assert(sp, "%s", line);
+    cr_expect(strstr(line, "Throw(System.InvalidOperationException)_sample_failure") ||
+                  strstr(line, "Throw(System.InvalidOperationException) sample failure"),
+              "%s", line);
+    sum += strtoul(sp + 1, NULL, 10);
+    lines++;
+    line = nl + 1;
+  }
+  cr_expect_gt(lines, 0);
+  cr_expect_eq(sum, throws, "folded counts %zu, throws %zu", sum, throws);
+  dnt_run_free(&r);
+  rmdir(tmp);
+}
+
+Test(exceptions_cli, a_trace_without_exceptions_says_so_in_one_line) {
+  char dir[4096], trace[8192];
+  corpus_dir(dir, sizeof dir);
+  snprintf(trace, sizeof trace, "%s/" NET3_WIN, dir);
+  struct dnt_run r;
+  cr_expect_eq(dnt_run_dntrace(&r, "exceptions", trace, NULL), 0, "%s", r.err);
+  cr_expect(strstr(r.err, "no exception thrown in this trace") && !strchr(strchr(r.err, '\n') + 1, '\n'), "%s",
+            r.err);
+  cr_expect(strstr(r.out, "Exceptions: 0 thrown"), "%s", r.out);
+  dnt_run_free(&r);
+  /* a flame graph of nothing is refused, with one error line */
+  cr_expect_eq(dnt_run_dntrace(&r, "exceptions", trace, "--format", "folded", NULL), 1);
+  cr_expect(strstr(r.err, "no exception thrown"), "%s", r.err);
+  dnt_run_free(&r);
+  cr_expect_eq(dnt_run_dntrace(&r, "exceptions", trace, "--format", "chromium", NULL), 2);
+  dnt_run_free(&r);
+  cr_expect_eq(dnt_run_dntrace(&r, "exceptions", trace, "--duration", "3s", NULL), 2);
+  dnt_run_free(&r);
+}
+
+/* ---- the sample ---- */
+
+/* The "thrown K" line the sample prints once it has thrown its count. */
+static long read_thrown(int fd, int timeout_ms) {
+  char buf[8192];
+  size_t len = 0;
+  for (int waited = 0; waited < timeout_ms; waited += 50) {
+    ssize_t n = read(fd, buf + len, sizeof buf - 1 - len);
+    if (n > 0) {
+      len += (size_t)n;
+      buf[len] = '\0';
+      const char *p = strstr(buf, "thrown ");
+      if (p && strchr(p, '\n')) return strtol(p + 7, NULL, 10);
+    } else {
+      usleep(50 * 1000);
+    }
+  }
+  return -1;
+}
+
+Test(exceptions_live, the_samples_throws_counted_exactly, .timeout = 120) {
+  DNT_REQUIRE_TARGET();
+  require_python();
+  /* 150 throws at 100 a second, beginning 2 s after "ready": the session has begun by then */
+  const char *const args[] = {"--throw", "100", "--throw-count", "150", "--throw-delay", "2", "--no-cpu",
+                              "--no-blocking", "--no-alloc", "--no-exceptions", "--no-counters", NULL};
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = args, .wait_socket = 1};
+  dnt_target t;
+  char err[512], pid[32], tmp[] = "/tmp/dnt-exc-XXXXXX", out[64];
+  cr_assert(mkdtemp(tmp));
+  snprintf(out, sizeof out, "%s/e.json", tmp);
+  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
+  int flags = fcntl(t.stdout_fd, F_GETFL);
+  fcntl(t.stdout_fd, F_SETFL, flags | O_NONBLOCK);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  struct dnt_run r;
+  dnt_run_dntrace(&r, "exceptions", "-p", pid, "--duration", "5s", "--format", "json", "-o", out, NULL);
+  long made = read_thrown(t.stdout_fd, 5000);
+  dnt_target_stop(&t);
+  cr_assert_eq(r.status, 0, "dntrace exceptions -p: %s", r.err);
+  dnt_run_free(&r);
+  cr_assert_eq(made, 150, "the sample says it threw %ld", made);
+  char py[2048];
+  snprintf(py, sizeof py,
+           "import json, sys\n"
+           "d = json.load(open(sys.argv[1]))\n"
+           "e = [x for x in d['exceptions'] if x['type'] == 'Sample.SampleException']\n"
+           "assert len(e) == 1, d['exceptions']\n"
+           "e = e[0]\n"
+           "assert e['message'] == 'thrown on purpose by Sample.ThrowWork.Fail', e\n"
+           "assert e['thrown'] == %ld and e['handled'] == %ld and e['unhandled'] == 0, e\n"
+           "assert e['caughtIn'][0]['method'].endswith('Sample.ThrowWork::Catch()'), e['caughtIn']\n"
+           "top = e['stacks'][0]\n"
+           "assert top['count'] == %ld, top\n"
+           "f = top['frames']\n"
+           "i = f.index('Sample!Sample.ThrowWork.Fail')\n"
+           "assert f[i + 1] == 'Sample!Sample.ThrowWork.Catch', f\n",
+           made, made, made);
+  char *const argv[] = {"/usr/bin/env", "python3", "-c", py, out, NULL};
+  dnt_run_argv(&r, argv, NULL, 60000);
+  cr_expect_eq(r.status, 0, "%s", r.err);
+  dnt_run_free(&r);
+  unlink(out);
+  rmdir(tmp);
+}
+
+/* ---- the corpus, against TraceEvent ---- */
+
+static const char *oracle(void) {
+  static char dll[4096];
+  const char *b = getenv("DNT_BUILDDIR");
+  snprintf(dll, sizeof dll, "%s/tests/oracle-te/out/BenchTraceEvent.dll", b ? b : ".");
+  if (access(dll, R_OK) == 0) return dll;
+  if (in_ci()) cr_assert_fail("no TraceEvent oracle at %s (CI=true)", dll);
+  return NULL;
+}
+
+/* Every (type, message) TraceEvent counts is one of ours with the same count, and the catches
+ * are as many as our handled exceptions (each catch takes one exception). */
+Test(exceptions_traceevent, corpus_trace_with_exceptions, .timeout = 120) {
+  char dir[4096], trace[8192];
+  corpus_dir(dir, sizeof dir);
+  const char *dll = oracle();
+  if (!dll) cr_skip_test("dotnet is not installed: no TraceEvent to compare with");
+  snprintf(trace, sizeof trace, "%s/" NET10_LOADED, dir);
+  char *const argv[] = {"/usr/bin/env", "dotnet", (char *)dll, trace, "--mode", "exclocks", NULL};
+  struct dnt_run te;
+  dnt_run_argv(&te, argv, NULL, 120000);
+  cr_assert_eq(te.status, 0, "TraceEvent: %s", te.err);
+  struct dnt_schema *schema = schema_or_fail();
+  struct dnt_exceptions_analysis *a = dnt_exceptions_analysis_new(schema);
+  ntr_callbacks cb;
+  dnt_exceptions_analysis_callbacks(&cb);
+  char err[512];
+  ntr_stats st;
+  cr_assert_geq(dnt_trace_read(trace, &cb, a, &st, err, sizeof err), 0, "%s", err);
+  dnt_exceptions_analysis_finish(a, 3);
+  size_t n, groups = 0;
+  const dnt_exception_group *g = dnt_exceptions_list(a, &n);
+  unsigned long catches = 0;
+  for (char *line = te.out, *next; line && *line; line = next) {
+    if ((next = strchr(line, '\n'))) *next++ = '\0';
+    if (sscanf(line, "catches\t%lu", &catches) == 1) continue;
+    if (strncmp(line, "exc\t", 4) != 0) continue;
+    char *count = line + 4, *type = strchr(count, '\t'), *msg = type ? strchr(type + 1, '\t') : NULL;
+    cr_assert(msg, "%s", line);
+    *type++ = '\0', *msg++ = '\0';
+    const dnt_exception_group *mine = NULL;
+    for (size_t i = 0; i < n && !mine; i++)
+      if (strcmp(g[i].type, type) == 0 && strcmp(g[i].message, msg) == 0) mine = &g[i];
+    cr_expect(mine && mine->thrown == strtoul(count, NULL, 10), "%s: %s thrown %s times (TraceEvent), dntrace %llu",
+              type, msg, count, mine ? (unsigned long long)mine->thrown : 0ull);
+    groups++;
+  }
+  cr_expect_eq(groups, n, "TraceEvent's groups %zu, dntrace's %zu", groups, n);
+  cr_expect_gt(groups, 0);
+  cr_expect_eq(dnt_exceptions_get_summary(a)->handled, catches);
+  dnt_exceptions_analysis_free(a);
+  dnt_schema_free(schema);
+  dnt_run_free(&te);
+}
+
+/* An exception nothing catches: the sample's crash-work thread throws one 1.5 s after "ready",
+ * and the process dies of it (a second later: the runtime does not flush a session when it dies,
+ * the sample's handler waits for it); dntrace, recording until then, reports it unhandled: the
+ * session asked for the catches, and none came. */
+Test(exceptions_live, an_exception_nothing_catches_is_unhandled, .timeout = 120) {
+  DNT_REQUIRE_TARGET();
+  require_python();
+  const char *const args[] = {"--crash-after", "1.5", "--no-cpu", "--no-blocking", "--no-alloc", "--no-exceptions",
+                              "--no-counters", NULL};
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = args, .wait_socket = 1};
+  dnt_target t;
+  char err[512], pid[32], tmp[] = "/tmp/dnt-exc-XXXXXX", out[64];
+  cr_assert(mkdtemp(tmp));
+  snprintf(out, sizeof out, "%s/e.json", tmp);
+  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  struct dnt_run r;
+  dnt_run_dntrace(&r, "exceptions", "-p", pid, "--duration", "20s", "--format", "json", "-o", out, NULL);
+  int status = dnt_target_stop(&t);
+  cr_assert_eq(r.status, 0, "dntrace exceptions -p: %s", r.err);
+  cr_expect_lt(r.seconds, 15, "the recording ends with the process");
+  cr_expect_neq(status, 0, "the sample died of its exception");
+  dnt_run_free(&r);
+  const char *py = "import json, sys\n"
+                   "d = json.load(open(sys.argv[1]))\n"
+                   "e = [x for x in d['exceptions'] if x['type'] == 'Sample.SampleException']\n"
+                   "assert len(e) == 1, d['exceptions']\n"
+                   "assert e[0]['thrown'] == 1 and e[0]['unhandled'] == 1 and e[0]['handled'] == 0, e\n"
+                   "assert d['summary']['catchEvents'], d['summary']\n";
+  char *const argv[] = {"/usr/bin/env", "python3", "-c", (char *)py, out, NULL};
+  dnt_run_argv(&r, argv, NULL, 60000);
+  cr_expect_eq(r.status, 0, "%s", r.err);
+  dnt_run_free(&r);
+  unlink(out);
+  rmdir(tmp);
+}
