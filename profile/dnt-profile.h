@@ -55,6 +55,10 @@ void dnt_profile_methods_only(struct dnt_profile *p, int on);
 /* One sample of thread: code addresses leaf first (ips borrowed for the call), at time in the
  * clock's ticks. Call before dnt_profile_finish. */
 void dnt_profile_add_ips(struct dnt_profile *p, uint64_t thread, uint64_t time, const uint64_t *ips, size_t n);
+/* The same, weighing ms instead of the clock's sample_ms (a blocked interval weighs its length:
+ * `dntrace waits`). */
+void dnt_profile_add_ips_ms(struct dnt_profile *p, uint64_t thread, uint64_t time, const uint64_t *ips, size_t n,
+                            double ms);
 
 /* Frames are named at dnt_profile_finish by a chain: the trace's own method table first (its
  * method load and rundown events), then each resolver added here, in order (a perf map, perf's

@@ -502,9 +502,14 @@ void dnt_profile_set_clock(struct dnt_profile *p, double sample_ms, uint64_t clo
 }
 
 void dnt_profile_add_ips(struct dnt_profile *p, uint64_t thread, uint64_t time, const uint64_t *ips, size_t n) {
+  dnt_profile_add_ips_ms(p, thread, time, ips, n, p->sample_ms); /* perf's period: a sample stands for it */
+}
+
+void dnt_profile_add_ips_ms(struct dnt_profile *p, uint64_t thread, uint64_t time, const uint64_t *ips, size_t n,
+                            double ms) {
   uint32_t stack = intern_stack(p, ips, (uint32_t)n);
-  add_sample(p, thread, stack, 0, p->sample_ms); /* perf's period: a sample stands for it */
-  p->total_ms += p->sample_ms;
+  add_sample(p, thread, stack, 0, ms);
+  p->total_ms += ms;
   p->cpu_samples = 1;
   if (time > p->last_ts) p->last_ts = time;
   if (p->keep_timeline && !p->oom) {

@@ -9,7 +9,7 @@ namespace Sample
         public const string Usage =
             "usage: Sample [--seconds N] [--exit-code N] [--no-cpu] [--no-blocking] [--no-alloc]\n" +
             "              [--no-exceptions] [--no-counters] [--event-rate N] [--gen2 N] [--threads N]\n" +
-            "              [--gc-induce N] [--gc-background]\n" +
+            "              [--gc-induce N] [--gc-background] [--handoff]\n" +
             "  --seconds N      run N seconds, then exit (default: until killed or Ctrl+C)\n" +
             "  --exit-code N    exit with N when done\n" +
             "  --event-rate N   emit about N Sample-Load events per second (0: off; very high: as fast as possible)\n" +
@@ -18,7 +18,9 @@ namespace Sample
             "  --threads N      also start N idle threads (idle-1 .. idle-N) parked in IdleWork.Park\n" +
             "  --gc-induce N    call GC.Collect() N times a second, printing 'induced GC' after each, GC being\n" +
             "                   GC.CollectionCount(0) then: the number the runtime gave that collection\n" +
-            "  --gc-background  with --gc-induce: every other induced collection is a background one";
+            "  --gc-background  with --gc-induce: every other induced collection is a background one\n" +
+            "  --handoff        also start threads waiter and setter: setter wakes waiter every 10 ms from\n" +
+            "                   Sample.Handoff.SignalWaiter";
 
         public double Seconds;
         public int ExitCode;
@@ -28,6 +30,7 @@ namespace Sample
         public int IdleThreads;
         public double GcInduce;
         public bool GcBackground;
+        public bool Handoff;
 
         public static Options Parse(string[] args)
         {
@@ -44,6 +47,7 @@ namespace Sample
                     case "--threads": o.IdleThreads = int.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
                     case "--gc-induce": o.GcInduce = double.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
                     case "--gc-background": o.GcBackground = true; break;
+                    case "--handoff": o.Handoff = true; break;
                     case "--no-cpu": o.Cpu = false; break;
                     case "--no-blocking": o.Blocking = false; break;
                     case "--no-alloc": o.Alloc = false; break;

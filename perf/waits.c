@@ -1,0 +1,787 @@
+/* Why threads wait: off-CPU intervals, their blocked stacks and their wakers (dnt-perf.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dnt-perf.h"
+
+/* Frames that are names, not addresses (EventPipe's managed frames, the `[woken by X]` frame):
+ * a non-canonical x86-64 address, which no code runs at, plus the name's index. */
+#define NAME_BASE 0x4e00000000000000ull
+#define NAME_MASK 0xff00000000000000ull
+
+enum ev_kind { EV_WAKE, EV_RUN, EV_OUT }; /* at one time: a wake-up before a run before a switch-out */
+
+struct wev {
+  uint64_t t;
+  uint32_t tid, other; /* EV_WAKE: the waker (0: none in the process, an interrupt) */
+  uint32_t stack;      /* the blocked or waker stack, + 1; 0: none */
+  uint32_t seq;        /* the order perf gave, for equal times */
+  uint8_t kind, complete; /* EV_OUT: perf's chain reaches the thread's start */
+};
+
+/* EventPipe's samples of managed threads: their managed stacks as name ids, root first */
+struct msample {
+  uint64_t t;
+  uint32_t tid, stack; /* stack + 1 in the managed stacks; 0: empty */
+};
+
+/* Interned sequences of 64-bit values (perf's addresses, or name ids). */
+struct seqs {
+  uint64_t *v;
+  size_t n, cap;
+  struct seq {
+    size_t off;
+    uint32_t n, hash;
+  } *s;
+  size_t ns, caps;
+  uint32_t *table; /* index + 1 */
+  size_t table_cap;
+};
+
+struct names {
+  char **v;
+  size_t n, cap;
+  uint32_t *table; /* index + 1 */
+  size_t table_cap;
+};
+
+struct tname {
+  uint32_t tid;
+  uint32_t name; /* id + 1 in names */
+  int from_perf; /* perf's comm: a given name replaces it */
+};
+
+struct dnt_waits {
+  dnt_perf_reader *reader;
+  uint64_t *ips;
+  struct wev *ev;
+  size_t nev, capev;
+  struct msample *ms;
+  size_t nms, capms;
+  struct seqs stacks, mstacks;
+  struct names names;
+  struct tname *threads;
+  size_t nthreads, capthreads;
+  uint64_t switches, wakings, interrupt_wakings;
+  int oom;
+};
+
+static int grow(void **arr, size_t *cap, size_t n, size_t size) {
+  if (n < *cap) return 0;
+  size_t want = *cap ? 2 * *cap : 256;
+  void *grown = realloc(*arr, want * size);
+  if (!grown) return -ENOMEM;
+  *arr = grown;
+  *cap = want;
+  return 0;
+}
+
+static uint32_t hash_u64s(const uint64_t *v, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ v[i]) * 1099511628211ull;
+  return (uint32_t)(h ^ h >> 32);
+}
+
+static uint32_t hash_str(const char *s) {
+  uint32_t h = 2166136261u;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+  return h;
+}
+
+static int seqs_rehash(struct seqs *q) {
+  size_t cap = q->table_cap ? 2 * q->table_cap : 1024;
+  uint32_t *t = calloc(cap, sizeof *t);
+  if (!t) return -ENOMEM;
+  for (size_t i = 0; i < q->ns; i++) {
+    size_t j = q->s[i].hash & (cap - 1);
+    while (t[j]) j = (j + 1) & (cap - 1);
+    t[j] = (uint32_t)i + 1;
+  }
+  free(q->table);
+  q->table = t;
+  q->table_cap = cap;
+  return 0;
+}
+
+/* The id + 1 of the sequence v[0..n), added if new; 0 when out of memory. */
+static uint32_t seqs_intern(struct seqs *q, const uint64_t *v, size_t n) {
+  if ((q->ns + 1) * 2 > q->table_cap && seqs_rehash(q)) return 0;
+  uint32_t h = hash_u64s(v, n);
+  size_t j = h & (q->table_cap - 1);
+  for (; q->table[j]; j = (j + 1) & (q->table_cap - 1)) {
+    const struct seq *s = &q->s[q->table[j] - 1];
+    if (s->hash == h && s->n == n && (!n || memcmp(q->v + s->off, v, n * sizeof *v) == 0)) return q->table[j];
+  }
+  while (q->n + n > q->cap) {
+    size_t cap = q->cap ? 2 * q->cap : 4096;
+    uint64_t *grown = realloc(q->v, cap * sizeof *grown);
+    if (!grown) return 0;
+    q->v = grown;
+    q->cap = cap;
+  }
+  if (grow((void **)&q->s, &q->caps, q->ns, sizeof *q->s)) return 0;
+  if (n) memcpy(q->v + q->n, v, n * sizeof *v);
+  q->s[q->ns] = (struct seq){q->n, (uint32_t)n, h};
+  q->n += n;
+  q->table[j] = (uint32_t)++q->ns;
+  return (uint32_t)q->ns;
+}
+
+static void seqs_release(struct seqs *q) {
+  free(q->v);
+  free(q->s);
+  free(q->table);
+}
+
+/* The id + 1 of name, added if new; 0 when out of memory. */
+static uint32_t name_id(struct names *t, const char *name) {
+  if ((t->n + 1) * 2 > t->table_cap) {
+    size_t cap = t->table_cap ? 2 * t->table_cap : 1024;
+    uint32_t *tab = calloc(cap, sizeof *tab);
+    if (!tab) return 0;
+    for (size_t i = 0; i < t->n; i++) {
+      size_t j = hash_str(t->v[i]) & (cap - 1);
+      while (tab[j]) j = (j + 1) & (cap - 1);
+      tab[j] = (uint32_t)i + 1;
+    }
+    free(t->table);
+    t->table = tab;
+    t->table_cap = cap;
+  }
+  size_t j = hash_str(name) & (t->table_cap - 1);
+  for (; t->table[j]; j = (j + 1) & (t->table_cap - 1))
+    if (strcmp(t->v[t->table[j] - 1], name) == 0) return t->table[j];
+  if (grow((void **)&t->v, &t->cap, t->n, sizeof *t->v)) return 0;
+  if (!(t->v[t->n] = strdup(name))) return 0;
+  t->table[j] = (uint32_t)++t->n;
+  return (uint32_t)t->n;
+}
+
+dnt_waits *dnt_waits_new(void) {
+  dnt_waits *w = calloc(1, sizeof *w);
+  if (!w) return NULL;
+  if (!(w->ips = malloc((DNT_PERF_MAX_FRAMES + 1) * sizeof *w->ips))) {
+    free(w);
+    return NULL;
+  }
+  return w;
+}
+
+void dnt_waits_free(dnt_waits *w) {
+  if (!w) return;
+  free(w->ips);
+  free(w->ev);
+  free(w->ms);
+  seqs_release(&w->stacks);
+  seqs_release(&w->mstacks);
+  for (size_t i = 0; i < w->names.n; i++) free(w->names.v[i]);
+  free(w->names.v);
+  free(w->names.table);
+  free(w->threads);
+  free(w);
+}
+
+static struct tname *thread_entry(dnt_waits *w, uint32_t tid) {
+  for (size_t i = 0; i < w->nthreads; i++) /* tens to hundreds of threads, named once each */
+    if (w->threads[i].tid == tid) return &w->threads[i];
+  if (grow((void **)&w->threads, &w->capthreads, w->nthreads, sizeof *w->threads)) return NULL;
+  w->threads[w->nthreads] = (struct tname){.tid = tid};
+  return &w->threads[w->nthreads++];
+}
+
+static int name_thread(dnt_waits *w, uint64_t tid, const char *name, int from_perf) {
+  struct tname *t = thread_entry(w, (uint32_t)tid);
+  if (!t) return -ENOMEM;
+  if (from_perf && t->name) return 0;
+  uint32_t id = name_id(&w->names, name);
+  if (!id) return -ENOMEM;
+  t->name = id;
+  t->from_perf = from_perf;
+  return 0;
+}
+
+int dnt_waits_name_thread(dnt_waits *w, uint64_t tid, const char *name) { return name_thread(w, tid, name, 0); }
+
+int dnt_waits_load_names(dnt_waits *w, const char *path) {
+  FILE *fp = fopen(path, "re");
+  if (!fp) return -errno;
+  char line[256];
+  int rc = 0, in_long_line = 0;
+  while (rc == 0 && fgets(line, sizeof line, fp)) {
+    size_t n = strlen(line);
+    int ends = n && line[n - 1] == '\n';
+    if (in_long_line || (!ends && !feof(fp))) { /* a piece of a line longer than the buffer */
+      in_long_line = !ends;
+      continue;
+    }
+    if (ends) line[n - 1] = '\0';
+    char *tab = line; /* "TID<TAB>NAME" */
+    uint64_t tid = 0;
+    int digits = 0;
+    for (; *tab >= '0' && *tab <= '9' && digits < 10; tab++, digits++) tid = tid * 10 + (uint64_t)(*tab - '0');
+    if (!digits || *tab != '\t' || !tid || tid > UINT32_MAX) continue;
+    rc = dnt_waits_name_thread(w, tid, tab + 1);
+  }
+  if (rc == 0 && ferror(fp)) rc = -EIO;
+  fclose(fp);
+  return rc;
+}
+
+static const char *thread_name(const dnt_waits *w, uint32_t tid) {
+  for (size_t i = 0; i < w->nthreads; i++)
+    if (w->threads[i].tid == tid && w->threads[i].name) return w->names.v[w->threads[i].name - 1];
+  return NULL;
+}
+
+static int add_event(dnt_waits *w, struct wev e) {
+  if (grow((void **)&w->ev, &w->capev, w->nev, sizeof *w->ev)) return -ENOMEM;
+  e.seq = (uint32_t)w->nev;
+  w->ev[w->nev++] = e;
+  return 0;
+}
+
+/* "... prev_state=S ==> next_comm=NAME next_pid=N next_prio=N": the state (the field directly
+ * followed by " ==> ": a name may hold any text) and the thread switched in. */
+static int parse_switch(const char *trace, char *state, uint32_t *next) {
+  const char *arrow = NULL;
+  for (const char *p = strstr(trace, " prev_state="); p; p = strstr(p + 1, " prev_state=")) {
+    size_t len = strcspn(p + 12, " ");
+    if (len && strncmp(p + 12 + len, " ==> ", 5) == 0) {
+      *state = p[12];
+      arrow = p + 12 + len;
+      break;
+    }
+  }
+  if (!arrow) return -1;
+  *next = 0;
+  /* the last " next_pid=" followed by digits and " next_prio=" */
+  for (const char *p = strstr(arrow, " next_pid="); p; p = strstr(p + 1, " next_pid=")) {
+    char *end;
+    unsigned long v = strtoul(p + 10, &end, 10);
+    if (end != p + 10 && strncmp(end, " next_prio=", 11) == 0 && v <= UINT32_MAX) *next = (uint32_t)v;
+  }
+  return 0;
+}
+
+/* "comm=NAME pid=N prio=N target_cpu=N": the woken thread (the name comes first and may hold
+ * anything: the last "pid=" starting a field and followed by digits and " prio="). 0: none. */
+static uint32_t woken(const char *trace) {
+  uint32_t found = 0;
+  for (const char *p = strstr(trace, "pid="); p; p = strstr(p + 1, "pid=")) {
+    if (p != trace && p[-1] != ' ') continue;
+    char *end;
+    unsigned long v = strtoul(p + 4, &end, 10);
+    if (end != p + 4 && strncmp(end, " prio=", 6) == 0 && v <= UINT32_MAX) found = (uint32_t)v;
+  }
+  return found;
+}
+
+static int is_kernel(const dnt_perf_frame *f) { return f->dso && f->dso[0] == '[' && strstr(f->dso, "kernel"); }
+
+/* A wake-up made by an interrupt (a timer ending a sleep, a device), in whatever thread it hit:
+ * its kernel frames pass through an interrupt's entry. */
+static int from_interrupt(const dnt_perf_sample *s) {
+  static const char *const entries[] = {"asm_sysvec_", "asm_common_interrupt", "sysvec_", "hrtimer_interrupt",
+                                        "__do_softirq", "handle_softirqs", "irq_exit", "do_IRQ"};
+  for (size_t i = 0; i < s->nframes; i++) {
+    const dnt_perf_frame *f = &s->frames[i];
+    if (!is_kernel(f) || !f->sym) continue;
+    for (size_t k = 0; k < sizeof entries / sizeof *entries; k++)
+      if (strncmp(f->sym, entries[k], strlen(entries[k])) == 0) return 1;
+  }
+  return 0;
+}
+
+/* Whether a chain reaches its thread's start: else frame-pointer-less code (glibc) cut it. */
+static int reaches_start(const dnt_perf_sample *s) {
+  if (!s->nframes) return 0;
+  const char *root = s->frames[s->nframes - 1].sym;
+  return root && (strcmp(root, "start_thread") == 0 || strncmp(root, "__clone", 7) == 0 ||
+                  strcmp(root, "_start") == 0 || strcmp(root, "__libc_start_main") == 0);
+}
+
+/* The sample's chain interned: its stack + 1, 0 for none, or -1 when out of memory. */
+static int64_t chain_of(dnt_waits *w, const dnt_perf_sample *s) {
+  if (!s->nframes) return 0;
+  int n = dnt_perf_reader_addresses(w->reader, s, w->ips);
+  if (n < 0) return -1;
+  uint32_t id = seqs_intern(&w->stacks, w->ips, (size_t)n);
+  return id ? (int64_t)id : -1;
+}
+
+static int observe(dnt_waits *w, const dnt_perf_sample *s) {
+  uint32_t tid = (uint32_t)s->tid;
+  if (!tid) return 0; /* the idle task */
+  if (s->comm[0] && s->comm[0] != ':' && name_thread(w, tid, s->comm, 1)) return -ENOMEM;
+  if (dnt_perf_event_is(s->event, "sched:sched_switch")) {
+    char state;
+    uint32_t next;
+    if (parse_switch(s->trace, &state, &next) != 0) return 0;
+    w->switches++;
+    if (next && add_event(w, (struct wev){.t = s->time_ns, .tid = next, .kind = EV_RUN})) return -ENOMEM;
+    if (state == 'R') /* preempted: runnable, not blocked; it ran until now */
+      return add_event(w, (struct wev){.t = s->time_ns, .tid = tid, .kind = EV_RUN});
+    int64_t stack = chain_of(w, s);
+    if (stack < 0) return -ENOMEM;
+    return add_event(w, (struct wev){.t = s->time_ns, .tid = tid, .kind = EV_OUT, .stack = (uint32_t)stack,
+                                     .complete = (uint8_t)reaches_start(s)});
+  }
+  if (dnt_perf_event_is(s->event, "sched:sched_waking")) {
+    uint32_t wakee = woken(s->trace);
+    if (!wakee) return 0;
+    w->wakings++;
+    /* the record is made in the waker's context: it is running */
+    if (add_event(w, (struct wev){.t = s->time_ns, .tid = tid, .kind = EV_RUN})) return -ENOMEM;
+    if (wakee == tid) return 0;
+    if (from_interrupt(s)) {
+      w->interrupt_wakings++;
+      return add_event(w, (struct wev){.t = s->time_ns, .tid = wakee, .kind = EV_WAKE});
+    }
+    int64_t stack = chain_of(w, s);
+    if (stack < 0) return -ENOMEM;
+    return add_event(w, (struct wev){.t = s->time_ns, .tid = wakee, .other = tid, .kind = EV_WAKE,
+                                     .stack = (uint32_t)stack});
+  }
+  /* any other sample (cpu-clock) is made while its thread runs */
+  return add_event(w, (struct wev){.t = s->time_ns, .tid = tid, .kind = EV_RUN});
+}
+
+static void on_perf_sample(void *ud, const dnt_perf_sample *s) {
+  dnt_waits *w = ud;
+  if (!w->oom && observe(w, s) != 0) w->oom = 1;
+}
+
+/* The chain's last links: names of the frames that are names (the managed frames of EventPipe,
+ * the waker frames). */
+static int name_of(void *ud, uint64_t ip, int leaf, char *buf, size_t cap) {
+  const dnt_waits *w = ud;
+  (void)leaf;
+  if ((ip & NAME_MASK) != NAME_BASE) return 0;
+  uint64_t id = ip & ~NAME_MASK;
+  if (id >= w->names.n) return 0;
+  snprintf(buf, cap, "%s", w->names.v[id]);
+  return 1;
+}
+
+dnt_perf_reader *dnt_waits_load(dnt_waits *w, struct dnt_profile *prof, const char *data, const char *map,
+                                struct dnt_symtab *perfmap, struct dnt_perf_load_info *info) {
+  memset(info, 0, sizeof *info);
+  dnt_perf_reader *r = dnt_perf_reader_new(prof, 0, "", 1.0, perfmap);
+  if (!r || dnt_profile_add_resolver(prof, name_of, w) != 0) {
+    dnt_perf_reader_free(r);
+    snprintf(info->error, sizeof info->error, "out of memory");
+    return NULL;
+  }
+  w->reader = r;
+  dnt_perf_reader_observe(r, on_perf_sample, w);
+  int rc = dnt_perf_reader_run(r, data, map, info);
+  w->reader = NULL;
+  if (rc == 0 && w->oom) {
+    snprintf(info->error, sizeof info->error, "out of memory reading perf script");
+    rc = -1;
+  }
+  if (rc != 0) {
+    dnt_perf_reader_free(r);
+    return NULL;
+  }
+  return r;
+}
+
+int dnt_waits_managed_sample(dnt_waits *w, uint64_t tid, uint64_t t_ns, const char *const *names, size_t n) {
+  uint64_t ids[DNT_PERF_MAX_FRAMES];
+  size_t k = 0;
+  for (size_t i = 0; i < n && k < DNT_PERF_MAX_FRAMES; i++) {
+    if (strcmp(names[i], DNT_UNMANAGED_FRAME) == 0) continue;
+    uint32_t id = name_id(&w->names, names[i]);
+    if (!id) return -ENOMEM;
+    ids[k++] = id - 1;
+  }
+  uint32_t stack = k ? seqs_intern(&w->mstacks, ids, k) : 0;
+  if (k && !stack) return -ENOMEM;
+  if (grow((void **)&w->ms, &w->capms, w->nms, sizeof *w->ms)) return -ENOMEM;
+  w->ms[w->nms++] = (struct msample){t_ns, (uint32_t)tid, stack};
+  return 0;
+}
+
+static int by_thread_time(const void *a, const void *b) {
+  const struct wev *x = a, *y = b;
+  if (x->tid != y->tid) return x->tid < y->tid ? -1 : 1;
+  if (x->t != y->t) return x->t < y->t ? -1 : 1;
+  if (x->kind != y->kind) return x->kind < y->kind ? -1 : 1;
+  return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+static int by_msample(const void *a, const void *b) {
+  const struct msample *x = a, *y = b;
+  if (x->tid != y->tid) return x->tid < y->tid ? -1 : 1;
+  return (x->t > y->t) - (x->t < y->t);
+}
+
+/* The first EventPipe sample of tid in [from, to], or NULL. */
+static const struct msample *managed_in(const dnt_waits *w, uint32_t tid, uint64_t from, uint64_t to) {
+  size_t lo = 0, hi = w->nms;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    const struct msample *m = &w->ms[mid];
+    if (m->tid < tid || (m->tid == tid && m->t < from)) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < w->nms && w->ms[lo].tid == tid && w->ms[lo].t <= to ? &w->ms[lo] : NULL;
+}
+
+static int is_managed(const dnt_waits *w, uint32_t tid) {
+  return managed_in(w, tid, 0, UINT64_MAX) != NULL;
+}
+
+static int keep_thread(const dnt_waits *w, uint32_t tid, const struct dnt_waits_filter *f) {
+  if (w->nms && !is_managed(w, tid)) return 0;
+  if (!f) return 1;
+  if (f->tid) return tid == f->tid;
+  if (f->name) {
+    const char *name = thread_name(w, tid);
+    return name && strcmp(name, f->name) == 0;
+  }
+  return 1;
+}
+
+/* The frame of a name (added to the names if new); 0 when out of memory. */
+static uint64_t name_frame(dnt_waits *w, const char *name) {
+  uint32_t id = name_id(&w->names, name);
+  return id ? NAME_BASE | (id - 1) : 0;
+}
+
+/* One interval as a sample of prof: leaf first, the waker's chain, the separator, the blocked
+ * chain, the blocked thread's managed stack below it when perf's chain stopped short. */
+static int add_interval(dnt_waits *w, struct dnt_profile *prof, const struct wev *out, const struct wev *wake,
+                        uint64_t end) {
+  uint64_t *ips = w->ips;
+  size_t n = 0, room = DNT_PERF_MAX_FRAMES;
+  if (wake && wake->other && wake->stack) {
+    const struct seq *s = &w->stacks.s[wake->stack - 1];
+    for (size_t i = 0; i < s->n && n < room / 2; i++) ips[n++] = w->stacks.v[s->off + i];
+  }
+  char sep[96];
+  const char *waker = wake && wake->other ? thread_name(w, wake->other) : NULL;
+  if (!wake || !wake->other)
+    snprintf(sep, sizeof sep, "[no waker in the process]");
+  else if (waker)
+    snprintf(sep, sizeof sep, "[woken by %.64s]", waker);
+  else
+    snprintf(sep, sizeof sep, "[woken by thread %u]", (unsigned)wake->other);
+  if (!(ips[n++] = name_frame(w, sep))) return -ENOMEM;
+  if (out->stack) {
+    const struct seq *s = &w->stacks.s[out->stack - 1];
+    for (size_t i = 0; i < s->n && n < room; i++) ips[n++] = w->stacks.v[s->off + i];
+  }
+  const struct msample *m = out->complete ? NULL : managed_in(w, out->tid, out->t, end);
+  if (m && m->stack) {
+    const struct seq *s = &w->mstacks.s[m->stack - 1];
+    for (size_t i = s->n; i > 0 && n < room; i--) ips[n++] = NAME_BASE | w->mstacks.v[s->off + i - 1];
+  }
+  dnt_profile_add_ips_ms(prof, out->tid, out->t, ips, n, (double)(end - out->t) / 1e6);
+  return dnt_profile_failed(prof) ? -ENOMEM : 0;
+}
+
+int dnt_waits_finish(dnt_waits *w, struct dnt_profile *prof, const struct dnt_waits_filter *f,
+                     struct dnt_waits_info *info) {
+  struct dnt_waits_info in = {.switches = w->switches, .wakings = w->wakings,
+                              .interrupt_wakings = w->interrupt_wakings};
+  if (w->oom) return -ENOMEM;
+  if (w->nev) qsort(w->ev, w->nev, sizeof *w->ev, by_thread_time);
+  if (w->nms) qsort(w->ms, w->nms, sizeof *w->ms, by_msample);
+  uint64_t first = UINT64_MAX;
+  for (size_t i = 0; i < w->nev; i++)
+    if (w->ev[i].t < first) first = w->ev[i].t;
+  dnt_profile_set_clock(prof, 1.0, 1000000000u, first == UINT64_MAX ? 0 : first);
+  int rc = 0;
+  for (size_t i = 0; i < w->nev && rc == 0;) {
+    uint32_t tid = w->ev[i].tid;
+    size_t end = i;
+    while (end < w->nev && w->ev[end].tid == tid) end++;
+    int keep = keep_thread(w, tid, f);
+    const struct wev *out = NULL, *wake = NULL;
+    for (size_t k = i; k < end && rc == 0; k++) {
+      const struct wev *e = &w->ev[k];
+      if (e->kind == EV_WAKE) {
+        if (out) wake = e;
+        continue;
+      }
+      /* a run, or a switch-out (it ran before it): the end of a pending interval */
+      if (out && e->t >= out->t) {
+        in.intervals++;
+        double ms = (double)(e->t - out->t) / 1e6;
+        if (keep && (!f || ms >= f->min_ms)) {
+          in.kept++;
+          in.kept_ms += ms;
+          rc = add_interval(w, prof, out, wake, e->t);
+        }
+      }
+      out = e->kind == EV_OUT ? e : NULL;
+      wake = NULL;
+    }
+    if (out) in.unended++;
+    if (keep && rc == 0) {
+      const char *name = thread_name(w, tid);
+      if (name && dnt_profile_name_thread(prof, tid, name) != 0) rc = -ENOMEM;
+    }
+    i = end;
+  }
+  if (info) *info = in;
+  return rc;
+}
+
+/* ---- the kind of a wait, and the views ---- */
+
+static int any_frame(const char *const *names, size_t n, const char *const *syms) {
+  for (size_t i = 0; i < n; i++) {
+    if (strncmp(names[i], "[kernel]!", 9) != 0) continue;
+    const char *sym = names[i] + 9;
+    for (const char *const *s = syms; *s; s++) {
+      size_t len = strlen(*s);
+      int prefix = (*s)[len - 1] == '*';
+      if (prefix ? strncmp(sym, *s, len - 1) == 0 : strcmp(sym, *s) == 0) return 1;
+    }
+  }
+  return 0;
+}
+
+/* .NET's Thread.Sleep is a timed wait on a condition variable (a futex), not a nanosleep: its
+ * managed frame (from EventPipe's samples) says what the kernel's frames cannot. */
+static int managed_sleep(const char *const *names, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    const char *bang = strchr(names[i], '!');
+    if (bang && strcmp(bang + 1, "System.Threading.Thread.Sleep") == 0) return 1;
+  }
+  return 0;
+}
+
+const char *dnt_waits_kind(const char *const *names, size_t n) {
+  /* a fault first (a fault may read a file: its I/O is the fault's), then what the thread asked */
+  static const char *const fault[] = {"do_page_fault", "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault",
+                                      NULL};
+  static const char *const sleep[] = {"hrtimer_nanosleep", "do_nanosleep", "common_nsleep", "__x64_sys_clock_nanosleep",
+                                      "__x64_sys_nanosleep", NULL};
+  static const char *const futex[] = {"futex_wait*", "futex_do_wait", "__futex_wait", NULL};
+  static const char *const poll[] = {"ep_poll", "do_epoll_wait", "sock_*", "tcp_*", "unix_stream_*", "do_sys_poll",
+                                     "do_select", NULL};
+  static const char *const io[] = {"vfs_read", "vfs_write", "ext4_*", "io_schedule*", "xfs_*", "btrfs_*", NULL};
+  if (any_frame(names, n, fault)) return "page fault";
+  if (any_frame(names, n, sleep) || managed_sleep(names, n)) return "sleep";
+  if (any_frame(names, n, futex)) return "futex/monitor";
+  if (any_frame(names, n, poll)) return "epoll/socket";
+  if (any_frame(names, n, io)) return "file I/O";
+  return "other";
+}
+
+/* One row of the views: blocked time of a thread by (blocked stack, waker stack), by names. */
+struct row {
+  uint64_t tid;
+  uint32_t *frames; /* root first: the blocked stack, the separator, the waker's */
+  size_t n, sep;
+  uint64_t count;
+  double ms;
+  uint32_t hash;
+};
+
+struct rows {
+  const struct dnt_profile *prof;
+  struct row *v;
+  size_t n, cap;
+  uint32_t *table; /* index + 1 */
+  size_t table_cap;
+  int oom;
+};
+
+static int is_separator(const char *name) {
+  return strncmp(name, "[woken by ", 10) == 0 || strcmp(name, "[no waker in the process]") == 0;
+}
+
+static void add_row(void *ud, uint64_t tid, const uint32_t *frames, size_t n, uint64_t samples, double ms) {
+  struct rows *r = ud;
+  if (r->oom || !samples) return;
+  uint64_t key[DNT_PERF_MAX_FRAMES * 3 + 1];
+  size_t k = 0, sep = n;
+  key[k++] = tid;
+  /* names, not addresses: two places in one function are one row */
+  for (size_t i = 0; i < n && k < sizeof key / sizeof *key; i++) {
+    const char *name = dnt_profile_name(r->prof, frames[i]);
+    key[k++] = hash_str(name);
+    if (sep == n && is_separator(name)) sep = i;
+  }
+  uint32_t h = hash_u64s(key, k);
+  if ((r->n + 1) * 2 > r->table_cap) {
+    size_t cap = r->table_cap ? 2 * r->table_cap : 256;
+    uint32_t *t = calloc(cap, sizeof *t);
+    if (!t) {
+      r->oom = 1;
+      return;
+    }
+    for (size_t i = 0; i < r->n; i++) {
+      size_t j = r->v[i].hash & (cap - 1);
+      while (t[j]) j = (j + 1) & (cap - 1);
+      t[j] = (uint32_t)i + 1;
+    }
+    free(r->table);
+    r->table = t;
+    r->table_cap = cap;
+  }
+  size_t j = h & (r->table_cap - 1);
+  for (; r->table[j]; j = (j + 1) & (r->table_cap - 1)) {
+    struct row *o = &r->v[r->table[j] - 1];
+    if (o->hash != h || o->tid != tid || o->n != n) continue;
+    size_t i = 0;
+    while (i < n && strcmp(dnt_profile_name(r->prof, o->frames[i]), dnt_profile_name(r->prof, frames[i])) == 0) i++;
+    if (i == n) {
+      o->count += samples;
+      o->ms += ms;
+      return;
+    }
+  }
+  if (grow((void **)&r->v, &r->cap, r->n, sizeof *r->v)) {
+    r->oom = 1;
+    return;
+  }
+  uint32_t *copy = malloc((n ? n : 1) * sizeof *copy);
+  if (!copy) {
+    r->oom = 1;
+    return;
+  }
+  if (n) memcpy(copy, frames, n * sizeof *copy);
+  r->v[r->n] = (struct row){tid, copy, n, sep, samples, ms, h};
+  r->table[j] = (uint32_t)++r->n;
+}
+
+static int by_ms(const void *a, const void *b) {
+  const struct row *x = a, *y = b;
+  return (x->ms < y->ms) - (x->ms > y->ms);
+}
+
+static void rows_release(struct rows *r) {
+  for (size_t i = 0; i < r->n; i++) free(r->v[i].frames);
+  free(r->v);
+  free(r->table);
+}
+
+static int rows_of(const struct dnt_profile *prof, struct rows *r) {
+  memset(r, 0, sizeof *r);
+  r->prof = prof;
+  if (dnt_profile_each_stack(prof, add_row, r) != 0 || r->oom) {
+    rows_release(r);
+    return -ENOMEM;
+  }
+  if (r->n) qsort(r->v, r->n, sizeof *r->v, by_ms);
+  return 0;
+}
+
+/* The frame that says where in the program a stack is: the innermost managed frame outside the
+ * framework (System.*, Microsoft.*), else the innermost managed frame; "" when none. A frame
+ * left as an address is no answer. */
+static const char *where(const struct dnt_profile *prof, const uint32_t *frames, size_t n) {
+  const char *framework = NULL;
+  for (size_t i = n; i > 0; i--) {
+    const char *name = dnt_profile_name(prof, frames[i - 1]);
+    if (dnt_frame_kind(name) != 'M' || is_separator(name) || strstr(name, "!0x")) continue;
+    if (strncmp(name, "System.", 7) == 0 || strncmp(name, "Microsoft.", 10) == 0) {
+      if (!framework) framework = name;
+      continue;
+    }
+    return name;
+  }
+  return framework ? framework : "";
+}
+
+static const char *row_kind(const struct dnt_profile *prof, const struct row *row) {
+  const char *names[DNT_PERF_MAX_FRAMES * 2];
+  size_t n = 0;
+  for (size_t i = 0; i < row->sep && n < sizeof names / sizeof *names; i++) names[n++] = dnt_profile_name(prof, row->frames[i]);
+  return dnt_waits_kind(names, n);
+}
+
+/* The waker's name as the separator says it: "setter" of "[woken by setter]"; "" for none. */
+static void waker_of(const struct dnt_profile *prof, const struct row *row, char *buf, size_t cap) {
+  const char *sep = row->sep < row->n ? dnt_profile_name(prof, row->frames[row->sep]) : "";
+  if (strncmp(sep, "[woken by ", 10) == 0)
+    snprintf(buf, cap, "%.*s", (int)(strlen(sep) - 11), sep + 10);
+  else
+    buf[0] = '\0';
+}
+
+int dnt_waits_write_table(const struct dnt_profile *prof, size_t top, FILE *fp) {
+  struct rows r;
+  if (rows_of(prof, &r) != 0) return -ENOMEM;
+  double total = dnt_profile_total_ms(prof);
+  fprintf(fp, "Blocked time by blocked stack and waker (%.1f ms in %llu waits)\n", total,
+          (unsigned long long)dnt_profile_samples(prof));
+  fprintf(fp, "  %10s %6s %8s  %-13s  %-16s %-40s  %-22s %s\n", "ms", "%", "count", "kind", "thread", "blocked in",
+          "woken by", "waker in");
+  for (size_t i = 0; i < r.n && (!top || i < top); i++) {
+    const struct row *row = &r.v[i];
+    const char *thread = dnt_profile_thread_name(prof, row->tid);
+    char tid[32], waker[80];
+    if (!thread) snprintf(tid, sizeof tid, "%llu", (unsigned long long)row->tid), thread = tid;
+    waker_of(prof, row, waker, sizeof waker);
+    const char *blocked_in = where(prof, row->frames, row->sep);
+    const char *waker_in = row->sep < row->n ? where(prof, row->frames + row->sep + 1, row->n - row->sep - 1) : "";
+    fprintf(fp, "  %10.1f %5.1f%% %8llu  %-13s  %-16.16s %-40s  %-22.22s %s\n", row->ms,
+            total > 0 ? 100 * row->ms / total : 0, (unsigned long long)row->count, row_kind(prof, row), thread,
+            *blocked_in ? blocked_in : "-", *waker ? waker : "(none in the process)", *waker_in ? waker_in : "-");
+  }
+  rows_release(&r);
+  return 0;
+}
+
+static void json_string(FILE *fp, const char *s) {
+  fputc('"', fp);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') fprintf(fp, "\\%c", c);
+    else if (c < 0x20) fprintf(fp, "\\u%04x", c);
+    else fputc(c, fp);
+  }
+  fputc('"', fp);
+}
+
+static void json_frames(FILE *fp, const struct dnt_profile *prof, const uint32_t *frames, size_t n) {
+  fputc('[', fp);
+  for (size_t i = 0; i < n; i++) {
+    if (i) fputc(',', fp);
+    json_string(fp, dnt_profile_name(prof, frames[i]));
+  }
+  fputc(']', fp);
+}
+
+int dnt_waits_write_json(const struct dnt_profile *prof, size_t top, FILE *fp) {
+  struct rows r;
+  if (rows_of(prof, &r) != 0) return -ENOMEM;
+  fprintf(fp, "{\"blocked_ms\":%.3f,\"waits\":%llu,\"rows\":[", dnt_profile_total_ms(prof),
+          (unsigned long long)dnt_profile_samples(prof));
+  for (size_t i = 0; i < r.n && (!top || i < top); i++) {
+    const struct row *row = &r.v[i];
+    const char *thread = dnt_profile_thread_name(prof, row->tid);
+    char waker[80];
+    waker_of(prof, row, waker, sizeof waker);
+    size_t nwaker = row->sep < row->n ? row->n - row->sep - 1 : 0;
+    const uint32_t *wf = row->frames + row->n - nwaker;
+    fprintf(fp, "%s\n{\"kind\":", i ? "," : "");
+    json_string(fp, row_kind(prof, row));
+    fprintf(fp, ",\"tid\":%llu,\"thread\":", (unsigned long long)row->tid);
+    json_string(fp, thread ? thread : "");
+    fprintf(fp, ",\"ms\":%.3f,\"count\":%llu,\"blocked_in\":", row->ms, (unsigned long long)row->count);
+    json_string(fp, where(prof, row->frames, row->sep));
+    fputs(",\"waker\":", fp);
+    if (*waker) json_string(fp, waker);
+    else fputs("null", fp);
+    fputs(",\"waker_in\":", fp);
+    json_string(fp, where(prof, wf, nwaker));
+    fputs(",\"blocked_stack\":", fp);
+    json_frames(fp, prof, row->frames, row->sep);
+    fputs(",\"waker_stack\":", fp);
+    json_frames(fp, prof, wf, nwaker);
+    fputc('}', fp);
+  }
+  fputs("\n]}\n", fp);
+  rows_release(&r);
+  return 0;
+}
