@@ -342,6 +342,10 @@ void dnt_waits_free(dnt_waits *w);
 dnt_perf_reader *dnt_waits_load(dnt_waits *w, struct dnt_profile *prof, const char *data, const char *map,
                                 struct dnt_symtab *perfmap, struct dnt_perf_load_info *info);
 
+/* The same with the caller feeding `perf script` text (printed as dnt_perf_reader_run runs it)
+ * through dnt_perf_reader_feed and _finish: for tests and fuzzing. NULL when out of memory. */
+dnt_perf_reader *dnt_waits_reader(dnt_waits *w, struct dnt_profile *prof, struct dnt_symtab *perfmap);
+
 /* A SampleProfiler sample of thread tid at t_ns (CLOCK_MONOTONIC), its managed frames' names root
  * first (copied; UNMANAGED_CODE_TIME is left out). Marks tid as a managed thread: once any is
  * given, only the intervals of managed threads are kept. 0 or -ENOMEM. */

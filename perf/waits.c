@@ -365,19 +365,26 @@ static int name_of(void *ud, uint64_t ip, int leaf, char *buf, size_t cap) {
   return 1;
 }
 
-dnt_perf_reader *dnt_waits_load(dnt_waits *w, struct dnt_profile *prof, const char *data, const char *map,
-                                struct dnt_symtab *perfmap, struct dnt_perf_load_info *info) {
-  memset(info, 0, sizeof *info);
+dnt_perf_reader *dnt_waits_reader(dnt_waits *w, struct dnt_profile *prof, struct dnt_symtab *perfmap) {
   dnt_perf_reader *r = dnt_perf_reader_new(prof, 0, "", 1.0, perfmap);
   if (!r || dnt_profile_add_resolver(prof, name_of, w) != 0) {
     dnt_perf_reader_free(r);
-    snprintf(info->error, sizeof info->error, "out of memory");
     return NULL;
   }
   w->reader = r;
   dnt_perf_reader_observe(r, on_perf_sample, w);
+  return r;
+}
+
+dnt_perf_reader *dnt_waits_load(dnt_waits *w, struct dnt_profile *prof, const char *data, const char *map,
+                                struct dnt_symtab *perfmap, struct dnt_perf_load_info *info) {
+  memset(info, 0, sizeof *info);
+  dnt_perf_reader *r = dnt_waits_reader(w, prof, perfmap);
+  if (!r) {
+    snprintf(info->error, sizeof info->error, "out of memory");
+    return NULL;
+  }
   int rc = dnt_perf_reader_run(r, data, map, info);
-  w->reader = NULL;
   if (rc == 0 && w->oom) {
     snprintf(info->error, sizeof info->error, "out of memory reading perf script");
     rc = -1;
@@ -528,6 +535,7 @@ int dnt_waits_finish(dnt_waits *w, struct dnt_profile *prof, const struct dnt_wa
     }
     i = end;
   }
+  w->reader = NULL; /* perf's part is over: the caller may free the reader */
   if (info) *info = in;
   return rc;
 }
