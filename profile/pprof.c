@@ -3,7 +3,8 @@
  *
  * What goes where:
  * - sample_type: [samples/count, wall/nanoseconds] for the SampleProfiler's thread time, or
- *   [samples/count, cpu/nanoseconds] for a CPU sampler's (perf); the time is the default.
+ *   [samples/count, cpu/nanoseconds] for a CPU sampler's (perf); the time is the default. The
+ *   blocked time of `waits` (one sample a wait, weighing its length) is wall time too.
  * - sample: one per distinct (thread, stack) of the profile, locations leaf first, the labels
  *   thread_id (a number) and thread_name where the profile knows it (perf's comm, the names
  *   compare shows; an EventPipe trace names no thread).
@@ -264,7 +265,7 @@ static int find_modules(struct pprof *w, size_t nnames) {
 static int write_pprof(struct pprof *w, const char *title) {
   const struct dnt_profile *prof = w->prof;
   size_t nnames = dnt_profile_nnames(prof);
-  int cpu = dnt_profile_cpu_samples(prof);
+  int kind = dnt_profile_cpu_samples(prof), cpu = kind == DNT_SAMPLES_CPU;
   w->sample_ms = dnt_profile_sample_ms(prof);
   w->used = calloc(nnames ? nnames : 1, 1);
   w->mapping_of = calloc(nnames ? nnames : 1, sizeof *w->mapping_of);
@@ -315,6 +316,8 @@ static int write_pprof(struct pprof *w, const char *title) {
   }
   emit_string(w, title ? title : "", title ? strlen(title) : 0);
   const char *what = cpu ? "dntrace " PACKAGE_VERSION ": time on a CPU, from perf's samples"
+                     : kind == DNT_SAMPLES_BLOCKED
+                         ? "dntrace " PACKAGE_VERSION ": blocked time of waits, from perf's scheduler records"
                          : "dntrace " PACKAGE_VERSION ": thread time, from the runtime's SampleProfiler samples";
   emit_string(w, what, strlen(what));
   for (size_t t = 0; t < w->nthreads; t++) /* the thread names, in their indexes' order */

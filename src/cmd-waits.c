@@ -174,9 +174,9 @@ int cmd_waits(int argc, char **argv) {
     dnt_error("no waits of thread '%s' in '%s'", o.thread, trace);
     goto out;
   }
-  fprintf(stderr, "%llu waits of %s (%.1f ms blocked) kept of %llu; %llu wake-ups recorded, %llu of them by an interrupt\n",
-          (unsigned long long)wi.kept, o.thread ? o.thread : "the managed threads", wi.kept_ms,
-          (unsigned long long)wi.intervals, (unsigned long long)wi.wakings, (unsigned long long)wi.interrupt_wakings);
+  fprintf(stderr, "%llu of %llu waits kept (%s%s), %.1f ms blocked; %llu wake-ups recorded, %llu by an interrupt\n",
+          (unsigned long long)wi.kept, (unsigned long long)wi.intervals, o.thread ? "thread " : "managed threads",
+          o.thread ? o.thread : "", wi.kept_ms, (unsigned long long)wi.wakings, (unsigned long long)wi.interrupt_wakings);
   rc = write_report(&o, prof, trace);
 out:
   dnt_perf_reader_free(reader);
