@@ -63,7 +63,7 @@ struct dnt_waits {
   struct seqs stacks, mstacks;
   struct names names;
   struct tname *threads;
-  size_t nthreads, capthreads;
+  size_t nthreads, capthreads, last_thread; /* index + 1 of the last one looked up */
   uint64_t switches, wakings, interrupt_wakings;
   int oom;
 };
@@ -184,10 +184,13 @@ void dnt_waits_free(dnt_waits *w) {
 }
 
 static struct tname *thread_entry(dnt_waits *w, uint32_t tid) {
-  for (size_t i = 0; i < w->nthreads; i++) /* tens to hundreds of threads, named once each */
-    if (w->threads[i].tid == tid) return &w->threads[i];
+  /* every record names its thread: runs of one thread's records skip the search */
+  if (w->last_thread && w->threads[w->last_thread - 1].tid == tid) return &w->threads[w->last_thread - 1];
+  for (size_t i = 0; i < w->nthreads; i++) /* tens to hundreds of threads */
+    if (w->threads[i].tid == tid) return &w->threads[(w->last_thread = i + 1) - 1];
   if (grow((void **)&w->threads, &w->capthreads, w->nthreads, sizeof *w->threads)) return NULL;
   w->threads[w->nthreads] = (struct tname){.tid = tid};
+  w->last_thread = w->nthreads + 1;
   return &w->threads[w->nthreads++];
 }
 
