@@ -319,7 +319,7 @@ Test(waits_runtime, handoff_and_sleep_of_the_sample, .timeout = 240) {
   snprintf(folded, sizeof folded, "%s/waits.folded", dir);
   snprintf(pid, sizeof pid, "%d", (int)t.pid);
   struct dnt_run r;
-  char *const collect[] = {(char *)dnt_bin(), "collect", "-p", pid, "--native", "--duration", "5s", "-o", trace, NULL};
+  char *const collect[] = {(char *)dnt_bin(), "collect", "-p", pid, "--native", "--duration", "3s", "-o", trace, NULL};
   int rc = dnt_run_argv(&r, collect, NULL, 90000);
   cr_assert_eq(rc, 0, "collect --native: %s%s", r.out, r.err);
   dnt_run_free(&r);
@@ -332,7 +332,7 @@ Test(waits_runtime, handoff_and_sleep_of_the_sample, .timeout = 240) {
   char *out = slurp(json);
   cr_assert(out, "%s written", json);
   double span = perf_span_ms(data);
-  cr_assert_gt(span, 3000, "perf recorded %.0f ms of the 5 s", span);
+  cr_assert_gt(span, 2000, "perf recorded %.0f ms of the 3 s", span);
 
   /* waiter: blocked nearly all the time (it only reads a byte between waits), every ~10 ms */
   struct sums w = sum_rows(out, "waiter");
@@ -349,6 +349,9 @@ Test(waits_runtime, handoff_and_sleep_of_the_sample, .timeout = 240) {
             span);
   cr_expect_geq(b.sleep_no_waker_ms, 0.95 * b.sleep_ms, "%.0f of %.0f ms of sleep with no waker in the process",
                 b.sleep_no_waker_ms, b.sleep_ms);
+  cr_log_info("perf span %.0f ms; waiter: %lu waits, %.1f ms blocked, %.1f%% woken by setter in SignalWaiter; "
+              "blocking-work: %.0f ms of sleep, %.0f ms of it with no waker",
+              span, w.count, w.ms, w.ms > 0 ? 100 * w.by_setter_in_signal / w.ms : 0, b.sleep_ms, b.sleep_no_waker_ms);
   free(out);
 
   /* the profile: for waiter, the waker's frames above the waiter's */
