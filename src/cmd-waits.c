@@ -90,16 +90,28 @@ static int is_tid(const char *s) {
   return 1;
 }
 
+static int profile_format(int format) {
+  return format != DNT_FORMAT_NONE && format != DNT_FORMAT_TEXT && format != DNT_FORMAT_JSON;
+}
+
+/* The file the report goes to (heap; "-" for stdout). */
+static char *report_name(const struct waits_options *o) {
+  const char *ext = profile_format(o->format)          ? dnt_convert_extension(dnt_format_name(o->format))
+                    : o->format == DNT_FORMAT_JSON ? ".json"
+                                                   : ".txt";
+  return dnt_output_name(o->output ? o->output : "-", ext);
+}
+
 /* The report to its output: the table or JSON, or a profile format. */
 static int write_report(const struct waits_options *o, const struct dnt_profile *prof, const char *trace) {
   const char *format = dnt_format_name(o->format);
-  if (o->format != DNT_FORMAT_NONE && o->format != DNT_FORMAT_TEXT && o->format != DNT_FORMAT_JSON) {
+  if (profile_format(o->format)) {
     char title[512];
     snprintf(title, sizeof title, "waits of %s", trace);
     return dnt_convert_profile(prof, format, title, "blocked time", o->output ? o->output : "-");
   }
   int json = o->format == DNT_FORMAT_JSON;
-  char *name = dnt_output_name(o->output ? o->output : "-", json ? ".json" : ".txt");
+  char *name = report_name(o);
   struct dnt_output out;
   int rc = DNT_EXIT_FAILURE;
   if (dnt_output_open(&out, name, 0) < 0) goto done;
@@ -126,6 +138,10 @@ int cmd_waits(int argc, char **argv) {
   char *map = dnt_native_sibling(trace, ".perf.map");
   char *threads = dnt_native_sibling(trace, ".threads");
   rc = DNT_EXIT_FAILURE;
+  char *out_name = report_name(&o); /* refused before the work rather than after it */
+  int refused = strcmp(out_name, "-") != 0 && dnt_output_check(out_name, 1) < 0;
+  free(out_name);
+  if (refused) goto out;
   if (access(trace, R_OK) != 0) {
     dnt_error("cannot read '%s': %s", trace, strerror(errno));
     goto out;
