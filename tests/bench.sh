@@ -199,12 +199,22 @@ if [ -x "$exe" ] && perf record -e cpu-clock -o /dev/null -- true >/dev/null 2>&
   kill $pid; wait $pid 2>/dev/null || true
   mb=$(stat -c %s $base.perf.data)
   for cmd in waits compare; do
-    /usr/bin/time -f "%e %M" -o /tmp/dnt-bench-time $DNT_BIN $cmd $base.nettrace >$base.out 2>&1
+    # time's peak RSS is the larger of dntrace's and perf script's (its child); dntrace's own is
+    # its VmHWM, read until it exits
+    /usr/bin/time -f "%e %M" -o /tmp/dnt-bench-time $DNT_BIN $cmd $base.nettrace >$base.out 2>&1 &
+    own=0
+    while kill -0 $! 2>/dev/null; do
+      for p in $(pgrep -P $! -x dntrace); do
+        hwm=$(awk '/^VmHWM/ { print $2 }' /proc/$p/status 2>/dev/null)
+        [ -n "$hwm" ] && [ "$hwm" -gt "$own" ] && own=$hwm
+      done
+      sleep 0.05
+    done
     read -r secs kb <<EOF
 $(tail -n 1 /tmp/dnt-bench-time)
 EOF
-    awk -v s="$secs" -v kb="$kb" -v mb="$mb" -v c="$cmd" \
-      'BEGIN { printf "dntrace %-8s %.2f s, peak RSS %d MB (perf.data %.1f MB)\n", c, s, kb / 1024, mb / 1e6 }'
+    awk -v s="$secs" -v kb="$kb" -v own="$own" -v mb="$mb" -v c="$cmd" \
+      'BEGIN { printf "dntrace %-8s %.2f s, peak RSS %d MB with perf script, %d MB dntrace alone (perf.data %.1f MB)\n", c, s, kb / 1024, own / 1024, mb / 1e6 }'
   done
   rm -f $base.* /tmp/dnt-bench-time
 else
