@@ -343,7 +343,8 @@ dnt_perf_reader *dnt_waits_load(dnt_waits *w, struct dnt_profile *prof, const ch
                                 struct dnt_symtab *perfmap, struct dnt_perf_load_info *info);
 
 /* The same with the caller feeding `perf script` text (printed as dnt_perf_reader_run runs it)
- * through dnt_perf_reader_feed and _finish: for tests and fuzzing. NULL when out of memory. */
+ * through dnt_perf_reader_feed and _finish: for tests and fuzzing. The reader (caller's to free,
+ * after prof is finished) feeds w until dnt_waits_finish. NULL when out of memory. */
 dnt_perf_reader *dnt_waits_reader(dnt_waits *w, struct dnt_profile *prof, struct dnt_symtab *perfmap);
 
 /* A SampleProfiler sample of thread tid at t_ns (CLOCK_MONOTONIC), its managed frames' names root
@@ -371,8 +372,9 @@ struct dnt_waits_info {
   double kept_ms;
 };
 
-/* Pairs the intervals and adds those the filter keeps to prof (before dnt_profile_finish),
- * naming its threads. info: caller-owned (may be NULL). 0 or -ENOMEM. */
+/* Pairs the intervals and adds those the filter (borrowed; NULL: all) keeps to prof (before
+ * dnt_profile_finish), naming its threads. Call once, after perf's text. info: caller-owned
+ * (may be NULL). 0 or -ENOMEM. */
 int dnt_waits_finish(dnt_waits *w, struct dnt_profile *prof, const struct dnt_waits_filter *f,
                      struct dnt_waits_info *info);
 
@@ -382,7 +384,7 @@ int dnt_waits_finish(dnt_waits *w, struct dnt_profile *prof, const struct dnt_wa
 const char *dnt_waits_kind(const char *const *names, size_t n);
 
 /* The views of a finished profile of waits: blocked time by (thread, blocked stack, waker
- * stack), the top rows (0: all) as a text table or all of them as JSON, written to fp
+ * stack), longest first, its top rows (0: all) as a text table or as JSON, written to fp
  * (caller-owned). 0, or -ENOMEM. */
 int dnt_waits_write_table(const struct dnt_profile *prof, size_t top, FILE *fp);
 int dnt_waits_write_json(const struct dnt_profile *prof, size_t top, FILE *fp);
