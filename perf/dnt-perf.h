@@ -185,7 +185,7 @@ const char *dnt_cpu_states_thread(const dnt_cpu_states *cs, uint64_t tid, uint64
 
 typedef struct dnt_perf_reader dnt_perf_reader;
 
-/* Reads samples of `event` (e.g. "cpu-clock") of process pid (0: every process) into prof
+/* Reads samples of `event` (e.g. "cpu-clock"; "": none, for observers alone) of process pid (0: every process) into prof
  * (borrowed), weighing each sample_ms. perfmap (borrowed, may be NULL) names JIT code the
  * method table does not. Both must outlive the reader, which must outlive dnt_profile_finish
  * (it names frames then). NULL when out of memory; free with dnt_perf_reader_free. */
@@ -204,6 +204,19 @@ void dnt_perf_reader_stats(const dnt_perf_reader *r, struct dnt_perf_script_stat
 /* Sees every sample perf script gave (all events, sched_switch too), before the profile does. */
 typedef void (*dnt_perf_observe_fn)(void *ud, const dnt_perf_sample *s);
 void dnt_perf_reader_observe(dnt_perf_reader *r, dnt_perf_observe_fn fn, void *ud);
+
+struct dnt_perf_load_info; /* below */
+
+/* For an observer: s's frames as the addresses they ran at, leaf first, into ips (caller-owned,
+ * room for DNT_PERF_MAX_FRAMES), and what perf named them kept for the profile's naming chain.
+ * The number of frames, or -ENOMEM. */
+int dnt_perf_reader_addresses(dnt_perf_reader *r, const dnt_perf_sample *s, uint64_t *ips);
+
+/* Runs `perf script` on data (argv, no shell) into r, read as a stream, with the call chains of
+ * the tracepoints printed too (sched_switch, sched_waking: `dntrace waits`); the runtime's perf
+ * map `map` (may be NULL or missing) is loaded first into the symtab r was made with. info:
+ * caller-owned, filled in. 0, or -1 with info->error. */
+int dnt_perf_reader_run(dnt_perf_reader *r, const char *data, const char *map, struct dnt_perf_load_info *info);
 
 /* What dnt_perf_load has to say: the error when it fails, warnings (lines) when it goes on
  * without a part, and how fast perf script's text was read. */
@@ -299,5 +312,81 @@ void dnt_perfmap_begin(struct dnt_perfmap_run *m, int pid, int ns_pid, const cha
 /* Copies the map to save_to (if not NULL), then turns it off (a target that has ended is not
  * warned about). */
 void dnt_perfmap_end(struct dnt_perfmap_run *m, const char *ep_path, int target_ended, const char *save_to);
+
+/* ============================================================================================== */
+/* Why threads wait (`dntrace waits`): every off-CPU interval of a thread (a sched_switch out in a
+ * sleeping state, to the next sign of it running: a switch in, a cpu-clock sample, a record made
+ * in its context), the stack it blocked in, and its waker: the thread whose sched_waking of it
+ * came last before it ran, with that thread's stack at the wake-up. perf records a wake-up in the
+ * waker's context, so with `perf record -p` only wakers inside the target are seen; a wake-up
+ * from an interrupt (a timer ending a sleep) is recorded in whatever thread the interrupt hit,
+ * and is told apart by its kernel frames: both are "no waker in the process".
+ *
+ * The intervals become samples of a profile (caller-owned), weighing their length, with the
+ * waker's frames stacked above the waiter's (PerfView's ready-thread shape): root first, the
+ * blocked stack, a `[woken by THREAD]` frame (or `[no waker in the process]`), the waker's stack.
+ * glibc is built without frame pointers, so perf's chain of a thread blocked in the kernel often
+ * stops in libc; the blocked thread's managed stack then comes from EventPipe's SampleProfiler
+ * samples of it taken while it was blocked (dnt_waits_managed_sample), put below perf's frames. */
+
+typedef struct dnt_waits dnt_waits;
+
+/* NULL when out of memory. Free with dnt_waits_free (NULL is fine). */
+dnt_waits *dnt_waits_new(void);
+void dnt_waits_free(dnt_waits *w);
+
+/* Runs perf script on data into w (a reader made for prof, counting none of perf's samples into
+ * it, whose naming chain then names perf's frames: the perf map `map` loaded into perfmap,
+ * perf's own symbols). prof and perfmap: caller-owned, must outlive the reader. Returns the
+ * reader (free it after prof is finished), or NULL with info->error. */
+dnt_perf_reader *dnt_waits_load(dnt_waits *w, struct dnt_profile *prof, const char *data, const char *map,
+                                struct dnt_symtab *perfmap, struct dnt_perf_load_info *info);
+
+/* The same with the caller feeding `perf script` text (printed as dnt_perf_reader_run runs it)
+ * through dnt_perf_reader_feed and _finish: for tests and fuzzing. The reader (caller's to free,
+ * after prof is finished) feeds w until dnt_waits_finish. NULL when out of memory. */
+dnt_perf_reader *dnt_waits_reader(dnt_waits *w, struct dnt_profile *prof, struct dnt_symtab *perfmap);
+
+/* A SampleProfiler sample of thread tid at t_ns (CLOCK_MONOTONIC), its managed frames' names root
+ * first (copied; UNMANAGED_CODE_TIME is left out). Marks tid as a managed thread: once any is
+ * given, only the intervals of managed threads are kept. 0 or -ENOMEM. */
+int dnt_waits_managed_sample(dnt_waits *w, uint64_t tid, uint64_t t_ns, const char *const *names, size_t n);
+
+/* A thread's name (copied; the last one given wins; else perf's comm). 0 or -ENOMEM. */
+int dnt_waits_name_thread(dnt_waits *w, uint64_t tid, const char *name);
+/* The names of a `.threads` file (collect --native: "TID<TAB>NAME" lines, the target's /proc at
+ * recording time); other lines and lines over 255 bytes are skipped. 0, -errno when the file
+ * cannot be read, or -ENOMEM. */
+int dnt_waits_load_names(dnt_waits *w, const char *path);
+
+/* Which intervals finish keeps: of one thread (tid, else name, else all), at least min_ms long. */
+struct dnt_waits_filter {
+  uint64_t tid;
+  const char *name; /* borrowed */
+  double min_ms;
+};
+
+struct dnt_waits_info {
+  uint64_t intervals, kept, unended; /* unended: still blocked when perf stopped (left out) */
+  uint64_t switches, wakings, interrupt_wakings;
+  double kept_ms;
+};
+
+/* Pairs the intervals and adds those the filter (borrowed; NULL: all) keeps to prof (before
+ * dnt_profile_finish), naming its threads. Call once, after perf's text. info: caller-owned
+ * (may be NULL). 0 or -ENOMEM. */
+int dnt_waits_finish(dnt_waits *w, struct dnt_profile *prof, const struct dnt_waits_filter *f,
+                     struct dnt_waits_info *info);
+
+/* The wait's kind from the names of a blocked stack's frames (`[kernel]!futex_wait`..., and
+ * System.Threading.Thread.Sleep, a futex wait on Linux, for a sleep): "sleep",
+ * "futex/monitor", "epoll/socket", "file I/O", "page fault" or "other". */
+const char *dnt_waits_kind(const char *const *names, size_t n);
+
+/* The views of a finished profile of waits: blocked time by (thread, blocked stack, waker
+ * stack), longest first, its top rows (0: all) as a text table or as JSON, written to fp
+ * (caller-owned). 0, or -ENOMEM. */
+int dnt_waits_write_table(const struct dnt_profile *prof, size_t top, FILE *fp);
+int dnt_waits_write_json(const struct dnt_profile *prof, size_t top, FILE *fp);
 
 #endif

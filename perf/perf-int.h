@@ -9,4 +9,10 @@
 void dnt__perfmap_note(const struct dnt_perfmap_run *m, int pid, const char *ep_path);
 void dnt__perfmap_unnote(int pid);
 
+/* waits.c: growing an array by doubling (0 or -ENOMEM), and the hashes of its tables, which the
+ * views (waits-views.c) use too. */
+int dnt__waits_grow(void **arr, size_t *cap, size_t n, size_t size);
+uint32_t dnt__waits_hash_u64s(const uint64_t *v, size_t n);
+uint32_t dnt__waits_hash_str(const char *s);
+
 #endif

@@ -108,17 +108,30 @@ static int is_name(const char *comm) {
   return 0;
 }
 
-static int on_sample(void *ud, const dnt_perf_sample *s) {
-  struct dnt_perf_reader *r = ud;
-  if (r->observe) r->observe(r->observe_ud, s);
-  if ((r->pid && s->pid != r->pid) || !dnt_perf_event_is(s->event, r->event)) return 0;
+/* The sample's frames as addresses into ips (room for DNT_PERF_MAX_FRAMES), their native names
+ * noted. n, or -ENOMEM. */
+static int addresses(struct dnt_perf_reader *r, const dnt_perf_sample *s, uint64_t *ips) {
   size_t n = 0;
   for (size_t i = 0; i < s->nframes; i++) {
     uint64_t ip = dnt_perf_maps_absolute(r->maps, s->pid, &s->frames[i]);
     if (!ip) ip = s->frames[i].addr; /* a file mapped, not at that offset: keep what perf said */
     if (note_native(r, ip, &s->frames[i]) != 0) return -ENOMEM;
-    r->ips[n++] = ip;
+    ips[n++] = ip;
   }
+  return (int)n;
+}
+
+int dnt_perf_reader_addresses(dnt_perf_reader *r, const dnt_perf_sample *s, uint64_t *ips) {
+  return addresses(r, s, ips);
+}
+
+static int on_sample(void *ud, const dnt_perf_sample *s) {
+  struct dnt_perf_reader *r = ud;
+  if (r->observe) r->observe(r->observe_ud, s);
+  if ((r->pid && s->pid != r->pid) || !dnt_perf_event_is(s->event, r->event)) return 0;
+  int got = addresses(r, s, r->ips);
+  if (got < 0) return got;
+  size_t n = (size_t)got;
   if (!r->used) {
     r->first_time = s->time_ns;
     dnt_profile_set_clock(r->prof, r->sample_ms, 1000000000u, s->time_ns);
@@ -215,7 +228,7 @@ static void warn(struct dnt_perf_load_info *info, const char *fmt, ...) {
 }
 
 /* `perf script` on data, its output fed to the reader as it comes. 0, or -1 with info->error. */
-static int run_perf_script(const char *data, dnt_perf_reader *reader, struct dnt_perf_load_info *info) {
+static int run_perf_script(const char *data, dnt_perf_reader *reader, int chains, struct dnt_perf_load_info *info) {
   int fds[2];
   if (pipe(fds) != 0) {
     snprintf(info->error, sizeof info->error, "cannot create a pipe: %s", strerror(errno));
@@ -240,7 +253,8 @@ static int run_perf_script(const char *data, dnt_perf_reader *reader, struct dnt
     /* call chains of the cpu-clock samples only: the switches' chains are most of the text
      * (and of perf's time writing it) and nothing here reads them */
     char *const argv[] = {"perf", "script", "-i", (char *)data, "--ns", "--show-mmap-events",
-                          "-F", "sw:comm,pid,tid,time,event,ip,sym,dso", "-F", "trace:comm,pid,tid,time,event,trace",
+                          "-F", "sw:comm,pid,tid,time,event,ip,sym,dso", "-F",
+                          chains ? "trace:comm,pid,tid,time,event,trace,ip,sym,dso" : "trace:comm,pid,tid,time,event,trace",
                           NULL};
     execvp("perf", argv);
     _exit(127);
@@ -288,9 +302,19 @@ dnt_perf_reader *dnt_perf_load(struct dnt_profile *prof, const char *data, const
     return NULL;
   }
   if (fn) dnt_perf_reader_observe(r, fn, ud);
-  if (run_perf_script(data, r, info) < 0) {
+  if (run_perf_script(data, r, 0, info) < 0) {
     dnt_perf_reader_free(r);
     return NULL;
   }
   return r;
+}
+
+int dnt_perf_reader_run(dnt_perf_reader *r, const char *data, const char *map, struct dnt_perf_load_info *info) {
+  memset(info, 0, sizeof *info);
+  if (map && r->perfmap && access(map, R_OK) == 0) {
+    size_t bad = 0;
+    int rc = dnt_perfmap_load(r->perfmap, map, &bad);
+    if (rc < 0) warn(info, "cannot read the perf map '%s': %s", map, strerror(-rc));
+  }
+  return run_perf_script(data, r, 1, info);
 }

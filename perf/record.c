@@ -201,9 +201,11 @@ int dnt_perf_record_start(struct dnt_perf_record *pr, uv_loop_t *loop, int pid, 
   if (sched) {
     argv[n++] = "-e", argv[n++] = "sched:sched_switch";
     /* wake-ups by the target's own threads (a lock released, the sampler resuming the runtime):
-     * where a thread became runnable again; no stack needed. sched_waking, not sched_wakeup: the
-     * latter often fires on the wakee's CPU in whatever task runs there, outside the target. */
-    argv[n++] = "-e", argv[n++] = "sched:sched_waking/call-graph=no/";
+     * where a thread became runnable again, and with its call chain, the waker's stack at the
+     * wake-up (the record is made in the waker's context: `dntrace waits`). sched_waking, not
+     * sched_wakeup: the latter often fires on the wakee's CPU in whatever task runs there,
+     * outside the target. */
+    argv[n++] = "-e", argv[n++] = "sched:sched_waking";
   }
   argv[n++] = "-g", argv[n++] = "-k", argv[n++] = "CLOCK_MONOTONIC";
   argv[n++] = "-D", argv[n++] = "-1", argv[n++] = "--control", argv[n++] = pr->ctl_arg;

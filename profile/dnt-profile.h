@@ -56,6 +56,10 @@ void dnt_profile_methods_only(struct dnt_profile *p, int on);
 /* One sample of thread: code addresses leaf first (ips borrowed for the call), at time in the
  * clock's ticks. Call before dnt_profile_finish. */
 void dnt_profile_add_ips(struct dnt_profile *p, uint64_t thread, uint64_t time, const uint64_t *ips, size_t n);
+/* The same, weighing ms instead of the clock's sample_ms (a blocked interval weighs its length:
+ * `dntrace waits`). */
+void dnt_profile_add_ips_ms(struct dnt_profile *p, uint64_t thread, uint64_t time, const uint64_t *ips, size_t n,
+                            double ms);
 
 /* One stack counted as a sample of weight ms, for analyses that weigh an event by its own measure
  * rather than a sampler's time (analyze/: an exception thrown counts once, a wait for a lock its
@@ -85,8 +89,10 @@ void dnt_profile_clock(const struct dnt_profile *p, uint64_t *hz, uint64_t *star
 /* When the trace began (UTC, ns since 1970; 0 when its header does not say) and how long its
  * counted samples span (ns from the clock's start to the last one; 0 when unknown). */
 void dnt_profile_span(const struct dnt_profile *p, int64_t *start_unix_ns, uint64_t *duration_ns);
-/* Whether the samples are a CPU sampler's (added by dnt_profile_add_ips: perf), else thread time
- * (the SampleProfiler's, running or waiting). */
+/* Whose the samples are: thread time (the SampleProfiler's, running or waiting: 0), a CPU
+ * sampler's (added by dnt_profile_add_ips: perf), or blocked intervals each weighing its length
+ * (dnt_profile_add_ips_ms: `waits`). */
+enum dnt_samples_kind { DNT_SAMPLES_THREAD_TIME = 0, DNT_SAMPLES_CPU = 1, DNT_SAMPLES_BLOCKED = 2 };
 int dnt_profile_cpu_samples(const struct dnt_profile *p);
 
 /* Names a thread (perf's comm, /proc; a trace names its threads only in V6 thread rows, read

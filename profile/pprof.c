@@ -6,6 +6,7 @@
  *   [samples/count, cpu/nanoseconds] for a CPU sampler's (perf); the time is the default. An
  *   allocation profile (DNT_WEIGHT_BYTES): [samples/count, alloc_space/bytes], its period the
  *   runtime's mean 102400 bytes between allocation events.
+ *   The blocked time of `waits` (one sample a wait, weighing its length) is wall time too.
  * - sample: one per distinct (thread, stack) of the profile, locations leaf first, the labels
  *   thread_id (a number) and thread_name where the profile knows it (perf's comm, the names
  *   compare shows; an EventPipe trace names no thread).
@@ -268,7 +269,7 @@ static int find_modules(struct pprof *w, size_t nnames) {
 static int write_pprof(struct pprof *w, const char *title) {
   const struct dnt_profile *prof = w->prof;
   size_t nnames = dnt_profile_nnames(prof);
-  int cpu = dnt_profile_cpu_samples(prof);
+  int kind = dnt_profile_cpu_samples(prof), cpu = kind == DNT_SAMPLES_CPU;
   w->sample_ms = dnt_profile_sample_ms(prof);
   w->bytes = dnt_profile_weight(prof) == DNT_WEIGHT_BYTES;
   w->used = calloc(nnames ? nnames : 1, 1);
@@ -322,6 +323,8 @@ static int write_pprof(struct pprof *w, const char *title) {
   emit_string(w, title ? title : "", title ? strlen(title) : 0);
   const char *what = w->bytes ? "dntrace " PACKAGE_VERSION ": allocated bytes, from the runtime's allocation events"
                    : cpu ? "dntrace " PACKAGE_VERSION ": time on a CPU, from perf's samples"
+                   : kind == DNT_SAMPLES_BLOCKED
+                       ? "dntrace " PACKAGE_VERSION ": blocked time of waits, from perf's scheduler records"
                          : "dntrace " PACKAGE_VERSION ": thread time, from the runtime's SampleProfiler samples";
   char described[512];
   if (dnt_profile_description(prof)) { /* the events of an analysis, not a sampler's samples */

@@ -138,7 +138,7 @@ struct dnt_profile {
   /* the span of the samples counted (dnt_profile_span) and whose they are */
   int64_t start_unix_ns; /* the trace's start, UTC (0: not said) */
   uint64_t last_ts;      /* the last counted sample's time, in the clock's ticks */
-  int cpu_samples;       /* added by dnt_profile_add_ips (perf), not the SampleProfiler */
+  int cpu_samples;       /* enum dnt_samples_kind: whose samples these are */
   const char *description; /* what the samples are (dnt_profile_describe), NULL: the sampler's */
 };
 
@@ -504,10 +504,16 @@ void dnt_profile_set_clock(struct dnt_profile *p, double sample_ms, uint64_t clo
 }
 
 void dnt_profile_add_ips(struct dnt_profile *p, uint64_t thread, uint64_t time, const uint64_t *ips, size_t n) {
+  dnt_profile_add_ips_ms(p, thread, time, ips, n, p->sample_ms); /* perf's period: a sample stands for it */
+  p->cpu_samples = DNT_SAMPLES_CPU;
+}
+
+void dnt_profile_add_ips_ms(struct dnt_profile *p, uint64_t thread, uint64_t time, const uint64_t *ips, size_t n,
+                            double ms) {
   uint32_t stack = intern_stack(p, ips, (uint32_t)n);
-  add_sample(p, thread, stack, 0, p->sample_ms); /* perf's period: a sample stands for it */
-  p->total_ms += p->sample_ms;
-  p->cpu_samples = 1;
+  add_sample(p, thread, stack, 0, ms);
+  p->total_ms += ms;
+  p->cpu_samples = DNT_SAMPLES_BLOCKED;
   if (time > p->last_ts) p->last_ts = time;
   if (p->keep_timeline && !p->oom) {
     GROW(p, p->timeline, p->ntimeline, p->captimeline);

@@ -44,6 +44,7 @@ int cmd_gc(int argc, char **argv);
 int cmd_jit(int argc, char **argv);
 int cmd_threadpool(int argc, char **argv);
 int cmd_allocs(int argc, char **argv);
+int cmd_waits(int argc, char **argv);
 
 extern const struct dnt_usage usage_ps;
 extern const struct dnt_usage usage_info;
@@ -64,6 +65,7 @@ int cmd_exceptions(int argc, char **argv);
 int cmd_locks(int argc, char **argv);
 extern const struct dnt_usage usage_exceptions;
 extern const struct dnt_usage usage_locks;
+extern const struct dnt_usage usage_waits;
 
 /* Converts a trace's samples (see cmd-convert.c), weighed as weight says (enum
  * dnt_profile_weight: 0 time, 1 samples). */

@@ -520,7 +520,7 @@ int cmd_collect(int argc, char **argv) {
     c.native = 2;
     if (!native_failed)
       printf("Native recording: %s (%s)%s%s\n", c.nat.data,
-             c.nat.sched ? "cpu-clock and sched_switch" : "cpu-clock only: no readable tracefs",
+             c.nat.sched ? "cpu-clock, sched_switch and sched_waking" : "cpu-clock only: no readable tracefs",
              c.nat.pm.saved ? ", " : "", c.nat.pm.saved ? c.nat.map : "");
   }
   int complete = 0;
@@ -573,6 +573,7 @@ int cmd_collect(int argc, char **argv) {
   if (rc == 0 && native_failed) rc = DNT_EXIT_FAILURE;
   if (rc == 0 && c.native == 2)
     printf("Compare the two views: dntrace compare %s\n", output);
+  if (rc == 0 && c.native == 2 && c.nat.sched) printf("Why threads waited, and who woke them: dntrace waits %s\n", output);
   if (c.s.child_started) {
     if (!c.s.child_exited) {
       printf("Waiting for the command (pid %d) to exit...\n", c.s.target.pid);

@@ -32,6 +32,7 @@ static const struct dnt_cmd commands[] = {
     {"allocs", cmd_allocs, &usage_allocs},
     {"exceptions", cmd_exceptions, &usage_exceptions},
     {"locks", cmd_locks, &usage_locks},
+    {"waits", cmd_waits, &usage_waits},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

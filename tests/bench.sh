@@ -274,3 +274,39 @@ if [ -x "$exe" ] && perf record -e cpu-clock -o /dev/null -- true >/dev/null 2>&
 else
   echo "(no sample target, or perf cannot record: perf timings skipped)"
 fi
+
+# waits beside compare on one 30 s collect --native of the sample with --handoff (setter wakes
+# waiter every 10 ms): time and peak RSS of each on the same recording
+if [ -x "$exe" ] && perf record -e cpu-clock -o /dev/null -- true >/dev/null 2>&1; then
+  echo "== dntrace waits / compare on a 30 s collect --native of the sample with --handoff"
+  "$exe" --handoff >/dev/null 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do ls /tmp/dotnet-diagnostic-$pid-*-socket >/dev/null 2>&1 && break; sleep 0.1; done
+  sleep 1
+  base=/tmp/dnt-bench-waits
+  rm -f $base.*
+  $DNT_BIN collect -p $pid --native --duration 30s -o $base.nettrace >/dev/null 2>&1
+  kill $pid; wait $pid 2>/dev/null || true
+  mb=$(stat -c %s $base.perf.data)
+  for cmd in waits compare; do
+    # time's peak RSS is the larger of dntrace's and perf script's (its child); dntrace's own is
+    # its VmHWM, read until it exits
+    /usr/bin/time -f "%e %M" -o /tmp/dnt-bench-time $DNT_BIN $cmd $base.nettrace >$base.out 2>&1 &
+    own=0
+    while kill -0 $! 2>/dev/null; do
+      for p in $(pgrep -P $! -x dntrace); do
+        hwm=$(awk '/^VmHWM/ { print $2 }' /proc/$p/status 2>/dev/null)
+        [ -n "$hwm" ] && [ "$hwm" -gt "$own" ] && own=$hwm
+      done
+      sleep 0.05
+    done
+    read -r secs kb <<EOF
+$(tail -n 1 /tmp/dnt-bench-time)
+EOF
+    awk -v s="$secs" -v kb="$kb" -v own="$own" -v mb="$mb" -v c="$cmd" \
+      'BEGIN { printf "dntrace %-8s %.2f s, peak RSS %d MB with perf script, %d MB dntrace alone (perf.data %.1f MB)\n", c, s, kb / 1024, own / 1024, mb / 1e6 }'
+  done
+  rm -f $base.* /tmp/dnt-bench-time
+else
+  echo "(no sample target, or perf cannot record: waits timings skipped)"
+fi

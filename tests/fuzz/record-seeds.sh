@@ -118,6 +118,8 @@ def cut(start, size):
 open(out + '/perf-script/sample-head', 'wb').write(b'\x00' + cut(0, 12000))
 i = t.index(b'sched:sched_switch')
 open(out + '/perf-script/sample-sched', 'wb').write(b'\x07' + cut(max(0, i - 4000), 8000))
+i = t.index(b'sched:sched_waking')  # wake-ups with their call chains, as dntrace waits reads them
+open(out + '/perf-script/sample-chains', 'wb').write(b'\x07' + cut(max(0, i - 2000), 10000))
 m = open(work + '/run.perf.map', 'rb').read()
 open(out + '/perfmap/sample-perf-map', 'wb').write(b'\x00' + m[:m.index(b'\n', 12000) + 1])
 open(out + '/perfmap/sample-threads', 'wb').write(b'\x01' + open(work + '/run.threads', 'rb').read())

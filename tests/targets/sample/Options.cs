@@ -9,9 +9,8 @@ namespace Sample
         public const string Usage =
             "usage: Sample [--seconds N] [--exit-code N] [--no-cpu] [--no-blocking] [--no-alloc]\n" +
             "              [--no-exceptions] [--no-counters] [--event-rate N] [--gen2 N] [--threads N]\n" +
-            "              [--gc-induce N] [--gc-background] [--pool-starve]\n" +
-            "              [--alloc TYPE:BYTES_PER_S]\n" +
-            "              [--gc-induce N] [--gc-background] [--throw N [--throw-count K] [--throw-delay S]]\n" +
+            "              [--gc-induce N] [--gc-background] [--pool-starve] [--handoff]\n" +
+            "              [--alloc TYPE:BYTES_PER_S] [--throw N [--throw-count K] [--throw-delay S]]\n" +
             "              [--contend] [--crash-after S]\n" +
             "  --seconds N      run N seconds, then exit (default: until killed or Ctrl+C)\n" +
             "  --exit-code N    exit with N when done\n" +
@@ -28,7 +27,7 @@ namespace Sample
             "  --alloc TYPE:BYTES_PER_S  thread alloc-work allocates objects of TYPE (byte[], string or\n" +
             "                   Sample.Payload) at that rate in AllocWork.Allocate instead of its usual mix,\n" +
             "                   printing 'allocated TYPE N' every 250 ms and once at the end: N the bytes\n" +
-            "                   Allocate allocated so far, GC.GetAllocatedBytesForCurrentThread's count" +
+            "                   Allocate allocated so far, GC.GetAllocatedBytesForCurrentThread's count\n" +
             "  --throw N        thread throw-work throws and catches N Sample.SampleException a second, from\n" +
             "                   Sample.ThrowWork.Fail, caught in Sample.ThrowWork.Catch\n" +
             "  --throw-count K  with --throw: stop after K, then print 'thrown K'\n" +
@@ -36,7 +35,9 @@ namespace Sample
             "  --crash-after S  thread crash-work throws a Sample.SampleException that nothing catches, S\n" +
             "                   seconds after 'ready' (the process dies of it, a second later)\n" +
             "  --contend        threads contend-a and contend-b take turns at one lock in\n" +
-            "                   Sample.ContendWork.HoldLock, each holding it about 5 ms";
+            "                   Sample.ContendWork.HoldLock, each holding it about 5 ms" +
+            "  --handoff        also start threads waiter and setter: setter wakes waiter every 10 ms from\n" +
+            "                   Sample.Handoff.SignalWaiter";
 
         public double Seconds;
         public int ExitCode;
@@ -53,6 +54,7 @@ namespace Sample
         public long ThrowCount;
         public bool Contend;
         public double CrashAfter = -1;
+        public bool Handoff;
 
         public static Options Parse(string[] args)
         {
@@ -76,6 +78,7 @@ namespace Sample
                     case "--throw-delay": o.ThrowDelay = double.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
                     case "--contend": o.Contend = true; break;
                     case "--crash-after": o.CrashAfter = double.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
+                    case "--handoff": o.Handoff = true; break;
                     case "--no-cpu": o.Cpu = false; break;
                     case "--no-blocking": o.Blocking = false; break;
                     case "--no-alloc": o.Alloc = false; break;
