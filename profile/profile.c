@@ -508,34 +508,35 @@ void dnt_profile_add_ips(struct dnt_profile *p, uint64_t thread, uint64_t time, 
   p->cpu_samples = DNT_SAMPLES_CPU;
 }
 
-void dnt_profile_add_ips_ms(struct dnt_profile *p, uint64_t thread, uint64_t time, const uint64_t *ips, size_t n,
-                            double ms) {
-  uint32_t stack = intern_stack(p, ips, (uint32_t)n);
-  add_sample(p, thread, stack, 0, ms);
+/* One stack counted with its own weight. An analysis's events (bytes, throws, waits for a lock)
+ * stay off the timeline, whose writers weigh a sample by the time to its thread's next. */
+static void add_weighed(struct dnt_profile *p, uint64_t thread, uint64_t time, uint32_t stack, double ms,
+                        int on_timeline) {
+  if (p->oom || !add_sample(p, thread, stack, 0, ms)) return;
   p->total_ms += ms;
-  p->cpu_samples = DNT_SAMPLES_BLOCKED;
   if (time > p->last_ts) p->last_ts = time;
-  if (p->keep_timeline && !p->oom) {
+  if (on_timeline && p->keep_timeline) {
     GROW(p, p->timeline, p->ntimeline, p->captimeline);
     p->timeline[p->ntimeline++] = (struct sample){thread, time, stack, 0};
   }
 }
 
-void dnt_profile_add_event(struct dnt_profile *p, const ntr_event *ev, double weight) {
-  uint32_t stack = stack_of(p, ev);
-  if (p->oom) return;
-  add_sample(p, ev->thread_id, stack, 0, weight);
-  p->total_ms += weight;
-  if (ev->timestamp > p->last_ts) p->last_ts = ev->timestamp;
-}
-
 void dnt_profile_add_stack(struct dnt_profile *p, uint64_t thread, uint64_t time, const uint64_t *ips, size_t n,
                            double ms) {
   if (n > UINT32_MAX) n = UINT32_MAX;
-  uint32_t stack = intern_stack(p, ips, (uint32_t)n);
-  if (p->oom || !add_sample(p, thread, stack, 0, ms)) return;
-  p->total_ms += ms;
-  if (time > p->last_ts) p->last_ts = time;
+  add_weighed(p, thread, time, intern_stack(p, ips, (uint32_t)n), ms, 0);
+}
+
+void dnt_profile_add_ips_ms(struct dnt_profile *p, uint64_t thread, uint64_t time, const uint64_t *ips, size_t n,
+                            double ms) {
+  if (n > UINT32_MAX) n = UINT32_MAX;
+  add_weighed(p, thread, time, intern_stack(p, ips, (uint32_t)n), ms, 1);
+  p->cpu_samples = DNT_SAMPLES_BLOCKED;
+}
+
+void dnt_profile_add_event(struct dnt_profile *p, const ntr_event *ev, double weight) {
+  uint32_t stack = stack_of(p, ev);
+  add_weighed(p, ev->thread_id, ev->timestamp, stack, weight, 0);
 }
 
 void dnt_profile_describe(struct dnt_profile *p, const char *what) { p->description = what; }
