@@ -31,36 +31,36 @@ struct dnt_analysis_options {
 #define DNT_ANALYSIS_OFFSET(f) offsetof(struct dnt_analysis_options, f)
 
 /* FILE, or -p / -n, and --duration */
-#define DNT_ANALYSIS_OPT_INPUT()                                                                     \
-  DNT_OPT_TEXT("FILE", "a trace (.nettrace, .gz, .zip, - for stdin) to analyse, or instead:"),    \
-      DNT_OPT_GROUP(dnt_options_target_pid, DNT_ANALYSIS_OFFSET(target)),                          \
+#define DNT_ANALYSIS_OPT_INPUT()                                                                                  \
+  DNT_OPT_TEXT("FILE", "a trace (.nettrace, .gz, .zip, - for stdin) to analyse, or instead:"),                    \
+      DNT_OPT_GROUP(dnt_options_target_pid, DNT_ANALYSIS_OFFSET(target)),                                         \
       DNT_OPT_GROUP(dnt_options_duration, DNT_ANALYSIS_OFFSET(duration_ms))
 
 #define DNT_ANALYSIS_OPT_TOP(help) DNT_OPT_TOP(DNT_ANALYSIS_OFFSET(top), 1000000, help)
 
 /* A report only: --format text|json, -o, --top (top_help: what --top counts, and its default) */
-#define DNT_ANALYSIS_OPT_REPORT(top_help)                                                            \
-  DNT_ANALYSIS_OPT_INPUT(),                                                                          \
-      DNT_OPT_FORMAT("FORMAT", DNT_ANALYSIS_OFFSET(format),                                          \
-                     DNT_FORMAT_BIT(DNT_FORMAT_TEXT) | DNT_FORMAT_BIT(DNT_FORMAT_JSON),              \
-                     "text (default: a table) or json"),                                             \
+#define DNT_ANALYSIS_OPT_REPORT(top_help)                                                                         \
+  DNT_ANALYSIS_OPT_INPUT(),                                                                                       \
+      DNT_OPT_FORMAT("FORMAT", DNT_ANALYSIS_OFFSET(format),                                                       \
+                     DNT_FORMAT_BIT(DNT_FORMAT_TEXT) | DNT_FORMAT_BIT(DNT_FORMAT_JSON),                           \
+                     "text (default: a table) or json"),                                                          \
       DNT_OPT_OUTPUT("FILE", DNT_ANALYSIS_OFFSET(output), "write the report to FILE (default: standard output)"), \
       DNT_ANALYSIS_OPT_TOP(top_help)
 
 /* A report or a profile of stacks: every profile format but chromium, a timeline of samples in
  * time (what these weigh are events, not samples) */
-#define DNT_ANALYSIS_FORMATS_PROFILE                                                                 \
-  (DNT_FORMAT_BIT(DNT_FORMAT_TEXT) | DNT_FORMAT_BIT(DNT_FORMAT_JSON) | DNT_FORMAT_BIT(DNT_FORMAT_FLAMEGRAPH) | \
+#define DNT_ANALYSIS_FORMATS_PROFILE                                                                              \
+  (DNT_FORMAT_BIT(DNT_FORMAT_TEXT) | DNT_FORMAT_BIT(DNT_FORMAT_JSON) | DNT_FORMAT_BIT(DNT_FORMAT_FLAMEGRAPH) |    \
    DNT_FORMAT_BIT(DNT_FORMAT_SPEEDSCOPE) | DNT_FORMAT_BIT(DNT_FORMAT_FOLDED) | DNT_FORMAT_BIT(DNT_FORMAT_PPROF))
-#define DNT_ANALYSIS_OPT_PROFILE(format_help)                                                        \
-  DNT_ANALYSIS_OPT_INPUT(),                                                                          \
-      DNT_OPT_FORMAT("FORMAT", DNT_ANALYSIS_OFFSET(format), DNT_ANALYSIS_FORMATS_PROFILE, format_help), \
+#define DNT_ANALYSIS_OPT_PROFILE(format_help)                                                                     \
+  DNT_ANALYSIS_OPT_INPUT(),                                                                                       \
+      DNT_OPT_FORMAT("FORMAT", DNT_ANALYSIS_OFFSET(format), DNT_ANALYSIS_FORMATS_PROFILE, format_help),           \
       DNT_OPT_OUTPUT("FILE", DNT_ANALYSIS_OFFSET(output), "write to FILE (default: standard output)")
 
 /* The operand rules of a struct dnt_usage: a trace file, or a process */
-#define DNT_ANALYSIS_OPERAND                                                                         \
-  .operand = DNT_OPERAND_OR_TARGET, .operand_offset = DNT_ANALYSIS_OFFSET(trace),                    \
-  .no_operand = "name a trace file, or a process with -p PID or -n NAME",                            \
+#define DNT_ANALYSIS_OPERAND                                                                                      \
+  .operand = DNT_OPERAND_OR_TARGET, .operand_offset = DNT_ANALYSIS_OFFSET(trace),                                 \
+  .no_operand = "name a trace file, or a process with -p PID or -n NAME",                                         \
   .many_operands = "one trace file, or one process, at a time"
 
 /* What an analysis command does besides the common body. The analysis is a void * here: each
