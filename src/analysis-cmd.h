@@ -83,13 +83,15 @@ struct dnt_analysis_cmd {
   const char *(*nothing)(const void *a, const struct dnt_analysis_options *o, char *buf, size_t size);
   int nothing_fails; /* 1: finding nothing is an error, whatever the format, and nothing is written;
                         0: the report is written, and the line follows it on stderr */
-  /* The profile formats (NULL if it has none): the profile (owned by the analysis), the title
-   * when the input is a process, what its weight measures, and the error when there is none. */
+  /* The profile formats (NULL if its --format has none): the profile (owned by the analysis),
+   * the title when the input is a process, what its weight measures, and the error when the
+   * analysis found nothing (unless nothing_fails: then the line above says it). */
   const struct dnt_profile *(*profile)(const void *a);
   const char *profile_title, *profile_measure, *profile_nothing;
 };
 
-/* The command's body after its options are parsed into o: the exit code, the errors printed. */
+/* The command's body after its options are parsed into o (cmd and o stay the caller's): the exit
+ * code, the errors printed. Dies (exit 1) when out of memory, as the commands did. */
 int dnt_analysis_run(const struct dnt_analysis_cmd *cmd, const struct dnt_analysis_options *o);
 
 #endif
