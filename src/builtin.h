@@ -4,7 +4,9 @@
  *   1. write src/cmd-<name>.c exporting `int cmd_<name>(int argc, char **argv)`, with its option
  *      table (src/options.h: the shared target, --duration, --format, -o and --top rows are
  *      included, not written again) and a `struct dnt_usage usage_<name>` whose synopsis is the
- *      SYNOPSIS of its man page; cmd_<name> calls dnt_options_parse(&usage_<name>, ...);
+ *      SYNOPSIS of its man page; cmd_<name> calls dnt_options_parse(&usage_<name>, ...); an
+ *      analysis of a trace or a live process (gc, jit, locks, ...) describes itself in a struct
+ *      dnt_analysis_cmd and lets dnt_analysis_run do the rest (src/analysis-cmd.h);
  *   2. add one row to `commands[]` in src/dntrace.c and declare both symbols below;
  *   3. list the file in src/Makemodule.am (engine code goes into a library folder, not src/:
  *      docs/internals/architecture.md);

@@ -8,45 +8,18 @@
  * message and their stacks. The report goes to stdout (or -o); the live session's messages to
  * stderr. With a profile format, the throw stacks (one sample per throw) go to the profile
  * writers instead: a flame graph of where exceptions come from. */
-#include <stdlib.h>
-#include <string.h>
-
-#include "analysis-input.h"
+#include "analysis-cmd.h"
 #include "builtin.h"
 #include "dnt-analyze.h"
-#include "dnt-trace.h"
-#include "ntr.h"
-#include "options.h"
-#include "output.h"
-#include "util.h"
 
 #define DEFAULT_TOP 10
 #define STACKS_PER_GROUP 3
 #define BUFFER_MB 256 /* a stack with every throw: a busy process fills a small buffer */
 
-struct exc_options {
-  struct dnt_session_target target;
-  const char *trace, *output;
-  int format;
-  long top;
-  uint64_t duration_ms;
-};
-
-/* the profile formats but chromium, a timeline of samples (these are events, not samples in time) */
-#define FORMATS                                                                                             \
-  (DNT_FORMAT_BIT(DNT_FORMAT_TEXT) | DNT_FORMAT_BIT(DNT_FORMAT_JSON) | DNT_FORMAT_BIT(DNT_FORMAT_FLAMEGRAPH) | \
-   DNT_FORMAT_BIT(DNT_FORMAT_SPEEDSCOPE) | DNT_FORMAT_BIT(DNT_FORMAT_FOLDED) | DNT_FORMAT_BIT(DNT_FORMAT_PPROF))
-
-#define O(f) offsetof(struct exc_options, f)
 static const struct dnt_option exc_options[] = {
-    DNT_OPT_TEXT("FILE", "a trace (.nettrace, .gz, .zip, - for stdin) to analyse, or instead:"),
-    DNT_OPT_GROUP(dnt_options_target_pid, O(target)),
-    DNT_OPT_GROUP(dnt_options_duration, O(duration_ms)),
-    DNT_OPT_FORMAT("FORMAT", O(format), FORMATS,
-                   "text (default: a report), json, or the throw stacks as a profile:\n"
-                   "flamegraph, speedscope, folded or pprof"),
-    DNT_OPT_OUTPUT("FILE", O(output), "write to FILE (default: standard output)"),
-    DNT_OPT_TOP(O(top), 1000000, "how many exception types and messages to list (default 10)"),
+    DNT_ANALYSIS_OPT_PROFILE("text (default: a report), json, or the throw stacks as a profile:\n"
+                             "flamegraph, speedscope, folded or pprof"),
+    DNT_ANALYSIS_OPT_TOP("how many exception types and messages to list (default 10)"),
     DNT_OPT_END(),
 };
 
@@ -54,80 +27,57 @@ const struct dnt_usage usage_exceptions = {
     .synopsis = "dntrace exceptions (FILE | -p PID | -n NAME) [--duration TIME] [--format FORMAT] [-o FILE] [--top N]",
     .summary = "Show the exceptions thrown, by type and message, with their stacks and catches",
     .options = exc_options,
-    .operand = DNT_OPERAND_OR_TARGET,
-    .operand_offset = O(trace),
-    .no_operand = "name a trace file, or a process with -p PID or -n NAME",
-    .many_operands = "one trace file, or one process, at a time",
+    DNT_ANALYSIS_OPERAND,
 };
-#undef O
+
+/* ---- the analysis, as the runner sees it ---- */
+
+static void *exc_new(const struct dnt_schema *schema, const struct dnt_analysis_options *o) {
+  (void)o;
+  return dnt_exceptions_analysis_new(schema);
+}
+static void exc_free(void *a) { dnt_exceptions_analysis_free(a); }
+static int exc_failed(const void *a) { return dnt_exceptions_analysis_failed(a); }
+static void exc_finish(void *a) { dnt_exceptions_analysis_finish(a, STACKS_PER_GROUP); }
+static const struct dnt_profile *exc_profile(const void *a) { return dnt_exceptions_profile(a); }
+
+/* a live session asks for the catches (below): a trace file may not have them */
+static void exc_before_feed(void *a, const struct dnt_analysis_options *o) {
+  if (!o->trace) dnt_exceptions_analysis_catches_recorded(a);
+}
+
+static int exc_write(FILE *fp, const void *a, const struct dnt_analysis_options *o) {
+  if (o->format == DNT_FORMAT_JSON)
+    dnt_exceptions_write_json(fp, a, (size_t)o->top);
+  else
+    dnt_exceptions_write_text(fp, a, (size_t)o->top);
+  return 0;
+}
+
+static const char *exc_nothing(const void *a, const struct dnt_analysis_options *o, char *buf, size_t size) {
+  (void)o, (void)buf, (void)size;
+  return dnt_exceptions_get_summary(a)->thrown
+             ? NULL
+             : "no exception thrown in this trace (record them with 'dntrace exceptions -p PID', or the runtime's "
+               "Exception keyword 0x8000)";
+}
+
+/* ---- the command ---- */
 
 int cmd_exceptions(int argc, char **argv) {
-  struct exc_options o = {.top = DEFAULT_TOP};
+  struct dnt_analysis_options o = {.top = DEFAULT_TOP};
   int rc = dnt_options_parse(&usage_exceptions, "exceptions", argc, argv, &o);
   if (rc) return rc == DNT_OPTIONS_DONE ? 0 : rc;
-  if (o.trace && o.duration_ms) {
-    dnt_error("--duration goes with a process (-p or -n), not with a trace file");
-    return DNT_EXIT_USAGE;
-  }
-  int profile = o.format != DNT_FORMAT_TEXT && o.format != DNT_FORMAT_JSON && o.format != DNT_FORMAT_NONE;
-  char err[512];
-  struct dnt_schema *schema = dnt_schema_new();
-  struct dnt_exceptions_analysis *a = schema ? dnt_exceptions_analysis_new(schema) : NULL;
-  if (!a) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  struct dnt_output out = {0};
-  char *name = NULL;
-  int damaged = 0;
-  rc = DNT_EXIT_FAILURE;
-  if (dnt_schema_load_default(schema, err, sizeof err) < 0) {
-    dnt_error("cannot read the runtime's event layouts: %s", err);
-    goto done;
-  }
-  /* the report's file is checked before a session is started for it */
-  const char *ext = profile ? dnt_convert_extension(dnt_format_name(o.format))
-                            : o.format == DNT_FORMAT_JSON ? ".json" : ".txt";
-  name = dnt_output_name(o.output ? o.output : "-", ext);
-  if (strcmp(name, "-") != 0 && dnt_output_check(name, 1) < 0) goto done;
-
-  ntr_callbacks cb;
-  dnt_exceptions_analysis_callbacks(&cb);
-  if (!o.trace) dnt_exceptions_analysis_catches_recorded(a); /* the session below asks for them */
   /* throws, catches, filters and finallys (informational), each with its stack, and the rundown
    * that names the frames */
   static const struct dnt_analysis_recording rec = {.what = "the exceptions",
                                                     .providers = "Microsoft-Windows-DotNETRuntime:0x8000:4",
                                                     .stacks = 1, .rundown = 1, .buffer_mb = BUFFER_MB};
-  struct dnt_analysis_input in = {.trace = o.trace, .target = &o.target, .duration_ms = o.duration_ms};
-  int r = dnt_analysis_feed(&in, &rec, "exceptions", &cb, a, &damaged);
-  if (r) {
-    rc = r;
-    goto done;
-  }
-  dnt_exceptions_analysis_finish(a, STACKS_PER_GROUP);
-  if (dnt_exceptions_analysis_failed(a)) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  const dnt_exception_summary *s = dnt_exceptions_get_summary(a);
-  if (profile) {
-    if (s->thrown == 0) { /* an empty flame graph would say nothing */
-      dnt_error("no exception thrown in this trace: no stacks to write");
-      goto done;
-    }
-    r = dnt_convert_profile(dnt_exceptions_profile(a), dnt_format_name(o.format),
-                            o.trace ? o.trace : "exceptions", "exceptions thrown", name);
-    rc = r ? r : damaged ? DNT_EXIT_FAILURE : 0;
-    goto done;
-  }
-  if (dnt_output_open(&out, name, 0) < 0) goto done;
-  if (o.format == DNT_FORMAT_JSON)
-    dnt_exceptions_write_json(out.fp, a, (size_t)o.top);
-  else
-    dnt_exceptions_write_text(out.fp, a, (size_t)o.top);
-  if (dnt_output_commit(&out) < 0) goto done;
-  if (s->thrown == 0)
-    fprintf(stderr, "no exception thrown in this trace (record them with 'dntrace exceptions -p PID', or the "
-                    "runtime's Exception keyword 0x8000)\n");
-  rc = damaged ? DNT_EXIT_FAILURE : 0;
-done:
-  free(name);
-  dnt_exceptions_analysis_free(a);
-  dnt_schema_free(schema);
-  return rc;
+  static const struct dnt_analysis_cmd exceptions = {
+      .noun = "exceptions", .rec = &rec, .create = exc_new, .destroy = exc_free,
+      .callbacks = dnt_exceptions_analysis_callbacks, .before_feed = exc_before_feed, .failed = exc_failed,
+      .finish = exc_finish, .write = exc_write, .nothing = exc_nothing,
+      .profile = exc_profile, .profile_title = "exceptions", .profile_measure = "exceptions thrown",
+      .profile_nothing = "no exception thrown in this trace: no stacks to write"};
+  return dnt_analysis_run(&exceptions, &o);
 }

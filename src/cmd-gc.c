@@ -4,38 +4,15 @@
  * informational level, as dotnet-trace's gc-collect profile asks (src/providers.c), read as it
  * streams: the events go straight into the analysis, nothing is kept but one row per GC. The
  * report goes to stdout (or -o); what the live session says goes to stderr. */
-#include <stdlib.h>
-#include <string.h>
-
-#include "analysis-input.h"
+#include "analysis-cmd.h"
 #include "builtin.h"
 #include "dnt-analyze.h"
-#include "dnt-trace.h"
-#include "ntr.h"
-#include "options.h"
-#include "output.h"
-#include "util.h"
 
 #define DEFAULT_TOP 5
 #define BUFFER_MB 64 /* GC events are few: a small session buffer is plenty */
 
-struct gc_options {
-  struct dnt_session_target target;
-  const char *trace, *output;
-  int format;
-  long top;
-  uint64_t duration_ms;
-};
-
-#define O(f) offsetof(struct gc_options, f)
 static const struct dnt_option gc_options[] = {
-    DNT_OPT_TEXT("FILE", "a trace (.nettrace, .gz, .zip, - for stdin) to analyse, or instead:"),
-    DNT_OPT_GROUP(dnt_options_target_pid, O(target)),
-    DNT_OPT_GROUP(dnt_options_duration, O(duration_ms)),
-    DNT_OPT_FORMAT("FORMAT", O(format), DNT_FORMAT_BIT(DNT_FORMAT_TEXT) | DNT_FORMAT_BIT(DNT_FORMAT_JSON),
-                   "text (default: a table) or json"),
-    DNT_OPT_OUTPUT("FILE", O(output), "write the report to FILE (default: standard output)"),
-    DNT_OPT_TOP(O(top), 1000000, "how many of the longest pauses to list (default 5)"),
+    DNT_ANALYSIS_OPT_REPORT("how many of the longest pauses to list (default 5)"),
     DNT_OPT_END(),
 };
 
@@ -43,65 +20,46 @@ const struct dnt_usage usage_gc = {
     .synopsis = "dntrace gc (FILE | -p PID | -n NAME) [--duration TIME] [--format FORMAT] [-o FILE] [--top N]",
     .summary = "Show every garbage collection and a GCStats summary, from a trace or a live process",
     .options = gc_options,
-    .operand = DNT_OPERAND_OR_TARGET,
-    .operand_offset = O(trace),
-    .no_operand = "name a trace file, or a process with -p PID or -n NAME",
-    .many_operands = "one trace file, or one process, at a time",
+    DNT_ANALYSIS_OPERAND,
 };
-#undef O
+
+/* ---- the analysis, as the runner sees it ---- */
+
+static void *gc_new(const struct dnt_schema *schema, const struct dnt_analysis_options *o) {
+  (void)o;
+  return dnt_gc_analysis_new(schema);
+}
+static void gc_free(void *a) { dnt_gc_analysis_free(a); }
+static int gc_failed(const void *a) { return dnt_gc_analysis_failed(a); }
+static void gc_finish(void *a) { dnt_gc_analysis_finish(a); }
+
+static int gc_write(FILE *fp, const void *a, const struct dnt_analysis_options *o) {
+  if (o->format == DNT_FORMAT_JSON)
+    dnt_gc_write_json(fp, a, (size_t)o->top);
+  else
+    dnt_gc_write_text(fp, a, (size_t)o->top);
+  return 0;
+}
+
+static const char *gc_nothing(const void *a, const struct dnt_analysis_options *o, char *buf, size_t size) {
+  (void)o, (void)buf, (void)size;
+  size_t n;
+  dnt_gc_list(a, &n);
+  return n ? NULL : "no GC in this trace (record one with 'dntrace gc -p PID' or the gc-collect profile)";
+}
 
 /* ---- the command ---- */
 
 int cmd_gc(int argc, char **argv) {
-  struct gc_options o = {.top = DEFAULT_TOP};
+  struct dnt_analysis_options o = {.top = DEFAULT_TOP};
   int rc = dnt_options_parse(&usage_gc, "gc", argc, argv, &o);
   if (rc) return rc == DNT_OPTIONS_DONE ? 0 : rc;
-  if (o.trace && o.duration_ms) {
-    dnt_error("--duration goes with a process (-p or -n), not with a trace file");
-    return DNT_EXIT_USAGE;
-  }
-  char err[512];
-  struct dnt_schema *schema = dnt_schema_new();
-  struct dnt_gc_analysis *a = schema ? dnt_gc_analysis_new(schema) : NULL;
-  if (!a) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  struct dnt_output out = {0};
-  char *name = NULL;
-  int damaged = 0;
-  rc = DNT_EXIT_FAILURE;
-  if (dnt_schema_load_default(schema, err, sizeof err) < 0) {
-    dnt_error("cannot read the runtime's event layouts: %s", err);
-    goto done;
-  }
-  /* the report's file is checked before a session is started for it */
-  name = dnt_output_name(o.output ? o.output : "-", o.format == DNT_FORMAT_JSON ? ".json" : ".txt");
-  if (strcmp(name, "-") != 0 && dnt_output_check(name, 1) < 0) goto done;
-
-  ntr_callbacks cb;
-  dnt_gc_analysis_callbacks(&cb);
   /* the runtime's GC keyword at the informational level, as dotnet-trace's gc-collect profile */
   static const struct dnt_analysis_recording rec = {.what = "the GCs", .profiles = "gc-collect",
                                                     .buffer_mb = BUFFER_MB};
-  struct dnt_analysis_input in = {.trace = o.trace, .target = &o.target, .duration_ms = o.duration_ms};
-  int r = dnt_analysis_feed(&in, &rec, "GCs", &cb, a, &damaged);
-  if (r) {
-    rc = r;
-    goto done;
-  }
-  if (dnt_gc_analysis_failed(a)) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  dnt_gc_analysis_finish(a);
-  if (dnt_output_open(&out, name, 0) < 0) goto done;
-  if (o.format == DNT_FORMAT_JSON)
-    dnt_gc_write_json(out.fp, a, (size_t)o.top);
-  else
-    dnt_gc_write_text(out.fp, a, (size_t)o.top);
-  if (dnt_output_commit(&out) < 0) goto done;
-  size_t n;
-  dnt_gc_list(a, &n);
-  if (n == 0) fprintf(stderr, "no GC in this trace (record one with 'dntrace gc -p PID' or the gc-collect profile)\n");
-  rc = damaged ? DNT_EXIT_FAILURE : 0;
-done:
-  free(name);
-  dnt_gc_analysis_free(a);
-  dnt_schema_free(schema);
-  return rc;
+  static const struct dnt_analysis_cmd gc = {
+      .noun = "GCs", .rec = &rec, .create = gc_new, .destroy = gc_free,
+      .callbacks = dnt_gc_analysis_callbacks, .failed = gc_failed, .finish = gc_finish,
+      .write = gc_write, .nothing = gc_nothing};
+  return dnt_analysis_run(&gc, &o);
 }

@@ -1,0 +1,89 @@
+/* The body of every analysis command (analysis-cmd.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis-cmd.h"
+#include "builtin.h"
+#include "dnt-trace.h"
+#include "output.h"
+#include "util.h"
+
+static int is_report(int format) {
+  return format == DNT_FORMAT_NONE || format == DNT_FORMAT_TEXT || format == DNT_FORMAT_JSON;
+}
+
+static int write_report(const struct dnt_analysis_cmd *cmd, const void *a, const struct dnt_analysis_options *o,
+                        const char *name) {
+  struct dnt_output out = {0};
+  if (dnt_output_open(&out, name, 0) < 0) return DNT_EXIT_FAILURE;
+  if (cmd->write(out.fp, a, o) < 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  return dnt_output_commit(&out) < 0 ? DNT_EXIT_FAILURE : 0;
+}
+
+/* The report, or the profile: 0, or the exit code with the error printed. */
+static int write_output(const struct dnt_analysis_cmd *cmd, const void *a, const struct dnt_analysis_options *o,
+                        const char *name, const char *nothing) {
+  if (is_report(o->format)) return write_report(cmd, a, o, name);
+  if (nothing) { /* an empty flame graph would say nothing */
+    dnt_error("%s", cmd->profile_nothing);
+    return DNT_EXIT_FAILURE;
+  }
+  return dnt_convert_profile(cmd->profile(a), dnt_format_name(o->format), o->trace ? o->trace : cmd->profile_title,
+                             cmd->profile_measure, name);
+}
+
+int dnt_analysis_run(const struct dnt_analysis_cmd *cmd, const struct dnt_analysis_options *o) {
+  if (o->trace && o->duration_ms) {
+    dnt_error("--duration goes with a process (-p or -n), not with a trace file");
+    return DNT_EXIT_USAGE;
+  }
+  char err[512];
+  struct dnt_schema *schema = dnt_schema_new();
+  void *a = schema ? cmd->create(schema, o) : NULL;
+  if (!a) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  char *name = NULL;
+  int damaged = 0;
+  int rc = DNT_EXIT_FAILURE;
+  if (dnt_schema_load_default(schema, err, sizeof err) < 0) {
+    dnt_error("cannot read the runtime's event layouts: %s", err);
+    goto done;
+  }
+  /* the output's file is checked before a session is started for it */
+  const char *ext = o->format == DNT_FORMAT_JSON ? ".json"
+                    : is_report(o->format)       ? ".txt"
+                                                 : dnt_convert_extension(dnt_format_name(o->format));
+  name = dnt_output_name(o->output ? o->output : "-", ext);
+  if (strcmp(name, "-") != 0 && dnt_output_check(name, 1) < 0) goto done;
+
+  ntr_callbacks cb;
+  cmd->callbacks(&cb);
+  if (cmd->before_feed) cmd->before_feed(a, o);
+  struct dnt_analysis_input in = {.trace = o->trace, .target = &o->target, .duration_ms = o->duration_ms};
+  int r = dnt_analysis_feed(&in, cmd->rec, cmd->noun, &cb, a, &damaged);
+  if (r) {
+    rc = r;
+    goto done;
+  }
+  if (cmd->failed(a)) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  cmd->finish(a);
+  if (cmd->failed(a)) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+
+  char line[512];
+  const char *nothing = cmd->nothing(a, o, line, sizeof line);
+  if (nothing && cmd->nothing_fails) { /* one line, whatever the format: an empty output would say less */
+    dnt_error("%s", nothing);
+    goto done;
+  }
+  r = write_output(cmd, a, o, name, nothing);
+  if (r) {
+    rc = r;
+    goto done;
+  }
+  if (nothing && is_report(o->format)) fprintf(stderr, "%s\n", nothing);
+  rc = damaged ? DNT_EXIT_FAILURE : 0;
+done:
+  free(name);
+  cmd->destroy(a);
+  dnt_schema_free(schema);
+  return rc;
+}

@@ -1,0 +1,97 @@
+/* The analysis commands (gc, jit, threadpool, allocs, exceptions, locks): one body for them all.
+ * Each reads a trace file or records a live process (analysis-input.h), streams the events into
+ * its analysis (analyze/), and writes a text or JSON report, or for some a profile of the stacks,
+ * to stdout or -o. What differs is described by a struct dnt_analysis_cmd; the options they share
+ * are the rows below, so each cmd-*.c lists only its own. Command-line glue: it prints. */
+#ifndef DNT_ANALYSIS_CMD_H
+#define DNT_ANALYSIS_CMD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "analysis-input.h"
+#include "ntr.h"
+#include "options.h"
+#include "session.h"
+
+struct dnt_profile;
+struct dnt_schema;
+
+/* The options of every analysis command. A command with more puts this first in its own struct
+ * (so that a pointer to one is a pointer to the other, and the rows' offsets hold for both). */
+struct dnt_analysis_options {
+  struct dnt_session_target target;
+  const char *trace, *output; /* trace: the FILE operand, NULL for a process */
+  int format;                 /* enum dnt_format; DNT_FORMAT_NONE: text */
+  long top;
+  uint64_t duration_ms;
+};
+
+#define DNT_ANALYSIS_OFFSET(f) offsetof(struct dnt_analysis_options, f)
+
+/* FILE, or -p / -n, and --duration */
+#define DNT_ANALYSIS_OPT_INPUT()                                                                                  \
+  DNT_OPT_TEXT("FILE", "a trace (.nettrace, .gz, .zip, - for stdin) to analyse, or instead:"),                    \
+      DNT_OPT_GROUP(dnt_options_target_pid, DNT_ANALYSIS_OFFSET(target)),                                         \
+      DNT_OPT_GROUP(dnt_options_duration, DNT_ANALYSIS_OFFSET(duration_ms))
+
+#define DNT_ANALYSIS_OPT_TOP(help) DNT_OPT_TOP(DNT_ANALYSIS_OFFSET(top), 1000000, help)
+
+/* A report only: --format text|json, -o, --top (top_help: what --top counts, and its default) */
+#define DNT_ANALYSIS_OPT_REPORT(top_help)                                                                         \
+  DNT_ANALYSIS_OPT_INPUT(),                                                                                       \
+      DNT_OPT_FORMAT("FORMAT", DNT_ANALYSIS_OFFSET(format),                                                       \
+                     DNT_FORMAT_BIT(DNT_FORMAT_TEXT) | DNT_FORMAT_BIT(DNT_FORMAT_JSON),                           \
+                     "text (default: a table) or json"),                                                          \
+      DNT_OPT_OUTPUT("FILE", DNT_ANALYSIS_OFFSET(output), "write the report to FILE (default: standard output)"), \
+      DNT_ANALYSIS_OPT_TOP(top_help)
+
+/* A report or a profile of stacks: every profile format but chromium, a timeline of samples in
+ * time (what these weigh are events, not samples) */
+#define DNT_ANALYSIS_FORMATS_PROFILE                                                                              \
+  (DNT_FORMAT_BIT(DNT_FORMAT_TEXT) | DNT_FORMAT_BIT(DNT_FORMAT_JSON) | DNT_FORMAT_BIT(DNT_FORMAT_FLAMEGRAPH) |    \
+   DNT_FORMAT_BIT(DNT_FORMAT_SPEEDSCOPE) | DNT_FORMAT_BIT(DNT_FORMAT_FOLDED) | DNT_FORMAT_BIT(DNT_FORMAT_PPROF))
+#define DNT_ANALYSIS_OPT_PROFILE(format_help)                                                                     \
+  DNT_ANALYSIS_OPT_INPUT(),                                                                                       \
+      DNT_OPT_FORMAT("FORMAT", DNT_ANALYSIS_OFFSET(format), DNT_ANALYSIS_FORMATS_PROFILE, format_help),           \
+      DNT_OPT_OUTPUT("FILE", DNT_ANALYSIS_OFFSET(output), "write to FILE (default: standard output)")
+
+/* The operand rules of a struct dnt_usage: a trace file, or a process */
+#define DNT_ANALYSIS_OPERAND                                                                                      \
+  .operand = DNT_OPERAND_OR_TARGET, .operand_offset = DNT_ANALYSIS_OFFSET(trace),                                 \
+  .no_operand = "name a trace file, or a process with -p PID or -n NAME",                                         \
+  .many_operands = "one trace file, or one process, at a time"
+
+/* What an analysis command does besides the common body. The analysis is a void * here: each
+ * command adapts its analysis's functions (small static functions in its cmd-*.c). o is the
+ * command's options (its own struct, which begins with struct dnt_analysis_options). */
+struct dnt_analysis_cmd {
+  const char *noun;                          /* "GCs": what the warnings say was cut or dropped */
+  const struct dnt_analysis_recording *rec;  /* what a live process is asked for */
+  /* A new analysis (owned by the caller, freed with destroy), or NULL when out of memory. */
+  void *(*create)(const struct dnt_schema *schema, const struct dnt_analysis_options *o);
+  void (*destroy)(void *a);
+  void (*callbacks)(ntr_callbacks *cb);
+  void (*before_feed)(void *a, const struct dnt_analysis_options *o); /* or NULL */
+  int (*failed)(const void *a);  /* nonzero: memory ran out (sticky) */
+  void (*finish)(void *a);
+  /* The text or JSON report (o->format) to fp: 0, or -1 when out of memory. */
+  int (*write)(FILE *fp, const void *a, const struct dnt_analysis_options *o);
+  /* The line to say that the analysis found nothing (buf is there to format it in), or NULL when
+   * it found something. */
+  const char *(*nothing)(const void *a, const struct dnt_analysis_options *o, char *buf, size_t size);
+  int nothing_fails; /* 1: finding nothing is an error, whatever the format, and nothing is written;
+                        0: the report is written, and the line follows it on stderr */
+  /* The profile formats (NULL if its --format has none): the profile (owned by the analysis),
+   * the title when the input is a process, what its weight measures, and the error when the
+   * analysis found nothing (unless nothing_fails: then the line above says it). */
+  const struct dnt_profile *(*profile)(const void *a);
+  const char *profile_title, *profile_measure, *profile_nothing;
+};
+
+/* The command's body after its options are parsed into o (cmd and o stay the caller's): the exit
+ * code, the errors printed. Dies (exit 1) when out of memory, as the commands did. */
+int dnt_analysis_run(const struct dnt_analysis_cmd *cmd, const struct dnt_analysis_options *o);
+
+#endif
