@@ -137,6 +137,15 @@ EOF
     awk -v s="$secs" -v kb="$kb" -v mb="$size" -v c="$cmd" \
       'BEGIN { n = split(c, w, " "); printf "dntrace allocs %-8s %6.0f MB/s (%.2f s), peak RSS %d MB\n", (n > 2 ? w[4] : "text"), mb / 1e6 / s, s, kb / 1024 }'
   done
+  # issue 15's yardstick: every analysis on the same 1 GB, each reading all of it
+  for cmd in gc jit threadpool exceptions locks; do
+    /usr/bin/time -f "%e %M" -o /tmp/dnt-bench-time $DNT_BIN $cmd "$allocbig" >/dev/null 2>&1
+    read -r secs kb <<EOF
+$(tail -n 1 /tmp/dnt-bench-time)
+EOF
+    awk -v s="$secs" -v kb="$kb" -v mb="$size" -v c="$cmd" \
+      'BEGIN { printf "dntrace %-10s on the same file %6.0f MB/s (%.2f s), peak RSS %d MB\n", c, mb / 1e6 / s, s, kb / 1024 }'
+  done
   if [ -f "$b/tests/oracle-te/out/BenchTraceEvent.dll" ]; then
     dotnet "$b/tests/oracle-te/out/BenchTraceEvent.dll" "$allocbig" --mode allocs | tail -1
   fi
