@@ -3,7 +3,10 @@
  *
  * What goes where:
  * - sample_type: [samples/count, wall/nanoseconds] for the SampleProfiler's thread time, or
- *   [samples/count, cpu/nanoseconds] for a CPU sampler's (perf); the time is the default.
+ *   [samples/count, cpu/nanoseconds] for a CPU sampler's (perf); the time is the default. An
+ *   allocation profile (DNT_SOURCE_ALLOCATIONS): [alloc_objects/count, alloc_space/bytes], the
+ *   space the default, as Go's allocs profile; a threads profile: [threads/count] (Go's goroutine
+ *   profile has [goroutine/count]).
  * - sample: one per distinct (thread, stack) of the profile, locations leaf first, the labels
  *   thread_id (a number) and thread_name where the profile knows it (perf's comm, the names
  *   compare shows; an EventPipe trace names no thread).
@@ -74,9 +77,12 @@ struct pprof {
   struct thread *threads;        /* by id, for bsearch */
   size_t nthreads;
   int64_t mod0;                  /* the first module's string index */
+  int64_t label0;                /* the profile's labels' first string index (key, value, ...) */
   uint32_t main_fn;              /* the root frame named *.Main of the heaviest such stack, + 1 */
   uint64_t main_samples;
   double sample_ms;
+  int nvalues;                   /* sample types: 2, or 1 for a threads profile */
+  int bytes;                     /* an allocation profile: the second value is bytes */
   int oom;
   uint8_t out[65536];
 };
@@ -185,9 +191,10 @@ static void sample(void *ud, uint64_t thread, const uint32_t *frames, size_t n, 
     w->ids[i] = (uint64_t)frames[n - 1 - i] + 1;
     w->used[frames[i]] = 1;
   }
-  uint64_t values[2] = {samples, (uint64_t)stack_time_ns(ms)};
+  /* an allocation profile's "ms" are bytes (dnt_profile_set_source) */
+  uint64_t values[2] = {samples, w->bytes ? (uint64_t)(ms > 0 ? ms + 0.5 : 0) : (uint64_t)stack_time_ns(ms)};
   dnt__pb_packed(&w->msg, SAMPLE_LOCATION_ID, w->ids, n);
-  dnt__pb_packed(&w->msg, SAMPLE_VALUE, values, 2);
+  dnt__pb_packed(&w->msg, SAMPLE_VALUE, values, (size_t)w->nvalues);
   dnt__pb_reset(&w->sub);
   dnt__pb_int(&w->sub, LABEL_KEY, S_THREAD_ID);
   dnt__pb_int(&w->sub, LABEL_NUM, (int64_t)thread);
@@ -197,6 +204,12 @@ static void sample(void *ud, uint64_t thread, const uint32_t *frames, size_t n, 
     dnt__pb_reset(&w->sub);
     dnt__pb_int(&w->sub, LABEL_KEY, S_THREAD_NAME);
     dnt__pb_int(&w->sub, LABEL_STR, t->str);
+    dnt__pb_message(&w->msg, SAMPLE_LABEL, &w->sub);
+  }
+  for (size_t i = 0; i < dnt_profile_nlabels(w->prof); i++) {
+    dnt__pb_reset(&w->sub);
+    dnt__pb_int(&w->sub, LABEL_KEY, w->label0 + 2 * (int64_t)i);
+    dnt__pb_int(&w->sub, LABEL_STR, w->label0 + 2 * (int64_t)i + 1);
     dnt__pb_message(&w->msg, SAMPLE_LABEL, &w->sub);
   }
   emit(w, PROFILE_SAMPLE);
@@ -265,7 +278,10 @@ static int write_pprof(struct pprof *w, const char *title) {
   const struct dnt_profile *prof = w->prof;
   size_t nnames = dnt_profile_nnames(prof);
   int cpu = dnt_profile_cpu_samples(prof);
+  enum dnt_profile_source source = dnt_profile_source(prof);
   w->sample_ms = dnt_profile_sample_ms(prof);
+  w->nvalues = source == DNT_SOURCE_THREADS ? 1 : 2;
+  w->bytes = source == DNT_SOURCE_ALLOCATIONS;
   w->used = calloc(nnames ? nnames : 1, 1);
   w->mapping_of = calloc(nnames ? nnames : 1, sizeof *w->mapping_of);
   if (!w->used || !w->mapping_of) return -1;
@@ -273,11 +289,14 @@ static int write_pprof(struct pprof *w, const char *title) {
   dnt__pb_int(&w->msg, VALUE_TYPE_TYPE, S_SAMPLES);
   dnt__pb_int(&w->msg, VALUE_TYPE_UNIT, S_COUNT);
   emit(w, PROFILE_SAMPLE_TYPE);
-  dnt__pb_int(&w->msg, VALUE_TYPE_TYPE, S_TIME);
-  dnt__pb_int(&w->msg, VALUE_TYPE_UNIT, S_NANOSECONDS);
-  emit(w, PROFILE_SAMPLE_TYPE);
+  if (w->nvalues == 2) {
+    dnt__pb_int(&w->msg, VALUE_TYPE_TYPE, S_TIME);
+    dnt__pb_int(&w->msg, VALUE_TYPE_UNIT, S_NANOSECONDS);
+    emit(w, PROFILE_SAMPLE_TYPE);
+  }
 
-  if ((w->mod0 = find_threads(w)) < 0) return -1;
+  if ((w->label0 = find_threads(w)) < 0) return -1;
+  w->mod0 = w->label0 + 2 * (int64_t)dnt_profile_nlabels(prof);
   if (dnt_profile_each_stack(prof, sample, w) != 0 || w->oom) return -1;
   if (find_modules(w, nnames) != 0) return -1;
 
@@ -311,14 +330,24 @@ static int write_pprof(struct pprof *w, const char *title) {
   static const char *const fixed[S_TITLE] = {"", "samples", "count", NULL, "nanoseconds", "thread_id", "thread_name"};
   for (int i = 0; i < S_TITLE; i++) {
     const char *s = i == S_TIME ? (cpu ? "cpu" : "wall") : fixed[i];
+    if (source == DNT_SOURCE_ALLOCATIONS)
+      s = i == S_SAMPLES ? "alloc_objects" : i == S_TIME ? "alloc_space" : i == S_NANOSECONDS ? "bytes" : s;
+    else if (source == DNT_SOURCE_THREADS)
+      s = i == S_SAMPLES ? "threads" : s;
     emit_string(w, s, strlen(s));
   }
   emit_string(w, title ? title : "", title ? strlen(title) : 0);
   const char *what = cpu ? "dntrace " PACKAGE_VERSION ": time on a CPU, from perf's samples"
+                     : source == DNT_SOURCE_ALLOCATIONS
+                         ? "dntrace " PACKAGE_VERSION ": allocations, from the runtime's GCAllocationTick events (one per ~100 KB)"
+                     : source == DNT_SOURCE_THREADS
+                         ? "dntrace " PACKAGE_VERSION ": every managed thread's stack, from its first SampleProfiler sample"
                          : "dntrace " PACKAGE_VERSION ": thread time, from the runtime's SampleProfiler samples";
   emit_string(w, what, strlen(what));
   for (size_t t = 0; t < w->nthreads; t++) /* the thread names, in their indexes' order */
     if (w->threads[t].name) emit_string(w, w->threads[t].name, strlen(w->threads[t].name));
+  for (size_t i = 0; i < 2 * dnt_profile_nlabels(prof); i++) /* the labels: key, value, ... */
+    emit_string(w, dnt_profile_label(prof, i), strlen(dnt_profile_label(prof, i)));
   for (size_t m = 0; m < w->nmods; m++) emit_string(w, w->mods[m].name, w->mods[m].len);
   for (size_t f = 0; f < nnames; f++) {
     /* every id keeps its index, used or not: an unused name is an unreferenced string */
@@ -330,18 +359,28 @@ static int write_pprof(struct pprof *w, const char *title) {
     const char *name = dnt_profile_name(prof, (uint32_t)f) + module_len(dnt_profile_name(prof, (uint32_t)f)) + 1;
     emit_string(w, name, strlen(name));
   }
+  int64_t space = sys; /* the last string: an allocation profile's period type */
+  if (source == DNT_SOURCE_ALLOCATIONS) emit_string(w, "space", 5);
 
   int64_t start_ns;
   uint64_t duration_ns;
   dnt_profile_span(prof, &start_ns, &duration_ns);
   dnt__pb_int(&w->msg, PROFILE_TIME_NANOS, start_ns);
   dnt__pb_int(&w->msg, PROFILE_DURATION_NANOS, (int64_t)duration_ns);
-  value_type(w, &w->msg, PROFILE_PERIOD_TYPE, S_TIME, S_NANOSECONDS);
-  dnt__pb_int(&w->msg, PROFILE_PERIOD, (int64_t)(w->sample_ms * 1e6 + 0.5));
+  if (source == DNT_SOURCE_ALLOCATIONS) { /* the runtime's tick: about every 100 KB allocated */
+    value_type(w, &w->msg, PROFILE_PERIOD_TYPE, space, S_NANOSECONDS); /* space/bytes, as Go's */
+    dnt__pb_int(&w->msg, PROFILE_PERIOD, 100 * 1024);
+  } else if (source == DNT_SOURCE_THREADS) {
+    value_type(w, &w->msg, PROFILE_PERIOD_TYPE, S_SAMPLES, S_COUNT);
+    dnt__pb_int(&w->msg, PROFILE_PERIOD, 1);
+  } else {
+    value_type(w, &w->msg, PROFILE_PERIOD_TYPE, S_TIME, S_NANOSECONDS);
+    dnt__pb_int(&w->msg, PROFILE_PERIOD, (int64_t)(w->sample_ms * 1e6 + 0.5));
+  }
   uint64_t comments[2] = {S_TITLE, S_WHAT};
   int titled = title && *title;
   dnt__pb_packed(&w->msg, PROFILE_COMMENT, comments + !titled, titled ? 2 : 1);
-  dnt__pb_int(&w->msg, PROFILE_DEFAULT_SAMPLE_TYPE, S_TIME);
+  dnt__pb_int(&w->msg, PROFILE_DEFAULT_SAMPLE_TYPE, w->nvalues == 2 ? S_TIME : S_SAMPLES);
   if (w->msg.oom) return -1;
   deflate_out(w, w->msg.buf, w->msg.len, Z_FINISH);
   return 0;

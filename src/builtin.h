@@ -41,6 +41,7 @@ int cmd_perf(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_stacks(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 extern const struct dnt_usage usage_ps;
 extern const struct dnt_usage usage_info;
@@ -54,6 +55,7 @@ extern const struct dnt_usage usage_perf;
 extern const struct dnt_usage usage_compare;
 extern const struct dnt_usage usage_stacks;
 extern const struct dnt_usage usage_gc;
+extern const struct dnt_usage usage_serve;
 
 /* Converts a trace's samples (see cmd-convert.c), weighed as weight says (enum
  * dnt_profile_weight: 0 time, 1 samples). */

@@ -27,6 +27,7 @@ static const struct dnt_cmd commands[] = {
     {"compare", cmd_compare, &usage_compare},
     {"stacks", cmd_stacks, &usage_stacks},
     {"gc", cmd_gc, &usage_gc},
+    {"serve", cmd_serve, &usage_serve},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
