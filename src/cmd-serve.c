@@ -105,23 +105,44 @@ struct job {
   struct dnt_profile *prof;
   dnt_http_pending *pending;
   uv_timer_t timer;
-  int stopped, parse_failed;
+  int pid;        /* the target's, kept: the work below never looks at the target */
+  char name[256];
+  int stopped, ended, released;
+  int parse_failed; /* the worker's: read on the loop only after its work item */
   char msg[256];
+  int loop_failed;  /* the loop's: the stream given up on (backlog, no rundown) */
+  char loop_msg[256];
+  /* the stream's bytes are parsed on libuv's thread pool, one work item at a time: parsing the
+   * rundown and writing the profile take tens of milliseconds, which the loop (and /metrics)
+   * must not wait for. While a work item runs, only it touches parser and prof. */
+  uv_work_t work;
+  int working, finishing;
+  uint8_t *in, *busy;      /* bytes arrived / being parsed */
+  size_t nin, capin, nbusy, capbusy;
+  struct dnt_http_reply answer; /* what the last work item made */
 };
+
+#define MAX_BACKLOG (64u << 20) /* bytes waiting for the parser before the job gives up */
 
 static void on_job_timer_closed(uv_handle_t *h) {
   struct job *j = h->data;
   ntr_parser_free(j->parser);
   dnt_profile_free(j->prof);
+  free(j->in);
+  free(j->busy);
+  free(j->answer.body);
   free(j);
 }
 
-/* Ends the job: its session, its slot on the target, its memory (once the timer is closed). */
+/* Ends the job: its session and its slot on the target now, its memory once no work item runs
+ * and the timer is closed. */
 static void job_release(struct job *j) {
+  if (j->released) return;
+  j->released = 1;
   dnt_session_close(&j->s);
   if (j->t) j->t->jobs[j->kind] = NULL;
   j->sv->njobs--;
-  uv_close((uv_handle_t *)&j->timer, on_job_timer_closed);
+  if (!j->working) uv_close((uv_handle_t *)&j->timer, on_job_timer_closed);
 }
 
 static void job_answer_text(struct job *j, int status, const char *text) {
@@ -141,16 +162,6 @@ static void on_job_gone(void *ud) {
     return;
   }
   dnt_session_abandon(&j->s); /* on_job_end releases it */
-}
-
-static void on_job_data(void *ud, const uint8_t *p, size_t n) {
-  struct job *j = ud;
-  if (j->parse_failed) return;
-  int rc = ntr_parser_feed(j->parser, p, n);
-  if (rc < 0 && rc != NTR_EOF) {
-    j->parse_failed = 1;
-    snprintf(j->msg, sizeof j->msg, "%s", ntr_parser_errmsg(j->parser));
-  }
 }
 
 static void name_profile_thread(void *ud, unsigned long long tid, const char *name) {
@@ -192,7 +203,7 @@ static void write_threads_text(FILE *fp, const struct job *j) {
   struct thread_rows l = {0};
   dnt_profile_each_stack(j->prof, collect_thread, &l);
   if (l.n) qsort(l.v, l.n, sizeof *l.v, by_row_tid);
-  fprintf(fp, "Process %d (%s): %zu managed thread%s\n\n", j->t->pid, j->t->name, l.n, l.n == 1 ? "" : "s");
+  fprintf(fp, "Process %d (%s): %zu managed thread%s\n\n", j->pid, j->name, l.n, l.n == 1 ? "" : "s");
   for (size_t i = 0; i < l.n; i++) {
     const char *name = dnt_profile_thread_name(j->prof, l.v[i].tid);
     char *safe = dnt_safe_text(name ? name : "");
@@ -211,68 +222,151 @@ static void write_threads_text(FILE *fp, const struct job *j) {
   free(l.v);
 }
 
-/* The stream is over (rundown sent, the process gone, or abandoned): answer, then release. */
+/* ---- the work items (thread pool): nothing here touches the loop ---- */
+
+static void work_parse(uv_work_t *w) {
+  struct job *j = w->data;
+  if (j->parse_failed) return;
+  int rc = ntr_parser_feed(j->parser, j->busy, j->nbusy);
+  if (rc < 0 && rc != NTR_EOF) {
+    j->parse_failed = 1;
+    snprintf(j->msg, sizeof j->msg, "%s", ntr_parser_errmsg(j->parser));
+  }
+}
+
+static void answer_text(struct dnt_http_reply *rep, int status, const char *text) {
+  rep->status = status;
+  rep->body = dnt_xstrdup(text);
+  rep->body_len = strlen(rep->body);
+}
+
+/* The end of the stream: the profile finished and written (or why not) into j->answer. */
+static void work_finish(uv_work_t *w) {
+  struct job *j = w->data;
+  struct dnt_http_reply *rep = &j->answer;
+  char text[400];
+  if (j->loop_failed) {
+    snprintf(text, sizeof text, "process %d: %s\n", j->pid, j->loop_msg);
+    answer_text(rep, 502, text);
+    return;
+  }
+  if (j->parse_failed) {
+    snprintf(text, sizeof text, "process %d sent a stream that cannot be read: %s\n", j->pid, j->msg);
+    answer_text(rep, 502, text);
+    return;
+  }
+  if (!j->stopped || ntr_parser_finish(j->parser) != 0) {
+    snprintf(text, sizeof text, "process %d ended the session before the profile was complete (it exited?)\n",
+             j->pid);
+    answer_text(rep, 502, text);
+    return;
+  }
+  if (j->kind == JOB_THREADS) dnt_process_threads(j->pid, name_profile_thread, j->prof);
+  if (dnt_profile_failed(j->prof) || dnt_profile_finish(j->prof) != 0) {
+    answer_text(rep, 500, "out of memory\n");
+    return;
+  }
+  rep->status = 200;
+  FILE *fp = open_memstream(&rep->body, &rep->body_len);
+  if (!fp) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  char title[320];
+  snprintf(title, sizeof title, "%s of process %d (%s)", job_names[j->kind], j->pid, j->name);
+  int rc = 0;
+  if (j->kind == JOB_THREADS && j->debug) {
+    rep->content_type = "text/plain; charset=utf-8";
+    write_threads_text(fp, j);
+  } else {
+    rep->content_type = "application/octet-stream";
+    rc = dnt_profile_write(j->prof, DNT_PROFILE_PPROF, title, fp);
+  }
+  if (fclose(fp) != 0 || rc != 0) {
+    free(rep->body);
+    answer_text(rep, 500, "out of memory\n");
+  }
+}
+
+static void job_kick(struct job *j);
+
+/* Back on the loop after a work item. */
+static void after_work(uv_work_t *w, int status) {
+  struct job *j = w->data;
+  (void)status;
+  j->working = 0;
+  if (j->released) { /* the client went, or serve stops: the memory goes now */
+    uv_close((uv_handle_t *)&j->timer, on_job_timer_closed);
+    return;
+  }
+  if (j->finishing) {
+    if (j->pending) {
+      dnt_http_pending_answer(j->pending, &j->answer); /* takes the body */
+      j->pending = NULL;
+    }
+    j->answer.body = NULL;
+    job_release(j);
+    return;
+  }
+  job_kick(j);
+}
+
+/* Hands the next work item to the pool: the bytes that arrived, else (the stream over) the end. */
+static void job_kick(struct job *j) {
+  if (j->working || j->released || j->finishing) return;
+  j->work.data = j;
+  if (j->nin) {
+    uint8_t *t = j->busy;
+    size_t cap = j->capbusy;
+    j->busy = j->in, j->nbusy = j->nin, j->capbusy = j->capin;
+    j->in = t, j->nin = 0, j->capin = cap;
+    j->working = 1;
+    uv_queue_work(j->sv->loop, &j->work, work_parse, after_work);
+  } else if (j->ended) {
+    j->finishing = j->working = 1;
+    uv_queue_work(j->sv->loop, &j->work, work_finish, after_work);
+  }
+}
+
+static void on_job_data(void *ud, const uint8_t *p, size_t n) {
+  struct job *j = ud;
+  if (j->loop_failed || j->released) return;
+  if (j->nin + n > MAX_BACKLOG) { /* the parser cannot keep up: give up rather than grow */
+    j->loop_failed = 1;
+    snprintf(j->loop_msg, sizeof j->loop_msg, "more than %u MiB waiting to be parsed", MAX_BACKLOG >> 20);
+    dnt_session_abandon(&j->s);
+    return;
+  }
+  if (j->nin + n > j->capin) {
+    size_t cap = j->capin ? j->capin : 65536;
+    while (cap < j->nin + n) cap *= 2;
+    j->in = dnt_xrealloc(j->in, cap);
+    j->capin = cap;
+  }
+  memcpy(j->in + j->nin, p, n);
+  j->nin += n;
+  job_kick(j);
+}
+
+/* The stream is over (rundown sent, the process gone, or abandoned): the last bytes and the
+ * profile are made on the pool, then answered (after_work). */
 static void on_job_end(void *ud) {
   struct job *j = ud;
+  j->ended = 1;
   if (!j->pending) {
     job_release(j);
     return;
   }
-  if (j->parse_failed) {
-    char text[400];
-    snprintf(text, sizeof text, "process %d sent a stream that cannot be read: %s\n", j->t->pid, j->msg);
-    job_answer_text(j, 502, text);
-    job_release(j);
-    return;
-  }
-  if (!j->stopped || ntr_parser_finish(j->parser) != 0) {
-    char text[300];
-    snprintf(text, sizeof text, "process %d ended the session before the profile was complete (it exited?)\n",
-             j->t->pid);
-    job_answer_text(j, 502, text);
-    job_release(j);
-    return;
-  }
-  if (dnt_profile_failed(j->prof) || dnt_profile_finish(j->prof) != 0) {
-    job_answer_text(j, 500, "out of memory\n");
-    job_release(j);
-    return;
-  }
-  struct dnt_http_reply rep = {.status = 200};
-  FILE *fp = open_memstream(&rep.body, &rep.body_len);
-  if (!fp) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  char title[320];
-  snprintf(title, sizeof title, "%s of process %d (%s)", job_names[j->kind], j->t->pid, j->t->name);
-  int rc;
-  if (j->kind == JOB_THREADS && j->debug) {
-    rep.content_type = "text/plain; charset=utf-8";
-    write_threads_text(fp, j);
-    rc = 0;
-  } else {
-    rep.content_type = "application/octet-stream";
-    rc = dnt_profile_write(j->prof, DNT_PROFILE_PPROF, title, fp);
-  }
-  if (fclose(fp) != 0 || rc != 0) {
-    free(rep.body);
-    job_answer_text(j, 500, "out of memory\n");
-  } else {
-    dnt_http_pending_answer(j->pending, &rep);
-    j->pending = NULL;
-  }
-  job_release(j);
+  job_kick(j);
 }
 
 static void on_job_timer(uv_timer_t *h) {
   struct job *j = h->data;
   if (!j->stopped) { /* the window is over: the runtime sends its rundown, then ends the stream */
     j->stopped = 1;
-    if (j->kind == JOB_THREADS) dnt_process_threads(j->t->pid, name_profile_thread, j->prof);
     dnt_session_stop(&j->s);
     if (!j->s.ended) uv_timer_start(&j->timer, on_job_timer, STOP_GRACE_MS, 0);
     return;
   }
-  snprintf(j->msg, sizeof j->msg, "no rundown within %d s of StopTracing", STOP_GRACE_MS / 1000);
-  j->parse_failed = 1;
+  snprintf(j->loop_msg, sizeof j->loop_msg, "no rundown within %d s of StopTracing", STOP_GRACE_MS / 1000);
+  j->loop_failed = 1;
   dnt_session_abandon(&j->s); /* on_job_end answers */
 }
 
@@ -301,6 +395,8 @@ static int job_start(struct serve *sv, struct target *t, enum job_kind kind, uin
   j->kind = kind;
   j->debug = debug;
   j->window_ms = window_ms;
+  j->pid = t->pid;
+  snprintf(j->name, sizeof j->name, "%s", t->name);
   if (!(j->prof = dnt_profile_new())) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   dnt_profile_set_source(j->prof, kind == JOB_ALLOCS    ? DNT_SOURCE_ALLOCATIONS
                                   : kind == JOB_THREADS ? DNT_SOURCE_THREADS

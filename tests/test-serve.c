@@ -1,0 +1,467 @@
+/* `dntrace serve` (issue 14): the agent's endpoints read by their real consumers (`go tool
+ * pprof` over HTTP, promtool and the strict checker on /metrics), against the real sample:
+ * - /debug/pprof/profile?seconds=3 names Sample.CpuWork.CountPrimes (the sample's CPU-bound
+ *   thread, by construction), while /metrics keeps answering within 50 ms (a scraper thread
+ *   times every scrape) and a second profile request for the same pid gets 429;
+ * - /debug/pprof/threads lists the `cpu-work` thread with CountPrimes on its stack (pprof and
+ *   ?debug=1 text); /debug/pprof/allocs has alloc_space samples in AllocWork.Allocate, each
+ *   standing for at least the runtime's 100 KiB allocation tick;
+ * - every profile and series carries the pid, process and --label labels;
+ * - `serve --all` with two samples, one restarted: both labelled on /metrics, the restarted one
+ *   followed under its new pid, promtool's check passing;
+ * - the query-string parser on cases written from RFC 3986 and HTML's form encoding. */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dnt-counters.h"
+#include "lib/prom-check.h"
+#include "lib/run.h"
+#include "lib/target-cr.h"
+#include "lib/target.h"
+
+#define SCRAPE_EVERY_MS 10
+#define SCRAPE_LIMIT_MS 50.0
+
+static int in_ci(void) {
+  const char *ci = getenv("CI");
+  return ci && strcmp(ci, "true") == 0;
+}
+
+static void require_tool(const char *tool, const char *package) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", tool);
+  if (system(cmd) == 0) return;
+  if (in_ci()) cr_assert_fail("'%s' is not installed (CI=true: ./bootstrap.sh installs %s)", tool, package);
+  cr_skip_test("needs %s (apt-get install %s)", tool, package);
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* One request on 127.0.0.1:port, the whole answer read: its status (0: no answer); the answer
+ * (heap, NUL-terminated, headers included) in *body when body is not NULL. */
+static int request(int port, const char *method, const char *path, char **body) {
+  if (body) *body = NULL;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  struct timeval tv = {.tv_sec = 30};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char req[512];
+  int n = snprintf(req, sizeof req, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", method, path);
+  if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0 || write(fd, req, (size_t)n) != n) {
+    close(fd);
+    return 0;
+  }
+  size_t cap = 1 << 16, len = 0;
+  char *buf = malloc(cap);
+  ssize_t got;
+  while (buf && (got = read(fd, buf + len, cap - len - 1)) > 0) {
+    len += (size_t)got;
+    if (len + 1 == cap) {
+      char *grown = realloc(buf, cap *= 2);
+      if (!grown) break;
+      buf = grown;
+    }
+  }
+  close(fd);
+  if (!buf) return 0;
+  buf[len] = '\0';
+  int status = 0;
+  if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1) status = 0;
+  if (body) *body = buf;
+  else free(buf);
+  return status;
+}
+
+static int get(int port, const char *path, char **body) { return request(port, "GET", path, body); }
+
+/* The body of an answer (past its empty line). */
+static const char *body_of(const char *answer) {
+  const char *p = answer ? strstr(answer, "\r\n\r\n") : NULL;
+  return p ? p + 4 : "";
+}
+
+/* Polls path until the answer has status and its body holds want (NULL: anything): 1, or 0
+ * after 30 s. */
+static int wait_for(int port, const char *path, int status, const char *want) {
+  for (int i = 0; i < 300; i++) {
+    char *ans;
+    int code = get(port, path, &ans);
+    int hit = code == status && (!want || strstr(body_of(ans), want));
+    free(ans);
+    if (hit) return 1;
+    usleep(100 * 1000);
+  }
+  return 0;
+}
+
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+  socklen_t len = sizeof a;
+  getsockname(fd, (struct sockaddr *)&a, &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+/* `dntrace ARGS...` in the background, its output in log; it dies with the test. */
+static pid_t spawn_dntrace(const char *log, char *const argv[]) {
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (!freopen(log, "w", stdout)) _exit(127);
+    dup2(1, 2);
+    execv(dnt_bin(), argv);
+    _exit(127);
+  }
+  return pid;
+}
+
+/* SIGINT, then its exit status (128 + signal when killed). */
+static int stop_serve(pid_t pid) {
+  kill(pid, SIGINT);
+  int status;
+  for (int i = 0; i < 100; i++) {
+    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    usleep(100 * 1000);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return -1;
+}
+
+/* `go tool pprof ARGS... SOURCE` with HOME, GOCACHE and PPROF_TMPDIR in dir; its stdout (caller
+ * frees). It must succeed. */
+static char *go_pprof(const char *dir, const char *a1, const char *a2, const char *source) {
+  char home[300], cache[300], tmp[300];
+  snprintf(home, sizeof home, "HOME=%s", dir);
+  snprintf(cache, sizeof cache, "GOCACHE=%s/gocache", dir);
+  snprintf(tmp, sizeof tmp, "PPROF_TMPDIR=%s", dir);
+  const char *env[] = {home, cache, tmp, NULL};
+  char *argv[8] = {"/usr/bin/env", "go", "tool", "pprof"};
+  int n = 4;
+  if (a1) argv[n++] = (char *)a1;
+  if (a2) argv[n++] = (char *)a2;
+  argv[n++] = (char *)source;
+  argv[n] = NULL;
+  struct dnt_run r;
+  int rc = dnt_run_argv(&r, argv, env, 120000);
+  cr_assert_eq(rc, 0, "go tool pprof %s %s: exit %d: %s", a1 ? a1 : "", source, rc, r.err);
+  char *out = r.out;
+  r.out = NULL;
+  dnt_run_free(&r);
+  return out;
+}
+
+static void rm_rf(const char *dir) {
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+struct scraper {
+  int port;
+  volatile int stop;
+  int scrapes, ok, unanswered;
+  double max_ms;
+};
+
+static void *scrape_loop(void *arg) {
+  struct scraper *s = arg;
+  while (!s->stop) {
+    double t0 = now_ms();
+    int status = get(s->port, "/metrics", NULL);
+    double took = now_ms() - t0;
+    s->scrapes++;
+    if (status == 200) s->ok++;
+    if (!status) s->unanswered++;
+    if (took > s->max_ms) s->max_ms = took;
+    usleep(SCRAPE_EVERY_MS * 1000);
+  }
+  return NULL;
+}
+
+/* The first line of `pprof -traces` text that shows label key with value ("   env:  test"), or
+ * NULL. */
+static const char *trace_label(const char *traces, const char *key, const char *value) {
+  for (const char *p = traces; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+    char k[64], v[128];
+    if (sscanf(p, " %63[^: \n]: %127[^\n]", k, v) == 2 && strcmp(k, key) == 0 && strcmp(v, value) == 0) return p;
+  }
+  return NULL;
+}
+
+/* ---- one sample, every endpoint ---- */
+
+Test(serve, profiles_threads_and_allocs_of_the_sample_while_metrics_stay_fast, .timeout = 240) {
+  DNT_REQUIRE_TARGET();
+  require_tool("go", "golang-go");
+  char dir[] = "/tmp/dnt-serve-XXXXXX";
+  cr_assert(mkdtemp(dir));
+  dnt_target t;
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = 30000};
+  char err[512];
+  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "cannot start the sample: %s", err);
+  int port = free_port();
+  char pid[16], listen[64], log[300], url[256], path[128], pidlabel[64];
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+  snprintf(log, sizeof log, "%s/serve.log", dir);
+  char *argv[] = {"dntrace", "serve", "-p", pid, "--label", "env=test", "--listen", listen, NULL};
+  pid_t serve = spawn_dntrace(log, argv);
+  snprintf(pidlabel, sizeof pidlabel, "pid=\"%s\"", pid);
+  cr_assert(wait_for(port, "/metrics", 200, pidlabel), "serve answers /metrics with the sample's pid");
+
+  /* the profile, through go tool pprof, with the scraper running and a second request */
+  struct scraper sc = {.port = port};
+  pthread_t scr;
+  cr_assert_eq(pthread_create(&scr, NULL, scrape_loop, &sc), 0);
+  char again[128];
+  snprintf(again, sizeof again, "/debug/pprof/profile?seconds=1&pid=%s", pid);
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/debug/pprof/profile?seconds=3", port);
+  /* the second request goes while go tool pprof's is running (it waits 3 s for its answer) */
+  pid_t delayed = fork();
+  cr_assert_geq(delayed, 0);
+  if (delayed == 0) {
+    usleep(1500 * 1000);
+    int status = get(port, again, NULL);
+    _exit(status == 429 ? 0 : status ? status % 256 : 1);
+  }
+  char *top = go_pprof(dir, "-top", NULL, url);
+  int delayed_status;
+  waitpid(delayed, &delayed_status, 0);
+  sc.stop = 1;
+  pthread_join(scr, NULL);
+  cr_expect(strstr(top, "Sample.CpuWork.CountPrimes"), "the profile names the sample's hot method:\n%s", top);
+  cr_expect(strstr(top, "Type: wall"), "a thread-time profile:\n%s", top);
+  cr_expect(WIFEXITED(delayed_status) && WEXITSTATUS(delayed_status) == 0,
+            "a second profile request for pid %s while one runs gets 429 (got %d)", pid,
+            WIFEXITED(delayed_status) ? WEXITSTATUS(delayed_status) : -1);
+  cr_expect_gt(sc.scrapes, 50, "the scraper ran during the profile (%d scrapes)", sc.scrapes);
+  cr_expect_eq(sc.unanswered, 0, "%d of %d scrapes got no answer", sc.unanswered, sc.scrapes);
+  cr_expect_eq(sc.ok, sc.scrapes, "every scrape answered 200 (%d of %d)", sc.ok, sc.scrapes);
+  cr_expect_leq(sc.max_ms, SCRAPE_LIMIT_MS, "the slowest of %d scrapes during the profile took %.1f ms", sc.scrapes,
+                sc.max_ms);
+  cr_log_info("%d scrapes every %d ms during a 3 s profile: slowest %.1f ms", sc.scrapes, SCRAPE_EVERY_MS, sc.max_ms);
+  free(top);
+
+  /* threads: the cpu-work thread's stack has CountPrimes; every sample is labelled */
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/debug/pprof/threads", port);
+  char *traces = go_pprof(dir, "-traces", NULL, url);
+  const char *cpu = trace_label(traces, "thread_name", "cpu-work");
+  cr_expect(cpu, "a thread named cpu-work:\n%s", traces);
+  if (cpu) {
+    const char *end = strstr(cpu, "-----------");
+    const char *hot = strstr(cpu, "Sample.CpuWork.CountPrimes");
+    cr_expect(hot && (!end || hot < end), "cpu-work's stack has CountPrimes:\n%s", traces);
+  }
+  cr_expect(strstr(traces, "Type: threads"), "%s", traces);
+  cr_expect(trace_label(traces, "pid", pid), "samples labelled pid %s:\n%s", pid, traces);
+  cr_expect(trace_label(traces, "env", "test"), "samples labelled env test:\n%s", traces);
+  cr_expect(trace_label(traces, "process", "Sample"), "samples labelled process Sample:\n%s", traces);
+  free(traces);
+  char *text;
+  snprintf(path, sizeof path, "/debug/pprof/threads?pid=%s&debug=1", pid);
+  cr_expect_eq(get(port, path, &text), 200);
+  const char *line = strstr(body_of(text), " cpu-work:\n");
+  cr_expect(line && strncmp(strchr(line, '\n') + 1, "  Sample!Sample.CpuWork.CountPrimes\n", 36) == 0,
+            "debug=1: cpu-work's leaf frame is CountPrimes:\n%s", body_of(text));
+  free(text);
+
+  /* allocs: alloc_space samples where the sample allocates, each at least one 100 KiB tick */
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/debug/pprof/allocs?seconds=2&pid=%s", port, pid);
+  char *raw = go_pprof(dir, "-raw", NULL, url);
+  cr_expect(strstr(raw, "alloc_objects/count alloc_space/bytes"), "the allocs sample types:\n%.2000s", raw);
+  unsigned long long objects = 0, bytes = 0, o1, b1;
+  for (const char *p = strstr(raw, "Samples:"); p && (p = strchr(p, '\n'));) {
+    p++;
+    if (sscanf(p, " %llu %llu:", &o1, &b1) == 2) objects += o1, bytes += b1;
+    if (strncmp(p, "Locations", 9) == 0) break;
+  }
+  cr_expect_gt(objects, 0, "allocation ticks in 2 s of the sample:\n%.2000s", raw);
+  /* the runtime fires GCAllocationTick once a thread has allocated 100 KiB since its last one */
+  cr_expect_geq(bytes, objects * 100 * 1024, "%llu bytes in %llu ticks", bytes, objects);
+  free(raw);
+  char *allocs_top = go_pprof(dir, "-sample_index=alloc_space", "-top", url);
+  cr_expect(strstr(allocs_top, "Sample.AllocWork.Allocate"), "the allocating method:\n%s", allocs_top);
+  free(allocs_top);
+
+  /* the index, errors */
+  char *index;
+  cr_expect_eq(get(port, "/debug/pprof/", &index), 200);
+  cr_expect(strstr(body_of(index), pid), "the index lists the target:\n%s", body_of(index));
+  free(index);
+  cr_expect_eq(get(port, "/debug/pprof/nothing", NULL), 404);
+  cr_expect_eq(request(port, "POST", "/debug/pprof/profile", NULL), 405);
+  cr_expect_eq(get(port, "/debug/pprof/profile?seconds=301", NULL), 400);
+  cr_expect_eq(get(port, "/debug/pprof/profile?seconds=x", NULL), 400);
+  cr_expect_eq(get(port, "/debug/pprof/profile?seconds=1&pid=1", NULL), 404);
+
+  cr_expect_eq(stop_serve(serve), 0, "serve ends with 0 on Ctrl+C");
+  dnt_target_stop(&t);
+  rm_rf(dir);
+}
+
+/* ---- serve --all ---- */
+
+static void start_named(dnt_target *t, const char *exe) {
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .exe = exe, .wait_socket = 1, .timeout_ms = 30000};
+  char err[512];
+  cr_assert_eq(dnt_target_start(t, &o, err, sizeof err), 0, "cannot start the sample target: %s", err);
+}
+
+/* The series line of /metrics text for counter family with label pid, or NULL. */
+static const char *series_of(const char *text, const char *family, int pid) {
+  char want[64];
+  snprintf(want, sizeof want, "pid=\"%d\"", pid);
+  for (const char *p = text; (p = strstr(p, family)); p++) {
+    if (p != text && p[-1] != '\n') continue;
+    const char *eol = strchr(p, '\n');
+    const char *l = strstr(p, want);
+    if (l && (!eol || l < eol)) return p;
+  }
+  return NULL;
+}
+
+static int promtool_check(const char *text, const char *dir, char *out, size_t cap) {
+  char path[300], cmd[700];
+  snprintf(path, sizeof path, "%s/scrape.txt", dir);
+  FILE *fp = fopen(path, "w");
+  cr_assert(fp);
+  fputs(text, fp);
+  fclose(fp);
+  snprintf(cmd, sizeof cmd, "promtool check metrics < '%s' 2>&1", path);
+  FILE *p = popen(cmd, "r");
+  cr_assert(p);
+  size_t n = fread(out, 1, cap - 1, p);
+  out[n] = '\0';
+  int status = pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+Test(serve, all_follows_two_samples_and_a_restart, .timeout = 240) {
+  DNT_REQUIRE_TARGET();
+  require_tool("promtool", "prometheus");
+  char dir[] = "/tmp/dnt-serve-all-XXXXXX", exe_a[128], exe_b[128], listen[64], log[300];
+  cr_assert(mkdtemp(dir));
+  snprintf(exe_a, sizeof exe_a, "%s/dnta%d", dir, (int)getpid() % 100000);
+  snprintf(exe_b, sizeof exe_b, "%s/dntb%d", dir, (int)getpid() % 100000);
+  char *real = realpath(dnt_target_exe(), NULL);
+  cr_assert(real, "no sample at %s", dnt_target_exe());
+  cr_assert_eq(symlink(real, exe_a), 0);
+  cr_assert_eq(symlink(real, exe_b), 0);
+  free(real);
+  dnt_target a, b, b2;
+  start_named(&a, exe_a);
+  start_named(&b, exe_b);
+  int port = free_port();
+  snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+  snprintf(log, sizeof log, "%s/serve.log", dir);
+  /* EventCounters only: every other .NET process here is visited too, and a Meter session of its
+   * own could clash with another test's (one metrics session per process) */
+  char *argv[] = {"dntrace", "serve", "--all", "--rescan", "1s", "--label", "pod=p1", "--counters",
+                  "EventCounters\\System.Runtime", "--listen", listen, NULL};
+  pid_t serve = spawn_dntrace(log, argv);
+  const char *family = "cpu_usage_percent{";
+  int both = 0;
+  char *ans = NULL;
+  for (int i = 0; i < 300 && !both; i++) {
+    free(ans);
+    get(port, "/metrics", &ans);
+    both = series_of(body_of(ans), family, a.pid) && series_of(body_of(ans), family, b.pid);
+    if (!both) usleep(100 * 1000);
+  }
+  cr_assert(both, "both samples (%d, %d) on /metrics:\n%s", (int)a.pid, (int)b.pid, body_of(ans));
+  const char *line = series_of(body_of(ans), family, a.pid);
+  char name_a[64];
+  snprintf(name_a, sizeof name_a, "process=\"%s\"", strrchr(exe_a, '/') + 1);
+  const char *eol = strchr(line, '\n');
+  cr_expect(strstr(line, name_a) && strstr(line, name_a) < eol, "the process label: %.*s", (int)(eol - line), line);
+  cr_expect(strstr(line, "pod=\"p1\"") && strstr(line, "pod=\"p1\"") < eol, "the --label: %.*s", (int)(eol - line),
+            line);
+  char said[4096], perr[256];
+  cr_expect_eq(prom_check(body_of(ans), NULL, perr, sizeof perr), 0, "%s", perr);
+  int rc = promtool_check(body_of(ans), dir, said, sizeof said);
+  cr_expect_eq(rc, 0, "promtool check metrics exits %d:\n%s", rc, said);
+  free(ans);
+  ans = NULL;
+
+  /* profiles need pid= now that there are several targets */
+  char *why;
+  cr_expect_eq(get(port, "/debug/pprof/profile?seconds=1", &why), 400);
+  cr_expect(strstr(body_of(why), "pid="), "the 400 says why: %s", body_of(why));
+  free(why);
+
+  /* b restarts: its old pid goes, its new one comes, a stays */
+  int old_b = b.pid;
+  dnt_target_stop(&b);
+  start_named(&b2, exe_b);
+  int followed = 0, gone = 0, kept = 0;
+  for (int i = 0; i < 300 && !(followed && gone && kept); i++) {
+    free(ans);
+    get(port, "/metrics", &ans);
+    followed = series_of(body_of(ans), family, b2.pid) != NULL;
+    gone = series_of(body_of(ans), family, old_b) == NULL;
+    kept = series_of(body_of(ans), family, a.pid) != NULL;
+    if (!(followed && gone && kept)) usleep(100 * 1000);
+  }
+  cr_expect(followed, "the restarted sample's new pid %d is served", (int)b2.pid);
+  cr_expect(gone, "the old pid %d is dropped", old_b);
+  cr_expect(kept, "the other sample %d stays", (int)a.pid);
+  rc = promtool_check(body_of(ans), dir, said, sizeof said);
+  cr_expect_eq(rc, 0, "promtool check metrics exits %d after the restart:\n%s", rc, said);
+  free(ans);
+
+  cr_expect_eq(stop_serve(serve), 0, "serve ends with 0 on Ctrl+C");
+  dnt_target_stop(&a);
+  dnt_target_stop(&b2);
+  rm_rf(dir);
+}
+
+/* ---- the query string ---- */
+
+Test(serve_query, values_decoded_as_forms_encode_them) {
+  char v[32];
+  cr_expect_eq(dnt_http_query_get("/p?seconds=3&pid=7", "pid", v, sizeof v), 1);
+  cr_expect_str_eq(v, "7");
+  cr_expect_eq(dnt_http_query_get("/p?seconds=3&pid=7", "seconds", v, sizeof v), 1);
+  cr_expect_str_eq(v, "3");
+  cr_expect_eq(dnt_http_query_get("/p?seconds=3", "pid", v, sizeof v), -1, "absent");
+  cr_expect_eq(dnt_http_query_get("/p", "pid", v, sizeof v), -1, "no query at all");
+  cr_expect_eq(dnt_http_query_get("/p?xpid=1&pid=2", "pid", v, sizeof v), 1, "a longer key is another key");
+  cr_expect_str_eq(v, "2");
+  cr_expect_eq(dnt_http_query_get("/p?pid=1&pid=2", "pid", v, sizeof v), 1);
+  cr_expect_str_eq(v, "1", "the first occurrence wins");
+  cr_expect_eq(dnt_http_query_get("/p?debug&pid=2", "debug", v, sizeof v), 0, "a key without '=' is empty");
+  cr_expect_eq(dnt_http_query_get("/p?a=x%20y+z", "a", v, sizeof v), 5);
+  cr_expect_str_eq(v, "x y z", "%%20 and + are spaces");
+  cr_expect_eq(dnt_http_query_get("/p?a=%7e%7E", "a", v, sizeof v), 2);
+  cr_expect_str_eq(v, "~~", "hex digits in either case");
+  cr_expect_eq(dnt_http_query_get("/p?a=%2", "a", v, sizeof v), -2, "a cut %%XX");
+  cr_expect_eq(dnt_http_query_get("/p?a=%zz", "a", v, sizeof v), -2, "not hex");
+  cr_expect_eq(dnt_http_query_get("/p?a=%00", "a", v, sizeof v), -2, "a NUL");
+  cr_expect_eq(dnt_http_query_get("/p?a=12345", "a", v, 5), -2, "too long for the buffer");
+  cr_expect_eq(dnt_http_query_get("/p?a=1#a=2", "a", v, sizeof v), 1, "the fragment ends the query");
+  cr_expect_str_eq(v, "1");
+  cr_expect_eq(dnt_http_path_len("/debug/pprof/profile?seconds=3"), 20);
+  cr_expect_eq(dnt_http_path_len("/metrics"), 8);
+}
