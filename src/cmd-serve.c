@@ -300,6 +300,8 @@ static void after_work(uv_work_t *w, int status) {
     if (j->pending) {
       dnt_http_pending_answer(j->pending, &j->answer); /* takes the body */
       j->pending = NULL;
+    } else {
+      free(j->answer.body); /* the client went while it was made */
     }
     j->answer.body = NULL;
     job_release(j);
@@ -374,7 +376,7 @@ static void on_job_started(void *ud, int rc) {
   struct job *j = ud;
   if (rc) {
     char text[700];
-    snprintf(text, sizeof text, "process %d refused the session: %s\n", j->t->pid, j->s.reply_msg);
+    snprintf(text, sizeof text, "process %d refused the session: %s\n", j->pid, j->s.reply_msg);
     job_answer_text(j, 502, text);
     job_release(j);
     return;

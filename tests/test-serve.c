@@ -2,7 +2,9 @@
  * pprof` over HTTP, promtool and the strict checker on /metrics), against the real sample:
  * - /debug/pprof/profile?seconds=3 names Sample.CpuWork.CountPrimes (the sample's CPU-bound
  *   thread, by construction), while /metrics keeps answering within 50 ms (a scraper thread
- *   times every scrape) and a second profile request for the same pid gets 429;
+ *   times every scrape; on a machine so loaded that scrapes take 25 ms and more without any
+ *   profile, within 25 ms of the slowest of those) and a second profile request for the same
+ *   pid gets 429; a client that leaves frees its slot;
  * - /debug/pprof/threads lists the `cpu-work` thread with CountPrimes on its stack (pprof and
  *   ?debug=1 text); /debug/pprof/allocs has alloc_space samples in AllocWork.Allocate, each
  *   standing for at least the runtime's 100 KiB allocation tick;
@@ -231,9 +233,19 @@ Test(serve, profiles_threads_and_allocs_of_the_sample_while_metrics_stay_fast, .
   snprintf(pidlabel, sizeof pidlabel, "pid=\"%s\"", pid);
   cr_assert(wait_for(port, "/metrics", 200, pidlabel), "serve answers /metrics with the sample's pid");
 
+  /* the scraper alone first: how slow a scrape is on this machine now, without a profile */
+  struct scraper base = {.port = port};
+  pthread_t scr;
+  cr_assert_eq(pthread_create(&scr, NULL, scrape_loop, &base), 0);
+  usleep(2000 * 1000);
+  base.stop = 1;
+  pthread_join(scr, NULL);
+  /* 50 ms, unless the machine is so loaded that scrapes without a profile already come close:
+   * then what a profile may add on top of the slowest of those */
+  double limit = base.max_ms + 25 > SCRAPE_LIMIT_MS ? base.max_ms + 25 : SCRAPE_LIMIT_MS;
+
   /* the profile, through go tool pprof, with the scraper running and a second request */
   struct scraper sc = {.port = port};
-  pthread_t scr;
   cr_assert_eq(pthread_create(&scr, NULL, scrape_loop, &sc), 0);
   char again[128];
   snprintf(again, sizeof again, "/debug/pprof/profile?seconds=1&pid=%s", pid);
@@ -259,9 +271,10 @@ Test(serve, profiles_threads_and_allocs_of_the_sample_while_metrics_stay_fast, .
   cr_expect_gt(sc.scrapes, 50, "the scraper ran during the profile (%d scrapes)", sc.scrapes);
   cr_expect_eq(sc.unanswered, 0, "%d of %d scrapes got no answer", sc.unanswered, sc.scrapes);
   cr_expect_eq(sc.ok, sc.scrapes, "every scrape answered 200 (%d of %d)", sc.ok, sc.scrapes);
-  cr_expect_leq(sc.max_ms, SCRAPE_LIMIT_MS, "the slowest of %d scrapes during the profile took %.1f ms", sc.scrapes,
-                sc.max_ms);
-  cr_log_info("%d scrapes every %d ms during a 3 s profile: slowest %.1f ms", sc.scrapes, SCRAPE_EVERY_MS, sc.max_ms);
+  cr_expect_leq(sc.max_ms, limit, "the slowest of %d scrapes during the profile took %.1f ms (without: %.1f ms)",
+                sc.scrapes, sc.max_ms, base.max_ms);
+  cr_log_info("%d scrapes every %d ms during a 3 s profile: slowest %.1f ms (%d without a profile: %.1f ms)",
+              sc.scrapes, SCRAPE_EVERY_MS, sc.max_ms, base.scrapes, base.max_ms);
   free(top);
 
   /* threads: the cpu-work thread's stack has CountPrimes; every sample is labelled */
@@ -304,6 +317,20 @@ Test(serve, profiles_threads_and_allocs_of_the_sample_while_metrics_stay_fast, .
   char *allocs_top = go_pprof(dir, "-sample_index=alloc_space", "-top", url);
   cr_expect(strstr(allocs_top, "Sample.AllocWork.Allocate"), "the allocating method:\n%s", allocs_top);
   free(allocs_top);
+
+  /* a client that leaves before its profile is made frees the slot: the next request runs */
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  char req[160];
+  int rn = snprintf(req, sizeof req, "GET /debug/pprof/profile?seconds=5&pid=%s HTTP/1.1\r\n\r\n", pid);
+  cr_assert_eq(write(fd, req, (size_t)rn), rn);
+  usleep(500 * 1000);
+  close(fd);
+  int next = 0;
+  for (int i = 0; i < 20 && (next = get(port, again, NULL)) == 429; i++) usleep(100 * 1000);
+  cr_expect_eq(next, 200, "after the client left, a profile request runs (got %d)", next);
 
   /* the index, errors */
   char *index;
