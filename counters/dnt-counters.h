@@ -363,6 +363,25 @@ void dnt_http_pending_answer(dnt_http_pending *p, struct dnt_http_reply *rep);
  * The first occurrence wins; a key written without '=' has the empty value. */
 int dnt_http_query_get(const char *target, const char *key, char *out, size_t cap);
 
+/* ---- a POST, for `serve --push` ---- */
+
+/* Splits "http://HOST[:PORT][/PATH]" (PORT default 80, PATH default "") into the caller's
+ * buffers. 0, or -EINVAL (another scheme, an empty host, a bad port, a part too long). */
+int dnt_http_url_parse(const char *url, char *host, size_t hcap, int *port, char *path, size_t pcap);
+
+/* One POST on the caller's loop: HOST resolved (uv_getaddrinfo), connected, the request written
+ * (Content-Length, Connection: close), the status line read. cb(ud, status, msg) is called once
+ * from the loop: status the HTTP status, or a negative error (-ECONNREFUSED, -ETIMEDOUT, ...)
+ * with msg saying what (valid during the call). body (len bytes, heap) is taken over. timeout_ms
+ * covers the whole exchange. 0, or a negative error (no callback then; body freed). */
+typedef void (*dnt_http_post_cb)(void *ud, int status, const char *msg);
+typedef struct dnt_http_post dnt_http_post;
+int dnt_http_post_start(uv_loop_t *loop, const char *host, int port, const char *target, const char *content_type,
+                        char *body, size_t len, uint64_t timeout_ms, dnt_http_post_cb cb, void *ud,
+                        dnt_http_post **out);
+/* Drops the POST: no callback after this; its memory goes once libuv is done with it. */
+void dnt_http_post_cancel(dnt_http_post *p);
+
 /* The path of a target without its query ("/debug/pprof/profile?seconds=3" -> 21 bytes). */
 size_t dnt_http_path_len(const char *target);
 

@@ -50,7 +50,8 @@ enum job_kind { JOB_PROFILE, JOB_ALLOCS, JOB_THREADS, JOB_KINDS };
 static const char *const job_names[JOB_KINDS] = {"profile", "allocs", "threads"};
 
 struct serve_options {
-  const char *pids, *name, *listen;
+  const char *pids, *name, *listen, *push;
+  uint64_t push_interval_ms;
   int all;
   struct dnt_strlist labels;
   uint64_t rescan_ms;
@@ -60,6 +61,7 @@ struct serve_options {
 
 struct serve;
 struct job;
+struct pusher;
 
 struct target {
   struct serve *sv;
@@ -75,6 +77,7 @@ struct target {
   char *prom_labels; /* pid="..",process="..",k="v" */
   int live, ended, seen;
   struct job *jobs[JOB_KINDS]; /* the request of each kind running on it */
+  struct pusher *push;         /* --push: its windows and what waits to be sent */
 };
 
 struct serve {
@@ -87,7 +90,9 @@ struct serve {
   const char **label_kv; /* the --label pairs, split: key, value, ... (keys and values heap) */
   size_t nlabels;
   unsigned njobs;
-  uv_timer_t reconnect, rescan;
+  uv_timer_t reconnect, rescan, push_tick;
+  char push_host[256], push_path[1024]; /* --push URL, split */
+  int push_port;
   uv_signal_t sigint, sigterm;
   int quitting;
 };
@@ -120,6 +125,14 @@ struct job {
   uint8_t *in, *busy;      /* bytes arrived / being parsed */
   size_t nin, capin, nbusy, capbusy;
   struct dnt_http_reply answer; /* what the last work item made */
+  /* --push windows: no HTTP client waits; done() gets the answer, and the samples kept are those
+   * from from_ns (inclusive) to until_ns (exclusive, CLOCK_MONOTONIC ns as the runtime's
+   * timestamps), so that windows in turn neither miss nor repeat a sample */
+  int push;
+  void (*done)(struct job *j, struct dnt_http_reply *answer);
+  void (*started)(struct job *j);
+  uint64_t from_ns, until_ns; /* until_ns: read by the worker, written by the loop (atomics) */
+  int64_t from_unix, until_unix;
 };
 
 #define MAX_BACKLOG (64u << 20) /* bytes waiting for the parser before the job gives up */
@@ -140,8 +153,8 @@ static void job_release(struct job *j) {
   if (j->released) return;
   j->released = 1;
   dnt_session_close(&j->s);
-  if (j->t) j->t->jobs[j->kind] = NULL;
-  j->sv->njobs--;
+  if (j->t && !j->push) j->t->jobs[j->kind] = NULL;
+  if (!j->push) j->sv->njobs--;
   if (!j->working) uv_close((uv_handle_t *)&j->timer, on_job_timer_closed);
 }
 
@@ -297,7 +310,9 @@ static void after_work(uv_work_t *w, int status) {
     return;
   }
   if (j->finishing) {
-    if (j->pending) {
+    if (j->done) {
+      j->done(j, &j->answer); /* takes the body */
+    } else if (j->pending) {
       dnt_http_pending_answer(j->pending, &j->answer); /* takes the body */
       j->pending = NULL;
     } else {
@@ -352,7 +367,7 @@ static void on_job_data(void *ud, const uint8_t *p, size_t n) {
 static void on_job_end(void *ud) {
   struct job *j = ud;
   j->ended = 1;
-  if (!j->pending) {
+  if (!j->pending && !j->done) {
     job_release(j);
     return;
   }
@@ -378,13 +393,39 @@ static void on_job_started(void *ud, int rc) {
     char text[700];
     snprintf(text, sizeof text, "process %d refused the session: %s\n", j->pid, j->s.reply_msg);
     job_answer_text(j, 502, text);
+    if (j->done) {
+      struct dnt_http_reply failed = {.status = 502};
+      j->done(j, &failed);
+    }
     job_release(j);
     return;
   }
-  uv_timer_start(&j->timer, on_job_timer, j->window_ms, 0);
+  if (j->started) j->started(j);
+  if (j->window_ms) uv_timer_start(&j->timer, on_job_timer, j->window_ms, 0);
 }
 
 static const dnt_session_cb job_cb = {on_job_data, on_job_end};
+
+/* --push windows: a sample counts in the window whose span holds its time (the worker's call). */
+static int keep_in_window(void *ud, uint64_t thread, uint64_t time_ns) {
+  struct job *j = ud;
+  (void)thread;
+  return time_ns >= j->from_ns && time_ns < __atomic_load_n(&j->until_ns, __ATOMIC_ACQUIRE);
+}
+
+struct pusher {
+  struct job *cur, *next; /* the window sampling now; the next one, starting */
+  struct window {
+    char *body, *target; /* the multipart body; /ingest?name=...&from=&until=... */
+    size_t len;
+  } q[2];                 /* what waits to be sent: at most 2 windows, then the newest is dropped */
+  size_t nq;
+  dnt_http_post *post;
+  uv_timer_t retry;
+  unsigned backoff_ms;
+  unsigned long long sent, dropped, failed;
+  int away; /* said once per outage */
+};
 
 /* Starts a job of kind on t for window_ms and defers rep's answer to it. 0, or the HTTP status
  * to answer now (with text written into err). */
@@ -415,8 +456,14 @@ static int job_start(struct serve *sv, struct target *t, enum job_kind kind, uin
   if (ntr_parser_new(&j->parser, &cb, j->prof, NULL) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   uv_timer_init(sv->loop, &j->timer);
   j->timer.data = j;
-  t->jobs[kind] = j;
-  sv->njobs++;
+  j->push = rep == NULL;
+  if (j->push) {
+    j->until_ns = UINT64_MAX;
+    dnt_profile_set_filter(j->prof, keep_in_window, j);
+  } else {
+    t->jobs[kind] = j;
+    sv->njobs++;
+  }
 
   struct dnt_session_target want = {.pid = t->pid};
   if (dnt_session_open(&j->s, sv->loop, &want) != 0) { /* it printed why */
@@ -437,6 +484,10 @@ static int job_start(struct serve *sv, struct target *t, enum job_kind kind, uin
     job_release(j);
     return 502;
   }
+  if (j->push) {
+    t->push->next = j;
+    return 0;
+  }
   if (!(j->pending = dnt_http_defer(rep, on_job_gone, j))) {
     snprintf(err, cap, "out of memory\n");
     dnt_session_close(&j->s);
@@ -444,6 +495,194 @@ static int job_start(struct serve *sv, struct target *t, enum job_kind kind, uin
     return 500;
   }
   return 0;
+}
+
+/* ---- --push: windows of thread time sent to Pyroscope's /ingest ---- */
+
+#define PUSH_TIMEOUT_MS 10000
+#define PUSH_BACKOFF_MAX_MS 30000
+#define PUSH_BOUNDARY "dntrace-pprof-5e1f0c2a9d"
+
+static int64_t unix_now(void) {
+  uv_timeval64_t tv;
+  uv_gettimeofday(&tv);
+  return tv.tv_sec;
+}
+
+/* Percent-encodes s into fp as a query value (RFC 3986's unreserved characters kept). */
+static void put_query_value(FILE *fp, const char *s) {
+  for (; *s; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || strchr("-._~", ch))
+      fputc(ch, fp);
+    else
+      fprintf(fp, "%%%02X", ch);
+  }
+}
+
+static void push_send(struct target *t);
+
+static void on_retry(uv_timer_t *h) { push_send(h->data); }
+
+static void on_posted(void *ud, int status, const char *msg) {
+  struct target *t = ud;
+  struct pusher *p = t->push;
+  p->post = NULL;
+  if (status >= 200 && status < 300) {
+    free(p->q[0].body);
+    free(p->q[0].target);
+    memmove(&p->q[0], &p->q[1], (p->nq - 1) * sizeof p->q[0]);
+    p->nq--;
+    p->sent++;
+    p->backoff_ms = 0;
+    if (p->away) printf("push: %s:%d takes profiles again\n", t->sv->push_host, t->sv->push_port), fflush(stdout);
+    p->away = 0;
+    push_send(t);
+    return;
+  }
+  p->failed++;
+  if (!p->away) {
+    if (status > 0) printf("push: %s:%d answered %d; trying again\n", t->sv->push_host, t->sv->push_port, status);
+    else printf("push: %s:%d: %s; trying again\n", t->sv->push_host, t->sv->push_port, msg);
+    fflush(stdout);
+  }
+  p->away = 1;
+  p->backoff_ms = p->backoff_ms ? p->backoff_ms * 2 : 1000;
+  if (p->backoff_ms > PUSH_BACKOFF_MAX_MS) p->backoff_ms = PUSH_BACKOFF_MAX_MS;
+  uv_timer_start(&p->retry, on_retry, p->backoff_ms, 0);
+}
+
+/* Sends the oldest window waiting, unless one is on its way or a retry is due. */
+static void push_send(struct target *t) {
+  struct pusher *p = t->push;
+  struct serve *sv = t->sv;
+  if (!p->nq || p->post || uv_is_active((uv_handle_t *)&p->retry)) return;
+  char *copy = dnt_xmalloc(p->q[0].len); /* kept for a retry */
+  memcpy(copy, p->q[0].body, p->q[0].len);
+  int rc = dnt_http_post_start(sv->loop, sv->push_host, sv->push_port, p->q[0].target,
+                               "multipart/form-data; boundary=" PUSH_BOUNDARY, copy, p->q[0].len, PUSH_TIMEOUT_MS,
+                               on_posted, t, &p->post);
+  if (rc) on_posted(t, rc, uv_strerror(rc));
+}
+
+/* A window's pprof: queued as Pyroscope's ingest wants it, the newest dropped when 2 wait. */
+static void push_done(struct job *j, struct dnt_http_reply *answer) {
+  struct target *t = j->t;
+  char *pprof = answer->body;
+  size_t len = answer->body_len;
+  answer->body = NULL;
+  if (t && t->push && t->push->cur == j) t->push->cur = NULL; /* it failed: the next starts afresh */
+  if (t && t->push && t->push->next == j) t->push->next = NULL;
+  if (!t || answer->status != 200 || !pprof) {
+    free(pprof);
+    return;
+  }
+  struct pusher *p = t->push;
+  if (p->nq == sizeof p->q / sizeof p->q[0]) { /* the server is away: memory stays flat */
+    p->dropped++;
+    free(pprof);
+    return;
+  }
+  struct serve *sv = t->sv;
+  struct window *w = &p->q[p->nq];
+  FILE *fp = open_memstream(&w->body, &w->len);
+  if (!fp) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  fputs("--" PUSH_BOUNDARY "\r\nContent-Disposition: form-data; name=\"profile\"; filename=\"profile.pprof\"\r\n"
+        "Content-Type: application/octet-stream\r\n\r\n",
+        fp);
+  fwrite(pprof, 1, len, fp);
+  fputs("\r\n--" PUSH_BOUNDARY "\r\nContent-Disposition: form-data; name=\"sample_type_config\"; "
+        "filename=\"sample_type_config.json\"\r\nContent-Type: application/json\r\n\r\n"
+        "{\"wall\":{\"units\":\"nanoseconds\",\"aggregation\":\"sum\",\"display-name\":\"wall\",\"sampled\":true},"
+        "\"samples\":{\"units\":\"samples\",\"aggregation\":\"sum\",\"display-name\":\"samples\",\"sampled\":true}}"
+        "\r\n--" PUSH_BOUNDARY "--\r\n",
+        fp);
+  if (fclose(fp) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  free(pprof);
+  char *target = NULL;
+  size_t tlen = 0;
+  fp = open_memstream(&target, &tlen);
+  if (!fp) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  /* name=APP{labels}: the process's name, its pid and process, every --label */
+  char *name = NULL, pid[24];
+  size_t nlen = 0;
+  FILE *np = open_memstream(&name, &nlen);
+  if (!np) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  snprintf(pid, sizeof pid, "%d", t->pid);
+  fprintf(np, "%s{pid=%s,process=%s", t->name, pid, t->name);
+  for (size_t i = 0; i < sv->nlabels; i++) fprintf(np, ",%s=%s", sv->label_kv[2 * i], sv->label_kv[2 * i + 1]);
+  fputc('}', np);
+  fclose(np);
+  fprintf(fp, "%s/ingest?name=", strcmp(sv->push_path, "/") == 0 ? "" : sv->push_path);
+  put_query_value(fp, name);
+  fprintf(fp, "&from=%lld&until=%lld&format=pprof&spyName=dntrace", (long long)j->from_unix, (long long)j->until_unix);
+  fclose(fp);
+  free(name);
+  w->target = target;
+  p->nq++;
+  push_send(t);
+}
+
+static void push_started(struct job *j) {
+  struct pusher *p = j->t->push;
+  uint64_t boundary = uv_hrtime(); /* CLOCK_MONOTONIC ns, as the runtime's timestamps on Linux */
+  j->from_ns = boundary;
+  j->from_unix = unix_now();
+  struct job *old = p->cur;
+  p->cur = j;
+  p->next = NULL;
+  if (old) {
+    __atomic_store_n(&old->until_ns, boundary, __ATOMIC_RELEASE);
+    old->until_unix = j->from_unix;
+    old->stopped = 1;
+    dnt_session_stop(&old->s); /* its rundown names its frames; then push_done */
+    if (!old->s.ended) uv_timer_start(&old->timer, on_job_timer, STOP_GRACE_MS, 0);
+  }
+}
+
+/* Every --push-interval: the next window starts; once it samples, the current one stops. */
+static void push_roll(struct serve *sv, struct target *t) {
+  struct pusher *p = t->push;
+  if (!p || p->next || !t->live) return;
+  char err[700];
+  if (job_start(sv, t, JOB_PROFILE, 0, 0, NULL, err, sizeof err) != 0) return; /* tried again next time */
+  p->next->done = push_done;
+  p->next->started = push_started;
+}
+
+static void on_push_tick(uv_timer_t *h) {
+  struct serve *sv = h->data;
+  for (struct target *t = sv->targets; t; t = t->next) push_roll(sv, t);
+}
+
+static void on_pusher_closed(uv_handle_t *h) {
+  struct pusher *p = h->data;
+  for (size_t i = 0; i < p->nq; i++) free(p->q[i].body), free(p->q[i].target);
+  free(p);
+}
+
+static struct pusher *pusher_new(struct serve *sv) {
+  struct pusher *p = calloc(1, sizeof *p);
+  if (!p) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  uv_timer_init(sv->loop, &p->retry);
+  p->retry.data = NULL; /* the target, once it has one */
+  return p;
+}
+
+/* The target goes: its windows are dropped, its queue with it. */
+static void pusher_free(struct target *t) {
+  struct pusher *p = t->push;
+  if (!p) return;
+  t->push = NULL;
+  dnt_http_post_cancel(p->post);
+  struct job *js[2] = {p->cur, p->next};
+  for (int i = 0; i < 2; i++)
+    if (js[i]) {
+      js[i]->t = NULL;
+      job_release(js[i]);
+    }
+  p->retry.data = p;
+  uv_close((uv_handle_t *)&p->retry, on_pusher_closed);
 }
 
 /* ---- the counters of each target ---- */
@@ -483,6 +722,7 @@ static void on_counters_started(void *ud, int rc) {
   t->live = 1;
   printf("Following process %d (%s)\n", t->pid, t->name);
   fflush(stdout);
+  push_roll(t->sv, t); /* --push: its first window */
 }
 
 static const dnt_session_cb counters_cb = {on_counters_data, on_counters_end};
@@ -512,6 +752,10 @@ static struct target *target_add(struct serve *sv, int pid, unsigned long long k
   if (dnt_session_open(&t->s, sv->loop, &want) != 0) goto fail;
   snprintf(t->name, sizeof t->name, "%s", t->s.target.name);
   make_prom_labels(sv, t);
+  if (sv->o->push) {
+    t->push = pusher_new(sv);
+    t->push->retry.data = t;
+  }
   const char *sid = sv->wire.session_id[0] ? sv->wire.session_id : NULL;
   if (!(t->decoder = dnt_counters_decoder_new(&sv->o->specs, sid, on_value, t)) ||
       ntr_parser_new(&t->parser, dnt_counters_decoder_callbacks(), t->decoder, NULL) != 0)
@@ -528,6 +772,7 @@ static struct target *target_add(struct serve *sv, int pid, unsigned long long k
   return t;
 fail:
   dnt_session_close(&t->s);
+  pusher_free(t);
   ntr_parser_free(t->parser);
   dnt_counters_decoder_free(t->decoder);
   free(t->prom_labels);
@@ -538,6 +783,7 @@ fail:
 static void target_free(struct target *t) {
   for (int k = 0; k < JOB_KINDS; k++)
     if (t->jobs[k]) t->jobs[k]->t = NULL, t->jobs[k] = NULL; /* see job_release: the slot is gone */
+  pusher_free(t);
   dnt_session_close(&t->s);
   ntr_parser_free(t->parser);
   dnt_counters_decoder_free(t->decoder);
@@ -629,7 +875,11 @@ static void write_index(struct serve *sv, FILE *fp) {
         fp);
   for (struct target *t = sv->targets; t; t = t->next) {
     char *name = dnt_safe_text(t->name);
-    fprintf(fp, "  pid %d  %s  %s\n", t->pid, name, t->live ? "running" : t->ended ? "ended" : "starting");
+    fprintf(fp, "  pid %d  %s  %s", t->pid, name, t->live ? "running" : t->ended ? "ended" : "starting");
+    if (t->push)
+      fprintf(fp, "  push: %llu sent, %llu dropped, %llu failed attempts, %zu waiting", t->push->sent,
+              t->push->dropped, t->push->failed, t->push->nq);
+    fputc('\n', fp);
     free(name);
   }
   if (!sv->targets) fputs("  (none yet)\n", fp);
@@ -777,12 +1027,15 @@ static const struct dnt_option serve_options[] = {
     DNT_OPT_PARSE(0, "counters", "LIST", O(specs), parse_counters,
                   "the counters of /metrics, as 'counters' takes them (default\nSystem.Runtime)"),
     DNT_OPT_PARSE(0, "refresh-interval", "SEC", O(refresh), parse_refresh, "seconds between counter values (default 1)"),
+    DNT_OPT_STRING(0, "push", "URL", O(push), "send thread-time windows to Pyroscope at URL (http://HOST:PORT)"),
+    {.kind = DNT_OPT_DURATION, .long_name = "push-interval", .argh = "TIME", .offset = O(push_interval_ms),
+     .help = "--push: the length of a window (default 10s)"},
     DNT_OPT_END(),
 };
 #undef O
 
 const struct dnt_usage usage_serve = {
-    .synopsis = "dntrace serve (-p PID[,PID..] | -n NAME | --all) [--label KEY=VALUE]... [--listen ADDR] [--counters LIST] [--refresh-interval SEC] [--rescan TIME]",
+    .synopsis = "dntrace serve (-p PID[,PID..] | -n NAME | --all) [--label KEY=VALUE]... [--listen ADDR] [--counters LIST] [--refresh-interval SEC] [--rescan TIME] [--push URL [--push-interval TIME]]",
     .summary = "Serve /metrics and Go's /debug/pprof endpoints for .NET processes (an agent)",
     .options = serve_options,
 };
@@ -831,6 +1084,8 @@ static void quit(struct serve *sv) {
   sv->http = NULL;
   uv_close((uv_handle_t *)&sv->reconnect, NULL);
   uv_close((uv_handle_t *)&sv->rescan, NULL);
+  uv_close((uv_handle_t *)&sv->push_tick, NULL);
+  for (struct target *t = sv->targets; t; t = t->next) pusher_free(t); /* windows unsent are dropped */
   uv_close((uv_handle_t *)&sv->sigint, NULL);
   uv_close((uv_handle_t *)&sv->sigterm, NULL);
   for (struct target *t = sv->targets; t; t = t->next) dnt_session_close(&t->s);
@@ -859,6 +1114,19 @@ int cmd_serve(int argc, char **argv) {
   }
   if (o.rescan_ms && !o.all) {
     dnt_error("--rescan goes with --all");
+    goto out;
+  }
+  if (o.push_interval_ms && !o.push) {
+    dnt_error("--push-interval goes with --push");
+    goto out;
+  }
+  if (o.push_interval_ms && o.push_interval_ms < 1000) {
+    dnt_error("--push-interval: a window of 1s at least");
+    goto out;
+  }
+  if (o.push && dnt_http_url_parse(o.push, sv.push_host, sizeof sv.push_host, &sv.push_port, sv.push_path,
+                                   sizeof sv.push_path) != 0) {
+    dnt_error("--push: '%s' is not http://HOST[:PORT][/PATH]", o.push);
     goto out;
   }
   if ((rc = check_labels(&sv, &o.labels)) != 0) goto out;
@@ -898,7 +1166,12 @@ int cmd_serve(int argc, char **argv) {
   }
   uv_timer_init(sv.loop, &sv.reconnect);
   uv_timer_init(sv.loop, &sv.rescan);
-  sv.reconnect.data = sv.rescan.data = &sv;
+  uv_timer_init(sv.loop, &sv.push_tick);
+  sv.reconnect.data = sv.rescan.data = sv.push_tick.data = &sv;
+  if (o.push) {
+    uint64_t every = o.push_interval_ms ? o.push_interval_ms : 10000;
+    uv_timer_start(&sv.push_tick, on_push_tick, 0, every);
+  }
   if (o.name) uv_timer_start(&sv.reconnect, on_reconnect, RECONNECT_MS, RECONNECT_MS);
   if (o.all) uv_timer_start(&sv.rescan, on_rescan, 0, o.rescan_ms ? o.rescan_ms : DEFAULT_RESCAN_MS);
   uv_signal_init(sv.loop, &sv.sigint);
