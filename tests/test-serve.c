@@ -13,8 +13,10 @@
  *   followed under its new pid, promtool's check passing;
  * - the query-string parser on cases written from RFC 3986 and HTML's form encoding. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <criterion/criterion.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -461,6 +463,243 @@ Test(serve, all_follows_two_samples_and_a_restart, .timeout = 240) {
   cr_expect_eq(stop_serve(serve), 0, "serve ends with 0 on Ctrl+C");
   dnt_target_stop(&a);
   dnt_target_stop(&b2);
+  rm_rf(dir);
+}
+
+/* ---- serve --push ---- */
+
+/* A Pyroscope stand-in on loopback: every POST's request line and body kept (the first 64),
+ * answered 200; while `away`, every POST is answered 503 and forgotten, as a Pyroscope behind its
+ * load balancer answers while it is down (closing the port instead would leave it to the kernel
+ * whether it can be bound again at once). */
+struct receiver {
+  int port, fd;
+  pthread_t th;
+  volatile int stop, away;
+  pthread_mutex_t mu;
+  int n;
+  char *line[64], *body[64];
+  size_t len[64];
+};
+
+static void *receive_loop(void *arg) {
+  struct receiver *r = arg;
+  while (!r->stop) {
+    struct pollfd pfd = {.fd = r->fd, .events = POLLIN};
+    if (poll(&pfd, 1, 100) <= 0) continue;
+    int c = accept(r->fd, NULL, NULL);
+    if (c < 0) continue;
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    size_t cap = 1 << 20, got = 0;
+    char *buf = malloc(cap + 1);
+    char *end = NULL;
+    long want = -1;
+    ssize_t n;
+    while (got < cap && (n = read(c, buf + got, cap - got)) > 0) {
+      got += (size_t)n;
+      buf[got] = '\0';
+      if (!end && (end = strstr(buf, "\r\n\r\n"))) {
+        const char *cl = strcasestr(buf, "Content-Length:");
+        want = cl ? strtol(cl + 15, NULL, 10) : 0;
+      }
+      if (end && (long)(got - (size_t)(end + 4 - buf)) >= want) break;
+    }
+    if (end && r->away) {
+      const char *no = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+      if (write(c, no, strlen(no)) < 0) {}
+    } else if (end) {
+      const char *ok = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+      if (write(c, ok, strlen(ok)) < 0) {}
+      pthread_mutex_lock(&r->mu);
+      if (r->n < 64) {
+        r->line[r->n] = strndup(buf, strcspn(buf, "\r\n"));
+        size_t blen = got - (size_t)(end + 4 - buf);
+        r->body[r->n] = malloc(blen + 1);
+        memcpy(r->body[r->n], end + 4, blen);
+        r->len[r->n] = blen;
+        r->n++;
+      }
+      pthread_mutex_unlock(&r->mu);
+    }
+    free(buf);
+    close(c);
+  }
+  return NULL;
+}
+
+/* A port below the kernel's ephemeral range: a client connecting to it while nothing listens can
+ * never be handed the same port as its own (a TCP self-connect would then hold it). */
+static int quiet_port(void) {
+  int lo = 32768, hi;
+  FILE *fp = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+  if (fp && fscanf(fp, "%d %d", &lo, &hi) != 2) lo = 32768;
+  if (fp) fclose(fp);
+  for (int port = 10000 + (int)(getpid() * 7 % 9000); port < lo; port += 97) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    if (ok) return port;
+  }
+  cr_assert_fail("no free port below %d", lo);
+  return 0;
+}
+
+static void receiver_start(struct receiver *r) {
+  r->fd = socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  setsockopt(r->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)r->port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int rc = -1;
+  for (int i = 0; i < 50 && (rc = bind(r->fd, (struct sockaddr *)&a, sizeof a)) != 0; i++) usleep(100 * 1000);
+  if (rc) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "ss -tanpe | grep ':%d ' >&2", r->port);
+    if (system(cmd)) {}
+  }
+  cr_assert_eq(rc, 0, "the receiver cannot bind port %d: %s", r->port, strerror(errno));
+  cr_assert_eq(listen(r->fd, 16), 0);
+  r->stop = 0;
+  cr_assert_eq(pthread_create(&r->th, NULL, receive_loop, r), 0);
+}
+
+static void receiver_stop(struct receiver *r) {
+  r->stop = 1;
+  pthread_join(r->th, NULL);
+  close(r->fd); /* connections are refused from now on */
+}
+
+static int received(struct receiver *r) {
+  pthread_mutex_lock(&r->mu);
+  int n = r->n;
+  pthread_mutex_unlock(&r->mu);
+  return n;
+}
+
+/* A query parameter of a request line, percent-decoded into out. */
+static int line_param(const char *line, const char *key, char *out, size_t cap) {
+  char target[4096];
+  if (sscanf(line, "POST %4095s", target) != 1) return -1;
+  return dnt_http_query_get(target, key, out, cap);
+}
+
+static long vm_rss_kb(pid_t pid) {
+  char path[64], l[256];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE *fp = fopen(path, "r");
+  long kb = -1;
+  while (fp && fgets(l, sizeof l, fp))
+    if (sscanf(l, "VmRSS: %ld", &kb) == 1) break;
+  if (fp) fclose(fp);
+  return kb;
+}
+
+Test(serve, push_sends_windows_to_a_receiver_and_stays_flat_while_it_is_away, .timeout = 240) {
+  DNT_REQUIRE_TARGET();
+  require_tool("go", "golang-go");
+  char dir[] = "/tmp/dnt-serve-push-XXXXXX";
+  cr_assert(mkdtemp(dir));
+  dnt_target t;
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = 30000};
+  char err[512];
+  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "cannot start the sample: %s", err);
+  struct receiver r = {.port = quiet_port()};
+  pthread_mutex_init(&r.mu, NULL);
+  receiver_start(&r);
+  int port = free_port();
+  char pid[16], listen[64], log[300], url[128];
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+  snprintf(url, sizeof url, "http://127.0.0.1:%d", r.port);
+  snprintf(log, sizeof log, "%s/serve.log", dir);
+  /* ASan keeps freed memory aside (its quarantine): memory would grow with what is freed */
+  const char *asan = getenv("ASAN_OPTIONS");
+  char asan_opts[512];
+  snprintf(asan_opts, sizeof asan_opts, "%s%squarantine_size_mb=1", asan ? asan : "", asan && *asan ? ":" : "");
+  setenv("ASAN_OPTIONS", asan_opts, 1);
+  char *argv[] = {"dntrace", "serve", "-p", pid, "--label", "env=push", "--listen", listen, "--push", url,
+                  "--push-interval", "1s", NULL};
+  pid_t serve = spawn_dntrace(log, argv);
+  for (int i = 0; i < 300 && received(&r) < 3; i++) usleep(100 * 1000);
+  cr_assert_geq(received(&r), 3, "three windows reach the receiver");
+
+  /* the query string: the name with the labels, the windows end to end */
+  pthread_mutex_lock(&r.mu);
+  char name[512], from[32], until[32], format[16], prev_until[32] = "";
+  for (int i = 0; i < 3; i++) {
+    cr_assert_eq(strncmp(r.line[i], "POST /ingest?", 13), 0, "%s", r.line[i]);
+    cr_expect_gt(line_param(r.line[i], "name", name, sizeof name), 0, "%s", r.line[i]);
+    char want[128];
+    snprintf(want, sizeof want, "Sample{pid=%s,process=Sample,env=push}", pid);
+    cr_expect_str_eq(name, want, "the application name with its labels");
+    cr_expect_gt(line_param(r.line[i], "from", from, sizeof from), 0);
+    cr_expect_gt(line_param(r.line[i], "until", until, sizeof until), 0);
+    cr_expect_gt(line_param(r.line[i], "format", format, sizeof format), 0);
+    cr_expect_str_eq(format, "pprof");
+    cr_expect_leq(atoll(from), atoll(until));
+    if (prev_until[0]) cr_expect_str_eq(from, prev_until, "a window starts where the one before ended");
+    snprintf(prev_until, sizeof prev_until, "%s", until);
+  }
+  /* the multipart body's profile part, read by go tool pprof */
+  const char *b = r.body[1];
+  size_t blen = r.len[1];
+  const char *disp = memmem(b, blen, "name=\"profile\"", 14);
+  const char *start = disp ? memmem(disp, blen - (size_t)(disp - b), "\r\n\r\n", 4) : NULL;
+  cr_assert(start, "a part named profile");
+  start += 4;
+  const char *stop = memmem(start, blen - (size_t)(start - b), "\r\n--", 4);
+  cr_assert(stop, "the part ends with the boundary");
+  cr_expect(memmem(b, blen, "name=\"sample_type_config\"", 25), "a sample_type_config part");
+  char file[320];
+  snprintf(file, sizeof file, "%s/window.pb.gz", dir);
+  FILE *fp = fopen(file, "wb");
+  fwrite(start, 1, (size_t)(stop - start), fp);
+  fclose(fp);
+  pthread_mutex_unlock(&r.mu);
+  char *top = go_pprof(dir, "-top", NULL, file);
+  cr_expect(strstr(top, "Sample.CpuWork.CountPrimes"), "a window names the sample's hot method:\n%s", top);
+  cr_expect(strstr(top, "Type: wall"), "%s", top);
+  free(top);
+
+  /* the receiver goes away for 8 windows: serve's memory stays flat, then it sends again */
+  r.away = 1;
+  int before = received(&r);
+  long rss0 = vm_rss_kb(serve), rss_max = rss0;
+  usleep(2000 * 1000); /* the first failures and retries */
+  long rss2 = vm_rss_kb(serve);
+  for (int i = 0; i < 6; i++) {
+    usleep(1000 * 1000);
+    long kb = vm_rss_kb(serve);
+    if (kb > rss_max) rss_max = kb;
+  }
+  char *index;
+  cr_expect_eq(get(port, "/debug/pprof/", &index), 200);
+  const char *dropped = strstr(body_of(index), " dropped");
+  cr_expect(dropped && atoi(dropped - 3 + strspn(dropped - 3, " ")) >= 0, "%s", body_of(index));
+  cr_expect(!strstr(body_of(index), " 0 dropped"), "windows are dropped while the server is away:\n%s",
+            body_of(index));
+  free(index);
+  cr_expect_leq(rss_max - rss2, 4096, "serve's RSS from %ld KB (2 s into the outage) grew to %ld KB", rss2, rss_max);
+  cr_log_info("push outage: RSS %ld KB at its start, %ld KB after 2 s, at most %ld KB", rss0, rss2, rss_max);
+  r.away = 0;
+  for (int i = 0; i < 400 && received(&r) == before; i++) usleep(100 * 1000);
+  cr_expect_gt(received(&r), before, "serve sends again once the receiver is back");
+
+  cr_expect_eq(stop_serve(serve), 0, "serve ends with 0 on Ctrl+C");
+  receiver_stop(&r);
+  pthread_mutex_lock(&r.mu);
+  for (int i = 0; i < r.n; i++) free(r.line[i]), free(r.body[i]);
+  pthread_mutex_unlock(&r.mu);
+  dnt_target_stop(&t);
+  char said[4096];
+  FILE *lp = fopen(log, "r");
+  size_t ln = lp ? fread(said, 1, sizeof said - 1, lp) : 0;
+  said[ln] = '\0';
+  if (lp) fclose(lp);
+  cr_expect(strstr(said, "trying again") && strstr(said, "takes profiles again"), "serve says so:\n%s", said);
   rm_rf(dir);
 }
 
