@@ -379,6 +379,11 @@ typedef struct dnt_http_post dnt_http_post;
 int dnt_http_post_start(uv_loop_t *loop, const char *host, int port, const char *target, const char *content_type,
                         char *body, size_t len, uint64_t timeout_ms, dnt_http_post_cb cb, void *ud,
                         dnt_http_post **out);
+/* The status of an answer from its first len bytes (caller-owned, any split): 0 while its first
+ * line is incomplete (and shorter than 256 bytes), the status (100..599) of "HTTP/1.x NNN ...",
+ * or -1 for anything else. */
+int dnt_http_status_parse(const char *buf, size_t len);
+
 /* Drops the POST: no callback after this; its memory goes once libuv is done with it. */
 void dnt_http_post_cancel(dnt_http_post *p);
 

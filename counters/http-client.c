@@ -18,7 +18,7 @@ struct dnt_http_post {
   char port[8];
   char *head, *body;
   size_t head_len, body_len;
-  char reply[256];
+  char reply[300];
   size_t nreply;
   dnt_http_post_cb cb;
   void *ud;
@@ -73,22 +73,35 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   *buf = uv_buf_init(p->reply + p->nreply, (unsigned)room);
 }
 
+int dnt_http_status_parse(const char *buf, size_t len) {
+  static const char prefix[] = "HTTP/1.";
+  size_t n = len < 7 ? len : 7;
+  if (memcmp(buf, prefix, n) != 0) return -1;
+  const char *eol = memchr(buf, '\n', len < 256 ? len : 256); /* a first line of 256 bytes is no answer */
+  if (!eol) return len >= 256 ? -1 : 0;
+  /* "HTTP/1.x NNN" then a space or the end of the line */
+  size_t line = (size_t)(eol - buf);
+  if (line < 12 || buf[7] < '0' || buf[7] > '9' || buf[8] != ' ') return -1;
+  int status = 0;
+  for (size_t i = 9; i < 12; i++) {
+    if (buf[i] < '0' || buf[i] > '9') return -1;
+    status = status * 10 + (buf[i] - '0');
+  }
+  if (line > 12 && buf[12] != ' ' && buf[12] != '\r') return -1;
+  return status >= 100 && status <= 599 ? status : -1;
+}
+
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   struct dnt_http_post *p = s->data;
   (void)buf;
-  if (n < 0 && !memchr(p->reply, '\n', p->nreply)) {
+  if (n > 0) p->nreply += (size_t)n;
+  int status = dnt_http_status_parse(p->reply, p->nreply);
+  if (status == 0 && n < 0) {
     finish(p, n == UV_EOF ? -ECONNRESET : (int)n, n == UV_EOF ? "closed without an answer" : uv_strerror((int)n));
     return;
   }
-  if (n > 0) p->nreply += (size_t)n;
-  p->reply[p->nreply] = '\0';
-  int status = 0;
-  if (memchr(p->reply, '\n', p->nreply) || p->nreply == sizeof p->reply - 1 || n < 0) {
-    if (sscanf(p->reply, "HTTP/1.%*d %d", &status) != 1 || status < 100 || status > 599)
-      finish(p, -EPROTO, "not an HTTP answer");
-    else
-      finish(p, status, "");
-  }
+  if (status < 0) finish(p, -EPROTO, "not an HTTP answer");
+  else if (status > 0) finish(p, status, "");
 }
 
 static void on_written(uv_write_t *w, int status) {

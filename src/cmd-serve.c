@@ -16,6 +16,9 @@
  *             MAX_JOBS in all (429), seconds <= MAX_SECONDS (400), the HTTP server's own
  *             request-size and connection caps */
 #include <errno.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1134,6 +1137,11 @@ int cmd_serve(int argc, char **argv) {
   if (o.specs.n == 0 && dnt_counter_specs_parse(&o.specs, DNT_COUNTERS_DEFAULT, err, sizeof err) < 0) goto out;
   if (dnt_counters_wire_build(&sv.wire, &o.specs, o.refresh, 1000, 10) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   sv.loop = uv_default_loop();
+#if defined(__GLIBC__)
+  /* the thread pool's workers would each get a malloc arena of their own, and an agent's RSS
+   * would creep up for minutes (10.2 MB after 2 min of 1 s push windows, 8.4 MB with one arena) */
+  mallopt(M_ARENA_MAX, 1);
+#endif
 
   /* the targets named are checked before anything listens: a wrong pid is an error at once */
   if (o.pids) {

@@ -731,3 +731,31 @@ Test(serve_query, values_decoded_as_forms_encode_them) {
   cr_expect_eq(dnt_http_path_len("/debug/pprof/profile?seconds=3"), 20);
   cr_expect_eq(dnt_http_path_len("/metrics"), 8);
 }
+
+/* What serve --push reads: its URL and its server's status line (RFC 9112: HTTP-version SP
+ * 3DIGIT SP reason). */
+Test(serve_query, push_url_and_status_line) {
+  char host[64], path[64];
+  int port;
+  cr_expect_eq(dnt_http_url_parse("http://pyroscope:4040", host, sizeof host, &port, path, sizeof path), 0);
+  cr_expect_str_eq(host, "pyroscope");
+  cr_expect_eq(port, 4040);
+  cr_expect_str_eq(path, "");
+  cr_expect_eq(dnt_http_url_parse("http://10.0.0.5/pyro/", host, sizeof host, &port, path, sizeof path), 0);
+  cr_expect_eq(port, 80, "the scheme's port");
+  cr_expect_str_eq(path, "/pyro/");
+  cr_expect_eq(dnt_http_url_parse("https://x:1", host, sizeof host, &port, path, sizeof path), -EINVAL, "no TLS");
+  cr_expect_eq(dnt_http_url_parse("http://:4040", host, sizeof host, &port, path, sizeof path), -EINVAL);
+  cr_expect_eq(dnt_http_url_parse("http://x:0", host, sizeof host, &port, path, sizeof path), -EINVAL);
+  cr_expect_eq(dnt_http_url_parse("http://x:65536", host, sizeof host, &port, path, sizeof path), -EINVAL);
+  cr_expect_eq(dnt_http_url_parse("http://x:12a", host, sizeof host, &port, path, sizeof path), -EINVAL);
+  const char *ok = "HTTP/1.1 204 No Content\r\n";
+  cr_expect_eq(dnt_http_status_parse(ok, strlen(ok)), 204);
+  cr_expect_eq(dnt_http_status_parse(ok, 10), 0, "not a whole line yet");
+  cr_expect_eq(dnt_http_status_parse("HTTP/1.0 503\r\n", 14), 503, "no reason phrase");
+  cr_expect_eq(dnt_http_status_parse("HTTP/2 200\r\n", 12), -1);
+  cr_expect_eq(dnt_http_status_parse("HTTP/1.1 20 OK\r\n", 16), -1);
+  cr_expect_eq(dnt_http_status_parse("HTTP/1.1 2000 OK\r\n", 18), -1);
+  cr_expect_eq(dnt_http_status_parse("HTTP/1.1 099 X\r\n", 16), -1);
+  cr_expect_eq(dnt_http_status_parse("GET / HTTP/1.1\r\n", 16), -1, "a request is no answer");
+}

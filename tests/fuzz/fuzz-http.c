@@ -4,7 +4,8 @@
  * head never change the verdict. Then the query-string parser of `serve` (dnt_http_query_get,
  * dnt_http_path_len) on the request's target and on the whole input as a string: a value never
  * longer than its buffer, NUL-terminated at the length returned, without a NUL inside, never
- * longer than its raw text. Seeds: tests/fuzz/seeds/http, requests of curl, wget, Python and
+ * longer than its raw text; the URL of `serve --push` and the status line of its server's answer
+ * (a prefix of an answer never gives another status than the whole). Seeds: tests/fuzz/seeds/http, requests of curl, wget, Python and
  * go tool pprof. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -29,6 +30,22 @@ static void check_query(const char *target) {
   }
 }
 
+/* What `serve --push` reads of the server it sends to: the URL it was given and the answer's
+ * status line. Any split of the answer gives the same verdict once whole. */
+static void check_client(const char *whole, const char *buf, size_t size) {
+  char host[64], path[64];
+  int port = -1;
+  if (dnt_http_url_parse(whole, host, sizeof host, &port, path, sizeof path) == 0) {
+    if (!host[0] || port < 1 || port > 65535 || strlen(host) >= sizeof host || strlen(path) >= sizeof path) abort();
+  }
+  int status = dnt_http_status_parse(buf, size);
+  if (status != 0 && status != -1 && (status < 100 || status > 599)) abort();
+  for (size_t cut = 0; cut < size && cut < 300; cut += 7) { /* a prefix never contradicts the whole */
+    int part = dnt_http_status_parse(buf, cut);
+    if (part != 0 && part != status) abort();
+  }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const char *buf = (const char *)data;
@@ -37,6 +54,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   memcpy(whole, data, size);
   whole[size] = '\0';
   check_query(whole);
+  check_client(whole, buf, size);
   free(whole);
   struct dnt_http_request req, again;
   int status = dnt_http_request_parse(buf, size, &req);
