@@ -413,6 +413,12 @@ static int check_labels(struct serve *sv, const struct dnt_strlist *l) {
       sv->nlabels = i;
       return DNT_EXIT_USAGE;
     }
+    if (sv->o->push && strpbrk(eq + 1, ",{}=")) { /* Pyroscope's name=APP{k=v,...} could not hold it */
+      dnt_error("--label: with --push, a value has no ',', '{', '}' or '=' ('%s')", l->v[i]);
+      free(key);
+      sv->nlabels = i;
+      return DNT_EXIT_USAGE;
+    }
     sv->label_kv[2 * i] = key;
     sv->label_kv[2 * i + 1] = dnt_xstrdup(eq + 1);
     sv->nlabels = i + 1;
