@@ -84,9 +84,17 @@ static void push_done(struct job *j, struct dnt_http_reply *answer) {
   char *pprof = answer->body;
   size_t len = answer->body_len;
   answer->body = NULL;
-  if (t && t->push && t->push->cur == j) t->push->cur = NULL; /* it failed: the next starts afresh */
-  if (t && t->push && t->push->next == j) t->push->next = NULL;
-  if (!t || answer->status != 200 || !pprof) {
+  if (t && t->push) {
+    struct pusher *p = t->push;
+    if (p->cur == j) p->cur = NULL; /* it failed: the next starts afresh */
+    if (p->next == j) p->next = NULL;
+    for (struct job **pp = &p->stopping; *pp; pp = &(*pp)->stopping_next)
+      if (*pp == j) {
+        *pp = j->stopping_next;
+        break;
+      }
+  }
+  if (!t || !t->push || answer->status != 200 || !pprof) {
     free(pprof);
     return;
   }
@@ -148,6 +156,8 @@ static void push_started(struct job *j) {
     __atomic_store_n(&old->until_ns, boundary, __ATOMIC_RELEASE);
     old->until_unix = j->from_unix;
     old->stopped = 1;
+    old->stopping_next = p->stopping;
+    p->stopping = old;
     dnt_session_stop(&old->s); /* its rundown names its frames; then push_done */
     if (!old->s.ended) uv_timer_start(&old->timer, serve_job_timer, STOP_GRACE_MS, 0);
   }
@@ -194,6 +204,11 @@ void serve_pusher_free(struct target *t) {
       js[i]->t = NULL;
       serve_job_release(js[i]);
     }
+  for (struct job *j = p->stopping, *next; j; j = next) { /* none of them may come back to t */
+    next = j->stopping_next;
+    j->t = NULL;
+    serve_job_release(j);
+  }
   p->retry.data = p;
   uv_close((uv_handle_t *)&p->retry, on_pusher_closed);
 }

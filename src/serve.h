@@ -112,10 +112,12 @@ struct job {
   void (*started)(struct job *j);
   uint64_t from_ns, until_ns; /* until_ns: read by the worker, written by the loop (atomics) */
   int64_t from_unix, until_unix;
+  struct job *stopping_next; /* a --push window stopped, not yet sent: its pusher's list */
 };
 
 struct pusher {
   struct job *cur, *next; /* the window sampling now; the next one, starting */
+  struct job *stopping;   /* windows stopped, their rundown or profile still to come */
   struct window {
     char *body, *target; /* the multipart body; /ingest?name=...&from=&until=... */
     size_t len;

@@ -694,25 +694,36 @@ Test(serve, push_sends_windows_to_a_receiver_and_stays_flat_while_it_is_away, .t
   cr_expect(dropped && atoi(dropped - 3 + strspn(dropped - 3, " ")) >= 0, "%s", body_of(index));
   cr_expect(!strstr(body_of(index), " 0 dropped"), "windows are dropped while the server is away:\n%s",
             body_of(index));
+  /* what bounds memory: at most two windows wait (the ones after are dropped, counted above) */
+  const char *waiting = strstr(body_of(index), " waiting");
+  int nwait = -1;
+  if (waiting) {
+    const char *p = waiting;
+    while (p > body_of(index) && p[-1] >= '0' && p[-1] <= '9') p--;
+    nwait = atoi(p);
+  }
+  cr_expect(nwait >= 0 && nwait <= 2, "at most 2 windows wait (%d):\n%s", nwait, body_of(index));
   free(index);
-  cr_expect_leq(rss_max - rss2, 4096, "serve's RSS from %ld KB (2 s into the outage) grew to %ld KB", rss2, rss_max);
+  /* a gross check only (ASan's allocator keeps what it frees for a while): windows are ~10 KB */
+  cr_expect_leq(rss_max - rss2, 8192, "serve's RSS from %ld KB (2 s into the outage) grew to %ld KB", rss2, rss_max);
   cr_log_info("push outage: RSS %ld KB at its start, %ld KB after 2 s, at most %ld KB", rss0, rss2, rss_max);
   r.away = 0;
   for (int i = 0; i < 400 && received(&r) == before; i++) usleep(100 * 1000);
   cr_expect_gt(received(&r), before, "serve sends again once the receiver is back");
 
-  cr_expect_eq(stop_serve(serve), 0, "serve ends with 0 on Ctrl+C");
+  int code = stop_serve(serve);
   receiver_stop(&r);
   pthread_mutex_lock(&r.mu);
   for (int i = 0; i < r.n; i++) free(r.line[i]), free(r.body[i]);
   pthread_mutex_unlock(&r.mu);
   dnt_target_stop(&t);
-  char said[4096];
+  char said[16384];
   FILE *lp = fopen(log, "r");
   size_t ln = lp ? fread(said, 1, sizeof said - 1, lp) : 0;
   said[ln] = '\0';
   if (lp) fclose(lp);
   cr_expect(strstr(said, "trying again") && strstr(said, "takes profiles again"), "serve says so:\n%s", said);
+  cr_expect_eq(code, 0, "serve ends with 0 on Ctrl+C:\n%s", said);
   rm_rf(dir);
 }
 
