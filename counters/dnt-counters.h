@@ -244,6 +244,19 @@ size_t dnt_monitor_render(FILE *fp, const struct dnt_counter_table *t, double re
  * Returns the number of samples written, or -ENOMEM. */
 long dnt_counters_prom_write(FILE *fp, const struct dnt_counter_table *t);
 
+/* The same for several tables at once (`serve`: one per target), each series labelled with its
+ * table's labels[k] (`pid="7",process="app"`, as dnt_prom_label_pairs makes them; labels or an
+ * entry may be NULL: none) after its provider: every family's HELP and TYPE once, its samples
+ * from all the tables together. A tag of a series that has a key of its table's labels is left
+ * out. Borrowed for the call. Returns the samples written, or -ENOMEM. */
+long dnt_counters_prom_write_many(FILE *fp, const struct dnt_counter_table *const *tables, const char *const *labels,
+                                  size_t ntables);
+
+/* Label pairs for dnt_counters_prom_write_many from n (key, value) pairs kv[2i], kv[2i+1]: keys
+ * sanitised as label names (a leading digit or "__" gets an 'x' in front), values escaped.
+ * A heap string (free it), NULL when out of memory. */
+char *dnt_prom_label_pairs(const char *const *kv, size_t n);
+
 /* The family name of a row, without the `_total` of a counter or the `_current` of a level
  * (exposed for the tests).
  * Writes into out (caller-owned) and returns it. */
@@ -322,13 +335,60 @@ struct dnt_http_reply {
   const char *content_type; /* static string */
   char *body;
   size_t body_len;
+  void *priv; /* the server's (set before the handler is called): leave it alone */
 };
 
 /* Called for each well-formed GET/HEAD request; path is the request target ("/metrics?x=1"),
- * valid during the call. Fill reply (zeroed on entry). */
+ * valid during the call. Fill reply (zeroed on entry), or answer later: see dnt_http_defer. */
 typedef void (*dnt_http_handler)(void *ud, const char *path, struct dnt_http_reply *reply);
 
 typedef struct dnt_http_server dnt_http_server;
+
+/* ---- answering later (a profile that takes N seconds) ----
+ * From inside the handler, dnt_http_defer(reply, ...) keeps the connection open with no answer
+ * yet and returns a handle; the reply is then sent with dnt_http_pending_answer from any later
+ * callback of the loop. A deferred request is out of the idle and request deadlines (the client
+ * is waiting for us) and is never closed to make room for a newer connection; it still ends if
+ * the client goes away or the server is closed: then on_gone(ud) is called (from the loop, at
+ * most once) and the handle is no longer valid. */
+typedef struct dnt_http_pending dnt_http_pending;
+/* NULL when out of memory (the handler then answers as usual). reply: the handler's. */
+dnt_http_pending *dnt_http_defer(struct dnt_http_reply *reply, void (*on_gone)(void *ud), void *ud);
+/* Sends rep (its body taken over, as a handler's) and ends the handle; on_gone is not called. */
+void dnt_http_pending_answer(dnt_http_pending *p, struct dnt_http_reply *rep);
+
+/* The value of query parameter key in a request target ("/p?seconds=3&pid=7"), percent-decoded
+ * ('+' as a space) into out (caller-owned, cap bytes, NUL-terminated). Returns its length, -1
+ * when the key is absent, -2 when the value is malformed (a bad %XX, a NUL, longer than cap - 1).
+ * The first occurrence wins; a key written without '=' has the empty value. */
+int dnt_http_query_get(const char *target, const char *key, char *out, size_t cap);
+
+/* ---- a POST, for `serve --push` ---- */
+
+/* Splits "http://HOST[:PORT][/PATH]" (PORT default 80, PATH default "") into the caller's
+ * buffers. 0, or -EINVAL (another scheme, an empty host, a bad port, a part too long). */
+int dnt_http_url_parse(const char *url, char *host, size_t hcap, int *port, char *path, size_t pcap);
+
+/* One POST on the caller's loop: HOST resolved (uv_getaddrinfo), connected, the request written
+ * (Content-Length, Connection: close), the status line read. cb(ud, status, msg) is called once
+ * from the loop: status the HTTP status, or a negative error (-ECONNREFUSED, -ETIMEDOUT, ...)
+ * with msg saying what (valid during the call). body (len bytes, heap) is taken over. timeout_ms
+ * covers the whole exchange. 0, or a negative error (no callback then; body freed). */
+typedef void (*dnt_http_post_cb)(void *ud, int status, const char *msg);
+typedef struct dnt_http_post dnt_http_post;
+int dnt_http_post_start(uv_loop_t *loop, const char *host, int port, const char *target, const char *content_type,
+                        char *body, size_t len, uint64_t timeout_ms, dnt_http_post_cb cb, void *ud,
+                        dnt_http_post **out);
+/* The status of an answer from its first len bytes (caller-owned, any split): 0 while its first
+ * line is incomplete (and shorter than 256 bytes), the status (100..599) of "HTTP/1.x NNN ...",
+ * or -1 for anything else. */
+int dnt_http_status_parse(const char *buf, size_t len);
+
+/* Drops the POST: no callback after this; its memory goes once libuv is done with it. */
+void dnt_http_post_cancel(dnt_http_post *p);
+
+/* The path of a target without its query ("/debug/pprof/profile?seconds=3" -> 21 bytes). */
+size_t dnt_http_path_len(const char *target);
 
 /* Listens on addr: "HOST:PORT", "[IPv6]:PORT" or ":PORT" (= 127.0.0.1:PORT: loopback unless an
  * address is given); PORT 0 picks a free one (see dnt_http_server_port). *out: free with

@@ -33,8 +33,16 @@ struct client {
   uint64_t accepted; /* loop time (ms) it was accepted */
   int handles;       /* open libuv handles of this client: freed at zero */
   int answered;
+  int head;                   /* a HEAD request: the reply goes without its body */
+  dnt_http_pending *pending;  /* deferred by the handler: answered later (dnt_http_defer) */
   size_t len;
   char buf[DNT_HTTP_MAX_HEADER + 1];
+};
+
+struct dnt_http_pending {
+  struct client *client;
+  void (*on_gone)(void *ud);
+  void *ud;
 };
 
 struct response {
@@ -105,6 +113,12 @@ static void on_client_handle_closed(uv_handle_t *h) {
 static void close_client(struct client *c) {
   if (uv_is_closing((uv_handle_t *)&c->tcp)) return;
   struct dnt_http_server *s = c->server;
+  if (c->pending) { /* the client went (or the server closes) before the deferred answer */
+    dnt_http_pending *p = c->pending;
+    c->pending = NULL;
+    p->on_gone(p->ud);
+    free(p);
+  }
   if (c->prev) c->prev->next = c->next;
   else s->oldest = c->next;
   if (c->next) c->next->prev = c->prev;
@@ -121,7 +135,9 @@ static const char *reason(int status) {
   case 400: return "Bad Request";
   case 404: return "Not Found";
   case 405: return "Method Not Allowed";
+  case 429: return "Too Many Requests";
   case 431: return "Request Header Fields Too Large";
+  case 500: return "Internal Server Error";
   case 503: return "Service Unavailable";
   default: return status < 400 ? "OK" : status < 500 ? "Bad Request" : "Internal Server Error";
   }
@@ -179,9 +195,79 @@ static void handle_request(struct client *c, const struct dnt_http_request *req)
   char *target = c->buf + (req->target - c->buf);
   target[req->target_len] = '\0'; /* the space before the version */
   struct dnt_http_reply rep = {0};
+  rep.priv = c;
+  c->head = req->head;
   c->server->handler(c->server->ud, target, &rep);
   c->server->requests++;
+  if (c->pending) { /* answered later: the client waits for us, no deadline; its EOF still ends it */
+    c->answered = 1;
+    uv_timer_stop(&c->timer);
+    return;
+  }
   respond(c, &rep, req->head);
+}
+
+dnt_http_pending *dnt_http_defer(struct dnt_http_reply *reply, void (*on_gone)(void *ud), void *ud) {
+  struct client *c = reply->priv;
+  if (!c || c->pending) return NULL;
+  dnt_http_pending *p = calloc(1, sizeof *p);
+  if (!p) return NULL;
+  p->client = c;
+  p->on_gone = on_gone;
+  p->ud = ud;
+  c->pending = p;
+  return p;
+}
+
+void dnt_http_pending_answer(dnt_http_pending *p, struct dnt_http_reply *rep) {
+  struct client *c = p->client;
+  c->pending = NULL;
+  free(p);
+  respond(c, rep, c->head);
+}
+
+/* ---- the query string: pure, no I/O ---- */
+
+size_t dnt_http_path_len(const char *target) { return strcspn(target, "?#"); }
+
+static int hex_digit(char ch) {
+  if (ch >= '0' && ch <= '9') return ch - '0';
+  if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+  if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+  return -1;
+}
+
+int dnt_http_query_get(const char *target, const char *key, char *out, size_t cap) {
+  const char *q = strchr(target, '?');
+  if (!q || cap == 0) return -1;
+  size_t klen = strlen(key);
+  for (const char *p = q + 1; *p && *p != '#';) {
+    size_t n = strcspn(p, "&#");
+    size_t name = strcspn(p, "=&#");
+    if (name > n) name = n;
+    if (name == klen && memcmp(p, key, klen) == 0) {
+      const char *v = p + name + (name < n), *end = p + n;
+      size_t o = 0;
+      for (; v < end; v++) {
+        int ch = (unsigned char)*v;
+        if (ch == '+') {
+          ch = ' ';
+        } else if (ch == '%') {
+          int hi = end - v > 2 ? hex_digit(v[1]) : -1, lo = hi >= 0 ? hex_digit(v[2]) : -1;
+          if (lo < 0) return -2;
+          ch = hi * 16 + lo;
+          v += 2;
+        }
+        if (ch == 0 || o + 1 >= cap) return -2;
+        out[o++] = (char)ch;
+      }
+      out[o] = '\0';
+      return (int)o;
+    }
+    p += n;
+    if (*p == '&') p++;
+  }
+  return -1;
 }
 
 static void on_timer(uv_timer_t *t) {
@@ -265,7 +351,7 @@ static struct client *oldest_client(struct dnt_http_server *s, const struct sock
                                     const struct client *except) {
   struct client *answered = NULL, *complete = NULL;
   for (struct client *c = s->oldest; c; c = c->next) {
-    if (c == except || (peer && !same_addr(&c->peer, peer))) continue;
+    if (c == except || c->pending || (peer && !same_addr(&c->peer, peer))) continue;
     if (c->answered) {
       if (!answered) answered = c;
     } else if (request_complete(c)) {

@@ -130,8 +130,25 @@ static void put_label_value(FILE *fp, const char *v, size_t n) {
   }
 }
 
-/* provider="X" then each k=v of tags (comma-separated, the key up to the first '='). */
-static char *make_labels(const struct dnt_counter_row *r) {
+/* Whether labels (`a="x",b="y"`) has key. */
+static int has_label(const char *labels, const char *key) {
+  size_t n = strlen(key);
+  for (const char *p = labels; p && *p;) {
+    if (strncmp(p, key, n) == 0 && p[n] == '=') return 1;
+    /* the next pair: past this value's closing quote (escaped quotes skipped) */
+    const char *q = strchr(p, '"');
+    if (!q) break;
+    for (q++; *q && *q != '"'; q++)
+      if (*q == '\\' && q[1]) q++;
+    if (!*q) break;
+    p = q[1] == ',' ? q + 2 : q + 1;
+  }
+  return 0;
+}
+
+/* provider="X", the target's labels (extra, may be NULL), then each k=v of tags (comma-separated,
+ * the key up to the first '='; one the target's labels already have is left out). */
+static char *make_labels(const struct dnt_counter_row *r, const char *extra) {
   char *buf = NULL;
   size_t len = 0;
   FILE *fp = open_memstream(&buf, &len);
@@ -139,6 +156,7 @@ static char *make_labels(const struct dnt_counter_row *r) {
   fputs("provider=\"", fp);
   put_label_value(fp, r->provider, strlen(r->provider));
   fputc('"', fp);
+  if (extra && *extra) fprintf(fp, ",%s", extra);
   for (const char *p = r->base_tags; *p;) {
     const char *end = strchr(p, ',');
     size_t n = end ? (size_t)(end - p) : strlen(p);
@@ -149,7 +167,7 @@ static char *make_labels(const struct dnt_counter_row *r) {
     size_t o = 0;
     if (isdigit((unsigned char)raw[0]) || (raw[0] == '_' && raw[1] == '_')) key[o++] = 'x';
     put_word(key, sizeof key, &o, raw);
-    if (o && strcmp(key, "provider") != 0 && strcmp(key, "quantile") != 0) {
+    if (o && strcmp(key, "provider") != 0 && strcmp(key, "quantile") != 0 && !has_label(extra, key)) {
       fprintf(fp, ",%s=\"", key);
       if (eq) put_label_value(fp, eq + 1, n - klen - 1);
       fputc('"', fp);
@@ -238,17 +256,48 @@ static void put_help(FILE *fp, const struct series *s) {
 }
 
 long dnt_counters_prom_write(FILE *fp, const struct dnt_counter_table *t) {
+  return dnt_counters_prom_write_many(fp, &t, NULL, 1);
+}
+
+char *dnt_prom_label_pairs(const char *const *kv, size_t n) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *fp = open_memstream(&buf, &len);
+  if (!fp) return NULL;
+  for (size_t i = 0; i < n; i++) {
+    char key[128];
+    size_t o = 0;
+    const char *k = kv[2 * i], *v = kv[2 * i + 1];
+    if (isdigit((unsigned char)k[0]) || (k[0] == '_' && k[1] == '_')) key[o++] = 'x';
+    put_word(key, sizeof key, &o, k);
+    fprintf(fp, "%s%s=\"", i ? "," : "", key);
+    put_label_value(fp, v, strlen(v));
+    fputc('"', fp);
+  }
+  if (fclose(fp) != 0) {
+    free(buf);
+    return NULL;
+  }
+  return buf;
+}
+
+long dnt_counters_prom_write_many(FILE *fp, const struct dnt_counter_table *const *tables, const char *const *labels,
+                                  size_t ntables) {
   long written = 0;
+  struct dnt_counter_table all = {0}; /* only its n: the series of every table */
+  for (size_t k = 0; k < ntables; k++) all.n += tables[k]->n;
+  const struct dnt_counter_table *t = &all;
   struct series *v = t->n ? calloc(t->n, sizeof *v) : NULL;
   if (t->n && !v) return -ENOMEM;
-  for (size_t i = 0; i < t->n; i++) {
-    v[i].row = &t->v[i];
-    if (!(v[i].labels = make_labels(&t->v[i]))) {
-      written = -ENOMEM;
-      goto out;
+  for (size_t k = 0, i = 0; k < ntables; k++)
+    for (size_t r = 0; r < tables[k]->n; r++, i++) {
+      v[i].row = &tables[k]->v[r];
+      if (!(v[i].labels = make_labels(v[i].row, labels ? labels[k] : NULL))) {
+        written = -ENOMEM;
+        goto out;
+      }
+      name_series(&v[i], 0);
     }
-    name_series(&v[i], 0);
-  }
   if (t->n) qsort(v, t->n, sizeof *v, by_family);
   /* a family with two types: every type after the first moves under a provider-prefixed name */
   int renamed = 0;

@@ -109,6 +109,28 @@ const char *dnt_profile_thread_name(const struct dnt_profile *p, uint64_t thread
 typedef int (*dnt_profile_keep_fn)(void *ud, uint64_t thread, uint64_t time_ns);
 void dnt_profile_set_filter(struct dnt_profile *p, dnt_profile_keep_fn keep, void *ud);
 
+/* Which events of a trace are its samples. Call before loading.
+ * - SAMPLER (the default): the SampleProfiler's, weighed in thread time (below);
+ * - ALLOCATIONS: the runtime's GCAllocationTick events (Microsoft-Windows-DotNETRuntime id 10,
+ *   keyword GC at verbose level, with stacks), one every ~100 KB a thread allocates: each counts
+ *   one, weighing the bytes it stands for (its AllocationAmount64, else AllocationAmount). The
+ *   profile's "ms" (dnt_profile_total_ms, each stack's ms) are then bytes;
+ * - THREADS: the SampleProfiler's first sample of each thread only: what every thread does now
+ *   (one sample per thread, weighing no time), as Go's goroutine profile.
+ * The pprof writer names its sample types after the source: samples/count and wall (cpu for
+ * perf's)/nanoseconds; alloc_objects/count and alloc_space/bytes; threads/count. */
+enum dnt_profile_source { DNT_SOURCE_SAMPLER, DNT_SOURCE_ALLOCATIONS, DNT_SOURCE_THREADS };
+void dnt_profile_set_source(struct dnt_profile *p, enum dnt_profile_source source);
+enum dnt_profile_source dnt_profile_source(const struct dnt_profile *p);
+
+/* Labels every sample carries (`serve`: the target's pid, process and --label pairs): n (key,
+ * value) pairs kv[2i], kv[2i+1], copied; the pprof writer writes them as string labels after the
+ * thread's. Replaces those given before. 0, or -1 when out of memory. */
+int dnt_profile_set_labels(struct dnt_profile *p, const char *const *kv, size_t n);
+size_t dnt_profile_nlabels(const struct dnt_profile *p);
+/* The key (i even) or value (i odd) of label i / 2; owned by the profile. */
+const char *dnt_profile_label(const struct dnt_profile *p, size_t i);
+
 /* Callbacks to hand the nettrace parser, with the profile as their ud. */
 void dnt_profile_callbacks(ntr_callbacks *cb);
 

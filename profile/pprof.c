@@ -4,8 +4,11 @@
  * What goes where:
  * - sample_type: [samples/count, wall/nanoseconds] for the SampleProfiler's thread time, or
  *   [samples/count, cpu/nanoseconds] for a CPU sampler's (perf); the time is the default. An
- *   allocation profile (DNT_WEIGHT_BYTES): [samples/count, alloc_space/bytes], its period the
- *   runtime's mean 102400 bytes between allocation events.
+ *   allocation profile: [samples/count, alloc_space/bytes] for an analysis weighing its events in
+ *   bytes (DNT_WEIGHT_BYTES: `allocs`), its period the runtime's mean 102400 bytes between
+ *   allocation events; [alloc_objects/count, alloc_space/bytes] for serve's allocs endpoint
+ *   (DNT_SOURCE_ALLOCATIONS), the space the default, as Go's allocs profile; a threads profile:
+ *   [threads/count] (Go's goroutine profile has [goroutine/count]).
  *   The blocked time of `waits` (one sample a wait, weighing its length) is wall time too.
  * - sample: one per distinct (thread, stack) of the profile, locations leaf first, the labels
  *   thread_id (a number) and thread_name where the profile knows it (perf's comm, the names
@@ -77,10 +80,12 @@ struct pprof {
   struct thread *threads;        /* by id, for bsearch */
   size_t nthreads;
   int64_t mod0;                  /* the first module's string index */
+  int64_t label0;                /* the profile's labels' first string index (key, value, ...) */
   uint32_t main_fn;              /* the root frame named *.Main of the heaviest such stack, + 1 */
   uint64_t main_samples;
   double sample_ms;
-  int bytes; /* weights in bytes (an allocation profile): [samples/count, alloc_space/bytes] */
+  int nvalues; /* sample types: 2, or 1 for a threads profile */
+  int bytes;   /* the second value is bytes (an allocation profile): [.., alloc_space/bytes] */
   int oom;
   uint8_t out[65536];
 };
@@ -192,7 +197,7 @@ static void sample(void *ud, uint64_t thread, const uint32_t *frames, size_t n, 
   uint64_t values[2] = {samples, w->bytes ? (ms > 0 && ms < 9e18 ? (uint64_t)(ms + 0.5) : ms > 0 ? INT64_MAX : 0)
                                           : (uint64_t)stack_time_ns(ms)};
   dnt__pb_packed(&w->msg, SAMPLE_LOCATION_ID, w->ids, n);
-  dnt__pb_packed(&w->msg, SAMPLE_VALUE, values, 2);
+  dnt__pb_packed(&w->msg, SAMPLE_VALUE, values, (size_t)w->nvalues);
   dnt__pb_reset(&w->sub);
   dnt__pb_int(&w->sub, LABEL_KEY, S_THREAD_ID);
   dnt__pb_int(&w->sub, LABEL_NUM, (int64_t)thread);
@@ -202,6 +207,12 @@ static void sample(void *ud, uint64_t thread, const uint32_t *frames, size_t n, 
     dnt__pb_reset(&w->sub);
     dnt__pb_int(&w->sub, LABEL_KEY, S_THREAD_NAME);
     dnt__pb_int(&w->sub, LABEL_STR, t->str);
+    dnt__pb_message(&w->msg, SAMPLE_LABEL, &w->sub);
+  }
+  for (size_t i = 0; i < dnt_profile_nlabels(w->prof); i++) {
+    dnt__pb_reset(&w->sub);
+    dnt__pb_int(&w->sub, LABEL_KEY, w->label0 + 2 * (int64_t)i);
+    dnt__pb_int(&w->sub, LABEL_STR, w->label0 + 2 * (int64_t)i + 1);
     dnt__pb_message(&w->msg, SAMPLE_LABEL, &w->sub);
   }
   emit(w, PROFILE_SAMPLE);
@@ -270,8 +281,10 @@ static int write_pprof(struct pprof *w, const char *title) {
   const struct dnt_profile *prof = w->prof;
   size_t nnames = dnt_profile_nnames(prof);
   int kind = dnt_profile_cpu_samples(prof), cpu = kind == DNT_SAMPLES_CPU;
+  enum dnt_profile_source source = dnt_profile_source(prof);
   w->sample_ms = dnt_profile_sample_ms(prof);
-  w->bytes = dnt_profile_weight(prof) == DNT_WEIGHT_BYTES;
+  w->nvalues = source == DNT_SOURCE_THREADS ? 1 : 2;
+  w->bytes = source == DNT_SOURCE_ALLOCATIONS || dnt_profile_weight(prof) == DNT_WEIGHT_BYTES;
   w->used = calloc(nnames ? nnames : 1, 1);
   w->mapping_of = calloc(nnames ? nnames : 1, sizeof *w->mapping_of);
   if (!w->used || !w->mapping_of) return -1;
@@ -279,11 +292,14 @@ static int write_pprof(struct pprof *w, const char *title) {
   dnt__pb_int(&w->msg, VALUE_TYPE_TYPE, S_SAMPLES);
   dnt__pb_int(&w->msg, VALUE_TYPE_UNIT, S_COUNT);
   emit(w, PROFILE_SAMPLE_TYPE);
-  dnt__pb_int(&w->msg, VALUE_TYPE_TYPE, S_TIME);
-  dnt__pb_int(&w->msg, VALUE_TYPE_UNIT, S_NANOSECONDS);
-  emit(w, PROFILE_SAMPLE_TYPE);
+  if (w->nvalues == 2) {
+    dnt__pb_int(&w->msg, VALUE_TYPE_TYPE, S_TIME);
+    dnt__pb_int(&w->msg, VALUE_TYPE_UNIT, S_NANOSECONDS);
+    emit(w, PROFILE_SAMPLE_TYPE);
+  }
 
-  if ((w->mod0 = find_threads(w)) < 0) return -1;
+  if ((w->label0 = find_threads(w)) < 0) return -1;
+  w->mod0 = w->label0 + 2 * (int64_t)dnt_profile_nlabels(prof);
   if (dnt_profile_each_stack(prof, sample, w) != 0 || w->oom) return -1;
   if (find_modules(w, nnames) != 0) return -1;
 
@@ -318,13 +334,19 @@ static int write_pprof(struct pprof *w, const char *title) {
   for (int i = 0; i < S_TITLE; i++) {
     const char *s = i == S_TIME ? (w->bytes ? "alloc_space" : cpu ? "cpu" : "wall")
                     : i == S_NANOSECONDS && w->bytes ? "bytes" : fixed[i];
+    if (source == DNT_SOURCE_ALLOCATIONS && i == S_SAMPLES) s = "alloc_objects";
+    else if (source == DNT_SOURCE_THREADS && i == S_SAMPLES) s = "threads";
     emit_string(w, s, strlen(s));
   }
   emit_string(w, title ? title : "", title ? strlen(title) : 0);
-  const char *what = w->bytes ? "dntrace " PACKAGE_VERSION ": allocated bytes, from the runtime's allocation events"
-                   : cpu ? "dntrace " PACKAGE_VERSION ": time on a CPU, from perf's samples"
-                   : kind == DNT_SAMPLES_BLOCKED
-                       ? "dntrace " PACKAGE_VERSION ": blocked time of waits, from perf's scheduler records"
+  const char *what = cpu ? "dntrace " PACKAGE_VERSION ": time on a CPU, from perf's samples"
+                     : source == DNT_SOURCE_ALLOCATIONS
+                         ? "dntrace " PACKAGE_VERSION ": allocations, from the runtime's GCAllocationTick events (one per ~100 KB)"
+                     : source == DNT_SOURCE_THREADS
+                         ? "dntrace " PACKAGE_VERSION ": every managed thread's stack, from its first SampleProfiler sample"
+                     : w->bytes ? "dntrace " PACKAGE_VERSION ": allocated bytes, from the runtime's allocation events"
+                     : kind == DNT_SAMPLES_BLOCKED
+                         ? "dntrace " PACKAGE_VERSION ": blocked time of waits, from perf's scheduler records"
                          : "dntrace " PACKAGE_VERSION ": thread time, from the runtime's SampleProfiler samples";
   char described[512];
   if (dnt_profile_description(prof)) { /* the events of an analysis, not a sampler's samples */
@@ -334,6 +356,8 @@ static int write_pprof(struct pprof *w, const char *title) {
   emit_string(w, what, strlen(what));
   for (size_t t = 0; t < w->nthreads; t++) /* the thread names, in their indexes' order */
     if (w->threads[t].name) emit_string(w, w->threads[t].name, strlen(w->threads[t].name));
+  for (size_t i = 0; i < 2 * dnt_profile_nlabels(prof); i++) /* the labels: key, value, ... */
+    emit_string(w, dnt_profile_label(prof, i), strlen(dnt_profile_label(prof, i)));
   for (size_t m = 0; m < w->nmods; m++) emit_string(w, w->mods[m].name, w->mods[m].len);
   for (size_t f = 0; f < nnames; f++) {
     /* every id keeps its index, used or not: an unused name is an unreferenced string */
@@ -345,20 +369,31 @@ static int write_pprof(struct pprof *w, const char *title) {
     const char *name = dnt_profile_name(prof, (uint32_t)f) + module_len(dnt_profile_name(prof, (uint32_t)f)) + 1;
     emit_string(w, name, strlen(name));
   }
+  int64_t space = sys; /* the last string: an allocation profile's period type */
+  if (source == DNT_SOURCE_ALLOCATIONS) emit_string(w, "space", 5);
 
   int64_t start_ns;
   uint64_t duration_ns;
   dnt_profile_span(prof, &start_ns, &duration_ns);
   dnt__pb_int(&w->msg, PROFILE_TIME_NANOS, start_ns);
   dnt__pb_int(&w->msg, PROFILE_DURATION_NANOS, (int64_t)duration_ns);
-  value_type(w, &w->msg, PROFILE_PERIOD_TYPE, S_TIME, S_NANOSECONDS);
-  /* an allocation profile's period: the runtime's mean 100 KB between allocation events */
-  dnt__pb_int(&w->msg, PROFILE_PERIOD, w->bytes ? 102400 : (int64_t)(w->sample_ms * 1e6 + 0.5));
+  if (source == DNT_SOURCE_ALLOCATIONS) { /* the runtime's tick: about every 100 KB allocated */
+    value_type(w, &w->msg, PROFILE_PERIOD_TYPE, space, S_NANOSECONDS); /* space/bytes, as Go's */
+    dnt__pb_int(&w->msg, PROFILE_PERIOD, 100 * 1024);
+  } else if (source == DNT_SOURCE_THREADS) {
+    value_type(w, &w->msg, PROFILE_PERIOD_TYPE, S_SAMPLES, S_COUNT);
+    dnt__pb_int(&w->msg, PROFILE_PERIOD, 1);
+  } else {
+    value_type(w, &w->msg, PROFILE_PERIOD_TYPE, S_TIME, S_NANOSECONDS);
+    /* an allocation analysis's period: the runtime's mean 100 KB between allocation events */
+    dnt__pb_int(&w->msg, PROFILE_PERIOD, w->bytes ? 102400 : (int64_t)(w->sample_ms * 1e6 + 0.5));
+  }
   uint64_t comments[2] = {S_TITLE, S_WHAT};
   int titled = title && *title;
   dnt__pb_packed(&w->msg, PROFILE_COMMENT, comments + !titled, titled ? 2 : 1);
   /* what pprof shows first: what the profile weighs (an analysis counting events weighs counts) */
-  dnt__pb_int(&w->msg, PROFILE_DEFAULT_SAMPLE_TYPE, dnt_profile_weight(prof) == DNT_WEIGHT_SAMPLES ? S_SAMPLES : S_TIME);
+  dnt__pb_int(&w->msg, PROFILE_DEFAULT_SAMPLE_TYPE,
+              w->nvalues == 2 && dnt_profile_weight(prof) != DNT_WEIGHT_SAMPLES ? S_TIME : S_SAMPLES);
   if (w->msg.oom) return -1;
   deflate_out(w, w->msg.buf, w->msg.len, Z_FINISH);
   return 0;

@@ -140,6 +140,9 @@ struct dnt_profile {
   uint64_t last_ts;      /* the last counted sample's time, in the clock's ticks */
   int cpu_samples;       /* enum dnt_samples_kind: whose samples these are */
   const char *description; /* what the samples are (dnt_profile_describe), NULL: the sampler's */
+  enum dnt_profile_source source; /* which events are the samples */
+  char **labels;                  /* 2 * nlabels strings: key, value, ... */
+  size_t nlabels;
 };
 
 static uint32_t hash_bytes(const void *p, size_t n, uint32_t h) {
@@ -172,6 +175,8 @@ void dnt_profile_free(struct dnt_profile *p) {
   free(p->timeline);
   free(p->stack_cache);
   free(p->command_line);
+  for (size_t i = 0; i < 2 * p->nlabels; i++) free(p->labels[i]);
+  free(p->labels);
   free(p->tstates);
   free(p->tstate_table);
   free(p->thread_ms);
@@ -374,11 +379,13 @@ static int profile_on_trace(void *ud, const ntr_trace *t) {
   return 0;
 }
 
-enum { KIND_OTHER, KIND_SAMPLE, KIND_METHOD, KIND_MODULE, KIND_PROCESS };
+enum { KIND_OTHER, KIND_SAMPLE, KIND_METHOD, KIND_MODULE, KIND_PROCESS, KIND_ALLOC };
 
-static int kind_of(const ntr_metadata *md) {
-  if (md->event_id == 0 && strcmp(md->provider, SAMPLER) == 0) return KIND_SAMPLE;
+static int kind_of(const struct dnt_profile *p, const ntr_metadata *md) {
+  int allocs = p->source == DNT_SOURCE_ALLOCATIONS;
+  if (md->event_id == 0 && strcmp(md->provider, SAMPLER) == 0) return allocs ? KIND_OTHER : KIND_SAMPLE;
   int runtime = strcmp(md->provider, RUNTIME) == 0, rundown = strcmp(md->provider, RUNDOWN) == 0;
+  if (runtime && md->event_id == 10) return allocs ? KIND_ALLOC : KIND_OTHER; /* GCAllocationTick */
   if ((runtime && md->event_id == 143) || (rundown && (md->event_id == 143 || md->event_id == 144)))
     return KIND_METHOD;
   if ((runtime && md->event_id == 152) || (rundown && (md->event_id == 153 || md->event_id == 154)))
@@ -426,11 +433,32 @@ static int profile_on_event(void *ud, const ntr_event *ev) {
   if (!md) return 0;
   if (md != p->last_md) {
     p->last_md = md;
-    p->last_kind = kind_of(md);
+    p->last_kind = kind_of(p, md);
   }
   switch (p->last_kind) {
+  case KIND_ALLOC: {
+    if (p->methods_only) break;
+    /* GCAllocationTick: AllocationAmount (u32), AllocationKind (u32), ClrInstanceID (u16), then
+     * from version 2 AllocationAmount64 (u64): the bytes allocated since the thread's last tick */
+    uint32_t amount = 0;
+    uint64_t bytes;
+    if (ev->payload_size >= 4) memcpy(&amount, ev->payload, 4);
+    bytes = amount;
+    if (ev->payload_size >= 18) memcpy(&bytes, ev->payload + 10, 8);
+    uint32_t stack = stack_of(p, ev);
+    if (p->oom) break;
+    add_sample(p, ev->thread_id, stack, 0, (double)bytes);
+    p->total_ms += (double)bytes;
+    if (ev->timestamp > p->last_ts) p->last_ts = ev->timestamp;
+    break;
+  }
   case KIND_SAMPLE: {
     if (p->methods_only) break;
+    if (p->source == DNT_SOURCE_THREADS) { /* a thread's first sample only */
+      struct thread_state *s = thread_state(p, ev->thread_id);
+      if (!s) break;
+      if (s->n) break;
+    }
     if (p->keep) {
       uint64_t hz = p->qpc_frequency;
       uint64_t ns = hz == 1000000000u || !hz ? ev->timestamp : (uint64_t)((double)ev->timestamp * 1e9 / (double)hz);
@@ -487,6 +515,28 @@ static int profile_on_event(void *ud, const ntr_event *ev) {
 }
 
 void dnt_profile_keep_timeline(struct dnt_profile *p) { p->keep_timeline = 1; }
+
+int dnt_profile_set_labels(struct dnt_profile *p, const char *const *kv, size_t n) {
+  char **v = calloc(2 * n + 1, sizeof *v);
+  if (!v) return -1;
+  for (size_t i = 0; i < 2 * n; i++)
+    if (!(v[i] = strdup(kv[i]))) {
+      for (size_t k = 0; k < i; k++) free(v[k]);
+      free(v);
+      return -1;
+    }
+  for (size_t i = 0; i < 2 * p->nlabels; i++) free(p->labels[i]);
+  free(p->labels);
+  p->labels = v;
+  p->nlabels = n;
+  return 0;
+}
+
+size_t dnt_profile_nlabels(const struct dnt_profile *p) { return p->nlabels; }
+const char *dnt_profile_label(const struct dnt_profile *p, size_t i) { return p->labels[i]; }
+
+void dnt_profile_set_source(struct dnt_profile *p, enum dnt_profile_source source) { p->source = source; }
+enum dnt_profile_source dnt_profile_source(const struct dnt_profile *p) { return p->source; }
 
 void dnt_profile_fold_native(struct dnt_profile *p, int on) { p->fold_native = on; }
 

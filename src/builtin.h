@@ -47,6 +47,7 @@ int cmd_jit(int argc, char **argv);
 int cmd_threadpool(int argc, char **argv);
 int cmd_allocs(int argc, char **argv);
 int cmd_waits(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 extern const struct dnt_usage usage_ps;
 extern const struct dnt_usage usage_info;
@@ -68,6 +69,7 @@ int cmd_locks(int argc, char **argv);
 extern const struct dnt_usage usage_exceptions;
 extern const struct dnt_usage usage_locks;
 extern const struct dnt_usage usage_waits;
+extern const struct dnt_usage usage_serve;
 
 /* Converts a trace's samples (see cmd-convert.c), weighed as weight says (enum
  * dnt_profile_weight: 0 time, 1 samples). */

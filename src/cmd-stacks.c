@@ -1,8 +1,6 @@
 /* dntrace stacks: the managed stack of every thread of a running process, now (dotnet-stack's
  * `report`). A short EventPipe session with the SampleProfiler and the method rundown: each
  * thread's first sample is its stack, named by the rundown; thread names from /proc. */
-#include <ctype.h>
-#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +13,7 @@
 #include "ntr.h"
 #include "options.h"
 #include "session.h"
+#include "target.h"
 #include "util.h"
 
 #define SAMPLE_PROFILER "Microsoft-DotNETCore-SampleProfiler"
@@ -128,47 +127,14 @@ static int by_tid(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* The thread's id inside the process's own PID namespace: the last NSpid value of
- * /proc/PID/task/TID/status (a kernel without it: the id as is). */
-static uint64_t ns_tid(int pid, const char *task) {
-  char path[320], line[256];
-  snprintf(path, sizeof path, "/proc/%d/task/%s/status", pid, task);
-  FILE *fp = fopen(path, "re");
-  uint64_t id = strtoull(task, NULL, 10);
-  if (!fp) return id;
-  while (fgets(line, sizeof line, fp)) {
-    if (strncmp(line, "NSpid:", 6) != 0) continue;
-    char *w = line + 6, *end;
-    for (;;) {
-      unsigned long long v = strtoull(w, &end, 10);
-      if (end == w) break;
-      id = v;
-      w = end;
-    }
-    break;
-  }
-  fclose(fp);
-  return id;
+static void name_thread(void *ud, unsigned long long tid, const char *name) {
+  struct thread_list *l = ud;
+  for (size_t i = 0; i < l->n; i++)
+    if (l->v[i].tid == tid) snprintf(l->v[i].name, sizeof l->v[i].name, "%s", name);
 }
 
-/* Names the listed threads from /proc/PID/task/TID/comm (the name the runtime gave the OS
- * thread, cut to 15 bytes by the kernel). */
-static void name_threads(int pid, struct thread_list *l) {
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%d/task", pid);
-  DIR *d = opendir(path);
-  if (!d) return;
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    if (!isdigit((unsigned char)e->d_name[0])) continue;
-    uint64_t id = ns_tid(pid, e->d_name);
-    for (size_t i = 0; i < l->n; i++) {
-      if (l->v[i].tid != id) continue;
-      dnt_thread_comm(pid, strtoull(e->d_name, NULL, 10), l->v[i].name, sizeof l->v[i].name);
-    }
-  }
-  closedir(d);
-}
+/* Names the listed threads as /proc names them (src/target.h). */
+static void name_threads(int pid, struct thread_list *l) { dnt_process_threads(pid, name_thread, l); }
 
 /* dotnet-stack's words for a thread in native code */
 static const char *frame_text(const struct dnt_profile *prof, uint32_t id) {

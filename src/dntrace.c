@@ -33,6 +33,7 @@ static const struct dnt_cmd commands[] = {
     {"exceptions", cmd_exceptions, &usage_exceptions},
     {"locks", cmd_locks, &usage_locks},
     {"waits", cmd_waits, &usage_waits},
+    {"serve", cmd_serve, &usage_serve},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

@@ -244,6 +244,9 @@ else
   echo "(no sample target: ps/info timings skipped)"
 fi
 
+# serve as an agent: two targets, profiles and scrapes (SERVE_BENCH_SECONDS, default 120)
+sh "$(dirname "$0")/bench-serve.sh"
+
 # perf: from Ctrl+C to the report for a 30 s 999 Hz recording, beside plain perf's own tools on
 # the same data; then collect --native + compare on the same length
 if [ -x "$exe" ] && perf record -e cpu-clock -o /dev/null -- true >/dev/null 2>&1; then

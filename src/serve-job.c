@@ -1,0 +1,367 @@
+/* dntrace serve: one profile request (serve.h). Its EventPipe session runs on the loop; the
+ * stream is copied as it comes and parsed on libuv's thread pool, one work item at a time, and the
+ * profile is written there too, so the loop (and /metrics) never waits for a rundown. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "builtin.h"
+#include "serve.h"
+#include "target.h"
+#include "util.h"
+
+const char *const serve_job_names[JOB_KINDS] = {"profile", "allocs", "threads"};
+
+/* ---- one profile request ---- */
+
+
+#define MAX_BACKLOG (64u << 20) /* bytes waiting for the parser before the job gives up */
+
+static void on_job_timer_closed(uv_handle_t *h) {
+  struct job *j = h->data;
+  ntr_parser_free(j->parser);
+  dnt_profile_free(j->prof);
+  free(j->in);
+  free(j->busy);
+  free(j->answer.body);
+  free(j);
+}
+
+/* Ends the job: its session and its slot on the target now, its memory once no work item runs
+ * and the timer is closed. */
+void serve_job_release(struct job *j) {
+  if (j->released) return;
+  j->released = 1;
+  dnt_session_close(&j->s);
+  if (j->t && !j->push) j->t->jobs[j->kind] = NULL;
+  if (!j->push) j->sv->njobs--;
+  if (!j->working) uv_close((uv_handle_t *)&j->timer, on_job_timer_closed);
+}
+
+static void job_answer_text(struct job *j, int status, const char *text) {
+  if (!j->pending) return;
+  struct dnt_http_reply rep = {.status = status, .body = dnt_xstrdup(text)};
+  rep.body_len = strlen(rep.body);
+  dnt_http_pending_answer(j->pending, &rep);
+  j->pending = NULL;
+}
+
+/* The client left before its answer: nothing more to send; the session goes now. */
+static void on_job_gone(void *ud) {
+  struct job *j = ud;
+  j->pending = NULL;
+  if (j->s.starting) {
+    serve_job_release(j); /* its start is dropped with the stream */
+    return;
+  }
+  dnt_session_abandon(&j->s); /* on_job_end releases it */
+}
+
+static void name_profile_thread(void *ud, unsigned long long tid, const char *name) {
+  if (name[0]) dnt_profile_name_thread(ud, tid, name);
+}
+
+struct thread_row {
+  uint64_t tid;
+  uint32_t *frames;
+  size_t n;
+};
+
+struct thread_rows {
+  struct thread_row *v;
+  size_t n, cap;
+};
+
+static void collect_thread(void *ud, uint64_t tid, const uint32_t *frames, size_t n, uint64_t samples, double ms) {
+  struct thread_rows *l = ud;
+  (void)samples, (void)ms;
+  if (l->n == l->cap) {
+    l->cap = l->cap ? 2 * l->cap : 64;
+    l->v = dnt_xrealloc(l->v, l->cap * sizeof *l->v);
+  }
+  struct thread_row *r = &l->v[l->n++];
+  r->tid = tid;
+  r->n = n;
+  r->frames = dnt_xmalloc((n ? n : 1) * sizeof *frames);
+  memcpy(r->frames, frames, n * sizeof *frames);
+}
+
+static int by_row_tid(const void *a, const void *b) {
+  uint64_t x = ((const struct thread_row *)a)->tid, y = ((const struct thread_row *)b)->tid;
+  return (x > y) - (x < y);
+}
+
+/* threads?debug=1: every thread's stack as `dntrace stacks` prints it, leaf first. */
+static void write_threads_text(FILE *fp, const struct job *j) {
+  struct thread_rows l = {0};
+  dnt_profile_each_stack(j->prof, collect_thread, &l);
+  if (l.n) qsort(l.v, l.n, sizeof *l.v, by_row_tid);
+  fprintf(fp, "Process %d (%s): %zu managed thread%s\n\n", j->pid, j->name, l.n, l.n == 1 ? "" : "s");
+  for (size_t i = 0; i < l.n; i++) {
+    const char *name = dnt_profile_thread_name(j->prof, l.v[i].tid);
+    char *safe = dnt_safe_text(name ? name : "");
+    fprintf(fp, "Thread (0x%llX) %llu%s%s:\n", (unsigned long long)l.v[i].tid, (unsigned long long)l.v[i].tid,
+            safe[0] ? " " : "", safe);
+    free(safe);
+    for (size_t f = l.v[i].n; f > 0; f--) {
+      const char *fn = dnt_profile_name(j->prof, l.v[i].frames[f - 1]);
+      char *text = dnt_safe_text(strcmp(fn, DNT_UNMANAGED_FRAME) == 0 ? "[Native Frames]" : fn);
+      fprintf(fp, "  %s\n", text);
+      free(text);
+    }
+    fputc('\n', fp);
+    free(l.v[i].frames);
+  }
+  free(l.v);
+}
+
+/* ---- the work items (thread pool): nothing here touches the loop ---- */
+
+static void work_parse(uv_work_t *w) {
+  struct job *j = w->data;
+  if (j->parse_failed) return;
+  int rc = ntr_parser_feed(j->parser, j->busy, j->nbusy);
+  if (rc < 0 && rc != NTR_EOF) {
+    j->parse_failed = 1;
+    snprintf(j->msg, sizeof j->msg, "%s", ntr_parser_errmsg(j->parser));
+  }
+}
+
+static void answer_text(struct dnt_http_reply *rep, int status, const char *text) {
+  rep->status = status;
+  rep->body = dnt_xstrdup(text);
+  rep->body_len = strlen(rep->body);
+}
+
+/* The end of the stream: the profile finished and written (or why not) into j->answer. */
+static void work_finish(uv_work_t *w) {
+  struct job *j = w->data;
+  struct dnt_http_reply *rep = &j->answer;
+  char text[400];
+  if (j->loop_failed) {
+    snprintf(text, sizeof text, "process %d: %s\n", j->pid, j->loop_msg);
+    answer_text(rep, 502, text);
+    return;
+  }
+  if (j->parse_failed) {
+    snprintf(text, sizeof text, "process %d sent a stream that cannot be read: %s\n", j->pid, j->msg);
+    answer_text(rep, 502, text);
+    return;
+  }
+  if (!j->stopped || ntr_parser_finish(j->parser) != 0) {
+    snprintf(text, sizeof text, "process %d ended the session before the profile was complete (it exited?)\n",
+             j->pid);
+    answer_text(rep, 502, text);
+    return;
+  }
+  if (j->kind == JOB_THREADS) dnt_process_threads(j->pid, name_profile_thread, j->prof);
+  if (dnt_profile_failed(j->prof) || dnt_profile_finish(j->prof) != 0) {
+    answer_text(rep, 500, "out of memory\n");
+    return;
+  }
+  rep->status = 200;
+  FILE *fp = open_memstream(&rep->body, &rep->body_len);
+  if (!fp) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  char title[320];
+  snprintf(title, sizeof title, "%s of process %d (%s)", serve_job_names[j->kind], j->pid, j->name);
+  int rc = 0;
+  if (j->kind == JOB_THREADS && j->debug) {
+    rep->content_type = "text/plain; charset=utf-8";
+    write_threads_text(fp, j);
+  } else {
+    rep->content_type = "application/octet-stream";
+    rc = dnt_profile_write(j->prof, DNT_PROFILE_PPROF, title, fp);
+  }
+  if (fclose(fp) != 0 || rc != 0) {
+    free(rep->body);
+    answer_text(rep, 500, "out of memory\n");
+  }
+}
+
+static void job_kick(struct job *j);
+
+/* Back on the loop after a work item. */
+static void after_work(uv_work_t *w, int status) {
+  struct job *j = w->data;
+  (void)status;
+  j->working = 0;
+  if (j->released) { /* the client went, or serve stops: the memory goes now */
+    uv_close((uv_handle_t *)&j->timer, on_job_timer_closed);
+    return;
+  }
+  if (j->finishing) {
+    if (j->done) {
+      j->done(j, &j->answer); /* takes the body */
+    } else if (j->pending) {
+      dnt_http_pending_answer(j->pending, &j->answer); /* takes the body */
+      j->pending = NULL;
+    } else {
+      free(j->answer.body); /* the client went while it was made */
+    }
+    j->answer.body = NULL;
+    serve_job_release(j);
+    return;
+  }
+  job_kick(j);
+}
+
+/* Hands the next work item to the pool: the bytes that arrived, else (the stream over) the end. */
+static void job_kick(struct job *j) {
+  if (j->working || j->released || j->finishing) return;
+  j->work.data = j;
+  if (j->nin) {
+    uint8_t *t = j->busy;
+    size_t cap = j->capbusy;
+    j->busy = j->in, j->nbusy = j->nin, j->capbusy = j->capin;
+    j->in = t, j->nin = 0, j->capin = cap;
+    j->working = 1;
+    uv_queue_work(j->sv->loop, &j->work, work_parse, after_work);
+  } else if (j->ended) {
+    j->finishing = j->working = 1;
+    uv_queue_work(j->sv->loop, &j->work, work_finish, after_work);
+  }
+}
+
+static void on_job_data(void *ud, const uint8_t *p, size_t n) {
+  struct job *j = ud;
+  if (j->loop_failed || j->released) return;
+  if (j->nin + n > MAX_BACKLOG) { /* the parser cannot keep up: give up rather than grow */
+    j->loop_failed = 1;
+    snprintf(j->loop_msg, sizeof j->loop_msg, "more than %u MiB waiting to be parsed", MAX_BACKLOG >> 20);
+    dnt_session_abandon(&j->s);
+    return;
+  }
+  if (j->nin + n > j->capin) {
+    size_t cap = j->capin ? j->capin : 65536;
+    while (cap < j->nin + n) cap *= 2;
+    j->in = dnt_xrealloc(j->in, cap);
+    j->capin = cap;
+  }
+  memcpy(j->in + j->nin, p, n);
+  j->nin += n;
+  job_kick(j);
+}
+
+/* The stream is over (rundown sent, the process gone, or abandoned): the last bytes and the
+ * profile are made on the pool, then answered (after_work). */
+static void on_job_end(void *ud) {
+  struct job *j = ud;
+  j->ended = 1;
+  if (!j->pending && !j->done) {
+    serve_job_release(j);
+    return;
+  }
+  job_kick(j);
+}
+
+void serve_job_timer(uv_timer_t *h) {
+  struct job *j = h->data;
+  if (!j->stopped) { /* the window is over: the runtime sends its rundown, then ends the stream */
+    j->stopped = 1;
+    dnt_session_stop(&j->s);
+    if (!j->s.ended) uv_timer_start(&j->timer, serve_job_timer, STOP_GRACE_MS, 0);
+    return;
+  }
+  snprintf(j->loop_msg, sizeof j->loop_msg, "no rundown within %d s of StopTracing", STOP_GRACE_MS / 1000);
+  j->loop_failed = 1;
+  dnt_session_abandon(&j->s); /* on_job_end answers */
+}
+
+static void on_job_started(void *ud, int rc) {
+  struct job *j = ud;
+  if (rc) {
+    char text[700];
+    snprintf(text, sizeof text, "process %d refused the session: %s\n", j->pid, j->s.reply_msg);
+    job_answer_text(j, 502, text);
+    if (j->done) {
+      struct dnt_http_reply failed = {.status = 502};
+      j->done(j, &failed);
+    }
+    serve_job_release(j);
+    return;
+  }
+  if (j->started) j->started(j);
+  if (j->window_ms) uv_timer_start(&j->timer, serve_job_timer, j->window_ms, 0);
+}
+
+static const dnt_session_cb job_cb = {on_job_data, on_job_end};
+
+/* --push windows: a sample counts in the window whose span holds its time (the worker's call). */
+static int keep_in_window(void *ud, uint64_t thread, uint64_t time_ns) {
+  struct job *j = ud;
+  (void)thread;
+  return time_ns >= j->from_ns && time_ns < __atomic_load_n(&j->until_ns, __ATOMIC_ACQUIRE);
+}
+
+
+/* Starts a job of kind on t for window_ms and defers rep's answer to it. 0, or the HTTP status
+ * to answer now (with text written into err). */
+int serve_job_start(struct serve *sv, struct target *t, enum job_kind kind, uint64_t window_ms, int debug,
+                     struct dnt_http_reply *rep, char *err, size_t cap) {
+  struct job *j = calloc(1, sizeof *j);
+  if (!j) return snprintf(err, cap, "out of memory\n"), 500;
+  j->sv = sv;
+  j->t = t;
+  j->kind = kind;
+  j->debug = debug;
+  j->window_ms = window_ms;
+  j->pid = t->pid;
+  snprintf(j->name, sizeof j->name, "%s", t->name);
+  if (!(j->prof = dnt_profile_new())) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  dnt_profile_set_source(j->prof, kind == JOB_ALLOCS    ? DNT_SOURCE_ALLOCATIONS
+                                  : kind == JOB_THREADS ? DNT_SOURCE_THREADS
+                                                        : DNT_SOURCE_SAMPLER);
+  const char *kv[2 * (MAX_LABELS + 2)];
+  char pid[24];
+  snprintf(pid, sizeof pid, "%d", t->pid);
+  size_t n = 0;
+  kv[n++] = "pid", kv[n++] = pid, kv[n++] = "process", kv[n++] = t->name;
+  for (size_t i = 0; i < 2 * sv->nlabels; i++) kv[n++] = sv->label_kv[i];
+  if (dnt_profile_set_labels(j->prof, kv, n / 2) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  ntr_callbacks cb;
+  dnt_profile_callbacks(&cb);
+  if (ntr_parser_new(&j->parser, &cb, j->prof, NULL) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  uv_timer_init(sv->loop, &j->timer);
+  j->timer.data = j;
+  j->push = rep == NULL;
+  if (j->push) {
+    j->until_ns = UINT64_MAX;
+    dnt_profile_set_filter(j->prof, keep_in_window, j);
+  } else {
+    t->jobs[kind] = j;
+    sv->njobs++;
+  }
+
+  struct dnt_session_target want = {.pid = t->pid};
+  if (dnt_session_open(&j->s, sv->loop, &want) != 0) { /* it printed why */
+    snprintf(err, cap, "process %d cannot be reached (it exited?)\n", t->pid);
+    serve_job_release(j);
+    return 502;
+  }
+  /* the sampler for stacks, or the GC keyword at verbose level for GCAllocationTick with its
+   * stack; the method rundown at the end names the frames either way */
+  dsipc_provider prov = kind == JOB_ALLOCS
+                            ? (dsipc_provider){.name = RUNTIME_PROVIDER, .keywords = 0x1, .level = 5, .args = NULL}
+                            : (dsipc_provider){.name = SAMPLE_PROFILER, .keywords = 0, .level = 4, .args = NULL};
+  dsipc_session_config cfg = {.buffer_mb = PROFILE_BUFFER_MB, .format = 1, .request_rundown = 1,
+                              .rundown_keyword = DSIPC_DEFAULT_RUNDOWN_KEYWORD, .request_stackwalk = 1,
+                              .providers = &prov, .n_providers = 1};
+  if (dnt_session_start_async(&j->s, 2, &cfg, &job_cb, j, on_job_started) != 0) {
+    snprintf(err, cap, "cannot start a session on process %d: %s\n", t->pid, j->s.reply_msg);
+    serve_job_release(j);
+    return 502;
+  }
+  if (j->push) {
+    t->push->next = j;
+    return 0;
+  }
+  if (!(j->pending = dnt_http_defer(rep, on_job_gone, j))) {
+    snprintf(err, cap, "out of memory\n");
+    dnt_session_close(&j->s);
+    serve_job_release(j);
+    return 500;
+  }
+  return 0;
+}

@@ -1,0 +1,214 @@
+/* dntrace serve --push: windows of thread time sent to Pyroscope's /ingest (serve.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "builtin.h"
+#include "serve.h"
+#include "target.h"
+#include "util.h"
+
+/* ---- --push: windows of thread time sent to Pyroscope's /ingest ---- */
+
+#define PUSH_TIMEOUT_MS 10000
+#define PUSH_BACKOFF_MAX_MS 30000
+#define PUSH_BOUNDARY "dntrace-pprof-5e1f0c2a9d"
+
+static int64_t unix_now(void) {
+  uv_timeval64_t tv;
+  uv_gettimeofday(&tv);
+  return tv.tv_sec;
+}
+
+/* Percent-encodes s into fp as a query value (RFC 3986's unreserved characters kept). */
+static void put_query_value(FILE *fp, const char *s) {
+  for (; *s; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || strchr("-._~", ch))
+      fputc(ch, fp);
+    else
+      fprintf(fp, "%%%02X", ch);
+  }
+}
+
+static void push_send(struct target *t);
+
+static void on_retry(uv_timer_t *h) { push_send(h->data); }
+
+static void on_posted(void *ud, int status, const char *msg) {
+  struct target *t = ud;
+  struct pusher *p = t->push;
+  p->post = NULL;
+  if (status >= 200 && status < 300) {
+    free(p->q[0].body);
+    free(p->q[0].target);
+    memmove(&p->q[0], &p->q[1], (p->nq - 1) * sizeof p->q[0]);
+    p->nq--;
+    p->sent++;
+    p->backoff_ms = 0;
+    if (p->away) printf("push: %s:%d takes profiles again\n", t->sv->push_host, t->sv->push_port), fflush(stdout);
+    p->away = 0;
+    push_send(t);
+    return;
+  }
+  p->failed++;
+  if (!p->away) {
+    if (status > 0) printf("push: %s:%d answered %d; trying again\n", t->sv->push_host, t->sv->push_port, status);
+    else printf("push: %s:%d: %s; trying again\n", t->sv->push_host, t->sv->push_port, msg);
+    fflush(stdout);
+  }
+  p->away = 1;
+  p->backoff_ms = p->backoff_ms ? p->backoff_ms * 2 : 1000;
+  if (p->backoff_ms > PUSH_BACKOFF_MAX_MS) p->backoff_ms = PUSH_BACKOFF_MAX_MS;
+  uv_timer_start(&p->retry, on_retry, p->backoff_ms, 0);
+}
+
+/* Sends the oldest window waiting, unless one is on its way or a retry is due. */
+static void push_send(struct target *t) {
+  struct pusher *p = t->push;
+  struct serve *sv = t->sv;
+  if (!p->nq || p->post || uv_is_active((uv_handle_t *)&p->retry)) return;
+  char *copy = dnt_xmalloc(p->q[0].len); /* kept for a retry */
+  memcpy(copy, p->q[0].body, p->q[0].len);
+  int rc = dnt_http_post_start(sv->loop, sv->push_host, sv->push_port, p->q[0].target,
+                               "multipart/form-data; boundary=" PUSH_BOUNDARY, copy, p->q[0].len, PUSH_TIMEOUT_MS,
+                               on_posted, t, &p->post);
+  if (rc) on_posted(t, rc, uv_strerror(rc));
+}
+
+/* A window's pprof: queued as Pyroscope's ingest wants it, the newest dropped when 2 wait. */
+static void push_done(struct job *j, struct dnt_http_reply *answer) {
+  struct target *t = j->t;
+  char *pprof = answer->body;
+  size_t len = answer->body_len;
+  answer->body = NULL;
+  if (t && t->push) {
+    struct pusher *p = t->push;
+    if (p->cur == j) p->cur = NULL; /* it failed: the next starts afresh */
+    if (p->next == j) p->next = NULL;
+    for (struct job **pp = &p->stopping; *pp; pp = &(*pp)->stopping_next)
+      if (*pp == j) {
+        *pp = j->stopping_next;
+        break;
+      }
+  }
+  if (!t || !t->push || answer->status != 200 || !pprof) {
+    free(pprof);
+    return;
+  }
+  struct pusher *p = t->push;
+  if (p->nq == sizeof p->q / sizeof p->q[0]) { /* the server is away: memory stays flat */
+    p->dropped++;
+    free(pprof);
+    return;
+  }
+  struct serve *sv = t->sv;
+  struct window *w = &p->q[p->nq];
+  FILE *fp = open_memstream(&w->body, &w->len);
+  if (!fp) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  fputs("--" PUSH_BOUNDARY "\r\nContent-Disposition: form-data; name=\"profile\"; filename=\"profile.pprof\"\r\n"
+        "Content-Type: application/octet-stream\r\n\r\n",
+        fp);
+  fwrite(pprof, 1, len, fp);
+  fputs("\r\n--" PUSH_BOUNDARY "\r\nContent-Disposition: form-data; name=\"sample_type_config\"; "
+        "filename=\"sample_type_config.json\"\r\nContent-Type: application/json\r\n\r\n"
+        "{\"wall\":{\"units\":\"nanoseconds\",\"aggregation\":\"sum\",\"display-name\":\"wall\",\"sampled\":true},"
+        "\"samples\":{\"units\":\"samples\",\"aggregation\":\"sum\",\"display-name\":\"samples\",\"sampled\":true}}"
+        "\r\n--" PUSH_BOUNDARY "--\r\n",
+        fp);
+  if (fclose(fp) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  free(pprof);
+  char *target = NULL;
+  size_t tlen = 0;
+  fp = open_memstream(&target, &tlen);
+  if (!fp) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  /* name=APP{labels}: the process's name, its pid and process, every --label */
+  char *name = NULL, pid[24];
+  size_t nlen = 0;
+  FILE *np = open_memstream(&name, &nlen);
+  if (!np) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  snprintf(pid, sizeof pid, "%d", t->pid);
+  fprintf(np, "%s{pid=%s,process=%s", t->name, pid, t->name);
+  for (size_t i = 0; i < sv->nlabels; i++) fprintf(np, ",%s=%s", sv->label_kv[2 * i], sv->label_kv[2 * i + 1]);
+  fputc('}', np);
+  fclose(np);
+  fprintf(fp, "%s/ingest?name=", strcmp(sv->push_path, "/") == 0 ? "" : sv->push_path);
+  put_query_value(fp, name);
+  fprintf(fp, "&from=%lld&until=%lld&format=pprof&spyName=dntrace", (long long)j->from_unix, (long long)j->until_unix);
+  fclose(fp);
+  free(name);
+  w->target = target;
+  p->nq++;
+  push_send(t);
+}
+
+static void push_started(struct job *j) {
+  struct pusher *p = j->t->push;
+  uint64_t boundary = uv_hrtime(); /* CLOCK_MONOTONIC ns, as the runtime's timestamps on Linux */
+  j->from_ns = boundary;
+  j->from_unix = unix_now();
+  struct job *old = p->cur;
+  p->cur = j;
+  p->next = NULL;
+  if (old) {
+    __atomic_store_n(&old->until_ns, boundary, __ATOMIC_RELEASE);
+    old->until_unix = j->from_unix;
+    old->stopped = 1;
+    old->stopping_next = p->stopping;
+    p->stopping = old;
+    dnt_session_stop(&old->s); /* its rundown names its frames; then push_done */
+    if (!old->s.ended) uv_timer_start(&old->timer, serve_job_timer, STOP_GRACE_MS, 0);
+  }
+}
+
+/* Every --push-interval: the next window starts; once it samples, the current one stops. */
+void serve_push_roll(struct serve *sv, struct target *t) {
+  struct pusher *p = t->push;
+  if (!p || p->next || !t->live) return;
+  char err[700];
+  if (serve_job_start(sv, t, JOB_PROFILE, 0, 0, NULL, err, sizeof err) != 0) return; /* tried again next time */
+  p->next->done = push_done;
+  p->next->started = push_started;
+}
+
+void serve_push_tick(uv_timer_t *h) {
+  struct serve *sv = h->data;
+  for (struct target *t = sv->targets; t; t = t->next) serve_push_roll(sv, t);
+}
+
+static void on_pusher_closed(uv_handle_t *h) {
+  struct pusher *p = h->data;
+  for (size_t i = 0; i < p->nq; i++) free(p->q[i].body), free(p->q[i].target);
+  free(p);
+}
+
+struct pusher *serve_pusher_new(struct serve *sv) {
+  struct pusher *p = calloc(1, sizeof *p);
+  if (!p) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  uv_timer_init(sv->loop, &p->retry);
+  p->retry.data = NULL; /* the target, once it has one */
+  return p;
+}
+
+/* The target goes: its windows are dropped, its queue with it. */
+void serve_pusher_free(struct target *t) {
+  struct pusher *p = t->push;
+  if (!p) return;
+  t->push = NULL;
+  dnt_http_post_cancel(p->post);
+  struct job *js[2] = {p->cur, p->next};
+  for (int i = 0; i < 2; i++)
+    if (js[i]) {
+      js[i]->t = NULL;
+      serve_job_release(js[i]);
+    }
+  for (struct job *j = p->stopping, *next; j; j = next) { /* none of them may come back to t */
+    next = j->stopping_next;
+    j->t = NULL;
+    serve_job_release(j);
+  }
+  p->retry.data = p;
+  uv_close((uv_handle_t *)&p->retry, on_pusher_closed);
+}

@@ -1,0 +1,155 @@
+/* What the files of `dntrace serve` share (cmd-serve.c: targets, HTTP, the command; serve-job.c:
+ * one profile request, its session parsed on the thread pool; serve-push.c: --push windows). */
+#ifndef DNT_SERVE_H
+#define DNT_SERVE_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "dnt-counters.h"
+#include "dnt-profile.h"
+#include "ntr.h"
+#include "options.h"
+#include "session.h"
+
+#define DEFAULT_LISTEN "127.0.0.1:6060" /* Go's usual pprof port */
+#define COUNTERS_BUFFER_MB 16
+#define PROFILE_BUFFER_MB 64
+#define RECONNECT_MS 1000
+#define DEFAULT_RESCAN_MS 5000
+#define DEFAULT_SECONDS 30 /* as Go's /debug/pprof/profile */
+#define DEFAULT_ALLOCS_SECONDS 5 /* Go's allocs answers at once: a scraper asking without seconds= waits little */
+#define MAX_SECONDS 300
+#define MAX_JOBS 8          /* profile sessions at once, all targets together */
+#define THREADS_WINDOW_MS 20 /* the sampler runs this long for a threads snapshot (as `stacks`) */
+#define STOP_GRACE_MS 30000 /* how long the runtime may take to send its rundown after StopTracing */
+#define SAMPLE_PROFILER "Microsoft-DotNETCore-SampleProfiler"
+#define RUNTIME_PROVIDER "Microsoft-Windows-DotNETRuntime"
+#define MAX_LABELS 32
+
+struct job;
+struct pusher;
+struct serve;
+
+enum job_kind { JOB_PROFILE, JOB_ALLOCS, JOB_THREADS, JOB_KINDS };
+extern const char *const serve_job_names[JOB_KINDS]; /* "profile", "allocs", "threads" */
+
+struct serve_options {
+  const char *pids, *name, *listen, *push;
+  uint64_t push_interval_ms;
+  int all;
+  struct dnt_strlist labels;
+  uint64_t rescan_ms;
+  double refresh;
+  struct dnt_counter_specs specs;
+};
+
+struct target {
+  struct serve *sv;
+  struct target *next;
+  int pid;
+  char name[256];
+  unsigned long long key; /* its socket's key (the process's start time): one process, not a pid */
+  dnt_session s;          /* the counters session */
+  int opened;             /* s was opened (dnt_session_close owes it) */
+  ntr_parser *parser;
+  dnt_counters_decoder *decoder;
+  struct dnt_counter_table table;
+  char *prom_labels; /* pid="..",process="..",k="v" */
+  int live, ended, seen;
+  struct job *jobs[JOB_KINDS]; /* the request of each kind running on it */
+  struct pusher *push;         /* --push: its windows and what waits to be sent */
+};
+
+struct serve {
+  uv_loop_t *loop;
+  const struct serve_options *o;
+  struct dnt_counters_wire wire;
+  dnt_http_server *http;
+  struct target *targets;
+  size_t ntargets;
+  const char **label_kv; /* the --label pairs, split: key, value, ... (keys and values heap) */
+  size_t nlabels;
+  unsigned njobs;
+  uv_timer_t reconnect, rescan, push_tick;
+  char push_host[256], push_path[1024]; /* --push URL, split */
+  int push_port;
+  uv_signal_t sigint, sigterm;
+  int quitting;
+};
+
+struct job {
+  struct serve *sv;
+  struct target *t;
+  enum job_kind kind;
+  int debug; /* threads?debug=1: text */
+  uint64_t window_ms;
+  dnt_session s;
+  ntr_parser *parser;
+  struct dnt_profile *prof;
+  dnt_http_pending *pending;
+  uv_timer_t timer;
+  int pid;        /* the target's, kept: the work below never looks at the target */
+  char name[256];
+  int stopped, ended, released;
+  int parse_failed; /* the worker's: read on the loop only after its work item */
+  char msg[256];
+  int loop_failed;  /* the loop's: the stream given up on (backlog, no rundown) */
+  char loop_msg[256];
+  /* the stream's bytes are parsed on libuv's thread pool, one work item at a time: parsing the
+   * rundown and writing the profile take tens of milliseconds, which the loop (and /metrics)
+   * must not wait for. While a work item runs, only it touches parser and prof. */
+  uv_work_t work;
+  int working, finishing;
+  uint8_t *in, *busy;      /* bytes arrived / being parsed */
+  size_t nin, capin, nbusy, capbusy;
+  struct dnt_http_reply answer; /* what the last work item made */
+  /* --push windows: no HTTP client waits; done() gets the answer, and the samples kept are those
+   * from from_ns (inclusive) to until_ns (exclusive, CLOCK_MONOTONIC ns as the runtime's
+   * timestamps), so that windows in turn neither miss nor repeat a sample */
+  int push;
+  void (*done)(struct job *j, struct dnt_http_reply *answer);
+  void (*started)(struct job *j);
+  uint64_t from_ns, until_ns; /* until_ns: read by the worker, written by the loop (atomics) */
+  int64_t from_unix, until_unix;
+  struct job *stopping_next; /* a --push window stopped, not yet sent: its pusher's list */
+};
+
+struct pusher {
+  struct job *cur, *next; /* the window sampling now; the next one, starting */
+  struct job *stopping;   /* windows stopped, their rundown or profile still to come */
+  struct window {
+    char *body, *target; /* the multipart body; /ingest?name=...&from=&until=... */
+    size_t len;
+  } q[2];                 /* what waits to be sent: at most 2 windows, then the newest is dropped */
+  size_t nq;
+  dnt_http_post *post;
+  uv_timer_t retry;
+  unsigned backoff_ms;
+  unsigned long long sent, dropped, failed;
+  int away; /* said once per outage */
+};
+
+/* ---- serve-job.c ---- */
+
+/* Starts a job of kind on t for window_ms (0: until stopped, a --push window) and defers rep's
+ * answer to it (rep NULL: a --push window, t->push->next). 0, or the HTTP status to answer now
+ * (with text written into err). */
+int serve_job_start(struct serve *sv, struct target *t, enum job_kind kind, uint64_t window_ms, int debug,
+                    struct dnt_http_reply *rep, char *err, size_t cap);
+/* Ends the job: its session and slot now, its memory once no work item runs. */
+void serve_job_release(struct job *j);
+/* The job's timer: the window is over (StopTracing), then the rundown's deadline. */
+void serve_job_timer(uv_timer_t *h);
+
+/* ---- serve-push.c ---- */
+
+struct pusher *serve_pusher_new(struct serve *sv);
+/* The target goes: its windows are dropped, its queue with it. NULL push: nothing. */
+void serve_pusher_free(struct target *t);
+/* Starts t's next window (a no-op while one is starting or t is not live). */
+void serve_push_roll(struct serve *sv, struct target *t);
+/* Every --push-interval: the next window of every target. */
+void serve_push_tick(uv_timer_t *h);
+
+#endif

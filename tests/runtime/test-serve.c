@@ -1,0 +1,785 @@
+/* `dntrace serve` (issue 14): the agent's endpoints read by their real consumers (`go tool
+ * pprof` over HTTP, promtool and the strict checker on /metrics), against the real sample:
+ * - /debug/pprof/profile?seconds=3 names Sample.CpuWork.CountPrimes (the sample's CPU-bound
+ *   thread, by construction), while /metrics keeps answering within 50 ms (a scraper thread
+ *   times every scrape; on a machine so loaded that scrapes take 25 ms and more without any
+ *   profile, within 25 ms of the slowest of those) and a second profile request for the same
+ *   pid gets 429; a client that leaves frees its slot;
+ * - /debug/pprof/threads lists the `cpu-work` thread with CountPrimes on its stack (pprof and
+ *   ?debug=1 text); /debug/pprof/allocs has alloc_space samples in AllocWork.Allocate, each
+ *   standing for at least the runtime's 100 KiB allocation tick;
+ * - every profile and series carries the pid, process and --label labels;
+ * - `serve --all` with two samples, one restarted: both labelled on /metrics, the restarted one
+ *   followed under its new pid, promtool's check passing;
+ * - the query-string parser on cases written from RFC 3986 and HTML's form encoding. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <criterion/criterion.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dnt-counters.h"
+#include "../lib/prom-check.h"
+#include "../lib/run.h"
+#include "../lib/target-cr.h"
+#include "../lib/target.h"
+
+#define SCRAPE_EVERY_MS 10
+#define SCRAPE_LIMIT_MS 50.0
+
+static int in_ci(void) {
+  const char *ci = getenv("CI");
+  return ci && strcmp(ci, "true") == 0;
+}
+
+/* Criterion runs a file's tests side by side; these take the machine one at a time (the lock goes
+ * with the test's process), so that the scrape times of one are not the CPU load of another. */
+static void one_at_a_time(void) {
+  int fd = open("/tmp/dnt-test-serve.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  cr_assert_geq(fd, 0, "cannot open the lock file: %s", strerror(errno));
+  cr_assert_eq(flock(fd, LOCK_EX), 0);
+}
+
+static void require_tool(const char *tool, const char *package) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", tool);
+  if (system(cmd) == 0) return;
+  if (in_ci()) cr_assert_fail("'%s' is not installed (CI=true: ./bootstrap.sh installs %s)", tool, package);
+  cr_skip_test("needs %s (apt-get install %s)", tool, package);
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* One request on 127.0.0.1:port, the whole answer read: its status (0: no answer); the answer
+ * (heap, NUL-terminated, headers included) in *body when body is not NULL. */
+static int request(int port, const char *method, const char *path, char **body) {
+  if (body) *body = NULL;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  struct timeval tv = {.tv_sec = 30};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char req[512];
+  int n = snprintf(req, sizeof req, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", method, path);
+  if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0 || write(fd, req, (size_t)n) != n) {
+    close(fd);
+    return 0;
+  }
+  size_t cap = 1 << 16, len = 0;
+  char *buf = malloc(cap);
+  ssize_t got;
+  while (buf && (got = read(fd, buf + len, cap - len - 1)) > 0) {
+    len += (size_t)got;
+    if (len + 1 == cap) {
+      char *grown = realloc(buf, cap *= 2);
+      if (!grown) break;
+      buf = grown;
+    }
+  }
+  close(fd);
+  if (!buf) return 0;
+  buf[len] = '\0';
+  int status = 0;
+  if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1) status = 0;
+  if (body) *body = buf;
+  else free(buf);
+  return status;
+}
+
+static int get(int port, const char *path, char **body) { return request(port, "GET", path, body); }
+
+/* The body of an answer (past its empty line). */
+static const char *body_of(const char *answer) {
+  const char *p = answer ? strstr(answer, "\r\n\r\n") : NULL;
+  return p ? p + 4 : "";
+}
+
+/* Polls path until the answer has status and its body holds want (NULL: anything): 1, or 0
+ * after 30 s. */
+static int wait_for(int port, const char *path, int status, const char *want) {
+  for (int i = 0; i < 300; i++) {
+    char *ans;
+    int code = get(port, path, &ans);
+    int hit = code == status && (!want || strstr(body_of(ans), want));
+    free(ans);
+    if (hit) return 1;
+    usleep(100 * 1000);
+  }
+  return 0;
+}
+
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+  socklen_t len = sizeof a;
+  getsockname(fd, (struct sockaddr *)&a, &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+/* `dntrace ARGS...` in the background, its output in log; it dies with the test. */
+static pid_t spawn_dntrace(const char *log, char *const argv[]) {
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (!freopen(log, "w", stdout)) _exit(127);
+    dup2(1, 2);
+    execv(dnt_bin(), argv);
+    _exit(127);
+  }
+  return pid;
+}
+
+/* SIGINT, then its exit status (128 + signal when killed). */
+static int stop_serve(pid_t pid) {
+  kill(pid, SIGINT);
+  int status;
+  for (int i = 0; i < 100; i++) {
+    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    usleep(100 * 1000);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return -1;
+}
+
+/* `go tool pprof ARGS... SOURCE` with HOME, GOCACHE and PPROF_TMPDIR in dir; its stdout (caller
+ * frees). It must succeed. */
+static char *go_pprof(const char *dir, const char *a1, const char *a2, const char *source) {
+  char home[300], cache[300], tmp[300];
+  snprintf(home, sizeof home, "HOME=%s", dir);
+  snprintf(cache, sizeof cache, "GOCACHE=%s/gocache", dir);
+  snprintf(tmp, sizeof tmp, "PPROF_TMPDIR=%s", dir);
+  const char *env[] = {home, cache, tmp, NULL};
+  char *argv[8] = {"/usr/bin/env", "go", "tool", "pprof"};
+  int n = 4;
+  if (a1) argv[n++] = (char *)a1;
+  if (a2) argv[n++] = (char *)a2;
+  argv[n++] = (char *)source;
+  argv[n] = NULL;
+  struct dnt_run r;
+  int rc = dnt_run_argv(&r, argv, env, 120000);
+  cr_assert_eq(rc, 0, "go tool pprof %s %s: exit %d: %s", a1 ? a1 : "", source, rc, r.err);
+  char *out = r.out;
+  r.out = NULL;
+  dnt_run_free(&r);
+  return out;
+}
+
+static void rm_rf(const char *dir) {
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+struct scraper {
+  int port;
+  volatile int stop;
+  int scrapes, ok, unanswered;
+  double max_ms;
+};
+
+static void *scrape_loop(void *arg) {
+  struct scraper *s = arg;
+  while (!s->stop) {
+    double t0 = now_ms();
+    int status = get(s->port, "/metrics", NULL);
+    double took = now_ms() - t0;
+    s->scrapes++;
+    if (status == 200) s->ok++;
+    if (!status) s->unanswered++;
+    if (took > s->max_ms) s->max_ms = took;
+    usleep(SCRAPE_EVERY_MS * 1000);
+  }
+  return NULL;
+}
+
+/* The first line of `pprof -traces` text that shows label key with value ("   env:  test"), or
+ * NULL. */
+static const char *trace_label(const char *traces, const char *key, const char *value) {
+  for (const char *p = traces; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+    char k[64], v[128];
+    if (sscanf(p, " %63[^: \n]: %127[^\n]", k, v) == 2 && strcmp(k, key) == 0 && strcmp(v, value) == 0) return p;
+  }
+  return NULL;
+}
+
+/* ---- one sample, every endpoint ---- */
+
+Test(serve, profiles_threads_and_allocs_of_the_sample_while_metrics_stay_fast, .timeout = 240) {
+  DNT_REQUIRE_TARGET();
+  one_at_a_time();
+  require_tool("go", "golang-go");
+  char dir[] = "/tmp/dnt-serve-XXXXXX";
+  cr_assert(mkdtemp(dir));
+  dnt_target t;
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = 30000};
+  char err[512];
+  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "cannot start the sample: %s", err);
+  int port = free_port();
+  char pid[16], listen[64], log[300], url[256], path[128], pidlabel[64];
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+  snprintf(log, sizeof log, "%s/serve.log", dir);
+  char *argv[] = {"dntrace", "serve", "-p", pid, "--label", "env=test", "--listen", listen, NULL};
+  pid_t serve = spawn_dntrace(log, argv);
+  snprintf(pidlabel, sizeof pidlabel, "pid=\"%s\"", pid);
+  cr_assert(wait_for(port, "/metrics", 200, pidlabel), "serve answers /metrics with the sample's pid");
+
+  /* the scraper alone first: how slow a scrape is on this machine now, without a profile */
+  struct scraper base = {.port = port};
+  pthread_t scr;
+  cr_assert_eq(pthread_create(&scr, NULL, scrape_loop, &base), 0);
+  usleep(2000 * 1000);
+  base.stop = 1;
+  pthread_join(scr, NULL);
+  /* 50 ms, unless the machine is so loaded that scrapes without a profile already come close:
+   * then what a profile may add on top of the slowest of those */
+  double limit = base.max_ms + 25 > SCRAPE_LIMIT_MS ? base.max_ms + 25 : SCRAPE_LIMIT_MS;
+
+  /* the profile, through go tool pprof, with the scraper running and a second request */
+  struct scraper sc = {.port = port};
+  cr_assert_eq(pthread_create(&scr, NULL, scrape_loop, &sc), 0);
+  char again[128];
+  snprintf(again, sizeof again, "/debug/pprof/profile?seconds=1&pid=%s", pid);
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/debug/pprof/profile?seconds=3", port);
+  /* the second request goes while go tool pprof's is running (it waits 3 s for its answer) */
+  pid_t delayed = fork();
+  cr_assert_geq(delayed, 0);
+  if (delayed == 0) {
+    usleep(1500 * 1000);
+    int status = get(port, again, NULL);
+    _exit(status == 429 ? 0 : status ? status % 256 : 1);
+  }
+  char *top = go_pprof(dir, "-top", NULL, url);
+  int delayed_status;
+  waitpid(delayed, &delayed_status, 0);
+  sc.stop = 1;
+  pthread_join(scr, NULL);
+  cr_expect(strstr(top, "Sample.CpuWork.CountPrimes"), "the profile names the sample's hot method:\n%s", top);
+  cr_expect(strstr(top, "Type: wall"), "a thread-time profile:\n%s", top);
+  cr_expect(WIFEXITED(delayed_status) && WEXITSTATUS(delayed_status) == 0,
+            "a second profile request for pid %s while one runs gets 429 (got %d)", pid,
+            WIFEXITED(delayed_status) ? WEXITSTATUS(delayed_status) : -1);
+  cr_expect_gt(sc.scrapes, 50, "the scraper ran during the profile (%d scrapes)", sc.scrapes);
+  cr_expect_eq(sc.unanswered, 0, "%d of %d scrapes got no answer", sc.unanswered, sc.scrapes);
+  cr_expect_eq(sc.ok, sc.scrapes, "every scrape answered 200 (%d of %d)", sc.ok, sc.scrapes);
+  cr_expect_leq(sc.max_ms, limit, "the slowest of %d scrapes during the profile took %.1f ms (without: %.1f ms)",
+                sc.scrapes, sc.max_ms, base.max_ms);
+  cr_log_info("%d scrapes every %d ms during a 3 s profile: slowest %.1f ms (%d without a profile: %.1f ms)",
+              sc.scrapes, SCRAPE_EVERY_MS, sc.max_ms, base.scrapes, base.max_ms);
+  free(top);
+
+  /* threads: the cpu-work thread's stack has CountPrimes; every sample is labelled */
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/debug/pprof/threads", port);
+  char *traces = go_pprof(dir, "-traces", NULL, url);
+  const char *cpu = trace_label(traces, "thread_name", "cpu-work");
+  cr_expect(cpu, "a thread named cpu-work:\n%s", traces);
+  if (cpu) {
+    const char *end = strstr(cpu, "-----------");
+    const char *hot = strstr(cpu, "Sample.CpuWork.CountPrimes");
+    cr_expect(hot && (!end || hot < end), "cpu-work's stack has CountPrimes:\n%s", traces);
+  }
+  cr_expect(strstr(traces, "Type: threads"), "%s", traces);
+  cr_expect(trace_label(traces, "pid", pid), "samples labelled pid %s:\n%s", pid, traces);
+  cr_expect(trace_label(traces, "env", "test"), "samples labelled env test:\n%s", traces);
+  cr_expect(trace_label(traces, "process", "Sample"), "samples labelled process Sample:\n%s", traces);
+  free(traces);
+  char *text;
+  snprintf(path, sizeof path, "/debug/pprof/threads?pid=%s&debug=1", pid);
+  cr_expect_eq(get(port, path, &text), 200);
+  const char *line = strstr(body_of(text), " cpu-work:\n");
+  cr_expect(line && strncmp(strchr(line, '\n') + 1, "  Sample!Sample.CpuWork.CountPrimes\n", 36) == 0,
+            "debug=1: cpu-work's leaf frame is CountPrimes:\n%s", body_of(text));
+  free(text);
+
+  /* allocs: alloc_space samples where the sample allocates, each at least one 100 KiB tick */
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/debug/pprof/allocs?seconds=2&pid=%s", port, pid);
+  char *raw = go_pprof(dir, "-raw", NULL, url);
+  cr_expect(strstr(raw, "alloc_objects/count alloc_space/bytes"), "the allocs sample types:\n%.2000s", raw);
+  unsigned long long objects = 0, bytes = 0, o1, b1;
+  for (const char *p = strstr(raw, "Samples:"); p && (p = strchr(p, '\n'));) {
+    p++;
+    if (sscanf(p, " %llu %llu:", &o1, &b1) == 2) objects += o1, bytes += b1;
+    if (strncmp(p, "Locations", 9) == 0) break;
+  }
+  cr_expect_gt(objects, 0, "allocation ticks in 2 s of the sample:\n%.2000s", raw);
+  /* the runtime fires GCAllocationTick once a thread has allocated 100 KiB since its last one */
+  cr_expect_geq(bytes, objects * 100 * 1024, "%llu bytes in %llu ticks", bytes, objects);
+  free(raw);
+  char *allocs_top = go_pprof(dir, "-sample_index=alloc_space", "-top", url);
+  cr_expect(strstr(allocs_top, "Sample.AllocWork.Allocate"), "the allocating method:\n%s", allocs_top);
+  free(allocs_top);
+
+  /* a client that leaves before its profile is made frees the slot: the next request runs */
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  char req[160];
+  int rn = snprintf(req, sizeof req, "GET /debug/pprof/profile?seconds=5&pid=%s HTTP/1.1\r\n\r\n", pid);
+  cr_assert_eq(write(fd, req, (size_t)rn), rn);
+  usleep(500 * 1000);
+  close(fd);
+  int next = 0;
+  for (int i = 0; i < 20 && (next = get(port, again, NULL)) == 429; i++) usleep(100 * 1000);
+  cr_expect_eq(next, 200, "after the client left, a profile request runs (got %d)", next);
+
+  /* the index, errors */
+  char *index;
+  cr_expect_eq(get(port, "/debug/pprof/", &index), 200);
+  cr_expect(strstr(body_of(index), pid), "the index lists the target:\n%s", body_of(index));
+  free(index);
+  cr_expect_eq(get(port, "/debug/pprof/nothing", NULL), 404);
+  cr_expect_eq(request(port, "POST", "/debug/pprof/profile", NULL), 405);
+  cr_expect_eq(get(port, "/debug/pprof/profile?seconds=301", NULL), 400);
+  cr_expect_eq(get(port, "/debug/pprof/profile?seconds=x", NULL), 400);
+  cr_expect_eq(get(port, "/debug/pprof/profile?seconds=1&pid=1", NULL), 404);
+
+  cr_expect_eq(stop_serve(serve), 0, "serve ends with 0 on Ctrl+C");
+  dnt_target_stop(&t);
+  rm_rf(dir);
+}
+
+/* ---- serve --all ---- */
+
+static void start_named(dnt_target *t, const char *exe) {
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .exe = exe, .wait_socket = 1, .timeout_ms = 30000};
+  char err[512];
+  cr_assert_eq(dnt_target_start(t, &o, err, sizeof err), 0, "cannot start the sample target: %s", err);
+}
+
+/* The series line of /metrics text for counter family with label pid, or NULL. */
+static const char *series_of(const char *text, const char *family, int pid) {
+  char want[64];
+  snprintf(want, sizeof want, "pid=\"%d\"", pid);
+  for (const char *p = text; (p = strstr(p, family)); p++) {
+    if (p != text && p[-1] != '\n') continue;
+    const char *eol = strchr(p, '\n');
+    const char *l = strstr(p, want);
+    if (l && (!eol || l < eol)) return p;
+  }
+  return NULL;
+}
+
+static int promtool_check(const char *text, const char *dir, char *out, size_t cap) {
+  char path[300], cmd[700];
+  snprintf(path, sizeof path, "%s/scrape.txt", dir);
+  FILE *fp = fopen(path, "w");
+  cr_assert(fp);
+  fputs(text, fp);
+  fclose(fp);
+  snprintf(cmd, sizeof cmd, "promtool check metrics < '%s' 2>&1", path);
+  FILE *p = popen(cmd, "r");
+  cr_assert(p);
+  size_t n = fread(out, 1, cap - 1, p);
+  out[n] = '\0';
+  int status = pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+Test(serve, all_follows_two_samples_and_a_restart, .timeout = 240) {
+  DNT_REQUIRE_TARGET();
+  one_at_a_time();
+  require_tool("promtool", "prometheus");
+  char dir[] = "/tmp/dnt-serve-all-XXXXXX", exe_a[128], exe_b[128], listen[64], log[300];
+  cr_assert(mkdtemp(dir));
+  snprintf(exe_a, sizeof exe_a, "%s/dnta%d", dir, (int)getpid() % 100000);
+  snprintf(exe_b, sizeof exe_b, "%s/dntb%d", dir, (int)getpid() % 100000);
+  char *real = realpath(dnt_target_exe(), NULL);
+  cr_assert(real, "no sample at %s", dnt_target_exe());
+  cr_assert_eq(symlink(real, exe_a), 0);
+  cr_assert_eq(symlink(real, exe_b), 0);
+  free(real);
+  dnt_target a, b, b2;
+  start_named(&a, exe_a);
+  start_named(&b, exe_b);
+  int port = free_port();
+  snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+  snprintf(log, sizeof log, "%s/serve.log", dir);
+  /* EventCounters only: every other .NET process here is visited too, and a Meter session of its
+   * own could clash with another test's (one metrics session per process) */
+  char *argv[] = {"dntrace", "serve", "--all", "--rescan", "1s", "--label", "pod=p1", "--counters",
+                  "EventCounters\\System.Runtime", "--listen", listen, NULL};
+  pid_t serve = spawn_dntrace(log, argv);
+  const char *family = "cpu_usage_percent{";
+  int both = 0;
+  char *ans = NULL;
+  for (int i = 0; i < 300 && !both; i++) {
+    free(ans);
+    get(port, "/metrics", &ans);
+    both = series_of(body_of(ans), family, a.pid) && series_of(body_of(ans), family, b.pid);
+    if (!both) usleep(100 * 1000);
+  }
+  cr_assert(both, "both samples (%d, %d) on /metrics:\n%s", (int)a.pid, (int)b.pid, body_of(ans));
+  const char *line = series_of(body_of(ans), family, a.pid);
+  char name_a[64];
+  snprintf(name_a, sizeof name_a, "process=\"%s\"", strrchr(exe_a, '/') + 1);
+  const char *eol = strchr(line, '\n');
+  cr_expect(strstr(line, name_a) && strstr(line, name_a) < eol, "the process label: %.*s", (int)(eol - line), line);
+  cr_expect(strstr(line, "pod=\"p1\"") && strstr(line, "pod=\"p1\"") < eol, "the --label: %.*s", (int)(eol - line),
+            line);
+  char said[4096], perr[256];
+  cr_expect_eq(prom_check(body_of(ans), NULL, perr, sizeof perr), 0, "%s", perr);
+  int rc = promtool_check(body_of(ans), dir, said, sizeof said);
+  cr_expect_eq(rc, 0, "promtool check metrics exits %d:\n%s", rc, said);
+  free(ans);
+  ans = NULL;
+
+  /* profiles need pid= now that there are several targets */
+  char *why;
+  cr_expect_eq(get(port, "/debug/pprof/profile?seconds=1", &why), 400);
+  cr_expect(strstr(body_of(why), "pid="), "the 400 says why: %s", body_of(why));
+  free(why);
+
+  /* b restarts: its old pid goes, its new one comes, a stays */
+  int old_b = b.pid;
+  dnt_target_stop(&b);
+  start_named(&b2, exe_b);
+  int followed = 0, gone = 0, kept = 0;
+  for (int i = 0; i < 300 && !(followed && gone && kept); i++) {
+    free(ans);
+    get(port, "/metrics", &ans);
+    followed = series_of(body_of(ans), family, b2.pid) != NULL;
+    gone = series_of(body_of(ans), family, old_b) == NULL;
+    kept = series_of(body_of(ans), family, a.pid) != NULL;
+    if (!(followed && gone && kept)) usleep(100 * 1000);
+  }
+  cr_expect(followed, "the restarted sample's new pid %d is served", (int)b2.pid);
+  cr_expect(gone, "the old pid %d is dropped", old_b);
+  cr_expect(kept, "the other sample %d stays", (int)a.pid);
+  rc = promtool_check(body_of(ans), dir, said, sizeof said);
+  cr_expect_eq(rc, 0, "promtool check metrics exits %d after the restart:\n%s", rc, said);
+  free(ans);
+
+  cr_expect_eq(stop_serve(serve), 0, "serve ends with 0 on Ctrl+C");
+  dnt_target_stop(&a);
+  dnt_target_stop(&b2);
+  rm_rf(dir);
+}
+
+/* ---- serve --push ---- */
+
+/* A Pyroscope stand-in on loopback: every POST's request line and body kept (the first 64),
+ * answered 200; while `away`, every POST is answered 503 and forgotten, as a Pyroscope behind its
+ * load balancer answers while it is down (closing the port instead would leave it to the kernel
+ * whether it can be bound again at once). */
+struct receiver {
+  int port, fd;
+  pthread_t th;
+  volatile int stop, away;
+  pthread_mutex_t mu;
+  int n;
+  char *line[64], *body[64];
+  size_t len[64];
+};
+
+static void *receive_loop(void *arg) {
+  struct receiver *r = arg;
+  while (!r->stop) {
+    struct pollfd pfd = {.fd = r->fd, .events = POLLIN};
+    if (poll(&pfd, 1, 100) <= 0) continue;
+    int c = accept(r->fd, NULL, NULL);
+    if (c < 0) continue;
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    size_t cap = 1 << 20, got = 0;
+    char *buf = malloc(cap + 1);
+    char *end = NULL;
+    long want = -1;
+    ssize_t n;
+    while (got < cap && (n = read(c, buf + got, cap - got)) > 0) {
+      got += (size_t)n;
+      buf[got] = '\0';
+      if (!end && (end = strstr(buf, "\r\n\r\n"))) {
+        const char *cl = strcasestr(buf, "Content-Length:");
+        want = cl ? strtol(cl + 15, NULL, 10) : 0;
+      }
+      if (end && (long)(got - (size_t)(end + 4 - buf)) >= want) break;
+    }
+    if (end && r->away) {
+      const char *no = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+      if (write(c, no, strlen(no)) < 0) {}
+    } else if (end) {
+      const char *ok = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+      if (write(c, ok, strlen(ok)) < 0) {}
+      pthread_mutex_lock(&r->mu);
+      if (r->n < 64) {
+        r->line[r->n] = strndup(buf, strcspn(buf, "\r\n"));
+        size_t blen = got - (size_t)(end + 4 - buf);
+        r->body[r->n] = malloc(blen + 1);
+        memcpy(r->body[r->n], end + 4, blen);
+        r->len[r->n] = blen;
+        r->n++;
+      }
+      pthread_mutex_unlock(&r->mu);
+    }
+    free(buf);
+    close(c);
+  }
+  return NULL;
+}
+
+/* A port below the kernel's ephemeral range: a client connecting to it while nothing listens can
+ * never be handed the same port as its own (a TCP self-connect would then hold it). */
+static int quiet_port(void) {
+  int lo = 32768, hi;
+  FILE *fp = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+  if (fp && fscanf(fp, "%d %d", &lo, &hi) != 2) lo = 32768;
+  if (fp) fclose(fp);
+  for (int port = 10000 + (int)(getpid() * 7 % 9000); port < lo; port += 97) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    if (ok) return port;
+  }
+  cr_assert_fail("no free port below %d", lo);
+  return 0;
+}
+
+static void receiver_start(struct receiver *r) {
+  r->fd = socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  setsockopt(r->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)r->port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int rc = -1;
+  for (int i = 0; i < 50 && (rc = bind(r->fd, (struct sockaddr *)&a, sizeof a)) != 0; i++) usleep(100 * 1000);
+  if (rc) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "ss -tanpe | grep ':%d ' >&2", r->port);
+    if (system(cmd)) {}
+  }
+  cr_assert_eq(rc, 0, "the receiver cannot bind port %d: %s", r->port, strerror(errno));
+  cr_assert_eq(listen(r->fd, 16), 0);
+  r->stop = 0;
+  cr_assert_eq(pthread_create(&r->th, NULL, receive_loop, r), 0);
+}
+
+static void receiver_stop(struct receiver *r) {
+  r->stop = 1;
+  pthread_join(r->th, NULL);
+  close(r->fd); /* connections are refused from now on */
+}
+
+static int received(struct receiver *r) {
+  pthread_mutex_lock(&r->mu);
+  int n = r->n;
+  pthread_mutex_unlock(&r->mu);
+  return n;
+}
+
+/* A query parameter of a request line, percent-decoded into out. */
+static int line_param(const char *line, const char *key, char *out, size_t cap) {
+  char target[4096];
+  if (sscanf(line, "POST %4095s", target) != 1) return -1;
+  return dnt_http_query_get(target, key, out, cap);
+}
+
+static long vm_rss_kb(pid_t pid) {
+  char path[64], l[256];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE *fp = fopen(path, "r");
+  long kb = -1;
+  while (fp && fgets(l, sizeof l, fp))
+    if (sscanf(l, "VmRSS: %ld", &kb) == 1) break;
+  if (fp) fclose(fp);
+  return kb;
+}
+
+Test(serve, push_sends_windows_to_a_receiver_and_stays_flat_while_it_is_away, .timeout = 240) {
+  DNT_REQUIRE_TARGET();
+  one_at_a_time();
+  require_tool("go", "golang-go");
+  char dir[] = "/tmp/dnt-serve-push-XXXXXX";
+  cr_assert(mkdtemp(dir));
+  dnt_target t;
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = 30000};
+  char err[512];
+  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "cannot start the sample: %s", err);
+  struct receiver r = {.port = quiet_port()};
+  pthread_mutex_init(&r.mu, NULL);
+  receiver_start(&r);
+  int port = free_port();
+  char pid[16], listen[64], log[300], url[128];
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+  snprintf(url, sizeof url, "http://127.0.0.1:%d", r.port);
+  snprintf(log, sizeof log, "%s/serve.log", dir);
+  /* ASan keeps freed memory aside (its quarantine): memory would grow with what is freed */
+  const char *asan = getenv("ASAN_OPTIONS");
+  char asan_opts[512];
+  snprintf(asan_opts, sizeof asan_opts, "%s%squarantine_size_mb=1", asan ? asan : "", asan && *asan ? ":" : "");
+  setenv("ASAN_OPTIONS", asan_opts, 1);
+  char *argv[] = {"dntrace", "serve", "-p", pid, "--label", "env=push", "--listen", listen, "--push", url,
+                  "--push-interval", "1s", NULL};
+  pid_t serve = spawn_dntrace(log, argv);
+  for (int i = 0; i < 300 && received(&r) < 3; i++) usleep(100 * 1000);
+  cr_assert_geq(received(&r), 3, "three windows reach the receiver");
+
+  /* the query string: the name with the labels, the windows end to end */
+  pthread_mutex_lock(&r.mu);
+  char name[512], from[32], until[32], format[16], prev_until[32] = "";
+  for (int i = 0; i < 3; i++) {
+    cr_assert_eq(strncmp(r.line[i], "POST /ingest?", 13), 0, "%s", r.line[i]);
+    cr_expect_gt(line_param(r.line[i], "name", name, sizeof name), 0, "%s", r.line[i]);
+    char want[128];
+    snprintf(want, sizeof want, "Sample{pid=%s,process=Sample,env=push}", pid);
+    cr_expect_str_eq(name, want, "the application name with its labels");
+    cr_expect_gt(line_param(r.line[i], "from", from, sizeof from), 0);
+    cr_expect_gt(line_param(r.line[i], "until", until, sizeof until), 0);
+    cr_expect_gt(line_param(r.line[i], "format", format, sizeof format), 0);
+    cr_expect_str_eq(format, "pprof");
+    cr_expect_leq(atoll(from), atoll(until));
+    if (prev_until[0]) cr_expect_str_eq(from, prev_until, "a window starts where the one before ended");
+    snprintf(prev_until, sizeof prev_until, "%s", until);
+  }
+  /* the multipart body's profile part, read by go tool pprof */
+  const char *b = r.body[1];
+  size_t blen = r.len[1];
+  const char *disp = memmem(b, blen, "name=\"profile\"", 14);
+  const char *start = disp ? memmem(disp, blen - (size_t)(disp - b), "\r\n\r\n", 4) : NULL;
+  cr_assert(start, "a part named profile");
+  start += 4;
+  const char *stop = memmem(start, blen - (size_t)(start - b), "\r\n--", 4);
+  cr_assert(stop, "the part ends with the boundary");
+  cr_expect(memmem(b, blen, "name=\"sample_type_config\"", 25), "a sample_type_config part");
+  char file[320];
+  snprintf(file, sizeof file, "%s/window.pb.gz", dir);
+  FILE *fp = fopen(file, "wb");
+  fwrite(start, 1, (size_t)(stop - start), fp);
+  fclose(fp);
+  pthread_mutex_unlock(&r.mu);
+  char *top = go_pprof(dir, "-top", NULL, file);
+  cr_expect(strstr(top, "Sample.CpuWork.CountPrimes"), "a window names the sample's hot method:\n%s", top);
+  cr_expect(strstr(top, "Type: wall"), "%s", top);
+  free(top);
+
+  /* the receiver goes away for 8 windows: serve's memory stays flat, then it sends again */
+  r.away = 1;
+  int before = received(&r);
+  long rss0 = vm_rss_kb(serve), rss_max = rss0;
+  usleep(2000 * 1000); /* the first failures and retries */
+  long rss2 = vm_rss_kb(serve);
+  for (int i = 0; i < 6; i++) {
+    usleep(1000 * 1000);
+    long kb = vm_rss_kb(serve);
+    if (kb > rss_max) rss_max = kb;
+  }
+  char *index;
+  cr_expect_eq(get(port, "/debug/pprof/", &index), 200);
+  const char *dropped = strstr(body_of(index), " dropped");
+  cr_expect(dropped && atoi(dropped - 3 + strspn(dropped - 3, " ")) >= 0, "%s", body_of(index));
+  cr_expect(!strstr(body_of(index), " 0 dropped"), "windows are dropped while the server is away:\n%s",
+            body_of(index));
+  /* what bounds memory: at most two windows wait (the ones after are dropped, counted above) */
+  const char *waiting = strstr(body_of(index), " waiting");
+  int nwait = -1;
+  if (waiting) {
+    const char *p = waiting;
+    while (p > body_of(index) && p[-1] >= '0' && p[-1] <= '9') p--;
+    nwait = atoi(p);
+  }
+  cr_expect(nwait >= 0 && nwait <= 2, "at most 2 windows wait (%d):\n%s", nwait, body_of(index));
+  free(index);
+  /* a gross check only (ASan's allocator keeps what it frees for a while): windows are ~10 KB */
+  cr_expect_leq(rss_max - rss2, 8192, "serve's RSS from %ld KB (2 s into the outage) grew to %ld KB", rss2, rss_max);
+  cr_log_info("push outage: RSS %ld KB at its start, %ld KB after 2 s, at most %ld KB", rss0, rss2, rss_max);
+  r.away = 0;
+  for (int i = 0; i < 400 && received(&r) == before; i++) usleep(100 * 1000);
+  cr_expect_gt(received(&r), before, "serve sends again once the receiver is back");
+
+  int code = stop_serve(serve);
+  receiver_stop(&r);
+  pthread_mutex_lock(&r.mu);
+  for (int i = 0; i < r.n; i++) free(r.line[i]), free(r.body[i]);
+  pthread_mutex_unlock(&r.mu);
+  dnt_target_stop(&t);
+  char said[16384];
+  FILE *lp = fopen(log, "r");
+  size_t ln = lp ? fread(said, 1, sizeof said - 1, lp) : 0;
+  said[ln] = '\0';
+  if (lp) fclose(lp);
+  cr_expect(strstr(said, "trying again") && strstr(said, "takes profiles again"), "serve says so:\n%s", said);
+  cr_expect_eq(code, 0, "serve ends with 0 on Ctrl+C:\n%s", said);
+  rm_rf(dir);
+}
+
+/* ---- the query string ---- */
+
+Test(serve_query, values_decoded_as_forms_encode_them) {
+  char v[32];
+  cr_expect_eq(dnt_http_query_get("/p?seconds=3&pid=7", "pid", v, sizeof v), 1);
+  cr_expect_str_eq(v, "7");
+  cr_expect_eq(dnt_http_query_get("/p?seconds=3&pid=7", "seconds", v, sizeof v), 1);
+  cr_expect_str_eq(v, "3");
+  cr_expect_eq(dnt_http_query_get("/p?seconds=3", "pid", v, sizeof v), -1, "absent");
+  cr_expect_eq(dnt_http_query_get("/p", "pid", v, sizeof v), -1, "no query at all");
+  cr_expect_eq(dnt_http_query_get("/p?xpid=1&pid=2", "pid", v, sizeof v), 1, "a longer key is another key");
+  cr_expect_str_eq(v, "2");
+  cr_expect_eq(dnt_http_query_get("/p?pid=1&pid=2", "pid", v, sizeof v), 1);
+  cr_expect_str_eq(v, "1", "the first occurrence wins");
+  cr_expect_eq(dnt_http_query_get("/p?debug&pid=2", "debug", v, sizeof v), 0, "a key without '=' is empty");
+  cr_expect_eq(dnt_http_query_get("/p?a=x%20y+z", "a", v, sizeof v), 5);
+  cr_expect_str_eq(v, "x y z", "%%20 and + are spaces");
+  cr_expect_eq(dnt_http_query_get("/p?a=%7e%7E", "a", v, sizeof v), 2);
+  cr_expect_str_eq(v, "~~", "hex digits in either case");
+  cr_expect_eq(dnt_http_query_get("/p?a=%2", "a", v, sizeof v), -2, "a cut %%XX");
+  cr_expect_eq(dnt_http_query_get("/p?a=%zz", "a", v, sizeof v), -2, "not hex");
+  cr_expect_eq(dnt_http_query_get("/p?a=%00", "a", v, sizeof v), -2, "a NUL");
+  cr_expect_eq(dnt_http_query_get("/p?a=12345", "a", v, 5), -2, "too long for the buffer");
+  cr_expect_eq(dnt_http_query_get("/p?a=1#a=2", "a", v, sizeof v), 1, "the fragment ends the query");
+  cr_expect_str_eq(v, "1");
+  cr_expect_eq(dnt_http_path_len("/debug/pprof/profile?seconds=3"), 20);
+  cr_expect_eq(dnt_http_path_len("/metrics"), 8);
+}
+
+/* What serve --push reads: its URL and its server's status line (RFC 9112: HTTP-version SP
+ * 3DIGIT SP reason). */
+Test(serve_query, push_url_and_status_line) {
+  char host[64], path[64];
+  int port;
+  cr_expect_eq(dnt_http_url_parse("http://pyroscope:4040", host, sizeof host, &port, path, sizeof path), 0);
+  cr_expect_str_eq(host, "pyroscope");
+  cr_expect_eq(port, 4040);
+  cr_expect_str_eq(path, "");
+  cr_expect_eq(dnt_http_url_parse("http://10.0.0.5/pyro/", host, sizeof host, &port, path, sizeof path), 0);
+  cr_expect_eq(port, 80, "the scheme's port");
+  cr_expect_str_eq(path, "/pyro/");
+  cr_expect_eq(dnt_http_url_parse("https://x:1", host, sizeof host, &port, path, sizeof path), -EINVAL, "no TLS");
+  cr_expect_eq(dnt_http_url_parse("http://:4040", host, sizeof host, &port, path, sizeof path), -EINVAL);
+  cr_expect_eq(dnt_http_url_parse("http://x:0", host, sizeof host, &port, path, sizeof path), -EINVAL);
+  cr_expect_eq(dnt_http_url_parse("http://x:65536", host, sizeof host, &port, path, sizeof path), -EINVAL);
+  cr_expect_eq(dnt_http_url_parse("http://x:12a", host, sizeof host, &port, path, sizeof path), -EINVAL);
+  const char *ok = "HTTP/1.1 204 No Content\r\n";
+  cr_expect_eq(dnt_http_status_parse(ok, strlen(ok)), 204);
+  cr_expect_eq(dnt_http_status_parse(ok, 10), 0, "not a whole line yet");
+  cr_expect_eq(dnt_http_status_parse("HTTP/1.0 503\r\n", 14), 503, "no reason phrase");
+  cr_expect_eq(dnt_http_status_parse("HTTP/2 200\r\n", 12), -1);
+  cr_expect_eq(dnt_http_status_parse("HTTP/1.1 20 OK\r\n", 16), -1);
+  cr_expect_eq(dnt_http_status_parse("HTTP/1.1 2000 OK\r\n", 18), -1);
+  cr_expect_eq(dnt_http_status_parse("HTTP/1.1 099 X\r\n", 16), -1);
+  cr_expect_eq(dnt_http_status_parse("GET / HTTP/1.1\r\n", 16), -1, "a request is no answer");
+}
