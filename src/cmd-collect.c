@@ -135,7 +135,8 @@ struct collect {
   int tty;
   uv_signal_t sigint, sigterm;
   uv_timer_t ticker, stopper_timer; /* stopper: --duration, then the stop's deadline */
-  int saw_end;                        /* the stream's end marker has been read */
+  int saw_end;
+  int handles_closed;                 /* close_handles ran: the stream is over */
   int line_done;                      /* the status line has had its last update */
   struct dnt_enter_watch enter; /* Enter stops, on a terminal */
   int native; /* 0 no, 1 perf set up, 2 its files written */
@@ -197,14 +198,20 @@ static void on_session_data(void *ud, const uint8_t *p, size_t n) {
 }
 
 /* The stream is over: our handles go so that the loop can end (perf too: its target is done). */
-static void on_session_end(void *ud) {
-  struct collect *c = ud;
-  if (c->native) dnt_native_stop(&c->nat, &c->s);
+static void close_handles(struct collect *c) {
+  if (c->handles_closed) return;
+  c->handles_closed = 1;
   uv_close((uv_handle_t *)&c->sigint, NULL);
   uv_close((uv_handle_t *)&c->sigterm, NULL);
   uv_close((uv_handle_t *)&c->ticker, NULL);
   uv_close((uv_handle_t *)&c->stopper_timer, NULL);
   dnt_enter_watch_close(&c->enter);
+}
+
+static void on_session_end(void *ud) {
+  struct collect *c = ud;
+  if (c->native) dnt_native_stop(&c->nat, &c->s);
+  close_handles(c);
 }
 
 /* ---- stopping ---- */
@@ -478,10 +485,20 @@ int cmd_collect(int argc, char **argv) {
     rc = DNT_EXIT_FAILURE;
     goto out;
   }
+  /* the handles the session's callbacks use exist before it starts: its first bytes can come
+   * with the runtime's answer, and a stopping event among them stops it at once */
+  uv_signal_init(c.loop, &c.sigint);
+  uv_signal_init(c.loop, &c.sigterm);
+  c.sigint.data = c.sigterm.data = &c;
+  uv_timer_init(c.loop, &c.ticker);
+  c.ticker.data = &c;
+  uv_timer_init(c.loop, &c.stopper_timer);
+  c.stopper_timer.data = &c;
   static const dnt_session_cb session_cb = {on_session_data, on_session_end};
   int src = dnt_session_start(&c.s, pick_version(custom_rundown), &cfg, &session_cb, &c);
   free(wire);
   if (src) {
+    close_handles(&c);
     rc = dnt_session_start_failed(&c.s);
     /* nothing was written: out: removes the temporary, an existing output stays as it was */
     if (c.native) {
@@ -493,18 +510,14 @@ int cmd_collect(int argc, char **argv) {
   if (resume_runtime) dnt_session_resume(&c.s);
 
   c.start_ms = now_ms();
-  uv_signal_init(c.loop, &c.sigint);
-  uv_signal_init(c.loop, &c.sigterm);
-  c.sigint.data = c.sigterm.data = &c;
-  uv_signal_start(&c.sigint, on_signal, SIGINT);
-  uv_signal_start(&c.sigterm, on_signal, SIGTERM);
-  uv_timer_init(c.loop, &c.ticker);
-  c.ticker.data = &c;
-  uv_timer_start(&c.ticker, on_tick, 1000, 1000);
-  uv_timer_init(c.loop, &c.stopper_timer);
-  c.stopper_timer.data = &c;
-  if (duration_ms) uv_timer_start(&c.stopper_timer, on_duration, duration_ms, 0);
-  if (!show_child_io) dnt_enter_watch_start(&c.enter, c.loop, on_enter, &c);
+  if (!c.handles_closed) { /* else the stream is over already */
+    uv_signal_start(&c.sigint, on_signal, SIGINT);
+    uv_signal_start(&c.sigterm, on_signal, SIGTERM);
+    uv_timer_start(&c.ticker, on_tick, 1000, 1000);
+    /* unless it is stopping already (its stop deadline, or the end's grace, holds the timer) */
+    if (duration_ms && !c.s.stopping && !c.saw_end) uv_timer_start(&c.stopper_timer, on_duration, duration_ms, 0);
+    if (!show_child_io) dnt_enter_watch_start(&c.enter, c.loop, on_enter, &c);
+  }
   if (c.tty)
     printf("Press <Enter> or <Ctrl+C> to exit...\n");
   else

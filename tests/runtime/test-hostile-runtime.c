@@ -316,3 +316,28 @@ Test(hostile, collect_stops_the_session_on_a_second_connection, .timeout = 30) {
   unlink(out);
   rmdir(dir);
 }
+
+/* collect-at-once.case: the whole stream arrives with the answer to CollectTracing, so that
+ * collect reads it before its session has started. With a stopping event to watch for, collect
+ * parses the stream as it comes, and its end (or a stopping event that came that early: it
+ * crashed collect under CI's load) starts a timer: one set up before the session, not after. */
+Test(hostile, collect_of_a_stream_that_comes_with_the_answer, .timeout = 30) {
+  fake_ipc_opts o = {.runtime = 1};
+  char pid[16];
+  fake_ipc *f = start_case_as("collect-at-once.case", &o, pid);
+  char dir[] = "/tmp/dnt-hosts-XXXXXX", out[128];
+  cr_assert(mkdtemp(dir));
+  snprintf(out, sizeof out, "%s/s.nettrace", dir);
+  struct dnt_run r;
+  int rc = dnt_run_dntrace(&r, "collect", "-p", pid, "-o", out, "--duration", "20s",
+                           "--stopping-event-provider-name", "Sample-Load", NULL);
+  stop_case(f);
+  cr_assert_eq(rc, 0, "%s%s", r.out, r.err);
+  cr_assert(strstr(r.out, "Trace completed"), "%s", r.out);
+  struct stat st;
+  cr_assert_eq(stat(out, &st), 0, "%s written", out);
+  cr_assert_eq(st.st_size, 103, "the whole stream, its end tag included: %lld bytes", (long long)st.st_size);
+  dnt_run_free(&r);
+  unlink(out);
+  rmdir(dir);
+}
