@@ -261,6 +261,7 @@ int dnt_session_start(dnt_session *s, int version, const dsipc_session_config *c
                       void *ud) {
   s->cb = *cb;
   s->ud = ud;
+  s->stop_wanted = 0;
   int rc = start_once(s, version, cfg);
   if (rc == DSIPC_EUNKNOWNCMD && version > 2) {
     /* an older runtime: what only the newer request can say (a custom rundown keyword) is lost */
@@ -269,6 +270,7 @@ int dnt_session_start(dnt_session *s, int version, const dsipc_session_config *c
   }
   if (rc == DSIPC_EUNKNOWNCMD && version > 1) rc = start_once(s, 1, cfg);
   s->running = rc == 0;
+  if (s->running && s->stop_wanted && !s->ended_early) dnt_session_stop(s);
   if (s->running && s->ended_early) {
     uv_timer_init(s->loop, &s->deferred_end);
     s->deferred_end.data = s;
@@ -318,6 +320,7 @@ static void async_replied(dnt_session *s) {
   s->starting = 0;
   s->running = rc == 0;
   release_starts(s);
+  if (s->running && s->stop_wanted && !s->ended) dnt_session_stop(s);
   s->on_started(s->ud, rc);
 }
 
@@ -343,7 +346,7 @@ int dnt_session_start_async(dnt_session *s, int version, const dsipc_session_con
     release_starts(s);
     return rc;
   }
-  s->ended_early = 0;
+  s->ended_early = s->stop_wanted = 0;
   if ((rc = send_next_start(s)) != 0) {
     release_starts(s);
     return rc;
@@ -410,7 +413,11 @@ static void on_stop_connection(void *ud, const dsipc_status *st, const dsipc_adv
 }
 
 void dnt_session_stop(dnt_session *s) {
-  if (!s->running || s->stopping || s->ended) return;
+  if (s->stopping || s->ended) return;
+  if (!s->running) { /* the stream's first bytes, read with the answer, asked for it: stop once started */
+    s->stop_wanted = 1;
+    return;
+  }
   s->stopping = 1;
   dsipc_buf_init(&s->stop_req);
   dsipc_status st = {0};

@@ -49,6 +49,7 @@ typedef struct dnt_session {
   int replied, reply_code;
   char reply_msg[512];
   int running, stopping, ended, abandoned, end_code, ended_early;
+  int stop_wanted; /* dnt_session_stop came before the start had returned: done once it has */
   uv_timer_t deferred_end;
   char end_msg[512];
   dnt_session_cb cb;

@@ -341,3 +341,23 @@ Test(hostile, collect_of_a_stream_that_comes_with_the_answer, .timeout = 30) {
   unlink(out);
   rmdir(dir);
 }
+
+/* stop-at-once.case: bytes that do not parse come with the answer, before the analysis's session
+ * has started; the stop they call for must reach the runtime at once (it was dropped, and the
+ * session ran to its --duration), and the error is one line. */
+Test(hostile, a_stop_asked_for_before_the_start_returned_is_sent, .timeout = 60) {
+  fake_ipc_opts o = {.runtime = 1};
+  char pid[16];
+  fake_ipc *f = start_case_as("stop-at-once.case", &o, pid);
+  struct dnt_run r;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  int rc = dnt_run_dntrace(&r, "gc", "-p", pid, "--duration", "30s", NULL);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  stop_case(f);
+  double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+  cr_assert_eq(rc, 1, "%s%s", r.out, r.err);
+  cr_assert(strstr(r.err, "does not parse as nettrace"), "%s", r.err);
+  cr_assert_lt(took, 15, "stopped at once, not at the end of its 30 s (took %.1f s)", took);
+  dnt_run_free(&r);
+}
