@@ -381,7 +381,7 @@ Test(counters_runtime, collect_csv, .timeout = 90) {
   char *line = strtok_r(text, "\n", &save);
   cr_assert(line);
   cr_assert_str_eq(line, "Timestamp,Provider,Counter Name,Counter Type,Mean/Increment");
-  int lineno = 1, work = 0, requests = 0, latency = 0, cpu = 0, gc = 0, threads = 0, working_set = 0;
+  int lineno = 1, work = 0, work_done = 0, requests = 0, latency = 0, cpu = 0, gc = 0, threads = 0, working_set = 0;
   double first_t = -1, last_t = -1;
   while ((line = strtok_r(NULL, "\n", &save))) {
     struct csv_row row;
@@ -405,7 +405,9 @@ Test(counters_runtime, collect_csv, .timeout = 90) {
      * a rate: the session's 1 s refresh), tags in brackets with ';' between them */
     if (strcmp(prov, "Sample-Counters") == 0 && strcmp(name, "Work Items (items)") == 0) {
       work++;
-      cr_expect_gt(v, 0, "work-items %g is positive", v);
+      /* an interval in which a loaded machine did not run the sample's worker counts 0 */
+      cr_expect_geq(v, 0, "work-items %g is not negative", v);
+      if (v > 0) work_done++;
       cr_expect_lt(v, 1e7, "work-items %g is plausible", v);
     } else if (strcmp(prov, "Sample.Meter") == 0 && strncmp(name, "sample.requests ({request} / 1 sec)[", 36) == 0) {
       requests++;
@@ -424,6 +426,7 @@ Test(counters_runtime, collect_csv, .timeout = 90) {
     }
   }
   cr_expect_geq(work, 2, "work-items rows: %d", work);
+  cr_expect_geq(2 * work_done, work, "work-items positive in most intervals: %d of %d", work_done, work);
   cr_expect(last_t - first_t >= 0 && last_t - first_t <= 4 + 1.5, "values span %.1f s of a 4 s session", last_t - first_t);
   cr_expect_geq(requests, 2, "sample.requests rows: %d", requests);
   cr_expect_geq(latency, 3, "sample.latency rows: %d", latency);
