@@ -208,8 +208,11 @@ check() {
     fi
   fi
   if [ "${CI:-}" = true ]; then fuzz "$FUZZ_CI_SECONDS" || rc=1; fi
-  failures build-check build-clang    # again at the end, where a cut log still shows them
-  summarize build-check build-clang   # the last line: what CI reads
+  # a failed distcheck keeps its tree, and with it the logs of the suite it ran
+  local trees=(build-check build-clang) d
+  for d in build/dntrace-*/_build/sub; do [ -d "$d/tests" ] && trees+=("$d"); done
+  failures "${trees[@]}"    # again at the end, where a cut log still shows them
+  summarize "${trees[@]}"   # the last line: what CI reads
   return "$rc"
 }
 
