@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyze-int.h"
 #include "dnt-analyze.h"
 
 #define RUNTIME_PROVIDER "Microsoft-Windows-DotNETRuntime"
@@ -133,9 +134,7 @@ int dnt_gc_on_trace(void *ud, const ntr_trace *t) {
   return 0;
 }
 
-static double ms_of(const struct dnt_gc_analysis *a, uint64_t ts) {
-  return a->qpc_freq ? (double)(int64_t)(ts - a->sync_qpc) * 1000.0 / (double)a->qpc_freq : 0.0;
-}
+static double ms_of(const struct dnt_gc_analysis *a, uint64_t ts) { return dnt__ms_of(ts, a->sync_qpc, a->qpc_freq); }
 
 static double num(const struct dnt_gc_analysis *a, const char *name, double dflt) {
   double v;

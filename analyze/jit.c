@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyze-int.h"
 #include "dnt-analyze.h"
 
 #define RUNTIME_PROVIDER "Microsoft-Windows-DotNETRuntime"
@@ -100,9 +101,7 @@ int dnt_jit_on_trace(void *ud, const ntr_trace *t) {
   return 0;
 }
 
-static double ms_of(const struct dnt_jit_analysis *a, uint64_t ts) {
-  return a->qpc_freq ? (double)(int64_t)(ts - a->sync_qpc) * 1000.0 / (double)a->qpc_freq : 0.0;
-}
+static double ms_of(const struct dnt_jit_analysis *a, uint64_t ts) { return dnt__ms_of(ts, a->sync_qpc, a->qpc_freq); }
 
 /* An integer field exactly (MethodID, ModuleID, ReJITID...), 0 when absent or not an integer. */
 static uint64_t u64(const struct dnt_jit_analysis *a, const char *name) {

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyze-int.h"
 #include "dnt-analyze.h"
 
 #define RUNTIME_PROVIDER "Microsoft-Windows-DotNETRuntime"
@@ -108,9 +109,7 @@ int dnt_tp_on_trace(void *ud, const ntr_trace *t) {
   return 0;
 }
 
-static double ms_of(const struct dnt_tp_analysis *a, uint64_t ts) {
-  return a->qpc_freq ? (double)(int64_t)(ts - a->sync_qpc) * 1000.0 / (double)a->qpc_freq : 0.0;
-}
+static double ms_of(const struct dnt_tp_analysis *a, uint64_t ts) { return dnt__ms_of(ts, a->sync_qpc, a->qpc_freq); }
 
 /* A count from the trace as an unsigned 32-bit number (anything else: 0). */
 static uint32_t count_of(double v) { return v >= 0 && v <= 4294967295.0 ? (uint32_t)v : 0; }
