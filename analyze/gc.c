@@ -75,6 +75,7 @@ struct pending {
 
 struct dnt_gc_analysis {
   const struct dnt_schema *schema;
+  struct dnt__layouts layouts; /* the schema's layouts of the events read, remembered */
   struct pending *pend;
   size_t npend, cap_pend;
   uint64_t order;
@@ -383,9 +384,8 @@ int dnt_gc_on_event(void *ud, const ntr_event *ev) {
     if (n >= 8) tick[1] = (double)le32(p + 4);
     if (md->version >= 2 && n >= 18) tick[0] = (double)le64(p + 10);
   } else {
-    const char *name;
     uint32_t nfields;
-    const ntr_field *f = dnt_schema_lookup(a->schema, md->provider, md->event_id, md->version, &name, &nfields);
+    const ntr_field *f = dnt__layout(&a->layouts, a->schema, md, &nfields);
     if (!f) return 0;
     /* a short or odd payload keeps the fields decoded before the fault; a missing one reads as 0 */
     if (dnt_record_decode_layout(&a->rec, f, nfields, a->pointer_size == 4 ? 4 : 8, ev->payload, ev->payload_size) ==

@@ -51,6 +51,7 @@ struct thread_slot {
 
 struct dnt_jit_analysis {
   const struct dnt_schema *schema;
+  struct dnt__layouts layouts; /* the schema's layouts of the events read, remembered */
   dnt_record rec;
   uint64_t sync_qpc, qpc_freq;
   uint32_t pointer_size;
@@ -236,9 +237,8 @@ int dnt_jit_on_event(void *ud, const ntr_event *ev) {
   case EV_R2R_ENTRY_POINT: a->r2r_entry_points++; return 0;
   default: return 0;
   }
-  const char *name;
   uint32_t nfields;
-  const ntr_field *f = dnt_schema_lookup(a->schema, md->provider, md->event_id, md->version, &name, &nfields);
+  const ntr_field *f = dnt__layout(&a->layouts, a->schema, md, &nfields);
   if (!f) return 0;
   /* a short or odd payload keeps the fields decoded before the fault; a missing one reads as 0 */
   if (dnt_record_decode_layout(&a->rec, f, nfields, a->pointer_size == 4 ? 4 : 8, ev->payload, ev->payload_size) ==
