@@ -396,9 +396,9 @@ Test(counters_runtime, collect_csv, .timeout = 90) {
     int hh, mm;
     double ss;
     if (sscanf(row.cell[0] + 11, "%d:%d:%lf", &hh, &mm, &ss) == 3) {
-      double t = hh * 3600 + mm * 60 + ss;
-      if (first_t < 0) first_t = t;
-      last_t = t;
+      double at = hh * 3600 + mm * 60 + ss;
+      if (first_t < 0) first_t = at;
+      last_t = at;
     }
     const char *prov = row.cell[1], *name = row.cell[2];
     /* Counter Name as dotnet-counters writes it: the display name, the unit (per interval for
@@ -599,9 +599,10 @@ static int tmux_alternate_on(const char *session) {
   return atoi(out);
 }
 
-static void tmux(const char *fmt, const char *session, const char *arg) {
+/* tmux VERB -t SESSION ARGS */
+static void tmux(const char *verb, const char *session, const char *args) {
   char cmd[512];
-  snprintf(cmd, sizeof cmd, fmt, session, arg);
+  snprintf(cmd, sizeof cmd, "tmux %s -t %s %s", verb, session, args);
   cr_assert_eq(system(cmd), 0, "%s", cmd);
 }
 
@@ -651,17 +652,17 @@ Test(counters_runtime, monitor_full_screen, .timeout = 120) {
   cr_expect(n > 0 && row[n - 1] >= '0' && row[n - 1] <= '9', "a value at the end of '%s'", row);
   free(screen);
 
-  tmux("tmux send-keys -t %s p%s", session, "");
+  tmux("send-keys", session, "p");
   screen = tmux_wait_for(session, dir, "Status: Paused");
   cr_expect(strstr(screen, "Status: Paused"), "p pauses:\n%s", screen);
   free(screen);
-  tmux("tmux send-keys -t %s r%s", session, "");
+  tmux("send-keys", session, "r");
   screen = tmux_wait_for(session, dir, "Status: Running");
   cr_expect(strstr(screen, "Status: Running"), "r resumes:\n%s", screen);
   free(screen);
 
   /* a narrower terminal: rows are cut to fit instead of wrapping, values stay at the end */
-  tmux("tmux resize-window -t %s -x 50 -y 40%s", session, "");
+  tmux("resize-window", session, "-x 50 -y 40");
   usleep(1500 * 1000);
   screen = tmux_screen(session, dir);
   row = screen_line(screen, "Work Items");
@@ -671,13 +672,13 @@ Test(counters_runtime, monitor_full_screen, .timeout = 120) {
   cr_expect_null(strstr(screen, "\n            "), "no wrapped continuation lines:\n%s", screen);
   free(screen);
 
-  tmux("tmux send-keys -t %s q%s", session, "");
+  tmux("send-keys", session, "q");
   screen = tmux_wait_for(session, dir, "TTY=restored");
   cr_expect(strstr(screen, "EXIT=0"), "q quits with 0:\n%s", screen);
   cr_expect(strstr(screen, "TTY=restored"), "the terminal settings are back:\n%s", screen);
   cr_expect_eq(tmux_alternate_on(session), 0, "back on the normal screen");
   free(screen);
-  tmux("tmux kill-session -t %s%s", session, "");
+  tmux("kill-session", session, "");
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   cr_assert_eq(system(cmd), 0);
   dnt_target_stop(&t);
