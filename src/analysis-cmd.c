@@ -37,12 +37,16 @@ int dnt_analysis_run(const struct dnt_analysis_cmd *cmd, const struct dnt_analys
     dnt_error("--duration goes with a process (-p or -n), not with a trace file");
     return DNT_EXIT_USAGE;
   }
+  if (o->target.show_child_io && !o->target.child_argv) {
+    dnt_error("--show-child-io goes with a command to start (-- CMD)");
+    return DNT_EXIT_USAGE;
+  }
   char err[512];
   struct dnt_schema *schema = dnt_schema_new();
   void *a = schema ? cmd->create(schema, o) : NULL;
   if (!a) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   char *name = NULL;
-  int damaged = 0;
+  struct dnt_analysis_outcome outcome = {0};
   int rc = DNT_EXIT_FAILURE;
   if (dnt_schema_load_default(schema, err, sizeof err) < 0) {
     dnt_error("cannot read the runtime's event layouts: %s", err);
@@ -59,7 +63,7 @@ int dnt_analysis_run(const struct dnt_analysis_cmd *cmd, const struct dnt_analys
   cmd->callbacks(&cb);
   if (cmd->before_feed) cmd->before_feed(a, o);
   struct dnt_analysis_input in = {.trace = o->trace, .target = &o->target, .duration_ms = o->duration_ms};
-  int r = dnt_analysis_feed(&in, cmd->rec, cmd->noun, &cb, a, &damaged);
+  int r = dnt_analysis_feed(&in, cmd->rec, cmd->noun, &cb, a, &outcome);
   if (r) {
     rc = r;
     goto done;
@@ -80,7 +84,8 @@ int dnt_analysis_run(const struct dnt_analysis_cmd *cmd, const struct dnt_analys
     goto done;
   }
   if (nothing && is_report(o->format)) fprintf(stderr, "%s\n", nothing);
-  rc = damaged ? DNT_EXIT_FAILURE : 0;
+  rc = outcome.damaged ? DNT_EXIT_FAILURE : 0;
+  if (outcome.command_ran) rc = outcome.command_exit; /* dotnet-trace's rule, as collect's: the command's exit code */
 done:
   free(name);
   cmd->destroy(a);

@@ -30,10 +30,12 @@ struct dnt_analysis_options {
 
 #define DNT_ANALYSIS_OFFSET(f) offsetof(struct dnt_analysis_options, f)
 
-/* FILE, or -p / -n, and --duration */
+/* FILE, or a process (-p, -n, --diagnostic-port, -- CMD), and --duration */
 #define DNT_ANALYSIS_OPT_INPUT()                                                                                  \
   DNT_OPT_TEXT("FILE", "a trace (.nettrace, .gz, .zip, - for stdin) to analyse, or instead:"),                    \
-      DNT_OPT_GROUP(dnt_options_target_pid, DNT_ANALYSIS_OFFSET(target)),                                         \
+      DNT_OPT_GROUP(dnt_options_target_any, DNT_ANALYSIS_OFFSET(target)),                                         \
+      DNT_OPT_FLAG(0, "show-child-io", DNT_ANALYSIS_OFFSET(target.show_child_io),                                 \
+                   "with --: let CMD use this terminal (else its output is discarded)"),                          \
       DNT_OPT_GROUP(dnt_options_duration, DNT_ANALYSIS_OFFSET(duration_ms))
 
 #define DNT_ANALYSIS_OPT_TOP(help) DNT_OPT_TOP(DNT_ANALYSIS_OFFSET(top), 1000000, help)
@@ -60,7 +62,7 @@ struct dnt_analysis_options {
 /* The operand rules of a struct dnt_usage: a trace file, or a process */
 #define DNT_ANALYSIS_OPERAND                                                                                      \
   .operand = DNT_OPERAND_OR_TARGET, .operand_offset = DNT_ANALYSIS_OFFSET(trace),                                 \
-  .no_operand = "name a trace file, or a process with -p PID or -n NAME",                                         \
+  .no_operand = "name a trace file, or a process with -p PID, -n NAME, --diagnostic-port PATH or -- CMD",         \
   .many_operands = "one trace file, or one process, at a time"
 
 /* What an analysis command does besides the common body. The analysis is a void * here: each

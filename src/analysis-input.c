@@ -16,7 +16,8 @@
 
 /* ---- a trace file ---- */
 
-static int read_file(const char *trace, const char *noun, const ntr_callbacks *cb, void *ud, int *damaged) {
+static int read_file(const char *trace, const char *noun, const ntr_callbacks *cb, void *ud,
+                     struct dnt_analysis_outcome *out) {
   char err[512];
   ntr_stats st;
   if (dnt_trace_zip_note(trace, err, sizeof err) > 0) dnt_warning("%s", err);
@@ -26,7 +27,7 @@ static int read_file(const char *trace, const char *noun, const ntr_callbacks *c
     return DNT_EXIT_FAILURE;
   } else if (r == DNT_TRACE_DAMAGED) { /* reported, with what came before the damage; exit 1 */
     dnt_error("%s: the %s before it are shown", err, noun);
-    *damaged = 1;
+    out->damaged = 1;
   } else if (r == DNT_TRACE_TRUNCATED) {
     dnt_warning("%s: the %s before the cut are shown", err, noun);
   }
@@ -114,7 +115,7 @@ static int session_config(const struct dnt_analysis_recording *rec, struct dnt_p
 }
 
 static int record(const struct dnt_analysis_input *in, const struct dnt_analysis_recording *rec, const char *noun,
-                  ntr_parser *p) {
+                  ntr_parser *p, struct dnt_analysis_outcome *out) {
   struct live l;
   memset(&l, 0, sizeof l);
   l.parser = p;
@@ -132,6 +133,7 @@ static int record(const struct dnt_analysis_input *in, const struct dnt_analysis
     rc = dnt_session_start_failed(&l.s);
     goto out;
   }
+  dnt_session_resume(&l.s); /* a command, or a runtime that dialled a listener, waits for this */
   char *safe_name = dnt_safe_text(l.s.target.name);
   if (in->duration_ms)
     fprintf(stderr, "Recording %s of process %d (%s) for %.0f s (Ctrl+C stops sooner)\n", rec->what,
@@ -161,6 +163,11 @@ static int record(const struct dnt_analysis_input *in, const struct dnt_analysis
   if (st.dropped_events)
     dnt_warning("the runtime dropped %llu events (its buffer was full): some %s may be incomplete",
                 (unsigned long long)st.dropped_events, noun);
+  if (l.s.child_started) { /* stopped by --duration or Ctrl+C: the command goes on, as collect's does */
+    if (!l.s.child_exited) fprintf(stderr, "Waiting for the command (pid %d) to exit...\n", l.s.target.pid);
+    out->command_exit = dnt_session_wait_child(&l.s);
+    out->command_ran = 1;
+  }
 out:
   dnt_session_close(&l.s);
   while (dnt_loop_run(l.loop, UV_RUN_NOWAIT, __func__)) {}
@@ -170,12 +177,12 @@ out:
 }
 
 int dnt_analysis_feed(const struct dnt_analysis_input *in, const struct dnt_analysis_recording *rec,
-                      const char *noun, const ntr_callbacks *cb, void *ud, int *damaged) {
-  *damaged = 0;
-  if (in->trace) return read_file(in->trace, noun, cb, ud, damaged);
+                      const char *noun, const ntr_callbacks *cb, void *ud, struct dnt_analysis_outcome *out) {
+  memset(out, 0, sizeof *out);
+  if (in->trace) return read_file(in->trace, noun, cb, ud, out);
   ntr_parser *p;
   if (ntr_parser_new(&p, cb, ud, NULL) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  int rc = record(in, rec, noun, p);
+  int rc = record(in, rec, noun, p, out);
   ntr_parser_free(p);
   return rc;
 }

@@ -22,15 +22,23 @@ struct dnt_analysis_recording {
 
 struct dnt_analysis_input {
   const char *trace;                       /* a trace file ("-": stdin), or NULL for a process: */
-  const struct dnt_session_target *target; /* -p, -n or --diagnostic-port */
+  const struct dnt_session_target *target; /* -p, -n, --diagnostic-port or -- CMD */
   uint64_t duration_ms;                    /* 0: until Ctrl+C or the process's end */
 };
 
-/* Feeds cb/ud with every event of in (see above), recording as rec asks from a live process.
- * Returns 0 when the analysis has something to report, with *damaged set when the trace file is
- * damaged part-way (what came before is reported; the command exits 1 afterwards); else the exit
- * code, the error printed. `noun` names what the analysis reports ("GCs") in the warnings. */
+/* How the input ended, beside what the analysis saw. */
+struct dnt_analysis_outcome {
+  int damaged;      /* the trace file is damaged part-way: what came before is reported, exit 1 */
+  int command_ran;  /* -- CMD was started ... */
+  int command_exit; /* ... and exited with this (128 + signal when killed) */
+};
+
+/* Feeds cb/ud with every event of in (see above), recording as rec asks from a live process;
+ * a command (-- CMD) is started suspended, resumed once the session runs, and waited for after
+ * it (the analysis's session ends with the command, or at --duration or Ctrl+C). Returns 0 when
+ * the analysis has something to report, *out filled; else the exit code, the error printed.
+ * `noun` names what the analysis reports ("GCs") in the warnings. */
 int dnt_analysis_feed(const struct dnt_analysis_input *in, const struct dnt_analysis_recording *rec,
-                      const char *noun, const ntr_callbacks *cb, void *ud, int *damaged);
+                      const char *noun, const ntr_callbacks *cb, void *ud, struct dnt_analysis_outcome *out);
 
 #endif

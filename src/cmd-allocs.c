@@ -56,7 +56,7 @@ static const struct dnt_option allocs_options[] = {
 #undef O
 
 const struct dnt_usage usage_allocs = {
-    .synopsis = "dntrace allocs (FILE | -p PID | -n NAME) [--duration TIME] [--format FORMAT] [-o FILE] [--top N] "
+    .synopsis = "dntrace allocs (FILE | -p PID | -n NAME | --diagnostic-port PATH | -- CMD...) [--duration TIME] [--format FORMAT] [-o FILE] [--top N] "
                 "[--by WHAT] [--source EVENTS]",
     .summary = "Show what is allocated, by type and by stack, from a trace or a live process",
     .options = allocs_options,

@@ -24,7 +24,7 @@ static const struct dnt_option exc_options[] = {
 };
 
 const struct dnt_usage usage_exceptions = {
-    .synopsis = "dntrace exceptions (FILE | -p PID | -n NAME) [--duration TIME] [--format FORMAT] [-o FILE] [--top N]",
+    .synopsis = "dntrace exceptions (FILE | -p PID | -n NAME | --diagnostic-port PATH | -- CMD...) [--duration TIME] [--format FORMAT] [-o FILE] [--top N]",
     .summary = "Show the exceptions thrown, by type and message, with their stacks and catches",
     .options = exc_options,
     DNT_ANALYSIS_OPERAND,

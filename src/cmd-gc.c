@@ -17,7 +17,7 @@ static const struct dnt_option gc_options[] = {
 };
 
 const struct dnt_usage usage_gc = {
-    .synopsis = "dntrace gc (FILE | -p PID | -n NAME) [--duration TIME] [--format FORMAT] [-o FILE] [--top N]",
+    .synopsis = "dntrace gc (FILE | -p PID | -n NAME | --diagnostic-port PATH | -- CMD...) [--duration TIME] [--format FORMAT] [-o FILE] [--top N]",
     .summary = "Show every garbage collection and a GCStats summary, from a trace or a live process",
     .options = gc_options,
     DNT_ANALYSIS_OPERAND,

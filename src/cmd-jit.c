@@ -20,7 +20,7 @@ static const struct dnt_option jit_options[] = {
 };
 
 const struct dnt_usage usage_jit = {
-    .synopsis = "dntrace jit (FILE | -p PID | -n NAME) [--duration TIME] [--format FORMAT] [-o FILE] [--top N]",
+    .synopsis = "dntrace jit (FILE | -p PID | -n NAME | --diagnostic-port PATH | -- CMD...) [--duration TIME] [--format FORMAT] [-o FILE] [--top N]",
     .summary = "Show the methods the JIT compiled, their tiers and JIT times, from a trace or a live process",
     .options = jit_options,
     DNT_ANALYSIS_OPERAND,

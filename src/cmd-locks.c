@@ -22,7 +22,7 @@ static const struct dnt_option locks_options[] = {
 };
 
 const struct dnt_usage usage_locks = {
-    .synopsis = "dntrace locks (FILE | -p PID | -n NAME) [--duration TIME] [--format FORMAT] [-o FILE] [--top N]",
+    .synopsis = "dntrace locks (FILE | -p PID | -n NAME | --diagnostic-port PATH | -- CMD...) [--duration TIME] [--format FORMAT] [-o FILE] [--top N]",
     .summary = "Show lock contention, by lock and by waiting stack, with the time waited",
     .options = locks_options,
     DNT_ANALYSIS_OPERAND,

@@ -21,7 +21,7 @@ static const struct dnt_option threadpool_options[] = {
 };
 
 const struct dnt_usage usage_threadpool = {
-    .synopsis = "dntrace threadpool (FILE | -p PID | -n NAME) [--duration TIME] [--format FORMAT] [-o FILE] [--top N]",
+    .synopsis = "dntrace threadpool (FILE | -p PID | -n NAME | --diagnostic-port PATH | -- CMD...) [--duration TIME] [--format FORMAT] [-o FILE] [--top N]",
     .summary = "Show the thread pool's threads, hill climbing's adjustments and starvation, from a trace or a live process",
     .options = threadpool_options,
     DNT_ANALYSIS_OPERAND,

@@ -292,6 +292,12 @@ int dnt_options_parse(const struct dnt_usage *u, const char *cmd, int argc, char
   longopts[nl] = (struct option){NULL, 0, NULL, 0};
   shortopts[ns] = '\0';
 
+  /* getopt moves operands met before "--" to just after it, and leaves what followed "--" at
+   * the end: the "--" it stopped at, found again by its pointer in the order given, says how many
+   * of the last arguments are the command's (-- CMD) */
+  char **given = malloc(((size_t)argc + 1) * sizeof *given);
+  if (!given) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  memcpy(given, argv, ((size_t)argc + 1) * sizeof *given);
   int c;
   optind = 0; /* glibc: start afresh, also after an earlier parse in this process */
   dnt_output_set_no_clobber(0);
@@ -303,9 +309,25 @@ int dnt_options_parse(const struct dnt_usage *u, const char *cmd, int argc, char
       for (size_t i = 0; i < f.n && !r; i++)
         if (f.rows[i].o->short_name == c) r = &f.rows[i];
     }
-    if (!r) return usage_error(cmd, &f, c, argv);
+    if (!r) {
+      free(given);
+      return usage_error(cmd, &f, c, argv);
+    }
     int rc = take(u, r, optarg, opts);
-    if (rc) return rc;
+    if (rc) {
+      free(given);
+      return rc;
+    }
+  }
+  int command_args = 0;
+  if (f.child && optind > 0 && optind <= argc && strcmp(argv[optind - 1], "--") == 0)
+    for (int i = 1; i < argc; i++)
+      if (given[i] == argv[optind - 1]) command_args = argc - i - 1;
+  free(given);
+  if (command_args > 0) { /* -- CMD: the last arguments; what is left before them is the operands' */
+    for (size_t i = 0; i < f.n; i++)
+      if (f.rows[i].o->kind == DNT_OPT_CHILD) *(char ***)((char *)opts + f.rows[i].offset) = argv + argc - command_args;
+    argc -= command_args;
   }
 
   int operand_given = 0;
@@ -325,9 +347,6 @@ int dnt_options_parse(const struct dnt_usage *u, const char *cmd, int argc, char
       return DNT_EXIT_USAGE;
     }
     *(const char **)((char *)opts + u->operand_offset) = argv[optind];
-  } else if (f.child && optind < argc && strcmp(argv[optind - 1], "--") == 0) {
-    for (size_t i = 0; i < f.n; i++)
-      if (f.rows[i].o->kind == DNT_OPT_CHILD) *(char ***)((char *)opts + f.rows[i].offset) = argv + optind;
   } else if (optind < argc) {
     dnt_error(f.child ? "unexpected argument '%s' (a command to start goes after '--')" : "unexpected argument '%s'",
               argv[optind]);

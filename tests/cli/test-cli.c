@@ -423,8 +423,13 @@ Test(cli, no_target_is_one_error_per_set_of_targets) {
   static const char *const pid_only[][12] = {{"perf", "--duration", "1s", NULL}};
   same_error(pid_only, NCASES(pid_only), (const char *const[]){"-p PID", "-n NAME", NULL});
   /* the commands that read a trace or ask a process */
-  static const char *const file_or_pid[][12] = {{"info", NULL}, {"gc", NULL}, {"jit", NULL}, {"threadpool", NULL}};
+  static const char *const file_or_pid[][12] = {{"info", NULL}};
   same_error(file_or_pid, NCASES(file_or_pid), (const char *const[]){"trace file", "-p PID", "-n NAME", NULL});
+  /* the analyses: a trace, or any process (also one they start) */
+  static const char *const file_or_any[][12] = {{"gc", NULL},     {"jit", NULL},        {"threadpool", NULL},
+                                               {"allocs", NULL}, {"exceptions", NULL}, {"locks", NULL}};
+  same_error(file_or_any, NCASES(file_or_any),
+             (const char *const[]){"trace file", "-p PID", "-n NAME", "--diagnostic-port PATH", "-- CMD", NULL});
   static const char *const any[][12] = {
       {"collect", NULL},
       {"counters", "collect", NULL},

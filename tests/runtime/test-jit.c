@@ -360,6 +360,20 @@ Test(jit_traceevent, the_sample_from_its_first_instruction, .timeout = 300) {
   rmdir(dir);
 }
 
+/* jit -- CMD: the sample started by the analysis itself, seen from its first instruction (Main
+ * is compiled before any -p could attach), and its exit code is the command's */
+Test(jit_traceevent, a_command_started_by_jit, .timeout = 120) {
+  DNT_REQUIRE_TARGET();
+  struct dnt_run r;
+  dnt_run_dntrace(&r, "jit", "--top", "3", "--", dnt_target_exe(), "--seconds", "1", "--exit-code", "3", "--no-alloc",
+                  "--no-exceptions", "--no-counters", NULL);
+  cr_expect_eq(r.status, 3, "the sample's exit code (3), not %d: %s", r.status, r.err);
+  cr_expect(strstr(r.out, "Sample.Program.Main(class System.String[])"), "Main is not among:\n%.3000s", r.out);
+  cr_expect(strstr(r.out, "Sample.Options.Parse(class System.String[])"), "Options.Parse is not there");
+  cr_expect(strstr(r.err, "Recording the JIT compilations of process"), "%s", r.err);
+  dnt_run_free(&r);
+}
+
 /* ---- the command line ---- */
 
 Test(jit_cli, a_trace_without_jit_events_says_so_in_one_line) {
@@ -375,6 +389,11 @@ Test(jit_cli, a_trace_without_jit_events_says_so_in_one_line) {
   cr_expect(strstr(r.err, "name a trace file, or a process"), "%s", r.err);
   dnt_run_free(&r);
   cr_expect_eq(dnt_run_dntrace(&r, "jit", trace, "--duration", "3s", NULL), 2);
+  dnt_run_free(&r);
+  cr_expect_eq(dnt_run_dntrace(&r, "jit", trace, "--", "/bin/true", NULL), 2, "a FILE and a command: %s", r.err);
+  dnt_run_free(&r);
+  cr_expect_eq(dnt_run_dntrace(&r, "jit", "-p", "1", "--show-child-io", NULL), 2, "%s", r.err);
+  cr_expect(strstr(r.err, "--show-child-io goes with a command"), "%s", r.err);
   dnt_run_free(&r);
 }
 
