@@ -321,7 +321,7 @@ int dnt_options_parse(const struct dnt_usage *u, const char *cmd, int argc, char
   }
   int command_args = 0;
   if (f.child && optind > 0 && optind <= argc && strcmp(argv[optind - 1], "--") == 0)
-    for (int i = 1; i < argc; i++)
+    for (int i = 1; i < argc && !command_args; i++)
       if (given[i] == argv[optind - 1]) command_args = argc - i - 1;
   free(given);
   if (command_args > 0) { /* -- CMD: the last arguments; what is left before them is the operands' */

@@ -46,6 +46,13 @@ static const struct dnt_option file_options[] = {DNT_OPT_FLAG(0, "flag", O(flag)
 static const struct dnt_usage file_usage = {.synopsis = "toy FILE", .summary = "A toy with a file",
                                             .options = file_options, .operand = 1, .operand_offset = O(file),
                                             .no_operand = "name a file", .many_operands = "one file"};
+/* a trace FILE, or a process (the analyses' shape) */
+static const struct dnt_option file_or_any_options[] = {DNT_OPT_GROUP(dnt_options_target_any, O(target)),
+                                                        DNT_OPT_FLAG('f', "flag", O(flag), "a flag"), DNT_OPT_END()};
+static const struct dnt_usage file_or_any_usage = {
+    .synopsis = "toy (FILE | -p PID | -- CMD)", .summary = "A toy with a file or a process", .options = file_or_any_options,
+    .operand = DNT_OPERAND_OR_TARGET, .operand_offset = O(file), .no_operand = "name a file or a process",
+    .many_operands = "one file, or one process"};
 #undef O
 
 static int parse(const struct dnt_usage *u, struct toy *t, char **argv) {
@@ -124,6 +131,36 @@ Test(options, the_command_after_double_dash) {
   cr_expect_eq(t.target.pid, 0);
   char *stray[] = {"toy", "-p", "1", "prog", NULL};
   cr_expect_eq(parse(&toy_usage, &t, stray), DNT_EXIT_USAGE, "a command to start goes after --");
+  /* getopt moves "stray" behind "--": it must not become the command */
+  char *before[] = {"toy", "stray", "-f", "--", "prog", NULL};
+  cr_expect_eq(parse(&toy_usage, &t, before), DNT_EXIT_USAGE, "an operand before --");
+  char dd1[] = "--", dd2[] = "--"; /* two strings, as in a real argv (a compiler may merge literals) */
+  char *inner[] = {"toy", dd1, "dotnet", "run", dd2, "x", NULL};
+  cr_assert_eq(parse(&toy_usage, &t, inner), 0);
+  cr_assert_not_null(t.target.child_argv);
+  cr_expect_str_eq(t.target.child_argv[0], "dotnet");
+  cr_expect_str_eq(t.target.child_argv[2], "--", "a -- inside the command is the command's");
+  cr_expect_str_eq(t.target.child_argv[3], "x");
+  cr_expect_null(t.target.child_argv[4]);
+}
+
+Test(options, a_file_or_a_command) {
+  struct toy t;
+  char *file[] = {"toy", "t.nettrace", "-f", NULL};
+  cr_assert_eq(parse(&file_or_any_usage, &t, file), 0);
+  cr_expect_str_eq(t.file, "t.nettrace");
+  cr_expect_null(t.target.child_argv);
+  char *cmd[] = {"toy", "-f", "--", "prog", "a", NULL};
+  cr_assert_eq(parse(&file_or_any_usage, &t, cmd), 0);
+  cr_expect_null(t.file);
+  cr_assert_not_null(t.target.child_argv);
+  cr_expect_str_eq(t.target.child_argv[0], "prog");
+  cr_expect_str_eq(t.target.child_argv[1], "a");
+  cr_expect_null(t.target.child_argv[2]);
+  char *both[] = {"toy", "t.nettrace", "--", "prog", NULL};
+  cr_expect_eq(parse(&file_or_any_usage, &t, both), DNT_EXIT_USAGE, "a file and a command");
+  char *neither[] = {"toy", "-f", "--", NULL};
+  cr_expect_eq(parse(&file_or_any_usage, &t, neither), DNT_EXIT_USAGE, "nothing after --");
 }
 
 Test(options, one_operand) {
