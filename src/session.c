@@ -116,9 +116,9 @@ static int use_diagnostic_port(dnt_session *s, const char *spec) {
   /* a plain handler until the command's own: Ctrl+C while waiting still removes the socket */
   signal(SIGINT, on_interrupt);
   signal(SIGTERM, on_interrupt);
-  printf("Waiting for a runtime to connect. Start the application with:\n"
-         "  DOTNET_DiagnosticPorts=%s\n", path);
-  fflush(stdout);
+  /* on stderr: an analysis's report (JSON, say) may be standard output */
+  fprintf(stderr, "Waiting for a runtime to connect. Start the application with:\n"
+                  "  DOTNET_DiagnosticPorts=%s\n", path);
   return 0;
 }
 

@@ -10,11 +10,13 @@
  *   - the command line: JSON that Python reads, a trace without JIT events said in one line. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "dnt-analyze.h"
@@ -372,6 +374,59 @@ Test(jit_traceevent, a_command_started_by_jit, .timeout = 120) {
   cr_expect(strstr(r.out, "Sample.Options.Parse(class System.String[])"), "Options.Parse is not there");
   cr_expect(strstr(r.err, "Recording the JIT compilations of process"), "%s", r.err);
   dnt_run_free(&r);
+}
+
+/* jit --diagnostic-port PATH,listen: the runtime dials the analysis, suspended, and is resumed
+ * once the session runs; the report on stdout is JSON alone (the "waiting" line goes to stderr) */
+Test(jit_traceevent, a_runtime_dialling_a_listening_jit, .timeout = 120) {
+  DNT_REQUIRE_TARGET();
+  if (system("python3 -c 1 >/dev/null 2>&1") != 0) {
+    if (in_ci()) cr_assert_fail("python3 is not installed (CI=true)");
+    cr_skip_test("needs python3 for the JSON check");
+  }
+  char dir[] = "/tmp/dnt-jitlisten-XXXXXX", sock[64], spec[80], out[64], err[64];
+  cr_assert(mkdtemp(dir));
+  snprintf(sock, sizeof sock, "%s/port.sock", dir);
+  snprintf(spec, sizeof spec, "%s,listen", sock);
+  snprintf(out, sizeof out, "%s/out", dir);
+  snprintf(err, sizeof err, "%s/err", dir);
+  pid_t d = fork();
+  cr_assert_geq(d, 0);
+  if (d == 0) {
+    int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644), e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(o, 1);
+    dup2(e, 2);
+    execl(dnt_bin(), dnt_bin(), "jit", "--diagnostic-port", spec, "--format", "json", "--duration", "2s", (char *)NULL);
+    _exit(127);
+  }
+  struct stat st;
+  for (int i = 0; i < 500 && stat(sock, &st) != 0; i++) usleep(10000);
+  cr_assert(S_ISSOCK(st.st_mode), "jit listens on %s", sock);
+  char env[100];
+  snprintf(env, sizeof env, "DOTNET_DiagnosticPorts=%s", sock);
+  const char *const envs[] = {env, NULL};
+  dnt_target t;
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .env = envs, .no_wait = 1, .timeout_ms = 30000};
+  char why[512];
+  cr_assert_eq(dnt_target_start(&t, &o, why, sizeof why), 0, "%s", why);
+  cr_assert_eq(dnt_target_wait_ready(&t, 30000, why, sizeof why), 0, "jit resumed the runtime: %s", why);
+  int status = -1;
+  for (int i = 0; i < 600 && waitpid(d, &status, WNOHANG) != d; i++) usleep(50000);
+  dnt_target_stop(&t);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "jit exited with %d", status);
+  /* seen from before Main: the runtime waited for the session */
+  const char *py = "import json, sys\n"
+                   "d = json.load(open(sys.argv[1]))\n"
+                   "names = [m['name'] for m in d['methods']]\n"
+                   "assert any(n.startswith('Sample.Program.Main(') for n in names), names[:20]\n";
+  char *const argv[] = {"/usr/bin/env", "python3", "-c", (char *)py, out, NULL};
+  struct dnt_run r;
+  dnt_run_argv(&r, argv, NULL, 60000);
+  cr_expect_eq(r.status, 0, "stdout is the JSON report alone, with Main: %s", r.err);
+  dnt_run_free(&r);
+  unlink(out);
+  unlink(err);
+  rmdir(dir);
 }
 
 /* ---- the command line ---- */
