@@ -5,13 +5,13 @@
  * and TraceEvent 3.2.8's readers of the events named), from the corpus' own documentation, or
  * by construction; never from dntrace. */
 #include <criterion/criterion.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "dnt-trace.h"
+#include "../lib/env-cr.h"
 #include "../lib/run.h"
 #include "../lib/target-cr.h"
 #include "../lib/target.h"
@@ -57,36 +57,9 @@ static struct dnt_schema *load_xml(const char *xml, char *path, char *err, size_
   return s;
 }
 
-static char corpus_dir[4096];
+static char corpus[4096];
 
-static void need_corpus(void) {
-  const char *d = getenv("DNT_CORPUS"), *src = getenv("DNT_SRCDIR"), *ci = getenv("CI");
-  char idx[4200];
-  snprintf(corpus_dir, sizeof corpus_dir, "%s", d && *d ? d : "");
-  if (!corpus_dir[0]) snprintf(corpus_dir, sizeof corpus_dir, "%s/../shared/corpus", src ? src : ".");
-  snprintf(idx, sizeof idx, "%s/INDEX.md", corpus_dir);
-  if (access(idx, R_OK) == 0) return;
-  if (ci && !strcmp(ci, "true")) cr_assert_fail("the corpus is missing at %s and CI=true", corpus_dir);
-  cr_skip_test("no corpus at %s (set DNT_CORPUS)", corpus_dir);
-}
-
-/* `dntrace events CORPUS/file ARGS...` */
-static int corpus_events(struct dnt_run *r, const char *file, ...) {
-  char path[4400];
-  char *argv[16];
-  int n = 0;
-  snprintf(path, sizeof path, "%s/%s", corpus_dir, file);
-  argv[n++] = (char *)dnt_bin();
-  argv[n++] = "events";
-  argv[n++] = path;
-  va_list ap;
-  va_start(ap, file);
-  const char *a;
-  while ((a = va_arg(ap, const char *)) && n < 15) argv[n++] = (char *)a;
-  va_end(ap);
-  argv[n] = NULL;
-  return dnt_run_argv(r, argv, NULL, 120000);
-}
+static void need_corpus(void) { corpus_dir(corpus, sizeof corpus); }
 
 /* tests/data/traceevent-names/NAME.tsv into buf: "provider\tid\tversion\tname" lines, as
  * tests/bench-traceevent --mode names printed them for the corpus trace. */
@@ -308,7 +281,7 @@ Test(runtime_corpus, a_32_bit_trace_decodes, .timeout = 120) {
   need_corpus();
   struct dnt_run r;
   const char *f = "microsoft__perfview/HeartRateMonitor.10068.nettrace";
-  cr_assert_eq(corpus_events(&r, f, NULL), 0, "%s", r.err);
+  cr_assert_eq(corpus_events(&r, corpus, f, NULL), 0, "%s", r.err);
   cr_assert(strstr(r.out, " GC/GenerationRange Generation=3 RangeStart=0xf2500000 RangeUsedLength=66000 "
                           "RangeReservedLength=16773120 ClrInstanceID=0\n"),
             "%.400s", r.out);
@@ -350,9 +323,9 @@ Test(runtime_corpus, a_32_bit_trace_decodes, .timeout = 120) {
 Test(runtime_corpus, execution_checkpoints_in_milliseconds) {
   need_corpus();
   struct dnt_run r;
-  cr_assert_eq(corpus_events(&r, "microsoft__perfview/eventpipe-dotnetcore6.0-win-x64-executioncheckpoints.nettrace",
-                             NULL),
-               0, "%s", r.err);
+  cr_assert_eq(
+      corpus_events(&r, corpus, "microsoft__perfview/eventpipe-dotnetcore6.0-win-x64-executioncheckpoints.nettrace", NULL),
+      0, "%s", r.err);
   static const struct {
     const char *name;
     double ms;
@@ -371,8 +344,9 @@ Test(runtime_corpus, execution_checkpoints_in_milliseconds) {
               want[k].ms);
   }
   dnt_run_free(&r);
-  cr_assert_eq(corpus_events(&r, "microsoft__perfview/eventpipe-dotnetcore6.0-win-x64-executioncheckpoints.nettrace",
-                             "--json", "-n", "1", NULL),
+  cr_assert_eq(corpus_events(&r, corpus,
+                             "microsoft__perfview/eventpipe-dotnetcore6.0-win-x64-executioncheckpoints.nettrace", "--json",
+                             "-n", "1", NULL),
                0, "%s", r.err);
   cr_assert(strstr(r.out, ",\"Name\":\"RuntimeInit\",\"Timestamp\":") && strstr(r.out, ",\"TimestampMs\":-15.9"), "%s",
             r.out);
@@ -416,7 +390,7 @@ Test(runtime_corpus, names_are_traceevent_names, .timeout = 180) {
     char expected[16384];
     traceevent_names(traces[k][1], expected, sizeof expected);
     struct dnt_run r;
-    cr_assert_eq(corpus_events(&r, traces[k][0], "--json", NULL), 0, "%s", r.err);
+    cr_assert_eq(corpus_events(&r, corpus, traces[k][0], "--json", NULL), 0, "%s", r.err);
     /* ours, one "provider\tid\tversion\tname" line per kind */
     char *ours = calloc(1, 65536);
     cr_assert(ours);

@@ -37,6 +37,32 @@ static inline const char *corpus_dir(char *buf, size_t cap) {
   return buf;
 }
 
+/* `dntrace events CORPUS/FILE ARGS...` (NULL-terminated, 12 at most) into r (freed by the
+ * caller), 2 minutes at most. Returns its status. */
+static inline int corpus_events(struct dnt_run *r, const char *corpus, const char *file, ...) {
+  char path[8192];
+  char *argv[16];
+  int n = 0;
+  snprintf(path, sizeof path, "%s/%s", corpus, file);
+  argv[n++] = (char *)dnt_bin();
+  argv[n++] = "events";
+  argv[n++] = path;
+  va_list ap;
+  va_start(ap, file);
+  const char *a;
+  while ((a = va_arg(ap, const char *)) && n < 15) argv[n++] = (char *)a;
+  va_end(ap);
+  argv[n] = NULL;
+  return dnt_run_argv(r, argv, NULL, 120000);
+}
+
+/* Whether a file name is a trace's: .nettrace, .netperf, or either zipped. */
+static inline int corpus_is_trace(const char *name) {
+  size_t n = strlen(name);
+  return (n > 9 && strcmp(name + n - 9, ".nettrace") == 0) || (n > 13 && strcmp(name + n - 13, ".nettrace.zip") == 0) ||
+         (n > 7 && strcmp(name + n - 7, ".netperf") == 0) || (n > 11 && strcmp(name + n - 11, ".netperf.zip") == 0);
+}
+
 /* Calls fn with the path of every file of the corpus's folders (one level down: OWNER__REPO/FILE)
  * whose name want accepts. */
 static inline void corpus_each(const char *dir, int (*want)(const char *name), void (*fn)(void *ud, const char *path),
