@@ -72,12 +72,8 @@ struct dnt_exceptions_analysis {
   const struct dnt_schema *schema;
   dnt_record rec;
   struct dnt__layouts layouts;
-  const ntr_metadata *last_md;
-  int last_runtime;
-  uint64_t sync_qpc, qpc_freq;
-  uint32_t pointer_size;
-  int have_time;
-  uint64_t first_ts, last_ts;
+  struct dnt__runtime_md runtime_md; /* the provider of the last metadata */
+  struct dnt__clock clock;
   int failed, finished;
   struct group *groups;
   size_t ngroups, capgroups;
@@ -269,7 +265,7 @@ static int on_thrown(struct dnt_exceptions_analysis *a, const ntr_event *ev) {
   long gi = group_of(a, type, message);
   struct thread *t = thread_of(a, ev->thread_id);
   if (gi < 0 || !t) return -1;
-  double ms = dnt__ms_of(ev->timestamp, a->sync_qpc, a->qpc_freq);
+  double ms = dnt__clock_ms(&a->clock, ev->timestamp);
   dnt_exception_group *g = &a->groups[gi].g;
   if (g->thrown == 0) {
     g->first_ms = ms;
@@ -304,7 +300,7 @@ static int on_catch(struct dnt_exceptions_analysis *a, const ntr_event *ev, cons
   g->g.handled++;
   uint32_t before = 0; /* the fields before MethodName: EntryEIP, MethodID */
   while (f && before < nfields && strcmp(f[before].name, "MethodName") != 0) before++;
-  int ptr = a->pointer_size == 4 ? 4 : 8;
+  uint32_t ptr = dnt__clock_ptr(&a->clock);
   if (dnt_record_decode_layout(&a->rec, f, before, ptr, ev->payload, ev->payload_size) == NTR_ENOMEM) return -1;
   uint64_t id = dnt__record_u64(&a->rec, "MethodID");
   if (id != 0)
@@ -346,9 +342,7 @@ void dnt_exceptions_analysis_callbacks(ntr_callbacks *cb) { exc_callbacks(cb); }
 
 static int exc_on_trace(void *ud, const ntr_trace *t) {
   struct dnt_exceptions_analysis *a = ud;
-  a->sync_qpc = t->sync_time_qpc;
-  a->qpc_freq = t->qpc_frequency;
-  a->pointer_size = t->pointer_size;
+  dnt__clock_on_trace(&a->clock, t);
   return dnt__event_stacks_on_trace(&a->stacks, t) ? 1 : 0;
 }
 
@@ -362,16 +356,10 @@ static int exc_on_event(void *ud, const ntr_event *ev) {
   struct dnt_exceptions_analysis *a = ud;
   const ntr_metadata *md = ev->metadata;
   if (a->failed) return 1;
-  if (!a->have_time || ev->timestamp < a->first_ts) a->first_ts = ev->timestamp;
-  if (!a->have_time || ev->timestamp > a->last_ts) a->last_ts = ev->timestamp;
-  a->have_time = 1;
+  dnt__clock_see(&a->clock, ev->timestamp);
   if (dnt__event_stacks_on_event(&a->stacks, ev) != 0) return a->failed = 1, 1; /* the method table */
   if (!md) return 0;
-  if (md != a->last_md) { /* the metadata of a run of events is one: compare its provider once */
-    a->last_md = md;
-    a->last_runtime = strcmp(md->provider, DNT__RUNTIME_PROVIDER) == 0;
-  }
-  if (!a->last_runtime) return 0;
+  if (!dnt__is_runtime(&a->runtime_md, md)) return 0;
   switch (md->event_id) {
   case EV_THROWN: case EV_CATCH_START: break;
   case EV_FINALLY_START: case EV_FILTER_START: a->summary.catch_events = 1; return 0;
@@ -389,7 +377,7 @@ static int exc_on_event(void *ud, const ntr_event *ev) {
   }
   /* a short or odd payload keeps the fields decoded before the fault; a missing one reads as
    * absent; an event the schema does not know decodes as none */
-  if (dnt_record_decode_layout(&a->rec, f, f ? nfields : 0, a->pointer_size == 4 ? 4 : 8, ev->payload,
+  if (dnt_record_decode_layout(&a->rec, f, f ? nfields : 0, dnt__clock_ptr(&a->clock), ev->payload,
                                ev->payload_size) == NTR_ENOMEM)
     return a->failed = 1, 1;
   int rc = on_thrown(a, ev);
@@ -468,7 +456,7 @@ void dnt_exceptions_analysis_finish(struct dnt_exceptions_analysis *a, size_t to
     for (size_t i = 0; i < a->ngroups; i++) s->types += i == 0 || strcmp(types[i], types[i - 1]) != 0;
     free(types);
   }
-  s->trace_ms = a->have_time ? dnt__ms_of(a->last_ts, a->first_ts, a->qpc_freq) : 0;
+  s->trace_ms = a->clock.have_time ? dnt__ms_of(a->clock.last_ts, a->clock.first_ts, a->clock.qpc_freq) : 0;
   if (s->trace_ms > 0) s->per_second = (double)s->thrown * 1000.0 / s->trace_ms;
   s->per_sec_counts = a->per_sec;
   s->seconds = a->nsec;

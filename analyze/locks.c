@@ -48,12 +48,8 @@ struct dnt_locks_analysis {
   const struct dnt_schema *schema;
   dnt_record rec;
   struct dnt__layouts layouts;
-  const ntr_metadata *last_md;
-  int last_runtime;
-  uint64_t sync_qpc, qpc_freq;
-  uint32_t pointer_size;
-  int have_time;
-  uint64_t first_ts, last_ts;
+  struct dnt__runtime_md runtime_md; /* the provider of the last metadata */
+  struct dnt__clock clock;
   int failed, finished;
   struct lock *locks;
   size_t nlocks, caplocks;
@@ -202,8 +198,8 @@ static int on_stop(struct dnt_locks_analysis *a, const ntr_event *ev) {
     return 0;
   }
   t->waiting = 0;
-  double ts_ms = ev->timestamp > t->ts && a->qpc_freq
-                     ? (double)(ev->timestamp - t->ts) * 1000.0 / (double)a->qpc_freq
+  double ts_ms = ev->timestamp > t->ts && a->clock.qpc_freq
+                     ? (double)(ev->timestamp - t->ts) * 1000.0 / (double)a->clock.qpc_freq
                      : 0;
   double ns, ms = ts_ms;
   int measured = dnt_record_num(&a->rec, "DurationNs", &ns) == 0 && ns >= 0 && ns < 1e15; /* NaN fails too */
@@ -227,9 +223,7 @@ static int on_stop(struct dnt_locks_analysis *a, const ntr_event *ev) {
 
 static int locks_on_trace(void *ud, const ntr_trace *t) {
   struct dnt_locks_analysis *a = ud;
-  a->sync_qpc = t->sync_time_qpc;
-  a->qpc_freq = t->qpc_frequency;
-  a->pointer_size = t->pointer_size;
+  dnt__clock_on_trace(&a->clock, t);
   return dnt__event_stacks_on_trace(&a->stacks, t) ? 1 : 0;
 }
 
@@ -243,16 +237,10 @@ static int locks_on_event(void *ud, const ntr_event *ev) {
   struct dnt_locks_analysis *a = ud;
   const ntr_metadata *md = ev->metadata;
   if (a->failed) return 1;
-  if (!a->have_time || ev->timestamp < a->first_ts) a->first_ts = ev->timestamp;
-  if (!a->have_time || ev->timestamp > a->last_ts) a->last_ts = ev->timestamp;
-  a->have_time = 1;
+  dnt__clock_see(&a->clock, ev->timestamp);
   if (dnt__event_stacks_on_event(&a->stacks, ev) != 0) return a->failed = 1, 1; /* the method table */
   if (!md) return 0;
-  if (md != a->last_md) { /* the metadata of a run of events is one: compare its provider once */
-    a->last_md = md;
-    a->last_runtime = strcmp(md->provider, DNT__RUNTIME_PROVIDER) == 0;
-  }
-  if (!a->last_runtime) return 0;
+  if (!dnt__is_runtime(&a->runtime_md, md)) return 0;
   switch (md->event_id) {
   case EV_START: case EV_STOP: break;
   case EV_LOCK_CREATED: a->summary.locks_created++; return 0;
@@ -261,7 +249,7 @@ static int locks_on_event(void *ud, const ntr_event *ev) {
   uint32_t nfields;
   const ntr_field *f = dnt__layout(&a->layouts, a->schema, md, &nfields);
   /* a short or odd payload keeps the fields decoded before the fault; a missing one reads as absent */
-  if (dnt_record_decode_layout(&a->rec, f, f ? nfields : 0, a->pointer_size == 4 ? 4 : 8, ev->payload,
+  if (dnt_record_decode_layout(&a->rec, f, f ? nfields : 0, dnt__clock_ptr(&a->clock), ev->payload,
                                ev->payload_size) == NTR_ENOMEM)
     return a->failed = 1, 1;
   int rc = md->event_id == EV_START ? on_start(a, ev) : on_stop(a, ev);
@@ -319,7 +307,7 @@ void dnt_locks_analysis_finish(struct dnt_locks_analysis *a, size_t top_stacks) 
   }
   qsort(a->sorted, a->nlocks, sizeof *a->sorted, by_wait);
   s->locks = a->nlocks;
-  s->trace_ms = a->have_time ? dnt__ms_of(a->last_ts, a->first_ts, a->qpc_freq) : 0;
+  s->trace_ms = a->clock.have_time ? dnt__ms_of(a->clock.last_ts, a->clock.first_ts, a->clock.qpc_freq) : 0;
 }
 
 const dnt_lock *dnt_locks_list(const struct dnt_locks_analysis *a, size_t *n) {
