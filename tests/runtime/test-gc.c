@@ -9,7 +9,6 @@
  *     ones the sample made (their numbers, as the sample printed them). */
 #include <criterion/criterion.h>
 #include <math.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -274,25 +273,15 @@ Test(gc_traceevent, every_corpus_trace_with_gcs, .timeout = 300) {
 
 /* ---- the sample target ---- */
 
-/* The "induced N" lines the sample printed so far: seen[N] = 1. */
-static void read_induced(int fd, unsigned char *seen, size_t max, char *carry, size_t cap) {
-  char buf[4096];
-  struct pollfd p = {fd, POLLIN, 0};
-  while (poll(&p, 1, 0) > 0 && (p.revents & POLLIN)) {
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    if (n <= 0) break;
-    buf[n] = '\0';
-    size_t have = strlen(carry);
-    snprintf(carry + have, cap - have, "%s", buf);
-    char *line = carry, *nl;
-    while ((nl = strchr(line, '\n'))) {
-      *nl = '\0';
-      unsigned long c;
-      if (sscanf(line, "induced %lu", &c) == 1 && c < max) seen[c] = 1;
-      line = nl + 1;
-    }
-    memmove(carry, line, strlen(line) + 1);
-  }
+/* The "induced N" lines the sample printed: seen[N] = 1. */
+struct induced {
+  unsigned char seen[100000];
+};
+
+static void on_induced(void *ud, const char *line) {
+  struct induced *in = ud;
+  unsigned long c;
+  if (sscanf(line, "induced %lu", &c) == 1 && c < sizeof in->seen) in->seen[c] = 1;
 }
 
 Test(gc_live, induced_gcs_of_the_sample_are_the_ones_it_made, .timeout = 120) {
@@ -306,9 +295,9 @@ Test(gc_live, induced_gcs_of_the_sample_are_the_ones_it_made, .timeout = 120) {
   struct dnt_run r;
   dnt_run_dntrace(&r, "gc", "-p", pid, "--duration", "3s", "--format", "json", NULL);
   usleep(300 * 1000); /* the sample's last lines */
-  static unsigned char seen[100000];
+  static struct induced in;
   char carry[8192] = "";
-  read_induced(t.stdout_fd, seen, sizeof seen, carry, sizeof carry);
+  dnt_target_read_lines(t.stdout_fd, carry, sizeof carry, on_induced, &in);
   dnt_target_stop(&t);
   cr_assert_eq(r.status, 0, "dntrace gc -p: %s", r.err);
   /* the induced GCs dntrace reports, by number */
@@ -321,11 +310,11 @@ Test(gc_live, induced_gcs_of_the_sample_are_the_ones_it_made, .timeout = 120) {
     n++;
     lo = number < lo ? number : lo;
     hi = number > hi ? number : hi;
-    if (number >= sizeof seen || !seen[number]) strangers++;
+    if (number >= sizeof in.seen || !in.seen[number]) strangers++;
   }
   /* every GC.Collect the sample made within that span is there, and nothing else induced */
   size_t made = 0;
-  for (size_t c = lo; c <= hi && c < sizeof seen; c++) made += seen[c];
+  for (size_t c = lo; c <= hi && c < sizeof in.seen; c++) made += in.seen[c];
   cr_expect_eq(strangers, 0, "%zu induced GCs the sample did not make:\n%s", strangers, r.out);
   cr_expect_eq(n, made, "dntrace reports %zu induced GCs between GC %zu and %zu, the sample made %zu", n, lo, hi,
                made);

@@ -9,7 +9,6 @@
  *   - the command line: JSON that Python reads, a trace without thread-pool events said in one
  *     line. */
 #include <criterion/criterion.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,29 +130,26 @@ Test(threadpool_rules, events_are_taken_in_time_order) {
 
 /* ---- the sample starving its pool ---- */
 
-/* The largest "pool N queue M" line the sample printed so far: N into the result, M into *queue. */
-static unsigned read_pool(int fd, char *carry, size_t cap, unsigned most, unsigned *queue) {
-  char buf[4096];
-  struct pollfd p = {fd, POLLIN, 0};
-  while (poll(&p, 1, 0) > 0 && (p.revents & POLLIN)) {
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    if (n <= 0) break;
-    buf[n] = '\0';
-    size_t have = strlen(carry);
-    snprintf(carry + have, cap - have, "%s", buf);
-    char *line = carry, *nl;
-    while ((nl = strchr(line, '\n'))) {
-      *nl = '\0';
-      unsigned c, q;
-      if (sscanf(line, "pool %u queue %u", &c, &q) == 2) {
-        if (c > most) most = c;
-        if (q > *queue) *queue = q;
-      }
-      line = nl + 1;
-    }
-    memmove(carry, line, strlen(line) + 1);
+/* The largest of the "pool N queue M" lines the sample printed: N and M. */
+struct pool {
+  unsigned most, queue;
+};
+
+static void on_pool(void *ud, const char *line) {
+  struct pool *p = ud;
+  unsigned c, q;
+  if (sscanf(line, "pool %u queue %u", &c, &q) == 2) {
+    if (c > p->most) p->most = c;
+    if (q > p->queue) p->queue = q;
   }
-  return most;
+}
+
+/* What the sample printed so far, on top of p. */
+static unsigned read_pool(int fd, char *carry, size_t cap, unsigned most, unsigned *queue) {
+  struct pool p = {most, *queue};
+  dnt_target_read_lines(fd, carry, cap, on_pool, &p);
+  *queue = p.queue;
+  return p.most;
 }
 
 Test(threadpool_live, starvation_of_the_sample_is_reported, .timeout = 120) {
