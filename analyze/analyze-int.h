@@ -154,6 +154,33 @@ void dnt__event_stacks_add(struct dnt__event_stacks *s, size_t key, uint64_t thr
 int dnt__event_stacks_finish(struct dnt__event_stacks *s, size_t nkeys, size_t top, int by_time);
 void dnt__event_stacks_release(struct dnt__event_stacks *s);
 
+/* What the analyses that keep their events' stacks (exceptions.c, locks.c) share: the first
+ * member of their struct. The schema (borrowed) and a record to decode payloads into, the clock,
+ * the provider of the last metadata, the stacks, the sticky out-of-memory flag. */
+struct dnt__stacked {
+  const struct dnt_schema *schema;
+  dnt_record rec;
+  struct dnt__layouts layouts;
+  struct dnt__runtime_md runtime_md;
+  struct dnt__clock clock;
+  int failed, finished;
+  struct dnt__event_stacks stacks;
+};
+
+/* s zeroed first (calloc); the stacks' label, by_time and what as dnt__event_stacks_init takes
+ * them, ud: the analysis (label's). 0, or -ENOMEM (dnt__stacked_release it then). */
+int dnt__stacked_init(struct dnt__stacked *s, const struct dnt_schema *schema, dnt__stack_label_fn label, void *ud,
+                      int by_time, const char *what);
+void dnt__stacked_release(struct dnt__stacked *s);
+/* The parser callbacks with nothing of the analysis's own (ud: the analysis, its struct beginning
+ * with a struct dnt__stacked); nonzero when out of memory. */
+int dnt__stacked_on_trace(void *ud, const ntr_trace *t);
+int dnt__stacked_on_thread(void *ud, const ntr_thread *t);
+/* What every event goes through first, in the analysis's on_event: the clock, the stacks' method
+ * table. 1 when ev is a runtime event for the analysis to look at, 0 when not, -1 when the
+ * analysis has failed (on_event returns nonzero). */
+int dnt__stacked_on_event(struct dnt__stacked *s, const ntr_event *ev);
+
 /* The views' common part: one stack as text lines (a head line of lead and its count, then its
  * frames leaf first, under indent) or as a JSON object; with_ms: its weight is a wait. */
 void dnt__write_stack_text(FILE *fp, const dnt_analysis_stack *st, const char *indent, const char *lead, int with_ms);
