@@ -95,6 +95,14 @@ static inline void require_python(void) {
   }
 }
 
+/* Whether go runs here (go tool pprof, the reference reader of pprof files): skips the test
+ * without it. */
+static inline void require_go(void) {
+  if (system("command -v go >/dev/null 2>&1") == 0) return;
+  if (in_ci()) cr_assert_fail("no 'go' on PATH (CI=true: ./bootstrap.sh installs golang-go)");
+  cr_skip_test("needs go tool pprof (apt-get install golang-go)");
+}
+
 /* Runs `python3 -c py ARGS...` (NULL-terminated) and expects it to exit 0: py's asserts are the
  * test's, their message in the failure. */
 static inline void expect_python(const char *py, ...) {

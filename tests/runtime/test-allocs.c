@@ -167,10 +167,7 @@ Test(allocs_sample, flame_graph_and_formats_carry_the_allocating_stack, .timeout
 /* pprof, read by its real consumer: go tool pprof sees alloc_space in bytes, and AllocWork.Allocate
  * at (cumulatively) the bytes the sample allocated. */
 Test(allocs_sample, pprof_says_alloc_space_of_allocate, .timeout = 120) {
-  if (system("command -v go >/dev/null 2>&1") != 0) {
-    if (in_ci()) cr_assert_fail("no 'go' on PATH (CI=true: ./bootstrap.sh installs golang-go)");
-    cr_skip_test("needs go tool pprof (apt-get install golang-go)");
-  }
+  require_go();
   char dir[] = "/tmp/dnt-allocs-XXXXXX", path[64], pb[96], home[128], cache[128], tmp[128];
   double truth;
   record_sample("0x11", "Sample.Payload", dir, path, &truth);
