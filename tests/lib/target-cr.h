@@ -3,6 +3,7 @@
 #define DNT_TEST_TARGET_CR_H
 
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,5 +37,15 @@
       cr_skip_test("SKIP: perf cannot record here (perf_event_paranoid, no permission)");          \
     }                                                                                              \
   } while (0)
+
+/* Starts the sample plainly with args (extra arguments, NULL-terminated), waits for its
+ * diagnostic socket, and writes its pid as text into pid (cap bytes); the test fails when it
+ * cannot start. */
+static inline void dnt_start_sample(dnt_target *t, const char *const *args, char *pid, size_t cap) {
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = args, .wait_socket = 1};
+  char err[512];
+  cr_assert_eq(dnt_target_start(t, &o, err, sizeof err), 0, "%s", err);
+  snprintf(pid, cap, "%d", (int)t->pid);
+}
 
 #endif

@@ -205,11 +205,9 @@ Test(allocs_sample, live_process_by_pid, .timeout = 120) {
   DNT_REQUIRE_TARGET();
   const char *const args[] = {"--alloc", "Sample.Payload:50000000", "--no-cpu", "--no-blocking", "--no-exceptions",
                               "--no-counters", NULL};
-  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = args, .wait_socket = 1};
   dnt_target t;
-  char err[512], pid[32];
-  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
-  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  char pid[32];
+  dnt_start_sample(&t, args, pid, sizeof pid);
   struct dnt_run r;
   dnt_run_dntrace(&r, "allocs", "-p", pid, "--duration", "2s", "--format", "json", NULL);
   dnt_target_stop(&t);

@@ -215,15 +215,13 @@ Test(exceptions_live, the_samples_throws_counted_exactly, .timeout = 120) {
   /* 150 throws at 100 a second, beginning 2 s after "ready": the session has begun by then */
   const char *const args[] = {"--throw", "100", "--throw-count", "150", "--throw-delay", "2", "--no-cpu",
                               "--no-blocking", "--no-alloc", "--no-exceptions", "--no-counters", NULL};
-  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = args, .wait_socket = 1};
   dnt_target t;
-  char err[512], pid[32], tmp[] = "/tmp/dnt-exc-XXXXXX", out[64];
+  char pid[32], tmp[] = "/tmp/dnt-exc-XXXXXX", out[64];
   cr_assert(mkdtemp(tmp));
   snprintf(out, sizeof out, "%s/e.json", tmp);
-  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
+  dnt_start_sample(&t, args, pid, sizeof pid);
   int flags = fcntl(t.stdout_fd, F_GETFL);
   fcntl(t.stdout_fd, F_SETFL, flags | O_NONBLOCK);
-  snprintf(pid, sizeof pid, "%d", (int)t.pid);
   struct dnt_run r;
   dnt_run_dntrace(&r, "exceptions", "-p", pid, "--duration", "5s", "--format", "json", "-o", out, NULL);
   long made = read_thrown(t.stdout_fd, 5000);
@@ -306,13 +304,11 @@ Test(exceptions_live, an_exception_nothing_catches_is_unhandled, .timeout = 120)
   require_python();
   const char *const args[] = {"--crash-after", "1.5", "--no-cpu", "--no-blocking", "--no-alloc", "--no-exceptions",
                               "--no-counters", NULL};
-  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = args, .wait_socket = 1};
   dnt_target t;
-  char err[512], pid[32], tmp[] = "/tmp/dnt-exc-XXXXXX", out[64];
+  char pid[32], tmp[] = "/tmp/dnt-exc-XXXXXX", out[64];
   cr_assert(mkdtemp(tmp));
   snprintf(out, sizeof out, "%s/e.json", tmp);
-  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
-  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  dnt_start_sample(&t, args, pid, sizeof pid);
   struct dnt_run r;
   dnt_run_dntrace(&r, "exceptions", "-p", pid, "--duration", "20s", "--format", "json", "-o", out, NULL);
   int status = dnt_target_stop(&t);

@@ -287,11 +287,9 @@ static void on_induced(void *ud, const char *line) {
 Test(gc_live, induced_gcs_of_the_sample_are_the_ones_it_made, .timeout = 120) {
   DNT_REQUIRE_TARGET();
   const char *const args[] = {"--gc-induce", "5", "--no-alloc", "--no-exceptions", "--no-counters", NULL};
-  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = args, .wait_socket = 1};
   dnt_target t;
-  char err[512], pid[32];
-  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
-  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  char pid[32];
+  dnt_start_sample(&t, args, pid, sizeof pid);
   struct dnt_run r;
   dnt_run_dntrace(&r, "gc", "-p", pid, "--duration", "3s", "--format", "json", NULL);
   usleep(300 * 1000); /* the sample's last lines */
@@ -330,12 +328,10 @@ Test(gc_traceevent, fresh_trace_of_the_sample, .timeout = 300) {
   /* allocations, and induced gen2 GCs of which every other one is a background GC (whose pause is
    * its suspensions, not its length) */
   const char *const args[] = {"--gc-induce", "4", "--gc-background", "--no-exceptions", "--no-counters", NULL};
-  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = args, .wait_socket = 1};
   dnt_target t;
-  char err[512], pid[32], dir[] = "/tmp/dnt-gc-XXXXXX", trace[64];
-  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
+  char pid[32], dir[] = "/tmp/dnt-gc-XXXXXX", trace[64];
+  dnt_start_sample(&t, args, pid, sizeof pid);
   cr_assert(mkdtemp(dir));
-  snprintf(pid, sizeof pid, "%d", (int)t.pid);
   snprintf(trace, sizeof trace, "%s/gc.nettrace", dir);
   struct dnt_run r;
   dnt_run_dntrace(&r, "collect", "-p", pid, "--profile", "gc-collect", "--duration", "3s", "-o", trace, NULL);

@@ -152,14 +152,12 @@ Test(locks_live, the_samples_lock_with_its_waiting_stack, .timeout = 120) {
   require_python();
   const char *const args[] = {"--contend", "--no-cpu", "--no-blocking", "--no-alloc", "--no-exceptions",
                               "--no-counters", NULL};
-  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = args, .wait_socket = 1};
   dnt_target t;
-  char err[512], pid[32], tmp[] = "/tmp/dnt-locks-XXXXXX", out[64], folded[64];
+  char pid[32], tmp[] = "/tmp/dnt-locks-XXXXXX", out[64], folded[64];
   cr_assert(mkdtemp(tmp));
   snprintf(out, sizeof out, "%s/l.json", tmp);
   snprintf(folded, sizeof folded, "%s/l.folded", tmp);
-  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
-  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  dnt_start_sample(&t, args, pid, sizeof pid);
   unsigned long a = dnt_target_thread_named(t.pid, "contend-a"), b = dnt_target_thread_named(t.pid, "contend-b");
   struct dnt_run r;
   dnt_run_dntrace(&r, "locks", "-p", pid, "--duration", "2s", "--format", "json", "-o", out, NULL);

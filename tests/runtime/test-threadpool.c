@@ -156,11 +156,9 @@ Test(threadpool_live, starvation_of_the_sample_is_reported, .timeout = 120) {
   DNT_REQUIRE_TARGET();
   const char *const args[] = {"--pool-starve", "--no-cpu", "--no-blocking", "--no-alloc", "--no-exceptions",
                               "--no-counters", NULL};
-  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = args, .wait_socket = 1};
   dnt_target t;
-  char err[512], pid[32], carry[8192] = "";
-  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
-  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  char pid[32], carry[8192] = "";
+  dnt_start_sample(&t, args, pid, sizeof pid);
   unsigned queue_before = 0, queue = 0;
   unsigned before = read_pool(t.stdout_fd, carry, sizeof carry, 0, &queue_before);
   struct dnt_run r;
