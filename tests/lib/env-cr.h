@@ -120,6 +120,25 @@ static inline void expect_python(const char *py, ...) {
   dnt_run_free(&r);
 }
 
+/* The JSON report of `dntrace CMD CORPUS/FILE --format json [--top TOP]` (TOP may be NULL),
+ * written with -o into a new folder, held to py: python3 code that reads it (sys.argv[1]). */
+static inline void expect_json_report(const char *cmd, const char *file, const char *top, const char *py) {
+  char dir[4096], trace[8192], tmp[] = "/tmp/dnt-json-XXXXXX", out[64];
+  corpus_dir(dir, sizeof dir);
+  require_python();
+  snprintf(trace, sizeof trace, "%s/%s", dir, file);
+  cr_assert(mkdtemp(tmp));
+  snprintf(out, sizeof out, "%s/report.json", tmp);
+  struct dnt_run r;
+  if (top) dnt_run_dntrace(&r, cmd, trace, "--format", "json", "--top", top, "-o", out, NULL);
+  else dnt_run_dntrace(&r, cmd, trace, "--format", "json", "-o", out, NULL);
+  cr_assert_eq(r.status, 0, "dntrace %s %s: %s", cmd, trace, r.err);
+  dnt_run_free(&r);
+  expect_python(py, out, NULL);
+  unlink(out);
+  rmdir(tmp);
+}
+
 /* The oracle, tests/bench-traceevent built by `make check` into the build tree (check_DATA in
  * tests/Makemodule.am; dotnet restores TraceEvent from NuGet): its DLL's path, or NULL when it or
  * dotnet is not there (the caller skips); under CI=true that is a failure (what: the analysis it

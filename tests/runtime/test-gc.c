@@ -367,16 +367,6 @@ Test(gc_cli, a_file_or_a_process_not_both) {
  * counts, the total, mean and max pauses, the 99th percentile by nearest rank, the share of time
  * paused and the longest pauses. */
 Test(gc_cli, json_report_is_json_and_its_summary_its_rows) {
-  char dir[4096];
-  corpus_dir(dir, sizeof dir);
-  require_python();
-  char trace[8192], tmp[] = "/tmp/dnt-gcjson-XXXXXX", out[64];
-  snprintf(trace, sizeof trace, "%s/microsoft__perfview/eventpipe-dotnetcore3.0-win-x64-objver4.nettrace", dir);
-  cr_assert(mkdtemp(tmp));
-  snprintf(out, sizeof out, "%s/gc.json", tmp);
-  struct dnt_run r;
-  cr_assert_eq(dnt_run_dntrace(&r, "gc", trace, "--format", "json", "--top", "3", "-o", out, NULL), 0, "%s", r.err);
-  dnt_run_free(&r);
   const char *py =
       "import json, math, sys\n"
       "d = json.load(open(sys.argv[1]))\n"
@@ -397,7 +387,5 @@ Test(gc_cli, json_report_is_json_and_its_summary_its_rows) {
       "got = [x['pauseMSec'] for x in s['longestPauses']]\n"
       "assert len(got) == 3 and all(abs(a - b) < 1e-3 for a, b in zip(got, top)), (got, top)\n"
       "assert s['allocationSource'] == 'GCAllocationTick' and s['allocationRateMBPerSec'] > 0, s\n";
-  expect_python(py, out, NULL);
-  unlink(out);
-  rmdir(tmp);
+  expect_json_report("gc", "microsoft__perfview/eventpipe-dotnetcore3.0-win-x64-objver4.nettrace", "3", py);
 }

@@ -307,16 +307,6 @@ Test(jit_cli, a_trace_without_jit_events_says_so_in_one_line) {
 
 /* The JSON report read by Python's json module, its summary recomputed there from its rows. */
 Test(jit_cli, json_report_is_json_and_its_summary_its_rows) {
-  char dir[4096];
-  corpus_dir(dir, sizeof dir);
-  require_python();
-  char trace[8192], tmp[] = "/tmp/dnt-jitjson-XXXXXX", out[64];
-  snprintf(trace, sizeof trace, "%s/shirhatti__Nettrace/allocTrace.nettrace", dir);
-  cr_assert(mkdtemp(tmp));
-  snprintf(out, sizeof out, "%s/jit.json", tmp);
-  struct dnt_run r;
-  cr_assert_eq(dnt_run_dntrace(&r, "jit", trace, "--format", "json", "--top", "3", "-o", out, NULL), 0, "%s", r.err);
-  dnt_run_free(&r);
   const char *py =
       "import json, math, sys\n"
       "d = json.load(open(sys.argv[1]))\n"
@@ -333,7 +323,5 @@ Test(jit_cli, json_report_is_json_and_its_summary_its_rows) {
       "b = {}\n"
       "for x in m: k = math.floor(x['startMSec'] / 100) * 100; b[k] = b.get(k, 0) + 1\n"
       "assert b == {t['startMSec']: t['methods'] for t in s['timeline']}, (b, s['timeline'])\n";
-  expect_python(py, out, NULL);
-  unlink(out);
-  rmdir(tmp);
+  expect_json_report("jit", "shirhatti__Nettrace/allocTrace.nettrace", "3", py);
 }

@@ -207,16 +207,6 @@ Test(threadpool_cli, a_trace_without_pool_events_says_so_in_one_line) {
 /* The JSON report read by Python: the adjustments by reason add up, the starvation summary is its
  * adjustments' (from the .NET Core 3.0 trace, whose pool starved). */
 Test(threadpool_cli, json_report_is_json_and_its_summary_its_rows) {
-  char dir[4096];
-  corpus_dir(dir, sizeof dir);
-  require_python();
-  char trace[8192], tmp[] = "/tmp/dnt-tpjson-XXXXXX", out[64];
-  snprintf(trace, sizeof trace, "%s/microsoft__perfview/eventpipe-dotnetcore3.0-win-x64-objver4.nettrace", dir);
-  cr_assert(mkdtemp(tmp));
-  snprintf(out, sizeof out, "%s/pool.json", tmp);
-  struct dnt_run r;
-  cr_assert_eq(dnt_run_dntrace(&r, "threadpool", trace, "--format", "json", "-o", out, NULL), 0, "%s", r.err);
-  dnt_run_free(&r);
   const char *py =
       "import json, sys\n"
       "d = json.load(open(sys.argv[1]))\n"
@@ -229,7 +219,5 @@ Test(threadpool_cli, json_report_is_json_and_its_summary_its_rows) {
       "assert s['goalMax'] == max(a['newWorkerThreadCount'] for a in adj), s\n"
       "assert sum(x['adjustments'] for x in d['seconds']) == len(adj), d['seconds']\n"
       "assert sum(x['enqueued'] for x in d['seconds']) == s['enqueued'], s\n";
-  expect_python(py, out, NULL);
-  unlink(out);
-  rmdir(tmp);
+  expect_json_report("threadpool", "microsoft__perfview/eventpipe-dotnetcore3.0-win-x64-objver4.nettrace", NULL, py);
 }
