@@ -1108,19 +1108,9 @@ Test(events_runtime, sample_load_ticks, .timeout = 120) {
  * The sample throws InvalidOperationException("sample exception, thrown on purpose") every 2 s. */
 Test(schema, runtime_events_by_field_name, .timeout = 120) {
   DNT_REQUIRE_TARGET();
-  dnt_target t;
-  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = 30000};
-  char err[512];
-  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
-  char dir[] = "/tmp/dnt-schema-XXXXXX";
-  cr_assert(mkdtemp(dir));
-  char trace[64], pid[16];
-  snprintf(trace, sizeof trace, "%s/t.nettrace", dir);
-  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  char dir[] = "/tmp/dnt-schema-XXXXXX", trace[64];
+  dnt_collect_sample_trace(dir, trace, sizeof trace);
   struct dnt_run r;
-  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "-o", trace, "--duration", "3s", NULL), 0, "%s", r.err);
-  dnt_run_free(&r);
-  dnt_target_stop(&t);
   cr_assert_eq(dnt_run_dntrace(&r, "events", trace, "--name", "ExceptionThrown", NULL), 0, "%s", r.err);
   /* --name takes the manifest's symbol (ExceptionThrown_V1) as well as TraceEvent's name */
   cr_assert(strstr(r.out, " Microsoft-Windows-DotNETRuntime Exception/Start ExceptionType=System.InvalidOperationException "

@@ -442,19 +442,9 @@ Test(runtime_corpus, names_are_traceevent_names, .timeout = 180) {
  * sample target is decoded: no Event(N) left for the runtime's providers. */
 Test(runtime_target, fresh_trace_decodes_from_the_build_tree, .timeout = 120) {
   DNT_REQUIRE_TARGET();
-  dnt_target t;
-  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = 30000};
-  char err[512];
-  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
-  char dir[] = "/tmp/dnt-rtev-XXXXXX";
-  cr_assert(mkdtemp(dir));
-  char trace[64], pid[16];
-  snprintf(trace, sizeof trace, "%s/t.nettrace", dir);
-  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  char dir[] = "/tmp/dnt-rtev-XXXXXX", trace[64];
+  dnt_collect_sample_trace(dir, trace, sizeof trace);
   struct dnt_run r;
-  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "-o", trace, "--duration", "3s", NULL), 0, "%s", r.err);
-  dnt_run_free(&r);
-  dnt_target_stop(&t);
   char *argv[] = {(char *)dnt_bin(), "events", trace, "-v", NULL};
   static const char *const env[] = {"DNT_DATADIR=", NULL};
   cr_assert_eq(dnt_run_argv(&r, argv, env, 60000), 0, "%s", r.err);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "run.h"
 #include "target.h"
 
 /* Skips (with the reason) when no target can be started; under CI=true that is a failure, so a
@@ -46,6 +47,23 @@ static inline void dnt_start_sample(dnt_target *t, const char *const *args, char
   char err[512];
   cr_assert_eq(dnt_target_start(t, &o, err, sizeof err), 0, "%s", err);
   snprintf(pid, cap, "%d", (int)t->pid);
+}
+
+/* A 3 s trace of the sample (started plainly, stopped once recorded) by `dntrace collect -p PID
+ * -o DIR/t.nettrace`, DIR a new folder made from the mkdtemp template dir; the trace's path into
+ * trace (cap bytes). The caller removes both. */
+static inline void dnt_collect_sample_trace(char *dir, char *trace, size_t cap) {
+  dnt_target t;
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = 30000};
+  char err[512], pid[16];
+  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
+  cr_assert(mkdtemp(dir));
+  snprintf(trace, cap, "%s/t.nettrace", dir);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "-o", trace, "--duration", "3s", NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+  dnt_target_stop(&t);
 }
 
 #endif
