@@ -15,6 +15,7 @@
 #include <zlib.h>
 
 #include "dnt-trace.h"
+#include "../lib/bytes-cr.h"
 #include "../lib/env-cr.h"
 #include "../lib/ntr-writer.h"
 #include "../lib/run.h"
@@ -23,36 +24,6 @@
 #include "ntr.h"
 
 /* ---- small helpers ---------------------------------------------------------------------- */
-
-struct bytes {
-  uint8_t b[1 << 18];
-  size_t n;
-};
-
-static void put(struct bytes *b, const void *p, size_t n) {
-  cr_assert_leq(b->n + n, sizeof b->b);
-  memcpy(b->b + b->n, p, n);
-  b->n += n;
-}
-static void put8(struct bytes *b, uint8_t v) { put(b, &v, 1); }
-static void put16(struct bytes *b, uint16_t v) { put8(b, (uint8_t)v), put8(b, (uint8_t)(v >> 8)); }
-static void put32(struct bytes *b, uint32_t v) { put16(b, (uint16_t)v), put16(b, (uint16_t)(v >> 16)); }
-static void put64(struct bytes *b, uint64_t v) { put32(b, (uint32_t)v), put32(b, (uint32_t)(v >> 32)); }
-static void putf32(struct bytes *b, float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  put32(b, u);
-}
-static void putf64(struct bytes *b, double f) {
-  uint64_t u;
-  memcpy(&u, &f, 8);
-  put64(b, u);
-}
-/* ASCII as UTF-16LE with its NUL */
-static void putws(struct bytes *b, const char *s) {
-  for (; *s; s++) put16(b, (uint8_t)*s);
-  put16(b, 0);
-}
 
 static char *temp_dir(void) {
   char *d = strdup("/tmp/dnt-events-XXXXXX");
@@ -71,12 +42,6 @@ static void rm_rf(const char *dir) {
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   cr_assert_eq(system(cmd), 0);
-}
-
-static size_t count_lines(const char *s) {
-  size_t n = 0;
-  for (; *s; s++) n += *s == '\n';
-  return n;
 }
 
 /* ---- a strict JSON checker (RFC 8259 values; enough to validate --json lines) ------------- */

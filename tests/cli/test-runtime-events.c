@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "dnt-trace.h"
+#include "../lib/bytes-cr.h"
 #include "../lib/env-cr.h"
 #include "../lib/run.h"
 #include "../lib/target-cr.h"
@@ -18,30 +19,6 @@
 #include "ntr.h"
 
 /* ---- helpers ---------------------------------------------------------------------------- */
-
-struct bytes {
-  uint8_t b[512];
-  size_t n;
-};
-static void put(struct bytes *b, const void *p, size_t n) {
-  cr_assert_leq(b->n + n, sizeof b->b);
-  memcpy(b->b + b->n, p, n);
-  b->n += n;
-}
-static void put8(struct bytes *b, uint8_t v) { put(b, &v, 1); }
-static void put16(struct bytes *b, uint16_t v) { put8(b, (uint8_t)v), put8(b, (uint8_t)(v >> 8)); }
-static void put32(struct bytes *b, uint32_t v) { put16(b, (uint16_t)v), put16(b, (uint16_t)(v >> 16)); }
-static void put64(struct bytes *b, uint64_t v) { put32(b, (uint32_t)v), put32(b, (uint32_t)(v >> 32)); }
-static void putws(struct bytes *b, const char *s) {
-  for (; *s; s++) put16(b, (uint8_t)*s);
-  put16(b, 0);
-}
-
-static size_t count_lines(const char *s) {
-  size_t n = 0;
-  for (; s && *s; s++) n += *s == '\n';
-  return n;
-}
 
 /* A schema file holding `xml`, loaded; the path goes in path (64 bytes). */
 static struct dnt_schema *load_xml(const char *xml, char *path, char *err, size_t errlen, int *rc) {
