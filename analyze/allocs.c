@@ -21,10 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dnt-analyze.h"
-#include "dnt-profile.h"
+#include "analyze-int.h"
 
-#define RUNTIME_PROVIDER "Microsoft-Windows-DotNETRuntime"
 enum { EV_ALLOCATION_TICK = 10, EV_ALLOCATION_SAMPLED = 303 };
 enum { TICK, SAMPLED, SOURCES };
 
@@ -91,9 +89,7 @@ struct dnt_allocs_analysis {
   size_t nplans;
   enum dnt_allocs_source wanted;
   dnt_record rec;
-  uint32_t pointer_size;
-  uint64_t qpc_freq, first_ts, last_ts;
-  int have_time;
+  struct dnt__clock clock;
   struct table tables[SOURCES];
   struct dnt_profile *profiles[SOURCES]; /* the allocating stacks, weighed in bytes */
   ntr_callbacks pcb;                     /* the profiles' own callbacks, fed the same stream */
@@ -243,8 +239,7 @@ void dnt_allocs_analysis_callbacks(ntr_callbacks *cb) {
 
 int dnt_allocs_on_trace(void *ud, const ntr_trace *t) {
   struct dnt_allocs_analysis *a = ud;
-  a->pointer_size = t->pointer_size;
-  a->qpc_freq = t->qpc_frequency;
+  dnt__clock_on_trace(&a->clock, t);
   for (int s = 0; s < SOURCES; s++) a->pcb.on_trace(a->profiles[s], t);
   return 0;
 }
@@ -275,12 +270,12 @@ static const struct plan *plan_of(struct dnt_allocs_analysis *a, const ntr_metad
   struct plan p = {.md = md, .id = md->id, .event_id = md->event_id, .version = md->version};
   const char *name;
   /* another provider's event of the same id: a plan of no fields, never read */
-  if (strcmp(md->provider, RUNTIME_PROVIDER) == 0)
+  if (strcmp(md->provider, DNT__RUNTIME_PROVIDER) == 0)
     p.fields = dnt_schema_lookup(a->schema, md->provider, md->event_id, md->version, &name, &p.nfields);
   p.fast = p.nfields <= PLAN_FIELDS;
   for (uint32_t i = 0; i < p.nfields && p.fast; i++) {
     const ntr_field *f = &p.fields[i];
-    size_t size = f->type == DNT_TYPE_POINTER ? (a->pointer_size == 4 ? 4 : 8) : ntr_field_fixed_size(f);
+    size_t size = f->type == DNT_TYPE_POINTER ? dnt__clock_ptr(&a->clock) : ntr_field_fixed_size(f);
     int integer = f->type == DNT_TYPE_POINTER || (f->type >= NTR_TYPE_INT16 && f->type <= NTR_TYPE_UINT64);
     if (f->type == NTR_TYPE_STRING) p.size[i] = 0;
     else if (size > 0 && size <= 8) p.size[i] = (uint8_t)size;
@@ -320,7 +315,7 @@ static void read_fast(const struct plan *p, const ntr_event *ev, struct fields *
 
 /* The same through the generic decoder, for layouts the fast path does not take. */
 static int read_record(struct dnt_allocs_analysis *a, const struct plan *p, const ntr_event *ev, struct fields *out) {
-  if (dnt_record_decode_layout(&a->rec, p->fields, p->nfields, a->pointer_size == 4 ? 4 : 8, ev->payload,
+  if (dnt_record_decode_layout(&a->rec, p->fields, p->nfields, dnt__clock_ptr(&a->clock), ev->payload,
                                ev->payload_size) == NTR_ENOMEM)
     return -1;
   for (int r = 1; r < R_ROLES; r++) {
@@ -378,9 +373,7 @@ static int on_allocation(struct dnt_allocs_analysis *a, const ntr_event *ev, int
 int dnt_allocs_on_event(void *ud, const ntr_event *ev) {
   struct dnt_allocs_analysis *a = ud;
   if (a->failed) return 1;
-  if (!a->have_time || ev->timestamp < a->first_ts) a->first_ts = ev->timestamp;
-  if (!a->have_time || ev->timestamp > a->last_ts) a->last_ts = ev->timestamp;
-  a->have_time = 1;
+  dnt__clock_see(&a->clock, ev->timestamp);
   /* the method table of both profiles (they ignore the SampleProfiler's samples) */
   int rc = 0;
   for (int s = 0; s < SOURCES; s++) rc |= a->pcb.on_event(a->profiles[s], ev);
@@ -420,7 +413,8 @@ void dnt_allocs_analysis_finish(struct dnt_allocs_analysis *a) {
   s->source = t->events == 0 ? "none" : src == SAMPLED ? "AllocationSampled" : "GCAllocationTick";
   s->samples = t->events;
   s->objects_known = t->n > 0;
-  if (a->qpc_freq && a->have_time) s->trace_ms = (double)(a->last_ts - a->first_ts) * 1000.0 / (double)a->qpc_freq;
+  const struct dnt__clock *c = &a->clock;
+  if (c->qpc_freq && c->have_time) s->trace_ms = (double)(c->last_ts - c->first_ts) * 1000.0 / (double)c->qpc_freq;
   a->sorted = malloc((t->n ? t->n : 1) * sizeof *a->sorted);
   if (!a->sorted) {
     a->failed = 1;

@@ -2,6 +2,8 @@
 #ifndef DNT_ANALYZE_INT_H
 #define DNT_ANALYZE_INT_H
 
+#include <string.h>
+
 #include "dnt-analyze.h"
 #include "dnt-profile.h"
 
@@ -9,6 +11,84 @@
 
 /* ms since the trace's sync time, from a timestamp in the trace's ticks (0 without a clock). */
 double dnt__ms_of(uint64_t ts, uint64_t sync_qpc, uint64_t qpc_freq);
+
+/* The trace's clock and pointer size (from on_trace) and the span of the events an analysis saw
+ * (every event, before it is filtered): every analysis keeps one. Caller-provided storage, zeroed. */
+struct dnt__clock {
+  uint64_t sync_qpc, qpc_freq;
+  uint32_t pointer_size;
+  int have_time;
+  uint64_t first_ts, last_ts;
+};
+
+static inline void dnt__clock_on_trace(struct dnt__clock *c, const ntr_trace *t) {
+  c->sync_qpc = t->sync_time_qpc;
+  c->qpc_freq = t->qpc_frequency;
+  c->pointer_size = t->pointer_size;
+}
+
+static inline void dnt__clock_see(struct dnt__clock *c, uint64_t ts) {
+  if (!c->have_time || ts < c->first_ts) c->first_ts = ts;
+  if (!c->have_time || ts > c->last_ts) c->last_ts = ts;
+  c->have_time = 1;
+}
+
+/* ms of ts since the trace's sync time */
+static inline double dnt__clock_ms(const struct dnt__clock *c, uint64_t ts) {
+  return dnt__ms_of(ts, c->sync_qpc, c->qpc_freq);
+}
+
+/* the span of the events seen, in ms (0: none seen) */
+static inline double dnt__clock_span_ms(const struct dnt__clock *c) {
+  return c->have_time ? dnt__clock_ms(c, c->last_ts) - dnt__clock_ms(c, c->first_ts) : 0;
+}
+
+/* the size of a payload's pointers: the trace's, 8 unless it says 4 */
+static inline uint32_t dnt__clock_ptr(const struct dnt__clock *c) { return c->pointer_size == 4 ? 4 : 8; }
+
+/* held.c: events held until the next sequence point, then handled in time order (then in arrival
+ * order), as TraceEvent sorts them: within a block the runtime writes its events thread by thread,
+ * not in time order, and a sequence point says every thread's buffer has been flushed. An
+ * analysis's held event is a struct of its own whose first member is a struct dnt__held_key.
+ * Caller-provided storage: dnt__held_init, dnt__held_release. */
+struct dnt__held_key {
+  uint64_t ts, order;
+};
+struct dnt__held {
+  void *v; /* n events of `size` bytes */
+  size_t n, cap, size, max;
+  uint64_t order;
+};
+/* handles one event (borrowed for the call): 0, or nonzero to stop (out of memory) */
+typedef int (*dnt__held_fn)(void *ud, void *event);
+
+/* size: the analysis's event struct; past max events held (a trace without sequence points) they
+ * are handled early. */
+void dnt__held_init(struct dnt__held *h, size_t size, size_t max);
+void dnt__held_release(struct dnt__held *h);
+/* A slot for an event at ts, zeroed but for its key, at the end of those held: dnt__held_keep holds
+ * it, until then the next slot is the same one. Handles those held first past max (with handle,
+ * ud). NULL when out of memory or when handling failed. */
+void *dnt__held_slot(struct dnt__held *h, uint64_t ts, dnt__held_fn handle, void *ud);
+static inline void dnt__held_keep(struct dnt__held *h) { h->n++; }
+/* Handles the events held, in time order, and forgets them: 0, or what a handle() that failed
+ * returned (those after it are dropped). */
+int dnt__held_flush(struct dnt__held *h, dnt__held_fn handle, void *ud);
+
+/* Whether md is the runtime provider's, its provider compared once for a run of events of one
+ * metadata. Caller-provided storage, zeroed. */
+struct dnt__runtime_md {
+  const ntr_metadata *md;
+  int runtime;
+};
+
+static inline int dnt__is_runtime(struct dnt__runtime_md *c, const ntr_metadata *md) {
+  if (md != c->md) {
+    c->md = md;
+    c->runtime = strcmp(md->provider, DNT__RUNTIME_PROVIDER) == 0;
+  }
+  return c->runtime;
+}
 
 /* An integer field of a decoded payload, all 64 bits of it (a double holds 53: pointers and ids
  * would merge); 0 when absent or not an integer. */
@@ -73,6 +153,33 @@ void dnt__event_stacks_add(struct dnt__event_stacks *s, size_t key, uint64_t thr
  * count), merged across threads, and the `top` heaviest of all. 0, or -ENOMEM. */
 int dnt__event_stacks_finish(struct dnt__event_stacks *s, size_t nkeys, size_t top, int by_time);
 void dnt__event_stacks_release(struct dnt__event_stacks *s);
+
+/* What the analyses that keep their events' stacks (exceptions.c, locks.c) share: the first
+ * member of their struct. The schema (borrowed) and a record to decode payloads into, the clock,
+ * the provider of the last metadata, the stacks, the sticky out-of-memory flag. */
+struct dnt__stacked {
+  const struct dnt_schema *schema;
+  dnt_record rec;
+  struct dnt__layouts layouts;
+  struct dnt__runtime_md runtime_md;
+  struct dnt__clock clock;
+  int failed, finished;
+  struct dnt__event_stacks stacks;
+};
+
+/* s zeroed first (calloc); the stacks' label, by_time and what as dnt__event_stacks_init takes
+ * them, ud: the analysis (label's). 0, or -ENOMEM (dnt__stacked_release it then). */
+int dnt__stacked_init(struct dnt__stacked *s, const struct dnt_schema *schema, dnt__stack_label_fn label, void *ud,
+                      int by_time, const char *what);
+void dnt__stacked_release(struct dnt__stacked *s);
+/* The parser callbacks with nothing of the analysis's own (ud: the analysis, its struct beginning
+ * with a struct dnt__stacked); nonzero when out of memory. */
+int dnt__stacked_on_trace(void *ud, const ntr_trace *t);
+int dnt__stacked_on_thread(void *ud, const ntr_thread *t);
+/* What every event goes through first, in the analysis's on_event: the clock, the stacks' method
+ * table. 1 when ev is a runtime event for the analysis to look at, 0 when not, -1 when the
+ * analysis has failed (on_event returns nonzero). */
+int dnt__stacked_on_event(struct dnt__stacked *s, const ntr_event *ev);
 
 /* The views' common part: one stack as text lines (a head line of lead and its count, then its
  * frames leaf first, under indent) or as a JSON object; with_ms: its weight is a wait. */

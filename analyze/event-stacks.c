@@ -299,3 +299,35 @@ void dnt__event_stacks_release(struct dnt__event_stacks *s) {
   dnt_profile_free(s->prof);
   memset(s, 0, sizeof *s);
 }
+
+int dnt__stacked_init(struct dnt__stacked *s, const struct dnt_schema *schema, dnt__stack_label_fn label, void *ud,
+                      int by_time, const char *what) {
+  s->schema = schema;
+  dnt_record_init(&s->rec);
+  return dnt__event_stacks_init(&s->stacks, label, ud, by_time, what);
+}
+
+void dnt__stacked_release(struct dnt__stacked *s) {
+  dnt_record_release(&s->rec);
+  dnt__event_stacks_release(&s->stacks);
+}
+
+int dnt__stacked_on_trace(void *ud, const ntr_trace *t) {
+  struct dnt__stacked *s = ud;
+  dnt__clock_on_trace(&s->clock, t);
+  return dnt__event_stacks_on_trace(&s->stacks, t) ? 1 : 0;
+}
+
+int dnt__stacked_on_thread(void *ud, const ntr_thread *t) {
+  struct dnt__stacked *s = ud;
+  if (dnt__event_stacks_on_thread(&s->stacks, t) != 0) return s->failed = 1, 1;
+  return 0;
+}
+
+int dnt__stacked_on_event(struct dnt__stacked *s, const ntr_event *ev) {
+  if (s->failed) return -1;
+  dnt__clock_see(&s->clock, ev->timestamp);
+  if (dnt__event_stacks_on_event(&s->stacks, ev) != 0) return s->failed = 1, -1; /* the method table */
+  if (!ev->metadata) return 0;
+  return dnt__is_runtime(&s->runtime_md, ev->metadata);
+}

@@ -69,16 +69,7 @@ struct thread {
 };
 
 struct dnt_exceptions_analysis {
-  const struct dnt_schema *schema;
-  dnt_record rec;
-  struct dnt__layouts layouts;
-  const ntr_metadata *last_md;
-  int last_runtime;
-  uint64_t sync_qpc, qpc_freq;
-  uint32_t pointer_size;
-  int have_time;
-  uint64_t first_ts, last_ts;
-  int failed, finished;
+  struct dnt__stacked base; /* first: the callbacks take the analysis for it */
   struct group *groups;
   size_t ngroups, capgroups;
   size_t *table; /* group index + 1, 0: empty */
@@ -89,7 +80,6 @@ struct dnt_exceptions_analysis {
   size_t ttable_cap;
   uint64_t *per_sec;
   size_t nsec, capsec;
-  struct dnt__event_stacks stacks;
   dnt_exception_group *sorted; /* after finish */
   dnt_exception_summary summary;
 };
@@ -118,9 +108,7 @@ static void label(void *ud, size_t key, char *buf, size_t cap) {
 struct dnt_exceptions_analysis *dnt_exceptions_analysis_new(const struct dnt_schema *schema) {
   struct dnt_exceptions_analysis *a = calloc(1, sizeof *a);
   if (!a) return NULL;
-  a->schema = schema;
-  dnt_record_init(&a->rec);
-  if (dnt__event_stacks_init(&a->stacks, label, a, 0,
+  if (dnt__stacked_init(&a->base, schema, label, a, 0,
                              "exceptions thrown, one sample per ExceptionThrown event, at its stack") != 0) {
     dnt_exceptions_analysis_free(a);
     return NULL;
@@ -130,7 +118,6 @@ struct dnt_exceptions_analysis *dnt_exceptions_analysis_new(const struct dnt_sch
 
 void dnt_exceptions_analysis_free(struct dnt_exceptions_analysis *a) {
   if (!a) return;
-  dnt_record_release(&a->rec);
   for (size_t i = 0; i < a->ngroups; i++) {
     free(a->groups[i].type);
     free(a->groups[i].message);
@@ -142,11 +129,11 @@ void dnt_exceptions_analysis_free(struct dnt_exceptions_analysis *a) {
   free(a->ttable);
   free(a->per_sec);
   free(a->sorted);
-  dnt__event_stacks_release(&a->stacks);
+  dnt__stacked_release(&a->base);
   free(a);
 }
 
-int dnt_exceptions_analysis_failed(const struct dnt_exceptions_analysis *a) { return a->failed ? -ENOMEM : 0; }
+int dnt_exceptions_analysis_failed(const struct dnt_exceptions_analysis *a) { return a->base.failed ? -ENOMEM : 0; }
 
 void dnt_exceptions_analysis_catches_recorded(struct dnt_exceptions_analysis *a) { a->summary.catch_events = 1; }
 
@@ -260,16 +247,17 @@ static int on_thrown(struct dnt_exceptions_analysis *a, const ntr_event *ev) {
   const char *type = "(unknown)", *message = "";
   uint64_t flags = 0, hresult = 0;
   if (ev->metadata->version >= 1) {
-    const char *t = dnt_record_str(&a->rec, "ExceptionType"), *m = dnt_record_str(&a->rec, "ExceptionMessage");
+    const char *t = dnt_record_str(&a->base.rec, "ExceptionType");
+    const char *m = dnt_record_str(&a->base.rec, "ExceptionMessage");
     if (t && *t) type = t;
     if (m) message = m;
-    flags = dnt__record_u64(&a->rec, "ExceptionFlags");
-    hresult = dnt__record_u64(&a->rec, "ExceptionHRESULT");
+    flags = dnt__record_u64(&a->base.rec, "ExceptionFlags");
+    hresult = dnt__record_u64(&a->base.rec, "ExceptionHRESULT");
   }
   long gi = group_of(a, type, message);
   struct thread *t = thread_of(a, ev->thread_id);
   if (gi < 0 || !t) return -1;
-  double ms = dnt__ms_of(ev->timestamp, a->sync_qpc, a->qpc_freq);
+  double ms = dnt__clock_ms(&a->base.clock, ev->timestamp);
   dnt_exception_group *g = &a->groups[gi].g;
   if (g->thrown == 0) {
     g->first_ms = ms;
@@ -287,9 +275,9 @@ static int on_thrown(struct dnt_exceptions_analysis *a, const ntr_event *ev) {
     t->n--;
   }
   t->v[t->n++] = (struct in_flight){(size_t)gi, 0};
-  dnt__event_stacks_add(&a->stacks, (size_t)gi, ev->thread_id, ev->timestamp, ev->stack ? ev->stack->frames : NULL,
+  dnt__event_stacks_add(&a->base.stacks, (size_t)gi, ev->thread_id, ev->timestamp, ev->stack ? ev->stack->frames : NULL,
                         ev->stack ? ev->stack->nframes : 0, 0);
-  return a->stacks.oom ? -1 : 0;
+  return a->base.stacks.oom ? -1 : 0;
 }
 
 /* The catch's method: its MethodID (a method's runtime handle) when the group has it already, so
@@ -304,18 +292,18 @@ static int on_catch(struct dnt_exceptions_analysis *a, const ntr_event *ev, cons
   g->g.handled++;
   uint32_t before = 0; /* the fields before MethodName: EntryEIP, MethodID */
   while (f && before < nfields && strcmp(f[before].name, "MethodName") != 0) before++;
-  int ptr = a->pointer_size == 4 ? 4 : 8;
-  if (dnt_record_decode_layout(&a->rec, f, before, ptr, ev->payload, ev->payload_size) == NTR_ENOMEM) return -1;
-  uint64_t id = dnt__record_u64(&a->rec, "MethodID");
+  uint32_t ptr = dnt__clock_ptr(&a->base.clock);
+  if (dnt_record_decode_layout(&a->base.rec, f, before, ptr, ev->payload, ev->payload_size) == NTR_ENOMEM) return -1;
+  uint64_t id = dnt__record_u64(&a->base.rec, "MethodID");
   if (id != 0)
     for (int k = 0; k < DNT_EXC_CATCHES && g->catch_names[k]; k++)
       if (g->catch_ids[k] == id) {
         g->g.catches[k].count++;
         return 0;
       }
-  if (dnt_record_decode_layout(&a->rec, f, f ? nfields : 0, ptr, ev->payload, ev->payload_size) == NTR_ENOMEM)
+  if (dnt_record_decode_layout(&a->base.rec, f, f ? nfields : 0, ptr, ev->payload, ev->payload_size) == NTR_ENOMEM)
     return -1;
-  const char *method = dnt_record_str(&a->rec, "MethodName");
+  const char *method = dnt_record_str(&a->base.rec, "MethodName");
   if (!method || !*method) method = "(unknown)";
   for (int k = 0; k < DNT_EXC_CATCHES; k++) {
     if (!g->catch_names[k]) {
@@ -344,34 +332,11 @@ static void exc_callbacks(ntr_callbacks *cb);
 
 void dnt_exceptions_analysis_callbacks(ntr_callbacks *cb) { exc_callbacks(cb); }
 
-static int exc_on_trace(void *ud, const ntr_trace *t) {
-  struct dnt_exceptions_analysis *a = ud;
-  a->sync_qpc = t->sync_time_qpc;
-  a->qpc_freq = t->qpc_frequency;
-  a->pointer_size = t->pointer_size;
-  return dnt__event_stacks_on_trace(&a->stacks, t) ? 1 : 0;
-}
-
-static int exc_on_thread(void *ud, const ntr_thread *t) {
-  struct dnt_exceptions_analysis *a = ud;
-  if (dnt__event_stacks_on_thread(&a->stacks, t) != 0) return a->failed = 1, 1;
-  return 0;
-}
-
 static int exc_on_event(void *ud, const ntr_event *ev) {
   struct dnt_exceptions_analysis *a = ud;
+  int look = dnt__stacked_on_event(&a->base, ev);
+  if (look <= 0) return look < 0;
   const ntr_metadata *md = ev->metadata;
-  if (a->failed) return 1;
-  if (!a->have_time || ev->timestamp < a->first_ts) a->first_ts = ev->timestamp;
-  if (!a->have_time || ev->timestamp > a->last_ts) a->last_ts = ev->timestamp;
-  a->have_time = 1;
-  if (dnt__event_stacks_on_event(&a->stacks, ev) != 0) return a->failed = 1, 1; /* the method table */
-  if (!md) return 0;
-  if (md != a->last_md) { /* the metadata of a run of events is one: compare its provider once */
-    a->last_md = md;
-    a->last_runtime = strcmp(md->provider, DNT__RUNTIME_PROVIDER) == 0;
-  }
-  if (!a->last_runtime) return 0;
   switch (md->event_id) {
   case EV_THROWN: case EV_CATCH_START: break;
   case EV_FINALLY_START: case EV_FILTER_START: a->summary.catch_events = 1; return 0;
@@ -382,25 +347,25 @@ static int exc_on_event(void *ud, const ntr_event *ev) {
   default: return 0;
   }
   uint32_t nfields;
-  const ntr_field *f = dnt__layout(&a->layouts, a->schema, md, &nfields);
+  const ntr_field *f = dnt__layout(&a->base.layouts, a->base.schema, md, &nfields);
   if (md->event_id == EV_CATCH_START) {
     a->summary.catch_events = 1;
-    return on_catch(a, ev, f, nfields) ? (a->failed = 1, 1) : 0;
+    return on_catch(a, ev, f, nfields) ? (a->base.failed = 1, 1) : 0;
   }
   /* a short or odd payload keeps the fields decoded before the fault; a missing one reads as
    * absent; an event the schema does not know decodes as none */
-  if (dnt_record_decode_layout(&a->rec, f, f ? nfields : 0, a->pointer_size == 4 ? 4 : 8, ev->payload,
+  if (dnt_record_decode_layout(&a->base.rec, f, f ? nfields : 0, dnt__clock_ptr(&a->base.clock), ev->payload,
                                ev->payload_size) == NTR_ENOMEM)
-    return a->failed = 1, 1;
+    return a->base.failed = 1, 1;
   int rc = on_thrown(a, ev);
-  if (rc) return a->failed = 1, 1;
+  if (rc) return a->base.failed = 1, 1;
   return 0;
 }
 
 static void exc_callbacks(ntr_callbacks *cb) {
   memset(cb, 0, sizeof *cb);
-  cb->on_trace = exc_on_trace;
-  cb->on_thread = exc_on_thread;
+  cb->on_trace = dnt__stacked_on_trace;
+  cb->on_thread = dnt__stacked_on_thread;
   cb->on_event = exc_on_event;
 }
 
@@ -427,16 +392,16 @@ static void sort_catches(dnt_exception_group *g) {
 }
 
 void dnt_exceptions_analysis_finish(struct dnt_exceptions_analysis *a, size_t top_stacks) {
-  if (a->finished) return;
-  a->finished = 1;
+  if (a->base.finished) return;
+  a->base.finished = 1;
   dnt_exception_summary *s = &a->summary;
   for (size_t i = 0; i < a->nthreads; i++) /* still in flight when the trace ended */
     for (size_t k = 0; k < a->threads[i].n; k++)
       if (!a->threads[i].v[k].caught) uncaught(a, &a->threads[i].v[k], s->catch_events);
-  if (dnt__event_stacks_finish(&a->stacks, a->ngroups, top_stacks, 0) != 0) a->failed = 1;
+  if (dnt__event_stacks_finish(&a->base.stacks, a->ngroups, top_stacks, 0) != 0) a->base.failed = 1;
   a->sorted = calloc(a->ngroups ? a->ngroups : 1, sizeof *a->sorted);
   if (!a->sorted) {
-    a->failed = 1;
+    a->base.failed = 1;
     return;
   }
   for (size_t i = 0; i < a->ngroups; i++) {
@@ -445,8 +410,8 @@ void dnt_exceptions_analysis_finish(struct dnt_exceptions_analysis *a, size_t to
     g->g.message = g->message;
     for (int k = 0; k < DNT_EXC_CATCHES; k++) g->g.catches[k].method = g->catch_names[k];
     sort_catches(&g->g);
-    if (!a->failed) {
-      const struct dnt__key_stacks *ks = &a->stacks.by_key[i];
+    if (!a->base.failed) {
+      const struct dnt__key_stacks *ks = &a->base.stacks.by_key[i];
       g->g.stacks = ks->v;
       g->g.nstacks = ks->n;
       g->g.other_stacks = ks->other_count;
@@ -461,14 +426,15 @@ void dnt_exceptions_analysis_finish(struct dnt_exceptions_analysis *a, size_t to
   s->groups = a->ngroups;
   const char **types = malloc((a->ngroups ? a->ngroups : 1) * sizeof *types); /* distinct types */
   if (!types) {
-    a->failed = 1;
+    a->base.failed = 1;
   } else {
     for (size_t i = 0; i < a->ngroups; i++) types[i] = a->groups[i].type;
     qsort(types, a->ngroups, sizeof *types, by_string);
     for (size_t i = 0; i < a->ngroups; i++) s->types += i == 0 || strcmp(types[i], types[i - 1]) != 0;
     free(types);
   }
-  s->trace_ms = a->have_time ? dnt__ms_of(a->last_ts, a->first_ts, a->qpc_freq) : 0;
+  const struct dnt__clock *c = &a->base.clock;
+  s->trace_ms = c->have_time ? dnt__ms_of(c->last_ts, c->first_ts, c->qpc_freq) : 0;
   if (s->trace_ms > 0) s->per_second = (double)s->thrown * 1000.0 / s->trace_ms;
   s->per_sec_counts = a->per_sec;
   s->seconds = a->nsec;
@@ -486,8 +452,10 @@ const dnt_exception_summary *dnt_exceptions_get_summary(const struct dnt_excepti
 }
 
 const dnt_analysis_stack *dnt_exceptions_stacks(const struct dnt_exceptions_analysis *a, size_t *n) {
-  *n = a->failed ? 0 : a->stacks.all.n;
-  return a->stacks.all.v;
+  *n = a->base.failed ? 0 : a->base.stacks.all.n;
+  return a->base.stacks.all.v;
 }
 
-const struct dnt_profile *dnt_exceptions_profile(const struct dnt_exceptions_analysis *a) { return a->stacks.prof; }
+const struct dnt_profile *dnt_exceptions_profile(const struct dnt_exceptions_analysis *a) {
+  return a->base.stacks.prof;
+}

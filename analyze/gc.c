@@ -43,7 +43,6 @@
 #include "analyze-int.h"
 #include "dnt-analyze.h"
 
-#define RUNTIME_PROVIDER "Microsoft-Windows-DotNETRuntime"
 
 enum {
   EV_GC_START = 1,
@@ -66,7 +65,7 @@ enum { REASON_INDUCED = 1, REASON_INDUCED_NOT_FORCED = 7, REASON_PM_FULL_GC = 12
 /* A GC event as it arrived, with the few numbers its handler reads, held until it can be handled
  * in time order (see dnt_gc_on_event). */
 struct pending {
-  uint64_t ts, order;
+  struct dnt__held_key key;
   int64_t tid;
   uint32_t id;
   double v[11];
@@ -76,14 +75,9 @@ struct pending {
 struct dnt_gc_analysis {
   const struct dnt_schema *schema;
   struct dnt__layouts layouts; /* the schema's layouts of the events read, remembered */
-  struct pending *pend;
-  size_t npend, cap_pend;
-  uint64_t order;
+  struct dnt__held held; /* of struct pending */
   dnt_record rec;
-  uint64_t sync_qpc, qpc_freq;
-  uint32_t pointer_size;
-  int have_time;
-  uint64_t first_ts, last_ts;
+  struct dnt__clock clock;
   int failed;
   /* the GCs, in the order they began */
   dnt_gc *gcs;
@@ -107,13 +101,14 @@ struct dnt_gc_analysis *dnt_gc_analysis_new(const struct dnt_schema *schema) {
   a->suspend_tid_gc = a->suspend_tid_bgc = a->suspend_tid_other = NO_THREAD;
   a->suspend_ms = a->suspend_end_ms = -1;
   a->current_bgc = a->last_completed = -1;
+  dnt__held_init(&a->held, sizeof(struct pending), PENDING_MAX);
   return a;
 }
 
 void dnt_gc_analysis_free(struct dnt_gc_analysis *a) {
   if (!a) return;
   dnt_record_release(&a->rec);
-  free(a->pend);
+  dnt__held_release(&a->held);
   free(a->gcs);
   free(a);
 }
@@ -129,13 +124,9 @@ void dnt_gc_analysis_callbacks(ntr_callbacks *cb) {
 
 int dnt_gc_on_trace(void *ud, const ntr_trace *t) {
   struct dnt_gc_analysis *a = ud;
-  a->sync_qpc = t->sync_time_qpc;
-  a->qpc_freq = t->qpc_frequency;
-  a->pointer_size = t->pointer_size;
+  dnt__clock_on_trace(&a->clock, t);
   return 0;
 }
-
-static double ms_of(const struct dnt_gc_analysis *a, uint64_t ts) { return dnt__ms_of(ts, a->sync_qpc, a->qpc_freq); }
 
 static double num(const struct dnt_gc_analysis *a, const char *name, double dflt) {
   double v;
@@ -279,8 +270,10 @@ static void on_per_heap_history(struct dnt_gc_analysis *a, const struct pending 
 }
 
 /* One event, in time order. */
-static int handle(struct dnt_gc_analysis *a, const struct pending *e) {
-  double t = ms_of(a, e->ts);
+static int handle(void *ud, void *event) {
+  struct dnt_gc_analysis *a = ud;
+  const struct pending *e = event;
+  double t = dnt__clock_ms(&a->clock, e->key.ts);
   switch (e->id) {
   case EV_SUSPEND_EE_BEGIN: on_suspend_begin(a, e, t); break;
   case EV_SUSPEND_EE_END: on_suspend_end(a, e->tid, t); break;
@@ -300,19 +293,9 @@ static int handle(struct dnt_gc_analysis *a, const struct pending *e) {
   return 0;
 }
 
-static int by_time(const void *x, const void *y) {
-  const struct pending *a = x, *b = y;
-  if (a->ts != b->ts) return a->ts < b->ts ? -1 : 1;
-  return (a->order > b->order) - (a->order < b->order);
-}
-
 /* The events held so far, in time order (then in arrival order). */
 static int flush(struct dnt_gc_analysis *a) {
-  if (a->npend == 0) return 0;
-  qsort(a->pend, a->npend, sizeof *a->pend, by_time);
-  int rc = 0;
-  for (size_t i = 0; i < a->npend && rc == 0; i++) rc = handle(a, &a->pend[i]);
-  a->npend = 0;
+  int rc = dnt__held_flush(&a->held, handle, a);
   if (rc) a->failed = 1;
   return rc;
 }
@@ -362,10 +345,8 @@ static void take(struct dnt_gc_analysis *a, struct pending *e) {
 int dnt_gc_on_event(void *ud, const ntr_event *ev) {
   struct dnt_gc_analysis *a = ud;
   const ntr_metadata *md = ev->metadata;
-  if (!a->have_time || ev->timestamp < a->first_ts) a->first_ts = ev->timestamp;
-  if (!a->have_time || ev->timestamp > a->last_ts) a->last_ts = ev->timestamp;
-  a->have_time = 1;
-  if (!md || strcmp(md->provider, RUNTIME_PROVIDER) != 0) return 0;
+  dnt__clock_see(&a->clock, ev->timestamp);
+  if (!md || strcmp(md->provider, DNT__RUNTIME_PROVIDER) != 0) return 0;
   switch (md->event_id) {
   case EV_GC_START: case EV_GC_END: case EV_RESTART_EE_END: case EV_HEAP_STATS: case EV_SUSPEND_EE_END:
   case EV_SUSPEND_EE_BEGIN: case EV_ALLOCATION_TICK: case EV_GLOBAL_HEAP_HISTORY: break;
@@ -388,29 +369,18 @@ int dnt_gc_on_event(void *ud, const ntr_event *ev) {
     const ntr_field *f = dnt__layout(&a->layouts, a->schema, md, &nfields);
     if (!f) return 0;
     /* a short or odd payload keeps the fields decoded before the fault; a missing one reads as 0 */
-    if (dnt_record_decode_layout(&a->rec, f, nfields, a->pointer_size == 4 ? 4 : 8, ev->payload, ev->payload_size) ==
+    if (dnt_record_decode_layout(&a->rec, f, nfields, dnt__clock_ptr(&a->clock), ev->payload, ev->payload_size) ==
         NTR_ENOMEM) {
       a->failed = 1;
       return 1;
     }
   }
-  if (a->npend == a->cap_pend) {
-    if (a->npend >= PENDING_MAX && flush(a)) return 1;
-    if (a->npend == a->cap_pend) {
-      size_t cap = a->cap_pend ? a->cap_pend * 2 : 256;
-      struct pending *p = realloc(a->pend, cap * sizeof *p);
-      if (!p) {
-        a->failed = 1;
-        return 1;
-      }
-      a->pend = p;
-      a->cap_pend = cap;
-    }
+  struct pending *e = dnt__held_slot(&a->held, ev->timestamp, handle, a);
+  if (!e) {
+    a->failed = 1;
+    return 1;
   }
-  struct pending *e = &a->pend[a->npend++];
-  memset(e, 0, sizeof *e);
-  e->ts = ev->timestamp;
-  e->order = a->order++;
+  dnt__held_keep(&a->held);
   e->tid = (int64_t)ev->thread_id;
   e->id = md->event_id;
   if (e->id == EV_ALLOCATION_TICK) {
@@ -468,7 +438,7 @@ void dnt_gc_analysis_finish(struct dnt_gc_analysis *a) {
   dnt_gc_summary *s = &a->summary;
   memset(s, 0, sizeof *s);
   s->heaps = a->heaps;
-  s->trace_ms = a->have_time ? ms_of(a, a->last_ts) - ms_of(a, a->first_ts) : 0;
+  s->trace_ms = dnt__clock_span_ms(&a->clock);
   double delta_mb = 0, prev_after = -1;
   for (size_t i = 0; i < a->n; i++) {
     dnt_gc *gc = &a->gcs[i];

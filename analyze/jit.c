@@ -26,7 +26,6 @@
 #include "analyze-int.h"
 #include "dnt-analyze.h"
 
-#define RUNTIME_PROVIDER "Microsoft-Windows-DotNETRuntime"
 
 enum { EV_METHOD_LOAD = 141, EV_METHOD_LOAD_VERBOSE = 143, EV_JITTING_STARTED = 145, EV_R2R_ENTRY_POINT = 159 };
 
@@ -53,10 +52,7 @@ struct dnt_jit_analysis {
   const struct dnt_schema *schema;
   struct dnt__layouts layouts; /* the schema's layouts of the events read, remembered */
   dnt_record rec;
-  uint64_t sync_qpc, qpc_freq;
-  uint32_t pointer_size;
-  int have_time;
-  uint64_t first_ts, last_ts;
+  struct dnt__clock clock;
   int failed, finished;
   dnt_jit_method *rows;
   size_t n, cap;
@@ -96,13 +92,9 @@ void dnt_jit_analysis_callbacks(ntr_callbacks *cb) {
 
 int dnt_jit_on_trace(void *ud, const ntr_trace *t) {
   struct dnt_jit_analysis *a = ud;
-  a->sync_qpc = t->sync_time_qpc;
-  a->qpc_freq = t->qpc_frequency;
-  a->pointer_size = t->pointer_size;
+  dnt__clock_on_trace(&a->clock, t);
   return 0;
 }
-
-static double ms_of(const struct dnt_jit_analysis *a, uint64_t ts) { return dnt__ms_of(ts, a->sync_qpc, a->qpc_freq); }
 
 /* An integer field exactly (MethodID, ModuleID, ReJITID...), 0 when absent or not an integer. */
 static uint64_t u64(const struct dnt_jit_analysis *a, const char *name) {
@@ -228,10 +220,8 @@ static int on_method_load(struct dnt_jit_analysis *a, uint32_t id, int64_t tid, 
 int dnt_jit_on_event(void *ud, const ntr_event *ev) {
   struct dnt_jit_analysis *a = ud;
   const ntr_metadata *md = ev->metadata;
-  if (!a->have_time || ev->timestamp < a->first_ts) a->first_ts = ev->timestamp;
-  if (!a->have_time || ev->timestamp > a->last_ts) a->last_ts = ev->timestamp;
-  a->have_time = 1;
-  if (a->failed || !md || strcmp(md->provider, RUNTIME_PROVIDER) != 0) return 0;
+  dnt__clock_see(&a->clock, ev->timestamp);
+  if (a->failed || !md || strcmp(md->provider, DNT__RUNTIME_PROVIDER) != 0) return 0;
   switch (md->event_id) {
   case EV_METHOD_LOAD: case EV_METHOD_LOAD_VERBOSE: case EV_JITTING_STARTED: break;
   case EV_R2R_ENTRY_POINT: a->r2r_entry_points++; return 0;
@@ -241,12 +231,12 @@ int dnt_jit_on_event(void *ud, const ntr_event *ev) {
   const ntr_field *f = dnt__layout(&a->layouts, a->schema, md, &nfields);
   if (!f) return 0;
   /* a short or odd payload keeps the fields decoded before the fault; a missing one reads as 0 */
-  if (dnt_record_decode_layout(&a->rec, f, nfields, a->pointer_size == 4 ? 4 : 8, ev->payload, ev->payload_size) ==
+  if (dnt_record_decode_layout(&a->rec, f, nfields, dnt__clock_ptr(&a->clock), ev->payload, ev->payload_size) ==
       NTR_ENOMEM) {
     a->failed = 1;
     return 1;
   }
-  double ms = ms_of(a, ev->timestamp);
+  double ms = dnt__clock_ms(&a->clock, ev->timestamp);
   int64_t tid = (int64_t)ev->thread_id;
   int rc = md->event_id == EV_JITTING_STARTED ? on_jitting_started(a, tid, ms) : on_method_load(a, md->event_id, tid, ms);
   if (rc) {
@@ -305,7 +295,7 @@ void dnt_jit_analysis_finish(struct dnt_jit_analysis *a) {
   s->completions = a->completions;
   s->total_jit_ms = a->total_ms;
   s->r2r_entry_points = a->r2r_entry_points;
-  s->trace_ms = a->have_time ? ms_of(a, a->last_ts) - ms_of(a, a->first_ts) : 0;
+  s->trace_ms = dnt__clock_span_ms(&a->clock);
   for (size_t i = 0; i < a->n; i++) {
     const dnt_jit_method *m = &a->rows[i];
     if (i == 0 || m->start_ms < s->first_ms) s->first_ms = m->start_ms;

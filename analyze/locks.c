@@ -45,16 +45,7 @@ struct waiter {
 };
 
 struct dnt_locks_analysis {
-  const struct dnt_schema *schema;
-  dnt_record rec;
-  struct dnt__layouts layouts;
-  const ntr_metadata *last_md;
-  int last_runtime;
-  uint64_t sync_qpc, qpc_freq;
-  uint32_t pointer_size;
-  int have_time;
-  uint64_t first_ts, last_ts;
-  int failed, finished;
+  struct dnt__stacked base; /* first: the callbacks take the analysis for it */
   struct lock *locks;
   size_t nlocks, caplocks;
   size_t *table;
@@ -63,7 +54,6 @@ struct dnt_locks_analysis {
   size_t nthreads, capthreads;
   size_t *ttable;
   size_t ttable_cap;
-  struct dnt__event_stacks stacks;
   dnt_lock *sorted;
   dnt_locks_summary summary;
 };
@@ -83,9 +73,7 @@ static void label(void *ud, size_t key, char *buf, size_t cap) {
 struct dnt_locks_analysis *dnt_locks_analysis_new(const struct dnt_schema *schema) {
   struct dnt_locks_analysis *a = calloc(1, sizeof *a);
   if (!a) return NULL;
-  a->schema = schema;
-  dnt_record_init(&a->rec);
-  if (dnt__event_stacks_init(&a->stacks, label, a, 1,
+  if (dnt__stacked_init(&a->base, schema, label, a, 1,
                              "time waited for locks, one sample per wait (ContentionStart to Stop) at its stack") != 0) {
     dnt_locks_analysis_free(a);
     return NULL;
@@ -95,18 +83,17 @@ struct dnt_locks_analysis *dnt_locks_analysis_new(const struct dnt_schema *schem
 
 void dnt_locks_analysis_free(struct dnt_locks_analysis *a) {
   if (!a) return;
-  dnt_record_release(&a->rec);
   for (size_t i = 0; i < a->nthreads; i++) free(a->threads[i].frames);
   free(a->threads);
   free(a->ttable);
   free(a->locks);
   free(a->table);
   free(a->sorted);
-  dnt__event_stacks_release(&a->stacks);
+  dnt__stacked_release(&a->base);
   free(a);
 }
 
-int dnt_locks_analysis_failed(const struct dnt_locks_analysis *a) { return a->failed ? -ENOMEM : 0; }
+int dnt_locks_analysis_failed(const struct dnt_locks_analysis *a) { return a->base.failed ? -ENOMEM : 0; }
 
 static uint32_t hash64(uint64_t v) { return (uint32_t)((v * 0x9E3779B97F4A7C15ull) >> 32); }
 
@@ -177,10 +164,10 @@ static int on_start(struct dnt_locks_analysis *a, const ntr_event *ev) {
   if (t->waiting) a->summary.unpaired++;
   t->waiting = 1;
   t->ts = ev->timestamp;
-  t->native = dnt__record_u64(&a->rec, "ContentionFlags") == 1;
-  t->lock_id = dnt__record_u64(&a->rec, "LockID");
-  t->object_id = dnt__record_u64(&a->rec, "AssociatedObjectID");
-  t->owner = dnt__record_u64(&a->rec, "LockOwnerThreadID");
+  t->native = dnt__record_u64(&a->base.rec, "ContentionFlags") == 1;
+  t->lock_id = dnt__record_u64(&a->base.rec, "LockID");
+  t->object_id = dnt__record_u64(&a->base.rec, "AssociatedObjectID");
+  t->owner = dnt__record_u64(&a->base.rec, "LockOwnerThreadID");
   t->nframes = 0;
   size_t n = ev->stack ? ev->stack->nframes : 0;
   if (n > t->cap) {
@@ -202,11 +189,11 @@ static int on_stop(struct dnt_locks_analysis *a, const ntr_event *ev) {
     return 0;
   }
   t->waiting = 0;
-  double ts_ms = ev->timestamp > t->ts && a->qpc_freq
-                     ? (double)(ev->timestamp - t->ts) * 1000.0 / (double)a->qpc_freq
+  double ts_ms = ev->timestamp > t->ts && a->base.clock.qpc_freq
+                     ? (double)(ev->timestamp - t->ts) * 1000.0 / (double)a->base.clock.qpc_freq
                      : 0;
   double ns, ms = ts_ms;
-  int measured = dnt_record_num(&a->rec, "DurationNs", &ns) == 0 && ns >= 0 && ns < 1e15; /* NaN fails too */
+  int measured = dnt_record_num(&a->base.rec, "DurationNs", &ns) == 0 && ns >= 0 && ns < 1e15; /* NaN fails too */
   if (measured) ms = ns / 1e6, a->summary.with_duration++;
   long li = lock_of(a, t->lock_id, t->object_id);
   if (li < 0) return -1;
@@ -221,58 +208,35 @@ static int on_stop(struct dnt_locks_analysis *a, const ntr_event *ev) {
     while (k < OWNERS && l->owners[k].n && l->owners[k].tid != t->owner) k++;
     if (k < OWNERS) l->owners[k].tid = t->owner, l->owners[k].n++;
   }
-  dnt__event_stacks_add(&a->stacks, (size_t)li, t->tid, t->ts, t->frames, t->nframes, ms);
-  return a->stacks.oom ? -1 : 0;
-}
-
-static int locks_on_trace(void *ud, const ntr_trace *t) {
-  struct dnt_locks_analysis *a = ud;
-  a->sync_qpc = t->sync_time_qpc;
-  a->qpc_freq = t->qpc_frequency;
-  a->pointer_size = t->pointer_size;
-  return dnt__event_stacks_on_trace(&a->stacks, t) ? 1 : 0;
-}
-
-static int locks_on_thread(void *ud, const ntr_thread *t) {
-  struct dnt_locks_analysis *a = ud;
-  if (dnt__event_stacks_on_thread(&a->stacks, t) != 0) return a->failed = 1, 1;
-  return 0;
+  dnt__event_stacks_add(&a->base.stacks, (size_t)li, t->tid, t->ts, t->frames, t->nframes, ms);
+  return a->base.stacks.oom ? -1 : 0;
 }
 
 static int locks_on_event(void *ud, const ntr_event *ev) {
   struct dnt_locks_analysis *a = ud;
+  int look = dnt__stacked_on_event(&a->base, ev);
+  if (look <= 0) return look < 0;
   const ntr_metadata *md = ev->metadata;
-  if (a->failed) return 1;
-  if (!a->have_time || ev->timestamp < a->first_ts) a->first_ts = ev->timestamp;
-  if (!a->have_time || ev->timestamp > a->last_ts) a->last_ts = ev->timestamp;
-  a->have_time = 1;
-  if (dnt__event_stacks_on_event(&a->stacks, ev) != 0) return a->failed = 1, 1; /* the method table */
-  if (!md) return 0;
-  if (md != a->last_md) { /* the metadata of a run of events is one: compare its provider once */
-    a->last_md = md;
-    a->last_runtime = strcmp(md->provider, DNT__RUNTIME_PROVIDER) == 0;
-  }
-  if (!a->last_runtime) return 0;
   switch (md->event_id) {
   case EV_START: case EV_STOP: break;
   case EV_LOCK_CREATED: a->summary.locks_created++; return 0;
   default: return 0;
   }
   uint32_t nfields;
-  const ntr_field *f = dnt__layout(&a->layouts, a->schema, md, &nfields);
+  const ntr_field *f = dnt__layout(&a->base.layouts, a->base.schema, md, &nfields);
   /* a short or odd payload keeps the fields decoded before the fault; a missing one reads as absent */
-  if (dnt_record_decode_layout(&a->rec, f, f ? nfields : 0, a->pointer_size == 4 ? 4 : 8, ev->payload,
+  if (dnt_record_decode_layout(&a->base.rec, f, f ? nfields : 0, dnt__clock_ptr(&a->base.clock), ev->payload,
                                ev->payload_size) == NTR_ENOMEM)
-    return a->failed = 1, 1;
+    return a->base.failed = 1, 1;
   int rc = md->event_id == EV_START ? on_start(a, ev) : on_stop(a, ev);
-  if (rc) return a->failed = 1, 1;
+  if (rc) return a->base.failed = 1, 1;
   return 0;
 }
 
 void dnt_locks_analysis_callbacks(ntr_callbacks *cb) {
   memset(cb, 0, sizeof *cb);
-  cb->on_trace = locks_on_trace;
-  cb->on_thread = locks_on_thread;
+  cb->on_trace = dnt__stacked_on_trace;
+  cb->on_thread = dnt__stacked_on_thread;
   cb->on_event = locks_on_event;
 }
 
@@ -285,17 +249,17 @@ static int by_wait(const void *x, const void *y) {
 }
 
 void dnt_locks_analysis_finish(struct dnt_locks_analysis *a, size_t top_stacks) {
-  if (a->finished) return;
-  a->finished = 1;
+  if (a->base.finished) return;
+  a->base.finished = 1;
   dnt_locks_summary *s = &a->summary;
   for (size_t i = 0; i < a->nthreads; i++) {
     if (a->threads[i].waiting) s->unpaired++; /* still waiting when the trace ended */
     s->threads++;
   }
-  if (dnt__event_stacks_finish(&a->stacks, a->nlocks, top_stacks, 1) != 0) a->failed = 1;
+  if (dnt__event_stacks_finish(&a->base.stacks, a->nlocks, top_stacks, 1) != 0) a->base.failed = 1;
   a->sorted = calloc(a->nlocks ? a->nlocks : 1, sizeof *a->sorted);
   if (!a->sorted) {
-    a->failed = 1;
+    a->base.failed = 1;
     return;
   }
   for (size_t i = 0; i < a->nlocks; i++) {
@@ -304,9 +268,9 @@ void dnt_locks_analysis_finish(struct dnt_locks_analysis *a, size_t top_stacks) 
     for (size_t k = 1; k < OWNERS; k++)
       if (l->owners[k].n > l->owners[best].n) best = k;
     l->l.owner_thread = l->owners[best].tid;
-    l->l.owner_name = l->l.owner_thread ? dnt_profile_thread_name(a->stacks.prof, l->l.owner_thread) : NULL;
-    if (!a->failed) {
-      const struct dnt__key_stacks *ks = &a->stacks.by_key[i];
+    l->l.owner_name = l->l.owner_thread ? dnt_profile_thread_name(a->base.stacks.prof, l->l.owner_thread) : NULL;
+    if (!a->base.failed) {
+      const struct dnt__key_stacks *ks = &a->base.stacks.by_key[i];
       l->l.stacks = ks->v;
       l->l.nstacks = ks->n;
       l->l.other_stacks = ks->other_count;
@@ -319,7 +283,8 @@ void dnt_locks_analysis_finish(struct dnt_locks_analysis *a, size_t top_stacks) 
   }
   qsort(a->sorted, a->nlocks, sizeof *a->sorted, by_wait);
   s->locks = a->nlocks;
-  s->trace_ms = a->have_time ? dnt__ms_of(a->last_ts, a->first_ts, a->qpc_freq) : 0;
+  const struct dnt__clock *c = &a->base.clock;
+  s->trace_ms = c->have_time ? dnt__ms_of(c->last_ts, c->first_ts, c->qpc_freq) : 0;
 }
 
 const dnt_lock *dnt_locks_list(const struct dnt_locks_analysis *a, size_t *n) {
@@ -330,8 +295,8 @@ const dnt_lock *dnt_locks_list(const struct dnt_locks_analysis *a, size_t *n) {
 const dnt_locks_summary *dnt_locks_get_summary(const struct dnt_locks_analysis *a) { return &a->summary; }
 
 const dnt_analysis_stack *dnt_locks_stacks(const struct dnt_locks_analysis *a, size_t *n) {
-  *n = a->failed ? 0 : a->stacks.all.n;
-  return a->stacks.all.v;
+  *n = a->base.failed ? 0 : a->base.stacks.all.n;
+  return a->base.stacks.all.v;
 }
 
-const struct dnt_profile *dnt_locks_profile(const struct dnt_locks_analysis *a) { return a->stacks.prof; }
+const struct dnt_profile *dnt_locks_profile(const struct dnt_locks_analysis *a) { return a->base.stacks.prof; }

@@ -30,7 +30,6 @@
 #include "analyze-int.h"
 #include "dnt-analyze.h"
 
-#define RUNTIME_PROVIDER "Microsoft-Windows-DotNETRuntime"
 
 enum {
   EV_IO_CREATE = 44, EV_IO_TERMINATE = 45, EV_IO_RETIRE = 46, EV_IO_UNRETIRE = 47,
@@ -47,7 +46,7 @@ enum {
 #define SECONDS_MAX 1000000 /* a hostile timestamp cannot make the per-second table huge */
 
 struct pending {
-  uint64_t ts, order;
+  struct dnt__held_key key;
   uint32_t id;
   double v[3];
 };
@@ -56,14 +55,9 @@ struct dnt_tp_analysis {
   const struct dnt_schema *schema;
   struct dnt__layouts layouts; /* the schema's layouts of the events read, remembered */
   dnt_record rec;
-  uint64_t sync_qpc, qpc_freq;
-  uint32_t pointer_size;
-  int have_time;
-  uint64_t first_ts, last_ts;
+  struct dnt__clock clock;
   int failed, finished;
-  struct pending *pend;
-  size_t npend, cap_pend;
-  uint64_t order;
+  struct dnt__held held; /* of struct pending */
   dnt_tp_adjustment *adj;
   size_t nadj, cap_adj;
   dnt_tp_second *sec;
@@ -81,13 +75,14 @@ struct dnt_tp_analysis *dnt_tp_analysis_new(const struct dnt_schema *schema) {
   a->schema = schema;
   dnt_record_init(&a->rec);
   a->queue = -1;
+  dnt__held_init(&a->held, sizeof(struct pending), PENDING_MAX);
   return a;
 }
 
 void dnt_tp_analysis_free(struct dnt_tp_analysis *a) {
   if (!a) return;
   dnt_record_release(&a->rec);
-  free(a->pend);
+  dnt__held_release(&a->held);
   free(a->adj);
   free(a->sec);
   free(a);
@@ -104,13 +99,9 @@ void dnt_tp_analysis_callbacks(ntr_callbacks *cb) {
 
 int dnt_tp_on_trace(void *ud, const ntr_trace *t) {
   struct dnt_tp_analysis *a = ud;
-  a->sync_qpc = t->sync_time_qpc;
-  a->qpc_freq = t->qpc_frequency;
-  a->pointer_size = t->pointer_size;
+  dnt__clock_on_trace(&a->clock, t);
   return 0;
 }
-
-static double ms_of(const struct dnt_tp_analysis *a, uint64_t ts) { return dnt__ms_of(ts, a->sync_qpc, a->qpc_freq); }
 
 /* A count from the trace as an unsigned 32-bit number (anything else: 0). */
 static uint32_t count_of(double v) { return v >= 0 && v <= 4294967295.0 ? (uint32_t)v : 0; }
@@ -202,8 +193,10 @@ static int on_adjustment(struct dnt_tp_analysis *a, dnt_tp_second *sec, const st
 }
 
 /* One event, in time order. */
-static int handle(struct dnt_tp_analysis *a, const struct pending *e) {
-  double ms = ms_of(a, e->ts);
+static int handle(void *ud, void *event) {
+  struct dnt_tp_analysis *a = ud;
+  const struct pending *e = event;
+  double ms = dnt__clock_ms(&a->clock, e->key.ts);
   dnt_tp_summary *s = &a->s;
   dnt_tp_second *sec = second_at(a, ms);
   if (a->failed) return -ENOMEM;
@@ -247,18 +240,8 @@ static int handle(struct dnt_tp_analysis *a, const struct pending *e) {
   return 0;
 }
 
-static int by_time(const void *x, const void *y) {
-  const struct pending *a = x, *b = y;
-  if (a->ts != b->ts) return a->ts < b->ts ? -1 : 1;
-  return (a->order > b->order) - (a->order < b->order);
-}
-
 static int flush(struct dnt_tp_analysis *a) {
-  if (a->npend == 0) return 0;
-  qsort(a->pend, a->npend, sizeof *a->pend, by_time);
-  int rc = 0;
-  for (size_t i = 0; i < a->npend && rc == 0; i++) rc = handle(a, &a->pend[i]);
-  a->npend = 0;
+  int rc = dnt__held_flush(&a->held, handle, a);
   if (rc) a->failed = 1;
   return rc;
 }
@@ -291,25 +274,13 @@ static void take(struct dnt_tp_analysis *a, struct pending *e) {
   }
 }
 
-/* A new held event (not yet counted in npend), or NULL when out of memory. */
+/* A new event to hold (held once dnt__held_keep says so), or NULL when out of memory. */
 static struct pending *hold(struct dnt_tp_analysis *a, const ntr_event *ev, uint32_t id) {
-  if (a->npend == a->cap_pend) {
-    if (a->npend >= PENDING_MAX && flush(a)) return NULL;
-    if (a->npend == a->cap_pend) {
-      size_t cap = a->cap_pend ? a->cap_pend * 2 : 256;
-      struct pending *p = realloc(a->pend, cap * sizeof *p);
-      if (!p) {
-        a->failed = 1;
-        return NULL;
-      }
-      a->pend = p;
-      a->cap_pend = cap;
-    }
+  struct pending *e = dnt__held_slot(&a->held, ev->timestamp, handle, a);
+  if (!e) {
+    a->failed = 1;
+    return NULL;
   }
-  struct pending *e = &a->pend[a->npend];
-  memset(e, 0, sizeof *e);
-  e->ts = ev->timestamp;
-  e->order = a->order++;
   e->id = id;
   return e;
 }
@@ -338,19 +309,17 @@ static int on_counter(struct dnt_tp_analysis *a, const ntr_event *ev) {
   struct pending *e = hold(a, ev, id);
   if (!e) return 1;
   e->v[0] = v;
-  a->npend++;
+  dnt__held_keep(&a->held);
   return 0;
 }
 
 int dnt_tp_on_event(void *ud, const ntr_event *ev) {
   struct dnt_tp_analysis *a = ud;
   const ntr_metadata *md = ev->metadata;
-  if (!a->have_time || ev->timestamp < a->first_ts) a->first_ts = ev->timestamp;
-  if (!a->have_time || ev->timestamp > a->last_ts) a->last_ts = ev->timestamp;
-  a->have_time = 1;
+  dnt__clock_see(&a->clock, ev->timestamp);
   if (a->failed || !md) return 0;
   if (strcmp(md->provider, COUNTERS_PROVIDER) == 0) return on_counter(a, ev);
-  if (strcmp(md->provider, RUNTIME_PROVIDER) != 0) return 0;
+  if (strcmp(md->provider, DNT__RUNTIME_PROVIDER) != 0) return 0;
   switch (md->event_id) {
   case EV_IO_CREATE: case EV_IO_TERMINATE: case EV_IO_RETIRE: case EV_IO_UNRETIRE: case EV_WORKER_START:
   case EV_WORKER_STOP: case EV_RETIRE_START: case EV_RETIRE_STOP: case EV_ADJUSTMENT: case EV_WORKER_WAIT:
@@ -365,14 +334,14 @@ int dnt_tp_on_event(void *ud, const ntr_event *ev) {
     const ntr_field *f = dnt__layout(&a->layouts, a->schema, md, &nfields);
     if (!f) return 0;
     /* a short or odd payload keeps the fields decoded before the fault; a missing one reads as 0 */
-    if (dnt_record_decode_layout(&a->rec, f, nfields, a->pointer_size == 4 ? 4 : 8, ev->payload,
+    if (dnt_record_decode_layout(&a->rec, f, nfields, dnt__clock_ptr(&a->clock), ev->payload,
                                  ev->payload_size) == NTR_ENOMEM) {
       a->failed = 1;
       return 1;
     }
     take(a, e);
   }
-  a->npend++;
+  dnt__held_keep(&a->held);
   return 0;
 }
 
@@ -380,7 +349,7 @@ void dnt_tp_analysis_finish(struct dnt_tp_analysis *a) {
   if (a->finished) return;
   a->finished = 1;
   flush(a);
-  a->s.trace_ms = a->have_time ? ms_of(a, a->last_ts) - ms_of(a, a->first_ts) : 0;
+  a->s.trace_ms = dnt__clock_span_ms(&a->clock);
   a->s.seconds = a->sec;
   a->s.n_seconds = a->nsec;
 }

@@ -15,6 +15,8 @@
 #include <zlib.h>
 
 #include "dnt-trace.h"
+#include "../lib/bytes-cr.h"
+#include "../lib/env-cr.h"
 #include "../lib/ntr-writer.h"
 #include "../lib/run.h"
 #include "../lib/target-cr.h"
@@ -22,36 +24,6 @@
 #include "ntr.h"
 
 /* ---- small helpers ---------------------------------------------------------------------- */
-
-struct bytes {
-  uint8_t b[1 << 18];
-  size_t n;
-};
-
-static void put(struct bytes *b, const void *p, size_t n) {
-  cr_assert_leq(b->n + n, sizeof b->b);
-  memcpy(b->b + b->n, p, n);
-  b->n += n;
-}
-static void put8(struct bytes *b, uint8_t v) { put(b, &v, 1); }
-static void put16(struct bytes *b, uint16_t v) { put8(b, (uint8_t)v), put8(b, (uint8_t)(v >> 8)); }
-static void put32(struct bytes *b, uint32_t v) { put16(b, (uint16_t)v), put16(b, (uint16_t)(v >> 16)); }
-static void put64(struct bytes *b, uint64_t v) { put32(b, (uint32_t)v), put32(b, (uint32_t)(v >> 32)); }
-static void putf32(struct bytes *b, float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  put32(b, u);
-}
-static void putf64(struct bytes *b, double f) {
-  uint64_t u;
-  memcpy(&u, &f, 8);
-  put64(b, u);
-}
-/* ASCII as UTF-16LE with its NUL */
-static void putws(struct bytes *b, const char *s) {
-  for (; *s; s++) put16(b, (uint8_t)*s);
-  put16(b, 0);
-}
 
 static char *temp_dir(void) {
   char *d = strdup("/tmp/dnt-events-XXXXXX");
@@ -70,12 +42,6 @@ static void rm_rf(const char *dir) {
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   cr_assert_eq(system(cmd), 0);
-}
-
-static size_t count_lines(const char *s) {
-  size_t n = 0;
-  for (; *s; s++) n += *s == '\n';
-  return n;
 }
 
 /* ---- a strict JSON checker (RFC 8259 values; enough to validate --json lines) ------------- */
@@ -952,37 +918,9 @@ Test(events, bad_input) {
 
 /* ---- the public corpus ------------------------------------------------------------------ */
 
-static char corpus_dir[4096];
+static char corpus[4096];
 
-static void need_corpus(void) {
-  const char *d = getenv("DNT_CORPUS"), *src = getenv("DNT_SRCDIR"), *ci = getenv("CI");
-  char idx[4200];
-  if (d && *d)
-    snprintf(corpus_dir, sizeof corpus_dir, "%s", d);
-  else
-    snprintf(corpus_dir, sizeof corpus_dir, "%s/../shared/corpus", src ? src : ".");
-  snprintf(idx, sizeof idx, "%s/INDEX.md", corpus_dir);
-  if (access(idx, R_OK) == 0) return;
-  if (ci && !strcmp(ci, "true")) cr_assert_fail("the corpus is missing at %s and CI=true", corpus_dir);
-  cr_skip_test("no corpus at %s (set DNT_CORPUS)", corpus_dir);
-}
-
-static int corpus_run(struct dnt_run *r, const char *file, ...) {
-  char path[4400];
-  char *argv[16];
-  int n = 0;
-  snprintf(path, sizeof path, "%s/%s", corpus_dir, file);
-  argv[n++] = (char *)dnt_bin();
-  argv[n++] = "events";
-  argv[n++] = path;
-  va_list ap;
-  va_start(ap, file);
-  const char *a;
-  while ((a = va_arg(ap, const char *)) && n < 15) argv[n++] = (char *)a;
-  va_end(ap);
-  argv[n] = NULL;
-  return dnt_run_argv(r, argv, NULL, 120000);
-}
+static void need_corpus(void) { corpus_dir(corpus, sizeof corpus); }
 
 /* The counters named here were found in the files with `strings -el`, not with dntrace. */
 Test(events_corpus, countercow_event_counters, .timeout = 120) {
@@ -996,7 +934,8 @@ Test(events_corpus, countercow_event_counters, .timeout = 120) {
   };
   for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
     struct dnt_run r;
-    cr_assert_eq(corpus_run(&r, files[k].file, "--name", "EventCounters", NULL), 0, "%s: %s", files[k].file, r.err);
+    cr_assert_eq(corpus_events(&r, corpus, files[k].file, "--name", "EventCounters", NULL), 0, "%s: %s", files[k].file,
+                 r.err);
     cr_assert_gt(count_lines(r.out), 10, "%s", files[k].file);
     for (const char *l = r.out; *l; l = strchr(l, '\n') + 1) {
       size_t len = strcspn(l, "\n");
@@ -1018,7 +957,8 @@ Test(events_corpus, countercow_event_counters, .timeout = 120) {
   }
   /* the decoded values, through --json: cpu-usage is a Mean counter in percent */
   struct dnt_run r;
-  cr_assert_eq(corpus_run(&r, "tbbuck__countercow/console-net8.nettrace", "--name", "EventCounters", "--json", NULL), 0);
+  cr_assert_eq(
+      corpus_events(&r, corpus, "tbbuck__countercow/console-net8.nettrace", "--name", "EventCounters", "--json", NULL), 0);
   for (const char *l = r.out; *l; l = strchr(l, '\n') + 1) cr_assert(json_object_line(l, strcspn(l, "\n")));
   cr_assert(strstr(r.out, "\"Name\":\"cpu-usage\",\"DisplayName\":\"CPU Usage\",\"Mean\":"), "%s", r.out);
   cr_assert(strstr(r.out, "\"CounterType\":\"Mean\""), "%s", r.out);
@@ -1029,7 +969,8 @@ Test(events_corpus, countercow_event_counters, .timeout = 120) {
 Test(events_corpus, zipped_voicememo, .timeout = 180) {
   need_corpus();
   struct dnt_run r;
-  cr_assert_eq(corpus_run(&r, "microsoft__perfview/VoiceMemo.23092.nettrace.zip", "-n", "50000", NULL), 0, "%s", r.err);
+  cr_assert_eq(corpus_events(&r, corpus, "microsoft__perfview/VoiceMemo.23092.nettrace.zip", "-n", "50000", NULL), 0,
+               "%s", r.err);
   cr_assert_eq(count_lines(r.out), 50000);
   /* a 32-bit process's trace: its samples decode too */
   cr_assert(strstr(r.out, " Microsoft-DotNETCore-SampleProfiler ThreadSample Type="), "%.400s", r.out);
@@ -1038,7 +979,7 @@ Test(events_corpus, zipped_voicememo, .timeout = 180) {
   /* every event, counted independently of the command by the parser on the same bytes */
   char path[4400], err[512];
   struct collect c;
-  snprintf(path, sizeof path, "%s/microsoft__perfview/VoiceMemo.23092.nettrace.zip", corpus_dir);
+  snprintf(path, sizeof path, "%s/microsoft__perfview/VoiceMemo.23092.nettrace.zip", corpus);
   cr_assert_eq(read_path(path, &c, err, sizeof err), DNT_TRACE_COMPLETE, "%s", err);
   cr_assert_gt(c.events, 100000);
 }
@@ -1046,13 +987,14 @@ Test(events_corpus, zipped_voicememo, .timeout = 180) {
 Test(events_corpus, truncated_trace_is_shown_and_reported, .timeout = 120) {
   need_corpus();
   struct dnt_run r;
-  cr_assert_eq(corpus_run(&r, "dotnet__diagnostics/trace.nettrace", NULL), 0, "%s", r.err);
+  cr_assert_eq(corpus_events(&r, corpus, "dotnet__diagnostics/trace.nettrace", NULL), 0, "%s", r.err);
   cr_assert_gt(count_lines(r.out), 1000);
   cr_assert(strstr(r.err, "dntrace: warning: '") && strstr(r.err, "trace.nettrace' is truncated at byte 4174144"), "%s",
             r.err);
   cr_assert(strstr(r.out, "System.Runtime EventCounters Payload.Name=cpu-usage "), "events before the cut are decoded");
   dnt_run_free(&r);
-  cr_assert_eq(corpus_run(&r, "microsoft__perfview/eventpipe-dotnetcore2.1-win-x86-objver3.netperf.zip", NULL), 1);
+  cr_assert_eq(
+      corpus_events(&r, corpus, "microsoft__perfview/eventpipe-dotnetcore2.1-win-x86-objver3.netperf.zip", NULL), 1);
   cr_assert(strstr(r.err, "NetPerf traces (.NET Core 2.x) are not supported"), "%s", r.err);
   dnt_run_free(&r);
 }
@@ -1131,19 +1073,9 @@ Test(events_runtime, sample_load_ticks, .timeout = 120) {
  * The sample throws InvalidOperationException("sample exception, thrown on purpose") every 2 s. */
 Test(schema, runtime_events_by_field_name, .timeout = 120) {
   DNT_REQUIRE_TARGET();
-  dnt_target t;
-  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = 30000};
-  char err[512];
-  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
-  char dir[] = "/tmp/dnt-schema-XXXXXX";
-  cr_assert(mkdtemp(dir));
-  char trace[64], pid[16];
-  snprintf(trace, sizeof trace, "%s/t.nettrace", dir);
-  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  char dir[] = "/tmp/dnt-schema-XXXXXX", trace[64];
+  dnt_collect_sample_trace(dir, trace, sizeof trace);
   struct dnt_run r;
-  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "-o", trace, "--duration", "3s", NULL), 0, "%s", r.err);
-  dnt_run_free(&r);
-  dnt_target_stop(&t);
   cr_assert_eq(dnt_run_dntrace(&r, "events", trace, "--name", "ExceptionThrown", NULL), 0, "%s", r.err);
   /* --name takes the manifest's symbol (ExceptionThrown_V1) as well as TraceEvent's name */
   cr_assert(strstr(r.out, " Microsoft-Windows-DotNETRuntime Exception/Start ExceptionType=System.InvalidOperationException "

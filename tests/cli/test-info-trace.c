@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../lib/env-cr.h"
 #include "../lib/nt-scan.h"
 #include "../lib/ntr-writer.h"
 #include "../lib/run.h"
@@ -18,21 +19,9 @@
 
 /* ---- the corpus ---- */
 
-static const char *corpus_dir(void) {
+static const char *corpus(void) {
   static char dir[4096];
-  const char *c = getenv("DNT_CORPUS"), *src = getenv("DNT_SRCDIR");
-  if (c && *c)
-    snprintf(dir, sizeof dir, "%s", c);
-  else
-    snprintf(dir, sizeof dir, "%s/../shared/corpus", src ? src : ".");
-  char index[4200];
-  snprintf(index, sizeof index, "%s/INDEX.md", dir);
-  if (access(index, R_OK) != 0) {
-    const char *ci = getenv("CI");
-    if (ci && strcmp(ci, "true") == 0) cr_assert_fail("no corpus at %s (CI=true)", dir);
-    cr_skip_test("no corpus at %s", dir);
-  }
-  return dir;
+  return corpus_dir(dir, sizeof dir);
 }
 
 /* The "runtime / OS / pointer size" column of INDEX.md's row for file. */
@@ -148,7 +137,7 @@ static void index_expectations(const char *column, unsigned *pointer, char *vers
 }
 
 static void check_corpus_trace(const char *file, int has_rundown) {
-  const char *dir = corpus_dir();
+  const char *dir = corpus();
   char path[4300];
   snprintf(path, sizeof path, "%s/%s", dir, file);
   struct info in;
@@ -208,7 +197,7 @@ Test(info_trace, corpus_net10_counters) { check_corpus_trace("tbbuck__countercow
 Test(info_trace, corpus_truncated) {
   check_corpus_trace("dotnet__diagnostics/trace.nettrace", 0);
   char path[4300];
-  snprintf(path, sizeof path, "%s/dotnet__diagnostics/trace.nettrace", corpus_dir());
+  snprintf(path, sizeof path, "%s/dotnet__diagnostics/trace.nettrace", corpus());
   struct info in;
   info_json(path, &in);
   cr_assert_str_eq(in.state, "truncated");
@@ -221,7 +210,7 @@ Test(info_trace, corpus_truncated) {
 /* A copy cut in the middle says so, and counts what came before the cut. */
 Test(info_trace, cut_copy_is_truncated) {
   char src[4300];
-  snprintf(src, sizeof src, "%s/microsoft__perfview/only_managed_samples.nettrace", corpus_dir());
+  snprintf(src, sizeof src, "%s/microsoft__perfview/only_managed_samples.nettrace", corpus());
   FILE *in = fopen(src, "rb");
   cr_assert(in);
   fseek(in, 0, SEEK_END);

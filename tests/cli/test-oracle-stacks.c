@@ -23,7 +23,6 @@
  * 30 MB HeartRateMonitor trace included (dntrace in well under a second each). */
 #include <criterion/criterion.h>
 #include <ctype.h>
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +31,7 @@
 #include <unistd.h>
 
 #include "dnt-profile.h"
+#include "../lib/env-cr.h"
 #include "../lib/ntr-writer.h"
 #include "../lib/run.h"
 #include "../lib/target-cr.h"
@@ -39,41 +39,11 @@
 
 #define SAMPLER "Microsoft-DotNETCore-SampleProfiler"
 
-static int in_ci(void) {
-  const char *ci = getenv("CI");
-  return ci && strcmp(ci, "true") == 0;
-}
+static char corpus[4096];
+static const char *oracle;
 
-static char corpus_dir[4096], oracle[4200];
-
-static void need_corpus(void) {
-  const char *d = getenv("DNT_CORPUS"), *src = getenv("DNT_SRCDIR");
-  if (d && *d) snprintf(corpus_dir, sizeof corpus_dir, "%s", d);
-  else snprintf(corpus_dir, sizeof corpus_dir, "%s/../shared/corpus", src ? src : ".");
-  char idx[4200];
-  snprintf(idx, sizeof idx, "%s/INDEX.md", corpus_dir);
-  struct stat st;
-  if (stat(idx, &st) == 0) return;
-  if (in_ci()) cr_assert_fail("the corpus is missing at %s and CI=true", corpus_dir);
-  cr_skip_test("no corpus at %s (set DNT_CORPUS)", corpus_dir);
-}
-
-static void need_oracle(void) {
-  const char *b = getenv("DNT_BUILDDIR");
-  snprintf(oracle, sizeof oracle, "%s/tests/oracle-te/out/BenchTraceEvent.dll", b ? b : ".");
-  struct stat st;
-  if (stat(oracle, &st) == 0 && system("command -v dotnet >/dev/null 2>&1") == 0) return;
-  if (in_ci())
-    cr_assert_fail("no TraceEvent oracle at %s (CI=true: make check builds it with the .NET SDK)", oracle);
-  cr_skip_test("no TraceEvent oracle at %s (needs the .NET SDK at configure time)", oracle);
-}
-
-/* python3 reads the speedscope files (as test-convert's checks do) */
-static void need_python(void) {
-  if (system("command -v python3 >/dev/null 2>&1") == 0) return;
-  if (in_ci()) cr_assert_fail("python3 is missing and CI=true");
-  cr_skip_test("needs python3 to read the speedscope files");
-}
+static void need_corpus(void) { corpus_dir(corpus, sizeof corpus); }
+static void need_oracle(void) { oracle = te_oracle_or_skip("the sample stacks"); }
 
 /* ---- the two naming schemes, mapped to one ----
  * A frame is "module!method" on both sides, but built differently; each rule below is one
@@ -498,7 +468,7 @@ static int load_ours(struct trace *tr) {
  * P2) they had. */
 static size_t run_oracle(struct trace *traces, size_t n) {
   size_t stackless = 0;
-  char *argv[72] = {"/usr/bin/env", "dotnet", oracle, "--mode", "samplestacks"};
+  char *argv[72] = {"/usr/bin/env", "dotnet", (char *)oracle, "--mode", "samplestacks"};
   cr_assert_leq(n, 64);
   for (size_t i = 0; i < n; i++) argv[5 + i] = traces[i].path;
   argv[5 + n] = NULL;
@@ -527,41 +497,32 @@ static size_t run_oracle(struct trace *traces, size_t n) {
   return stackless;
 }
 
-static int is_trace(const char *name) {
-  size_t n = strlen(name);
-  return (n > 9 && strcmp(name + n - 9, ".nettrace") == 0) || (n > 13 && strcmp(name + n - 13, ".nettrace.zip") == 0) ||
-         (n > 7 && strcmp(name + n - 7, ".netperf") == 0) || (n > 11 && strcmp(name + n - 11, ".netperf.zip") == 0);
-}
-
 #define MAX_TRACES 64
+
+/* The corpus's traces with samples, in traces[0..n) (all: the traces read) */
+struct found {
+  struct trace *traces;
+  size_t n, all;
+};
+
+static void add_trace(void *ud, const char *path) {
+  struct found *f = ud;
+  cr_assert_lt(f->n, MAX_TRACES, "more traces with samples than the test holds");
+  struct trace *t = &f->traces[f->n];
+  memset(t, 0, sizeof *t);
+  snprintf(t->path, sizeof t->path, "%s", path);
+  f->all++;
+  f->n += load_ours(t);
+}
 
 Test(oracle_stacks, corpus_every_sample_equals_traceevent, .timeout = 240) {
   need_corpus();
   need_oracle();
-  need_python();
+  require_python();
   static struct trace traces[MAX_TRACES];
-  size_t n = 0, all = 0;
-  DIR *top = opendir(corpus_dir);
-  cr_assert(top, "cannot open %s", corpus_dir);
-  struct dirent *d;
-  while ((d = readdir(top))) {
-    if (d->d_name[0] == '.') continue;
-    char sub[4096 + 260];
-    snprintf(sub, sizeof sub, "%s/%s", corpus_dir, d->d_name);
-    DIR *dir = opendir(sub);
-    if (!dir) continue;
-    struct dirent *f;
-    while ((f = readdir(dir))) {
-      if (!is_trace(f->d_name)) continue;
-      cr_assert_lt(n, MAX_TRACES, "more traces with samples than the test holds");
-      memset(&traces[n], 0, sizeof traces[n]);
-      snprintf(traces[n].path, sizeof traces[n].path, "%s/%s", sub, f->d_name);
-      all++;
-      n += load_ours(&traces[n]);
-    }
-    closedir(dir);
-  }
-  closedir(top);
+  struct found f = {traces, 0, 0};
+  corpus_each(corpus, corpus_is_trace, add_trace, &f);
+  size_t n = f.n, all = f.all;
   cr_log_info("%zu traces, %zu with samples", all, n);
   /* the corpus has six traces with samples (INDEX.md): all must be found */
   cr_assert_geq(n, 6, "only %zu traces with samples among %zu", n, all);
@@ -573,7 +534,7 @@ Test(oracle_stacks, corpus_every_sample_equals_traceevent, .timeout = 240) {
 Test(oracle_stacks, collected_trace_every_sample_equals_traceevent, .timeout = 120) {
   DNT_REQUIRE_TARGET();
   need_oracle();
-  need_python();
+  require_python();
   dnt_target t;
   dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = 30000};
   char err[512];
@@ -740,7 +701,7 @@ Test(oracle_stacks, names_follow_traceevent_rules) {
   cr_expect_str_eq(tr.ours.v[0].stack,
                    "foo!App.Foo.Main\tbar.ni!App.Bar.Call\t?!0x9010\t?!App.Lost.Run\tbaz!Helper\tbaz!App.Baz.Work");
   need_oracle();
-  need_python();
+  require_python();
   cr_expect_eq(run_oracle(&tr, 1), 2, "thread 9's two Managed samples without a stack");
   unlink(tr.path);
   rmdir(dir);

@@ -18,22 +18,10 @@
 #include "../lib/run.h"
 #include "../lib/target-cr.h"
 #include "../lib/target.h"
+#include "../lib/env-cr.h"
 #include "protobuf-int.h"
 
 #define SAMPLER "Microsoft-DotNETCore-SampleProfiler"
-
-static int in_ci(void) {
-  const char *ci = getenv("CI");
-  return ci && strcmp(ci, "true") == 0;
-}
-
-/* go is a test dependency (bootstrap.sh installs golang-go): missing, it skips, or under CI=true
- * fails. */
-static void require_go(void) {
-  if (system("command -v go >/dev/null 2>&1") == 0) return;
-  if (in_ci()) cr_assert_fail("no 'go' on PATH (CI=true: ./bootstrap.sh installs golang-go)");
-  cr_skip_test("needs go tool pprof (apt-get install golang-go)");
-}
 
 static void corpus_path(char *path, size_t cap, const char *rel) {
   const char *c = getenv("DNT_CORPUS"), *src = getenv("DNT_SRCDIR");

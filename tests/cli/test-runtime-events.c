@@ -5,43 +5,20 @@
  * and TraceEvent 3.2.8's readers of the events named), from the corpus' own documentation, or
  * by construction; never from dntrace. */
 #include <criterion/criterion.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "dnt-trace.h"
+#include "../lib/bytes-cr.h"
+#include "../lib/env-cr.h"
 #include "../lib/run.h"
 #include "../lib/target-cr.h"
 #include "../lib/target.h"
 #include "ntr.h"
 
 /* ---- helpers ---------------------------------------------------------------------------- */
-
-struct bytes {
-  uint8_t b[512];
-  size_t n;
-};
-static void put(struct bytes *b, const void *p, size_t n) {
-  cr_assert_leq(b->n + n, sizeof b->b);
-  memcpy(b->b + b->n, p, n);
-  b->n += n;
-}
-static void put8(struct bytes *b, uint8_t v) { put(b, &v, 1); }
-static void put16(struct bytes *b, uint16_t v) { put8(b, (uint8_t)v), put8(b, (uint8_t)(v >> 8)); }
-static void put32(struct bytes *b, uint32_t v) { put16(b, (uint16_t)v), put16(b, (uint16_t)(v >> 16)); }
-static void put64(struct bytes *b, uint64_t v) { put32(b, (uint32_t)v), put32(b, (uint32_t)(v >> 32)); }
-static void putws(struct bytes *b, const char *s) {
-  for (; *s; s++) put16(b, (uint8_t)*s);
-  put16(b, 0);
-}
-
-static size_t count_lines(const char *s) {
-  size_t n = 0;
-  for (; s && *s; s++) n += *s == '\n';
-  return n;
-}
 
 /* A schema file holding `xml`, loaded; the path goes in path (64 bytes). */
 static struct dnt_schema *load_xml(const char *xml, char *path, char *err, size_t errlen, int *rc) {
@@ -57,36 +34,9 @@ static struct dnt_schema *load_xml(const char *xml, char *path, char *err, size_
   return s;
 }
 
-static char corpus_dir[4096];
+static char corpus[4096];
 
-static void need_corpus(void) {
-  const char *d = getenv("DNT_CORPUS"), *src = getenv("DNT_SRCDIR"), *ci = getenv("CI");
-  char idx[4200];
-  snprintf(corpus_dir, sizeof corpus_dir, "%s", d && *d ? d : "");
-  if (!corpus_dir[0]) snprintf(corpus_dir, sizeof corpus_dir, "%s/../shared/corpus", src ? src : ".");
-  snprintf(idx, sizeof idx, "%s/INDEX.md", corpus_dir);
-  if (access(idx, R_OK) == 0) return;
-  if (ci && !strcmp(ci, "true")) cr_assert_fail("the corpus is missing at %s and CI=true", corpus_dir);
-  cr_skip_test("no corpus at %s (set DNT_CORPUS)", corpus_dir);
-}
-
-/* `dntrace events CORPUS/file ARGS...` */
-static int corpus_events(struct dnt_run *r, const char *file, ...) {
-  char path[4400];
-  char *argv[16];
-  int n = 0;
-  snprintf(path, sizeof path, "%s/%s", corpus_dir, file);
-  argv[n++] = (char *)dnt_bin();
-  argv[n++] = "events";
-  argv[n++] = path;
-  va_list ap;
-  va_start(ap, file);
-  const char *a;
-  while ((a = va_arg(ap, const char *)) && n < 15) argv[n++] = (char *)a;
-  va_end(ap);
-  argv[n] = NULL;
-  return dnt_run_argv(r, argv, NULL, 120000);
-}
+static void need_corpus(void) { corpus_dir(corpus, sizeof corpus); }
 
 /* tests/data/traceevent-names/NAME.tsv into buf: "provider\tid\tversion\tname" lines, as
  * tests/bench-traceevent --mode names printed them for the corpus trace. */
@@ -308,7 +258,7 @@ Test(runtime_corpus, a_32_bit_trace_decodes, .timeout = 120) {
   need_corpus();
   struct dnt_run r;
   const char *f = "microsoft__perfview/HeartRateMonitor.10068.nettrace";
-  cr_assert_eq(corpus_events(&r, f, NULL), 0, "%s", r.err);
+  cr_assert_eq(corpus_events(&r, corpus, f, NULL), 0, "%s", r.err);
   cr_assert(strstr(r.out, " GC/GenerationRange Generation=3 RangeStart=0xf2500000 RangeUsedLength=66000 "
                           "RangeReservedLength=16773120 ClrInstanceID=0\n"),
             "%.400s", r.out);
@@ -350,9 +300,9 @@ Test(runtime_corpus, a_32_bit_trace_decodes, .timeout = 120) {
 Test(runtime_corpus, execution_checkpoints_in_milliseconds) {
   need_corpus();
   struct dnt_run r;
-  cr_assert_eq(corpus_events(&r, "microsoft__perfview/eventpipe-dotnetcore6.0-win-x64-executioncheckpoints.nettrace",
-                             NULL),
-               0, "%s", r.err);
+  cr_assert_eq(
+      corpus_events(&r, corpus, "microsoft__perfview/eventpipe-dotnetcore6.0-win-x64-executioncheckpoints.nettrace", NULL),
+      0, "%s", r.err);
   static const struct {
     const char *name;
     double ms;
@@ -371,8 +321,9 @@ Test(runtime_corpus, execution_checkpoints_in_milliseconds) {
               want[k].ms);
   }
   dnt_run_free(&r);
-  cr_assert_eq(corpus_events(&r, "microsoft__perfview/eventpipe-dotnetcore6.0-win-x64-executioncheckpoints.nettrace",
-                             "--json", "-n", "1", NULL),
+  cr_assert_eq(corpus_events(&r, corpus,
+                             "microsoft__perfview/eventpipe-dotnetcore6.0-win-x64-executioncheckpoints.nettrace", "--json",
+                             "-n", "1", NULL),
                0, "%s", r.err);
   cr_assert(strstr(r.out, ",\"Name\":\"RuntimeInit\",\"Timestamp\":") && strstr(r.out, ",\"TimestampMs\":-15.9"), "%s",
             r.out);
@@ -416,7 +367,7 @@ Test(runtime_corpus, names_are_traceevent_names, .timeout = 180) {
     char expected[16384];
     traceevent_names(traces[k][1], expected, sizeof expected);
     struct dnt_run r;
-    cr_assert_eq(corpus_events(&r, traces[k][0], "--json", NULL), 0, "%s", r.err);
+    cr_assert_eq(corpus_events(&r, corpus, traces[k][0], "--json", NULL), 0, "%s", r.err);
     /* ours, one "provider\tid\tversion\tname" line per kind */
     char *ours = calloc(1, 65536);
     cr_assert(ours);
@@ -468,19 +419,9 @@ Test(runtime_corpus, names_are_traceevent_names, .timeout = 180) {
  * sample target is decoded: no Event(N) left for the runtime's providers. */
 Test(runtime_target, fresh_trace_decodes_from_the_build_tree, .timeout = 120) {
   DNT_REQUIRE_TARGET();
-  dnt_target t;
-  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = 30000};
-  char err[512];
-  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
-  char dir[] = "/tmp/dnt-rtev-XXXXXX";
-  cr_assert(mkdtemp(dir));
-  char trace[64], pid[16];
-  snprintf(trace, sizeof trace, "%s/t.nettrace", dir);
-  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  char dir[] = "/tmp/dnt-rtev-XXXXXX", trace[64];
+  dnt_collect_sample_trace(dir, trace, sizeof trace);
   struct dnt_run r;
-  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "-o", trace, "--duration", "3s", NULL), 0, "%s", r.err);
-  dnt_run_free(&r);
-  dnt_target_stop(&t);
   char *argv[] = {(char *)dnt_bin(), "events", trace, "-v", NULL};
   static const char *const env[] = {"DNT_DATADIR=", NULL};
   cr_assert_eq(dnt_run_argv(&r, argv, env, 60000), 0, "%s", r.err);

@@ -9,7 +9,6 @@
  * by `make check` into tests/oracle-te when the .NET SDK is there; under CI=true its absence is a
  * failure. */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "dnt-profile.h"
+#include "../lib/env-cr.h"
 #include "../lib/ntr-writer.h"
 #include "../lib/run.h"
 #include "ntr.h"
@@ -43,36 +43,11 @@ static struct thread_total *thread_of(struct totals *tt, unsigned long long tid)
   return &tt->t[tt->n++];
 }
 
-static int in_ci(void) {
-  const char *ci = getenv("CI");
-  return ci && strcmp(ci, "true") == 0;
-}
+static char corpus[4096];
+static const char *oracle;
 
-static char corpus_dir[4096];
-
-static void need_corpus(void) {
-  const char *d = getenv("DNT_CORPUS"), *src = getenv("DNT_SRCDIR");
-  if (d && *d) snprintf(corpus_dir, sizeof corpus_dir, "%s", d);
-  else snprintf(corpus_dir, sizeof corpus_dir, "%s/../shared/corpus", src ? src : ".");
-  char idx[4200];
-  snprintf(idx, sizeof idx, "%s/INDEX.md", corpus_dir);
-  struct stat st;
-  if (stat(idx, &st) == 0) return;
-  if (in_ci()) cr_assert_fail("the corpus is missing at %s and CI=true", corpus_dir);
-  cr_skip_test("no corpus at %s (set DNT_CORPUS)", corpus_dir);
-}
-
-static char oracle[4200];
-
-static void need_oracle(void) {
-  const char *b = getenv("DNT_BUILDDIR");
-  snprintf(oracle, sizeof oracle, "%s/tests/oracle-te/out/BenchTraceEvent.dll", b ? b : ".");
-  struct stat st;
-  if (stat(oracle, &st) == 0 && system("command -v dotnet >/dev/null 2>&1") == 0) return;
-  if (in_ci())
-    cr_assert_fail("no TraceEvent oracle at %s (CI=true: make check builds it with the .NET SDK)", oracle);
-  cr_skip_test("no TraceEvent oracle at %s (needs the .NET SDK at configure time)", oracle);
-}
+static void need_corpus(void) { corpus_dir(corpus, sizeof corpus); }
+static void need_oracle(void) { oracle = te_oracle_or_skip("the sample weights"); }
 
 /* Our side: per thread, the time of speedscope's profiles ("name":"Thread N", "endValue":MS) */
 static void read_speedscope(const char *json, struct totals *tt) {
@@ -186,45 +161,36 @@ static void compare(struct trace *tr) {
   }
 }
 
-static int is_trace(const char *name) {
-  size_t n = strlen(name);
-  return (n > 9 && strcmp(name + n - 9, ".nettrace") == 0) || (n > 13 && strcmp(name + n - 13, ".nettrace.zip") == 0) ||
-         (n > 7 && strcmp(name + n - 7, ".netperf") == 0) || (n > 11 && strcmp(name + n - 11, ".netperf.zip") == 0);
-}
-
 #define MAX_TRACES 64
+
+/* The corpus's traces with samples, in traces[0..n) (all: the traces read) */
+struct found {
+  struct trace *traces;
+  size_t n, all;
+};
+
+static void add_trace(void *ud, const char *path) {
+  struct found *f = ud;
+  cr_assert_lt(f->n, MAX_TRACES, "more traces with samples than the test holds");
+  struct trace *t = &f->traces[f->n];
+  snprintf(t->path, sizeof t->path, "%s", path);
+  f->all++;
+  f->n += read_ours(t);
+}
 
 Test(weights, corpus_thread_time_equals_traceevent, .timeout = 300) {
   need_corpus();
   need_oracle();
   static struct trace traces[MAX_TRACES];
-  size_t n = 0, all = 0;
-  DIR *top = opendir(corpus_dir);
-  cr_assert(top, "cannot open %s", corpus_dir);
-  struct dirent *d;
-  while ((d = readdir(top))) {
-    if (d->d_name[0] == '.') continue;
-    char sub[8192];
-    snprintf(sub, sizeof sub, "%s/%s", corpus_dir, d->d_name);
-    DIR *dir = opendir(sub);
-    if (!dir) continue;
-    struct dirent *f;
-    while ((f = readdir(dir))) {
-      if (!is_trace(f->d_name)) continue;
-      cr_assert_lt(n, MAX_TRACES, "more traces with samples than the test holds");
-      snprintf(traces[n].path, sizeof traces[n].path, "%s/%s", sub, f->d_name);
-      all++;
-      n += read_ours(&traces[n]);
-    }
-    closedir(dir);
-  }
-  closedir(top);
+  struct found f = {traces, 0, 0};
+  corpus_each(corpus, corpus_is_trace, add_trace, &f);
+  size_t n = f.n, all = f.all;
   cr_log_info("%zu traces, %zu with samples", all, n);
   /* the corpus has six traces with samples (INDEX.md): all must be found */
   cr_assert_geq(n, 6, "only %zu traces with samples among %zu", n, all);
 
   /* TraceEvent on all of them in one run (its runtime starts once) */
-  char *argv[MAX_TRACES + 6] = {"/usr/bin/env", "dotnet", oracle, "--mode", "threadtime"};
+  char *argv[MAX_TRACES + 6] = {"/usr/bin/env", "dotnet", (char *)oracle, "--mode", "threadtime"};
   for (size_t i = 0; i < n; i++) argv[5 + i] = traces[i].path;
   argv[5 + n] = NULL;
   struct dnt_run r;

@@ -7,38 +7,16 @@
  * sample-allocs-sampled), the public corpus when DNT_CORPUS is set. Needs DNT_DATADIR (the run
  * sets it) for the schema. */
 #include <math.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 
-#include "dnt-analyze.h"
 #include "dnt-profile.h"
-#include "fuzz-ntr.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static struct dnt_schema *schema;
-static FILE *sink;
-
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  char err[512];
-  (void)argc, (void)argv;
-  schema = dnt_schema_new();
-  sink = fopen("/dev/null", "w");
-  if (!schema || !sink || dnt_schema_load_default(schema, err, sizeof err) != 0) {
-    fprintf(stderr, "fuzz-allocs: no schema (set DNT_DATADIR to the source tree's data/): %s\n", err);
-    abort();
-  }
-  return 0;
-}
+#define FUZZ_NAME "fuzz-allocs"
+#include "fuzz-analysis.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   struct dnt_allocs_analysis *a = dnt_allocs_analysis_new(schema, (enum dnt_allocs_source)(size % 3));
   if (!a) return 0;
-  ntr_callbacks cb;
-  dnt_allocs_analysis_callbacks(&cb);
-  fuzz_ntr_run(data, size, 0, &cb, a);
+  fuzz_analysis_feed(data, size, dnt_allocs_analysis_callbacks, a);
   dnt_allocs_analysis_finish(a);
   if (!dnt_allocs_analysis_failed(a)) {
     size_t n;

@@ -6,37 +6,13 @@
  * throws; each lock's waits are its stacks' waits; the summaries are the sums of the rows. Seeds:
  * tests/fuzz/seeds/traces, the public corpus when DNT_CORPUS is set. Needs DNT_DATADIR (the run
  * sets it) for the schema. */
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-
-#include "dnt-analyze.h"
-#include "fuzz-ntr.h"
-
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static struct dnt_schema *schema;
-static FILE *sink;
-
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  char err[512];
-  (void)argc, (void)argv;
-  schema = dnt_schema_new();
-  sink = fopen("/dev/null", "w");
-  if (!schema || !sink || dnt_schema_load_default(schema, err, sizeof err) != 0) {
-    fprintf(stderr, "fuzz-exclocks: no schema (set DNT_DATADIR to the source tree's data/): %s\n", err);
-    abort();
-  }
-  return 0;
-}
+#define FUZZ_NAME "fuzz-exclocks"
+#include "fuzz-analysis.h"
 
 static void exceptions(const uint8_t *data, size_t size) {
   struct dnt_exceptions_analysis *a = dnt_exceptions_analysis_new(schema);
   if (!a) return;
-  ntr_callbacks cb;
-  dnt_exceptions_analysis_callbacks(&cb);
-  fuzz_ntr_run(data, size, 0, &cb, a);
+  fuzz_analysis_feed(data, size, dnt_exceptions_analysis_callbacks, a);
   dnt_exceptions_analysis_finish(a, 3);
   if (!dnt_exceptions_analysis_failed(a)) {
     size_t n;
@@ -61,9 +37,7 @@ static void exceptions(const uint8_t *data, size_t size) {
 static void locks(const uint8_t *data, size_t size) {
   struct dnt_locks_analysis *a = dnt_locks_analysis_new(schema);
   if (!a) return;
-  ntr_callbacks cb;
-  dnt_locks_analysis_callbacks(&cb);
-  fuzz_ntr_run(data, size, 0, &cb, a);
+  fuzz_analysis_feed(data, size, dnt_locks_analysis_callbacks, a);
   dnt_locks_analysis_finish(a, 3);
   if (!dnt_locks_analysis_failed(a)) {
     size_t n;

@@ -5,37 +5,13 @@
  * pool's adjustments by reason add up to all of them, and starvation is its reason's count.
  * Seeds: tests/fuzz/seeds/traces, the public corpus when DNT_CORPUS is set (its JIT and thread-pool
  * traces). Needs DNT_DATADIR (the run sets it) for the schema. */
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-
-#include "dnt-analyze.h"
-#include "fuzz-ntr.h"
-
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static struct dnt_schema *schema;
-static FILE *sink;
-
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  char err[512];
-  (void)argc, (void)argv;
-  schema = dnt_schema_new();
-  sink = fopen("/dev/null", "w");
-  if (!schema || !sink || dnt_schema_load_default(schema, err, sizeof err) != 0) {
-    fprintf(stderr, "fuzz-jitpool: no schema (set DNT_DATADIR to the source tree's data/): %s\n", err);
-    abort();
-  }
-  return 0;
-}
+#define FUZZ_NAME "fuzz-jitpool"
+#include "fuzz-analysis.h"
 
 static void jit(const uint8_t *data, size_t size) {
   struct dnt_jit_analysis *a = dnt_jit_analysis_new(schema);
   if (!a) return;
-  ntr_callbacks cb;
-  dnt_jit_analysis_callbacks(&cb);
-  fuzz_ntr_run(data, size, 0, &cb, a);
+  fuzz_analysis_feed(data, size, dnt_jit_analysis_callbacks, a);
   dnt_jit_analysis_finish(a);
   if (!dnt_jit_analysis_failed(a)) {
     size_t n, done = 0, tiers = 0, completions = 0, timeline = 0;
@@ -56,9 +32,7 @@ static void jit(const uint8_t *data, size_t size) {
 static void pool(const uint8_t *data, size_t size) {
   struct dnt_tp_analysis *a = dnt_tp_analysis_new(schema);
   if (!a) return;
-  ntr_callbacks cb;
-  dnt_tp_analysis_callbacks(&cb);
-  fuzz_ntr_run(data, size, 0, &cb, a);
+  fuzz_analysis_feed(data, size, dnt_tp_analysis_callbacks, a);
   dnt_tp_analysis_finish(a);
   if (!dnt_tp_analysis_failed(a)) {
     size_t n, reasons = 0;

@@ -1,7 +1,8 @@
-/* What tests/runtime/test-exceptions.c and tests/runtime/test-locks.c share (static helpers, one copy per test
- * program): runtime events made here and fed to an analysis's callbacks, the corpus's folder, CI's
- * rule, and counting a UTF-16 string's occurrences in a file (an answer derived from the trace's
- * bytes, not from dntrace's parser). */
+/* What the analyses' tests (tests/runtime/test-gc.c, test-jit.c, test-threadpool.c,
+ * test-exceptions.c, test-locks.c) share (static helpers, one copy per test program): runtime
+ * events made here and fed to an analysis's callbacks, and counting a UTF-16 string's occurrences
+ * in a file (an answer derived from the trace's bytes, not from dntrace's parser); the corpus,
+ * python3 and the oracle come from env-cr.h. */
 #ifndef DNT_TEST_ANALYSIS_FEED_H
 #define DNT_TEST_ANALYSIS_FEED_H
 
@@ -10,16 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "dnt-analyze.h"
+#include "env-cr.h"
 
 #define RT "Microsoft-Windows-DotNETRuntime"
-
-static inline int in_ci(void) {
-  const char *ci = getenv("CI");
-  return ci && strcmp(ci, "true") == 0;
-}
 
 struct feed {
   struct dnt_schema *schema;
@@ -90,20 +86,6 @@ static inline void send(struct feed *f, uint32_t id, uint32_t version, double ms
   send_stack(f, id, version, ms, tid, 0);
 }
 
-static inline const char *corpus_dir(char *buf, size_t cap) {
-  const char *d = getenv("DNT_CORPUS"), *src = getenv("DNT_SRCDIR");
-  if (d && *d)
-    snprintf(buf, cap, "%s", d);
-  else
-    snprintf(buf, cap, "%s/../shared/corpus", src ? src : "..");
-  struct stat st;
-  if (stat(buf, &st) != 0) {
-    if (in_ci()) cr_assert_fail("no corpus at %s (CI=true: a missing corpus is a failure)", buf);
-    cr_skip_test("no corpus at %s (set DNT_CORPUS)", buf);
-  }
-  return buf;
-}
-
 /* How many times the UTF-16LE form of ascii occurs in the file at path. */
 static inline size_t count_utf16(const char *path, const char *ascii) {
   FILE *fp = fopen(path, "rb");
@@ -122,14 +104,6 @@ static inline size_t count_utf16(const char *path, const char *ascii) {
   free(needle);
   free(b);
   return count;
-}
-
-/* Whether python3 runs here (the JSON checks need it): under CI=true its absence is a failure. */
-static inline void require_python(void) {
-  if (system("python3 -c 1 >/dev/null 2>&1") != 0) {
-    if (in_ci()) cr_assert_fail("python3 is not installed (CI=true)");
-    cr_skip_test("needs python3 for the JSON check");
-  }
 }
 
 #endif

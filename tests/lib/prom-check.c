@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "prom-check.h"
 
@@ -302,4 +303,27 @@ int prom_value(const char *text, const char *series, double *v) {
     }
   }
   return -1;
+}
+
+int promtool_check(const char *text, const char *dir, char *out, size_t cap) {
+  char path[300], cmd[700];
+  out[0] = '\0';
+  snprintf(path, sizeof path, "%s/scrape.txt", dir);
+  FILE *fp = fopen(path, "w");
+  if (!fp) {
+    snprintf(out, cap, "cannot write %s", path);
+    return -1;
+  }
+  fputs(text, fp);
+  fclose(fp);
+  snprintf(cmd, sizeof cmd, "promtool check metrics < '%s' 2>&1", path);
+  FILE *p = popen(cmd, "r");
+  if (!p) {
+    snprintf(out, cap, "cannot run promtool");
+    return -1;
+  }
+  size_t n = fread(out, 1, cap - 1, p);
+  out[n] = '\0';
+  int status = pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }

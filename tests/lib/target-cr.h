@@ -3,9 +3,11 @@
 #define DNT_TEST_TARGET_CR_H
 
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "run.h"
 #include "target.h"
 
 /* Skips (with the reason) when no target can be started; under CI=true that is a failure, so a
@@ -36,5 +38,32 @@
       cr_skip_test("SKIP: perf cannot record here (perf_event_paranoid, no permission)");          \
     }                                                                                              \
   } while (0)
+
+/* Starts the sample plainly with args (extra arguments, NULL-terminated), waits for its
+ * diagnostic socket, and writes its pid as text into pid (cap bytes); the test fails when it
+ * cannot start. */
+static inline void dnt_start_sample(dnt_target *t, const char *const *args, char *pid, size_t cap) {
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = args, .wait_socket = 1};
+  char err[512];
+  cr_assert_eq(dnt_target_start(t, &o, err, sizeof err), 0, "%s", err);
+  snprintf(pid, cap, "%d", (int)t->pid);
+}
+
+/* A 3 s trace of the sample (started plainly, stopped once recorded) by `dntrace collect -p PID
+ * -o DIR/t.nettrace`, DIR a new folder made from the mkdtemp template dir; the trace's path into
+ * trace (cap bytes). The caller removes both. */
+static inline void dnt_collect_sample_trace(char *dir, char *trace, size_t cap) {
+  dnt_target t;
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = 30000};
+  char err[512], pid[16];
+  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
+  cr_assert(mkdtemp(dir));
+  snprintf(trace, cap, "%s/t.nettrace", dir);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "-o", trace, "--duration", "3s", NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+  dnt_target_stop(&t);
+}
 
 #endif

@@ -283,3 +283,22 @@ unsigned long dnt_target_thread_named(pid_t pid, const char *name) {
   closedir(d);
   return tid;
 }
+
+void dnt_target_read_lines(int fd, char *carry, size_t cap, void (*fn)(void *ud, const char *line), void *ud) {
+  char buf[4096];
+  struct pollfd p = {fd, POLLIN, 0};
+  while (poll(&p, 1, 0) > 0 && (p.revents & POLLIN)) {
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    if (n <= 0) break;
+    buf[n] = '\0';
+    size_t have = strlen(carry);
+    snprintf(carry + have, cap - have, "%s", buf);
+    char *line = carry, *nl;
+    while ((nl = strchr(line, '\n'))) {
+      *nl = '\0';
+      fn(ud, line);
+      line = nl + 1;
+    }
+    memmove(carry, line, strlen(line) + 1);
+  }
+}

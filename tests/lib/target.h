@@ -37,6 +37,10 @@ int dnt_target_start(dnt_target *t, const dnt_target_opts *o, char *err, size_t 
 int dnt_target_wait_ready(dnt_target *t, int timeout_ms, char *err, size_t errlen);
 /* The OS thread id of pid's thread named name (its /proc/PID/task/TID/comm), or 0. */
 unsigned long dnt_target_thread_named(pid_t pid, const char *name);
+/* Reads what is there to read on fd (the target's stdout) without waiting, and calls fn with each
+ * whole line (NUL-terminated, its newline dropped; borrowed for the call); the start of a line not
+ * yet ended is kept in carry (cap bytes, NUL-terminated, "" at first) for the next call. */
+void dnt_target_read_lines(int fd, char *carry, size_t cap, void (*fn)(void *ud, const char *line), void *ud);
 /* SIGTERM, a bounded wait, then SIGKILL; reaps everything. Returns the exit status or -1. */
 int dnt_target_stop(dnt_target *t);
 /* Waits up to timeout_ms for the target to exit on its own; returns its exit code, or -1. */

@@ -15,36 +15,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include "../lib/env-cr.h"
 #include "../lib/run.h"
 #include "../lib/target-cr.h"
-
-static int in_ci(void) {
-  const char *ci = getenv("CI");
-  return ci && strcmp(ci, "true") == 0;
-}
-
-static const char *corpus_dir(char *buf, size_t cap) {
-  const char *d = getenv("DNT_CORPUS"), *src = getenv("DNT_SRCDIR");
-  if (d && *d)
-    snprintf(buf, cap, "%s", d);
-  else
-    snprintf(buf, cap, "%s/../shared/corpus", src ? src : "..");
-  struct stat st;
-  if (stat(buf, &st) != 0) {
-    if (in_ci()) cr_assert_fail("no corpus at %s (CI=true: a missing corpus is a failure)", buf);
-    cr_skip_test("no corpus at %s (set DNT_CORPUS)", buf);
-  }
-  return buf;
-}
-
-static void require_python(void) {
-  if (system("python3 -c 1 >/dev/null 2>&1") == 0) return;
-  if (in_ci()) cr_assert_fail("python3 is not installed (CI=true)");
-  cr_skip_test("needs python3 for the JSON check");
-}
 
 /* ---- the sample, recorded from start to exit ---- */
 
@@ -182,10 +157,7 @@ Test(allocs_sample, flame_graph_and_formats_carry_the_allocating_stack, .timeout
       "assert d['types'][0]['type'] == 'System.String', d['types'][0]\n"
       "s = json.load(open(sys.argv[3]))\n"
       "assert all(p['unit'] == 'bytes' for p in s['profiles']), 'unit'\n";
-  char *const argv[] = {"/usr/bin/env", "python3", "-c", (char *)py, svg, json, ss, NULL};
-  dnt_run_argv(&r, argv, NULL, 60000);
-  cr_expect_eq(r.status, 0, "%s", r.err);
-  dnt_run_free(&r);
+  expect_python(py, svg, json, ss, NULL);
   unlink(svg);
   unlink(json);
   unlink(ss);
@@ -195,10 +167,7 @@ Test(allocs_sample, flame_graph_and_formats_carry_the_allocating_stack, .timeout
 /* pprof, read by its real consumer: go tool pprof sees alloc_space in bytes, and AllocWork.Allocate
  * at (cumulatively) the bytes the sample allocated. */
 Test(allocs_sample, pprof_says_alloc_space_of_allocate, .timeout = 120) {
-  if (system("command -v go >/dev/null 2>&1") != 0) {
-    if (in_ci()) cr_assert_fail("no 'go' on PATH (CI=true: ./bootstrap.sh installs golang-go)");
-    cr_skip_test("needs go tool pprof (apt-get install golang-go)");
-  }
+  require_go();
   char dir[] = "/tmp/dnt-allocs-XXXXXX", path[64], pb[96], home[128], cache[128], tmp[128];
   double truth;
   record_sample("0x11", "Sample.Payload", dir, path, &truth);
@@ -236,11 +205,9 @@ Test(allocs_sample, live_process_by_pid, .timeout = 120) {
   DNT_REQUIRE_TARGET();
   const char *const args[] = {"--alloc", "Sample.Payload:50000000", "--no-cpu", "--no-blocking", "--no-exceptions",
                               "--no-counters", NULL};
-  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = args, .wait_socket = 1};
   dnt_target t;
-  char err[512], pid[32];
-  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
-  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  char pid[32];
+  dnt_start_sample(&t, args, pid, sizeof pid);
   struct dnt_run r;
   dnt_run_dntrace(&r, "allocs", "-p", pid, "--duration", "2s", "--format", "json", NULL);
   dnt_target_stop(&t);
@@ -256,28 +223,15 @@ Test(allocs_sample, live_process_by_pid, .timeout = 120) {
 
 /* ---- the corpus, against TraceEvent ---- */
 
-/* tests/bench-traceevent built into the build tree (tests/Makemodule.am). NULL when it is not
- * there (skip, or fail under CI=true). */
-static const char *oracle(void) {
-  static char dll[4096];
-  const char *b = getenv("DNT_BUILDDIR");
-  snprintf(dll, sizeof dll, "%s/tests/oracle-te/out/BenchTraceEvent.dll", b ? b : ".");
-  if (access(dll, R_OK) == 0) return dll;
-  if (in_ci()) cr_assert_fail("no TraceEvent oracle at %s (CI=true: it is the allocation analysis's oracle)", dll);
-  return NULL;
-}
-
 /* TraceEvent's lines "type<TAB>events<TAB>bytes" (--mode allocs) and dntrace's JSON types, by
  * the ticks: every type the same events and bytes. */
 Test(allocs_traceevent, corpus_ticks_per_type_as_traceevent_decodes_them, .timeout = 300) {
   char dir[4096], trace[8192];
   corpus_dir(dir, sizeof dir);
-  const char *dll = oracle();
-  if (!dll) cr_skip_test("dotnet is not installed: no TraceEvent to compare with");
+  const char *dll = te_oracle_or_skip("the allocation analysis");
   snprintf(trace, sizeof trace, "%s/tbbuck__countercow/runtime-net10-loaded.nettrace", dir);
   struct dnt_run te, r;
-  char *const argv[] = {"/usr/bin/env", "dotnet", (char *)dll, trace, "--mode", "allocs", NULL};
-  cr_assert_eq(dnt_run_argv(&te, argv, NULL, 120000), 0, "%s", te.err);
+  cr_assert_eq(te_run(&te, dll, trace, "allocs"), 0, "%s", te.err);
   cr_assert_eq(dnt_run_dntrace(&r, "allocs", trace, "--source", "tick", "--format", "json", "--top", "100000", NULL),
                0, "%s", r.err);
   size_t types = 0;

@@ -15,27 +15,13 @@
 #include <unistd.h>
 
 #include "dnt-perf.h"
+#include "../lib/perf-text.h"
 #include "../lib/run.h"
 #include "../lib/target-cr.h"
 
 /* ---- made-up recordings, as perf script prints them ---- */
 
 #define MS 1000000ull /* ns */
-
-struct text {
-  char buf[1 << 20];
-  size_t len;
-};
-
-static void line(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void line(struct text *t, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(t->buf + t->len, sizeof t->buf - t->len, fmt, ap);
-  va_end(ap);
-  cr_assert(n > 0 && (size_t)n < sizeof t->buf - t->len, "test text too long");
-  t->len += (size_t)n;
-}
 
 static void clock_sample(struct text *t, int tid, const char *comm, uint64_t ns) {
   line(t, "%s 100/%d %llu.%09llu: cpu-clock/freq=999/: \n\t    55d0c0de1234 Work (/memfd:doublemapper (deleted))\n\n",

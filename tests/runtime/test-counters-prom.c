@@ -23,6 +23,8 @@
 #include <uv.h>
 
 #include "dnt-counters.h"
+#include "../lib/http-thread.h"
+#include "../lib/loopback.h"
 #include "../lib/prom-check.h"
 #include "../lib/run.h"
 #include "../lib/target-cr.h"
@@ -304,76 +306,6 @@ Test(prom_writer, corpus_counter_traces) {
 
 /* ---- the HTTP server, on a loop in a thread of its own ---- */
 
-struct server_thread {
-  pthread_t thread;
-  uv_loop_t loop;
-  uv_async_t stop;
-  dnt_http_server *server;
-  int port;
-  pthread_mutex_t lock;
-  pthread_cond_t ready;
-  int started;
-  struct dnt_http_limits lim; /* applied before the loop runs (zero: the defaults) */
-  unsigned long long evicted, timed_out; /* the server's counts when it stopped */
-};
-
-static void answer(void *ud, const char *path, struct dnt_http_reply *r) {
-  (void)ud;
-  if (strcmp(path, "/metrics") == 0) {
-    r->status = 200;
-    r->content_type = "text/plain; version=0.0.4; charset=utf-8";
-    r->body = strdup("# TYPE up gauge\nup 1\n");
-    r->body_len = strlen(r->body);
-  } else {
-    r->status = 404;
-  }
-}
-
-static void on_stop(uv_async_t *a) {
-  struct server_thread *s = a->data;
-  s->evicted = dnt_http_server_evicted(s->server);
-  s->timed_out = dnt_http_server_timed_out(s->server);
-  dnt_http_server_close(s->server);
-  uv_close((uv_handle_t *)a, NULL);
-}
-
-static void *serve(void *ud) {
-  struct server_thread *s = ud;
-  char err[256];
-  uv_loop_init(&s->loop);
-  uv_async_init(&s->loop, &s->stop, on_stop);
-  s->stop.data = s;
-  int rc = dnt_http_server_start(&s->loop, "127.0.0.1:0", answer, s, &s->server, err, sizeof err);
-  if (!rc) dnt_http_server_set_limits(s->server, &s->lim);
-  pthread_mutex_lock(&s->lock);
-  s->port = rc ? -1 : dnt_http_server_port(s->server);
-  s->started = 1;
-  pthread_cond_signal(&s->ready);
-  pthread_mutex_unlock(&s->lock);
-  if (!rc) uv_run(&s->loop, UV_RUN_DEFAULT);
-  uv_loop_close(&s->loop);
-  return NULL;
-}
-
-static void server_start_limited(struct server_thread *s, const struct dnt_http_limits *lim) {
-  memset(s, 0, sizeof *s);
-  if (lim) s->lim = *lim;
-  pthread_mutex_init(&s->lock, NULL);
-  pthread_cond_init(&s->ready, NULL);
-  cr_assert_eq(pthread_create(&s->thread, NULL, serve, s), 0);
-  pthread_mutex_lock(&s->lock);
-  while (!s->started) pthread_cond_wait(&s->ready, &s->lock);
-  pthread_mutex_unlock(&s->lock);
-  cr_assert_gt(s->port, 0);
-}
-
-static void server_start(struct server_thread *s) { server_start_limited(s, NULL); }
-
-static void server_stop(struct server_thread *s) {
-  uv_async_send(&s->stop);
-  pthread_join(s->thread, NULL);
-}
-
 /* Sends req in pieces of `chunk` bytes and returns what came back (heap string). */
 static char *raw_request(int port, const char *req, size_t len, size_t chunk) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -445,9 +377,9 @@ Test(http_serve, refuses_a_bad_address) {
   uv_loop_init(&loop);
   dnt_http_server *srv = NULL;
   char err[256];
-  cr_expect_neq(dnt_http_server_start(&loop, "nonsense", answer, NULL, &srv, err, sizeof err), 0);
-  cr_expect_neq(dnt_http_server_start(&loop, "127.0.0.1:99999", answer, NULL, &srv, err, sizeof err), 0);
-  cr_expect_neq(dnt_http_server_start(&loop, "example.com:80", answer, NULL, &srv, err, sizeof err), 0);
+  cr_expect_neq(dnt_http_server_start(&loop, "nonsense", server_thread_answer, NULL, &srv, err, sizeof err), 0);
+  cr_expect_neq(dnt_http_server_start(&loop, "127.0.0.1:99999", server_thread_answer, NULL, &srv, err, sizeof err), 0);
+  cr_expect_neq(dnt_http_server_start(&loop, "example.com:80", server_thread_answer, NULL, &srv, err, sizeof err), 0);
   cr_expect(strstr(err, "numeric"), "%s", err);
   uv_run(&loop, UV_RUN_DEFAULT);
   uv_loop_close(&loop);
@@ -522,12 +454,6 @@ Test(http_parse, head_cap) {
 
 /* ---- slow clients: deadlines and caps ---- */
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 /* A connection from src (127.0.0.x) that has sent the start of a request and no more. */
 static int slow_client(int port, const char *src) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -556,11 +482,11 @@ Test(http_slow, a_trickling_client_meets_the_request_deadline, .timeout = 30) {
   struct dnt_http_limits lim = {.request_ms = 1500, .idle_ms = 400};
   server_start_limited(&s, &lim);
   int fd = slow_client(s.port, "127.0.0.1");
-  double t0 = now_ms(), closed_at = 0;
+  double t0 = dnt_now_ms(), closed_at = 0;
   /* a byte every 100 ms: never idle for 400 ms, so only the whole-request deadline ends it */
-  while (now_ms() - t0 < 6000) {
+  while (dnt_now_ms() - t0 < 6000) {
     if (closed_within(fd, 100)) {
-      closed_at = now_ms() - t0;
+      closed_at = dnt_now_ms() - t0;
       break;
     }
     send(fd, "X", 1, MSG_NOSIGNAL);
@@ -570,9 +496,9 @@ Test(http_slow, a_trickling_client_meets_the_request_deadline, .timeout = 30) {
   cr_expect(closed_at >= 1300 && closed_at < 4000, "closed after %.0f ms (deadline 1500 ms)", closed_at);
   /* a silent client goes at the idle time, well before the deadline */
   fd = slow_client(s.port, "127.0.0.1");
-  t0 = now_ms();
+  t0 = dnt_now_ms();
   cr_expect(closed_within(fd, 5000), "a silent client is closed");
-  double idle = now_ms() - t0;
+  double idle = dnt_now_ms() - t0;
   cr_expect(idle >= 300 && idle < 1300, "silent client closed after %.0f ms (idle 400 ms)", idle);
   close(fd);
   server_stop(&s);
@@ -626,17 +552,6 @@ static void start_named(dnt_target *t, const char *exe) {
   dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .exe = exe, .wait_socket = 1, .timeout_ms = 30000};
   char err[512];
   cr_assert_eq(dnt_target_start(t, &o, err, sizeof err), 0, "cannot start the sample target: %s", err);
-}
-
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-  socklen_t len = sizeof a;
-  getsockname(fd, (struct sockaddr *)&a, &len);
-  close(fd);
-  return ntohs(a.sin_port);
 }
 
 /* GET url with curl: the HTTP status (0 when no answer) and the body (heap) in *body. */
@@ -694,7 +609,7 @@ Test(counters_serve, scrapes_and_follows_a_restart, .timeout = 150) {
   cr_assert_eq(symlink(dnt_target_exe(), exe), 0);
   dnt_target t;
   start_named(&t, exe);
-  int port = free_port();
+  int port = dnt_free_port();
   snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
   snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", port);
   snprintf(log, sizeof log, "%s/serve.log", dir);
@@ -827,23 +742,6 @@ static int stop_child(pid_t pid, int sig) {
   return status;
 }
 
-/* `promtool check metrics` on text: its exit status; what it said in out (caller-owned). */
-static int promtool_check(const char *text, const char *dir, char *out, size_t cap) {
-  char path[300], cmd[700];
-  snprintf(path, sizeof path, "%s/scrape.txt", dir);
-  FILE *fp = fopen(path, "w");
-  cr_assert(fp);
-  fputs(text, fp);
-  fclose(fp);
-  snprintf(cmd, sizeof cmd, "promtool check metrics < '%s' 2>&1", path);
-  FILE *p = popen(cmd, "r");
-  cr_assert(p);
-  size_t n = fread(out, 1, cap - 1, p);
-  out[n] = '\0';
-  int status = pclose(p);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 static void rm_rf(const char *dir) {
   char cmd[400];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
@@ -859,7 +757,7 @@ Test(counters_serve, promtool_accepts_a_live_scrape, .timeout = 120) {
   start_named(&t, NULL);
   char dir[] = "/tmp/dnt-promtool-XXXXXX", pid[16], listen[64], url[128], log[160];
   cr_assert(mkdtemp(dir));
-  int port = free_port();
+  int port = dnt_free_port();
   snprintf(pid, sizeof pid, "%d", (int)t.pid);
   snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
   snprintf(url, sizeof url, "http://127.0.0.1:%d/metrics", port);
@@ -918,24 +816,20 @@ static int prom_query(int port, const char *query, double *v) {
 
 /* The sample's "gen2 N" lines so far (GC.CollectionCount(2) read inside the process): each count
  * seen is marked in seen[] (counts up to max). */
+struct gen2_seen {
+  unsigned char *seen;
+  size_t max;
+};
+
+static void on_gen2_line(void *ud, const char *line) {
+  struct gen2_seen *g = ud;
+  unsigned long c;
+  if (sscanf(line, "gen2 %lu", &c) == 1 && c < g->max) g->seen[c] = 1;
+}
+
 static void read_gen2_lines(int fd, unsigned char *seen, size_t max, char *carry, size_t carry_cap) {
-  char buf[4096];
-  struct pollfd p = {fd, POLLIN, 0};
-  while (poll(&p, 1, 0) > 0 && (p.revents & POLLIN)) {
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    if (n <= 0) break;
-    buf[n] = '\0';
-    size_t have = strlen(carry);
-    snprintf(carry + have, carry_cap - have, "%s", buf);
-    char *line = carry, *nl;
-    while ((nl = strchr(line, '\n'))) {
-      *nl = '\0';
-      unsigned long c;
-      if (sscanf(line, "gen2 %lu", &c) == 1 && c < max) seen[c] = 1;
-      line = nl + 1;
-    }
-    memmove(carry, line, strlen(line) + 1);
-  }
+  struct gen2_seen g = {seen, max};
+  dnt_target_read_lines(fd, carry, carry_cap, on_gen2_line, &g);
 }
 
 /* Item 10: a real Prometheus server scrapes serve every second; what its query API returns for
@@ -957,7 +851,7 @@ Test(counters_serve, prometheus_scrapes_the_runtimes_own_gen2_count, .timeout = 
   char dir[] = "/tmp/dnt-prometheus-XXXXXX", pid[16], listen[64], url[128], log[160], conf[200], data[200],
        plog[200], web[64];
   cr_assert(mkdtemp(dir));
-  int port = free_port(), prom_port = free_port();
+  int port = dnt_free_port(), prom_port = dnt_free_port();
   cr_assert_neq(port, prom_port);
   snprintf(pid, sizeof pid, "%d", (int)t.pid);
   snprintf(listen, sizeof listen, "127.0.0.1:%d", port);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "dnt-counters.h"
+#include "../lib/env-cr.h"
 #include "../lib/run.h"
 #include "../lib/target-cr.h"
 #include "../lib/target.h"
@@ -251,22 +252,6 @@ static int has(const struct seen *s, const char *key) {
   for (size_t i = 0; i < s->n; i++)
     if (strcmp(s->keys[i], key) == 0) return 1;
   return 0;
-}
-
-static const char *corpus_dir(char *buf, size_t cap) {
-  const char *d = getenv("DNT_CORPUS");
-  if (d) {
-    snprintf(buf, cap, "%s", d);
-  } else {
-    const char *src = getenv("DNT_SRCDIR");
-    snprintf(buf, cap, "%s/../shared/corpus", src ? src : ".");
-  }
-  if (access(buf, R_OK) != 0) {
-    const char *ci = getenv("CI");
-    if (ci && strcmp(ci, "true") == 0) cr_assert_fail("no corpus at %s (CI=true: a missing corpus is a failure)", buf);
-    cr_skip_test("no corpus at %s (set DNT_CORPUS)", buf);
-  }
-  return buf;
 }
 
 static void read_corpus(const char *name, struct seen *s) {

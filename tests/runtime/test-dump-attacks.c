@@ -7,7 +7,6 @@
  * nothing at the output path, the plant removed, and all of it promptly. A fake that writes a
  * real core of itself is the control: that one is delivered, byte for byte. */
 #include <criterion/criterion.h>
-#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/filter.h>
@@ -21,6 +20,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../lib/elf-core.h"
 #include "../lib/fake-ipc.h"
 #include "../lib/run.h"
 
@@ -46,36 +46,6 @@ static void teardown(void) {
 
 TestSuite(dump_attack, .init = setup, .fini = teardown, .timeout = 60);
 
-/* A minimal ELF core: one PT_NOTE with two NT_PRSTATUS notes, the first for pid. */
-static size_t build_core(uint8_t *core, size_t cap, uint32_t pid) {
-  memset(core, 0, cap);
-  Elf64_Ehdr *eh = (Elf64_Ehdr *)core;
-  memcpy(eh->e_ident, ELFMAG, SELFMAG);
-  eh->e_ident[EI_CLASS] = ELFCLASS64;
-  eh->e_ident[EI_DATA] = ELFDATA2LSB;
-  eh->e_type = ET_CORE;
-  eh->e_machine = EM_X86_64;
-  eh->e_phoff = sizeof *eh;
-  eh->e_phentsize = sizeof(Elf64_Phdr);
-  eh->e_phnum = 1;
-  Elf64_Phdr *ph = (Elf64_Phdr *)(core + sizeof *eh);
-  ph->p_type = PT_NOTE;
-  ph->p_offset = 256;
-  size_t q = 256;
-  for (uint32_t i = 0; i < 2; i++) {
-    Elf64_Nhdr *nh = (Elf64_Nhdr *)(core + q);
-    nh->n_namesz = 5;
-    nh->n_descsz = 40;
-    nh->n_type = NT_PRSTATUS;
-    memcpy(core + q + sizeof *nh, "CORE", 5);
-    uint32_t tid = pid + i;
-    memcpy(core + q + sizeof *nh + 8 + 32, &tid, 4); /* pr_pid */
-    q += sizeof *nh + 8 + 40;
-  }
-  ph->p_filesz = q - 256;
-  return q;
-}
-
 enum plant { SYMLINK_HOST, SYMLINK_ZERO, FIFO, NOT_ELF, OTHER_OWNER, OTHER_PID, HARD_LINK, REAL_CORE };
 static enum plant what;
 
@@ -97,7 +67,7 @@ static uint32_t plant(const char *name, const uint8_t *req, size_t len, void *ud
   case OTHER_PID:
   case HARD_LINK:
   case REAL_CORE:
-    n = build_core(core, sizeof core, what == OTHER_PID ? (uint32_t)getpid() + 7 : (uint32_t)getpid());
+    n = dnt_test_elf_core(core, sizeof core, what == OTHER_PID ? (uint32_t)getpid() + 7 : (uint32_t)getpid());
     if (what == NOT_ELF) memcpy(core, "#!/bin/sh\n", 10);
     fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
     if (fd < 0 || write(fd, core, n) != (ssize_t)n) return 0x80004005u;
@@ -257,7 +227,7 @@ static void core_is_delivered(void) {
   struct dnt_run r;
   cr_assert_eq(dnt_run_dntrace(&r, "dump", "-p", pid, "-o", out, NULL), 0, "%s%s", r.out, r.err);
   uint8_t want[1024];
-  size_t n = build_core(want, sizeof want, (uint32_t)fake_ipc_pid(f)), got_n;
+  size_t n = dnt_test_elf_core(want, sizeof want, (uint32_t)fake_ipc_pid(f)), got_n;
   char *got = slurp(out, &got_n);
   cr_assert(got, "%s exists", out);
   cr_assert(got_n == n && memcmp(got, want, n) == 0, "delivered byte for byte (%zu of %zu bytes)", got_n, n);

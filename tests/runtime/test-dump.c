@@ -17,6 +17,7 @@
 #include <zlib.h>
 
 #include "elfcore.h"
+#include "../lib/elf-core.h"
 #include "../lib/run.h"
 #include "../lib/target-cr.h"
 #include "../lib/target.h"
@@ -208,31 +209,7 @@ Test(dump, a_stopped_target_is_one_clear_error, .timeout = 90) {
 
 Test(elfcore, counts_threads_and_survives_truncation) {
   uint8_t core[1024];
-  memset(core, 0, sizeof core);
-  Elf64_Ehdr *eh = (Elf64_Ehdr *)core;
-  memcpy(eh->e_ident, ELFMAG, SELFMAG);
-  eh->e_ident[EI_CLASS] = ELFCLASS64;
-  eh->e_ident[EI_DATA] = ELFDATA2LSB;
-  eh->e_type = ET_CORE;
-  eh->e_machine = EM_X86_64;
-  eh->e_phoff = sizeof *eh;
-  eh->e_phentsize = sizeof(Elf64_Phdr);
-  eh->e_phnum = 1;
-  Elf64_Phdr *ph = (Elf64_Phdr *)(core + sizeof *eh);
-  ph->p_type = PT_NOTE;
-  ph->p_offset = 256;
-  size_t q = 256;
-  for (int i = 0; i < 2; i++) {
-    Elf64_Nhdr *nh = (Elf64_Nhdr *)(core + q);
-    nh->n_namesz = 5;
-    nh->n_descsz = 40;
-    nh->n_type = NT_PRSTATUS;
-    memcpy(core + q + sizeof *nh, "CORE", 5);
-    uint32_t pid = 4242 + (uint32_t)i;
-    memcpy(core + q + sizeof *nh + 8 + 32, &pid, 4);
-    q += sizeof *nh + 8 + 40;
-  }
-  ph->p_filesz = q - 256;
+  size_t q = dnt_test_elf_core(core, sizeof core, 4242);
   char path[] = "/tmp/dnt-elf-XXXXXX";
   int fd = mkstemp(path);
   cr_assert(write(fd, core, q) == (ssize_t)q);

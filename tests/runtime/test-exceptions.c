@@ -144,10 +144,7 @@ Test(exceptions_corpus, net10_throws_and_catches_match_the_trace_bytes, .timeout
            "assert sum(s['thrownPerSecond']) == s['thrown'], s\n"
            "assert sum(x['count'] for x in e[0]['stacks']) + e[0]['otherStacks'] == s['thrown']\n",
            throws, catches, throws);
-  char *const argv[] = {"/usr/bin/env", "python3", "-c", py, out, NULL};
-  dnt_run_argv(&r, argv, NULL, 60000);
-  cr_expect_eq(r.status, 0, "%s", r.err);
-  dnt_run_free(&r);
+  expect_python(py, out, NULL);
   unlink(out);
   /* the throw stacks as folded stacks: one line per thread and stack, the throw's own frame at
    * the leaf, the counts adding up to the throws */
@@ -218,15 +215,13 @@ Test(exceptions_live, the_samples_throws_counted_exactly, .timeout = 120) {
   /* 150 throws at 100 a second, beginning 2 s after "ready": the session has begun by then */
   const char *const args[] = {"--throw", "100", "--throw-count", "150", "--throw-delay", "2", "--no-cpu",
                               "--no-blocking", "--no-alloc", "--no-exceptions", "--no-counters", NULL};
-  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = args, .wait_socket = 1};
   dnt_target t;
-  char err[512], pid[32], tmp[] = "/tmp/dnt-exc-XXXXXX", out[64];
+  char pid[32], tmp[] = "/tmp/dnt-exc-XXXXXX", out[64];
   cr_assert(mkdtemp(tmp));
   snprintf(out, sizeof out, "%s/e.json", tmp);
-  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
+  dnt_start_sample(&t, args, pid, sizeof pid);
   int flags = fcntl(t.stdout_fd, F_GETFL);
   fcntl(t.stdout_fd, F_SETFL, flags | O_NONBLOCK);
-  snprintf(pid, sizeof pid, "%d", (int)t.pid);
   struct dnt_run r;
   dnt_run_dntrace(&r, "exceptions", "-p", pid, "--duration", "5s", "--format", "json", "-o", out, NULL);
   long made = read_thrown(t.stdout_fd, 5000);
@@ -250,36 +245,22 @@ Test(exceptions_live, the_samples_throws_counted_exactly, .timeout = 120) {
            "i = f.index('Sample!Sample.ThrowWork.Fail')\n"
            "assert f[i + 1] == 'Sample!Sample.ThrowWork.Catch', f\n",
            made, made, made);
-  char *const argv[] = {"/usr/bin/env", "python3", "-c", py, out, NULL};
-  dnt_run_argv(&r, argv, NULL, 60000);
-  cr_expect_eq(r.status, 0, "%s", r.err);
-  dnt_run_free(&r);
+  expect_python(py, out, NULL);
   unlink(out);
   rmdir(tmp);
 }
 
 /* ---- the corpus, against TraceEvent ---- */
 
-static const char *oracle(void) {
-  static char dll[4096];
-  const char *b = getenv("DNT_BUILDDIR");
-  snprintf(dll, sizeof dll, "%s/tests/oracle-te/out/BenchTraceEvent.dll", b ? b : ".");
-  if (access(dll, R_OK) == 0) return dll;
-  if (in_ci()) cr_assert_fail("no TraceEvent oracle at %s (CI=true)", dll);
-  return NULL;
-}
-
 /* Every (type, message) TraceEvent counts is one of ours with the same count, and the catches
  * are as many as our handled exceptions (each catch takes one exception). */
 Test(exceptions_traceevent, corpus_trace_with_exceptions, .timeout = 120) {
   char dir[4096], trace[8192];
   corpus_dir(dir, sizeof dir);
-  const char *dll = oracle();
-  if (!dll) cr_skip_test("dotnet is not installed: no TraceEvent to compare with");
+  const char *dll = te_oracle_or_skip("the exceptions analysis");
   snprintf(trace, sizeof trace, "%s/" NET10_LOADED, dir);
-  char *const argv[] = {"/usr/bin/env", "dotnet", (char *)dll, trace, "--mode", "exclocks", NULL};
   struct dnt_run te;
-  dnt_run_argv(&te, argv, NULL, 120000);
+  te_run(&te, dll, trace, "exclocks");
   cr_assert_eq(te.status, 0, "TraceEvent: %s", te.err);
   struct dnt_schema *schema = schema_or_fail();
   struct dnt_exceptions_analysis *a = dnt_exceptions_analysis_new(schema);
@@ -323,13 +304,11 @@ Test(exceptions_live, an_exception_nothing_catches_is_unhandled, .timeout = 120)
   require_python();
   const char *const args[] = {"--crash-after", "1.5", "--no-cpu", "--no-blocking", "--no-alloc", "--no-exceptions",
                               "--no-counters", NULL};
-  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = args, .wait_socket = 1};
   dnt_target t;
-  char err[512], pid[32], tmp[] = "/tmp/dnt-exc-XXXXXX", out[64];
+  char pid[32], tmp[] = "/tmp/dnt-exc-XXXXXX", out[64];
   cr_assert(mkdtemp(tmp));
   snprintf(out, sizeof out, "%s/e.json", tmp);
-  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
-  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  dnt_start_sample(&t, args, pid, sizeof pid);
   struct dnt_run r;
   dnt_run_dntrace(&r, "exceptions", "-p", pid, "--duration", "20s", "--format", "json", "-o", out, NULL);
   int status = dnt_target_stop(&t);
@@ -343,10 +322,7 @@ Test(exceptions_live, an_exception_nothing_catches_is_unhandled, .timeout = 120)
                    "assert len(e) == 1, d['exceptions']\n"
                    "assert e[0]['thrown'] == 1 and e[0]['unhandled'] == 1 and e[0]['handled'] == 0, e\n"
                    "assert d['summary']['catchEvents'], d['summary']\n";
-  char *const argv[] = {"/usr/bin/env", "python3", "-c", (char *)py, out, NULL};
-  dnt_run_argv(&r, argv, NULL, 60000);
-  cr_expect_eq(r.status, 0, "%s", r.err);
-  dnt_run_free(&r);
+  expect_python(py, out, NULL);
   unlink(out);
   rmdir(tmp);
 }

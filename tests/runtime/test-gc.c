@@ -8,80 +8,31 @@
  *   - `dntrace gc -p` on the sample inducing 5 GCs a second: the induced GCs it reports are the
  *     ones the sample made (their numbers, as the sample printed them). */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <math.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include "dnt-analyze.h"
+#include "../lib/analysis-feed.h"
 #include "../lib/run.h"
 #include "../lib/target-cr.h"
 
-static int in_ci(void) {
-  const char *ci = getenv("CI");
-  return ci && strcmp(ci, "true") == 0;
-}
-
 /* ---- the rules, on events made here ---- */
 
-#define RT "Microsoft-Windows-DotNETRuntime"
-
-struct feed {
-  struct dnt_schema *schema;
-  struct dnt_gc_analysis *a;
-  uint8_t buf[256];
-  size_t len;
-};
-
-static void feed_init(struct feed *f) {
-  memset(f, 0, sizeof *f);
-  char err[256];
-  f->schema = dnt_schema_new();
-  cr_assert(f->schema);
-  cr_assert_eq(dnt_schema_load_default(f->schema, err, sizeof err), 0, "%s", err);
-  f->a = dnt_gc_analysis_new(f->schema);
-  cr_assert(f->a);
-  /* 1 tick = 1 us, so a timestamp of 12000 is 12 ms */
-  ntr_trace t = {.sync_time_qpc = 0, .qpc_frequency = 1000000, .pointer_size = 8};
-  dnt_gc_on_trace(f->a, &t);
+/* f feeding a new GC analysis (f->a) */
+static void feed_gc(struct feed *f) {
+  struct dnt_schema *schema = schema_or_fail();
+  struct dnt_gc_analysis *a = dnt_gc_analysis_new(schema);
+  cr_assert(a);
+  ntr_callbacks cb;
+  dnt_gc_analysis_callbacks(&cb);
+  feed_init(f, &cb, a, schema);
 }
 
 static void feed_free(struct feed *f) {
   dnt_gc_analysis_free(f->a);
   dnt_schema_free(f->schema);
-}
-
-static void put32(struct feed *f, uint32_t v) {
-  memcpy(f->buf + f->len, &v, 4);
-  f->len += 4;
-}
-static void put16(struct feed *f, uint16_t v) {
-  memcpy(f->buf + f->len, &v, 2);
-  f->len += 2;
-}
-static void put64(struct feed *f, uint64_t v) {
-  memcpy(f->buf + f->len, &v, 8);
-  f->len += 8;
-}
-
-/* One event of the runtime provider at ms on thread tid, its payload built in f->buf. */
-static void send(struct feed *f, uint32_t id, uint32_t version, double ms, uint64_t tid) {
-  ntr_metadata md = {0};
-  md.provider = RT;
-  md.event_id = id;
-  md.version = version;
-  ntr_event ev = {0};
-  ev.metadata = &md;
-  ev.thread_id = tid;
-  ev.timestamp = (uint64_t)llround(ms * 1000);
-  ev.payload = f->buf;
-  ev.payload_size = (uint32_t)f->len;
-  cr_assert_eq(dnt_gc_on_event(f->a, &ev), 0);
-  f->len = 0;
 }
 
 static void suspend_begin(struct feed *f, double ms, uint64_t tid, uint32_t reason) {
@@ -109,11 +60,11 @@ static void heap_stats(struct feed *f, double ms, uint64_t tid) {
   send(f, 4, 2, ms, tid);
 }
 
-static void sequence_point(struct feed *f) { cr_assert_eq(dnt_gc_on_sequence_point(f->a, NULL), 0); }
+static void sequence_point(struct feed *f) { cr_assert_eq(f->cb.on_sequence_point(f->a, NULL), 0); }
 
 Test(gc_rules, blocking_gc_pause_is_suspension_start_to_restart_end) {
   struct feed f;
-  feed_init(&f);
+  feed_gc(&f);
   suspend_begin(&f, 10, 1, 1);
   no_payload(&f, 8, 11, 1); /* SuspendEEEnd */
   gc_start(&f, 12, 1, 7, 0, 0, 0);
@@ -141,7 +92,7 @@ Test(gc_rules, blocking_gc_pause_is_suspension_start_to_restart_end) {
  * (200 -> 203 ms); it ends at GCHeapStats, with no restart after it. */
 Test(gc_rules, background_gc_pause_is_its_suspensions) {
   struct feed f;
-  feed_init(&f);
+  feed_gc(&f);
   suspend_begin(&f, 10, 1, 1);
   no_payload(&f, 8, 11, 1);
   gc_start(&f, 12, 2, 9, 2, 0, DNT_GC_BACKGROUND);
@@ -167,7 +118,7 @@ Test(gc_rules, background_gc_pause_is_its_suspensions) {
  * the thread that suspended, yet belong between its SuspendEEEnd and GCEnd. */
 Test(gc_rules, events_are_paired_in_time_order_not_arrival_order) {
   struct feed f;
-  feed_init(&f);
+  feed_gc(&f);
   suspend_begin(&f, 10, 1, 1);
   no_payload(&f, 8, 11, 1);
   gc_end(&f, 15, 1, 3, 1);
@@ -236,18 +187,6 @@ static void parse_traceevent_rows(const char *out, struct rows *r) {
   }
 }
 
-/* The oracle, tests/bench-traceevent built by `make check` into the build tree (check_DATA in
- * tests/Makemodule.am; dotnet restores TraceEvent from NuGet). NULL when it is not there (skip,
- * or fail under CI=true). */
-static const char *oracle(void) {
-  static char dll[4096];
-  const char *b = getenv("DNT_BUILDDIR");
-  snprintf(dll, sizeof dll, "%s/tests/oracle-te/out/BenchTraceEvent.dll", b ? b : ".");
-  if (access(dll, R_OK) == 0) return dll;
-  if (in_ci()) cr_assert_fail("no TraceEvent oracle at %s (CI=true: it is the GC analysis's oracle)", dll);
-  return NULL;
-}
-
 /* Holds dntrace gc's rows for trace to TraceEvent's: per generation the same count, each GC's
  * pause within 0.1 ms or 1%, its heap before and after within 0.01 MB. Returns how many GCs were compared; *background (may be NULL) how
  * many of them were background GCs. */
@@ -259,9 +198,8 @@ static size_t compare_with_traceevent(const char *dll, const char *trace, size_t
   parse_dntrace_rows(r.out, &mine);
   dnt_run_free(&r);
   if (mine.n == 0) return 0;
-  char *const argv[] = {"/usr/bin/env", "dotnet", (char *)dll, (char *)trace, "--mode", "gc", NULL};
   struct dnt_run te;
-  dnt_run_argv(&te, argv, NULL, 120000);
+  te_run(&te, dll, trace, "gc");
   if (te.status != 0 && strstr(te.err, "Read past end of stream")) {
     /* TraceEvent cannot read a trace cut short (dotnet__diagnostics/trace.nettrace): dntrace says
      * it is truncated, and there is nothing to compare with */
@@ -309,45 +247,25 @@ static size_t compare_with_traceevent(const char *dll, const char *trace, size_t
   return theirs.n;
 }
 
-static const char *corpus_dir(char *buf, size_t cap) {
-  const char *d = getenv("DNT_CORPUS"), *src = getenv("DNT_SRCDIR");
-  if (d && *d)
-    snprintf(buf, cap, "%s", d);
-  else
-    snprintf(buf, cap, "%s/../shared/corpus", src ? src : "..");
-  struct stat st;
-  if (stat(buf, &st) != 0) {
-    if (in_ci()) cr_assert_fail("no corpus at %s (CI=true: a missing corpus is a failure)", buf);
-    cr_skip_test("no corpus at %s (set DNT_CORPUS)", buf);
-  }
-  return buf;
+struct corpus_gcs {
+  const char *dll;
+  size_t traces, gcs;
+};
+
+static int is_nettrace(const char *name) { return strstr(name, ".nettrace") != NULL; }
+
+static void compare_corpus_trace(void *ud, const char *path) {
+  struct corpus_gcs *c = ud;
+  size_t n = compare_with_traceevent(c->dll, path, NULL);
+  if (n) c->traces++, c->gcs += n;
 }
 
 Test(gc_traceevent, every_corpus_trace_with_gcs, .timeout = 300) {
   char dir[4096];
   corpus_dir(dir, sizeof dir);
-  const char *dll = oracle();
-  if (!dll) cr_skip_test("dotnet is not installed: no TraceEvent to compare with");
-  size_t traces = 0, gcs = 0;
-  DIR *top = opendir(dir);
-  cr_assert(top);
-  struct dirent *d, *e;
-  while ((d = readdir(top))) {
-    if (d->d_name[0] == '.') continue;
-    char sub[8192];
-    snprintf(sub, sizeof sub, "%s/%s", dir, d->d_name);
-    DIR *in = opendir(sub);
-    if (!in) continue;
-    while ((e = readdir(in))) {
-      if (!strstr(e->d_name, ".nettrace")) continue;
-      char path[12288];
-      snprintf(path, sizeof path, "%s/%s", sub, e->d_name);
-      size_t n = compare_with_traceevent(dll, path, NULL);
-      if (n) traces++, gcs += n;
-    }
-    closedir(in);
-  }
-  closedir(top);
+  struct corpus_gcs c = {te_oracle_or_skip("the GC analysis"), 0, 0};
+  corpus_each(dir, is_nettrace, compare_corpus_trace, &c);
+  size_t traces = c.traces, gcs = c.gcs;
   /* the corpus holds three such traces TraceEvent reads (net10 server GC, .NET 5, .NET Core 3.0) */
   cr_expect_geq(traces, 3, "%zu corpus traces with GCs compared", traces);
   cr_expect_geq(gcs, 480, "%zu GCs compared", gcs);
@@ -355,41 +273,29 @@ Test(gc_traceevent, every_corpus_trace_with_gcs, .timeout = 300) {
 
 /* ---- the sample target ---- */
 
-/* The "induced N" lines the sample printed so far: seen[N] = 1. */
-static void read_induced(int fd, unsigned char *seen, size_t max, char *carry, size_t cap) {
-  char buf[4096];
-  struct pollfd p = {fd, POLLIN, 0};
-  while (poll(&p, 1, 0) > 0 && (p.revents & POLLIN)) {
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    if (n <= 0) break;
-    buf[n] = '\0';
-    size_t have = strlen(carry);
-    snprintf(carry + have, cap - have, "%s", buf);
-    char *line = carry, *nl;
-    while ((nl = strchr(line, '\n'))) {
-      *nl = '\0';
-      unsigned long c;
-      if (sscanf(line, "induced %lu", &c) == 1 && c < max) seen[c] = 1;
-      line = nl + 1;
-    }
-    memmove(carry, line, strlen(line) + 1);
-  }
+/* The "induced N" lines the sample printed: seen[N] = 1. */
+struct induced {
+  unsigned char seen[100000];
+};
+
+static void on_induced(void *ud, const char *line) {
+  struct induced *in = ud;
+  unsigned long c;
+  if (sscanf(line, "induced %lu", &c) == 1 && c < sizeof in->seen) in->seen[c] = 1;
 }
 
 Test(gc_live, induced_gcs_of_the_sample_are_the_ones_it_made, .timeout = 120) {
   DNT_REQUIRE_TARGET();
   const char *const args[] = {"--gc-induce", "5", "--no-alloc", "--no-exceptions", "--no-counters", NULL};
-  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = args, .wait_socket = 1};
   dnt_target t;
-  char err[512], pid[32];
-  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
-  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  char pid[32];
+  dnt_start_sample(&t, args, pid, sizeof pid);
   struct dnt_run r;
   dnt_run_dntrace(&r, "gc", "-p", pid, "--duration", "3s", "--format", "json", NULL);
   usleep(300 * 1000); /* the sample's last lines */
-  static unsigned char seen[100000];
+  static struct induced in;
   char carry[8192] = "";
-  read_induced(t.stdout_fd, seen, sizeof seen, carry, sizeof carry);
+  dnt_target_read_lines(t.stdout_fd, carry, sizeof carry, on_induced, &in);
   dnt_target_stop(&t);
   cr_assert_eq(r.status, 0, "dntrace gc -p: %s", r.err);
   /* the induced GCs dntrace reports, by number */
@@ -402,11 +308,11 @@ Test(gc_live, induced_gcs_of_the_sample_are_the_ones_it_made, .timeout = 120) {
     n++;
     lo = number < lo ? number : lo;
     hi = number > hi ? number : hi;
-    if (number >= sizeof seen || !seen[number]) strangers++;
+    if (number >= sizeof in.seen || !in.seen[number]) strangers++;
   }
   /* every GC.Collect the sample made within that span is there, and nothing else induced */
   size_t made = 0;
-  for (size_t c = lo; c <= hi && c < sizeof seen; c++) made += seen[c];
+  for (size_t c = lo; c <= hi && c < sizeof in.seen; c++) made += in.seen[c];
   cr_expect_eq(strangers, 0, "%zu induced GCs the sample did not make:\n%s", strangers, r.out);
   cr_expect_eq(n, made, "dntrace reports %zu induced GCs between GC %zu and %zu, the sample made %zu", n, lo, hi,
                made);
@@ -418,17 +324,14 @@ Test(gc_live, induced_gcs_of_the_sample_are_the_ones_it_made, .timeout = 120) {
 
 Test(gc_traceevent, fresh_trace_of_the_sample, .timeout = 300) {
   DNT_REQUIRE_TARGET();
-  const char *dll = oracle();
-  if (!dll) cr_skip_test("dotnet is not installed: no TraceEvent to compare with");
+  const char *dll = te_oracle_or_skip("the GC analysis");
   /* allocations, and induced gen2 GCs of which every other one is a background GC (whose pause is
    * its suspensions, not its length) */
   const char *const args[] = {"--gc-induce", "4", "--gc-background", "--no-exceptions", "--no-counters", NULL};
-  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = args, .wait_socket = 1};
   dnt_target t;
-  char err[512], pid[32], dir[] = "/tmp/dnt-gc-XXXXXX", trace[64];
-  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
+  char pid[32], dir[] = "/tmp/dnt-gc-XXXXXX", trace[64];
+  dnt_start_sample(&t, args, pid, sizeof pid);
   cr_assert(mkdtemp(dir));
-  snprintf(pid, sizeof pid, "%d", (int)t.pid);
   snprintf(trace, sizeof trace, "%s/gc.nettrace", dir);
   struct dnt_run r;
   dnt_run_dntrace(&r, "collect", "-p", pid, "--profile", "gc-collect", "--duration", "3s", "-o", trace, NULL);
@@ -464,19 +367,6 @@ Test(gc_cli, a_file_or_a_process_not_both) {
  * counts, the total, mean and max pauses, the 99th percentile by nearest rank, the share of time
  * paused and the longest pauses. */
 Test(gc_cli, json_report_is_json_and_its_summary_its_rows) {
-  char dir[4096];
-  corpus_dir(dir, sizeof dir);
-  if (system("python3 -c 1 >/dev/null 2>&1") != 0) {
-    if (in_ci()) cr_assert_fail("python3 is not installed (CI=true)");
-    cr_skip_test("needs python3 for the JSON check");
-  }
-  char trace[8192], tmp[] = "/tmp/dnt-gcjson-XXXXXX", out[64];
-  snprintf(trace, sizeof trace, "%s/microsoft__perfview/eventpipe-dotnetcore3.0-win-x64-objver4.nettrace", dir);
-  cr_assert(mkdtemp(tmp));
-  snprintf(out, sizeof out, "%s/gc.json", tmp);
-  struct dnt_run r;
-  cr_assert_eq(dnt_run_dntrace(&r, "gc", trace, "--format", "json", "--top", "3", "-o", out, NULL), 0, "%s", r.err);
-  dnt_run_free(&r);
   const char *py =
       "import json, math, sys\n"
       "d = json.load(open(sys.argv[1]))\n"
@@ -497,10 +387,5 @@ Test(gc_cli, json_report_is_json_and_its_summary_its_rows) {
       "got = [x['pauseMSec'] for x in s['longestPauses']]\n"
       "assert len(got) == 3 and all(abs(a - b) < 1e-3 for a, b in zip(got, top)), (got, top)\n"
       "assert s['allocationSource'] == 'GCAllocationTick' and s['allocationRateMBPerSec'] > 0, s\n";
-  char *const argv[] = {"/usr/bin/env", "python3", "-c", (char *)py, out, NULL};
-  dnt_run_argv(&r, argv, NULL, 60000);
-  cr_expect_eq(r.status, 0, "%s", r.err);
-  dnt_run_free(&r);
-  unlink(out);
-  rmdir(tmp);
+  expect_json_report("gc", "microsoft__perfview/eventpipe-dotnetcore3.0-win-x64-objver4.nettrace", "3", py);
 }

@@ -9,7 +9,6 @@
  *     against TraceEvent the same way, and its startup: Sample.Program.Main is compiled;
  *   - the command line: JSON that Python reads, a trace without JIT events said in one line. */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
@@ -19,68 +18,25 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "dnt-analyze.h"
+#include "../lib/analysis-feed.h"
 #include "../lib/run.h"
 #include "../lib/target-cr.h"
 
-static int in_ci(void) {
-  const char *ci = getenv("CI");
-  return ci && strcmp(ci, "true") == 0;
-}
-
 /* ---- the rules, on events made here ---- */
 
-#define RT "Microsoft-Windows-DotNETRuntime"
-
-struct feed {
-  struct dnt_schema *schema;
-  struct dnt_jit_analysis *a;
-  uint8_t buf[1024];
-  size_t len;
-};
-
-static void feed_init(struct feed *f) {
-  memset(f, 0, sizeof *f);
-  char err[256];
-  f->schema = dnt_schema_new();
-  cr_assert(f->schema);
-  cr_assert_eq(dnt_schema_load_default(f->schema, err, sizeof err), 0, "%s", err);
-  f->a = dnt_jit_analysis_new(f->schema);
-  cr_assert(f->a);
-  ntr_trace t = {.sync_time_qpc = 0, .qpc_frequency = 1000000, .pointer_size = 8}; /* 1 tick = 1 us */
-  dnt_jit_on_trace(f->a, &t);
+/* f feeding a new JIT analysis (f->a) */
+static void feed_jit(struct feed *f) {
+  struct dnt_schema *schema = schema_or_fail();
+  struct dnt_jit_analysis *a = dnt_jit_analysis_new(schema);
+  cr_assert(a);
+  ntr_callbacks cb;
+  dnt_jit_analysis_callbacks(&cb);
+  feed_init(f, &cb, a, schema);
 }
 
 static void feed_free(struct feed *f) {
   dnt_jit_analysis_free(f->a);
   dnt_schema_free(f->schema);
-}
-
-static void put(struct feed *f, const void *p, size_t n) {
-  memcpy(f->buf + f->len, p, n);
-  f->len += n;
-}
-static void put16(struct feed *f, uint16_t v) { put(f, &v, 2); }
-static void put32(struct feed *f, uint32_t v) { put(f, &v, 4); }
-static void put64(struct feed *f, uint64_t v) { put(f, &v, 8); }
-/* a nettrace string: UTF-16LE, NUL-terminated (ASCII here) */
-static void putstr(struct feed *f, const char *s) {
-  do put16(f, (uint16_t)(unsigned char)*s); while (*s++);
-}
-
-static void send(struct feed *f, uint32_t id, uint32_t version, double ms, uint64_t tid) {
-  ntr_metadata md = {0};
-  md.provider = RT;
-  md.event_id = id;
-  md.version = version;
-  ntr_event ev = {0};
-  ev.metadata = &md;
-  ev.thread_id = tid;
-  ev.timestamp = (uint64_t)llround(ms * 1000);
-  ev.payload = f->buf;
-  ev.payload_size = (uint32_t)f->len;
-  cr_assert_eq(dnt_jit_on_event(f->a, &ev), 0);
-  f->len = 0;
 }
 
 static void jitting_started(struct feed *f, double ms, uint64_t tid, uint64_t method, uint32_t il, const char *ns,
@@ -103,7 +59,7 @@ static void load_verbose(struct feed *f, double ms, uint64_t tid, uint64_t metho
 
 Test(jit_rules, a_start_and_its_load_make_one_row_on_that_thread) {
   struct feed f;
-  feed_init(&f);
+  feed_jit(&f);
   jitting_started(&f, 10, 1, 0xA, 40, "Sample.Program", "Main", "int32  (class System.String[])");
   /* another thread's compilation in between does not end it */
   jitting_started(&f, 10.5, 2, 0xB, 7, "Sample.Other", "Get", "int32  ()");
@@ -141,7 +97,7 @@ Test(jit_rules, a_start_and_its_load_make_one_row_on_that_thread) {
  * own, of no time; a load whose MethodFlags does not say Jitted (precompiled code) is no row. */
 Test(jit_rules, loads_end_the_threads_latest_open_compilation) {
   struct feed f;
-  feed_init(&f);
+  feed_jit(&f);
   jitting_started(&f, 100, 1, 0xA, 10, "N", "A", "void  ()");
   jitting_started(&f, 101, 1, 0xB, 20, "N", "B", "void  ()");
   load_verbose(&f, 103, 1, 0xB, 50, JITTED | TIER(DNT_JIT_TIER_QUICK), 0, "N", "B", "void  ()");
@@ -174,7 +130,7 @@ Test(jit_rules, loads_end_the_threads_latest_open_compilation) {
 
 Test(jit_rules, a_start_without_its_load_is_not_finished) {
   struct feed f;
-  feed_init(&f);
+  feed_jit(&f);
   jitting_started(&f, 5, 9, 0xA, 10, "N", "Late", "void  ()");
   dnt_jit_analysis_finish(f.a);
   const dnt_jit_summary *s = dnt_jit_get_summary(f.a);
@@ -236,15 +192,6 @@ static void parse_dntrace(const char *json, struct rows *r) {
   cr_assert_eq(sscanf(strstr(s, "\"totalJitMSec\":"), "\"totalJitMSec\":%lf", &r->total), 1);
 }
 
-static const char *oracle(void) {
-  static char dll[4096];
-  const char *b = getenv("DNT_BUILDDIR");
-  snprintf(dll, sizeof dll, "%s/tests/oracle-te/out/BenchTraceEvent.dll", b ? b : ".");
-  if (access(dll, R_OK) == 0) return dll;
-  if (in_ci()) cr_assert_fail("no TraceEvent oracle at %s (CI=true: it is the JIT analysis's oracle)", dll);
-  return NULL;
-}
-
 /* Holds dntrace jit's rows for trace to TraceEvent's; returns how many methods were compared (0:
  * the trace has no JIT event). */
 static size_t compare_with_traceevent(const char *dll, const char *trace) {
@@ -255,9 +202,8 @@ static size_t compare_with_traceevent(const char *dll, const char *trace) {
   parse_dntrace(r.out, &mine);
   dnt_run_free(&r);
   if (mine.methods == 0) return 0;
-  char *const argv[] = {"/usr/bin/env", "dotnet", (char *)dll, (char *)trace, "--mode", "jit", NULL};
   struct dnt_run te;
-  dnt_run_argv(&te, argv, NULL, 120000);
+  te_run(&te, dll, trace, "jit");
   cr_assert_eq(te.status, 0, "TraceEvent on %s: %s", trace, te.err);
   parse_traceevent(te.out, &theirs);
   dnt_run_free(&te);
@@ -283,46 +229,28 @@ static size_t compare_with_traceevent(const char *dll, const char *trace) {
   return theirs.n;
 }
 
-static const char *corpus_dir(char *buf, size_t cap) {
-  const char *d = getenv("DNT_CORPUS"), *src = getenv("DNT_SRCDIR");
-  if (d && *d)
-    snprintf(buf, cap, "%s", d);
-  else
-    snprintf(buf, cap, "%s/../shared/corpus", src ? src : "..");
-  struct stat st;
-  if (stat(buf, &st) != 0) {
-    if (in_ci()) cr_assert_fail("no corpus at %s (CI=true: a missing corpus is a failure)", buf);
-    cr_skip_test("no corpus at %s (set DNT_CORPUS)", buf);
-  }
-  return buf;
+struct corpus_jit {
+  const char *dll;
+  size_t traces, methods;
+};
+
+static int is_nettrace(const char *name) {
+  size_t len = strlen(name);
+  return len >= 9 && strcmp(name + len - 9, ".nettrace") == 0;
+}
+
+static void compare_corpus_trace(void *ud, const char *path) {
+  struct corpus_jit *c = ud;
+  size_t n = compare_with_traceevent(c->dll, path);
+  if (n) c->traces++, c->methods += n;
 }
 
 Test(jit_traceevent, every_corpus_trace_with_jit_events, .timeout = 300) {
   char dir[4096];
   corpus_dir(dir, sizeof dir);
-  const char *dll = oracle();
-  if (!dll) cr_skip_test("dotnet is not installed: no TraceEvent to compare with");
-  size_t traces = 0, methods = 0;
-  DIR *top = opendir(dir);
-  cr_assert(top);
-  struct dirent *d, *e;
-  while ((d = readdir(top))) {
-    if (d->d_name[0] == '.') continue;
-    char sub[8192];
-    snprintf(sub, sizeof sub, "%s/%s", dir, d->d_name);
-    DIR *in = opendir(sub);
-    if (!in) continue;
-    while ((e = readdir(in))) {
-      size_t len = strlen(e->d_name);
-      if (len < 9 || strcmp(e->d_name + len - 9, ".nettrace") != 0) continue;
-      char path[12288];
-      snprintf(path, sizeof path, "%s/%s", sub, e->d_name);
-      size_t n = compare_with_traceevent(dll, path);
-      if (n) traces++, methods += n;
-    }
-    closedir(in);
-  }
-  closedir(top);
+  struct corpus_jit c = {te_oracle_or_skip("the JIT analysis"), 0, 0};
+  corpus_each(dir, is_nettrace, compare_corpus_trace, &c);
+  size_t traces = c.traces, methods = c.methods;
   /* the corpus holds two such traces: .NET Core 3.0 (54 methods) and shirhatti's allocTrace (445) */
   cr_expect_geq(traces, 2, "%zu corpus traces with JIT events compared", traces);
   cr_expect_geq(methods, 499, "%zu methods compared", methods);
@@ -351,7 +279,7 @@ Test(jit_traceevent, the_sample_from_its_first_instruction, .timeout = 300) {
   cr_expect(strstr(r.out, "Sample.Options.Parse(class System.String[])"), "Options.Parse is not there");
   cr_expect(strstr(r.out, "Timeline"), "no timeline");
   dnt_run_free(&r);
-  const char *dll = oracle();
+  const char *dll = te_oracle("the JIT analysis");
   if (dll) {
     size_t n = compare_with_traceevent(dll, trace);
     cr_expect_geq(n, 40, "%zu methods in the sample's first second", n);
@@ -380,10 +308,7 @@ Test(jit_traceevent, a_command_started_by_jit, .timeout = 120) {
  * once the session runs; the report on stdout is JSON alone (the "waiting" line goes to stderr) */
 Test(jit_traceevent, a_runtime_dialling_a_listening_jit, .timeout = 120) {
   DNT_REQUIRE_TARGET();
-  if (system("python3 -c 1 >/dev/null 2>&1") != 0) {
-    if (in_ci()) cr_assert_fail("python3 is not installed (CI=true)");
-    cr_skip_test("needs python3 for the JSON check");
-  }
+  require_python();
   char dir[] = "/tmp/dnt-jitlisten-XXXXXX", sock[64], spec[80], out[64], err[64];
   cr_assert(mkdtemp(dir));
   snprintf(sock, sizeof sock, "%s/port.sock", dir);
@@ -419,11 +344,7 @@ Test(jit_traceevent, a_runtime_dialling_a_listening_jit, .timeout = 120) {
                    "d = json.load(open(sys.argv[1]))\n"
                    "names = [m['name'] for m in d['methods']]\n"
                    "assert any(n.startswith('Sample.Program.Main(') for n in names), names[:20]\n";
-  char *const argv[] = {"/usr/bin/env", "python3", "-c", (char *)py, out, NULL};
-  struct dnt_run r;
-  dnt_run_argv(&r, argv, NULL, 60000);
-  cr_expect_eq(r.status, 0, "stdout is the JSON report alone, with Main: %s", r.err);
-  dnt_run_free(&r);
+  expect_python(py, out, NULL); /* stdout is the JSON report alone, with Main */
   unlink(out);
   unlink(err);
   rmdir(dir);
@@ -454,19 +375,6 @@ Test(jit_cli, a_trace_without_jit_events_says_so_in_one_line) {
 
 /* The JSON report read by Python's json module, its summary recomputed there from its rows. */
 Test(jit_cli, json_report_is_json_and_its_summary_its_rows) {
-  char dir[4096];
-  corpus_dir(dir, sizeof dir);
-  if (system("python3 -c 1 >/dev/null 2>&1") != 0) {
-    if (in_ci()) cr_assert_fail("python3 is not installed (CI=true)");
-    cr_skip_test("needs python3 for the JSON check");
-  }
-  char trace[8192], tmp[] = "/tmp/dnt-jitjson-XXXXXX", out[64];
-  snprintf(trace, sizeof trace, "%s/shirhatti__Nettrace/allocTrace.nettrace", dir);
-  cr_assert(mkdtemp(tmp));
-  snprintf(out, sizeof out, "%s/jit.json", tmp);
-  struct dnt_run r;
-  cr_assert_eq(dnt_run_dntrace(&r, "jit", trace, "--format", "json", "--top", "3", "-o", out, NULL), 0, "%s", r.err);
-  dnt_run_free(&r);
   const char *py =
       "import json, math, sys\n"
       "d = json.load(open(sys.argv[1]))\n"
@@ -483,10 +391,5 @@ Test(jit_cli, json_report_is_json_and_its_summary_its_rows) {
       "b = {}\n"
       "for x in m: k = math.floor(x['startMSec'] / 100) * 100; b[k] = b.get(k, 0) + 1\n"
       "assert b == {t['startMSec']: t['methods'] for t in s['timeline']}, (b, s['timeline'])\n";
-  char *const argv[] = {"/usr/bin/env", "python3", "-c", (char *)py, out, NULL};
-  dnt_run_argv(&r, argv, NULL, 60000);
-  cr_expect_eq(r.status, 0, "%s", r.err);
-  dnt_run_free(&r);
-  unlink(out);
-  rmdir(tmp);
+  expect_json_report("jit", "shirhatti__Nettrace/allocTrace.nettrace", "3", py);
 }

@@ -87,19 +87,9 @@ Test(locks_rules, waits_are_paired_on_their_thread) {
 
 /* ---- the corpus, against TraceEvent ---- */
 
-static const char *oracle(void) {
-  static char dll[4096];
-  const char *b = getenv("DNT_BUILDDIR");
-  snprintf(dll, sizeof dll, "%s/tests/oracle-te/out/BenchTraceEvent.dll", b ? b : ".");
-  if (access(dll, R_OK) == 0) return dll;
-  if (in_ci()) cr_assert_fail("no TraceEvent oracle at %s (CI=true)", dll);
-  return NULL;
-}
-
 static void compare_with_traceevent(const char *dll, const char *trace) {
-  char *const argv[] = {"/usr/bin/env", "dotnet", (char *)dll, (char *)trace, "--mode", "exclocks", NULL};
   struct dnt_run te, r;
-  dnt_run_argv(&te, argv, NULL, 120000);
+  te_run(&te, dll, trace, "exclocks");
   cr_assert_eq(te.status, 0, "TraceEvent on %s: %s", trace, te.err);
   unsigned long starts, stops;
   double ms;
@@ -126,8 +116,7 @@ static void compare_with_traceevent(const char *dll, const char *trace) {
 Test(locks_traceevent, corpus_traces_with_contention, .timeout = 120) {
   char dir[4096], trace[8192];
   corpus_dir(dir, sizeof dir);
-  const char *dll = oracle();
-  if (!dll) cr_skip_test("dotnet is not installed: no TraceEvent to compare with");
+  const char *dll = te_oracle_or_skip("the contention analysis");
   snprintf(trace, sizeof trace, "%s/" NET3_WIN, dir);
   compare_with_traceevent(dll, trace);
   snprintf(trace, sizeof trace, "%s/" NET10_LOADED, dir);
@@ -163,14 +152,12 @@ Test(locks_live, the_samples_lock_with_its_waiting_stack, .timeout = 120) {
   require_python();
   const char *const args[] = {"--contend", "--no-cpu", "--no-blocking", "--no-alloc", "--no-exceptions",
                               "--no-counters", NULL};
-  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = args, .wait_socket = 1};
   dnt_target t;
-  char err[512], pid[32], tmp[] = "/tmp/dnt-locks-XXXXXX", out[64], folded[64];
+  char pid[32], tmp[] = "/tmp/dnt-locks-XXXXXX", out[64], folded[64];
   cr_assert(mkdtemp(tmp));
   snprintf(out, sizeof out, "%s/l.json", tmp);
   snprintf(folded, sizeof folded, "%s/l.folded", tmp);
-  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
-  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  dnt_start_sample(&t, args, pid, sizeof pid);
   unsigned long a = dnt_target_thread_named(t.pid, "contend-a"), b = dnt_target_thread_named(t.pid, "contend-b");
   struct dnt_run r;
   dnt_run_dntrace(&r, "locks", "-p", pid, "--duration", "2s", "--format", "json", "-o", out, NULL);
@@ -210,10 +197,7 @@ Test(locks_live, the_samples_lock_with_its_waiting_stack, .timeout = 120) {
            "        us += int(w)\n"
            "assert 1000 < us <= 2 * 1.2e6, us\n",
            a, b, a, b);
-  char *const argv[] = {"/usr/bin/env", "python3", "-c", py, out, folded, NULL};
-  dnt_run_argv(&r, argv, NULL, 60000);
-  cr_expect_eq(r.status, 0, "%s", r.err);
-  dnt_run_free(&r);
+  expect_python(py, out, folded, NULL);
   unlink(out);
   unlink(folded);
   rmdir(tmp);

@@ -3,19 +3,16 @@
  * seconds while it enables its EventSources) while /metrics keeps answering, 503 until the new
  * process's values arrive. A scraper thread asks every 10 ms over a raw socket and times each
  * whole answer. */
-#include <arpa/inet.h>
 #include <criterion/criterion.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "../lib/loopback.h"
 #include "../lib/run.h"
 #include "../lib/target-cr.h"
 #include "../lib/target.h"
@@ -23,100 +20,17 @@
 #define SCRAPE_EVERY_MS 10
 #define SCRAPE_LIMIT_MS 50.0
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-/* One GET of path on 127.0.0.1:port, the whole answer read: its status (0: no answer) and, if
- * body is not NULL, the answer (heap, NUL-terminated). */
-static int get(int port, const char *path, char **body) {
-  if (body) *body = NULL;
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 0;
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  struct timeval tv = {.tv_sec = 5};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  char req[256];
-  int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
-  if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0 || write(fd, req, (size_t)n) != n) {
-    close(fd);
-    return 0;
-  }
-  size_t cap = 1 << 16, len = 0;
-  char *buf = malloc(cap);
-  ssize_t got;
-  while (buf && (got = read(fd, buf + len, cap - len - 1)) > 0) {
-    len += (size_t)got;
-    if (len + 1 == cap) {
-      char *grown = realloc(buf, cap *= 2);
-      if (!grown) break;
-      buf = grown;
-    }
-  }
-  close(fd);
-  if (!buf) return 0;
-  buf[len] = '\0';
-  int status = 0;
-  if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1) status = 0;
-  if (body) *body = buf;
-  else free(buf);
-  return status;
-}
-
-struct scraper {
-  int port;
-  volatile int stop;
-  volatile const char *phase; /* what the test is doing, for the report of a slow scrape */
-  const char *slowest_in;
-  int scrapes, answered, unanswered, ok, unavailable;
-  double max_ms;
-};
-
-static void *scrape_loop(void *arg) {
-  struct scraper *s = arg;
-  while (!s->stop) {
-    double t0 = now_ms();
-    int status = get(s->port, "/metrics", NULL);
-    double took = now_ms() - t0;
-    s->scrapes++;
-    if (status) s->answered++;
-    else s->unanswered++;
-    if (status == 200) s->ok++;
-    if (status == 503) s->unavailable++;
-    if (took > s->max_ms) {
-      s->max_ms = took;
-      s->slowest_in = (const char *)s->phase;
-    }
-    usleep(SCRAPE_EVERY_MS * 1000);
-  }
-  return NULL;
-}
-
 /* Polls path until the answer has status and holds want (NULL: anything): 1, or 0 after 30 s. */
 static int wait_for(int port, const char *path, int status, const char *want) {
   for (int i = 0; i < 300; i++) {
     char *body;
-    int code = get(port, path, &body);
+    int code = dnt_http_request(port, "GET", path, 5, &body);
     int hit = code == status && (!want || (body && strstr(body, want)));
     free(body);
     if (hit) return 1;
     usleep(100 * 1000);
   }
   return 0;
-}
-
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-  socklen_t len = sizeof a;
-  getsockname(fd, (struct sockaddr *)&a, &len);
-  close(fd);
-  return ntohs(a.sin_port);
 }
 
 /* The sample under a name of its own (a symlink to its apphost), so that -n finds this test's
@@ -136,7 +50,7 @@ Test(serve_restart, scrapes_never_wait_while_serve_follows_a_new_process, .timeo
   cr_assert_eq(symlink(dnt_target_exe(), exe), 0);
   dnt_target first;
   start_named(&first, exe);
-  int port = free_port();
+  int port = dnt_free_port();
   snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
   snprintf(log, sizeof log, "%s/serve.log", dir);
   pid_t serve = fork();
@@ -150,9 +64,9 @@ Test(serve_restart, scrapes_never_wait_while_serve_follows_a_new_process, .timeo
   }
   cr_assert(wait_for(port, "/metrics", 200, "sample_requests_total{"), "serve answers with the first process");
 
-  struct scraper sc = {.port = port, .phase = "serving the first process"};
+  struct dnt_scraper sc = {.port = port, .every_ms = SCRAPE_EVERY_MS, .phase = "serving the first process"};
   pthread_t th;
-  cr_assert_eq(pthread_create(&th, NULL, scrape_loop, &sc), 0);
+  cr_assert_eq(pthread_create(&th, NULL, dnt_scrape_loop, &sc), 0);
   sc.phase = "stopping the first process";
   dnt_target_stop(&first);
   sc.phase = "waiting for 503";
@@ -202,7 +116,7 @@ Test(serve_restart, by_pid_it_answers_503_after_the_process_ends, .timeout = 120
   cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "cannot start the sample target: %s", err);
   int logfd = mkstemp(log);
   cr_assert_geq(logfd, 0);
-  int port = free_port();
+  int port = dnt_free_port();
   snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
   snprintf(pid, sizeof pid, "%d", (int)t.pid);
   pid_t serve = fork();

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "dnt-counters.h"
+#include "../lib/loopback.h"
 #include "../lib/prom-check.h"
 #include "../lib/run.h"
 #include "../lib/target-cr.h"
@@ -60,47 +61,10 @@ static void require_tool(const char *tool, const char *package) {
   cr_skip_test("needs %s (apt-get install %s)", tool, package);
 }
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-/* One request on 127.0.0.1:port, the whole answer read: its status (0: no answer); the answer
- * (heap, NUL-terminated, headers included) in *body when body is not NULL. */
+/* One request on 127.0.0.1:port (30 s for an answer), the whole answer read: its status (0: no
+ * answer); the answer (heap, NUL-terminated, headers included) in *body when body is not NULL. */
 static int request(int port, const char *method, const char *path, char **body) {
-  if (body) *body = NULL;
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 0;
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  struct timeval tv = {.tv_sec = 30};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  char req[512];
-  int n = snprintf(req, sizeof req, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", method, path);
-  if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0 || write(fd, req, (size_t)n) != n) {
-    close(fd);
-    return 0;
-  }
-  size_t cap = 1 << 16, len = 0;
-  char *buf = malloc(cap);
-  ssize_t got;
-  while (buf && (got = read(fd, buf + len, cap - len - 1)) > 0) {
-    len += (size_t)got;
-    if (len + 1 == cap) {
-      char *grown = realloc(buf, cap *= 2);
-      if (!grown) break;
-      buf = grown;
-    }
-  }
-  close(fd);
-  if (!buf) return 0;
-  buf[len] = '\0';
-  int status = 0;
-  if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1) status = 0;
-  if (body) *body = buf;
-  else free(buf);
-  return status;
+  return dnt_http_request(port, method, path, 30, body);
 }
 
 static int get(int port, const char *path, char **body) { return request(port, "GET", path, body); }
@@ -123,17 +87,6 @@ static int wait_for(int port, const char *path, int status, const char *want) {
     usleep(100 * 1000);
   }
   return 0;
-}
-
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-  socklen_t len = sizeof a;
-  getsockname(fd, (struct sockaddr *)&a, &len);
-  close(fd);
-  return ntohs(a.sin_port);
 }
 
 /* `dntrace ARGS...` in the background, its output in log; it dies with the test. */
@@ -192,28 +145,6 @@ static void rm_rf(const char *dir) {
   cr_assert_eq(system(cmd), 0);
 }
 
-struct scraper {
-  int port;
-  volatile int stop;
-  int scrapes, ok, unanswered;
-  double max_ms;
-};
-
-static void *scrape_loop(void *arg) {
-  struct scraper *s = arg;
-  while (!s->stop) {
-    double t0 = now_ms();
-    int status = get(s->port, "/metrics", NULL);
-    double took = now_ms() - t0;
-    s->scrapes++;
-    if (status == 200) s->ok++;
-    if (!status) s->unanswered++;
-    if (took > s->max_ms) s->max_ms = took;
-    usleep(SCRAPE_EVERY_MS * 1000);
-  }
-  return NULL;
-}
-
 /* The first line of `pprof -traces` text that shows label key with value ("   env:  test"), or
  * NULL. */
 static const char *trace_label(const char *traces, const char *key, const char *value) {
@@ -236,7 +167,7 @@ Test(serve, profiles_threads_and_allocs_of_the_sample_while_metrics_stay_fast, .
   dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = 30000};
   char err[512];
   cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "cannot start the sample: %s", err);
-  int port = free_port();
+  int port = dnt_free_port();
   char pid[16], listen[64], log[300], url[256], path[128], pidlabel[64];
   snprintf(pid, sizeof pid, "%d", (int)t.pid);
   snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
@@ -247,9 +178,9 @@ Test(serve, profiles_threads_and_allocs_of_the_sample_while_metrics_stay_fast, .
   cr_assert(wait_for(port, "/metrics", 200, pidlabel), "serve answers /metrics with the sample's pid");
 
   /* the scraper alone first: how slow a scrape is on this machine now, without a profile */
-  struct scraper base = {.port = port};
+  struct dnt_scraper base = {.port = port, .every_ms = SCRAPE_EVERY_MS};
   pthread_t scr;
-  cr_assert_eq(pthread_create(&scr, NULL, scrape_loop, &base), 0);
+  cr_assert_eq(pthread_create(&scr, NULL, dnt_scrape_loop, &base), 0);
   usleep(2000 * 1000);
   base.stop = 1;
   pthread_join(scr, NULL);
@@ -258,8 +189,8 @@ Test(serve, profiles_threads_and_allocs_of_the_sample_while_metrics_stay_fast, .
   double limit = base.max_ms + 25 > SCRAPE_LIMIT_MS ? base.max_ms + 25 : SCRAPE_LIMIT_MS;
 
   /* the profile, through go tool pprof, with the scraper running and a second request */
-  struct scraper sc = {.port = port};
-  cr_assert_eq(pthread_create(&scr, NULL, scrape_loop, &sc), 0);
+  struct dnt_scraper sc = {.port = port, .every_ms = SCRAPE_EVERY_MS};
+  cr_assert_eq(pthread_create(&scr, NULL, dnt_scrape_loop, &sc), 0);
   char again[128];
   snprintf(again, sizeof again, "/debug/pprof/profile?seconds=1&pid=%s", pid);
   snprintf(url, sizeof url, "http://127.0.0.1:%d/debug/pprof/profile?seconds=3", port);
@@ -382,22 +313,6 @@ static const char *series_of(const char *text, const char *family, int pid) {
   return NULL;
 }
 
-static int promtool_check(const char *text, const char *dir, char *out, size_t cap) {
-  char path[300], cmd[700];
-  snprintf(path, sizeof path, "%s/scrape.txt", dir);
-  FILE *fp = fopen(path, "w");
-  cr_assert(fp);
-  fputs(text, fp);
-  fclose(fp);
-  snprintf(cmd, sizeof cmd, "promtool check metrics < '%s' 2>&1", path);
-  FILE *p = popen(cmd, "r");
-  cr_assert(p);
-  size_t n = fread(out, 1, cap - 1, p);
-  out[n] = '\0';
-  int status = pclose(p);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 Test(serve, all_follows_two_samples_and_a_restart, .timeout = 240) {
   DNT_REQUIRE_TARGET();
   one_at_a_time();
@@ -414,7 +329,7 @@ Test(serve, all_follows_two_samples_and_a_restart, .timeout = 240) {
   dnt_target a, b, b2;
   start_named(&a, exe_a);
   start_named(&b, exe_b);
-  int port = free_port();
+  int port = dnt_free_port();
   snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
   snprintf(log, sizeof log, "%s/serve.log", dir);
   /* EventCounters only: every other .NET process here is visited too, and a Meter session of its
@@ -622,7 +537,7 @@ Test(serve, push_sends_windows_to_a_receiver_and_stays_flat_while_it_is_away, .t
   struct receiver r = {.port = quiet_port()};
   pthread_mutex_init(&r.mu, NULL);
   receiver_start(&r);
-  int port = free_port();
+  int port = dnt_free_port();
   char pid[16], listen[64], log[300], url[128];
   snprintf(pid, sizeof pid, "%d", (int)t.pid);
   snprintf(listen, sizeof listen, "127.0.0.1:%d", port);

@@ -9,44 +9,25 @@
  *   - the command line: JSON that Python reads, a trace without thread-pool events said in one
  *     line. */
 #include <criterion/criterion.h>
-#include <math.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include "dnt-analyze.h"
+#include "../lib/analysis-feed.h"
 #include "../lib/run.h"
 #include "../lib/target-cr.h"
 
-static int in_ci(void) {
-  const char *ci = getenv("CI");
-  return ci && strcmp(ci, "true") == 0;
-}
-
 /* ---- the analysis, on events made here ---- */
 
-#define RT "Microsoft-Windows-DotNETRuntime"
-
-struct feed {
-  struct dnt_schema *schema;
-  struct dnt_tp_analysis *a;
-  uint8_t buf[64];
-  size_t len;
-};
-
-static void feed_init(struct feed *f) {
-  memset(f, 0, sizeof *f);
-  char err[256];
-  f->schema = dnt_schema_new();
-  cr_assert(f->schema);
-  cr_assert_eq(dnt_schema_load_default(f->schema, err, sizeof err), 0, "%s", err);
-  f->a = dnt_tp_analysis_new(f->schema);
-  cr_assert(f->a);
-  ntr_trace t = {.sync_time_qpc = 0, .qpc_frequency = 1000000, .pointer_size = 8}; /* 1 tick = 1 us */
-  dnt_tp_on_trace(f->a, &t);
+/* f feeding a new thread-pool analysis (f->a) */
+static void feed_tp(struct feed *f) {
+  struct dnt_schema *schema = schema_or_fail();
+  struct dnt_tp_analysis *a = dnt_tp_analysis_new(schema);
+  cr_assert(a);
+  ntr_callbacks cb;
+  dnt_tp_analysis_callbacks(&cb);
+  feed_init(f, &cb, a, schema);
 }
 
 static void feed_free(struct feed *f) {
@@ -54,42 +35,24 @@ static void feed_free(struct feed *f) {
   dnt_schema_free(f->schema);
 }
 
-static void put(struct feed *f, const void *p, size_t n) {
-  memcpy(f->buf + f->len, p, n);
-  f->len += n;
-}
-static void put16(struct feed *f, uint16_t v) { put(f, &v, 2); }
-static void put32(struct feed *f, uint32_t v) { put(f, &v, 4); }
-
-static void send(struct feed *f, uint32_t id, double ms) {
-  ntr_metadata md = {0};
-  md.provider = RT;
-  md.event_id = id;
-  ntr_event ev = {0};
-  ev.metadata = &md;
-  ev.thread_id = 7;
-  ev.timestamp = (uint64_t)llround(ms * 1000);
-  ev.payload = f->buf;
-  ev.payload_size = (uint32_t)f->len;
-  cr_assert_eq(dnt_tp_on_event(f->a, &ev), 0);
-  f->len = 0;
-}
+/* the thread pool's events are version 0, all on thread 7 here */
+static void send_tp(struct feed *f, uint32_t id, double ms) { send(f, id, 0, ms, 7); }
 
 /* ThreadPoolWorkerThreadStart (50), Stop (51) or Wait (57) with this many active workers */
 static void workers(struct feed *f, uint32_t id, double ms, uint32_t active) {
   put32(f, active), put32(f, 0), put16(f, 0);
-  send(f, id, ms);
+  send_tp(f, id, ms);
 }
 
 static void adjustment(struct feed *f, double ms, uint32_t count, uint32_t reason) {
   double throughput = 12.5;
-  put(f, &throughput, 8), put32(f, count), put32(f, reason), put16(f, 0);
-  send(f, 55, ms);
+  putd(f, throughput), put32(f, count), put32(f, reason), put16(f, 0);
+  send_tp(f, 55, ms);
 }
 
 Test(threadpool_rules, starvation_is_counted_from_the_goal_before_it) {
   struct feed f;
-  feed_init(&f);
+  feed_tp(&f);
   workers(&f, 50, 100, 2);
   adjustment(&f, 200, 2, DNT_TP_WARMUP);
   adjustment(&f, 1500, 3, DNT_TP_STARVATION);
@@ -145,12 +108,12 @@ Test(threadpool_rules, starvation_is_counted_from_the_goal_before_it) {
  * order, so the last count is the latest, not the last delivered. */
 Test(threadpool_rules, events_are_taken_in_time_order) {
   struct feed f;
-  feed_init(&f);
+  feed_tp(&f);
   workers(&f, 50, 300, 9);
   workers(&f, 50, 100, 3);
   adjustment(&f, 250, 7, DNT_TP_CLIMBING_MOVE);
   adjustment(&f, 50, 4, DNT_TP_STARVATION);
-  cr_assert_eq(dnt_tp_on_sequence_point(f.a, NULL), 0);
+  cr_assert_eq(f.cb.on_sequence_point(f.a, NULL), 0);
   dnt_tp_analysis_finish(f.a);
   const dnt_tp_summary *s = dnt_tp_get_summary(f.a);
   cr_expect_eq(s->workers_first, 3);
@@ -167,40 +130,35 @@ Test(threadpool_rules, events_are_taken_in_time_order) {
 
 /* ---- the sample starving its pool ---- */
 
-/* The largest "pool N queue M" line the sample printed so far: N into the result, M into *queue. */
-static unsigned read_pool(int fd, char *carry, size_t cap, unsigned most, unsigned *queue) {
-  char buf[4096];
-  struct pollfd p = {fd, POLLIN, 0};
-  while (poll(&p, 1, 0) > 0 && (p.revents & POLLIN)) {
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    if (n <= 0) break;
-    buf[n] = '\0';
-    size_t have = strlen(carry);
-    snprintf(carry + have, cap - have, "%s", buf);
-    char *line = carry, *nl;
-    while ((nl = strchr(line, '\n'))) {
-      *nl = '\0';
-      unsigned c, q;
-      if (sscanf(line, "pool %u queue %u", &c, &q) == 2) {
-        if (c > most) most = c;
-        if (q > *queue) *queue = q;
-      }
-      line = nl + 1;
-    }
-    memmove(carry, line, strlen(line) + 1);
+/* The largest of the "pool N queue M" lines the sample printed: N and M. */
+struct pool {
+  unsigned most, queue;
+};
+
+static void on_pool(void *ud, const char *line) {
+  struct pool *p = ud;
+  unsigned c, q;
+  if (sscanf(line, "pool %u queue %u", &c, &q) == 2) {
+    if (c > p->most) p->most = c;
+    if (q > p->queue) p->queue = q;
   }
-  return most;
+}
+
+/* What the sample printed so far, on top of p. */
+static unsigned read_pool(int fd, char *carry, size_t cap, unsigned most, unsigned *queue) {
+  struct pool p = {most, *queue};
+  dnt_target_read_lines(fd, carry, cap, on_pool, &p);
+  *queue = p.queue;
+  return p.most;
 }
 
 Test(threadpool_live, starvation_of_the_sample_is_reported, .timeout = 120) {
   DNT_REQUIRE_TARGET();
   const char *const args[] = {"--pool-starve", "--no-cpu", "--no-blocking", "--no-alloc", "--no-exceptions",
                               "--no-counters", NULL};
-  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = args, .wait_socket = 1};
   dnt_target t;
-  char err[512], pid[32], carry[8192] = "";
-  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
-  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  char pid[32], carry[8192] = "";
+  dnt_start_sample(&t, args, pid, sizeof pid);
   unsigned queue_before = 0, queue = 0;
   unsigned before = read_pool(t.stdout_fd, carry, sizeof carry, 0, &queue_before);
   struct dnt_run r;
@@ -233,20 +191,6 @@ Test(threadpool_live, starvation_of_the_sample_is_reported, .timeout = 120) {
 
 /* ---- the command line ---- */
 
-static const char *corpus_dir(char *buf, size_t cap) {
-  const char *d = getenv("DNT_CORPUS"), *src = getenv("DNT_SRCDIR");
-  if (d && *d)
-    snprintf(buf, cap, "%s", d);
-  else
-    snprintf(buf, cap, "%s/../shared/corpus", src ? src : "..");
-  struct stat st;
-  if (stat(buf, &st) != 0) {
-    if (in_ci()) cr_assert_fail("no corpus at %s (CI=true: a missing corpus is a failure)", buf);
-    cr_skip_test("no corpus at %s (set DNT_CORPUS)", buf);
-  }
-  return buf;
-}
-
 Test(threadpool_cli, a_trace_without_pool_events_says_so_in_one_line) {
   char dir[4096], trace[8192];
   corpus_dir(dir, sizeof dir);
@@ -263,19 +207,6 @@ Test(threadpool_cli, a_trace_without_pool_events_says_so_in_one_line) {
 /* The JSON report read by Python: the adjustments by reason add up, the starvation summary is its
  * adjustments' (from the .NET Core 3.0 trace, whose pool starved). */
 Test(threadpool_cli, json_report_is_json_and_its_summary_its_rows) {
-  char dir[4096];
-  corpus_dir(dir, sizeof dir);
-  if (system("python3 -c 1 >/dev/null 2>&1") != 0) {
-    if (in_ci()) cr_assert_fail("python3 is not installed (CI=true)");
-    cr_skip_test("needs python3 for the JSON check");
-  }
-  char trace[8192], tmp[] = "/tmp/dnt-tpjson-XXXXXX", out[64];
-  snprintf(trace, sizeof trace, "%s/microsoft__perfview/eventpipe-dotnetcore3.0-win-x64-objver4.nettrace", dir);
-  cr_assert(mkdtemp(tmp));
-  snprintf(out, sizeof out, "%s/pool.json", tmp);
-  struct dnt_run r;
-  cr_assert_eq(dnt_run_dntrace(&r, "threadpool", trace, "--format", "json", "-o", out, NULL), 0, "%s", r.err);
-  dnt_run_free(&r);
   const char *py =
       "import json, sys\n"
       "d = json.load(open(sys.argv[1]))\n"
@@ -288,10 +219,5 @@ Test(threadpool_cli, json_report_is_json_and_its_summary_its_rows) {
       "assert s['goalMax'] == max(a['newWorkerThreadCount'] for a in adj), s\n"
       "assert sum(x['adjustments'] for x in d['seconds']) == len(adj), d['seconds']\n"
       "assert sum(x['enqueued'] for x in d['seconds']) == s['enqueued'], s\n";
-  char *const argv[] = {"/usr/bin/env", "python3", "-c", (char *)py, out, NULL};
-  dnt_run_argv(&r, argv, NULL, 60000);
-  cr_expect_eq(r.status, 0, "%s", r.err);
-  dnt_run_free(&r);
-  unlink(out);
-  rmdir(tmp);
+  expect_json_report("threadpool", "microsoft__perfview/eventpipe-dotnetcore3.0-win-x64-objver4.nettrace", NULL, py);
 }

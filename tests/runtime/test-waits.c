@@ -14,6 +14,7 @@
 
 #include "dnt-perf.h"
 #include "dnt-profile.h"
+#include "../lib/perf-text.h"
 #include "../lib/run.h"
 #include "../lib/target-cr.h"
 
@@ -22,21 +23,6 @@ static double absd(double x) { return x < 0 ? -x : x; }
 /* ---- made-up recordings ---- */
 
 #define MS 1000000ull /* ns */
-
-struct text {
-  char buf[1 << 16];
-  size_t len;
-};
-
-static void line(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void line(struct text *t, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(t->buf + t->len, sizeof t->buf - t->len, fmt, ap);
-  va_end(ap);
-  cr_assert(n > 0 && (size_t)n < sizeof t->buf - t->len, "test text too long");
-  t->len += (size_t)n;
-}
 
 /* an address of its own for each name, as perf names an address alike wherever it appears */
 static unsigned addr_of(const char *name) {

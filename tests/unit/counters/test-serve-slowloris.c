@@ -3,10 +3,8 @@
  * while a normal scrape must still be answered in under 100 ms. The server runs with a low fd
  * limit (128), which 300 held connections would exhaust: without caps, libuv then drops every
  * new connection, the scrapes' too. Alone (ALONE_TESTS): it measures latency. */
-#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -16,77 +14,15 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
-#include <uv.h>
 
 #include "dnt-counters.h"
+#include "../../lib/http-thread.h"
+#include "../../lib/loopback.h"
 
 #define SLOW_CLIENTS 300
 #define SCRAPES 40
 #define SERVER_FD_LIMIT 128
-
-struct server_thread {
-  pthread_t thread;
-  uv_loop_t loop;
-  uv_async_t stop;
-  dnt_http_server *server;
-  int port;
-  pthread_mutex_t lock;
-  pthread_cond_t ready;
-  int started;
-  unsigned long long evicted, timed_out;
-};
-
-static void answer(void *ud, const char *path, struct dnt_http_reply *r) {
-  (void)ud;
-  r->status = strcmp(path, "/metrics") == 0 ? 200 : 404;
-  r->body = strdup("# TYPE up gauge\nup 1\n");
-  r->body_len = r->body ? strlen(r->body) : 0;
-}
-
-static void on_stop(uv_async_t *a) {
-  struct server_thread *s = a->data;
-  s->evicted = dnt_http_server_evicted(s->server);
-  s->timed_out = dnt_http_server_timed_out(s->server);
-  dnt_http_server_close(s->server);
-  uv_close((uv_handle_t *)a, NULL);
-}
-
-static void *serve(void *ud) {
-  struct server_thread *s = ud;
-  char err[256];
-  uv_loop_init(&s->loop);
-  uv_async_init(&s->loop, &s->stop, on_stop);
-  s->stop.data = s;
-  int rc = dnt_http_server_start(&s->loop, "127.0.0.1:0", answer, s, &s->server, err, sizeof err);
-  pthread_mutex_lock(&s->lock);
-  s->port = rc ? -1 : dnt_http_server_port(s->server);
-  s->started = 1;
-  pthread_cond_signal(&s->ready);
-  pthread_mutex_unlock(&s->lock);
-  if (!rc) uv_run(&s->loop, UV_RUN_DEFAULT);
-  uv_loop_close(&s->loop);
-  return NULL;
-}
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int connect_to(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 /* The attacker, in a child process (its own fd table): never returns. */
 static void slow_clients(int port, int ready_fd) {
@@ -95,7 +31,7 @@ static void slow_clients(int port, int ready_fd) {
   static const char start[] = "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: ";
   int connected = 0;
   for (int i = 0; i < SLOW_CLIENTS; i++) {
-    fd[i] = connect_to(port);
+    fd[i] = dnt_connect_loopback(port);
     if (fd[i] >= 0 && send(fd[i], start, sizeof start - 1, MSG_NOSIGNAL) > 0) connected++;
   }
   char c = (char)(connected == SLOW_CLIENTS);
@@ -105,8 +41,8 @@ static void slow_clients(int port, int ready_fd) {
     /* a byte every 50 ms on each; one the server closed comes back a second later */
     for (int i = 0; i < SLOW_CLIENTS; i++) {
       if (fd[i] < 0) {
-        if (now_ms() - closed_at[i] < 1000) continue;
-        fd[i] = connect_to(port);
+        if (dnt_now_ms() - closed_at[i] < 1000) continue;
+        fd[i] = dnt_connect_loopback(port);
         if (fd[i] >= 0) send(fd[i], start, sizeof start - 1, MSG_NOSIGNAL);
         continue;
       }
@@ -116,7 +52,7 @@ static void slow_clients(int port, int ready_fd) {
           send(fd[i], "a", 1, MSG_NOSIGNAL) != 1) {
         close(fd[i]);
         fd[i] = -1;
-        closed_at[i] = now_ms();
+        closed_at[i] = dnt_now_ms();
       }
     }
     usleep(50000);
@@ -125,8 +61,8 @@ static void slow_clients(int port, int ready_fd) {
 
 /* One scrape: connect, GET /metrics, read to the end. Its time in ms, or -1 if not a 200. */
 static double scrape(int port) {
-  double t0 = now_ms();
-  int fd = connect_to(port);
+  double t0 = dnt_now_ms();
+  int fd = dnt_connect_loopback(port);
   if (fd < 0) return -1;
   static const char req[] = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/plain\r\n\r\n";
   if (send(fd, req, sizeof req - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof req - 1)) {
@@ -142,7 +78,7 @@ static double scrape(int port) {
   close(fd);
   reply[have] = '\0';
   if (strncmp(reply, "HTTP/1.1 200 OK\r\n", 17) != 0 || !strstr(reply, "\r\n\r\n# TYPE up gauge\nup 1\n")) return -1;
-  return now_ms() - t0;
+  return dnt_now_ms() - t0;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -159,14 +95,7 @@ Test(serve_slowloris, scrapes_stay_under_100ms_beside_300_slow_clients, .timeout
   cr_assert_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
 
   struct server_thread s;
-  memset(&s, 0, sizeof s);
-  pthread_mutex_init(&s.lock, NULL);
-  pthread_cond_init(&s.ready, NULL);
-  cr_assert_eq(pthread_create(&s.thread, NULL, serve, &s), 0);
-  pthread_mutex_lock(&s.lock);
-  while (!s.started) pthread_cond_wait(&s.ready, &s.lock);
-  pthread_mutex_unlock(&s.lock);
-  cr_assert_gt(s.port, 0);
+  server_start(&s);
 
   int ready[2];
   cr_assert_eq(pipe(ready), 0);
@@ -196,8 +125,7 @@ Test(serve_slowloris, scrapes_stay_under_100ms_beside_300_slow_clients, .timeout
   }
   kill(child, SIGKILL);
   waitpid(child, NULL, 0);
-  uv_async_send(&s.stop);
-  pthread_join(s.thread, NULL);
+  server_stop(&s);
   setrlimit(RLIMIT_NOFILE, &orig);
 
   qsort(t, SCRAPES, sizeof t[0], cmp_double);

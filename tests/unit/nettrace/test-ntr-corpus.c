@@ -9,6 +9,7 @@
 #include <time.h>
 #include <zlib.h>
 
+#include "../../lib/env-cr.h"
 #include "../../lib/nt-scan.h"
 #include "../../lib/ntr-transcript.h"
 #include "ntr.h"
@@ -44,31 +45,9 @@ static const struct expect corpus[] = {
 };
 #define NCORPUS (sizeof(corpus) / sizeof(corpus[0]))
 
-static char corpus_dir[4096];
+static char corpus_root[4096];
 
-static int have_corpus(void) {
-  const char *d = getenv("DNT_CORPUS"), *src = getenv("DNT_SRCDIR");
-  char idx[4200];
-  FILE *f;
-  if (d && *d)
-    snprintf(corpus_dir, sizeof(corpus_dir), "%s", d);
-  else
-    snprintf(corpus_dir, sizeof(corpus_dir), "%s/../shared/corpus", src ? src : ".");
-  snprintf(idx, sizeof(idx), "%s/INDEX.md", corpus_dir);
-  f = fopen(idx, "r");
-  if (f)
-    fclose(f);
-  return f != NULL;
-}
-
-static void need_corpus(void) {
-  const char *ci = getenv("CI");
-  if (have_corpus())
-    return;
-  if (ci && !strcmp(ci, "true"))
-    cr_assert(0, "the corpus is missing at %s and CI=true", corpus_dir);
-  criterion_skip_test("no corpus at %s (set DNT_CORPUS)", corpus_dir);
-}
+static void need_corpus(void) { corpus_dir(corpus_root, sizeof corpus_root); }
 
 static uint8_t *slurp(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
@@ -152,7 +131,7 @@ static uint8_t *load(const struct expect *e, size_t *len) {
   char path[4400];
   uint8_t *raw, *u;
   size_t rlen;
-  snprintf(path, sizeof(path), "%s/%s", corpus_dir, e->path);
+  snprintf(path, sizeof(path), "%s/%s", corpus_root, e->path);
   raw = slurp(path, &rlen);
   cr_assert_not_null(raw, "cannot read %s", path);
   if (!e->zipped) {
