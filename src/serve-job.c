@@ -296,6 +296,16 @@ static int keep_in_window(void *ud, uint64_t thread, uint64_t time_ns) {
 }
 
 
+void serve_job_labels(struct serve *sv, const struct target *t, struct dnt_profile *prof) {
+  const char *kv[2 * (MAX_LABELS + 2)];
+  char pid[24];
+  snprintf(pid, sizeof pid, "%d", t->pid);
+  size_t n = 0;
+  kv[n++] = "pid", kv[n++] = pid, kv[n++] = "process", kv[n++] = t->name;
+  for (size_t i = 0; i < 2 * sv->nlabels; i++) kv[n++] = sv->label_kv[i];
+  if (dnt_profile_set_labels(prof, kv, n / 2) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+}
+
 /* Starts a job of kind on t for window_ms and defers rep's answer to it. 0, or the HTTP status
  * to answer now (with text written into err). */
 int serve_job_start(struct serve *sv, struct target *t, enum job_kind kind, uint64_t window_ms, int debug,
@@ -313,13 +323,7 @@ int serve_job_start(struct serve *sv, struct target *t, enum job_kind kind, uint
   dnt_profile_set_source(j->prof, kind == JOB_ALLOCS    ? DNT_SOURCE_ALLOCATIONS
                                   : kind == JOB_THREADS ? DNT_SOURCE_THREADS
                                                         : DNT_SOURCE_SAMPLER);
-  const char *kv[2 * (MAX_LABELS + 2)];
-  char pid[24];
-  snprintf(pid, sizeof pid, "%d", t->pid);
-  size_t n = 0;
-  kv[n++] = "pid", kv[n++] = pid, kv[n++] = "process", kv[n++] = t->name;
-  for (size_t i = 0; i < 2 * sv->nlabels; i++) kv[n++] = sv->label_kv[i];
-  if (dnt_profile_set_labels(j->prof, kv, n / 2) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  serve_job_labels(sv, t, j->prof);
   ntr_callbacks cb;
   dnt_profile_callbacks(&cb);
   if (ntr_parser_new(&j->parser, &cb, j->prof, NULL) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");

@@ -7,6 +7,7 @@
 #include <uv.h>
 
 #include "dnt-counters.h"
+#include "dnt-perf.h"
 #include "dnt-profile.h"
 #include "ntr.h"
 #include "options.h"
@@ -26,6 +27,7 @@
 #define SAMPLE_PROFILER "Microsoft-DotNETCore-SampleProfiler"
 #define RUNTIME_PROVIDER "Microsoft-Windows-DotNETRuntime"
 #define MAX_LABELS 32
+#define CPU_HZ 99 /* --cpu: perf's samples per second and CPU (Go samples at 100 Hz; 99 keeps clear of timers) */
 
 struct job;
 struct pusher;
@@ -37,7 +39,7 @@ extern const char *const serve_job_names[JOB_KINDS]; /* "profile", "allocs", "th
 struct serve_options {
   const char *pids, *name, *listen, *push;
   uint64_t push_interval_ms;
-  int all;
+  int all, cpu;
   struct dnt_strlist labels;
   uint64_t rescan_ms;
   double refresh;
@@ -113,6 +115,19 @@ struct job {
   uint64_t from_ns, until_ns; /* until_ns: read by the worker, written by the loop (atomics) */
   int64_t from_unix, until_unix;
   struct job *stopping_next; /* a --push window stopped, not yet sent: its pusher's list */
+  struct cpu_run *cpu;       /* --cpu: this profile request is perf's, not an EventPipe session */
+};
+
+/* --cpu: `perf record -e cpu-clock` of the target on the loop, then `perf script` read into the
+ * profile on the thread pool (serve-cpu.c). */
+struct cpu_run {
+  struct dnt_perf_record perf;
+  struct dnt_perfmap_run pm; /* the runtime's perf map, on for the request: it names JIT code */
+  char ep_path[4096];        /* the target's diagnostic socket (the perf map is turned on through it) */
+  int ns_pid;
+  char dir[256], data[300];  /* a directory of our own for perf.data ($TMPDIR/dntrace-perf-PID-XXXXXX) */
+  int recording, perf_ok;
+  int wanted; /* someone waits for the profile (set on the loop before step 4) */
 };
 
 struct pusher {
@@ -141,6 +156,16 @@ int serve_job_start(struct serve *sv, struct target *t, enum job_kind kind, uint
 void serve_job_release(struct job *j);
 /* The job's timer: the window is over (StopTracing), then the rundown's deadline. */
 void serve_job_timer(uv_timer_t *h);
+
+/* Labels every sample of prof: pid, process, the --label pairs. */
+void serve_job_labels(struct serve *sv, const struct target *t, struct dnt_profile *prof);
+
+/* ---- serve-cpu.c ---- */
+
+/* /debug/pprof/profile with --cpu: perf's on-CPU profile of t over window_ms, rep's answer
+ * deferred to it. 0, or the HTTP status to answer now (with text written into err). */
+int serve_cpu_start(struct serve *sv, struct target *t, uint64_t window_ms, struct dnt_http_reply *rep, char *err,
+                    size_t cap);
 
 /* ---- serve-push.c ---- */
 
