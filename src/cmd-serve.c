@@ -326,10 +326,7 @@ static void on_http(void *ud, const char *path, struct dnt_http_reply *rep) {
     } else {
       char err[700];
       uint64_t window = kind == JOB_THREADS ? THREADS_WINDOW_MS : (uint64_t)seconds * 1000;
-      if (kind == JOB_PROFILE && sv->o->cpu)
-        status = serve_cpu_start(sv, t, window, rep, err, sizeof err);
-      else
-        status = serve_job_start(sv, t, kind, window, debug, rep, err, sizeof err);
+      status = serve_job_start(sv, t, kind, window, debug, rep, err, sizeof err);
       if (status) {
         rep->status = status;
         fputs(err, fp);
@@ -488,7 +485,10 @@ int cmd_serve(int argc, char **argv) {
   }
   if ((rc = check_labels(&sv, &o.labels)) != 0) goto out;
   /* --cpu where perf cannot run: said once, now, rather than on every request */
-  if (o.cpu && dnt_perf_usable(0) < 0) goto out;
+  if (o.cpu && dnt_perf_usable(0) < 0) {
+    rc = DNT_EXIT_USAGE;
+    goto out;
+  }
   rc = DNT_EXIT_FAILURE;
   if (o.specs.n == 0 && dnt_counter_specs_parse(&o.specs, DNT_COUNTERS_DEFAULT, err, sizeof err) < 0) goto out;
   if (dnt_counters_wire_build(&sv.wire, &o.specs, o.refresh, 1000, 10) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
