@@ -73,9 +73,13 @@ static void work_perfmap_on(uv_work_t *w) {
   dnt_perfmap_begin(&j->cpu->pm, j->pid, j->cpu->ns_pid, j->cpu->ep_path);
 }
 
-int serve_cpu_begin(struct job *j, const struct target *t, char *err, size_t cap) {
+int serve_cpu_check(const struct target *t, char *err, size_t cap) {
   char why[512];
   if (dnt_perf_check(t->pid, why, sizeof why) < 0) return snprintf(err, cap, "%s\n", why), 503;
+  return 0;
+}
+
+int serve_cpu_begin(struct job *j, const struct target *t, char *err, size_t cap) {
   struct cpu_run *c = calloc(1, sizeof *c);
   if (!c) return snprintf(err, cap, "out of memory\n"), 500;
   const char *tmp = getenv("TMPDIR");

@@ -344,6 +344,9 @@ void serve_job_labels(struct serve *sv, const struct target *t, struct dnt_profi
  * to answer now (with text written into err). */
 int serve_job_start(struct serve *sv, struct target *t, enum job_kind kind, uint64_t window_ms, int debug,
                      struct dnt_http_reply *rep, char *err, size_t cap) {
+  int cpu = kind == JOB_PROFILE && sv->o->cpu && rep; /* --push windows stay thread time */
+  int refused = cpu ? serve_cpu_check(t, err, cap) : 0;
+  if (refused) return refused;
   struct job *j = calloc(1, sizeof *j);
   if (!j) return snprintf(err, cap, "out of memory\n"), 500;
   j->sv = sv;
@@ -354,7 +357,6 @@ int serve_job_start(struct serve *sv, struct target *t, enum job_kind kind, uint
   j->pid = t->pid;
   snprintf(j->name, sizeof j->name, "%s", t->name);
   if (!(j->prof = dnt_profile_new())) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  int cpu = kind == JOB_PROFILE && sv->o->cpu && rep; /* --push windows stay thread time */
   if (cpu) dnt_profile_methods_only(j->prof, 1); /* the session's events name perf's frames, no more */
   dnt_profile_set_source(j->prof, kind == JOB_ALLOCS    ? DNT_SOURCE_ALLOCATIONS
                                   : kind == JOB_THREADS ? DNT_SOURCE_THREADS

@@ -1,5 +1,6 @@
 /* What the files of `dntrace serve` share (cmd-serve.c: targets, HTTP, the command; serve-job.c:
- * one profile request, its session parsed on the thread pool; serve-push.c: --push windows). */
+ * one profile request, its session parsed on the thread pool; serve-cpu.c: --cpu, perf beside
+ * that session; serve-push.c: --push windows). */
 #ifndef DNT_SERVE_H
 #define DNT_SERVE_H
 
@@ -173,6 +174,9 @@ void serve_job_labels(struct serve *sv, const struct target *t, struct dnt_profi
 
 /* ---- serve-cpu.c ---- */
 
+/* --cpu: whether perf may watch t (at perf_event_paranoid 2, only one's own processes). 0, or
+ * 503 with the reason written into err. */
+int serve_cpu_check(const struct target *t, char *err, size_t cap);
 /* --cpu, a profile job j on t: perf's side begun (the perf map on, then perf record). 0, or the
  * HTTP status to answer now (with text written into err). */
 int serve_cpu_begin(struct job *j, const struct target *t, char *err, size_t cap);

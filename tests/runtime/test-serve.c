@@ -367,10 +367,12 @@ Test(serve, profiles_threads_and_allocs_of_the_sample_while_metrics_stay_fast, .
 
 /* ---- serve --cpu ---- */
 
-/* The directories named dntrace-perf-PID-* in /tmp (perf's control fifos, serve's perf.data). */
+/* The directories named dntrace-perf-PID-* in $TMPDIR or /tmp (perf's control fifos, serve's
+ * perf.data). */
 static int perf_dirs_of(pid_t pid) {
-  char cmd[160];
-  snprintf(cmd, sizeof cmd, "ls -d /tmp/dntrace-perf-%d-* 2>/dev/null | wc -l", (int)pid);
+  char cmd[400];
+  const char *tmp = getenv("TMPDIR");
+  snprintf(cmd, sizeof cmd, "ls -d '%s'/dntrace-perf-%d-* 2>/dev/null | wc -l", tmp && *tmp ? tmp : "/tmp", (int)pid);
   FILE *p = popen(cmd, "r");
   cr_assert(p);
   int n = -1;
