@@ -302,7 +302,8 @@ int dnt_perfmap_restore_forgotten(char *report, size_t cap);
 int dnt_perf_record_start(struct dnt_perf_record *pr, uv_loop_t *loop, int pid, int hz, int sched, const char *out,
                           void (*on_exit)(void *ud), void *ud);
 /* The same without waiting for perf on the loop (dntrace serve, whose loop answers /metrics
- * meanwhile): returns once perf is started; on_started(ud, rc) comes on the loop when perf
+ * meanwhile), cpu-clock alone, and with -N: perf's build-id cache (~/.debug) gets no copy of
+ * the files sampled, as the recording is read at once: returns once perf is started; on_started(ud, rc) comes on the loop when perf
  * records (rc 0: its events on and acknowledged) or will not (rc -1, why in pr->msg, perf
  * stopped if it ran); then on_closed(ud) once perf has exited and every handle of pr is closed:
  * only then may pr's memory go. Both always come, never from inside this call. pr: caller-owned.

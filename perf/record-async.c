@@ -65,7 +65,7 @@ void dnt_perf_record_start_async(struct dnt_perf_record *pr, uv_loop_t *loop, in
   pr->open_handles = 1;
   pr->waiting = 1;
   static const char enable[] = "enable\n";
-  if (dnt__perf_record_spawn(pr, loop, pid, hz, 0, out) != 0) {
+  if (dnt__perf_record_spawn(pr, loop, pid, hz, 0, 1, out) != 0) {
     uv_timer_start(&pr->ack_timer, on_deadline, 0, 0); /* the failure, from the loop */
     return;
   }

@@ -187,7 +187,8 @@ void dnt_perf_set_child_wrapper(const char *const *argv_prefix) { child_wrapper 
 
 /* Makes the control fifos and spawns `perf record` (events off) on loop, its stderr read into
  * pr->err_text. 0 or -1 (pr->msg). */
-int dnt__perf_record_spawn(struct dnt_perf_record *pr, uv_loop_t *loop, int pid, int hz, int sched, const char *out) {
+int dnt__perf_record_spawn(struct dnt_perf_record *pr, uv_loop_t *loop, int pid, int hz, int sched, int no_cache,
+                           const char *out) {
   if (make_control(pr) != 0) {
     int e = errno;
     remove_control(pr);
@@ -211,6 +212,9 @@ int dnt__perf_record_spawn(struct dnt_perf_record *pr, uv_loop_t *loop, int pid,
      * outside the target. */
     argv[n++] = "-e", argv[n++] = "sched:sched_waking";
   }
+  /* -N: perf's build-id cache (~/.debug) gets no copy of the files sampled: an agent recording
+   * every few seconds (serve --cpu) reads its recording at once and must not fill a home */
+  if (no_cache) argv[n++] = "-N";
   argv[n++] = "-g", argv[n++] = "-k", argv[n++] = "CLOCK_MONOTONIC";
   argv[n++] = "-D", argv[n++] = "-1", argv[n++] = "--control", argv[n++] = pr->ctl_arg;
   argv[n++] = "-p", argv[n++] = target, argv[n++] = "-o", argv[n++] = (char *)out, argv[n] = NULL;
@@ -239,7 +243,7 @@ int dnt_perf_record_start(struct dnt_perf_record *pr, uv_loop_t *loop, int pid, 
   pr->ctl_fd = pr->ack_fd = -1;
   pr->on_exit = on_exit;
   pr->ud = ud;
-  if (dnt__perf_record_spawn(pr, loop, pid, hz, sched, out) != 0) return -1;
+  if (dnt__perf_record_spawn(pr, loop, pid, hz, sched, 0, out) != 0) return -1;
   if (wait_recording(pr) != 0) {
     dnt_perf_record_stop(pr);
     return fail(pr->msg, sizeof pr->msg, "perf did not start recording process %d", pid);
