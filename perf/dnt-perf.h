@@ -268,6 +268,15 @@ struct dnt_perf_record {
   int ctl_fd, ack_fd;
   void (*on_exit)(void *ud);
   void *ud;
+  int open_handles; /* the libuv handles of pr not closed yet */
+  /* dnt_perf_record_start_async's: perf's ack watched on the loop, with a deadline */
+  uv_poll_t ack_poll;
+  uv_timer_t ack_timer;
+  int waiting, polling;
+  char ack[16];
+  size_t ack_len;
+  void (*on_started)(void *ud, int rc);
+  void (*on_closed)(void *ud);
 };
 
 /* Children (perf record) are started through argv_prefix + their own argv, e.g. a helper that
@@ -292,6 +301,15 @@ int dnt_perfmap_restore_forgotten(char *report, size_t cap);
  * 0 or -1 (the error in pr->msg; a perf that started is being stopped: run the loop to its exit). */
 int dnt_perf_record_start(struct dnt_perf_record *pr, uv_loop_t *loop, int pid, int hz, int sched, const char *out,
                           void (*on_exit)(void *ud), void *ud);
+/* The same without waiting for perf on the loop (dntrace serve, whose loop answers /metrics
+ * meanwhile), cpu-clock alone, and with -N: perf's build-id cache (~/.debug) gets no copy of
+ * the files sampled, as the recording is read at once: returns once perf is started; on_started(ud, rc) comes on the loop when perf
+ * records (rc 0: its events on and acknowledged) or will not (rc -1, why in pr->msg, perf
+ * stopped if it ran); then on_closed(ud) once perf has exited and every handle of pr is closed:
+ * only then may pr's memory go. Both always come, never from inside this call. pr: caller-owned.
+ * After it, dnt_perf_record_stop and (after on_closed) dnt_perf_record_ok as for the blocking start. */
+void dnt_perf_record_start_async(struct dnt_perf_record *pr, uv_loop_t *loop, int pid, int hz, const char *out,
+                                void (*on_started)(void *ud, int rc), void (*on_closed)(void *ud), void *ud);
 /* Asks perf to stop (SIGINT: it writes its file, then exits). */
 void dnt_perf_record_stop(struct dnt_perf_record *pr);
 /* After exit: whether perf did its job (1); if not (0), pr->msg says why, in its own words. */

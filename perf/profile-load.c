@@ -260,14 +260,17 @@ static int run_perf_script(const char *data, dnt_perf_reader *reader, int chains
     _exit(127);
   }
   close(fds[1]);
-  static char buf[256 * 1024];
+  /* the heap, not a static buffer: dntrace serve runs several of these at once on its thread pool */
+  char *buf = malloc(256 * 1024);
   ssize_t n;
   uint64_t bytes = 0;
   int oom = 0;
-  while ((n = read(fds[0], buf, sizeof buf)) > 0) {
+  if (!buf) oom = 1;
+  while (buf && (n = read(fds[0], buf, 256 * 1024)) > 0) {
     bytes += (uint64_t)n;
     if (!oom && dnt_perf_reader_feed(reader, buf, (size_t)n) != 0) oom = 1;
   }
+  free(buf);
   close(fds[0]);
   int status = 0;
   waitpid(pid, &status, 0);

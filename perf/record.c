@@ -85,13 +85,20 @@ int dnt_perf_can_trace_sched(void) {
 
 static void remove_control(struct dnt_perf_record *pr);
 
+/* Each of pr's handles closed: once none is left, on_closed (the async start's) may free pr. */
+void dnt__perf_record_closed(uv_handle_t *h) {
+  struct dnt_perf_record *pr = h->data;
+  if (--pr->open_handles == 0 && !pr->running && pr->on_closed) pr->on_closed(pr->ud);
+}
+
 static void on_exit_cb(uv_process_t *p, int64_t status, int sig) {
   struct dnt_perf_record *pr = p->data;
   pr->running = 0;
+  if (pr->waiting) dnt__perf_record_unwait(pr, "perf exited before it recorded");
   remove_control(pr);
   pr->status = (int)status;
   pr->signal = sig;
-  uv_close((uv_handle_t *)p, NULL);
+  uv_close((uv_handle_t *)p, dnt__perf_record_closed);
   if (pr->on_exit) pr->on_exit(pr->ud);
 }
 
@@ -104,7 +111,7 @@ static void on_err_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
 static void on_err_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   struct dnt_perf_record *pr = s->data;
   if (n < 0) {
-    uv_close((uv_handle_t *)s, NULL);
+    uv_close((uv_handle_t *)s, dnt__perf_record_closed);
     return;
   }
   size_t room = sizeof pr->err_text - 1 - pr->err_len, take = (size_t)n < room ? (size_t)n : room;
@@ -112,6 +119,8 @@ static void on_err_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   pr->err_len += take;
   pr->err_text[pr->err_len] = '\0';
 }
+
+static const char *const *child_wrapper;
 
 /* perf starts with its events off (-D -1) and a control fifo: once it acknowledges "enable", it
  * records, and the caller may start what it wants recorded from the first moment. */
@@ -174,16 +183,12 @@ static int wait_recording(struct dnt_perf_record *pr) {
   return -1;
 }
 
-static const char *const *child_wrapper;
-
 void dnt_perf_set_child_wrapper(const char *const *argv_prefix) { child_wrapper = argv_prefix; }
 
-int dnt_perf_record_start(struct dnt_perf_record *pr, uv_loop_t *loop, int pid, int hz, int sched, const char *out,
-                          void (*on_exit)(void *ud), void *ud) {
-  memset(pr, 0, sizeof *pr);
-  pr->ctl_fd = pr->ack_fd = -1;
-  pr->on_exit = on_exit;
-  pr->ud = ud;
+/* Makes the control fifos and spawns `perf record` (events off) on loop, its stderr read into
+ * pr->err_text. 0 or -1 (pr->msg). */
+int dnt__perf_record_spawn(struct dnt_perf_record *pr, uv_loop_t *loop, int pid, int hz, int sched, int no_cache,
+                           const char *out) {
   if (make_control(pr) != 0) {
     int e = errno;
     remove_control(pr);
@@ -207,23 +212,38 @@ int dnt_perf_record_start(struct dnt_perf_record *pr, uv_loop_t *loop, int pid, 
      * outside the target. */
     argv[n++] = "-e", argv[n++] = "sched:sched_waking";
   }
+  /* -N: perf's build-id cache (~/.debug) gets no copy of the files sampled: an agent recording
+   * every few seconds (serve --cpu) reads its recording at once and must not fill a home */
+  if (no_cache) argv[n++] = "-N";
   argv[n++] = "-g", argv[n++] = "-k", argv[n++] = "CLOCK_MONOTONIC";
   argv[n++] = "-D", argv[n++] = "-1", argv[n++] = "--control", argv[n++] = pr->ctl_arg;
   argv[n++] = "-p", argv[n++] = target, argv[n++] = "-o", argv[n++] = (char *)out, argv[n] = NULL;
   uv_pipe_init(loop, &pr->err, 0);
   pr->err.data = pr;
+  pr->open_handles++;
   uv_stdio_container_t stdio[3] = {{.flags = UV_IGNORE}, {.flags = UV_IGNORE},
                                    {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&pr->err}};
   uv_process_options_t po = {.exit_cb = on_exit_cb, .file = argv[0], .args = argv, .stdio_count = 3, .stdio = stdio};
   pr->proc.data = pr;
   int e = uv_spawn(loop, &pr->proc, &po);
   if (e) {
-    uv_close((uv_handle_t *)&pr->err, NULL);
+    uv_close((uv_handle_t *)&pr->err, dnt__perf_record_closed);
     remove_control(pr);
     return fail(pr->msg, sizeof pr->msg, "cannot start perf: %s", uv_strerror(e));
   }
+  pr->open_handles++;
   pr->running = pr->started = 1;
   uv_read_start((uv_stream_t *)&pr->err, on_err_alloc, on_err_read);
+  return 0;
+}
+
+int dnt_perf_record_start(struct dnt_perf_record *pr, uv_loop_t *loop, int pid, int hz, int sched, const char *out,
+                          void (*on_exit)(void *ud), void *ud) {
+  memset(pr, 0, sizeof *pr);
+  pr->ctl_fd = pr->ack_fd = -1;
+  pr->on_exit = on_exit;
+  pr->ud = ud;
+  if (dnt__perf_record_spawn(pr, loop, pid, hz, sched, 0, out) != 0) return -1;
   if (wait_recording(pr) != 0) {
     dnt_perf_record_stop(pr);
     return fail(pr->msg, sizeof pr->msg, "perf did not start recording process %d", pid);

@@ -182,18 +182,6 @@ static char *with_ext(const char *base, const char *ext) {
   return out;
 }
 
-/* A thread perf never learnt the name of (it prints ":TID" for one sampled before its COMM
- * record) is named as the kernel names it now, when it is still there (perf's ids are host ids). */
-static void name_unnamed_threads(struct dnt_profile *prof, int pid) {
-  for (size_t t = 0; t < dnt_profile_nthreads(prof); t++) {
-    uint64_t tid = dnt_profile_thread_id(prof, t);
-    if (dnt_profile_thread_name(prof, tid)) continue;
-    char name[64];
-    if (dnt_thread_comm(pid, (unsigned long long)tid, name, sizeof name)[0] && dnt_profile_name_thread(prof, tid, name) != 0)
-      dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  }
-}
-
 /* ---- the command ---- */
 
 int cmd_perf(int argc, char **argv) {
@@ -278,7 +266,7 @@ int cmd_perf(int argc, char **argv) {
   if (!prof) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   if (format && dnt_convert_needs_timeline(format)) dnt_profile_keep_timeline(prof);
   if (!(reader = dnt_perf_read(prof, r.nat.data, trace, r.nat.map, 1000.0 / hz, &perfmap, NULL, NULL))) goto out;
-  name_unnamed_threads(prof, r.s.target.pid);
+  dnt_perf_name_threads(prof, r.s.target.pid);
   uint64_t used;
   struct dnt_perf_script_stats ps;
   dnt_perf_reader_stats(reader, &ps, &used);

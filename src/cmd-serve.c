@@ -6,7 +6,9 @@
  * session (counters/) whose latest values /metrics answers from memory; per profile request an
  * EventPipe session of its own, started asynchronously, read into a profile (profile/) as the
  * stream arrives, and answered (gzip pprof) when the runtime has sent its rundown, through the
- * HTTP server's deferred replies. A profile request therefore never holds up /metrics.
+ * HTTP server's deferred replies. A profile request therefore never holds up /metrics. With
+ * --cpu, /debug/pprof/profile is perf's: perf record runs beside that session, a child watched
+ * by the loop, and perf script is read on the thread pool (serve-cpu.c).
  *
  *   targets   -p PID[,PID..] (kept, 503 once gone), -n NAME (the next process of that name after
  *             a restart), --all (every process with a diagnostic socket; a rescan every
@@ -26,6 +28,7 @@
 #include <uv.h>
 
 #include "builtin.h"
+#include "collect-native.h"
 #include "serve.h"
 #include "target.h"
 #include "util.h"
@@ -210,14 +213,14 @@ static void write_metrics(struct serve *sv, FILE *fp, struct dnt_http_reply *rep
 }
 
 static void write_index(struct serve *sv, FILE *fp) {
-  fputs("dntrace serve: the endpoints of a Go program (net/http/pprof) for .NET processes\n\n"
+  fprintf(fp, "dntrace serve: the endpoints of a Go program (net/http/pprof) for .NET processes\n\n"
         "/metrics                                  the counters of every target (Prometheus text)\n"
-        "/debug/pprof/profile?seconds=N&pid=P      thread time of managed stacks over N s (pprof; default 30, at most 300)\n"
+        "/debug/pprof/profile?seconds=N&pid=P      %s over N s (pprof; default 30, at most 300)\n"
         "/debug/pprof/allocs?seconds=N&pid=P       allocation samples with stacks over N s (pprof; default 5)\n"
         "/debug/pprof/threads?pid=P[&debug=1]      every managed thread's stack now (pprof, or text with debug=1)\n"
         "/debug/pprof/goroutine                    the same as threads (the name Go's scrapers ask for)\n\n"
         "pid= may be left out when there is one target.\n\ntargets:\n",
-        fp);
+        sv->o->cpu ? "time on a CPU (perf cpu-clock), JIT frames named" : "thread time of managed stacks");
   for (struct target *t = sv->targets; t; t = t->next) {
     char *name = dnt_safe_text(t->name);
     fprintf(fp, "  pid %d  %s  %s", t->pid, name, t->live ? "running" : t->ended ? "ended" : "starting");
@@ -372,6 +375,8 @@ static const struct dnt_option serve_options[] = {
     DNT_OPT_PARSE(0, "counters", "LIST", O(specs), parse_counters,
                   "the counters of /metrics, as 'counters' takes them (default\nSystem.Runtime)"),
     DNT_OPT_PARSE(0, "refresh-interval", "SEC", O(refresh), parse_refresh, "seconds between counter values (default 1)"),
+    DNT_OPT_FLAG(0, "cpu", O(cpu), "/debug/pprof/profile is perf's on-CPU profile (perf cpu-clock,\n"
+                                   "JIT frames named), not thread time"),
     DNT_OPT_STRING(0, "push", "URL", O(push), "send thread-time windows to Pyroscope at URL (http://HOST:PORT)"),
     {.kind = DNT_OPT_DURATION, .long_name = "push-interval", .argh = "TIME", .offset = O(push_interval_ms),
      .help = "--push: the length of a window (default 10s)"},
@@ -380,7 +385,7 @@ static const struct dnt_option serve_options[] = {
 #undef O
 
 const struct dnt_usage usage_serve = {
-    .synopsis = "dntrace serve (-p PID[,PID..] | -n NAME | --all) [--label KEY=VALUE]... [--listen ADDR] [--counters LIST] [--refresh-interval SEC] [--rescan TIME] [--push URL [--push-interval TIME]]",
+    .synopsis = "dntrace serve (-p PID[,PID..] | -n NAME | --all) [--label KEY=VALUE]... [--listen ADDR] [--counters LIST] [--refresh-interval SEC] [--rescan TIME] [--cpu] [--push URL [--push-interval TIME]]",
     .summary = "Serve /metrics and Go's /debug/pprof endpoints for .NET processes (an agent)",
     .options = serve_options,
 };
@@ -481,6 +486,11 @@ int cmd_serve(int argc, char **argv) {
     goto out;
   }
   if ((rc = check_labels(&sv, &o.labels)) != 0) goto out;
+  /* --cpu where perf cannot run: said once, now, rather than on every request */
+  if (o.cpu && dnt_perf_usable(0) < 0) {
+    rc = DNT_EXIT_USAGE;
+    goto out;
+  }
   rc = DNT_EXIT_FAILURE;
   if (o.specs.n == 0 && dnt_counter_specs_parse(&o.specs, DNT_COUNTERS_DEFAULT, err, sizeof err) < 0) goto out;
   if (dnt_counters_wire_build(&sv.wire, &o.specs, o.refresh, 1000, 10) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");

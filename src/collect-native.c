@@ -5,7 +5,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "builtin.h"
 #include "collect-native.h"
+#include "target.h"
 #include "util.h"
 
 /* perf record is started through `dntrace __child` (dntrace.c), so that it dies with us */
@@ -92,6 +94,18 @@ dnt_perf_reader *dnt_perf_read(struct dnt_profile *prof, const char *data, const
     return NULL;
   }
   return r;
+}
+
+/* A thread perf never learnt the name of (it prints ":TID" for one sampled before its COMM
+ * record) is named as the kernel names it now, when it is still there (perf's ids are host ids). */
+void dnt_perf_name_threads(struct dnt_profile *prof, int pid) {
+  for (size_t t = 0; t < dnt_profile_nthreads(prof); t++) {
+    uint64_t tid = dnt_profile_thread_id(prof, t);
+    if (dnt_profile_thread_name(prof, tid)) continue;
+    char name[64];
+    if (dnt_thread_comm(pid, (unsigned long long)tid, name, sizeof name)[0] && dnt_profile_name_thread(prof, tid, name) != 0)
+      dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  }
 }
 
 char *dnt_native_sibling(const char *trace, const char *ext) {

@@ -26,7 +26,17 @@ static void on_job_timer_closed(uv_handle_t *h) {
   free(j->in);
   free(j->busy);
   free(j->answer.body);
+  serve_cpu_free(j->cpu);
   free(j);
+}
+
+/* The memory goes once nothing runs for the job: no work item, and for --cpu, perf and its
+ * cleanup over. */
+static void job_free_when_idle(struct job *j) {
+  if (!j->released || j->working || j->closing) return;
+  if (j->cpu && !serve_cpu_idle(j)) return;
+  j->closing = 1;
+  uv_close((uv_handle_t *)&j->timer, on_job_timer_closed);
 }
 
 /* Ends the job: its session and its slot on the target now, its memory once no work item runs
@@ -37,7 +47,7 @@ void serve_job_release(struct job *j) {
   dnt_session_close(&j->s);
   if (j->t && !j->push) j->t->jobs[j->kind] = NULL;
   if (!j->push) j->sv->njobs--;
-  if (!j->working) uv_close((uv_handle_t *)&j->timer, on_job_timer_closed);
+  job_free_when_idle(j);
 }
 
 static void job_answer_text(struct job *j, int status, const char *text) {
@@ -157,6 +167,7 @@ static void work_finish(uv_work_t *w) {
     return;
   }
   if (j->kind == JOB_THREADS) dnt_process_threads(j->pid, name_profile_thread, j->prof);
+  if (j->cpu && serve_cpu_profile(j, rep) != 0) return;
   if (dnt_profile_failed(j->prof) || dnt_profile_finish(j->prof) != 0) {
     answer_text(rep, 500, "out of memory\n");
     return;
@@ -165,7 +176,8 @@ static void work_finish(uv_work_t *w) {
   FILE *fp = open_memstream(&rep->body, &rep->body_len);
   if (!fp) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   char title[320];
-  snprintf(title, sizeof title, "%s of process %d (%s)", serve_job_names[j->kind], j->pid, j->name);
+  snprintf(title, sizeof title, "%s of process %d (%s)", j->cpu ? "on-CPU time (perf cpu-clock)" : serve_job_names[j->kind],
+           j->pid, j->name);
   int rc = 0;
   if (j->kind == JOB_THREADS && j->debug) {
     rep->content_type = "text/plain; charset=utf-8";
@@ -188,7 +200,7 @@ static void after_work(uv_work_t *w, int status) {
   (void)status;
   j->working = 0;
   if (j->released) { /* the client went, or serve stops: the memory goes now */
-    uv_close((uv_handle_t *)&j->timer, on_job_timer_closed);
+    job_free_when_idle(j);
     return;
   }
   if (j->finishing) {
@@ -218,7 +230,7 @@ static void job_kick(struct job *j) {
     j->in = t, j->nin = 0, j->capin = cap;
     j->working = 1;
     uv_queue_work(j->sv->loop, &j->work, work_parse, after_work);
-  } else if (j->ended) {
+  } else if (j->ended && (!j->cpu || serve_cpu_recorded(j))) { /* --cpu: and perf has written its file */
     j->finishing = j->working = 1;
     uv_queue_work(j->sv->loop, &j->work, work_finish, after_work);
   }
@@ -260,6 +272,7 @@ void serve_job_timer(uv_timer_t *h) {
   struct job *j = h->data;
   if (!j->stopped) { /* the window is over: the runtime sends its rundown, then ends the stream */
     j->stopped = 1;
+    if (j->cpu) serve_cpu_stop(j);
     dnt_session_stop(&j->s);
     if (!j->s.ended) uv_timer_start(&j->timer, serve_job_timer, STOP_GRACE_MS, 0);
     return;
@@ -267,6 +280,26 @@ void serve_job_timer(uv_timer_t *h) {
   snprintf(j->loop_msg, sizeof j->loop_msg, "no rundown within %d s of StopTracing", STOP_GRACE_MS / 1000);
   j->loop_failed = 1;
   dnt_session_abandon(&j->s); /* on_job_end answers */
+}
+
+/* The window starts once the session has started, and with --cpu once perf records too. */
+static void start_window(struct job *j) {
+  if (!j->session_up || j->stopped || uv_is_active((uv_handle_t *)&j->timer)) return;
+  if (j->cpu && !serve_cpu_recording(j)) return;
+  if (j->window_ms) uv_timer_start(&j->timer, serve_job_timer, j->window_ms, 0);
+}
+
+void serve_job_progress(struct job *j) {
+  if (j->released) {
+    job_free_when_idle(j);
+    return;
+  }
+  start_window(j);
+  job_kick(j);
+}
+
+void serve_job_window_over(struct job *j) {
+  if (!j->stopped) serve_job_timer(&j->timer);
 }
 
 static void on_job_started(void *ud, int rc) {
@@ -283,7 +316,8 @@ static void on_job_started(void *ud, int rc) {
     return;
   }
   if (j->started) j->started(j);
-  if (j->window_ms) uv_timer_start(&j->timer, serve_job_timer, j->window_ms, 0);
+  j->session_up = 1;
+  start_window(j);
 }
 
 static const dnt_session_cb job_cb = {on_job_data, on_job_end};
@@ -296,10 +330,23 @@ static int keep_in_window(void *ud, uint64_t thread, uint64_t time_ns) {
 }
 
 
+void serve_job_labels(struct serve *sv, const struct target *t, struct dnt_profile *prof) {
+  const char *kv[2 * (MAX_LABELS + 2)];
+  char pid[24];
+  snprintf(pid, sizeof pid, "%d", t->pid);
+  size_t n = 0;
+  kv[n++] = "pid", kv[n++] = pid, kv[n++] = "process", kv[n++] = t->name;
+  for (size_t i = 0; i < 2 * sv->nlabels; i++) kv[n++] = sv->label_kv[i];
+  if (dnt_profile_set_labels(prof, kv, n / 2) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+}
+
 /* Starts a job of kind on t for window_ms and defers rep's answer to it. 0, or the HTTP status
  * to answer now (with text written into err). */
 int serve_job_start(struct serve *sv, struct target *t, enum job_kind kind, uint64_t window_ms, int debug,
                      struct dnt_http_reply *rep, char *err, size_t cap) {
+  int cpu = kind == JOB_PROFILE && sv->o->cpu && rep; /* --push windows stay thread time */
+  int refused = cpu ? serve_cpu_check(t, err, cap) : 0;
+  if (refused) return refused;
   struct job *j = calloc(1, sizeof *j);
   if (!j) return snprintf(err, cap, "out of memory\n"), 500;
   j->sv = sv;
@@ -310,16 +357,11 @@ int serve_job_start(struct serve *sv, struct target *t, enum job_kind kind, uint
   j->pid = t->pid;
   snprintf(j->name, sizeof j->name, "%s", t->name);
   if (!(j->prof = dnt_profile_new())) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  if (cpu) dnt_profile_methods_only(j->prof, 1); /* the session's events name perf's frames, no more */
   dnt_profile_set_source(j->prof, kind == JOB_ALLOCS    ? DNT_SOURCE_ALLOCATIONS
                                   : kind == JOB_THREADS ? DNT_SOURCE_THREADS
                                                         : DNT_SOURCE_SAMPLER);
-  const char *kv[2 * (MAX_LABELS + 2)];
-  char pid[24];
-  snprintf(pid, sizeof pid, "%d", t->pid);
-  size_t n = 0;
-  kv[n++] = "pid", kv[n++] = pid, kv[n++] = "process", kv[n++] = t->name;
-  for (size_t i = 0; i < 2 * sv->nlabels; i++) kv[n++] = sv->label_kv[i];
-  if (dnt_profile_set_labels(j->prof, kv, n / 2) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  serve_job_labels(sv, t, j->prof);
   ntr_callbacks cb;
   dnt_profile_callbacks(&cb);
   if (ntr_parser_new(&j->parser, &cb, j->prof, NULL) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
@@ -342,11 +384,13 @@ int serve_job_start(struct serve *sv, struct target *t, enum job_kind kind, uint
   }
   /* the sampler for stacks, or the GC keyword at verbose level for GCAllocationTick with its
    * stack; the method rundown at the end names the frames either way */
-  dsipc_provider prov = kind == JOB_ALLOCS
+  /* --cpu: the method events, for names, as `dntrace perf` asks for them */
+  dsipc_provider prov = cpu ? (dsipc_provider){.name = RUNTIME_PROVIDER, .keywords = METHOD_KEYWORDS, .level = 5, .args = NULL}
+                        : kind == JOB_ALLOCS
                             ? (dsipc_provider){.name = RUNTIME_PROVIDER, .keywords = 0x1, .level = 5, .args = NULL}
                             : (dsipc_provider){.name = SAMPLE_PROFILER, .keywords = 0, .level = 4, .args = NULL};
   dsipc_session_config cfg = {.buffer_mb = PROFILE_BUFFER_MB, .format = 1, .request_rundown = 1,
-                              .rundown_keyword = DSIPC_DEFAULT_RUNDOWN_KEYWORD, .request_stackwalk = 1,
+                              .rundown_keyword = DSIPC_DEFAULT_RUNDOWN_KEYWORD, .request_stackwalk = !cpu,
                               .providers = &prov, .n_providers = 1};
   if (dnt_session_start_async(&j->s, 2, &cfg, &job_cb, j, on_job_started) != 0) {
     snprintf(err, cap, "cannot start a session on process %d: %s\n", t->pid, j->s.reply_msg);
@@ -356,6 +400,11 @@ int serve_job_start(struct serve *sv, struct target *t, enum job_kind kind, uint
   if (j->push) {
     t->push->next = j;
     return 0;
+  }
+  int status = cpu ? serve_cpu_begin(j, t, err, cap) : 0;
+  if (status) {
+    serve_job_release(j);
+    return status;
   }
   if (!(j->pending = dnt_http_defer(rep, on_job_gone, j))) {
     snprintf(err, cap, "out of memory\n");

@@ -1,5 +1,6 @@
 /* What the files of `dntrace serve` share (cmd-serve.c: targets, HTTP, the command; serve-job.c:
- * one profile request, its session parsed on the thread pool; serve-push.c: --push windows). */
+ * one profile request, its session parsed on the thread pool; serve-cpu.c: --cpu, perf beside
+ * that session; serve-push.c: --push windows). */
 #ifndef DNT_SERVE_H
 #define DNT_SERVE_H
 
@@ -7,6 +8,7 @@
 #include <uv.h>
 
 #include "dnt-counters.h"
+#include "dnt-perf.h"
 #include "dnt-profile.h"
 #include "ntr.h"
 #include "options.h"
@@ -25,7 +27,9 @@
 #define STOP_GRACE_MS 30000 /* how long the runtime may take to send its rundown after StopTracing */
 #define SAMPLE_PROFILER "Microsoft-DotNETCore-SampleProfiler"
 #define RUNTIME_PROVIDER "Microsoft-Windows-DotNETRuntime"
+#define METHOD_KEYWORDS 0x18 /* Loader | Jit: MethodLoadVerbose, ModuleLoad (--cpu's names) */
 #define MAX_LABELS 32
+#define CPU_HZ 99 /* --cpu: perf's samples per second and CPU (Go samples at 100 Hz; 99 keeps clear of timers) */
 
 struct job;
 struct pusher;
@@ -37,7 +41,7 @@ extern const char *const serve_job_names[JOB_KINDS]; /* "profile", "allocs", "th
 struct serve_options {
   const char *pids, *name, *listen, *push;
   uint64_t push_interval_ms;
-  int all;
+  int all, cpu;
   struct dnt_strlist labels;
   uint64_t rescan_ms;
   double refresh;
@@ -91,7 +95,8 @@ struct job {
   uv_timer_t timer;
   int pid;        /* the target's, kept: the work below never looks at the target */
   char name[256];
-  int stopped, ended, released;
+  int stopped, ended, released, closing;
+  int session_up; /* the session has started (the window starts with it, and with perf for --cpu) */
   int parse_failed; /* the worker's: read on the loop only after its work item */
   char msg[256];
   int loop_failed;  /* the loop's: the stream given up on (backlog, no rundown) */
@@ -113,6 +118,22 @@ struct job {
   uint64_t from_ns, until_ns; /* until_ns: read by the worker, written by the loop (atomics) */
   int64_t from_unix, until_unix;
   struct job *stopping_next; /* a --push window stopped, not yet sent: its pusher's list */
+  struct cpu_run *cpu;       /* --cpu: perf records beside the session, which carries the method events */
+};
+
+/* --cpu: `perf record -e cpu-clock` of the target beside the job's session (which then carries
+ * the method events), `perf script` read into the profile on the thread pool (serve-cpu.c). */
+struct cpu_run {
+  struct dnt_perf_record perf;
+  struct dnt_perfmap_run pm; /* the runtime's perf map, on for the request: it names JIT code */
+  char ep_path[4096];        /* the target's diagnostic socket (the perf map is turned on through it) */
+  int ns_pid;
+  char dir[256], data[300];  /* a directory of our own for perf.data ($TMPDIR/dntrace-perf-PID-XXXXXX) */
+  int state, perf_ok, cleaned;
+  uv_work_t work; /* its own work items (the perf map on, the cleanup), beside the job's */
+  int working;
+  dnt_perf_reader *reader; /* names perf's frames: kept until the profile is written */
+  struct dnt_symtab perfmap;
 };
 
 struct pusher {
@@ -141,6 +162,34 @@ int serve_job_start(struct serve *sv, struct target *t, enum job_kind kind, uint
 void serve_job_release(struct job *j);
 /* The job's timer: the window is over (StopTracing), then the rundown's deadline. */
 void serve_job_timer(uv_timer_t *h);
+
+/* --cpu: something of the request's perf side is over: the job goes on (its window, its end,
+ * its memory). */
+void serve_job_progress(struct job *j);
+/* The window is over now (StopTracing, perf stopped). */
+void serve_job_window_over(struct job *j);
+
+/* Labels every sample of prof: pid, process, the --label pairs. */
+void serve_job_labels(struct serve *sv, const struct target *t, struct dnt_profile *prof);
+
+/* ---- serve-cpu.c ---- */
+
+/* --cpu: whether perf may watch t (at perf_event_paranoid 2, only one's own processes). 0, or
+ * 503 with the reason written into err. */
+int serve_cpu_check(const struct target *t, char *err, size_t cap);
+/* --cpu, a profile job j on t: perf's side begun (the perf map on, then perf record). 0, or the
+ * HTTP status to answer now (with text written into err). */
+int serve_cpu_begin(struct job *j, const struct target *t, char *err, size_t cap);
+int serve_cpu_recording(const struct job *j); /* perf records */
+int serve_cpu_recorded(const struct job *j);  /* perf has exited (or never started), its handles closed */
+void serve_cpu_stop(struct job *j);           /* perf stops (the window is over, or the job goes) */
+/* On the thread pool, the method events parsed: perf's samples into j->prof. 0, or -1 with the
+ * error answer written into rep. */
+int serve_cpu_profile(struct job *j, struct dnt_http_reply *rep);
+/* The job goes: 1 once perf's side is over and cleaned up (the perf map off, perf.data removed);
+ * 0 while it is not, serve_job_progress then comes again. */
+int serve_cpu_idle(struct job *j);
+void serve_cpu_free(struct cpu_run *c); /* NULL: nothing */
 
 /* ---- serve-push.c ---- */
 

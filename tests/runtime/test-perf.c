@@ -1,7 +1,7 @@
 /* `dntrace perf`: the perf script parser fed every split and truncation, the mappings that turn
  * printed offsets back into addresses, the perf map table, and the command on the real sample
  * with real perf (CountPrimes on top, WaitLoop near zero, the perf map off again, a target in a
- * private mount namespace still named). */
+ * private mount namespace still named), and perf record started without waiting (serve --cpu). */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <signal.h>
@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+#include <uv.h>
 
 #include "../lib/run.h"
 #include "../lib/target-cr.h"
@@ -712,4 +714,97 @@ Test(perf_cli, errors) {
   cr_expect_eq(dnt_run_argv(&r, argv, env, 20000), 1, "%s", r.err);
   cr_expect(strstr(r.err, "perf is not installed"), "one clear line: %s", r.err);
   dnt_run_free(&r);
+}
+
+/* ---- perf record started without waiting (serve --cpu) ---- */
+
+struct async_run {
+  struct dnt_perf_record pr;
+  uv_loop_t *loop;
+  uv_timer_t stop;
+  int in_call, started_in_call, started, rc, closed;
+  double t_call_back, t_started;
+};
+
+static double mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void on_stop_timer(uv_timer_t *h) {
+  struct async_run *a = h->data;
+  dnt_perf_record_stop(&a->pr);
+  uv_close((uv_handle_t *)h, NULL);
+}
+
+static void on_async_started(void *ud, int rc) {
+  struct async_run *a = ud;
+  a->started++;
+  a->rc = rc;
+  a->started_in_call = a->in_call;
+  a->t_started = mono_ms();
+  if (rc == 0) { /* 300 ms of recording, then the stop */
+    uv_timer_init(a->loop, &a->stop);
+    a->stop.data = a;
+    uv_timer_start(&a->stop, on_stop_timer, 300, 0);
+  }
+}
+
+static void on_async_closed(void *ud) { ((struct async_run *)ud)->closed++; }
+
+/* Starts perf on pid and runs the loop until every handle is closed. */
+static void async_record(struct async_run *a, int pid, const char *out) {
+  memset(a, 0, sizeof *a);
+  a->loop = malloc(sizeof *a->loop);
+  cr_assert(a->loop);
+  cr_assert_eq(uv_loop_init(a->loop), 0);
+  a->in_call = 1;
+  dnt_perf_record_start_async(&a->pr, a->loop, pid, 99, out, on_async_started, on_async_closed, a);
+  a->in_call = 0;
+  a->t_call_back = mono_ms();
+  uv_run(a->loop, UV_RUN_DEFAULT);
+  cr_assert_eq(uv_loop_close(a->loop), 0, "every handle of the recording closed");
+  free(a->loop);
+}
+
+/* The call returns before perf has acknowledged (the loop is free meanwhile), then the recording
+ * works as the blocking start's; a perf that cannot watch its target says why, in its own words,
+ * and both callbacks still come once. */
+Test(perf_record, async_start_returns_at_once_and_records, .timeout = 60) {
+  DNT_REQUIRE_PERF();
+  dnt_target t;
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = 30000};
+  char err[512];
+  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "cannot start the sample target: %s", err);
+  char dir[] = "/tmp/dnt-perfa-XXXXXX", out[128];
+  cr_assert(mkdtemp(dir));
+  snprintf(out, sizeof out, "%s/perf.data", dir);
+  struct async_run a;
+  async_record(&a, (int)t.pid, out);
+  cr_expect_eq(a.started, 1, "on_started once");
+  cr_expect_eq(a.rc, 0, "perf records: %s", a.pr.msg);
+  cr_expect_eq(a.started_in_call, 0, "never from inside the call");
+  cr_expect_lt(a.t_call_back, a.t_started, "the call returned before perf's ack");
+  cr_expect_eq(a.closed, 1, "on_closed once");
+  cr_expect_eq(dnt_perf_record_ok(&a.pr, out), 1, "%s", a.pr.msg);
+  struct stat st;
+  cr_expect(stat(out, &st) == 0 && st.st_size > 0, "perf wrote %s", out);
+
+  /* a process that is not there: perf refuses, on_started says so, on_closed follows */
+  pid_t gone = fork();
+  cr_assert_geq(gone, 0);
+  if (gone == 0) _exit(0);
+  waitpid(gone, NULL, 0);
+  async_record(&a, (int)gone, out);
+  cr_expect_eq(a.started, 1, "on_started once");
+  cr_expect_eq(a.rc, -1, "perf cannot watch a process that is gone");
+  cr_expect_neq(a.pr.msg[0], '\0', "and says why");
+  cr_expect_eq(a.closed, 1, "on_closed once");
+  cr_expect_eq(dnt_perf_record_ok(&a.pr, out), 0);
+  cr_log_info("a gone pid: %s; perf said: %s", a.pr.msg, a.pr.err_text);
+  dnt_target_stop(&t);
+  char cmd[160];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_assert_eq(system(cmd), 0);
 }

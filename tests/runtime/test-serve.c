@@ -11,6 +11,10 @@
  * - every profile and series carries the pid, process and --label labels;
  * - `serve --all` with two samples, one restarted: both labelled on /metrics, the restarted one
  *   followed under its new pid, promtool's check passing;
+ * - `serve --cpu`: /debug/pprof/profile is perf's on-CPU time (cpu/nanoseconds, the period set,
+ *   a total between what the sample's spinning thread must take and 3 s per CPU), CountPrimes on
+ *   top, scrapes answered meanwhile, 429 for a second request, nothing left behind (perf's
+ *   directories, the perf map), even on Ctrl+C mid-recording; without perf, one line and exit 2;
  * - the query-string parser on cases written from RFC 3986 and HTML's form encoding. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -290,6 +294,160 @@ Test(serve, profiles_threads_and_allocs_of_the_sample_while_metrics_stay_fast, .
   cr_expect_eq(stop_serve(serve), 0, "serve ends with 0 on Ctrl+C");
   dnt_target_stop(&t);
   rm_rf(dir);
+}
+
+/* ---- serve --cpu ---- */
+
+/* The directories named dntrace-perf-PID-* in $TMPDIR or /tmp (perf's control fifos, serve's
+ * perf.data). */
+static int perf_dirs_of(pid_t pid) {
+  char cmd[400];
+  const char *tmp = getenv("TMPDIR");
+  snprintf(cmd, sizeof cmd, "ls -d '%s'/dntrace-perf-%d-* 2>/dev/null | wc -l", tmp && *tmp ? tmp : "/tmp", (int)pid);
+  FILE *p = popen(cmd, "r");
+  cr_assert(p);
+  int n = -1;
+  if (fscanf(p, "%d", &n) != 1) n = -1;
+  pclose(p);
+  return n;
+}
+
+/* --cpu: the profile is perf's on-CPU time. By construction of the sample, its cpu-work thread
+ * spins in CountPrimes all along, so 3 s of it hold at least 0.5 s on a CPU (more than 2.5 s on
+ * an idle machine) and the whole process at most 3 s for each CPU of the machine; go tool pprof
+ * reads the sample types from the profile itself. */
+Test(serve, cpu_profile_is_perfs_on_cpu_time_with_jit_frames_named, .timeout = 120) {
+  DNT_REQUIRE_PERF();
+  one_at_a_time();
+  require_tool("go", "golang-go");
+  char dir[] = "/tmp/dnt-serve-cpu-XXXXXX";
+  cr_assert(mkdtemp(dir));
+  dnt_target t;
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = 30000};
+  char err[512];
+  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "cannot start the sample: %s", err);
+  char map[64];
+  snprintf(map, sizeof map, "/tmp/perf-%d.map", (int)t.pid);
+  cr_assert_neq(access(map, F_OK), 0, "the sample starts with its perf map off");
+  int port = free_port();
+  char pid[16], listen[64], log[300], url[256], again[128], pidlabel[64];
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+  snprintf(log, sizeof log, "%s/serve.log", dir);
+  char *argv[] = {"dntrace", "serve", "--cpu", "-p", pid, "--label", "env=cpu", "--listen", listen, NULL};
+  pid_t serve = spawn_dntrace(log, argv);
+  snprintf(pidlabel, sizeof pidlabel, "pid=\"%s\"", pid);
+  cr_assert(wait_for(port, "/metrics", 200, pidlabel), "serve --cpu answers /metrics with the sample's pid");
+
+  /* scrapes go on while perf starts, records and its output is read */
+  struct scraper sc = {.port = port};
+  pthread_t scr;
+  cr_assert_eq(pthread_create(&scr, NULL, scrape_loop, &sc), 0);
+  snprintf(again, sizeof again, "/debug/pprof/profile?seconds=1&pid=%s", pid);
+  pid_t delayed = fork();
+  cr_assert_geq(delayed, 0);
+  if (delayed == 0) {
+    usleep(1500 * 1000);
+    int status = get(port, again, NULL);
+    _exit(status == 429 ? 0 : status ? status % 256 : 1);
+  }
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/debug/pprof/profile?seconds=3", port);
+  double t0 = now_ms();
+  char *top = go_pprof(dir, "-top", NULL, url);
+  double took = now_ms() - t0;
+  int delayed_status;
+  waitpid(delayed, &delayed_status, 0);
+  sc.stop = 1;
+  pthread_join(scr, NULL);
+  cr_expect(strstr(top, "Type: cpu"), "an on-CPU profile:\n%s", top);
+  /* the first row of -top is the function with the most flat time: the sample's spinning one */
+  const char *row = strstr(top, "flat%");
+  row = row ? strchr(row, '\n') : NULL;
+  const char *eol = row ? strchr(row + 1, '\n') : NULL;
+  const char *hot = strstr(top, "Sample!Sample.CpuWork.CountPrimes");
+  cr_expect(hot && row && eol && hot < eol, "CountPrimes, a JIT-compiled method, named and on top:\n%s", top);
+  cr_expect(WIFEXITED(delayed_status) && WEXITSTATUS(delayed_status) == 0,
+            "a second profile request for pid %s while one runs gets 429", pid);
+  cr_expect_gt(sc.scrapes, 50, "the scraper ran during the profile (%d scrapes)", sc.scrapes);
+  cr_expect_eq(sc.ok, sc.scrapes, "every scrape answered 200 (%d of %d)", sc.ok, sc.scrapes);
+  cr_expect_leq(sc.max_ms, 100.0, "the slowest of %d scrapes during the profile took %.1f ms", sc.scrapes, sc.max_ms);
+  cr_log_info("--cpu: 3 s profile answered in %.1f s; %d scrapes meanwhile, slowest %.1f ms", took / 1000, sc.scrapes,
+              sc.max_ms);
+  free(top);
+
+  /* the profile go tool pprof fetched, kept in PPROF_TMPDIR: its sample types, period, total, labels */
+  char saved[400];
+  snprintf(saved, sizeof saved, "ls %s/pprof.*.pb.gz 2>/dev/null | head -1", dir);
+  FILE *ls = popen(saved, "r");
+  cr_assert(ls);
+  cr_assert(fgets(saved, sizeof saved, ls), "go tool pprof saved the profile it fetched in %s", dir);
+  pclose(ls);
+  saved[strcspn(saved, "\n")] = '\0';
+  char *raw = go_pprof(dir, "-raw", NULL, saved);
+  cr_expect(strstr(raw, "samples/count cpu/nanoseconds[dflt]"), "the sample types:\n%.1500s", raw);
+  cr_expect(strstr(raw, "PeriodType: cpu nanoseconds"), "%.1500s", raw);
+  long long period = 0;
+  const char *pl = strstr(raw, "\nPeriod: ");
+  cr_expect(pl && sscanf(pl, "\nPeriod: %lld", &period) == 1 && period > 0, "a period:\n%.1500s", raw);
+  unsigned long long count = 0, ns = 0, c1, n1;
+  for (const char *p = strstr(raw, "Samples:"); p && (p = strchr(p, '\n'));) {
+    p++;
+    if (sscanf(p, " %llu %llu:", &c1, &n1) == 2) count += c1, ns += n1;
+    if (strncmp(p, "Locations", 9) == 0) break;
+  }
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  cr_expect_gt(ns, 500000000ull, "at least 0.5 s on a CPU in 3 s of a spinning thread: %llu ns", ns);
+  /* perf's samples come at its period on each CPU: a few over 3 s are the sampler's jitter */
+  cr_expect_leq(ns, 3300000000ull * (unsigned long long)cpus, "at most 3 s x %ld CPUs: %llu ns", cpus, ns);
+  /* each sample weighs perf's period (the period written in whole ns: within 1 ns a sample) */
+  unsigned long long by_period = count * (unsigned long long)period;
+  cr_expect(ns >= by_period && ns - by_period <= count, "%llu samples of %lld ns: %llu ns", count, period, ns);
+  char want[64];
+  snprintf(want, sizeof want, "pid:[%s]", pid);
+  cr_expect(strstr(raw, want), "labelled %s:\n%.1500s", want, raw);
+  cr_expect(strstr(raw, "env:[cpu]"), "labelled with --label:\n%.1500s", raw);
+  cr_expect(strstr(raw, "thread_name:[cpu-work]"), "the sample's thread named:\n%.1500s", raw);
+  free(raw);
+
+  /* once answered, nothing is left: perf's and serve's directories gone, the perf map off again
+   * (the runtime had it off: its file removed) */
+  int dirs = -1, map_left = 1;
+  for (int i = 0; i < 50 && (dirs != 0 || map_left); i++) {
+    dirs = perf_dirs_of(serve);
+    map_left = access(map, F_OK) == 0;
+    if (dirs != 0 || map_left) usleep(100 * 1000);
+  }
+  cr_expect_eq(dirs, 0, "serve's perf directories removed");
+  cr_expect_eq(map_left, 0, "the perf map turned off again and its file removed");
+
+  /* Ctrl+C during a recording: perf stops with serve, which ends with 0 and leaves nothing */
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  char req[160];
+  int rn = snprintf(req, sizeof req, "GET /debug/pprof/profile?seconds=30&pid=%s HTTP/1.1\r\n\r\n", pid);
+  cr_assert_eq(write(fd, req, (size_t)rn), rn);
+  for (int i = 0; i < 50 && perf_dirs_of(serve) < 2; i++) usleep(100 * 1000);
+  cr_expect_eq(perf_dirs_of(serve), 2, "perf records (its control directory and serve's for perf.data)");
+  cr_expect_eq(stop_serve(serve), 0, "serve ends with 0 on Ctrl+C while perf records");
+  close(fd);
+  cr_expect_eq(perf_dirs_of(serve), 0, "nothing left behind");
+  cr_expect_neq(access(map, F_OK), 0, "the perf map off again");
+  dnt_target_stop(&t);
+  rm_rf(dir);
+}
+
+/* Where perf cannot run, --cpu says so at start-up in one line and serve does not start. */
+Test(serve_cpu, without_perf_one_line_and_exit_2) {
+  struct dnt_run r;
+  char *const argv[] = {(char *)dnt_bin(), "serve", "--cpu", "-p", "1", "--listen", "127.0.0.1:0", NULL};
+  const char *const env[] = {"PATH=/nonexistent", NULL};
+  cr_expect_eq(dnt_run_argv(&r, argv, env, 20000), 2, "%s", r.err);
+  cr_expect(strstr(r.err, "perf is not installed"), "says why: %s", r.err);
+  cr_expect_eq(strchr(r.err, '\n') ? strchr(r.err, '\n')[1] : 1, '\0', "in one line: %s", r.err);
+  cr_expect(!strstr(r.out, "Serving"), "does not serve: %s", r.out);
+  dnt_run_free(&r);
 }
 
 /* ---- serve --all ---- */
