@@ -329,7 +329,7 @@ Test(serve, cpu_profile_is_perfs_on_cpu_time_with_jit_frames_named, .timeout = 1
   char map[64];
   snprintf(map, sizeof map, "/tmp/perf-%d.map", (int)t.pid);
   cr_assert_neq(access(map, F_OK), 0, "the sample starts with its perf map off");
-  int port = free_port();
+  int port = dnt_free_port();
   char pid[16], listen[64], log[300], url[256], again[128], pidlabel[64];
   snprintf(pid, sizeof pid, "%d", (int)t.pid);
   snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
@@ -340,9 +340,9 @@ Test(serve, cpu_profile_is_perfs_on_cpu_time_with_jit_frames_named, .timeout = 1
   cr_assert(wait_for(port, "/metrics", 200, pidlabel), "serve --cpu answers /metrics with the sample's pid");
 
   /* scrapes go on while perf starts, records and its output is read */
-  struct scraper sc = {.port = port};
+  struct dnt_scraper sc = {.port = port, .every_ms = SCRAPE_EVERY_MS};
   pthread_t scr;
-  cr_assert_eq(pthread_create(&scr, NULL, scrape_loop, &sc), 0);
+  cr_assert_eq(pthread_create(&scr, NULL, dnt_scrape_loop, &sc), 0);
   snprintf(again, sizeof again, "/debug/pprof/profile?seconds=1&pid=%s", pid);
   pid_t delayed = fork();
   cr_assert_geq(delayed, 0);
@@ -352,9 +352,9 @@ Test(serve, cpu_profile_is_perfs_on_cpu_time_with_jit_frames_named, .timeout = 1
     _exit(status == 429 ? 0 : status ? status % 256 : 1);
   }
   snprintf(url, sizeof url, "http://127.0.0.1:%d/debug/pprof/profile?seconds=3", port);
-  double t0 = now_ms();
+  double t0 = dnt_now_ms();
   char *top = go_pprof(dir, "-top", NULL, url);
-  double took = now_ms() - t0;
+  double took = dnt_now_ms() - t0;
   int delayed_status;
   waitpid(delayed, &delayed_status, 0);
   sc.stop = 1;
