@@ -364,6 +364,292 @@ Test(perf_script, garbage_is_counted_never_fatal) {
   }
 }
 
+/* ---- the sched tracepoints read from perf.data itself ---- */
+
+/* A real recording of switches (some preempted: two busy loops share one CPU; some asleep) and
+ * wake-ups, as `dntrace collect --native` records them; 0 when perf or tracefs cannot. */
+static int record_sched(char *dir, size_t cap, char *data, size_t dcap) {
+  snprintf(dir, cap, "/tmp/dnt-perfdata-XXXXXX");
+  cr_assert(mkdtemp(dir));
+  snprintf(data, dcap, "%s/p.data", dir);
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd,
+           "perf record --quiet -e cpu-clock/freq=999/ -e sched:sched_switch -e sched:sched_waking -g "
+           "-k CLOCK_MONOTONIC -o %s -- taskset -c 0 sh -c 'busy() { i=0; while [ $i -lt 15000 ]; do i=$((i+1)); "
+           "done; }; for j in 1 2 3; do busy & busy; wait; sleep 0.01; done' >/dev/null 2>&1",
+           data);
+  return system(cmd) == 0;
+}
+
+static void remove_dir(const char *dir) {
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  (void)!system(cmd);
+}
+
+static void *map_whole(const char *path, size_t *len) {
+  int fd = open(path, O_RDONLY);
+  cr_assert_geq(fd, 0, "%s", path);
+  struct stat st;
+  cr_assert_eq(fstat(fd, &st), 0);
+  void *buf = malloc((size_t)st.st_size);
+  cr_assert(buf);
+  cr_assert_eq(read(fd, buf, (size_t)st.st_size), st.st_size);
+  close(fd);
+  *len = (size_t)st.st_size;
+  return buf;
+}
+
+/* One line per sched sample: "switch PID/TID TIME runnable|asleep" or "waking PID/TID TIME WOKEN". */
+struct sched_lines {
+  char *buf;
+  size_t len;
+  FILE *fp;
+  long runnable, asleep, wakings;
+};
+
+static void line_of(struct sched_lines *l, const dnt_perf_sample *s, int runnable, unsigned long long woken) {
+  if (!strcmp(s->event, "sched:sched_switch")) {
+    fprintf(l->fp, "switch %d/%d %llu %s\n", s->pid, s->tid, (unsigned long long)s->time_ns, runnable ? "runnable" : "asleep");
+    runnable ? l->runnable++ : l->asleep++;
+  } else if (!strcmp(s->event, "sched:sched_waking")) {
+    fprintf(l->fp, "waking %d/%d %llu %llu\n", s->pid, s->tid, (unsigned long long)s->time_ns, woken);
+    l->wakings++;
+  }
+}
+
+static void decoded_line(void *ud, const dnt_perf_sample *s) {
+  cr_assert(s->decoded && !*s->trace && !s->nframes);
+  line_of(ud, s, s->left_runnable, (unsigned long long)s->woken_tid);
+}
+
+/* What perf printed, read here without the library's decoding: prev_state's first letter (R
+ * and R+ left the CPU runnable), and the woken thread's pid= (the field before prio=). */
+static int printed_line(void *ud, const dnt_perf_sample *s) {
+  const char *state = strstr(s->trace, " prev_state="), *pid = strstr(s->trace, " pid=");
+  unsigned long long woken = 0;
+  if (pid) woken = strtoull(pid + 5, NULL, 10);
+  line_of(ud, s, state && state[12] == 'R', woken);
+  return 0;
+}
+
+static int by_line(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The lines sorted (perf prints in time order, the file holds them as the CPUs' buffers flushed). */
+static char *sorted(struct sched_lines *l) {
+  fclose(l->fp);
+  size_t n = 0, cap = 1024;
+  char **v = malloc(cap * sizeof *v);
+  for (char *p = strtok(l->buf, "\n"); p; p = strtok(NULL, "\n")) {
+    if (n == cap) v = realloc(v, (cap *= 2) * sizeof *v);
+    v[n++] = p;
+  }
+  qsort(v, n, sizeof *v, by_line);
+  char *out;
+  size_t len;
+  FILE *fp = open_memstream(&out, &len);
+  for (size_t i = 0; i < n; i++) fprintf(fp, "%s\n", v[i]);
+  fclose(fp);
+  free(v);
+  free(l->buf);
+  return out;
+}
+
+/* compare reads the switches and wake-ups from the file instead of having perf print them: on a
+ * real recording, the same samples (pid, tid, time to the ns), each switch left runnable exactly
+ * when perf prints prev_state=R or R+, each wake-up the thread perf prints as pid=. */
+Test(perfdata, sched_samples_as_perf_script_prints_them, .timeout = 60) {
+  DNT_REQUIRE_PERF();
+  if (!dnt_perf_can_trace_sched()) {
+    if (getenv("CI") && !strcmp(getenv("CI"), "true")) cr_assert_fail("perf cannot record sched tracepoints (CI=true)");
+    cr_skip_test("SKIP: tracefs is not readable: no sched tracepoints to record");
+  }
+  char dir[64], data[96], cmd[256];
+  cr_assert(record_sched(dir, sizeof dir, data, sizeof data), "perf record of sched tracepoints failed");
+
+  struct sched_lines printed = {0}, decoded = {0};
+  printed.fp = open_memstream(&printed.buf, &printed.len);
+  decoded.fp = open_memstream(&decoded.buf, &decoded.len);
+  snprintf(cmd, sizeof cmd, "perf script -i %s --ns -F comm,pid,tid,time,event,trace 2>/dev/null", data);
+  FILE *in = popen(cmd, "r");
+  cr_assert(in, "%s", cmd);
+  static const dnt_perf_script_cb cb = {printed_line, NULL};
+  dnt_perf_script *p = dnt_perf_script_new(&cb, &printed);
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, in)) > 0) cr_assert_eq(dnt_perf_script_feed(p, buf, n), 0);
+  cr_assert_eq(pclose(in), 0, "%s", cmd);
+  cr_assert_eq(dnt_perf_script_finish(p), 0);
+  dnt_perf_script_free(p);
+
+  size_t len;
+  uint8_t *file = map_whole(data, &len);
+  struct dnt_perfdata_stats st;
+  char msg[256];
+  int rc = dnt_perfdata_sched(file, len, decoded_line, &decoded, &st, msg, sizeof msg);
+  free(file);
+  remove_dir(dir);
+  cr_assert_eq(rc, 0, "%s", msg);
+  cr_expect_eq(st.tracepoint_events, 2);
+  cr_expect_eq(st.other_tracepoint_events, 0);
+  cr_expect_eq((long)st.switches, decoded.runnable + decoded.asleep);
+  cr_expect_eq((long)st.wakings, decoded.wakings);
+  cr_expect_gt(printed.runnable, 0, "two busy loops on one CPU preempt each other");
+  cr_expect_gt(printed.asleep, 0, "sh waits for its children");
+  cr_expect_gt(printed.wakings, 0, "and is woken");
+  long pr = printed.runnable, pa = printed.asleep, pw = printed.wakings;
+  long dr = decoded.runnable, da = decoded.asleep, dw = decoded.wakings;
+  char *want = sorted(&printed), *got = sorted(&decoded);
+  if (strcmp(want, got) != 0) {
+    size_t at = 0;
+    while (want[at] == got[at]) at++;
+    size_t from = at > 200 ? at - 200 : 0;
+    cr_assert_fail("perf printed %ld runnable, %ld asleep, %ld wake-ups; the file gave %ld, %ld, %ld; they part at "
+                   "byte %zu:\n-- perf script:\n%.400s\n-- perf.data:\n%.400s",
+                   pr, pa, pw, dr, da, dw, at, want + from, got + from);
+  }
+  free(want);
+  free(got);
+}
+
+/* CPU states fed by an observer that also notes the threads it saw. */
+struct states_seen {
+  dnt_cpu_states *cs;
+  uint64_t tids[256];
+  size_t ntids;
+};
+
+static void see(void *ud, const dnt_perf_sample *s) {
+  struct states_seen *v = ud;
+  size_t i = 0;
+  while (i < v->ntids && v->tids[i] != (uint64_t)s->tid) i++;
+  if (i == v->ntids && v->ntids < 256) v->tids[v->ntids++] = (uint64_t)s->tid;
+  dnt_cpu_states_observe(v->cs, s);
+}
+
+/* compare's loader (dnt_perf_load: the switches and wake-ups from the file, perf script for the
+ * cpu-clock samples alone) gives the CPU states perf script's whole text gives (the reading
+ * before), for every thread at every 50 us of the recording. */
+Test(perfdata, the_loader_judges_as_perf_scripts_text_does, .timeout = 60) {
+  DNT_REQUIRE_PERF();
+  if (!dnt_perf_can_trace_sched()) {
+    if (getenv("CI") && !strcmp(getenv("CI"), "true")) cr_assert_fail("perf cannot record sched tracepoints (CI=true)");
+    cr_skip_test("SKIP: tracefs is not readable: no sched tracepoints to record");
+  }
+  char dir[64], data[96], cmd[512];
+  cr_assert(record_sched(dir, sizeof dir, data, sizeof data), "perf record of sched tracepoints failed");
+  struct states_seen loaded = {.cs = dnt_cpu_states_new()}, text = {.cs = dnt_cpu_states_new()};
+  struct dnt_profile *p1 = dnt_profile_new(), *p2 = dnt_profile_new();
+  struct dnt_symtab perfmap = {0};
+  struct dnt_perf_load_info info;
+  dnt_perf_reader *r1 = dnt_perf_load(p1, data, NULL, 1.0, &perfmap, see, &loaded, &info);
+  cr_assert(r1, "%s", info.error);
+  cr_expect_gt(info.sched_read, 0, "the switches were read from the file");
+
+  dnt_perf_reader *r2 = dnt_perf_reader_new(p2, 0, "cpu-clock", 1.0, NULL);
+  dnt_perf_reader_observe(r2, see, &text);
+  snprintf(cmd, sizeof cmd,
+           "perf script -i %s --ns --show-mmap-events -F sw:comm,pid,tid,time,event,ip,sym,dso "
+           "-F trace:comm,pid,tid,time,event,trace 2>/dev/null", data);
+  FILE *in = popen(cmd, "r");
+  cr_assert(in, "%s", cmd);
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, in)) > 0) cr_assert_eq(dnt_perf_reader_feed(r2, buf, n), 0);
+  cr_assert_eq(pclose(in), 0, "%s", cmd);
+  cr_assert_eq(dnt_perf_reader_finish(r2), 0);
+  remove_dir(dir);
+
+  cr_assert_eq(dnt_cpu_states_finish(loaded.cs, 0), 0);
+  cr_assert_eq(dnt_cpu_states_finish(text.cs, 0), 0);
+  struct dnt_cpu_states_info a, b;
+  dnt_cpu_states_info(loaded.cs, &a);
+  dnt_cpu_states_info(text.cs, &b);
+  cr_expect(a.has_switches && b.has_switches);
+  cr_expect_eq(a.cpu_samples, b.cpu_samples);
+  cr_expect_eq(a.first_ns, b.first_ns);
+  cr_expect_eq(a.last_ns, b.last_ns);
+  cr_expect(a.period_ms == b.period_ms && a.window_ms == b.window_ms);
+  cr_assert_eq(loaded.ntids, text.ntids);
+  long runnable = 0, blocked = 0;
+  for (size_t i = 0; i < text.ntids; i++)
+    for (uint64_t t = b.first_ns - 1000000; t <= b.last_ns + 1000000; t += 50000) {
+      enum dnt_cpu_state want = dnt_cpu_state_at(text.cs, text.tids[i], t), got = dnt_cpu_state_at(loaded.cs, text.tids[i], t);
+      cr_assert_eq(got, want, "thread %llu at %llu: %d, perf script's text says %d", (unsigned long long)text.tids[i],
+                   (unsigned long long)t, got, want);
+      runnable += want == DNT_OFF_RUNNABLE;
+      blocked += want == DNT_OFF_BLOCKED;
+    }
+  cr_expect(runnable > 0 && blocked > 0, "the recording has both off-CPU states (%ld, %ld)", runnable, blocked);
+  dnt_perf_reader_free(r1);
+  dnt_perf_reader_free(r2);
+  dnt_profile_free(p1);
+  dnt_profile_free(p2);
+  dnt_symtab_release(&perfmap);
+  dnt_cpu_states_free(loaded.cs);
+  dnt_cpu_states_free(text.cs);
+}
+
+/* Where the tracepoints' formats end: the first feature section (HEADER_TRACING_DATA, bit 1). */
+static size_t data_end_of_formats(const uint8_t *file, size_t len) {
+  uint64_t data_off, data_size, off, size;
+  memcpy(&data_off, file + 40, 8);
+  memcpy(&data_size, file + 48, 8);
+  cr_assert(file[72] & 2, "the recording has its tracing data");
+  cr_assert_leq(data_off + data_size + 16, len);
+  memcpy(&off, file + data_off + data_size, 8);
+  memcpy(&size, file + data_off + data_size + 8, 8);
+  cr_assert_leq(off + size, len);
+  return (size_t)(off + size);
+}
+
+/* Every truncation of a real recording, and a byte changed at every place of its header, attrs
+ * and formats (and every 97th of its records): refused or read, never read past the end (ASan). */
+Test(perfdata, every_truncation_and_corruption_is_survived, .timeout = 120) {
+  DNT_REQUIRE_PERF();
+  if (!dnt_perf_can_trace_sched()) {
+    if (getenv("CI") && !strcmp(getenv("CI"), "true")) cr_assert_fail("perf cannot record sched tracepoints (CI=true)");
+    cr_skip_test("SKIP: tracefs is not readable: no sched tracepoints to record");
+  }
+  char dir[64], data[96], msg[256];
+  cr_assert(record_sched(dir, sizeof dir, data, sizeof data), "perf record of sched tracepoints failed");
+  size_t len;
+  uint8_t *file = map_whole(data, &len);
+  remove_dir(dir);
+  struct dnt_perfdata_stats whole;
+  cr_assert_eq(dnt_perfdata_sched(file, len, NULL, NULL, &whole, msg, sizeof msg), 0, "%s", msg);
+  cr_assert_gt(whole.switches, 0);
+  uint8_t *room = malloc(len);
+  for (size_t cut = 0; cut < len; cut++) {
+    uint8_t *part = room + len - cut; /* the cut file ends where the allocation does: ASan sees any read past it */
+    memcpy(part, file, cut);
+    struct dnt_perfdata_stats st;
+    int rc = dnt_perfdata_sched(part, cut, NULL, NULL, &st, msg, sizeof msg);
+    /* the formats follow the records: cut before their end, the file is refused; after, the
+     * features that come later (build ids...) are not read */
+    if (cut < data_end_of_formats(file, len))
+      cr_assert_eq(rc, DNT_PERFDATA_UNSUPPORTED, "cut at %zu of %zu: %d", cut, len, rc);
+    else
+      cr_assert(rc == 0 && st.switches == whole.switches && st.wakings == whole.wakings, "cut at %zu: %d", cut, rc);
+  }
+  free(room);
+  uint64_t data_off, data_size;
+  memcpy(&data_off, file + 40, 8);
+  memcpy(&data_size, file + 48, 8);
+  uint8_t *copy = malloc(len);
+  for (size_t at = 0; at < len; at += at < data_off || at >= data_off + data_size ? 1 : 97) {
+    for (int flip = 0; flip < 2; flip++) {
+      memcpy(copy, file, len);
+      copy[at] = flip ? (uint8_t)~copy[at] : 0xff;
+      struct dnt_perfdata_stats st;
+      int rc = dnt_perfdata_sched(copy, len, NULL, NULL, &st, msg, sizeof msg);
+      cr_assert(rc == 0 || rc == DNT_PERFDATA_UNSUPPORTED, "byte %zu changed: %d", at, rc);
+    }
+  }
+  free(copy);
+  free(file);
+}
+
 /* ---- the perf map ---- */
 
 Test(cpu_states, thread_names_file) {
