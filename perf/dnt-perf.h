@@ -98,7 +98,7 @@ void dnt_perf_script_stats(const dnt_perf_script *p, struct dnt_perf_script_stat
 struct dnt_perfdata_stats {
   uint64_t switches, wakings;
   unsigned tracepoint_events;       /* the file's tracepoint events (perf script refuses -F trace: without) */
-  unsigned other_tracepoint_events; /* those not read here */
+  unsigned other_tracepoint_events; /* those not read here (others, or a format not understood) */
 };
 
 /* Hands every sched:sched_switch and sched:sched_waking sample of the perf.data file in buf (len
