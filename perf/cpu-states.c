@@ -130,13 +130,13 @@ int dnt_cpu_states_add(dnt_cpu_states *cs, const dnt_perf_sample *s) {
     t->last_clock = s->time_ns;
     cs->cpu_samples++;
   } else if (dnt_perf_event_is(s->event, "sched:sched_switch")) {
-    int kind = switch_kind(s->trace);
+    int kind = s->decoded ? (s->left_runnable ? SWITCHED_OUT_PREEMPTED : SWITCHED_OUT_ASLEEP) : switch_kind(s->trace);
     if (kind < 0) return 0;
     /* recorded on the thread switched out */
     if (!(t = thread_of(cs, (uint64_t)s->tid)) || add_change(t, s->time_ns, (enum change_kind)kind)) return -ENOMEM;
     cs->has_switches = 1;
   } else if (dnt_perf_event_is(s->event, "sched:sched_waking")) {
-    uint64_t tid = woken_tid(s->trace);
+    uint64_t tid = s->decoded ? s->woken_tid : woken_tid(s->trace);
     if (!tid) return 0;
     if (!(t = thread_of(cs, tid)) || add_change(t, s->time_ns, WOKEN)) return -ENOMEM;
   } else {

@@ -46,6 +46,11 @@ typedef struct dnt_perf_sample {
   const char *trace; /* a tracepoint's fields ("prev_comm=... ==> next_comm=..."), else "" */
   const dnt_perf_frame *frames; /* leaf first */
   size_t nframes;
+  /* A sched tracepoint read from perf.data (dnt_perfdata_sched) rather than from perf script's
+   * text: trace is "", comm "" and frames none; its fields are these. */
+  int decoded;
+  int left_runnable;  /* sched_switch: prev_state printed as R or R+ (preempted, not asleep) */
+  uint64_t woken_tid; /* sched_waking: the thread woken (its pid field; 0 none) */
 } dnt_perf_sample;
 
 typedef struct dnt_perf_mmap {
@@ -61,6 +66,9 @@ typedef struct dnt_perf_script_cb {
 } dnt_perf_script_cb;
 
 typedef struct dnt_perf_script dnt_perf_script;
+
+/* An observer of samples (valid only during the call): dnt_perf_reader_observe, dnt_perf_load. */
+typedef void (*dnt_perf_observe_fn)(void *ud, const dnt_perf_sample *s);
 
 /* cb is copied; ud is borrowed. NULL when out of memory. Free with dnt_perf_script_free. */
 dnt_perf_script *dnt_perf_script_new(const dnt_perf_script_cb *cb, void *ud);
@@ -79,6 +87,28 @@ struct dnt_perf_script_stats {
   uint64_t bytes, samples, mmaps, malformed_lines, truncated_chains;
 };
 void dnt_perf_script_stats(const dnt_perf_script *p, struct dnt_perf_script_stats *out);
+
+/* ---- the scheduler's tracepoints read from perf.data itself ----
+ * perf script spends most of its time on a recording of switches printing each tracepoint
+ * through its format string, and compare needs two numbers of each: they are read from the file
+ * (perfdata.c), and perf script prints the cpu-clock samples alone (-F trace: with no fields). */
+
+#define DNT_PERFDATA_UNSUPPORTED (-1000) /* not a file in the form read here: have perf print it */
+
+struct dnt_perfdata_stats {
+  uint64_t switches, wakings;
+  unsigned tracepoint_events;       /* the file's tracepoint events (perf script refuses -F trace: without) */
+  unsigned other_tracepoint_events; /* those not read here (others, or a format not understood) */
+};
+
+/* Hands every sched:sched_switch and sched:sched_waking sample of the perf.data file in buf (len
+ * bytes, borrowed; mapped by the caller) to fn, in the file's order, as a dnt_perf_sample with
+ * `decoded` set (valid only during the call). The whole file is checked first, so fn sees all its
+ * samples or none. fn NULL: the check alone. stats (caller-owned, may be NULL): what was found. 0; DNT_PERFDATA_UNSUPPORTED for a file in another form (pipe mode, big endian,
+ * compressed, tracepoints without their formats...: perf script can still print it), or -ENOMEM;
+ * then msg (caller-owned, cap bytes) says why. */
+int dnt_perfdata_sched(const uint8_t *buf, size_t len, dnt_perf_observe_fn fn, void *ud,
+                       struct dnt_perfdata_stats *stats, char *msg, size_t cap);
 
 /* ---- the mappings of one run, to turn printed offsets back into addresses ---- */
 
@@ -201,8 +231,8 @@ int dnt_perf_reader_finish(dnt_perf_reader *r);
 /* Samples taken, and how many of their frames no table could name. */
 void dnt_perf_reader_stats(const dnt_perf_reader *r, struct dnt_perf_script_stats *st, uint64_t *samples_used);
 
-/* Sees every sample perf script gave (all events, sched_switch too), before the profile does. */
-typedef void (*dnt_perf_observe_fn)(void *ud, const dnt_perf_sample *s);
+/* Sees every sample perf script gave (all events, sched_switch too), before the profile does
+ * (dnt_perf_observe_fn, above). */
 void dnt_perf_reader_observe(dnt_perf_reader *r, dnt_perf_observe_fn fn, void *ud);
 
 struct dnt_perf_load_info; /* below */
@@ -225,10 +255,14 @@ struct dnt_perf_load_info {
   char warnings[2048];
   uint64_t script_bytes;
   double script_seconds; /* perf script's run, reading included */
+  uint64_t sched_read;   /* sched tracepoints read from the file itself (dnt_perfdata_sched) */
 };
 
 /* The post-processing of a recording: the perf map copy `map` (may be NULL or missing) loaded,
- * then `perf script` run on `data` (argv, no shell) and read as a stream into prof. The frames
+ * then `perf script` run on `data` (argv, no shell) and read as a stream into prof. fn (may be
+ * NULL) observes every sample: the sched tracepoints first, read from the file itself (`decoded`
+ * set), then perf script's; perf script prints the tracepoints (chain-less) only for a file
+ * dnt_perfdata_sched cannot read or one with other tracepoints, and never without fn. The frames
  * are named when prof is finished, which is the caller's to do once prof has the method table of
  * the trace recorded beside (dnt_profile_methods_only and a load of that trace: after this call,
  * so that the trace's pass can also see what perf saw). perfmap: caller-owned storage for the map

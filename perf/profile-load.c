@@ -1,10 +1,13 @@
 /* `perf script` output into a dnt_profile (dnt-perf.h). */
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -227,8 +230,43 @@ static void warn(struct dnt_perf_load_info *info, const char *fmt, ...) {
   va_end(ap);
 }
 
-/* `perf script` on data, its output fed to the reader as it comes. 0, or -1 with info->error. */
-static int run_perf_script(const char *data, dnt_perf_reader *reader, int chains, struct dnt_perf_load_info *info) {
+/* What perf script is asked to print of the tracepoints. */
+enum trace_fields {
+  TRACE_ABSENT, /* the file has none: perf script refuses to be asked for them */
+  TRACE_NONE,   /* nothing: nobody reads them, or they were read from the file */
+  TRACE_FIELDS, /* their fields without their chains: the switches' chains are most of the text
+                 * (and of perf's time writing it) and only waits reads them */
+  TRACE_CHAINS, /* their fields and their call chains (waits) */
+};
+
+/* A perf.data file mapped for dnt_perfdata_sched. */
+struct mapped {
+  void *buf;
+  size_t len;
+};
+
+static int map_file(const char *path, struct mapped *m) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  struct stat st;
+  int rc = -1;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    m->buf = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m->buf != MAP_FAILED) {
+      m->len = (size_t)st.st_size;
+      rc = 0;
+    }
+  }
+  close(fd);
+  if (rc) m->buf = NULL;
+  return rc;
+}
+
+/* `perf script` on data, its output fed to the reader as it comes; once perf runs, the sched
+ * tracepoints of `sched` (a file dnt_perfdata_sched checked, or NULL) go to the reader's observer
+ * meanwhile. 0, or -1 with info->error. */
+static int run_perf_script(const char *data, dnt_perf_reader *reader, enum trace_fields trace,
+                           const struct mapped *sched, struct dnt_perf_load_info *info) {
   int fds[2];
   if (pipe(fds) != 0) {
     snprintf(info->error, sizeof info->error, "cannot create a pipe: %s", strerror(errno));
@@ -250,26 +288,36 @@ static int run_perf_script(const char *data, dnt_perf_reader *reader, int chains
     close(fds[1]);
     int null = open("/dev/null", O_WRONLY);
     if (null >= 0) dup2(null, 2);
-    /* call chains of the cpu-clock samples only: the switches' chains are most of the text
-     * (and of perf's time writing it) and nothing here reads them */
+    static char *const trace_arg[] = {NULL, "trace:", "trace:comm,pid,tid,time,event,trace",
+                                      "trace:comm,pid,tid,time,event,trace,ip,sym,dso"};
     char *const argv[] = {"perf", "script", "-i", (char *)data, "--ns", "--show-mmap-events",
-                          "-F", "sw:comm,pid,tid,time,event,ip,sym,dso", "-F",
-                          chains ? "trace:comm,pid,tid,time,event,trace,ip,sym,dso" : "trace:comm,pid,tid,time,event,trace",
-                          NULL};
+                          "-F", "sw:comm,pid,tid,time,event,ip,sym,dso", trace_arg[trace] ? "-F" : NULL,
+                          trace_arg[trace], NULL};
     execvp("perf", argv);
     _exit(127);
   }
   close(fds[1]);
+  /* perf writes ahead (up to a MiB, where the system allows) while the file's tracepoints are read */
+  int oom = 0;
+  if (sched) {
+    (void)fcntl(fds[0], F_SETPIPE_SZ, 1 << 20);
+    char msg[256];
+    struct dnt_perfdata_stats st;
+    /* checked whole before it was chosen: only memory can fail it now */
+    if (dnt_perfdata_sched(sched->buf, sched->len, reader->observe, reader->observe_ud, &st, msg, sizeof msg) != 0)
+      oom = 1;
+    info->sched_read = st.switches + st.wakings;
+  }
   /* the heap, not a static buffer: dntrace serve runs several of these at once on its thread pool */
   char *buf = malloc(256 * 1024);
   ssize_t n;
   uint64_t bytes = 0;
-  int oom = 0;
   if (!buf) oom = 1;
   while (buf && (n = read(fds[0], buf, 256 * 1024)) > 0) {
     bytes += (uint64_t)n;
     if (!oom && dnt_perf_reader_feed(reader, buf, (size_t)n) != 0) oom = 1;
   }
+  if (!buf) kill(pid, SIGTERM); /* nothing reads its output: it would wait on the pipe for ever */
   free(buf);
   close(fds[0]);
   int status = 0;
@@ -304,8 +352,18 @@ dnt_perf_reader *dnt_perf_load(struct dnt_profile *prof, const char *data, const
     snprintf(info->error, sizeof info->error, "out of memory");
     return NULL;
   }
+  /* the tracepoints matter to an observer alone: read from the file when it can be, else printed */
   if (fn) dnt_perf_reader_observe(r, fn, ud);
-  if (run_perf_script(data, r, 0, info) < 0) {
+  enum trace_fields trace = TRACE_FIELDS;
+  struct mapped file = {0};
+  struct dnt_perfdata_stats st;
+  char msg[256];
+  if (map_file(data, &file) == 0 && dnt_perfdata_sched(file.buf, file.len, NULL, NULL, &st, msg, sizeof msg) == 0 &&
+      (!fn || !st.other_tracepoint_events))
+    trace = st.tracepoint_events ? TRACE_NONE : TRACE_ABSENT;
+  int rc = run_perf_script(data, r, trace, trace != TRACE_FIELDS && fn ? &file : NULL, info);
+  if (file.buf) munmap(file.buf, file.len);
+  if (rc < 0) {
     dnt_perf_reader_free(r);
     return NULL;
   }
@@ -319,5 +377,5 @@ int dnt_perf_reader_run(dnt_perf_reader *r, const char *data, const char *map, s
     int rc = dnt_perfmap_load(r->perfmap, map, &bad);
     if (rc < 0) warn(info, "cannot read the perf map '%s': %s", map, strerror(-rc));
   }
-  return run_perf_script(data, r, 1, info);
+  return run_perf_script(data, r, TRACE_CHAINS, NULL, info);
 }

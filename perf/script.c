@@ -161,15 +161,23 @@ static const char *keep_name(dnt_perf_script *p, const char *s, size_t n) {
   return out;
 }
 
+/* A hex digit's value, or -1 (no ctype lookups: this runs for every frame of every sample). */
+static int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
 /* `\t   HEX SYM (DSO)`; SYM may hold spaces and parentheses, DSO is the last group. */
 static int frame_line(dnt_perf_script *p, char *line) {
   char *s = line;
   while (*s == ' ' || *s == '\t') s++;
   uint64_t addr = 0;
   size_t digits = 0;
-  for (; isxdigit((unsigned char)*s); s++, digits++) {
+  for (int v; (v = hex_value(*s)) >= 0; s++, digits++) {
     if (digits == 16) return -1;
-    addr = addr << 4 | (uint64_t)(isdigit((unsigned char)*s) ? *s - '0' : (tolower((unsigned char)*s) - 'a' + 10));
+    addr = addr << 4 | (uint64_t)v;
   }
   if (!digits || *s != ' ') return -1;
   s++;

@@ -20,7 +20,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-mkdir -p "$out"/{ipc,http,perf-script,perfmap,traces,ntr,elfcore}
+mkdir -p "$out"/{ipc,http,perf-script,perfdata,perfmap,traces,ntr,elfcore}
 
 start_sample() { # start_sample LOG [VAR=VALUE...]: the sample, its pid in $sample_pid
   local log=$1
@@ -61,6 +61,12 @@ done
 "$build/dntrace" collect -p "$sample_pid" --native --duration 2s -o "$work/run.nettrace" >/dev/null
 perf script -i "$work/run.perf.data" --ns --show-mmap-events -F comm,pid,tid,time,event,ip,sym,dso,trace \
   >"$work/run.script" 2>/dev/null
+
+# a small perf.data of switches (some preempted: two loops share a CPU), wake-ups and cpu-clock
+# samples, recorded as collect --native records them (compare reads its tracepoints itself)
+perf record --quiet -e cpu-clock/freq=999/ -e sched:sched_switch -e sched:sched_waking -g -k CLOCK_MONOTONIC \
+  -o "$out/perfdata/sched" -- taskset -c 0 sh -c 'busy() { i=0; while [ $i -lt 5000 ]; do i=$((i+1)); done; };
+  busy & busy; wait; sleep 0.01' >/dev/null 2>&1
 
 # an ELF core of the sample (notes and program headers only: coredump_filter 0)
 echo 0 >"/proc/$sample_pid/coredump_filter"

@@ -32,6 +32,7 @@ for fuzzer in "$@"; do
     fuzz-elfcore) dirs="$seeds/elfcore" max_len=131072 ;;
     fuzz-perf-script) dirs="$seeds/perf-script" ;;
     fuzz-perfmap) dirs="$seeds/perfmap" ;;
+    fuzz-perfdata) dirs="$seeds/perfdata" ;;
     fuzz-schema) dirs="$src/data $seeds/schema" ;;
     fuzz-fields | fuzz-counters | fuzz-trace-read | fuzz-gc | fuzz-jitpool | fuzz-allocs | fuzz-exclocks)
       dirs="$seeds/traces"

@@ -366,6 +366,448 @@ Test(perf_script, garbage_is_counted_never_fatal) {
   }
 }
 
+/* ---- the sched tracepoints read from perf.data itself ---- */
+
+/* A real recording of switches (some preempted: two busy loops share one CPU; some asleep) and
+ * wake-ups, as `dntrace collect --native` records them; 0 when perf or tracefs cannot. */
+static int record_sched(char *dir, size_t cap, char *data, size_t dcap) {
+  snprintf(dir, cap, "/tmp/dnt-perfdata-XXXXXX");
+  cr_assert(mkdtemp(dir));
+  snprintf(data, dcap, "%s/p.data", dir);
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd,
+           "perf record --quiet -e cpu-clock/freq=999/ -e sched:sched_switch -e sched:sched_waking -g "
+           "-k CLOCK_MONOTONIC -o %s -- taskset -c 0 sh -c 'busy() { i=0; while [ $i -lt 15000 ]; do i=$((i+1)); "
+           "done; }; for j in 1 2 3; do busy & busy; wait; sleep 0.01; done' >/dev/null 2>&1",
+           data);
+  return system(cmd) == 0;
+}
+
+static void remove_dir(const char *dir) {
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  (void)!system(cmd);
+}
+
+static void *map_whole(const char *path, size_t *len) {
+  int fd = open(path, O_RDONLY);
+  cr_assert_geq(fd, 0, "%s", path);
+  struct stat st;
+  cr_assert_eq(fstat(fd, &st), 0);
+  void *buf = malloc((size_t)st.st_size);
+  cr_assert(buf);
+  cr_assert_eq(read(fd, buf, (size_t)st.st_size), st.st_size);
+  close(fd);
+  *len = (size_t)st.st_size;
+  return buf;
+}
+
+/* One line per sched sample: "switch PID/TID TIME runnable|asleep" or "waking PID/TID TIME WOKEN". */
+struct sched_lines {
+  char *buf;
+  size_t len;
+  FILE *fp;
+  long runnable, asleep, wakings;
+};
+
+static void line_of(struct sched_lines *l, const dnt_perf_sample *s, int runnable, unsigned long long woken) {
+  if (!strcmp(s->event, "sched:sched_switch")) {
+    fprintf(l->fp, "switch %d/%d %llu %s\n", s->pid, s->tid, (unsigned long long)s->time_ns, runnable ? "runnable" : "asleep");
+    runnable ? l->runnable++ : l->asleep++;
+  } else if (!strcmp(s->event, "sched:sched_waking")) {
+    fprintf(l->fp, "waking %d/%d %llu %llu\n", s->pid, s->tid, (unsigned long long)s->time_ns, woken);
+    l->wakings++;
+  }
+}
+
+static void decoded_line(void *ud, const dnt_perf_sample *s) {
+  cr_assert(s->decoded && !*s->trace && !s->nframes);
+  line_of(ud, s, s->left_runnable, (unsigned long long)s->woken_tid);
+}
+
+/* What perf printed, read here without the library's decoding: prev_state's first letter (R
+ * and R+ left the CPU runnable), and the woken thread's pid= (the field before prio=). */
+static int printed_line(void *ud, const dnt_perf_sample *s) {
+  const char *state = strstr(s->trace, " prev_state="), *pid = strstr(s->trace, " pid=");
+  unsigned long long woken = 0;
+  if (pid) woken = strtoull(pid + 5, NULL, 10);
+  line_of(ud, s, state && state[12] == 'R', woken);
+  return 0;
+}
+
+static int by_line(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The lines sorted (perf prints in time order, the file holds them as the CPUs' buffers flushed). */
+static char *sorted(struct sched_lines *l) {
+  fclose(l->fp);
+  size_t n = 0, cap = 1024;
+  char **v = malloc(cap * sizeof *v);
+  for (char *p = strtok(l->buf, "\n"); p; p = strtok(NULL, "\n")) {
+    if (n == cap) v = realloc(v, (cap *= 2) * sizeof *v);
+    v[n++] = p;
+  }
+  qsort(v, n, sizeof *v, by_line);
+  char *out;
+  size_t len;
+  FILE *fp = open_memstream(&out, &len);
+  for (size_t i = 0; i < n; i++) fprintf(fp, "%s\n", v[i]);
+  fclose(fp);
+  free(v);
+  free(l->buf);
+  return out;
+}
+
+/* compare reads the switches and wake-ups from the file instead of having perf print them: on a
+ * real recording, the same samples (pid, tid, time to the ns), each switch left runnable exactly
+ * when perf prints prev_state=R or R+, each wake-up the thread perf prints as pid=. */
+Test(perfdata, sched_samples_as_perf_script_prints_them, .timeout = 60) {
+  DNT_REQUIRE_PERF();
+  if (!dnt_perf_can_trace_sched()) {
+    if (getenv("CI") && !strcmp(getenv("CI"), "true")) cr_assert_fail("perf cannot record sched tracepoints (CI=true)");
+    cr_skip_test("SKIP: tracefs is not readable: no sched tracepoints to record");
+  }
+  char dir[64], data[96], cmd[256];
+  cr_assert(record_sched(dir, sizeof dir, data, sizeof data), "perf record of sched tracepoints failed");
+
+  struct sched_lines printed = {0}, decoded = {0};
+  printed.fp = open_memstream(&printed.buf, &printed.len);
+  decoded.fp = open_memstream(&decoded.buf, &decoded.len);
+  snprintf(cmd, sizeof cmd, "perf script -i %s --ns -F comm,pid,tid,time,event,trace 2>/dev/null", data);
+  FILE *in = popen(cmd, "r");
+  cr_assert(in, "%s", cmd);
+  static const dnt_perf_script_cb cb = {printed_line, NULL};
+  dnt_perf_script *p = dnt_perf_script_new(&cb, &printed);
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, in)) > 0) cr_assert_eq(dnt_perf_script_feed(p, buf, n), 0);
+  cr_assert_eq(pclose(in), 0, "%s", cmd);
+  cr_assert_eq(dnt_perf_script_finish(p), 0);
+  dnt_perf_script_free(p);
+
+  size_t len;
+  uint8_t *file = map_whole(data, &len);
+  struct dnt_perfdata_stats st;
+  char msg[256];
+  int rc = dnt_perfdata_sched(file, len, decoded_line, &decoded, &st, msg, sizeof msg);
+  free(file);
+  remove_dir(dir);
+  cr_assert_eq(rc, 0, "%s", msg);
+  cr_expect_eq(st.tracepoint_events, 2);
+  cr_expect_eq(st.other_tracepoint_events, 0);
+  cr_expect_eq((long)st.switches, decoded.runnable + decoded.asleep);
+  cr_expect_eq((long)st.wakings, decoded.wakings);
+  cr_expect_gt(printed.runnable, 0, "two busy loops on one CPU preempt each other");
+  cr_expect_gt(printed.asleep, 0, "sh waits for its children");
+  cr_expect_gt(printed.wakings, 0, "and is woken");
+  long pr = printed.runnable, pa = printed.asleep, pw = printed.wakings;
+  long dr = decoded.runnable, da = decoded.asleep, dw = decoded.wakings;
+  char *want = sorted(&printed), *got = sorted(&decoded);
+  if (strcmp(want, got) != 0) {
+    size_t at = 0;
+    while (want[at] == got[at]) at++;
+    size_t from = at > 200 ? at - 200 : 0;
+    cr_assert_fail("perf printed %ld runnable, %ld asleep, %ld wake-ups; the file gave %ld, %ld, %ld; they part at "
+                   "byte %zu:\n-- perf script:\n%.400s\n-- perf.data:\n%.400s",
+                   pr, pa, pw, dr, da, dw, at, want + from, got + from);
+  }
+  free(want);
+  free(got);
+}
+
+/* A perf.data built here, byte by byte, as perf.data-file-format.txt lays it out: two tracepoint
+ * attrs (sched_switch id 11, sched_waking id 12; IDENTIFIER|TID|TIME|RAW), their samples, and the
+ * tracing data holding the formats given: what each kernel's print format says decides. */
+struct built {
+  uint8_t b[8192];
+  size_t n;
+};
+
+static size_t put(struct built *f, const void *p, size_t n) {
+  cr_assert_leq(f->n + n, sizeof f->b);
+  memcpy(f->b + f->n, p, n);
+  f->n += n;
+  return f->n - n;
+}
+static size_t put64(struct built *f, uint64_t v) { return put(f, &v, 8); }
+static size_t put32(struct built *f, uint32_t v) { return put(f, &v, 4); }
+static void set64(struct built *f, size_t at, uint64_t v) { memcpy(f->b + at, &v, 8); }
+
+static void put_sample(struct built *f, uint64_t id, uint32_t tid, uint64_t time, const void *raw, uint32_t raw_len) {
+  uint32_t size = 8 + 8 + 8 + 8 + 4 + raw_len;
+  size = (size + 7) & ~7u;
+  uint32_t type = 9; /* PERF_RECORD_SAMPLE */
+  uint16_t misc = 0, sz = (uint16_t)size;
+  size_t start = f->n;
+  put(f, &type, 4), put(f, &misc, 2), put(f, &sz, 2);
+  put64(f, id), put32(f, 1000), put32(f, tid), put64(f, time), put32(f, raw_len), put(f, raw, raw_len);
+  while (f->n < start + size) put(f, "", 1);
+}
+
+/* switches[i]: prev_state values (offset 32, 8 bytes, as on Linux 6); one waking of pid 77 and one
+ * of pid -1. */
+static void build(struct built *f, const char *switch_print_fmt, const uint64_t *states, size_t nstates) {
+  f->n = 0;
+  put(f, "PERFILE2", 8), put64(f, 104), put64(f, 80);
+  size_t attrs = put64(f, 0);
+  put64(f, 2 * 80);
+  size_t data = put64(f, 0), data_size = put64(f, 0);
+  put64(f, 0), put64(f, 0);
+  put64(f, 1u << 1), put64(f, 0), put64(f, 0), put64(f, 0); /* features: HEADER_TRACING_DATA */
+  size_t ids[2];
+  set64(f, attrs, f->n);
+  for (int i = 0; i < 2; i++) {
+    put32(f, 2), put32(f, 64), put64(f, 300 + (uint64_t)i), put64(f, 1);
+    put64(f, (1u << 16) | (1u << 1) | (1u << 2) | (1u << 10)); /* IDENTIFIER|TID|TIME|RAW */
+    for (int k = 0; k < 4; k++) put64(f, 0);                  /* the rest of a 64-byte attr */
+    ids[i] = put64(f, 0);
+    put64(f, 8);
+  }
+  set64(f, ids[0], put64(f, 11));
+  set64(f, ids[1], put64(f, 12));
+  set64(f, data, f->n);
+  uint8_t raw[64] = {0};
+  for (size_t i = 0; i < nstates; i++) {
+    memcpy(raw + 32, &states[i], 8);
+    put_sample(f, 11, 100 + (uint32_t)i, 5000 + i, raw, 64);
+  }
+  int32_t pid = 77;
+  memcpy(raw + 24, &pid, 4);
+  put_sample(f, 12, 200, 9000, raw, 40);
+  pid = -1;
+  memcpy(raw + 24, &pid, 4);
+  put_sample(f, 12, 201, 9001, raw, 40);
+  put_sample(f, 99, 202, 9002, raw, 40); /* an id no attr has: perf skips it */
+  uint64_t data_off;
+  memcpy(&data_off, f->b + data, 8);
+  set64(f, data_size, f->n - data_off);
+  size_t sec = put64(f, 0);
+  put64(f, 0);
+  size_t tracing = f->n;
+  put(f, "\027\010\104tracing", 10), put(f, "0.6", 4), put(f, "\0\010", 2), put32(f, 4096);
+  put(f, "header_page", 12), put64(f, 0), put(f, "header_event", 13), put64(f, 0), put32(f, 0);
+  put32(f, 1), put(f, "sched", 6), put32(f, 2);
+  char fmt[2048];
+  int len = snprintf(fmt, sizeof fmt,
+                     "name: sched_switch\nID: 300\nformat:\n\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n"
+                     "\tfield:long prev_state;\toffset:32;\tsize:8;\tsigned:1;\n\nprint fmt: \"prev_state=%%s\", %s\n",
+                     switch_print_fmt);
+  put64(f, (uint64_t)len), put(f, fmt, (size_t)len);
+  len = snprintf(fmt, sizeof fmt,
+                 "name: sched_waking\nID: 301\nformat:\n\tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;\n"
+                 "\tfield:pid_t pid;\toffset:24;\tsize:4;\tsigned:1;\n\nprint fmt: \"comm=%%s pid=%%d\", REC->comm, REC->pid\n");
+  put64(f, (uint64_t)len), put(f, fmt, (size_t)len);
+  set64(f, sec, tracing);
+  set64(f, sec + 8, f->n - tracing);
+}
+
+struct decoded_list {
+  char text[1024];
+  size_t len;
+};
+
+static void note_decoded(void *ud, const dnt_perf_sample *s) {
+  struct decoded_list *l = ud;
+  l->len += (size_t)snprintf(l->text + l->len, sizeof l->text - l->len, "%s %d %llu %s %llu;", s->event + 12, s->tid,
+                             (unsigned long long)s->time_ns, s->left_runnable ? "R" : "-",
+                             (unsigned long long)s->woken_tid);
+}
+
+/* Each kernel's sched_switch print format, its prev_state values, and what perf prints for them
+ * (the kernel's __trace_sched_switch_state and libtraceevent's ternary: no letter bit set is R). */
+Test(perfdata, prev_state_read_by_each_kernels_print_format) {
+  static const struct {
+    const char *print_fmt;
+    uint64_t states[4];
+    const char *want; /* R: perf prints R or R+, -: a letter */
+  } cases[] = {
+      /* Linux 4.14 and later: TASK_REPORT_MAX (0x100 on 6.x) marks a preemption, R+ */
+      {"(REC->prev_state & ((((0x00000000 | 0x00000001 | 0x00000002 | 0x00000004 | 0x00000008 | 0x00000010 | "
+       "0x00000020 | 0x00000040) + 1) << 1) - 1)) ? __print_flags(REC->prev_state & ((((0x00000000 | 0x00000001 | "
+       "0x00000002 | 0x00000004 | 0x00000008 | 0x00000010 | 0x00000020 | 0x00000040) + 1) << 1) - 1), \"|\", "
+       "{ 0x00000001, \"S\" }) : \"R\", REC->prev_state & (((0x00000000 | 0x00000001) + 1) << 1) ? \"+\" : \"\"",
+       {0, 0x100, 0x1, 0x80},
+       "R R - -"},
+      /* Linux 4.4 to 4.13: TASK_STATE_MAX (2048) marks a preemption */
+      {"REC->prev_state & (2048-1) ? __print_flags(REC->prev_state & (2048-1), \"|\", { 1, \"S\"} , { 2, \"D\" }) : "
+       "\"R\", REC->prev_state & 2048 ? \"+\" : \"\"",
+       {0, 2048, 2, 1024},
+       "R R - -"},
+      /* older still: every bit a letter */
+      {"REC->prev_state ? __print_flags(REC->prev_state, \"|\", { 1, \"S\"} ) : \"R\"", {0, 1, 2048, 0}, "R - - R"},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    static struct built f;
+    build(&f, cases[c].print_fmt, cases[c].states, 4);
+    struct decoded_list l = {{0}, 0};
+    struct dnt_perfdata_stats st;
+    char msg[256];
+    cr_assert_eq(dnt_perfdata_sched(f.b, f.n, note_decoded, &l, &st, msg, sizeof msg), 0, "case %zu: %s", c, msg);
+    char want[1024];
+    const char *w = cases[c].want;
+    snprintf(want, sizeof want,
+             "switch 100 5000 %c 0;switch 101 5001 %c 0;switch 102 5002 %c 0;switch 103 5003 %c 0;"
+             "waking 200 9000 - 77;waking 201 9001 - 0;",
+             w[0], w[2], w[4], w[6]);
+    cr_expect_str_eq(l.text, want, "case %zu", c);
+    cr_expect(st.switches == 4 && st.wakings == 2 && st.tracepoint_events == 2 && !st.other_tracepoint_events);
+  }
+  /* a print format read by no rule here: a tracepoint left to perf (the loader has it printed) */
+  static struct built f;
+  uint64_t zero[1] = {0};
+  char msg[256];
+  struct dnt_perfdata_stats st;
+  build(&f, "__print_symbolic(REC->prev_state, { 0, \"R\" })", zero, 1);
+  cr_expect_eq(dnt_perfdata_sched(f.b, f.n, NULL, NULL, &st, msg, sizeof msg), 0, "%s", msg);
+  cr_expect(st.other_tracepoint_events == 1 && st.switches == 0 && st.wakings == 2);
+  /* a file perf did not finish (data size 0), and a pipe-mode header (16 bytes): refused */
+  build(&f, "REC->prev_state ? 1 : \"R\"", zero, 1);
+  cr_expect_eq(dnt_perfdata_sched(f.b, f.n, NULL, NULL, NULL, msg, sizeof msg), 0, "%s", msg);
+  uint64_t v = 0;
+  memcpy(f.b + 48, &v, 8);
+  cr_expect_eq(dnt_perfdata_sched(f.b, f.n, NULL, NULL, NULL, msg, sizeof msg), DNT_PERFDATA_UNSUPPORTED);
+  v = 16;
+  memcpy(f.b + 8, &v, 8);
+  cr_expect_eq(dnt_perfdata_sched(f.b, f.n, NULL, NULL, NULL, msg, sizeof msg), DNT_PERFDATA_UNSUPPORTED);
+}
+
+/* CPU states fed by an observer that also notes the threads it saw. */
+struct states_seen {
+  dnt_cpu_states *cs;
+  uint64_t tids[256];
+  size_t ntids;
+};
+
+static void see(void *ud, const dnt_perf_sample *s) {
+  struct states_seen *v = ud;
+  size_t i = 0;
+  while (i < v->ntids && v->tids[i] != (uint64_t)s->tid) i++;
+  if (i == v->ntids && v->ntids < 256) v->tids[v->ntids++] = (uint64_t)s->tid;
+  dnt_cpu_states_observe(v->cs, s);
+}
+
+/* compare's loader (dnt_perf_load: the switches and wake-ups from the file, perf script for the
+ * cpu-clock samples alone) gives the CPU states perf script's whole text gives (the reading
+ * before), for every thread at every 50 us of the recording. */
+Test(perfdata, the_loader_judges_as_perf_scripts_text_does, .timeout = 60) {
+  DNT_REQUIRE_PERF();
+  if (!dnt_perf_can_trace_sched()) {
+    if (getenv("CI") && !strcmp(getenv("CI"), "true")) cr_assert_fail("perf cannot record sched tracepoints (CI=true)");
+    cr_skip_test("SKIP: tracefs is not readable: no sched tracepoints to record");
+  }
+  char dir[64], data[96], cmd[512];
+  cr_assert(record_sched(dir, sizeof dir, data, sizeof data), "perf record of sched tracepoints failed");
+  struct states_seen loaded = {.cs = dnt_cpu_states_new()}, text = {.cs = dnt_cpu_states_new()};
+  struct dnt_profile *p1 = dnt_profile_new(), *p2 = dnt_profile_new();
+  struct dnt_symtab perfmap = {0};
+  struct dnt_perf_load_info info;
+  dnt_perf_reader *r1 = dnt_perf_load(p1, data, NULL, 1.0, &perfmap, see, &loaded, &info);
+  cr_assert(r1, "%s", info.error);
+  cr_expect_gt(info.sched_read, 0, "the switches were read from the file");
+
+  dnt_perf_reader *r2 = dnt_perf_reader_new(p2, 0, "cpu-clock", 1.0, NULL);
+  dnt_perf_reader_observe(r2, see, &text);
+  snprintf(cmd, sizeof cmd,
+           "perf script -i %s --ns --show-mmap-events -F sw:comm,pid,tid,time,event,ip,sym,dso "
+           "-F trace:comm,pid,tid,time,event,trace 2>/dev/null", data);
+  FILE *in = popen(cmd, "r");
+  cr_assert(in, "%s", cmd);
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, in)) > 0) cr_assert_eq(dnt_perf_reader_feed(r2, buf, n), 0);
+  cr_assert_eq(pclose(in), 0, "%s", cmd);
+  cr_assert_eq(dnt_perf_reader_finish(r2), 0);
+  remove_dir(dir);
+
+  cr_assert_eq(dnt_cpu_states_finish(loaded.cs, 0), 0);
+  cr_assert_eq(dnt_cpu_states_finish(text.cs, 0), 0);
+  struct dnt_cpu_states_info a, b;
+  dnt_cpu_states_info(loaded.cs, &a);
+  dnt_cpu_states_info(text.cs, &b);
+  cr_expect(a.has_switches && b.has_switches);
+  cr_expect_eq(a.cpu_samples, b.cpu_samples);
+  cr_expect_eq(a.first_ns, b.first_ns);
+  cr_expect_eq(a.last_ns, b.last_ns);
+  cr_expect(a.period_ms == b.period_ms && a.window_ms == b.window_ms);
+  cr_assert_eq(loaded.ntids, text.ntids);
+  long runnable = 0, blocked = 0;
+  for (size_t i = 0; i < text.ntids; i++)
+    for (uint64_t t = b.first_ns - 1000000; t <= b.last_ns + 1000000; t += 50000) {
+      enum dnt_cpu_state want = dnt_cpu_state_at(text.cs, text.tids[i], t), got = dnt_cpu_state_at(loaded.cs, text.tids[i], t);
+      cr_assert_eq(got, want, "thread %llu at %llu: %d, perf script's text says %d", (unsigned long long)text.tids[i],
+                   (unsigned long long)t, got, want);
+      runnable += want == DNT_OFF_RUNNABLE;
+      blocked += want == DNT_OFF_BLOCKED;
+    }
+  cr_expect(runnable > 0 && blocked > 0, "the recording has both off-CPU states (%ld, %ld)", runnable, blocked);
+  dnt_perf_reader_free(r1);
+  dnt_perf_reader_free(r2);
+  dnt_profile_free(p1);
+  dnt_profile_free(p2);
+  dnt_symtab_release(&perfmap);
+  dnt_cpu_states_free(loaded.cs);
+  dnt_cpu_states_free(text.cs);
+}
+
+/* Where the tracepoints' formats end: the first feature section (HEADER_TRACING_DATA, bit 1). */
+static size_t data_end_of_formats(const uint8_t *file, size_t len) {
+  uint64_t data_off, data_size, off, size;
+  memcpy(&data_off, file + 40, 8);
+  memcpy(&data_size, file + 48, 8);
+  cr_assert(file[72] & 2, "the recording has its tracing data");
+  cr_assert_leq(data_off + data_size + 16, len);
+  memcpy(&off, file + data_off + data_size, 8);
+  memcpy(&size, file + data_off + data_size + 8, 8);
+  cr_assert_leq(off + size, len);
+  return (size_t)(off + size);
+}
+
+/* Every truncation of a real recording, and a byte changed at every place of its header, attrs
+ * and formats (and every 97th of its records): refused or read, never read past the end (ASan). */
+Test(perfdata, every_truncation_and_corruption_is_survived, .timeout = 120) {
+  DNT_REQUIRE_PERF();
+  if (!dnt_perf_can_trace_sched()) {
+    if (getenv("CI") && !strcmp(getenv("CI"), "true")) cr_assert_fail("perf cannot record sched tracepoints (CI=true)");
+    cr_skip_test("SKIP: tracefs is not readable: no sched tracepoints to record");
+  }
+  char dir[64], data[96], msg[256];
+  cr_assert(record_sched(dir, sizeof dir, data, sizeof data), "perf record of sched tracepoints failed");
+  size_t len;
+  uint8_t *file = map_whole(data, &len);
+  remove_dir(dir);
+  struct dnt_perfdata_stats whole;
+  cr_assert_eq(dnt_perfdata_sched(file, len, NULL, NULL, &whole, msg, sizeof msg), 0, "%s", msg);
+  cr_assert_gt(whole.switches, 0);
+  uint8_t *room = malloc(len);
+  for (size_t cut = 0; cut < len; cut++) {
+    uint8_t *part = room + len - cut; /* the cut file ends where the allocation does: ASan sees any read past it */
+    memcpy(part, file, cut);
+    struct dnt_perfdata_stats st;
+    int rc = dnt_perfdata_sched(part, cut, NULL, NULL, &st, msg, sizeof msg);
+    /* the formats follow the records: cut before their end, the file is refused; after, the
+     * features that come later (build ids...) are not read */
+    if (cut < data_end_of_formats(file, len))
+      cr_assert_eq(rc, DNT_PERFDATA_UNSUPPORTED, "cut at %zu of %zu: %d", cut, len, rc);
+    else
+      cr_assert(rc == 0 && st.switches == whole.switches && st.wakings == whole.wakings, "cut at %zu: %d", cut, rc);
+  }
+  free(room);
+  uint64_t data_off, data_size;
+  memcpy(&data_off, file + 40, 8);
+  memcpy(&data_size, file + 48, 8);
+  uint8_t *copy = malloc(len);
+  for (size_t at = 0; at < len; at += at < data_off || at >= data_off + data_size ? 1 : 97) {
+    for (int flip = 0; flip < 2; flip++) {
+      memcpy(copy, file, len);
+      copy[at] = flip ? (uint8_t)~copy[at] : 0xff;
+      struct dnt_perfdata_stats st;
+      int rc = dnt_perfdata_sched(copy, len, NULL, NULL, &st, msg, sizeof msg);
+      cr_assert(rc == 0 || rc == DNT_PERFDATA_UNSUPPORTED, "byte %zu changed: %d", at, rc);
+    }
+  }
+  free(copy);
+  free(file);
+}
+
 /* ---- the perf map ---- */
 
 Test(cpu_states, thread_names_file) {
