@@ -109,6 +109,11 @@ struct dnt_perfdata_stats {
  * then msg (caller-owned, cap bytes) says why. */
 int dnt_perfdata_sched(const uint8_t *buf, size_t len, dnt_perf_observe_fn fn, void *ud,
                        struct dnt_perfdata_stats *stats, char *msg, size_t cap);
+/* The same on map, the caller's private read-only mmap of the whole file (borrowed): the pages a
+ * walk of the samples has passed are given back (MADV_DONTNEED) every few MiB, so the process's
+ * memory stays flat in the file's size; a later walk reads them again from the page cache. */
+int dnt_perfdata_sched_mapped(const uint8_t *map, size_t len, dnt_perf_observe_fn fn, void *ud,
+                              struct dnt_perfdata_stats *stats, char *msg, size_t cap);
 
 /* ---- the mappings of one run, to turn printed offsets back into addresses ---- */
 

@@ -20,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "dnt-perf.h"
 
@@ -34,6 +36,7 @@
 #define RECORD_AUXTRACE 71
 #define RECORD_COMPRESSED 81
 #define FEATURE_TRACING_DATA 1
+#define RELEASE_EVERY (8u << 20) /* a mapped file's pages are given back this often as the walks pass */
 
 enum {
   S_IP = 1u << 0, S_TID = 1u << 1, S_TIME = 1u << 2, S_ADDR = 1u << 3, S_READ = 1u << 4,
@@ -67,6 +70,7 @@ struct id_of {
 struct scan {
   const uint8_t *buf;
   size_t len;
+  int mapped; /* buf is the caller's mapping of the file: pages behind a walk are given back */
   char *msg;
   size_t cap;
   struct attr *attrs;
@@ -439,11 +443,26 @@ static int sample_of(const struct scan *s, const uint8_t *p, size_t n, dnt_perf_
   return a->kind;
 }
 
+/* A mapped file: the pages of [from, to), which this walk has passed, go from the process's
+ * memory, so that it stays flat in the file's size. A private mapping of a file only read loses
+ * nothing by it: a page touched again (the second walk, or the partial pages at either end) is
+ * read back from the page cache. */
+static void give_back(const struct scan *s, const uint8_t *from, const uint8_t *to) {
+  if (!s->mapped) return;
+  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  uintptr_t a = (uintptr_t)from & ~(page - 1), b = (uintptr_t)to & ~(page - 1);
+  if (a < b) (void)madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
 /* Walks the data section: checks it (fn NULL) or hands every sched sample to fn. */
 static int walk(struct scan *s, uint64_t off, uint64_t size, dnt_perf_observe_fn fn, void *ud) {
   if (!inside(s, off, size)) return fail(s, DNT_PERFDATA_UNSUPPORTED, "the data lies outside the file");
-  const uint8_t *p = s->buf + off, *end = p + size;
+  const uint8_t *p = s->buf + off, *end = p + size, *kept = p;
   while (p < end) {
+    if ((size_t)(p - kept) >= RELEASE_EVERY) {
+      give_back(s, kept, p);
+      kept = p;
+    }
     if (end - p < 8) return fail(s, DNT_PERFDATA_UNSUPPORTED, "a record cut short");
     uint32_t type = u32_at(p);
     uint16_t rsize;
@@ -463,12 +482,13 @@ static int walk(struct scan *s, uint64_t off, uint64_t size, dnt_perf_observe_fn
     }
     p += rsize;
   }
+  give_back(s, kept, end);
   return 0;
 }
 
-int dnt_perfdata_sched(const uint8_t *buf, size_t len, dnt_perf_observe_fn fn, void *ud,
-                       struct dnt_perfdata_stats *stats, char *msg, size_t cap) {
-  struct scan s = {.buf = buf, .len = len, .msg = msg, .cap = cap};
+static int sched(const uint8_t *buf, size_t len, int mapped, dnt_perf_observe_fn fn, void *ud,
+                 struct dnt_perfdata_stats *stats, char *msg, size_t cap) {
+  struct scan s = {.buf = buf, .len = len, .mapped = mapped, .msg = msg, .cap = cap};
   int rc = 0;
   if (cap) msg[0] = '\0';
   if (len < HEADER_SIZE || memcmp(buf, MAGIC, 8) != 0 || u64_at(buf + 8) != HEADER_SIZE) {
@@ -535,4 +555,14 @@ out:
   free(s.attrs);
   free(s.ids);
   return rc;
+}
+
+int dnt_perfdata_sched(const uint8_t *buf, size_t len, dnt_perf_observe_fn fn, void *ud,
+                       struct dnt_perfdata_stats *stats, char *msg, size_t cap) {
+  return sched(buf, len, 0, fn, ud, stats, msg, cap);
+}
+
+int dnt_perfdata_sched_mapped(const uint8_t *map, size_t len, dnt_perf_observe_fn fn, void *ud,
+                              struct dnt_perfdata_stats *stats, char *msg, size_t cap) {
+  return sched(map, len, 1, fn, ud, stats, msg, cap);
 }

@@ -304,7 +304,7 @@ static int run_perf_script(const char *data, dnt_perf_reader *reader, enum trace
     char msg[256];
     struct dnt_perfdata_stats st;
     /* checked whole before it was chosen: only memory can fail it now */
-    if (dnt_perfdata_sched(sched->buf, sched->len, reader->observe, reader->observe_ud, &st, msg, sizeof msg) != 0)
+    if (dnt_perfdata_sched_mapped(sched->buf, sched->len, reader->observe, reader->observe_ud, &st, msg, sizeof msg) != 0)
       oom = 1;
     info->sched_read = st.switches + st.wakings;
   }
@@ -358,7 +358,7 @@ dnt_perf_reader *dnt_perf_load(struct dnt_profile *prof, const char *data, const
   struct mapped file = {0};
   struct dnt_perfdata_stats st;
   char msg[256];
-  if (map_file(data, &file) == 0 && dnt_perfdata_sched(file.buf, file.len, NULL, NULL, &st, msg, sizeof msg) == 0 &&
+  if (map_file(data, &file) == 0 && dnt_perfdata_sched_mapped(file.buf, file.len, NULL, NULL, &st, msg, sizeof msg) == 0 &&
       (!fn || !st.other_tracepoint_events))
     trace = st.tracepoint_events ? TRACE_NONE : TRACE_ABSENT;
   int rc = run_perf_script(data, r, trace, trace != TRACE_FIELDS && fn ? &file : NULL, info);

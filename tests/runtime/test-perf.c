@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <fcntl.h>
@@ -668,6 +669,86 @@ Test(perfdata, prev_state_read_by_each_kernels_print_format) {
   v = 16;
   memcpy(f.b + 8, &v, 8);
   cr_expect_eq(dnt_perfdata_sched(f.b, f.n, NULL, NULL, NULL, msg, sizeof msg), DNT_PERFDATA_UNSUPPORTED);
+}
+
+/* The resident pages of files this process maps (kB), from /proc/self/status. */
+static long rss_file_kb(void) {
+  FILE *fp = fopen("/proc/self/status", "r");
+  char line[256];
+  long kb = -1;
+  while (fp && fgets(line, sizeof line, fp))
+    if (sscanf(line, "RssFile: %ld", &kb) == 1) break;
+  if (fp) fclose(fp);
+  return kb;
+}
+
+struct rss_watch {
+  uint64_t samples;
+  long base_kb, peak_kb;
+};
+
+static void watch_rss(void *ud, const dnt_perf_sample *s) {
+  struct rss_watch *w = ud;
+  (void)s;
+  if (++w->samples % 20000 == 0) {
+    long kb = rss_file_kb();
+    if (kb > w->peak_kb) w->peak_kb = kb;
+  }
+}
+
+/* A 64 MiB perf.data read through its mapping: the pages the walks have passed go back, so the
+ * process's resident file pages grow by a few MiB, not by the file (compare on a long
+ * recording); every sample is still read. The file: a built one whose first switch record is
+ * repeated to fill the data section. */
+Test(perfdata, a_mapped_file_is_read_in_flat_memory, .timeout = 60) {
+  static struct built f;
+  uint64_t zero[1] = {0};
+  build(&f, "REC->prev_state ? 1 : \"R\"", zero, 1);
+  uint64_t data_off, data_size, tracing_off;
+  memcpy(&data_off, f.b + 40, 8);
+  memcpy(&data_size, f.b + 48, 8);
+  const uint8_t *rec = f.b + data_off; /* the switch: 8-byte header, its size at +6 */
+  uint16_t rsize;
+  memcpy(&rsize, rec + 6, 2);
+  const size_t copies = (64u << 20) / rsize;
+  const uint64_t grow = (uint64_t)(copies - 1) * rsize;
+  char path[] = "/tmp/dnt-perfdata-big-XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert_geq(fd, 0);
+  uint64_t new_size = data_size + grow;
+  memcpy(f.b + 48, &new_size, 8);
+  cr_assert_eq(write(fd, f.b, data_off), (ssize_t)data_off);
+  static uint8_t block[1u << 20];
+  size_t per = sizeof block / rsize, left = copies;
+  for (size_t i = 0; i < per; i++) memcpy(block + i * rsize, rec, rsize);
+  while (left) {
+    size_t n = left < per ? left : per;
+    cr_assert_eq(write(fd, block, n * rsize), (ssize_t)(n * rsize));
+    left -= n;
+  }
+  /* the rest: the other records, the feature section (its offset of the tracing data moved) */
+  size_t rest = data_off + rsize;
+  size_t sec = data_off + data_size;
+  memcpy(&tracing_off, f.b + sec, 8);
+  tracing_off += grow;
+  memcpy(f.b + sec, &tracing_off, 8);
+  cr_assert_eq(write(fd, f.b + rest, f.n - rest), (ssize_t)(f.n - rest));
+  off_t len = lseek(fd, 0, SEEK_END);
+  uint8_t *map = mmap(NULL, (size_t)len, PROT_READ, MAP_PRIVATE, fd, 0);
+  cr_assert_neq(map, MAP_FAILED);
+  close(fd);
+  struct rss_watch w = {.base_kb = rss_file_kb()};
+  w.peak_kb = w.base_kb;
+  struct dnt_perfdata_stats st;
+  char msg[256];
+  cr_assert_eq(dnt_perfdata_sched_mapped(map, (size_t)len, watch_rss, &w, &st, msg, sizeof msg), 0, "%s", msg);
+  cr_expect_eq(st.switches, copies, "every switch read: %llu of %zu", (unsigned long long)st.switches, copies);
+  cr_expect_eq(st.wakings, 2);
+  cr_expect_eq(w.samples, copies + 2);
+  cr_expect_leq(w.peak_kb - w.base_kb, 24 * 1024, "resident file pages grew by %ld kB reading a %lld kB file",
+                w.peak_kb - w.base_kb, (long long)len / 1024);
+  munmap(map, (size_t)len);
+  unlink(path);
 }
 
 /* CPU states fed by an observer that also notes the threads it saw. */
