@@ -79,12 +79,9 @@ static const dnt_session_cb counters_cb = {on_counters_data, on_counters_end};
 static void make_prom_labels(struct serve *sv, struct target *t) {
   const char *kv[2 * (MAX_LABELS + 2)];
   char pid[24];
-  snprintf(pid, sizeof pid, "%d", t->pid);
-  size_t n = 0;
-  kv[n++] = "pid", kv[n++] = pid, kv[n++] = "process", kv[n++] = t->name;
-  for (size_t i = 0; i < 2 * sv->nlabels; i++) kv[n++] = sv->label_kv[i];
+  size_t pairs = serve_target_label_kv(sv, t, kv, pid);
   free(t->prom_labels);
-  if (!(t->prom_labels = dnt_prom_label_pairs(kv, n / 2))) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  if (!(t->prom_labels = dnt_prom_label_pairs(kv, pairs))) dnt_die(DNT_EXIT_FAILURE, "out of memory");
 }
 
 /* Opens pid as a target and starts its counters session without waiting. NULL when it cannot

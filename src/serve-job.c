@@ -329,15 +329,19 @@ static int keep_in_window(void *ud, uint64_t thread, uint64_t time_ns) {
   return time_ns >= j->from_ns && time_ns < __atomic_load_n(&j->until_ns, __ATOMIC_ACQUIRE);
 }
 
+size_t serve_target_label_kv(const struct serve *sv, const struct target *t, const char **kv, char *pid_buf) {
+  snprintf(pid_buf, 24, "%d", t->pid);
+  size_t n = 0;
+  kv[n++] = "pid", kv[n++] = pid_buf, kv[n++] = "process", kv[n++] = t->name;
+  for (size_t i = 0; i < 2 * sv->nlabels; i++) kv[n++] = sv->label_kv[i];
+  return n / 2;
+}
 
 void serve_job_labels(struct serve *sv, const struct target *t, struct dnt_profile *prof) {
   const char *kv[2 * (MAX_LABELS + 2)];
   char pid[24];
-  snprintf(pid, sizeof pid, "%d", t->pid);
-  size_t n = 0;
-  kv[n++] = "pid", kv[n++] = pid, kv[n++] = "process", kv[n++] = t->name;
-  for (size_t i = 0; i < 2 * sv->nlabels; i++) kv[n++] = sv->label_kv[i];
-  if (dnt_profile_set_labels(prof, kv, n / 2) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  size_t pairs = serve_target_label_kv(sv, t, kv, pid);
+  if (dnt_profile_set_labels(prof, kv, pairs) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
 }
 
 /* Starts a job of kind on t for window_ms and defers rep's answer to it. 0, or the HTTP status

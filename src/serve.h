@@ -171,6 +171,9 @@ void serve_job_window_over(struct job *j);
 
 /* Labels every sample of prof: pid, process, the --label pairs. */
 void serve_job_labels(struct serve *sv, const struct target *t, struct dnt_profile *prof);
+/* A target's labels as key, value pairs into kv (2 * (MAX_LABELS + 2) entries; pid_buf holds its
+ * pid's text, 24 bytes, both the caller's): pid, process, the --label pairs. Returns the pairs. */
+size_t serve_target_label_kv(const struct serve *sv, const struct target *t, const char **kv, char *pid_buf);
 
 /* ---- serve-cpu.c ---- */
 
