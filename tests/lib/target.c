@@ -302,3 +302,19 @@ void dnt_target_read_lines(int fd, char *carry, size_t cap, void (*fn)(void *ud,
     memmove(carry, line, strlen(line) + 1);
   }
 }
+
+long dnt_proc_status_kb(pid_t pid, const char *field) {
+  char path[64], line[256];
+  if (pid) snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  else snprintf(path, sizeof path, "/proc/self/status");
+  FILE *fp = fopen(path, "r");
+  size_t n = strlen(field);
+  long kb = -1;
+  while (fp && fgets(line, sizeof line, fp))
+    if (strncmp(line, field, n) == 0 && line[n] == ':') {
+      kb = strtol(line + n + 1, NULL, 10);
+      break;
+    }
+  if (fp) fclose(fp);
+  return kb;
+}

@@ -37,6 +37,9 @@ int dnt_target_start(dnt_target *t, const dnt_target_opts *o, char *err, size_t 
 int dnt_target_wait_ready(dnt_target *t, int timeout_ms, char *err, size_t errlen);
 /* The OS thread id of pid's thread named name (its /proc/PID/task/TID/comm), or 0. */
 unsigned long dnt_target_thread_named(pid_t pid, const char *name);
+/* A "Field: N kB" line of /proc/PID/status (pid 0: this process's own), e.g. "VmRSS" or
+ * "RssFile": its kB, or -1 when it cannot be read. */
+long dnt_proc_status_kb(pid_t pid, const char *field);
 /* Reads what is there to read on fd (the target's stdout) without waiting, and calls fn with each
  * whole line (NUL-terminated, its newline dropped; borrowed for the call); the start of a line not
  * yet ended is kept in carry (cap bytes, NUL-terminated, "" at first) for the next call. */

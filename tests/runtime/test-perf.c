@@ -671,18 +671,7 @@ Test(perfdata, prev_state_read_by_each_kernels_print_format) {
   cr_expect_eq(dnt_perfdata_sched(f.b, f.n, NULL, NULL, NULL, msg, sizeof msg), DNT_PERFDATA_UNSUPPORTED);
 }
 
-/* The resident pages of files this process maps (kB), from /proc/self/status. */
-static long rss_file_kb(void) {
-  FILE *fp = fopen("/proc/self/status", "r");
-  char line[256];
-  long kb = -1;
-  while (fp && fgets(line, sizeof line, fp))
-    if (sscanf(line, "RssFile: %ld", &kb) == 1) break;
-  if (fp) fclose(fp);
-  return kb;
-}
-
-struct rss_watch {
+struct rss_watch { /* the resident pages of files this process maps (kB) */
   uint64_t samples;
   long base_kb, peak_kb;
 };
@@ -691,7 +680,7 @@ static void watch_rss(void *ud, const dnt_perf_sample *s) {
   struct rss_watch *w = ud;
   (void)s;
   if (++w->samples % 20000 == 0) {
-    long kb = rss_file_kb();
+    long kb = dnt_proc_status_kb(0, "RssFile");
     if (kb > w->peak_kb) w->peak_kb = kb;
   }
 }
@@ -737,7 +726,7 @@ Test(perfdata, a_mapped_file_is_read_in_flat_memory, .timeout = 60) {
   uint8_t *map = mmap(NULL, (size_t)len, PROT_READ, MAP_PRIVATE, fd, 0);
   cr_assert_neq(map, MAP_FAILED);
   close(fd);
-  struct rss_watch w = {.base_kb = rss_file_kb()};
+  struct rss_watch w = {.base_kb = dnt_proc_status_kb(0, "RssFile")};
   w.peak_kb = w.base_kb;
   struct dnt_perfdata_stats st;
   char msg[256];

@@ -168,12 +168,10 @@ Test(serve, profiles_threads_and_allocs_of_the_sample_while_metrics_stay_fast, .
   char dir[] = "/tmp/dnt-serve-XXXXXX";
   cr_assert(mkdtemp(dir));
   dnt_target t;
-  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = 30000};
-  char err[512];
-  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "cannot start the sample: %s", err);
+  char pid[16];
+  dnt_start_sample(&t, NULL, pid, sizeof pid);
   int port = dnt_free_port();
-  char pid[16], listen[64], log[300], url[256], path[128], pidlabel[64];
-  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  char listen[64], log[300], url[256], path[128], pidlabel[64];
   snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
   snprintf(log, sizeof log, "%s/serve.log", dir);
   char *argv[] = {"dntrace", "serve", "-p", pid, "--label", "env=test", "--listen", listen, NULL};
@@ -323,15 +321,13 @@ Test(serve, cpu_profile_is_perfs_on_cpu_time_with_jit_frames_named, .timeout = 1
   char dir[] = "/tmp/dnt-serve-cpu-XXXXXX";
   cr_assert(mkdtemp(dir));
   dnt_target t;
-  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = 30000};
-  char err[512];
-  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "cannot start the sample: %s", err);
+  char pid[16];
+  dnt_start_sample(&t, NULL, pid, sizeof pid);
   char map[64];
   snprintf(map, sizeof map, "/tmp/perf-%d.map", (int)t.pid);
   cr_assert_neq(access(map, F_OK), 0, "the sample starts with its perf map off");
   int port = dnt_free_port();
-  char pid[16], listen[64], log[300], url[256], again[128], pidlabel[64];
-  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  char listen[64], log[300], url[256], again[128], pidlabel[64];
   snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
   snprintf(log, sizeof log, "%s/serve.log", dir);
   char *argv[] = {"dntrace", "serve", "--cpu", "-p", pid, "--label", "env=cpu", "--listen", listen, NULL};
@@ -671,17 +667,6 @@ static int line_param(const char *line, const char *key, char *out, size_t cap) 
   return dnt_http_query_get(target, key, out, cap);
 }
 
-static long vm_rss_kb(pid_t pid) {
-  char path[64], l[256];
-  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-  FILE *fp = fopen(path, "r");
-  long kb = -1;
-  while (fp && fgets(l, sizeof l, fp))
-    if (sscanf(l, "VmRSS: %ld", &kb) == 1) break;
-  if (fp) fclose(fp);
-  return kb;
-}
-
 Test(serve, push_sends_windows_to_a_receiver_and_stays_flat_while_it_is_away, .timeout = 240) {
   DNT_REQUIRE_TARGET();
   one_at_a_time();
@@ -689,15 +674,13 @@ Test(serve, push_sends_windows_to_a_receiver_and_stays_flat_while_it_is_away, .t
   char dir[] = "/tmp/dnt-serve-push-XXXXXX";
   cr_assert(mkdtemp(dir));
   dnt_target t;
-  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = 30000};
-  char err[512];
-  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "cannot start the sample: %s", err);
+  char pid[16];
+  dnt_start_sample(&t, NULL, pid, sizeof pid);
   struct receiver r = {.port = quiet_port()};
   pthread_mutex_init(&r.mu, NULL);
   receiver_start(&r);
   int port = dnt_free_port();
-  char pid[16], listen[64], log[300], url[128];
-  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  char listen[64], log[300], url[128];
   snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
   snprintf(url, sizeof url, "http://127.0.0.1:%d", r.port);
   snprintf(log, sizeof log, "%s/serve.log", dir);
@@ -753,12 +736,12 @@ Test(serve, push_sends_windows_to_a_receiver_and_stays_flat_while_it_is_away, .t
   /* the receiver goes away for 8 windows: serve's memory stays flat, then it sends again */
   r.away = 1;
   int before = received(&r);
-  long rss0 = vm_rss_kb(serve), rss_max = rss0;
+  long rss0 = dnt_proc_status_kb(serve, "VmRSS"), rss_max = rss0;
   usleep(2000 * 1000); /* the first failures and retries */
-  long rss2 = vm_rss_kb(serve);
+  long rss2 = dnt_proc_status_kb(serve, "VmRSS");
   for (int i = 0; i < 6; i++) {
     usleep(1000 * 1000);
-    long kb = vm_rss_kb(serve);
+    long kb = dnt_proc_status_kb(serve, "VmRSS");
     if (kb > rss_max) rss_max = kb;
   }
   char *index;
