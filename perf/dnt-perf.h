@@ -436,9 +436,10 @@ int dnt_waits_finish(dnt_waits *w, struct dnt_profile *prof, const struct dnt_wa
                      struct dnt_waits_info *info);
 
 /* The wait's kind from the names of a blocked stack's frames (`[kernel]!futex_wait`..., and
- * System.Threading.Thread.Sleep, a futex wait on Linux, for a sleep): "sleep",
- * "futex/monitor", "epoll/socket", "file I/O", "page fault" or "other". */
-const char *dnt_waits_kind(const char *const *names, size_t n);
+ * System.Threading.Thread.Sleep, a futex wait on Linux, for a sleep when no thread of the
+ * process ended the wait: woken_by_a_thread 0): "sleep", "futex/monitor", "epoll/socket",
+ * "file I/O", "page fault" or "other". names: borrowed. */
+const char *dnt_waits_kind(const char *const *names, size_t n, int woken_by_a_thread);
 
 /* The views of a finished profile of waits: blocked time by (thread, blocked stack, waker
  * stack), longest first, its top rows (0: all) as a text table or as JSON, written to fp

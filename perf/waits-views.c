@@ -22,7 +22,10 @@ static int any_frame(const char *const *names, size_t n, const char *const *syms
 }
 
 /* .NET's Thread.Sleep is a timed wait on a condition variable (a futex), not a nanosleep: its
- * managed frame (from EventPipe's samples) says what the kernel's frames cannot. */
+ * managed frame (from EventPipe's samples) says what the kernel's frames cannot, but only for a
+ * wait its timer ended. Inside Thread.Sleep a thread also waits for the runtime to resume after
+ * a suspension (the SampleProfiler's, every millisecond, or a GC's) and for the runtime's locks:
+ * those end by a thread of the process, and are what the kernel's frames say. */
 static int managed_sleep(const char *const *names, size_t n) {
   for (size_t i = 0; i < n; i++) {
     const char *bang = strchr(names[i], '!');
@@ -31,7 +34,7 @@ static int managed_sleep(const char *const *names, size_t n) {
   return 0;
 }
 
-const char *dnt_waits_kind(const char *const *names, size_t n) {
+const char *dnt_waits_kind(const char *const *names, size_t n, int woken_by_a_thread) {
   /* a fault first (a fault may read a file: its I/O is the fault's), then what the thread asked */
   static const char *const fault[] = {"do_page_fault", "handle_mm_fault", "exc_page_fault", "asm_exc_page_fault",
                                       NULL};
@@ -42,7 +45,7 @@ const char *dnt_waits_kind(const char *const *names, size_t n) {
                                      "do_select", NULL};
   static const char *const io[] = {"vfs_read", "vfs_write", "ext4_*", "io_schedule*", "xfs_*", "btrfs_*", NULL};
   if (any_frame(names, n, fault)) return "page fault";
-  if (any_frame(names, n, sleep) || managed_sleep(names, n)) return "sleep";
+  if (any_frame(names, n, sleep) || (!woken_by_a_thread && managed_sleep(names, n))) return "sleep";
   if (any_frame(names, n, futex)) return "futex/monitor";
   if (any_frame(names, n, poll)) return "epoll/socket";
   if (any_frame(names, n, io)) return "file I/O";
@@ -170,7 +173,8 @@ static const char *row_kind(const struct dnt_profile *prof, const struct row *ro
   const char *names[DNT_PERF_MAX_FRAMES * 2];
   size_t n = 0;
   for (size_t i = 0; i < row->sep && n < sizeof names / sizeof *names; i++) names[n++] = dnt_profile_name(prof, row->frames[i]);
-  return dnt_waits_kind(names, n);
+  const char *sep = row->sep < row->n ? dnt_profile_name(prof, row->frames[row->sep]) : "";
+  return dnt_waits_kind(names, n, strncmp(sep, "[woken by ", 10) == 0);
 }
 
 /* The waker's name as the separator says it: "setter" of "[woken by setter]"; "" for none. */
