@@ -229,29 +229,34 @@ static struct type_entry *type_of(struct table *t, const uint8_t *key, size_t n)
 
 /* ---- the stream ---- */
 
+static int allocs_on_event(void *ud, const ntr_event *ev);
+static int allocs_on_sequence_point(void *ud, const ntr_sequence_point *sp);
+static int allocs_on_thread(void *ud, const ntr_thread *t);
+static int allocs_on_trace(void *ud, const ntr_trace *t);
+
 void dnt_allocs_analysis_callbacks(ntr_callbacks *cb) {
   memset(cb, 0, sizeof *cb);
-  cb->on_trace = dnt_allocs_on_trace;
-  cb->on_thread = dnt_allocs_on_thread;
-  cb->on_event = dnt_allocs_on_event;
-  cb->on_sequence_point = dnt_allocs_on_sequence_point;
+  cb->on_trace = allocs_on_trace;
+  cb->on_thread = allocs_on_thread;
+  cb->on_event = allocs_on_event;
+  cb->on_sequence_point = allocs_on_sequence_point;
 }
 
-int dnt_allocs_on_trace(void *ud, const ntr_trace *t) {
+static int allocs_on_trace(void *ud, const ntr_trace *t) {
   struct dnt_allocs_analysis *a = ud;
   dnt__clock_on_trace(&a->clock, t);
   for (int s = 0; s < SOURCES; s++) a->pcb.on_trace(a->profiles[s], t);
   return 0;
 }
 
-int dnt_allocs_on_thread(void *ud, const ntr_thread *t) {
+static int allocs_on_thread(void *ud, const ntr_thread *t) {
   struct dnt_allocs_analysis *a = ud;
   int rc = 0;
   for (int s = 0; s < SOURCES; s++) rc |= a->pcb.on_thread(a->profiles[s], t);
   return rc ? 1 : 0;
 }
 
-int dnt_allocs_on_sequence_point(void *ud, const ntr_sequence_point *sp) {
+static int allocs_on_sequence_point(void *ud, const ntr_sequence_point *sp) {
   struct dnt_allocs_analysis *a = ud;
   for (int s = 0; s < SOURCES; s++) a->pcb.on_sequence_point(a->profiles[s], sp);
   return 0;
@@ -370,7 +375,7 @@ static int on_allocation(struct dnt_allocs_analysis *a, const ntr_event *ev, int
   return 0;
 }
 
-int dnt_allocs_on_event(void *ud, const ntr_event *ev) {
+static int allocs_on_event(void *ud, const ntr_event *ev) {
   struct dnt_allocs_analysis *a = ud;
   if (a->failed) return 1;
   dnt__clock_see(&a->clock, ev->timestamp);

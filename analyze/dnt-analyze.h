@@ -83,9 +83,6 @@ void dnt_gc_analysis_free(struct dnt_gc_analysis *a);
 /* The parser callbacks to feed it (ud: the analysis), for ntr_parser_new or an ntr_fanout. They
  * return nonzero only when out of memory; dnt_gc_analysis_failed says so afterwards. */
 void dnt_gc_analysis_callbacks(ntr_callbacks *cb);
-int dnt_gc_on_trace(void *a, const ntr_trace *t);
-int dnt_gc_on_event(void *a, const ntr_event *ev);
-int dnt_gc_on_sequence_point(void *a, const ntr_sequence_point *sp);
 /* -ENOMEM once an allocation failed (sticky), else 0. */
 int dnt_gc_analysis_failed(const struct dnt_gc_analysis *a);
 
@@ -173,8 +170,6 @@ void dnt_jit_analysis_free(struct dnt_jit_analysis *a);
 /* The parser callbacks to feed it (ud: the analysis). They return nonzero only when out of memory;
  * dnt_jit_analysis_failed says so afterwards. */
 void dnt_jit_analysis_callbacks(ntr_callbacks *cb);
-int dnt_jit_on_trace(void *a, const ntr_trace *t);
-int dnt_jit_on_event(void *a, const ntr_event *ev);
 /* -ENOMEM once an allocation failed (sticky), else 0. */
 int dnt_jit_analysis_failed(const struct dnt_jit_analysis *a);
 /* Once the trace is read: the summary and the timeline. Call once. */
@@ -259,9 +254,6 @@ struct dnt_tp_analysis;
 struct dnt_tp_analysis *dnt_tp_analysis_new(const struct dnt_schema *schema);
 void dnt_tp_analysis_free(struct dnt_tp_analysis *a);
 void dnt_tp_analysis_callbacks(ntr_callbacks *cb);
-int dnt_tp_on_trace(void *a, const ntr_trace *t);
-int dnt_tp_on_event(void *a, const ntr_event *ev);
-int dnt_tp_on_sequence_point(void *a, const ntr_sequence_point *sp);
 int dnt_tp_analysis_failed(const struct dnt_tp_analysis *a);
 /* Once the trace is read. Call once. */
 void dnt_tp_analysis_finish(struct dnt_tp_analysis *a);
@@ -319,10 +311,6 @@ void dnt_allocs_analysis_free(struct dnt_allocs_analysis *a);
 /* The parser callbacks to feed it (ud: the analysis). They return nonzero only when out of
  * memory; dnt_allocs_analysis_failed says so afterwards. */
 void dnt_allocs_analysis_callbacks(ntr_callbacks *cb);
-int dnt_allocs_on_trace(void *a, const ntr_trace *t);
-int dnt_allocs_on_thread(void *a, const ntr_thread *t);
-int dnt_allocs_on_event(void *a, const ntr_event *ev);
-int dnt_allocs_on_sequence_point(void *a, const ntr_sequence_point *sp);
 /* -ENOMEM once an allocation failed (sticky), else 0. */
 int dnt_allocs_analysis_failed(const struct dnt_allocs_analysis *a);
 

@@ -63,7 +63,7 @@ enum { REASON_INDUCED = 1, REASON_INDUCED_NOT_FORCED = 7, REASON_PM_FULL_GC = 12
 #define MB 1000000.0
 
 /* A GC event as it arrived, with the few numbers its handler reads, held until it can be handled
- * in time order (see dnt_gc_on_event). */
+ * in time order (see gc_on_event). */
 struct pending {
   struct dnt__held_key key;
   int64_t tid;
@@ -115,14 +115,18 @@ void dnt_gc_analysis_free(struct dnt_gc_analysis *a) {
 
 int dnt_gc_analysis_failed(const struct dnt_gc_analysis *a) { return a->failed ? -ENOMEM : 0; }
 
+static int gc_on_event(void *ud, const ntr_event *ev);
+static int gc_on_sequence_point(void *ud, const ntr_sequence_point *sp);
+static int gc_on_trace(void *ud, const ntr_trace *t);
+
 void dnt_gc_analysis_callbacks(ntr_callbacks *cb) {
   memset(cb, 0, sizeof *cb);
-  cb->on_trace = dnt_gc_on_trace;
-  cb->on_event = dnt_gc_on_event;
-  cb->on_sequence_point = dnt_gc_on_sequence_point;
+  cb->on_trace = gc_on_trace;
+  cb->on_event = gc_on_event;
+  cb->on_sequence_point = gc_on_sequence_point;
 }
 
-int dnt_gc_on_trace(void *ud, const ntr_trace *t) {
+static int gc_on_trace(void *ud, const ntr_trace *t) {
   struct dnt_gc_analysis *a = ud;
   dnt__clock_on_trace(&a->clock, t);
   return 0;
@@ -300,7 +304,7 @@ static int flush(struct dnt_gc_analysis *a) {
   return rc;
 }
 
-int dnt_gc_on_sequence_point(void *ud, const ntr_sequence_point *sp) {
+static int gc_on_sequence_point(void *ud, const ntr_sequence_point *sp) {
   (void)sp;
   return flush(ud) ? 1 : 0;
 }
@@ -342,7 +346,7 @@ static void take(struct dnt_gc_analysis *a, struct pending *e) {
  * thread, arrives after the RestartEE of the thread that suspended for it): like TraceEvent, which
  * sorts them, they are held until the next sequence point (when the runtime has flushed every
  * thread's buffer) and handled in time order. Only the GC events are held. */
-int dnt_gc_on_event(void *ud, const ntr_event *ev) {
+static int gc_on_event(void *ud, const ntr_event *ev) {
   struct dnt_gc_analysis *a = ud;
   const ntr_metadata *md = ev->metadata;
   dnt__clock_see(&a->clock, ev->timestamp);

@@ -84,13 +84,16 @@ void dnt_jit_analysis_free(struct dnt_jit_analysis *a) {
 
 int dnt_jit_analysis_failed(const struct dnt_jit_analysis *a) { return a->failed ? -ENOMEM : 0; }
 
+static int jit_on_event(void *ud, const ntr_event *ev);
+static int jit_on_trace(void *ud, const ntr_trace *t);
+
 void dnt_jit_analysis_callbacks(ntr_callbacks *cb) {
   memset(cb, 0, sizeof *cb);
-  cb->on_trace = dnt_jit_on_trace;
-  cb->on_event = dnt_jit_on_event;
+  cb->on_trace = jit_on_trace;
+  cb->on_event = jit_on_event;
 }
 
-int dnt_jit_on_trace(void *ud, const ntr_trace *t) {
+static int jit_on_trace(void *ud, const ntr_trace *t) {
   struct dnt_jit_analysis *a = ud;
   dnt__clock_on_trace(&a->clock, t);
   return 0;
@@ -217,7 +220,7 @@ static int on_method_load(struct dnt_jit_analysis *a, uint32_t id, int64_t tid, 
   return 0;
 }
 
-int dnt_jit_on_event(void *ud, const ntr_event *ev) {
+static int jit_on_event(void *ud, const ntr_event *ev) {
   struct dnt_jit_analysis *a = ud;
   const ntr_metadata *md = ev->metadata;
   dnt__clock_see(&a->clock, ev->timestamp);

@@ -90,14 +90,18 @@ void dnt_tp_analysis_free(struct dnt_tp_analysis *a) {
 
 int dnt_tp_analysis_failed(const struct dnt_tp_analysis *a) { return a->failed ? -ENOMEM : 0; }
 
+static int tp_on_event(void *ud, const ntr_event *ev);
+static int tp_on_sequence_point(void *ud, const ntr_sequence_point *sp);
+static int tp_on_trace(void *ud, const ntr_trace *t);
+
 void dnt_tp_analysis_callbacks(ntr_callbacks *cb) {
   memset(cb, 0, sizeof *cb);
-  cb->on_trace = dnt_tp_on_trace;
-  cb->on_event = dnt_tp_on_event;
-  cb->on_sequence_point = dnt_tp_on_sequence_point;
+  cb->on_trace = tp_on_trace;
+  cb->on_event = tp_on_event;
+  cb->on_sequence_point = tp_on_sequence_point;
 }
 
-int dnt_tp_on_trace(void *ud, const ntr_trace *t) {
+static int tp_on_trace(void *ud, const ntr_trace *t) {
   struct dnt_tp_analysis *a = ud;
   dnt__clock_on_trace(&a->clock, t);
   return 0;
@@ -246,7 +250,7 @@ static int flush(struct dnt_tp_analysis *a) {
   return rc;
 }
 
-int dnt_tp_on_sequence_point(void *ud, const ntr_sequence_point *sp) {
+static int tp_on_sequence_point(void *ud, const ntr_sequence_point *sp) {
   (void)sp;
   return flush(ud) ? 1 : 0;
 }
@@ -313,7 +317,7 @@ static int on_counter(struct dnt_tp_analysis *a, const ntr_event *ev) {
   return 0;
 }
 
-int dnt_tp_on_event(void *ud, const ntr_event *ev) {
+static int tp_on_event(void *ud, const ntr_event *ev) {
   struct dnt_tp_analysis *a = ud;
   const ntr_metadata *md = ev->metadata;
   dnt__clock_see(&a->clock, ev->timestamp);
