@@ -62,6 +62,15 @@ struct in_flight {
   int caught;
 };
 
+/* The bytes of an ExceptionThrown's two UTF-16 strings (type and message, with their NULs) and
+ * the group they decoded to: a type and message seen before are not decoded again. */
+struct raw_name {
+  uint8_t *bytes;
+  size_t len;
+  uint32_t hash;
+  size_t group;
+};
+
 struct thread {
   uint64_t tid;
   struct in_flight v[IN_FLIGHT_MAX];
@@ -80,6 +89,12 @@ struct dnt_exceptions_analysis {
   size_t ttable_cap;
   uint64_t *per_sec;
   size_t nsec, capsec;
+  struct raw_name *raw; /* ExceptionThrown's strings as the runtime wrote them: their group */
+  size_t nraw, capraw;
+  size_t *rtable; /* raw index + 1, 0: empty */
+  size_t rtable_cap;
+  const ntr_metadata *thrown_md; /* the last ExceptionThrown's metadata, and its EIP's size (0: */
+  size_t thrown_eip;             /* not laid out as thrown_raw reads it) */
   dnt_exception_group *sorted; /* after finish */
   dnt_exception_summary summary;
 };
@@ -128,6 +143,9 @@ void dnt_exceptions_analysis_free(struct dnt_exceptions_analysis *a) {
   free(a->threads);
   free(a->ttable);
   free(a->per_sec);
+  for (size_t i = 0; i < a->nraw; i++) free(a->raw[i].bytes);
+  free(a->raw);
+  free(a->rtable);
   free(a->sorted);
   dnt__stacked_release(&a->base);
   free(a);
@@ -243,18 +261,24 @@ static int count_second(struct dnt_exceptions_analysis *a, double ms) {
   return 0;
 }
 
-static int on_thrown(struct dnt_exceptions_analysis *a, const ntr_event *ev) {
+/* The group, flags and HRESULT of an ExceptionThrown from its decoded record; -1 when out of
+ * memory. */
+static long thrown_decoded(struct dnt_exceptions_analysis *a, const ntr_event *ev, uint64_t *flags, uint64_t *hresult) {
   const char *type = "(unknown)", *message = "";
-  uint64_t flags = 0, hresult = 0;
+  *flags = *hresult = 0;
   if (ev->metadata->version >= 1) {
     const char *t = dnt_record_str(&a->base.rec, "ExceptionType");
     const char *m = dnt_record_str(&a->base.rec, "ExceptionMessage");
     if (t && *t) type = t;
     if (m) message = m;
-    flags = dnt__record_u64(&a->base.rec, "ExceptionFlags");
-    hresult = dnt__record_u64(&a->base.rec, "ExceptionHRESULT");
+    *flags = dnt__record_u64(&a->base.rec, "ExceptionFlags");
+    *hresult = dnt__record_u64(&a->base.rec, "ExceptionHRESULT");
   }
-  long gi = group_of(a, type, message);
+  return group_of(a, type, message);
+}
+
+static int on_thrown(struct dnt_exceptions_analysis *a, const ntr_event *ev, long gi, uint64_t flags,
+                     uint64_t hresult) {
   struct thread *t = thread_of(a, ev->thread_id);
   if (gi < 0 || !t) return -1;
   double ms = dnt__clock_ms(&a->base.clock, ev->timestamp);
@@ -330,6 +354,132 @@ static void on_stop(struct dnt_exceptions_analysis *a, const ntr_event *ev) {
 
 static void exc_callbacks(ntr_callbacks *cb);
 
+/* A short or odd payload keeps the fields decoded before the fault; a missing one reads as
+ * absent; an event the schema does not know decodes as none. 0, or -1 when out of memory. */
+static int decode_thrown(struct dnt_exceptions_analysis *a, const ntr_event *ev, const ntr_field *f, uint32_t nfields) {
+  return dnt_record_decode_layout(&a->base.rec, f, f ? nfields : 0, dnt__clock_ptr(&a->base.clock), ev->payload,
+                                  ev->payload_size) == NTR_ENOMEM
+             ? -1
+             : 0;
+}
+
+/* Converting the UTF-16 type and message to UTF-8 took most of the analysis's time (a program
+ * throws the same few exceptions again and again): an ExceptionThrown whose payload is laid out
+ * as the runtime writes it is looked up by the strings' bytes, decoded only when new. */
+struct thrown_raw {
+  const uint8_t *bytes; /* the two strings with their NULs */
+  size_t len;
+  uint32_t hash;
+  uint64_t flags, hresult;
+};
+
+/* The length in bytes of the UTF-16 string at p (without its NUL), or -1 when [p, end) holds no
+ * NUL. */
+static long utf16z_len(const uint8_t *p, const uint8_t *end) {
+  for (const uint8_t *q = p; end - q >= 2; q += 2)
+    if (q[0] == 0 && q[1] == 0) return q - p;
+  return -1;
+}
+
+/* A hash of n bytes, eight at a time (the strings are long and the same ones come again). */
+static uint32_t hash_bytes(const uint8_t *p, size_t n) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ n, w;
+  for (; n >= 8; p += 8, n -= 8) {
+    memcpy(&w, p, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdull;
+    h ^= h >> 32;
+  }
+  w = 0;
+  memcpy(&w, p, n);
+  h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+  return (uint32_t)(h ^ (h >> 29));
+}
+
+static int field_is(const ntr_field *f, const char *name, uint32_t type) {
+  return f->type == type && strcmp(f->name, name) == 0;
+}
+
+/* Whether ev's payload (layout f) is ExceptionThrown_V1's, whole: raw filled in. */
+/* The size of ExceptionEIP when layout f is ExceptionThrown_V1's as the runtime writes it, else 0. */
+static size_t thrown_v1_eip(const struct dnt_exceptions_analysis *a, const ntr_field *f, uint32_t n) {
+  if (!f || n < 5 || !field_is(&f[0], "ExceptionType", NTR_TYPE_STRING) ||
+      !field_is(&f[1], "ExceptionMessage", NTR_TYPE_STRING) || strcmp(f[2].name, "ExceptionEIP") != 0 ||
+      !field_is(&f[3], "ExceptionHRESULT", NTR_TYPE_UINT32) || !field_is(&f[4], "ExceptionFlags", NTR_TYPE_UINT16))
+    return 0;
+  if (f[2].type == DNT_TYPE_POINTER) return dnt__clock_ptr(&a->base.clock);
+  return f[2].type == NTR_TYPE_UINT64 ? 8 : 0;
+}
+
+static int thrown_raw(struct dnt_exceptions_analysis *a, const ntr_field *f, uint32_t n, const ntr_event *ev,
+                      struct thrown_raw *raw) {
+  if (a->ngroups >= MAX_GROUPS) return 0;
+  if (ev->metadata != a->thrown_md) { /* the check once per metadata record, not per event */
+    a->thrown_md = ev->metadata;
+    a->thrown_eip = thrown_v1_eip(a, f, n);
+  }
+  size_t eip = a->thrown_eip;
+  if (!eip) return 0;
+  const uint8_t *p = ev->payload, *end = p + ev->payload_size;
+  long type_len = utf16z_len(p, end);
+  if (type_len < 0) return 0;
+  long msg_len = utf16z_len(p + type_len + 2, end);
+  if (msg_len < 0) return 0;
+  size_t strings = (size_t)type_len + 2 + (size_t)msg_len + 2;
+  if (ev->payload_size - strings < eip + 4 + 2) return 0;
+  const uint8_t *fixed = p + strings + eip;
+  uint32_t hr;
+  uint16_t fl;
+  memcpy(&hr, fixed, 4); /* little endian, as every trace dntrace reads */
+  memcpy(&fl, fixed + 4, 2);
+  *raw = (struct thrown_raw){.bytes = p, .len = strings, .hash = hash_bytes(p, strings), .flags = fl, .hresult = hr};
+  return 1;
+}
+
+/* The group of raw's bytes when seen before, else -2. */
+static long raw_group(const struct dnt_exceptions_analysis *a, const struct thrown_raw *raw) {
+  if (!a->rtable_cap) return -2;
+  for (size_t j = raw->hash & (a->rtable_cap - 1); a->rtable[j]; j = (j + 1) & (a->rtable_cap - 1)) {
+    const struct raw_name *r = &a->raw[a->rtable[j] - 1];
+    if (r->hash == raw->hash && r->len == raw->len && memcmp(r->bytes, raw->bytes, raw->len) == 0)
+      return (long)r->group;
+  }
+  return -2;
+}
+
+/* Keeps raw's bytes as the name of group (at most one per group and as many again: two byte
+ * strings decode alike only when they hold bad UTF-16). 0, or -1 when out of memory. */
+static int raw_remember(struct dnt_exceptions_analysis *a, const struct thrown_raw *raw, size_t group) {
+  if (a->nraw >= 2 * (size_t)MAX_GROUPS) return 0;
+  if ((a->nraw + 1) * 2 > a->rtable_cap) {
+    size_t cap = a->rtable_cap ? a->rtable_cap * 2 : 64;
+    size_t *t = calloc(cap, sizeof *t);
+    if (!t) return -1;
+    for (size_t i = 0; i < a->nraw; i++) {
+      size_t j = a->raw[i].hash & (cap - 1);
+      while (t[j]) j = (j + 1) & (cap - 1);
+      t[j] = i + 1;
+    }
+    free(a->rtable);
+    a->rtable = t;
+    a->rtable_cap = cap;
+  }
+  if (a->nraw == a->capraw) {
+    size_t cap = a->capraw ? a->capraw * 2 : 32;
+    struct raw_name *r = realloc(a->raw, cap * sizeof *r);
+    if (!r) return -1;
+    a->raw = r;
+    a->capraw = cap;
+  }
+  uint8_t *copy = malloc(raw->len);
+  if (!copy) return -1;
+  memcpy(copy, raw->bytes, raw->len);
+  a->raw[a->nraw] = (struct raw_name){copy, raw->len, raw->hash, group};
+  size_t j = raw->hash & (a->rtable_cap - 1);
+  while (a->rtable[j]) j = (j + 1) & (a->rtable_cap - 1);
+  a->rtable[j] = ++a->nraw;
+  return 0;
+}
+
 void dnt_exceptions_analysis_callbacks(ntr_callbacks *cb) { exc_callbacks(cb); }
 
 static int exc_on_event(void *ud, const ntr_event *ev) {
@@ -352,13 +502,23 @@ static int exc_on_event(void *ud, const ntr_event *ev) {
     a->summary.catch_events = 1;
     return on_catch(a, ev, f, nfields) ? (a->base.failed = 1, 1) : 0;
   }
-  /* a short or odd payload keeps the fields decoded before the fault; a missing one reads as
-   * absent; an event the schema does not know decodes as none */
-  if (dnt_record_decode_layout(&a->base.rec, f, f ? nfields : 0, dnt__clock_ptr(&a->base.clock), ev->payload,
-                               ev->payload_size) == NTR_ENOMEM)
-    return a->base.failed = 1, 1;
-  int rc = on_thrown(a, ev);
-  if (rc) return a->base.failed = 1, 1;
+  uint64_t flags, hresult;
+  struct thrown_raw raw;
+  long gi;
+  if (md->version >= 1 && thrown_raw(a, f, nfields, ev, &raw)) {
+    flags = raw.flags;
+    hresult = raw.hresult;
+    gi = raw_group(a, &raw);
+    if (gi == -2) { /* new: decoded once, then known by its bytes */
+      if (decode_thrown(a, ev, f, nfields) != 0) return a->base.failed = 1, 1;
+      gi = thrown_decoded(a, ev, &flags, &hresult);
+      if (gi >= 0 && raw_remember(a, &raw, (size_t)gi) != 0) gi = -1;
+    }
+  } else {
+    if (decode_thrown(a, ev, f, nfields) != 0) return a->base.failed = 1, 1;
+    gi = thrown_decoded(a, ev, &flags, &hresult);
+  }
+  if (on_thrown(a, ev, gi, flags, hresult) != 0) return a->base.failed = 1, 1;
   return 0;
 }
 

@@ -113,6 +113,47 @@ Test(exceptions_rules, without_catch_events_handled_is_unknown) {
   dnt_schema_free(schema);
 }
 
+/* A type and message seen before are found by their UTF-16 bytes, not decoded again: the flags
+ * and HRESULT still come from each event, two byte strings that decode alike (unpaired
+ * surrogates both read as U+FFFD) are one group, and a payload cut after its strings counts with
+ * no flags, as the decoder reads it. */
+static void thrown_units(struct feed *f, double ms, const uint16_t *type, uint32_t hresult, uint16_t flags, int whole) {
+  for (; *type; type++) put16(f, *type);
+  put16(f, 0);
+  putstr(f, "m");
+  if (whole) put64(f, 0x1234), put32(f, hresult), put16(f, flags), put16(f, 0);
+  send_stack(f, 80, 1, ms, 9, 2);
+}
+
+Test(exceptions_rules, a_type_seen_before_is_known_by_its_bytes) {
+  struct dnt_schema *schema = schema_or_fail();
+  struct dnt_exceptions_analysis *a = dnt_exceptions_analysis_new(schema);
+  ntr_callbacks cb;
+  dnt_exceptions_analysis_callbacks(&cb);
+  struct feed f;
+  feed_init(&f, &cb, a, schema);
+  const uint16_t plain[] = {'E', 0}, lone_high[] = {'B', 0xD800, 0}, lone_low[] = {'B', 0xDC00, 0};
+  thrown_units(&f, 1, plain, 0x80004005, 0, 1);
+  thrown_units(&f, 2, plain, 0x80004005, 0x04, 1); /* a rethrow: the flags of this event */
+  thrown_units(&f, 3, plain, 0x80004005, 0x06, 1);
+  thrown_units(&f, 4, plain, 0, 0, 0); /* cut after the strings */
+  thrown_units(&f, 5, lone_high, 0x1, 0, 1);
+  thrown_units(&f, 6, lone_low, 0x1, 0x02, 1);
+  thrown_units(&f, 7, lone_high, 0x1, 0, 1);
+  dnt_exceptions_analysis_finish(a, 3);
+  cr_assert_eq(dnt_exceptions_analysis_failed(a), 0);
+  const dnt_exception_group *e = find(a, "E"), *b = find(a, "B\xef\xbf\xbd");
+  cr_expect_eq(e->thrown, 4);
+  cr_expect_eq(e->rethrown, 2);
+  cr_expect_eq(e->nested, 1);
+  cr_expect_eq(e->hresult, 0x80004005u, "the first throw's");
+  cr_expect_eq(b->thrown, 3, "both unpaired surrogates read as U+FFFD: one group");
+  cr_expect_eq(b->nested, 1);
+  cr_expect_eq(dnt_exceptions_get_summary(a)->types, 2);
+  dnt_exceptions_analysis_free(a);
+  dnt_schema_free(schema);
+}
+
 /* ---- the corpus ---- */
 
 /* The .NET 10 trace's throws, all of one type and message, each caught in one lambda: counted in
