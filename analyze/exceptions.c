@@ -399,7 +399,6 @@ static int field_is(const ntr_field *f, const char *name, uint32_t type) {
   return f->type == type && strcmp(f->name, name) == 0;
 }
 
-/* Whether ev's payload (layout f) is ExceptionThrown_V1's, whole: raw filled in. */
 /* The size of ExceptionEIP when layout f is ExceptionThrown_V1's as the runtime writes it, else 0. */
 static size_t thrown_v1_eip(const struct dnt_exceptions_analysis *a, const ntr_field *f, uint32_t n) {
   if (!f || n < 5 || !field_is(&f[0], "ExceptionType", NTR_TYPE_STRING) ||
@@ -410,6 +409,7 @@ static size_t thrown_v1_eip(const struct dnt_exceptions_analysis *a, const ntr_f
   return f[2].type == NTR_TYPE_UINT64 ? 8 : 0;
 }
 
+/* Whether ev's payload (layout f) is ExceptionThrown_V1's, whole: raw filled in. */
 static int thrown_raw(struct dnt_exceptions_analysis *a, const ntr_field *f, uint32_t n, const ntr_event *ev,
                       struct thrown_raw *raw) {
   if (a->ngroups >= MAX_GROUPS) return 0;
