@@ -117,11 +117,14 @@ Test(exceptions_rules, without_catch_events_handled_is_unknown) {
  * and HRESULT still come from each event, two byte strings that decode alike (unpaired
  * surrogates both read as U+FFFD) are one group, and a payload cut after its strings counts with
  * no flags, as the decoder reads it. */
-static void thrown_units(struct feed *f, double ms, const uint16_t *type, uint32_t hresult, uint16_t flags, int whole) {
+/* eip: the size of ExceptionEIP (the trace's pointers), or 0 for a payload cut after its strings */
+static void thrown_units(struct feed *f, double ms, const uint16_t *type, uint32_t hresult, uint16_t flags, int eip) {
   for (; *type; type++) put16(f, *type);
   put16(f, 0);
   putstr(f, "m");
-  if (whole) put64(f, 0x1234), put32(f, hresult), put16(f, flags), put16(f, 0);
+  if (eip == 4) put32(f, 0x1234);
+  if (eip == 8) put64(f, 0x1234);
+  if (eip) put32(f, hresult), put16(f, flags), put16(f, 0);
   send_stack(f, 80, 1, ms, 9, 2);
 }
 
@@ -133,13 +136,13 @@ Test(exceptions_rules, a_type_seen_before_is_known_by_its_bytes) {
   struct feed f;
   feed_init(&f, &cb, a, schema);
   const uint16_t plain[] = {'E', 0}, lone_high[] = {'B', 0xD800, 0}, lone_low[] = {'B', 0xDC00, 0};
-  thrown_units(&f, 1, plain, 0x80004005, 0, 1);
-  thrown_units(&f, 2, plain, 0x80004005, 0x04, 1); /* a rethrow: the flags of this event */
-  thrown_units(&f, 3, plain, 0x80004005, 0x06, 1);
+  thrown_units(&f, 1, plain, 0x80004005, 0, 8);
+  thrown_units(&f, 2, plain, 0x80004005, 0x04, 8); /* a rethrow: the flags of this event */
+  thrown_units(&f, 3, plain, 0x80004005, 0x06, 8);
   thrown_units(&f, 4, plain, 0, 0, 0); /* cut after the strings */
-  thrown_units(&f, 5, lone_high, 0x1, 0, 1);
-  thrown_units(&f, 6, lone_low, 0x1, 0x02, 1);
-  thrown_units(&f, 7, lone_high, 0x1, 0, 1);
+  thrown_units(&f, 5, lone_high, 0x1, 0, 8);
+  thrown_units(&f, 6, lone_low, 0x1, 0x02, 8);
+  thrown_units(&f, 7, lone_high, 0x1, 0, 8);
   dnt_exceptions_analysis_finish(a, 3);
   cr_assert_eq(dnt_exceptions_analysis_failed(a), 0);
   const dnt_exception_group *e = find(a, "E"), *b = find(a, "B\xef\xbf\xbd");
@@ -150,6 +153,30 @@ Test(exceptions_rules, a_type_seen_before_is_known_by_its_bytes) {
   cr_expect_eq(b->thrown, 3, "both unpaired surrogates read as U+FFFD: one group");
   cr_expect_eq(b->nested, 1);
   cr_expect_eq(dnt_exceptions_get_summary(a)->types, 2);
+  dnt_exceptions_analysis_free(a);
+  dnt_schema_free(schema);
+}
+
+/* A 32-bit process's trace: ExceptionEIP is 4 bytes, the flags after it read as such. */
+Test(exceptions_rules, flags_after_a_32_bit_pointer) {
+  struct dnt_schema *schema = schema_or_fail();
+  struct dnt_exceptions_analysis *a = dnt_exceptions_analysis_new(schema);
+  ntr_callbacks cb;
+  dnt_exceptions_analysis_callbacks(&cb);
+  struct feed f;
+  feed_init(&f, &cb, a, schema);
+  ntr_trace t32 = {.sync_time_qpc = 0, .qpc_frequency = 1000000, .pointer_size = 4};
+  cr_assert_eq(cb.on_trace(a, &t32), 0);
+  const uint16_t type[] = {'E', 0};
+  thrown_units(&f, 1, type, 0x80131500, 0, 4);
+  thrown_units(&f, 2, type, 0x80131500, 0x04, 4);
+  thrown_units(&f, 3, type, 0x80131500, 0x02, 4);
+  dnt_exceptions_analysis_finish(a, 3);
+  const dnt_exception_group *e = find(a, "E");
+  cr_expect_eq(e->thrown, 3);
+  cr_expect_eq(e->rethrown, 1);
+  cr_expect_eq(e->nested, 1);
+  cr_expect_eq(e->hresult, 0x80131500u);
   dnt_exceptions_analysis_free(a);
   dnt_schema_free(schema);
 }
