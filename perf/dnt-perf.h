@@ -102,18 +102,18 @@ struct dnt_perfdata_stats {
 };
 
 /* Hands every sched:sched_switch and sched:sched_waking sample of the perf.data file in buf (len
- * bytes, borrowed; mapped by the caller) to fn, in the file's order, as a dnt_perf_sample with
+ * bytes, borrowed) to fn, in the file's order, as a dnt_perf_sample with
  * `decoded` set (valid only during the call). The whole file is checked first, so fn sees all its
  * samples or none. fn NULL: the check alone. stats (caller-owned, may be NULL): what was found. 0; DNT_PERFDATA_UNSUPPORTED for a file in another form (pipe mode, big endian,
  * compressed, tracepoints without their formats...: perf script can still print it), or -ENOMEM;
  * then msg (caller-owned, cap bytes) says why. */
 int dnt_perfdata_sched(const uint8_t *buf, size_t len, dnt_perf_observe_fn fn, void *ud,
                        struct dnt_perfdata_stats *stats, char *msg, size_t cap);
-/* The same on map, the caller's private read-only mmap of the whole file (borrowed): the pages a
- * walk of the samples has passed are given back (MADV_DONTNEED) every few MiB, so the process's
- * memory stays flat in the file's size; a later walk reads them again from the page cache. */
-int dnt_perfdata_sched_mapped(const uint8_t *map, size_t len, dnt_perf_observe_fn fn, void *ud,
-                              struct dnt_perfdata_stats *stats, char *msg, size_t cap);
+/* The same on the perf.data file open at fd (borrowed; read with pread, its offset unchanged),
+ * a few MiB at a time, so that memory stays flat in the file's size. A file cut while it is read
+ * is DNT_PERFDATA_UNSUPPORTED ("the file was cut..."): fn may then have seen part of it. */
+int dnt_perfdata_sched_fd(int fd, dnt_perf_observe_fn fn, void *ud, struct dnt_perfdata_stats *stats, char *msg,
+                          size_t cap);
 
 /* ---- the mappings of one run, to turn printed offsets back into addresses ---- */
 

@@ -20,7 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dnt-perf.h"
@@ -36,7 +36,9 @@
 #define RECORD_AUXTRACE 71
 #define RECORD_COMPRESSED 81
 #define FEATURE_TRACING_DATA 1
-#define RELEASE_EVERY (8u << 20) /* a mapped file's pages are given back this often as the walks pass */
+#define WINDOW (8u << 20)        /* a file's data is read this much at a time */
+#define MAX_SECTION (64u << 20)  /* the most of the attrs, ids or tracing data a file may have */
+#define MAX_RECORD 65535u        /* a record's size is a u16 */
 
 enum {
   S_IP = 1u << 0, S_TID = 1u << 1, S_TIME = 1u << 2, S_ADDR = 1u << 3, S_READ = 1u << 4,
@@ -68,9 +70,9 @@ struct id_of {
 };
 
 struct scan {
-  const uint8_t *buf;
-  size_t len;
-  int mapped; /* buf is the caller's mapping of the file: pages behind a walk are given back */
+  const uint8_t *buf; /* the whole file, or NULL: read from fd */
+  int fd;
+  uint64_t len;
   char *msg;
   size_t cap;
   struct attr *attrs;
@@ -100,6 +102,35 @@ static uint32_t u32_at(const uint8_t *p) {
 
 /* Whether [off, off + n) lies inside the file. */
 static int inside(const struct scan *s, uint64_t off, uint64_t n) { return off <= s->len && n <= s->len - off; }
+
+/* n bytes at off from fd; 0, or -1 when the file ends first (it was cut while it was read) or
+ * cannot be read. */
+static int read_at(int fd, uint8_t *b, size_t n, uint64_t off) {
+  while (n) {
+    ssize_t got = pread(fd, b, n, (off_t)off);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return -1;
+    b += got, n -= (size_t)got, off += (uint64_t)got;
+  }
+  return 0;
+}
+
+/* [off, off + n) of the file, which inside() has checked: in the caller's buffer, or read from
+ * the file into *copy (the caller frees it; freed here first). 0, or the error fail() returns. */
+static int bytes_at(struct scan *s, uint64_t off, uint64_t n, const uint8_t **out, uint8_t **copy) {
+  free(*copy);
+  *copy = NULL;
+  if (s->buf) {
+    *out = s->buf + off;
+    return 0;
+  }
+  if (n > MAX_SECTION) return fail(s, DNT_PERFDATA_UNSUPPORTED, "a header section larger than dntrace reads");
+  if (!(*copy = malloc(n ? (size_t)n : 1))) return fail(s, -ENOMEM, "out of memory");
+  if (read_at(s->fd, *copy, (size_t)n, off) != 0)
+    return fail(s, DNT_PERFDATA_UNSUPPORTED, "the file was cut, or could not be read, while it was read");
+  *out = *copy;
+  return 0;
+}
 
 /* ---- the tracepoints' formats ---- */
 
@@ -302,9 +333,20 @@ static int take_string(struct cursor *c, size_t max, const char **out) {
 
 /* perf's trace-event-read.c order: magic, version, byte order, long size, page size, the
  * header_page and header_event files, the ftrace formats, then the events' formats by system. */
+static int tracing_data(struct scan *s, const uint8_t *data, uint64_t size);
+
 static int read_tracing_data(struct scan *s, uint64_t off, uint64_t size) {
   if (!inside(s, off, size)) return fail(s, DNT_PERFDATA_UNSUPPORTED, "the tracing data lies outside the file");
-  struct cursor c = {s->buf + off, (size_t)size};
+  const uint8_t *data;
+  uint8_t *copy = NULL;
+  int rc = bytes_at(s, off, size, &data, &copy);
+  if (rc == 0) rc = tracing_data(s, data, size);
+  free(copy);
+  return rc;
+}
+
+static int tracing_data(struct scan *s, const uint8_t *data, uint64_t size) {
+  struct cursor c = {data, (size_t)size};
   const uint8_t *p;
   const char *str;
   uint32_t count, systems;
@@ -337,6 +379,9 @@ static int by_id(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+static int read_ids(struct scan *s, uint64_t attr_size, size_t n, const uint8_t *attrs, const uint8_t **ids,
+                    uint8_t **copy);
+
 static int read_attrs(struct scan *s, uint64_t attr_size, uint64_t off, uint64_t size) {
   if (attr_size < ATTR_MIN + 16 || attr_size > 4096 || !inside(s, off, size) || size % attr_size)
     return fail(s, DNT_PERFDATA_UNSUPPORTED, "attrs of an unknown form");
@@ -345,9 +390,22 @@ static int read_attrs(struct scan *s, uint64_t attr_size, uint64_t off, uint64_t
   s->attrs = calloc(n, sizeof *s->attrs);
   if (!s->attrs) return fail(s, -ENOMEM, "out of memory");
   s->nattrs = n;
+  const uint8_t *attrs, *ids;
+  uint8_t *attrs_copy = NULL, *ids_copy = NULL;
+  int rc = bytes_at(s, off, size, &attrs, &attrs_copy);
+  if (rc == 0) rc = read_ids(s, attr_size, n, attrs, &ids, &ids_copy);
+  free(attrs_copy);
+  free(ids_copy);
+  if (rc == 0 && s->nids) qsort(s->ids, s->nids, sizeof *s->ids, by_id);
+  return rc;
+}
+
+/* The event ids of n attrs (attr_size bytes each, at attrs), into s->ids. */
+static int read_ids(struct scan *s, uint64_t attr_size, size_t n, const uint8_t *attrs, const uint8_t **ids,
+                    uint8_t **copy) {
   size_t total = 0;
   for (size_t i = 0; i < n; i++) {
-    const uint8_t *a = s->buf + off + i * attr_size;
+    const uint8_t *a = attrs + i * attr_size;
     uint64_t ids_size = u64_at(a + attr_size - 8), ids_off = u64_at(a + attr_size - 16);
     if (!inside(s, ids_off, ids_size) || ids_size % 8 || ids_size / 8 > MAX_IDS - total)
       return fail(s, DNT_PERFDATA_UNSUPPORTED, "event ids outside the file");
@@ -356,15 +414,16 @@ static int read_attrs(struct scan *s, uint64_t attr_size, uint64_t off, uint64_t
   s->ids = malloc((total ? total : 1) * sizeof *s->ids);
   if (!s->ids) return fail(s, -ENOMEM, "out of memory");
   for (size_t i = 0; i < n; i++) {
-    const uint8_t *a = s->buf + off + i * attr_size;
+    const uint8_t *a = attrs + i * attr_size;
     struct attr *at = &s->attrs[i];
     at->type = u32_at(a);
     at->config = u64_at(a + 8);
     at->sample_type = u64_at(a + 24);
     uint64_t ids_size = u64_at(a + attr_size - 8), ids_off = u64_at(a + attr_size - 16);
-    for (uint64_t k = 0; k < ids_size / 8; k++) s->ids[s->nids++] = (struct id_of){u64_at(s->buf + ids_off + 8 * k), (uint32_t)i};
+    int rc = bytes_at(s, ids_off, ids_size, ids, copy);
+    if (rc) return rc;
+    for (uint64_t k = 0; k < ids_size / 8; k++) s->ids[s->nids++] = (struct id_of){u64_at(*ids + 8 * k), (uint32_t)i};
   }
-  if (s->nids) qsort(s->ids, s->nids, sizeof *s->ids, by_id);
   return 0;
 }
 
@@ -443,31 +502,16 @@ static int sample_of(const struct scan *s, const uint8_t *p, size_t n, dnt_perf_
   return a->kind;
 }
 
-/* A mapped file: the pages of [from, to), which this walk has passed, go from the process's
- * memory, so that it stays flat in the file's size. A private mapping of a file only read loses
- * nothing by it: a page touched again (the second walk, or the partial pages at either end) is
- * read back from the page cache. */
-static void give_back(const struct scan *s, const uint8_t *from, const uint8_t *to) {
-  if (!s->mapped) return;
-  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-  uintptr_t a = (uintptr_t)from & ~(page - 1), b = (uintptr_t)to & ~(page - 1);
-  if (a < b) (void)madvise((void *)a, b - a, MADV_DONTNEED);
-}
-
-/* Walks the data section: checks it (fn NULL) or hands every sched sample to fn. */
-static int walk(struct scan *s, uint64_t off, uint64_t size, dnt_perf_observe_fn fn, void *ud) {
-  if (!inside(s, off, size)) return fail(s, DNT_PERFDATA_UNSUPPORTED, "the data lies outside the file");
-  const uint8_t *p = s->buf + off, *end = p + size, *kept = p;
-  while (p < end) {
-    if ((size_t)(p - kept) >= RELEASE_EVERY) {
-      give_back(s, kept, p);
-      kept = p;
-    }
-    if (end - p < 8) return fail(s, DNT_PERFDATA_UNSUPPORTED, "a record cut short");
+/* The whole records of [p, end): each sched sample to fn (NULL: the check alone). *stop: where
+ * a record cut by end begins (end when none is). 0, or the error fail() returns. */
+static int records(struct scan *s, const uint8_t *p, const uint8_t *end, dnt_perf_observe_fn fn, void *ud,
+                   const uint8_t **stop) {
+  while (end - p >= 8) {
     uint32_t type = u32_at(p);
     uint16_t rsize;
     memcpy(&rsize, p + 6, 2);
-    if (rsize < 8 || rsize > end - p) return fail(s, DNT_PERFDATA_UNSUPPORTED, "a record of a bad size");
+    if (rsize < 8) return fail(s, DNT_PERFDATA_UNSUPPORTED, "a record of a bad size");
+    if (rsize > end - p) break;
     if (type == RECORD_AUXTRACE || type == RECORD_COMPRESSED)
       return fail(s, DNT_PERFDATA_UNSUPPORTED, "AUX or compressed records");
     if (type == RECORD_SAMPLE) {
@@ -482,15 +526,52 @@ static int walk(struct scan *s, uint64_t off, uint64_t size, dnt_perf_observe_fn
     }
     p += rsize;
   }
-  give_back(s, kept, end);
+  *stop = p;
   return 0;
 }
 
-static int sched(const uint8_t *buf, size_t len, int mapped, dnt_perf_observe_fn fn, void *ud,
-                 struct dnt_perfdata_stats *stats, char *msg, size_t cap) {
-  struct scan s = {.buf = buf, .len = len, .mapped = mapped, .msg = msg, .cap = cap};
+/* Walks the data section: checks it (fn NULL) or hands every sched sample to fn. A file is read a
+ * window at a time (memory flat in its size), a record cut by a window's end carried over. */
+static int walk(struct scan *s, uint64_t off, uint64_t size, dnt_perf_observe_fn fn, void *ud) {
+  if (!inside(s, off, size)) return fail(s, DNT_PERFDATA_UNSUPPORTED, "the data lies outside the file");
+  const uint8_t *stop;
+  if (s->buf) {
+    int rc = records(s, s->buf + off, s->buf + off + size, fn, ud, &stop);
+    if (rc == 0 && stop != s->buf + off + size) rc = fail(s, DNT_PERFDATA_UNSUPPORTED, "a record cut short");
+    return rc;
+  }
+  uint8_t *win = malloc(WINDOW + MAX_RECORD);
+  if (!win) return fail(s, -ENOMEM, "out of memory");
+  size_t carried = 0;
   int rc = 0;
+  while (rc == 0 && size) {
+    size_t n = size < WINDOW ? (size_t)size : WINDOW;
+    if (read_at(s->fd, win + carried, n, off) != 0) {
+      rc = fail(s, DNT_PERFDATA_UNSUPPORTED, "the file was cut, or could not be read, while it was read");
+      break;
+    }
+    off += n, size -= n;
+    if ((rc = records(s, win, win + carried + n, fn, ud, &stop)) != 0) break;
+    carried = (size_t)(win + carried + n - stop);
+    memmove(win, stop, carried); /* less than a record: at most MAX_RECORD bytes */
+  }
+  if (rc == 0 && carried) rc = fail(s, DNT_PERFDATA_UNSUPPORTED, "a record cut short");
+  free(win);
+  return rc;
+}
+
+static int sched(const uint8_t *file, int fd, uint64_t len, dnt_perf_observe_fn fn, void *ud,
+                 struct dnt_perfdata_stats *stats, char *msg, size_t cap) {
+  struct scan s = {.buf = file, .fd = fd, .len = len, .msg = msg, .cap = cap};
+  int rc = 0;
+  uint8_t header[HEADER_SIZE], *feature = NULL;
+  const uint8_t *buf = file, *sec_bytes;
   if (cap) msg[0] = '\0';
+  if (!file && len >= HEADER_SIZE && read_at(fd, header, HEADER_SIZE, 0) != 0) {
+    rc = fail(&s, DNT_PERFDATA_UNSUPPORTED, "the file could not be read");
+    goto out;
+  }
+  if (!file) buf = header;
   if (len < HEADER_SIZE || memcmp(buf, MAGIC, 8) != 0 || u64_at(buf + 8) != HEADER_SIZE) {
     rc = fail(&s, DNT_PERFDATA_UNSUPPORTED, "not a perf.data file perf wrote to a file (PERFILE2, little endian)");
     goto out;
@@ -516,7 +597,9 @@ static int sched(const uint8_t *buf, size_t len, int mapped, dnt_perf_observe_fn
       rc = fail(&s, DNT_PERFDATA_UNSUPPORTED, "feature sections outside the file");
       goto out;
     }
-    if ((rc = read_tracing_data(&s, u64_at(buf + sec), u64_at(buf + sec + 8))) != 0) goto out;
+    if ((rc = bytes_at(&s, sec, 16, &sec_bytes, &feature)) != 0 ||
+        (rc = read_tracing_data(&s, u64_at(sec_bytes), u64_at(sec_bytes + 8))) != 0)
+      goto out;
   }
   for (size_t i = 0; i < s.nattrs; i++) {
     struct attr *a = &s.attrs[i];
@@ -551,6 +634,7 @@ static int sched(const uint8_t *buf, size_t len, int mapped, dnt_perf_observe_fn
     rc = walk(&s, data_off, data_size, fn, ud);
   }
 out:
+  free(feature);
   if (stats) *stats = s.st;
   free(s.attrs);
   free(s.ids);
@@ -559,10 +643,16 @@ out:
 
 int dnt_perfdata_sched(const uint8_t *buf, size_t len, dnt_perf_observe_fn fn, void *ud,
                        struct dnt_perfdata_stats *stats, char *msg, size_t cap) {
-  return sched(buf, len, 0, fn, ud, stats, msg, cap);
+  return sched(buf, -1, len, fn, ud, stats, msg, cap);
 }
 
-int dnt_perfdata_sched_mapped(const uint8_t *map, size_t len, dnt_perf_observe_fn fn, void *ud,
-                              struct dnt_perfdata_stats *stats, char *msg, size_t cap) {
-  return sched(map, len, 1, fn, ud, stats, msg, cap);
+int dnt_perfdata_sched_fd(int fd, dnt_perf_observe_fn fn, void *ud, struct dnt_perfdata_stats *stats, char *msg,
+                          size_t cap) {
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (stats) memset(stats, 0, sizeof *stats);
+    snprintf(msg, cap, "not a regular file");
+    return DNT_PERFDATA_UNSUPPORTED;
+  }
+  return sched(NULL, fd, (uint64_t)st.st_size, fn, ud, stats, msg, cap);
 }

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -239,34 +238,11 @@ enum trace_fields {
   TRACE_CHAINS, /* their fields and their call chains (waits) */
 };
 
-/* A perf.data file mapped for dnt_perfdata_sched. */
-struct mapped {
-  void *buf;
-  size_t len;
-};
-
-static int map_file(const char *path, struct mapped *m) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  struct stat st;
-  int rc = -1;
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
-    m->buf = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (m->buf != MAP_FAILED) {
-      m->len = (size_t)st.st_size;
-      rc = 0;
-    }
-  }
-  close(fd);
-  if (rc) m->buf = NULL;
-  return rc;
-}
-
 /* `perf script` on data, its output fed to the reader as it comes; once perf runs, the sched
- * tracepoints of `sched` (a file dnt_perfdata_sched checked, or NULL) go to the reader's observer
+ * tracepoints of the file open at `sched` (one dnt_perfdata_sched_fd checked, or -1) go to the reader's observer
  * meanwhile. 0, or -1 with info->error. */
 static int run_perf_script(const char *data, dnt_perf_reader *reader, enum trace_fields trace,
-                           const struct mapped *sched, struct dnt_perf_load_info *info) {
+                           int sched, struct dnt_perf_load_info *info) {
   int fds[2];
   if (pipe(fds) != 0) {
     snprintf(info->error, sizeof info->error, "cannot create a pipe: %s", strerror(errno));
@@ -299,13 +275,15 @@ static int run_perf_script(const char *data, dnt_perf_reader *reader, enum trace
   close(fds[1]);
   /* perf writes ahead (up to a MiB, where the system allows) while the file's tracepoints are read */
   int oom = 0;
-  if (sched) {
+  char cut[256] = "";
+  if (sched >= 0) {
     (void)fcntl(fds[0], F_SETPIPE_SZ, 1 << 20);
     char msg[256];
     struct dnt_perfdata_stats st;
-    /* checked whole before it was chosen: only memory can fail it now */
-    if (dnt_perfdata_sched_mapped(sched->buf, sched->len, reader->observe, reader->observe_ud, &st, msg, sizeof msg) != 0)
-      oom = 1;
+    /* checked whole before it was chosen: only memory, or the file cut meanwhile, can fail it now */
+    int rc = dnt_perfdata_sched_fd(sched, reader->observe, reader->observe_ud, &st, msg, sizeof msg);
+    if (rc == -ENOMEM) oom = 1;
+    else if (rc) snprintf(cut, sizeof cut, "%s", msg);
     info->sched_read = st.switches + st.wakings;
   }
   /* the heap, not a static buffer: dntrace serve runs several of these at once on its thread pool */
@@ -328,6 +306,10 @@ static int run_perf_script(const char *data, dnt_perf_reader *reader, enum trace
   info->script_seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
   if (oom) {
     snprintf(info->error, sizeof info->error, "out of memory reading perf script");
+    return -1;
+  }
+  if (cut[0]) {
+    snprintf(info->error, sizeof info->error, "cannot read '%s': %s", data, cut);
     return -1;
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
@@ -355,14 +337,13 @@ dnt_perf_reader *dnt_perf_load(struct dnt_profile *prof, const char *data, const
   /* the tracepoints matter to an observer alone: read from the file when it can be, else printed */
   if (fn) dnt_perf_reader_observe(r, fn, ud);
   enum trace_fields trace = TRACE_FIELDS;
-  struct mapped file = {0};
   struct dnt_perfdata_stats st;
   char msg[256];
-  if (map_file(data, &file) == 0 && dnt_perfdata_sched_mapped(file.buf, file.len, NULL, NULL, &st, msg, sizeof msg) == 0 &&
-      (!fn || !st.other_tracepoint_events))
+  int fd = open(data, O_RDONLY | O_CLOEXEC);
+  if (fd >= 0 && dnt_perfdata_sched_fd(fd, NULL, NULL, &st, msg, sizeof msg) == 0 && (!fn || !st.other_tracepoint_events))
     trace = st.tracepoint_events ? TRACE_NONE : TRACE_ABSENT;
-  int rc = run_perf_script(data, r, trace, trace != TRACE_FIELDS && fn ? &file : NULL, info);
-  if (file.buf) munmap(file.buf, file.len);
+  int rc = run_perf_script(data, r, trace, trace != TRACE_FIELDS && fn ? fd : -1, info);
+  if (fd >= 0) close(fd);
   if (rc < 0) {
     dnt_perf_reader_free(r);
     return NULL;
@@ -377,5 +358,5 @@ int dnt_perf_reader_run(dnt_perf_reader *r, const char *data, const char *map, s
     int rc = dnt_perfmap_load(r->perfmap, map, &bad);
     if (rc < 0) warn(info, "cannot read the perf map '%s': %s", map, strerror(-rc));
   }
-  return run_perf_script(data, r, TRACE_CHAINS, NULL, info);
+  return run_perf_script(data, r, TRACE_CHAINS, -1, info);
 }

@@ -2,12 +2,15 @@
  * tracepoints (dnt_perfdata_sched): the header, attrs and ids, the tracing data's sched formats
  * (field offsets, prev_state's mask from the print format), the sample records. Input: a
  * perf.data file. Properties: the check alone and the reading agree (same counts, the samples
- * handed over are those counted, all or none), every sample is a sched one, decoded. Seeds:
+ * handed over are those counted, all or none), every sample is a sched one, decoded, and the
+ * same bytes read from a file (dnt_perfdata_sched_fd, on a memfd) give the same answer. Seeds:
  * tests/fuzz/seeds/perfdata, a real recording of switches and wake-ups. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "dnt-perf.h"
 
@@ -45,6 +48,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (dnt_cpu_states_finish(v.cs, 0) == 0) (void)dnt_cpu_state_at(v.cs, 1, 1000);
   }
   if (rc != 0 && !msg[0]) __builtin_trap(); /* a refusal says why */
+  int fd = memfd_create("perf.data", MFD_CLOEXEC);
+  if (fd >= 0 && write(fd, buf, size) == (ssize_t)size) {
+    struct dnt_perfdata_stats from_file;
+    int rc3 = dnt_perfdata_sched_fd(fd, NULL, NULL, &from_file, msg, sizeof msg);
+    if (rc3 != -ENOMEM && rc != -ENOMEM &&
+        (rc3 != rc || (rc == 0 && (from_file.switches != checked.switches || from_file.wakings != checked.wakings))))
+      __builtin_trap();
+  }
+  if (fd >= 0) close(fd);
   dnt_cpu_states_free(v.cs);
   free(buf);
   return 0;

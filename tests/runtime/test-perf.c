@@ -5,7 +5,6 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <fcntl.h>
@@ -671,25 +670,25 @@ Test(perfdata, prev_state_read_by_each_kernels_print_format) {
   cr_expect_eq(dnt_perfdata_sched(f.b, f.n, NULL, NULL, NULL, msg, sizeof msg), DNT_PERFDATA_UNSUPPORTED);
 }
 
-struct rss_watch { /* the resident pages of files this process maps (kB) */
-  uint64_t samples;
+struct rss_watch { /* this process's resident memory (kB), and a cut of the file at one sample */
+  uint64_t samples, cut_at;
   long base_kb, peak_kb;
+  int fd;
 };
 
 static void watch_rss(void *ud, const dnt_perf_sample *s) {
   struct rss_watch *w = ud;
   (void)s;
   if (++w->samples % 20000 == 0) {
-    long kb = dnt_proc_status_kb(0, "RssFile");
+    long kb = dnt_proc_status_kb(0, "VmRSS");
     if (kb > w->peak_kb) w->peak_kb = kb;
   }
+  if (w->cut_at && w->samples == w->cut_at) cr_assert_eq(ftruncate(w->fd, 32 << 20), 0);
 }
 
-/* A 64 MiB perf.data read through its mapping: the pages the walks have passed go back, so the
- * process's resident file pages grow by a few MiB, not by the file (compare on a long
- * recording); every sample is still read. The file: a built one whose first switch record is
- * repeated to fill the data section. */
-Test(perfdata, a_mapped_file_is_read_in_flat_memory, .timeout = 60) {
+/* A 64 MiB perf.data: a built one whose first switch record is repeated to fill the data
+ * section; its path in path (a mkstemp template), open at the returned fd; *copies: the switches. */
+static int big_perfdata(char *path, size_t *copies_out) {
   static struct built f;
   uint64_t zero[1] = {0};
   build(&f, "REC->prev_state ? 1 : \"R\"", zero, 1);
@@ -701,7 +700,6 @@ Test(perfdata, a_mapped_file_is_read_in_flat_memory, .timeout = 60) {
   memcpy(&rsize, rec + 6, 2);
   const size_t copies = (64u << 20) / rsize;
   const uint64_t grow = (uint64_t)(copies - 1) * rsize;
-  char path[] = "/tmp/dnt-perfdata-big-XXXXXX";
   int fd = mkstemp(path);
   cr_assert_geq(fd, 0);
   uint64_t new_size = data_size + grow;
@@ -722,21 +720,60 @@ Test(perfdata, a_mapped_file_is_read_in_flat_memory, .timeout = 60) {
   tracing_off += grow;
   memcpy(f.b + sec, &tracing_off, 8);
   cr_assert_eq(write(fd, f.b + rest, f.n - rest), (ssize_t)(f.n - rest));
-  off_t len = lseek(fd, 0, SEEK_END);
-  uint8_t *map = mmap(NULL, (size_t)len, PROT_READ, MAP_PRIVATE, fd, 0);
-  cr_assert_neq(map, MAP_FAILED);
-  close(fd);
-  struct rss_watch w = {.base_kb = dnt_proc_status_kb(0, "RssFile")};
+  *copies_out = copies;
+  return fd;
+}
+
+/* A 64 MiB perf.data read from its file: a window at a time, records cut by a window's end
+ * carried over, so the process grows by a few MiB, not by the file (compare on a long
+ * recording); every sample read, as from the whole file in memory. */
+Test(perfdata, a_file_is_read_in_flat_memory, .timeout = 60) {
+  char path[] = "/tmp/dnt-perfdata-big-XXXXXX";
+  size_t copies;
+  int fd = big_perfdata(path, &copies);
+  struct rss_watch w = {.base_kb = dnt_proc_status_kb(0, "VmRSS")};
   w.peak_kb = w.base_kb;
   struct dnt_perfdata_stats st;
   char msg[256];
-  cr_assert_eq(dnt_perfdata_sched_mapped(map, (size_t)len, watch_rss, &w, &st, msg, sizeof msg), 0, "%s", msg);
+  cr_assert_eq(dnt_perfdata_sched_fd(fd, watch_rss, &w, &st, msg, sizeof msg), 0, "%s", msg);
   cr_expect_eq(st.switches, copies, "every switch read: %llu of %zu", (unsigned long long)st.switches, copies);
   cr_expect_eq(st.wakings, 2);
   cr_expect_eq(w.samples, copies + 2);
-  cr_expect_leq(w.peak_kb - w.base_kb, 24 * 1024, "resident file pages grew by %ld kB reading a %lld kB file",
-                w.peak_kb - w.base_kb, (long long)len / 1024);
-  munmap(map, (size_t)len);
+  cr_expect_leq(w.peak_kb - w.base_kb, 24 * 1024, "resident memory grew by %ld kB reading a %lld kB file",
+                w.peak_kb - w.base_kb, (long long)lseek(fd, 0, SEEK_END) / 1024);
+  /* the same file whole in memory: the same samples */
+  off_t len = lseek(fd, 0, SEEK_END);
+  uint8_t *whole = malloc((size_t)len);
+  cr_assert(whole);
+  cr_assert_eq(pread(fd, whole, (size_t)len, 0), (ssize_t)len);
+  struct dnt_perfdata_stats mem;
+  cr_assert_eq(dnt_perfdata_sched(whole, (size_t)len, NULL, NULL, &mem, msg, sizeof msg), 0, "%s", msg);
+  cr_expect_eq(mem.switches, st.switches);
+  cr_expect_eq(mem.wakings, st.wakings);
+  free(whole);
+  close(fd);
+  unlink(path);
+}
+
+/* The file cut (by perf, a user) while it is read: one clear error, no crash (a mapping of it
+ * would die of SIGBUS on the pages past the new end). */
+Test(perfdata, a_file_cut_while_it_is_read_is_an_error, .timeout = 60) {
+  char path[] = "/tmp/dnt-perfdata-cut-XXXXXX";
+  size_t copies;
+  int fd = big_perfdata(path, &copies);
+  struct rss_watch w = {.cut_at = 10, .fd = fd};
+  struct dnt_perfdata_stats st;
+  char msg[256];
+  int rc = dnt_perfdata_sched_fd(fd, watch_rss, &w, &st, msg, sizeof msg);
+  cr_expect_eq(rc, DNT_PERFDATA_UNSUPPORTED, "%d: %s", rc, msg);
+  cr_expect(strstr(msg, "cut"), "%s", msg);
+  cr_expect_lt(w.samples, copies, "the samples after the cut are not invented: %llu", (unsigned long long)w.samples);
+  /* cut before the read: the check says so, nothing handed on */
+  w = (struct rss_watch){0};
+  rc = dnt_perfdata_sched_fd(fd, watch_rss, &w, &st, msg, sizeof msg);
+  cr_expect_eq(rc, DNT_PERFDATA_UNSUPPORTED, "%s", msg);
+  cr_expect_eq(w.samples, 0);
+  close(fd);
   unlink(path);
 }
 
