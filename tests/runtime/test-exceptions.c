@@ -42,13 +42,25 @@ static const dnt_exception_group *find(const struct dnt_exceptions_analysis *a, 
   return NULL;
 }
 
-Test(exceptions_rules, a_catch_takes_the_innermost_exception_in_flight) {
+/* An analysis fed the events f makes; rules_end frees both. */
+static struct dnt_exceptions_analysis *rules_start(struct feed *f) {
   struct dnt_schema *schema = schema_or_fail();
   struct dnt_exceptions_analysis *a = dnt_exceptions_analysis_new(schema);
+  cr_assert(a);
   ntr_callbacks cb;
   dnt_exceptions_analysis_callbacks(&cb);
+  feed_init(f, &cb, a, schema);
+  return a;
+}
+
+static void rules_end(struct feed *f, struct dnt_exceptions_analysis *a) {
+  dnt_exceptions_analysis_free(a);
+  dnt_schema_free(f->schema);
+}
+
+Test(exceptions_rules, a_catch_takes_the_innermost_exception_in_flight) {
   struct feed f;
-  feed_init(&f, &cb, a, schema);
+  struct dnt_exceptions_analysis *a = rules_start(&f);
   /* thread 1: X caught in M.One; then X whose dispatch ends with no catch */
   thrown(&f, 100, 1, "X", "a", 0), catch_start(&f, 101, 1, "M.One"), thrown_stop(&f, 102, 1);
   thrown(&f, 200, 1, "X", "a", 0), thrown_stop(&f, 201, 1);
@@ -91,17 +103,12 @@ Test(exceptions_rules, a_catch_takes_the_innermost_exception_in_flight) {
   cr_assert_eq(x->nstacks, 1);
   cr_expect_eq(x->stacks[0].count, 3);
   cr_expect_eq(x->stacks[0].nframes, 3);
-  dnt_exceptions_analysis_free(a);
-  dnt_schema_free(schema);
+  rules_end(&f, a);
 }
 
 Test(exceptions_rules, without_catch_events_handled_is_unknown) {
-  struct dnt_schema *schema = schema_or_fail();
-  struct dnt_exceptions_analysis *a = dnt_exceptions_analysis_new(schema);
-  ntr_callbacks cb;
-  dnt_exceptions_analysis_callbacks(&cb);
   struct feed f;
-  feed_init(&f, &cb, a, schema);
+  struct dnt_exceptions_analysis *a = rules_start(&f);
   for (int i = 0; i < 40; i++) thrown(&f, 10.0 * i, 7, "X", "a", 0); /* more than a thread's list holds */
   dnt_exceptions_analysis_finish(a, 3);
   const dnt_exception_summary *s = dnt_exceptions_get_summary(a);
@@ -109,8 +116,7 @@ Test(exceptions_rules, without_catch_events_handled_is_unknown) {
   cr_expect_eq(s->unknown, 40);
   cr_expect_eq(s->handled + s->unhandled, 0);
   cr_expect_eq(s->catch_events, 0);
-  dnt_exceptions_analysis_free(a);
-  dnt_schema_free(schema);
+  rules_end(&f, a);
 }
 
 /* A type and message seen before are found by their UTF-16 bytes, not decoded again: the flags
@@ -129,12 +135,8 @@ static void thrown_units(struct feed *f, double ms, const uint16_t *type, uint32
 }
 
 Test(exceptions_rules, a_type_seen_before_is_known_by_its_bytes) {
-  struct dnt_schema *schema = schema_or_fail();
-  struct dnt_exceptions_analysis *a = dnt_exceptions_analysis_new(schema);
-  ntr_callbacks cb;
-  dnt_exceptions_analysis_callbacks(&cb);
   struct feed f;
-  feed_init(&f, &cb, a, schema);
+  struct dnt_exceptions_analysis *a = rules_start(&f);
   const uint16_t plain[] = {'E', 0}, lone_high[] = {'B', 0xD800, 0}, lone_low[] = {'B', 0xDC00, 0};
   thrown_units(&f, 1, plain, 0x80004005, 0, 8);
   thrown_units(&f, 2, plain, 0x80004005, 0x04, 8); /* a rethrow: the flags of this event */
@@ -153,20 +155,15 @@ Test(exceptions_rules, a_type_seen_before_is_known_by_its_bytes) {
   cr_expect_eq(b->thrown, 3, "both unpaired surrogates read as U+FFFD: one group");
   cr_expect_eq(b->nested, 1);
   cr_expect_eq(dnt_exceptions_get_summary(a)->types, 2);
-  dnt_exceptions_analysis_free(a);
-  dnt_schema_free(schema);
+  rules_end(&f, a);
 }
 
 /* A 32-bit process's trace: ExceptionEIP is 4 bytes, the flags after it read as such. */
 Test(exceptions_rules, flags_after_a_32_bit_pointer) {
-  struct dnt_schema *schema = schema_or_fail();
-  struct dnt_exceptions_analysis *a = dnt_exceptions_analysis_new(schema);
-  ntr_callbacks cb;
-  dnt_exceptions_analysis_callbacks(&cb);
   struct feed f;
-  feed_init(&f, &cb, a, schema);
+  struct dnt_exceptions_analysis *a = rules_start(&f);
   ntr_trace t32 = {.sync_time_qpc = 0, .qpc_frequency = 1000000, .pointer_size = 4};
-  cr_assert_eq(cb.on_trace(a, &t32), 0);
+  cr_assert_eq(f.cb.on_trace(a, &t32), 0);
   const uint16_t type[] = {'E', 0};
   thrown_units(&f, 1, type, 0x80131500, 0, 4);
   thrown_units(&f, 2, type, 0x80131500, 0x04, 4);
@@ -177,8 +174,7 @@ Test(exceptions_rules, flags_after_a_32_bit_pointer) {
   cr_expect_eq(e->rethrown, 1);
   cr_expect_eq(e->nested, 1);
   cr_expect_eq(e->hresult, 0x80131500u);
-  dnt_exceptions_analysis_free(a);
-  dnt_schema_free(schema);
+  rules_end(&f, a);
 }
 
 /* ---- the corpus ---- */
