@@ -72,6 +72,7 @@ struct id_of {
 struct scan {
   const uint8_t *buf; /* the whole file, or NULL: read from fd */
   int fd;
+  uint8_t *win; /* fd: the window both walks read the data into */
   uint64_t len;
   char *msg;
   size_t cap;
@@ -540,8 +541,8 @@ static int walk(struct scan *s, uint64_t off, uint64_t size, dnt_perf_observe_fn
     if (rc == 0 && stop != s->buf + off + size) rc = fail(s, DNT_PERFDATA_UNSUPPORTED, "a record cut short");
     return rc;
   }
-  uint8_t *win = malloc(WINDOW + MAX_RECORD);
-  if (!win) return fail(s, -ENOMEM, "out of memory");
+  if (!s->win && !(s->win = malloc(WINDOW + MAX_RECORD))) return fail(s, -ENOMEM, "out of memory");
+  uint8_t *win = s->win;
   size_t carried = 0;
   int rc = 0;
   while (rc == 0 && size) {
@@ -556,7 +557,6 @@ static int walk(struct scan *s, uint64_t off, uint64_t size, dnt_perf_observe_fn
     memmove(win, stop, carried); /* less than a record: at most MAX_RECORD bytes */
   }
   if (rc == 0 && carried) rc = fail(s, DNT_PERFDATA_UNSUPPORTED, "a record cut short");
-  free(win);
   return rc;
 }
 
@@ -635,6 +635,7 @@ static int sched(const uint8_t *file, int fd, uint64_t len, dnt_perf_observe_fn 
   }
 out:
   free(feature);
+  free(s.win);
   if (stats) *stats = s.st;
   free(s.attrs);
   free(s.ids);
