@@ -64,6 +64,23 @@ static pid_t spawn_dntrace(char *const argv[], const char *log) {
   return pid;
 }
 
+static char *slurp(const char *path);
+
+/* Waits (up to 60 s: a loaded machine's runtime may take seconds to answer) until the log says
+ * the session has started, then 1 s more for its first blocks. */
+static void wait_started(const char *log) {
+  double deadline = now() + 60;
+  for (;;) {
+    char *text = access(log, R_OK) == 0 ? slurp(log) : NULL; /* the child may not have made it yet */
+    int started = text && strstr(text, "Tracing started");
+    free(text);
+    if (started) break;
+    cr_assert_lt(now(), deadline, "collect did not start tracing in 60 s");
+    usleep(50 * 1000);
+  }
+  sleep(1);
+}
+
 static int wait_exit(pid_t pid, int timeout_s) {
   double deadline = now() + timeout_s;
   int st;
@@ -138,7 +155,7 @@ Test(collect, ctrl_c_keeps_a_complete_stream_with_rundown, .timeout = 120) {
   snprintf(pid, sizeof pid, "%d", (int)t.pid);
   char *argv[] = {(char *)dnt_bin(), "collect", "-p", pid, "-o", out, NULL};
   pid_t d = spawn_dntrace(argv, log);
-  sleep(2);
+  wait_started(log);
   kill(d, SIGINT);
   int rc = wait_exit(d, 30);
   char *text = slurp(log);
@@ -166,7 +183,7 @@ Test(collect, target_killed_mid_session_keeps_a_valid_prefix, .timeout = 120) {
   snprintf(pid, sizeof pid, "%d", (int)t.pid);
   char *argv[] = {(char *)dnt_bin(), "collect", "-p", pid, "-o", out, NULL};
   pid_t d = spawn_dntrace(argv, log);
-  sleep(2);
+  wait_started(log);
   kill(t.pid, SIGKILL);
   int rc = wait_exit(d, 30);
   dnt_target_stop(&t);
