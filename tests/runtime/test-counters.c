@@ -648,8 +648,17 @@ Test(counters_runtime, monitor_full_screen, .timeout = 120) {
 
   /* a narrower terminal: rows are cut to fit instead of wrapping, values stay at the end */
   tmux("resize-window", session, "-x 50 -y 40");
-  usleep(1500 * 1000);
-  screen = tmux_screen(session, dir);
+  for (int i = 0; i < 100; i++) { /* its next redraw: within a refresh, longer on a loaded machine */
+    usleep(100 * 1000);
+    screen = tmux_screen(session, dir);
+    char *p = strstr(screen, "Work Items"), *eol = p ? strchr(p, '\n') : NULL;
+    while (p && p > screen && p[-1] != '\n') p--;
+    size_t width = p ? (eol ? (size_t)(eol - p) : strlen(p)) : 0;
+    if (width > 0 && width <= 50 && !strstr(screen, "\n            ")) break;
+    free(screen);
+    screen = NULL;
+  }
+  if (!screen) screen = tmux_screen(session, dir);
   row = screen_line(screen, "Work Items");
   cr_assert(row, "%s", screen);
   n = strlen(row);
