@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "run.h"
 #include "target.h"
@@ -47,6 +49,23 @@ static inline void dnt_start_sample(dnt_target *t, const char *const *args, char
   char err[512];
   cr_assert_eq(dnt_target_start(t, &o, err, sizeof err), 0, "%s", err);
   snprintf(pid, cap, "%d", (int)t->pid);
+}
+
+/* dntrace listening at sock (--diagnostic-port SOCK,listen): its socket, waited for up to
+ * wait_ms, stat'ed into st; then the sample started to dial it (DOTNET_DiagnosticPorts) and
+ * resumed by dntrace within ready_ms. The test fails when any step does not happen. */
+static inline void dnt_start_sample_dialing(dnt_target *t, const char *sock, int wait_ms, int ready_ms,
+                                            struct stat *st) {
+  int found = 0;
+  for (int i = 0; i < wait_ms / 10 && !(found = stat(sock, st) == 0); i++) usleep(10000);
+  cr_assert(found && S_ISSOCK(st->st_mode), "dntrace listens on %s", sock);
+  char env[300];
+  snprintf(env, sizeof env, "DOTNET_DiagnosticPorts=%s", sock);
+  const char *const envs[] = {env, NULL};
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .env = envs, .no_wait = 1, .timeout_ms = 30000};
+  char err[512];
+  cr_assert_eq(dnt_target_start(t, &o, err, sizeof err), 0, "%s", err);
+  cr_assert_eq(dnt_target_wait_ready(t, ready_ms, err, sizeof err), 0, "dntrace resumed the runtime: %s", err);
 }
 
 /* A 3 s trace of the sample (started plainly, stopped once recorded) by `dntrace collect -p PID

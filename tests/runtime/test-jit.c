@@ -325,16 +325,8 @@ Test(jit_traceevent, a_runtime_dialling_a_listening_jit, .timeout = 120) {
     _exit(127);
   }
   struct stat st;
-  for (int i = 0; i < 500 && stat(sock, &st) != 0; i++) usleep(10000);
-  cr_assert(S_ISSOCK(st.st_mode), "jit listens on %s", sock);
-  char env[100];
-  snprintf(env, sizeof env, "DOTNET_DiagnosticPorts=%s", sock);
-  const char *const envs[] = {env, NULL};
   dnt_target t;
-  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .env = envs, .no_wait = 1, .timeout_ms = 30000};
-  char why[512];
-  cr_assert_eq(dnt_target_start(&t, &o, why, sizeof why), 0, "%s", why);
-  cr_assert_eq(dnt_target_wait_ready(&t, 30000, why, sizeof why), 0, "jit resumed the runtime: %s", why);
+  dnt_start_sample_dialing(&t, sock, 5000, 30000, &st);
   int status = -1;
   for (int i = 0; i < 600 && waitpid(d, &status, WNOHANG) != d; i++) usleep(50000);
   dnt_target_stop(&t);
