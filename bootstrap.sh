@@ -23,14 +23,14 @@ packages=(build-essential autoconf autoconf-archive automake libtool pkg-config
           chromium fonts-dejavu-core time prometheus \
           clang libclang-rt-14-dev golang-go \
           liblzma-dev libicu-dev podman runc catatonit \
-          debhelper lintian fakeroot)
+          debhelper lintian fakeroot stress-ng)
 # chromium renders the flame graph in a test; prometheus (promtool and the server) checks and
 # scrapes `counters serve` in a test; clang builds build-clang/ (clang's UBSan) and the fuzzers;
 # npm fetches speedscope, the viewer a test loads the timelines into (in chromium); golang-go
 # brings `go tool pprof`, which reads the pprof output in a test;
 # liblzma-dev and libicu-dev (headers) serve --enable-static-binary; podman, runc and catatonit
 # (the pods' pause image, built locally) run tests/containers; debhelper, lintian and fakeroot
-# build and check the Debian package (`make deb`)
+# build and check the Debian package (`make deb`); stress-ng holds the CPUs for tests/ci-under-load.sh
 
 say() { printf '==> %s\n' "$*"; }
 

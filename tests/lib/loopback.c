@@ -1,5 +1,6 @@
 /* HTTP on 127.0.0.1 for the tests of dntrace's servers: loopback.h. */
 #include "loopback.h"
+#include "run.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -77,7 +78,7 @@ void *dnt_scrape_loop(void *scraper) {
   struct dnt_scraper *s = scraper;
   while (!s->stop) {
     double t0 = dnt_now_ms();
-    int status = dnt_http_request(s->port, "GET", "/metrics", 5, NULL);
+    int status = dnt_http_request(s->port, "GET", "/metrics", DNT_HANG_MS / 1000, NULL);
     double took = dnt_now_ms() - t0;
     s->scrapes++;
     if (status) s->answered++;

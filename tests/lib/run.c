@@ -46,6 +46,7 @@ static void sink_read(struct sink *s, int fd, int *open_fd) {
 int dnt_run_argv(struct dnt_run *r, char *const argv[], const char *const *env, int timeout_ms) {
   memset(r, 0, sizeof *r);
   r->status = -1;
+  timeout_ms = dnt_ceiling_ms(timeout_ms);
   int out[2], err[2];
   if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) return -1;
   double t0 = now();
@@ -105,7 +106,7 @@ int dnt_run_dntrace(struct dnt_run *r, ...) {
   while (n < 63 && (a = va_arg(ap, const char *)) != NULL) argv[n++] = (char *)a;
   va_end(ap);
   argv[n] = NULL;
-  return dnt_run_argv(r, argv, NULL, 60000);
+  return dnt_run_argv(r, argv, NULL, DNT_HANG_MS);
 }
 
 void dnt_run_free(struct dnt_run *r) {
@@ -127,7 +128,7 @@ int dnt_spawn_sleeper_as(unsigned uid, int new_mount_ns) {
     close(ready[0]);
     if (new_mount_ns && unshare(CLONE_NEWNS) != 0) _exit(1);
     if (setgid((gid_t)uid) != 0 || setuid((uid_t)uid) != 0) _exit(1);
-    execl("/bin/sleep", "sleep", "30", (char *)NULL);
+    execl("/bin/sleep", "sleep", "600", (char *)NULL);
     _exit(1);
   }
   close(ready[1]);

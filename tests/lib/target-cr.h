@@ -57,6 +57,7 @@ static inline void dnt_start_sample(dnt_target *t, const char *const *args, char
 static inline void dnt_start_sample_dialing(dnt_target *t, const char *sock, int wait_ms, int ready_ms,
                                             struct stat *st) {
   int found = 0;
+  wait_ms = dnt_ceiling_ms(wait_ms);
   for (int i = 0; i < wait_ms / 10 && !(found = stat(sock, st) == 0); i++) usleep(10000);
   cr_assert(found && S_ISSOCK(st->st_mode), "dntrace listens on %s", sock);
   char env[300];

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "fake-ipc.h"
+#include "run.h"
 #include "target.h"
 
 const char *dnt_target_exe(void) {
@@ -132,7 +133,7 @@ int dnt_target_start(dnt_target *t, const dnt_target_opts *o, char *err, size_t 
   memset(t, 0, sizeof *t);
   t->stdout_fd = -1;
   const char *exe = o->exe ? o->exe : dnt_target_exe();
-  int timeout = o->timeout_ms > 0 ? o->timeout_ms : 30000;
+  int timeout = dnt_ceiling_ms(o->timeout_ms);
   long deadline = now_ms() + timeout;
 
   const char *argv[64];
@@ -221,6 +222,7 @@ int dnt_target_start(dnt_target *t, const dnt_target_opts *o, char *err, size_t 
 
 int dnt_target_wait_ready(dnt_target *t, int timeout_ms, char *err, size_t errlen) {
   char first[256] = "";
+  timeout_ms = dnt_ceiling_ms(timeout_ms);
   if (wait_line(t->stdout_fd, "ready", now_ms() + timeout_ms, first, sizeof first) != 0) {
     snprintf(err, errlen, "the target did not print 'ready' within %d ms (first line: '%s')", timeout_ms, first);
     kill_all(t);
@@ -317,4 +319,38 @@ long dnt_proc_status_kb(pid_t pid, const char *field) {
     }
   if (fp) fclose(fp);
   return kb;
+}
+
+double dnt_cpu_seconds(pid_t pid, pid_t tid) {
+  char path[96], buf[1024];
+  if (tid) snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+  else snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *fp = fopen(path, "r");
+  if (!fp) return -1;
+  size_t n = fread(buf, 1, sizeof buf - 1, fp);
+  fclose(fp);
+  buf[n] = '\0';
+  /* the name in parentheses may hold spaces and parentheses: the fields start after the last ')' */
+  char *p = strrchr(buf, ')');
+  if (!p) return -1;
+  unsigned long long utime = 0, stime = 0;
+  /* after ')': state (3), then fields 4..13, utime (14), stime (15) */
+  if (sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2) return -1;
+  long hz = sysconf(_SC_CLK_TCK);
+  return (double)(utime + stime) / (double)(hz > 0 ? hz : 100);
+}
+
+const char *dnt_run_context(pid_t pid) {
+  static char text[256];
+  char load[64] = "?";
+  FILE *fp = fopen("/proc/loadavg", "r");
+  if (fp) {
+    double a = 0, b = 0, c = 0;
+    if (fscanf(fp, "%lf %lf %lf", &a, &b, &c) == 3) snprintf(load, sizeof load, "%.2f %.2f %.2f", a, b, c);
+    fclose(fp);
+  }
+  int n = snprintf(text, sizeof text, "load %s, %ld CPUs", load, sysconf(_SC_NPROCESSORS_ONLN));
+  if (pid > 0 && n > 0 && (size_t)n < sizeof text)
+    snprintf(text + n, sizeof text - (size_t)n, "; pid %d used %.2f s CPU", (int)pid, dnt_cpu_seconds(pid, 0));
+  return text;
 }
