@@ -33,6 +33,8 @@ packages=(build-essential autoconf autoconf-archive automake libtool pkg-config
 # build and check the Debian package (`make deb`); stress-ng holds the CPUs for tests/ci-under-load.sh
 
 say() { printf '==> %s\n' "$*"; }
+# a step of check, with the time it started (what a slow run's log shows first)
+step() { printf '==> [%s] %s\n' "$(date +%T)" "$*"; }
 
 # The public trace corpus beside the clone (CI has it); exported so `make distcheck`, which runs
 # the tests from a copy elsewhere, finds it too.
@@ -231,7 +233,8 @@ fuzz() {
 }
 
 # demo_start EXE [ARGS...]: starts the sample in the background, its output in a temp file, and
-# waits for its "ready" line; demo_stop (also the EXIT trap) ends it and removes the file (and the
+# waits for its "ready" line (up to 120 s: a loaded machine starts .NET slowly; fails with a
+# message when the sample exits or never gets there); demo_stop (also the EXIT trap) ends it and removes the file (and the
 # socket and pipes the runtime leaves when a signal ends it). Every
 # step of the cleanup tolerates failure: under `set -e` a failing `wait` on the killed sample
 # (status 143) would otherwise end the trap early, leave the file and become the script's status.
@@ -240,7 +243,15 @@ demo_start() {
   "$@" >"$demo_out" 2>&1 &
   demo_pid=$!
   trap demo_stop EXIT
-  for _ in $(seq 100); do grep -q '^ready' "$demo_out" && break; sleep 0.1; done
+  local i
+  for i in $(seq 1200); do
+    grep -q '^ready' "$demo_out" && return 0
+    kill -0 "$demo_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "demo: the sample did not get ready (${i}00 ms); it printed:" >&2
+  cat "$demo_out" >&2
+  return 1
 }
 
 demo_stop() {
@@ -263,7 +274,7 @@ demo_run() {
   local dir=$1 out=${2:-$1}
   local exe=$dir/tests/targets/sample/out/Sample
   [ -x "$exe" ] || { echo "demo: the sample app was not built (is dotnet installed?)" >&2; return 1; }
-  demo_start "$exe"
+  demo_start "$exe" || return 1
   local pid=$demo_pid
   say "dntrace ps"
   "$dir"/dntrace ps

@@ -14,6 +14,7 @@
 
 double dnt_now_ms(void) {
   struct timespec ts;
+  /* timing: the scraper's figures (printed) and waits under DNT_HANG_MS */
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }

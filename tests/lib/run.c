@@ -20,6 +20,7 @@ const char *dnt_bin(void) {
 
 static double now(void) {
   struct timespec ts;
+  /* timing: the run's ceiling (>= DNT_HANG_MS) and its printed wall time */
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }

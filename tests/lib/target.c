@@ -34,6 +34,7 @@ const char *dnt_target_unavailable(void) {
 
 static long now_ms(void) {
   struct timespec ts;
+  /* timing: start and exit waits, each under dnt_ceiling_ms */
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
