@@ -316,7 +316,10 @@ int dsipc_listener_accept_start(dsipc_listener *l, struct uv_loop_s *loop, uint6
     op_release(op);
     return dsipc__fail(st, rc, 0, "cannot watch '%s': %s", l->path, uv_strerror(rc));
   }
-  if (timeout_ms) uv_timer_start(&op->timer, on_accept_timeout, timeout_ms, 0);
+  if (timeout_ms) {
+    uv_update_time(loop); /* the loop's clock is as old as its last turn: count from now */
+    uv_timer_start(&op->timer, on_accept_timeout, timeout_ms, 0);
+  }
   dsipc__ok(st);
   return 0;
 }

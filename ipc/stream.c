@@ -181,6 +181,8 @@ int dsipc_stream_open(struct uv_loop_s *loop, const char *path, int fd, const ds
   uv_timer_init((uv_loop_t *)loop, &s->retry);
   s->pipe.data = s->timer.data = s->retry.data = s->connect_req.data = s;
   s->open_handles = 3;
+  /* the loop's clock is as old as its last turn: the deadline counts from now, not from then */
+  uv_update_time((uv_loop_t *)loop);
   uv_timer_start(&s->timer, on_timeout, reply_timeout_ms, 0);
   if (refused) {
     s->attempts = 1;

@@ -25,9 +25,12 @@
 #include "fake-ipc.h"
 
 #define MAX_LOG 64             /* requests kept for fake_ipc_request */
-#define MAX_EVENTS 16          /* names raised by `signal` */
-#define STOP_GRACE_MS 5000     /* how long fake_ipc_stop lets connections being played finish */
-#define DIAL_MS 2000           /* how long dialing retries a refused connect */
+#define MAX_EVENTS 64          /* names raised by `signal` or fake_ipc_raise */
+/* How long fake_ipc_stop lets connections being played finish, and how long dialing retries a
+ * refused connect: ceilings that only a hang reaches (a busy machine can hold a thread for
+ * seconds), never a pace the test must keep. */
+#define STOP_GRACE_MS 60000
+#define DIAL_MS 60000
 
 struct fake_ipc;
 
@@ -39,6 +42,7 @@ struct conn {
   const struct fake_section *s; /* NULL for an `on` case until its first request chose one */
   pthread_t thread;
   int stopped;                /* a wait of this connection saw the stop */
+  int late;                   /* accepted after the stop (it was queued): what it already holds is read */
   uint8_t last[65536];        /* the request read last, for matching and hooks */
   size_t last_len;
   uint8_t *out;               /* bytes waiting for a flush */
@@ -98,15 +102,17 @@ static void mismatch(struct fake_ipc *f, int file, int line, const char *fmt, ..
 enum { READY = 1, TIMEOUT = 0, STOPPED = -1 };
 
 /* Waits for fd to be readable (fd -1: only the time), at most ms (-1: forever). k (may be NULL)
- * remembers a stop. */
+ * remembers a stop. A late connection (k->late) reads what is there before it sees the stop. */
 static int wait_for(struct fake_ipc *f, struct conn *k, int fd, long ms) {
   struct timespec t0;
+  /* timing: the fake's pauses, and its waits under 60 s ceilings (a hang) */
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (;;) {
     struct pollfd p[2] = {{.fd = f->stop[0], .events = POLLIN}, {.fd = fd, .events = POLLIN}};
     long left = -1;
     if (ms >= 0) {
       struct timespec t1;
+      /* timing: as above */
       clock_gettime(CLOCK_MONOTONIC, &t1);
       long spent = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
       left = ms - spent;
@@ -114,6 +120,7 @@ static int wait_for(struct fake_ipc *f, struct conn *k, int fd, long ms) {
     }
     int rc = poll(p, 2, (int)(left > 600000 ? 600000 : left));
     if (rc < 0 && errno == EINTR) continue;
+    if (rc > 0 && k && k->late && fd >= 0 && p[1].revents) return READY;
     if (rc < 0 || p[0].revents) {
       if (k) k->stopped = 1;
       return STOPPED;
@@ -253,10 +260,17 @@ static int check_request(struct conn *k, const struct fake_action *a) {
 
 /* ---- events between connections ---- */
 
-static void raise_event(struct fake_ipc *f, const char *name) {
+/* Raises name (once: raising it again changes nothing). -1 when MAX_EVENTS are raised already. */
+static int raise_event(struct fake_ipc *f, const char *name) {
+  int rc = 0, have = 0;
   pthread_mutex_lock(&f->mu);
-  if (f->nevents < MAX_EVENTS) snprintf(f->events[f->nevents++], sizeof f->events[0], "%s", name);
+  for (int i = 0; i < f->nevents && !have; i++) have = strcmp(f->events[i], name) == 0;
+  if (!have && f->nevents < MAX_EVENTS)
+    snprintf(f->events[f->nevents++], sizeof f->events[0], "%s", name);
+  else if (!have)
+    rc = -1;
   pthread_mutex_unlock(&f->mu);
+  return rc;
 }
 
 static int raised(struct fake_ipc *f, const char *name) {
@@ -302,7 +316,9 @@ static void play(struct conn *k) {
       while (read_upto(k, &b, 1) == 1) {} /* whatever comes, until the peer hangs up */
       return;
     case FAKE_CLOSE: flush(k); return;
-    case FAKE_SIGNAL: raise_event(f, a->name); break;
+    case FAKE_SIGNAL:
+      if (raise_event(f, a->name)) mismatch(f, a->file, a->line, "more than %d events raised", MAX_EVENTS);
+      break;
     case FAKE_WAIT:
       if (flush(k)) return;
       while (!raised(f, a->name))
@@ -362,15 +378,16 @@ static void *conn_main(void *arg) {
   return NULL;
 }
 
-/* Plays section s (NULL: chosen by the first request) on fd in a thread of its own. */
-static void start_conn(struct fake_ipc *f, int fd, size_t index, const struct fake_section *s) {
+/* Plays section s (NULL: chosen by the first request) on fd in a thread of its own; late: it was
+ * accepted after the stop. */
+static void start_conn(struct fake_ipc *f, int fd, size_t index, const struct fake_section *s, int late) {
   struct conn *k = calloc(1, sizeof *k);
   if (!k) {
     mismatch(f, 0, 0, "connection %zu: out of memory", index);
     close(fd);
     return;
   }
-  k->f = f, k->fd = fd, k->index = index, k->s = s;
+  k->f = f, k->fd = fd, k->index = index, k->s = s, k->late = late;
   __atomic_add_fetch(&f->active, 1, __ATOMIC_SEQ_CST);
   if (pthread_create(&k->thread, NULL, conn_main, k) != 0) {
     __atomic_sub_fetch(&f->active, 1, __ATOMIC_SEQ_CST);
@@ -385,13 +402,22 @@ static void start_conn(struct fake_ipc *f, int fd, size_t index, const struct fa
   pthread_mutex_unlock(&f->mu);
 }
 
-/* Accepts the next connection; -1 when stopped. */
-static int next_connection(struct fake_ipc *f) {
+/* Accepts the next connection; -1 when stopped and none is queued. A connection the client made
+ * before the stop came but this thread had not run yet (a busy machine: the client may even have
+ * given up on its deadline) is still accepted, *late set: it came, and what it sent is checked. */
+static int next_connection(struct fake_ipc *f, int *late) {
+  *late = 0;
   for (;;) {
-    if (wait_for(f, NULL, f->lfd, -1) != READY) return -1;
+    if (wait_for(f, NULL, f->lfd, -1) != READY) {
+      struct pollfd p = {.fd = f->lfd, .events = POLLIN};
+      int rc;
+      while ((rc = poll(&p, 1, 0)) < 0 && errno == EINTR) {}
+      if (rc != 1 || !(p.revents & POLLIN)) return -1;
+      *late = 1;
+    }
     int c = accept4(f->lfd, NULL, NULL, SOCK_CLOEXEC);
     if (c >= 0) return c;
-    if (errno != EINTR && errno != ECONNABORTED && errno != EAGAIN) return -1;
+    if (*late || (errno != EINTR && errno != ECONNABORTED && errno != EAGAIN)) return -1;
   }
 }
 
@@ -413,21 +439,22 @@ static int dial(struct fake_ipc *f, const struct fake_section *s) {
 
 /* Accepts (or dials) connections and starts each one's thread. */
 static void serve(struct fake_ipc *f) {
+  int late = 0;
   if (f->c->on) {
     for (size_t index = 1;; index++) {
-      int c = next_connection(f);
+      int c = next_connection(f, &late);
       if (c < 0) return;
-      start_conn(f, c, index, NULL);
+      start_conn(f, c, index, NULL, late);
     }
   }
   for (size_t i = 0; i < f->c->nsecs; i++) {
     const struct fake_section *s = &f->c->secs[i];
-    int c = f->o.dial ? dial(f, s) : next_connection(f);
+    int c = f->o.dial ? dial(f, s) : next_connection(f, &late);
     if (c < 0) return;
     pthread_mutex_lock(&f->mu);
     f->played++;
     pthread_mutex_unlock(&f->mu);
-    start_conn(f, c, i + 1, s);
+    start_conn(f, c, i + 1, s, late);
   }
 }
 
@@ -679,6 +706,11 @@ int fake_ipc_stop(fake_ipc *f, char *err, size_t errlen) {
     return -1;
   }
   return 0;
+}
+
+int fake_ipc_raise(fake_ipc *f, const char *name) {
+  if (f->o.runtime || !name || !*name || strlen(name) >= sizeof f->events[0]) return -1;
+  return raise_event(f, name);
 }
 
 const uint8_t *fake_ipc_request(const fake_ipc *f, size_t i, size_t *len) {

@@ -62,6 +62,11 @@ pid_t fake_ipc_pid(const fake_ipc *f);
  * joined; a runtime is killed and reaped. Returns 0 when every request matched the case and, for
  * `connection` cases, every connection came; else -1 with the first difference in err. */
 int fake_ipc_stop(fake_ipc *f, char *err, size_t errlen);
+/* Raises the event NAME (threads only), as a case's `signal NAME` does: a connection waiting at
+ * `wait NAME` goes on. For a test that plays in lockstep with the fake (a stream's next piece
+ * sent only once the client took the last). Raising a name again changes nothing. 0, or -1 for a
+ * runtime, a name of 32 bytes or more, or too many names. */
+int fake_ipc_raise(fake_ipc *f, const char *name);
 /* The i-th request read (in order, from 0; threads only), borrowed until fake_ipc_free; NULL
  * past the last. */
 const uint8_t *fake_ipc_request(const fake_ipc *f, size_t i, size_t *len);

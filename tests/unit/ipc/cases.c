@@ -197,7 +197,7 @@ static int ask_info2(const char *path) {
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
   snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
   int rc = connect(fd, (struct sockaddr *)&sa, sizeof sa);
-  if (rc == 0) rc = dsipc_transact_fd(fd, &req, 2000, &reply, NULL, &st);
+  if (rc == 0) rc = dsipc_transact_fd(fd, &req, IPC_HANG_MS, &reply, NULL, &st);
   dsipc_buf_release(&req);
   dsipc_buf_release(&reply);
   return rc;
@@ -205,12 +205,12 @@ static int ask_info2(const char *path) {
 
 static int resume(const char *path) {
   dsipc_status st;
-  return dsipc_resume_runtime(path, 2000, &st);
+  return dsipc_resume_runtime(path, IPC_HANG_MS, &st);
 }
 
 static int dump_d(const char *path) {
   dsipc_status st;
-  return dsipc_dump_generate(path, "/e", DSIPC_DUMP_FULL, DSIPC_DUMP_CRASHREPORT, 2000, &st);
+  return dsipc_dump_generate(path, "/e", DSIPC_DUMP_FULL, DSIPC_DUMP_CRASHREPORT, IPC_HANG_MS, &st);
 }
 
 static int nothing(const char *path) {
@@ -218,7 +218,7 @@ static int nothing(const char *path) {
   return 0;
 }
 
-Test(cases, the_fake_notices_what_differs, .timeout = 30) {
+Test(cases, the_fake_notices_what_differs, .timeout = 120) {
   const char *why;
   /* ProcessInfo2 where the case expects ProcessInfo3 */
   why = verdict("transport-info-cut.case", ask_info2);
@@ -235,6 +235,38 @@ Test(cases, the_fake_notices_what_differs, .timeout = 30) {
   /* and a conversation as written passes */
   why = verdict("transport-resume-fails.case", resume);
   cr_assert_null(why, "%s", why);
+}
+
+/* Connects to path, sends n bytes and hangs up at once, as a client whose deadline ended. */
+static void send_and_hang_up(const char *path, const uint8_t *bytes, size_t n) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  cr_assert_geq(fd, 0);
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+  cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0, "%s", path);
+  cr_assert_eq(write(fd, bytes, n), (ssize_t)n);
+  close(fd);
+}
+
+/* A connection made and given up on before the fake's thread could accept it (a busy machine, a
+ * client's deadline) still came, and what it sent is still checked: a verdict never depends on
+ * which thread ran first. Each round stops the fake right after the client hung up, so that some
+ * rounds stop it before its thread accepted. */
+Test(cases, a_connection_queued_at_the_stop_came, .timeout = 120) {
+  const uint8_t resume[] = {HDR(20, 0x04, 0x01)}, info3[] = {HDR(20, 0x04, 0x08)};
+  for (int round = 0; round < 20; round++) {
+    char err[800];
+    fake_ipc *f = fake_play("transport-resume-hangs.case", NULL); /* expects ResumeRuntime, then hangs */
+    send_and_hang_up(fake_ipc_socket(f), resume, sizeof resume);
+    cr_assert_eq(fake_ipc_stop(f, err, sizeof err), 0, "round %d: %s", round, err);
+    fake_ipc_free(f);
+    f = fake_play("transport-resume-hangs.case", NULL);
+    send_and_hang_up(fake_ipc_socket(f), info3, sizeof info3);
+    cr_assert_eq(fake_ipc_stop(f, err, sizeof err), -1, "round %d: ProcessInfo3 where ResumeRuntime is expected",
+                 round);
+    cr_assert(strstr(err, "connection 1: request 04 08, expected 04 01"), "round %d: %s", round, err);
+    fake_ipc_free(f);
+  }
 }
 
 /* what the hook saw (it runs in the fake's thread: asserted in the test's) */
@@ -255,18 +287,18 @@ Test(cases, on_sections_and_hooks) {
   fake_ipc_opts o = {.hook = refuse_dump};
   fake_ipc *f = fake_play("dump-plant.case", &o);
   dsipc_status st;
-  cr_assert_eq(dsipc_dump_generate(fake_ipc_socket(f), "/d", DSIPC_DUMP_FULL, 0, 2000, &st), DSIPC_ESERVER, "%s",
+  cr_assert_eq(dsipc_dump_generate(fake_ipc_socket(f), "/d", DSIPC_DUMP_FULL, 0, IPC_HANG_MS, &st), DSIPC_ESERVER, "%s",
                st.msg);
   cr_assert_eq(st.hresult, 0x80070070u);
   cr_assert_eq(dump_hook_calls, 1);
   cr_assert_str_eq(dump_hook_name, "plant");
   cr_assert_str_eq(dump_hook_path, "/d", "the hook is given the request");
   dsipc_process_info pi;
-  cr_assert_eq(dsipc_process_info_get(fake_ipc_socket(f), 2000, &pi, &st), 0, "%s", st.msg);
+  cr_assert_eq(dsipc_process_info_get(fake_ipc_socket(f), IPC_HANG_MS, &pi, &st), 0, "%s", st.msg);
   cr_assert_eq(pi.process_id, (uint64_t)getpid(), "u64 pid: the fake's (this process's, for a thread)");
   cr_assert_str_eq(pi.command_line, "fake");
   dsipc_process_info_release(&pi);
-  cr_assert_eq(dsipc_resume_runtime(fake_ipc_socket(f), 2000, &st), DSIPC_EUNKNOWNCMD, "the catch-all section");
+  cr_assert_eq(dsipc_resume_runtime(fake_ipc_socket(f), IPC_HANG_MS, &st), DSIPC_EUNKNOWNCMD, "the catch-all section");
   cr_assert_eq(st.hresult, 0x80131385u);
   fake_done(f);
 }

@@ -4,9 +4,25 @@
 #define DNT_TEST_UNIT_IPC_H
 
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <time.h>
 
 #include "lib/fake-ipc.h"
+#include "lib/run.h"
+
+/* The deadline given to the client where the deadline is not what the test is about: only a hang
+ * reaches it (a busy machine may take seconds to answer a case that pauses 155 times). */
+#define IPC_HANG_MS DNT_HANG_MS
+
+/* libuv's loop clock counts whole milliseconds and may read CLOCK_MONOTONIC_COARSE (1 ms ticks):
+ * a deadline of D ms can fire up to 2 ms short of D by CLOCK_MONOTONIC. What a lower bound on a
+ * deadline forgives, and no more. */
+#define LOOP_CLOCK_SLACK_MS 3
+
+/* How much a deadline's loop clock may be behind when it is armed, in the deadline tests: the
+ * caller's loop did other work since its last turn (loop time is cached per turn). A deadline
+ * counted from that cached time would end this much early. */
+#define STALE_LOOP_MS 100
 
 #define MAGIC 'D', 'O', 'T', 'N', 'E', 'T', '_', 'I', 'P', 'C', '_', 'V', '1', 0
 #define HDR(size, set, id) MAGIC, (size) & 0xff, (size) >> 8, set, id, 0, 0
@@ -34,8 +50,16 @@ static inline void fake_done(fake_ipc *f) {
   fake_ipc_free(f);
 }
 
+/* Lets ms pass without turning any loop (a plain sleep of the test's own thread). */
+static inline void let_time_pass(long ms) {
+  struct timespec left = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&left, &left) != 0 && errno == EINTR) {}
+}
+
+/* timing: the lower bounds of the deadline tests and printed figures */
 static inline double ms_since(const struct timespec *t0) {
   struct timespec t1;
+  /* timing: as above */
   clock_gettime(CLOCK_MONOTONIC, &t1);
   return (double)(t1.tv_sec - t0->tv_sec) * 1000 + (double)(t1.tv_nsec - t0->tv_nsec) / 1e6;
 }
