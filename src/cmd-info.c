@@ -37,7 +37,9 @@ const struct dnt_usage usage_info = {
 };
 #undef O
 
-#define INFO_TIMEOUT_MS 5000
+/* How long the runtime may take to answer: as long as for any other request (a session's, in
+ * src/session.c). A runtime on a busy machine may take seconds; only a hung one takes this. */
+#define INFO_TIMEOUT_MS 30000
 
 /* One "Label : value" line. The value is the process's own word (its runtime's answer, its
  * command line, its environment): escaped, so it cannot write control sequences to our terminal. */

@@ -1,6 +1,9 @@
 /* dntrace stacks: the managed stack of every thread of a running process, now (dotnet-stack's
  * `report`). A short EventPipe session with the SampleProfiler and the method rundown: each
- * thread's first sample is its stack, named by the rundown; thread names from /proc. */
+ * thread's first sample is its stack, named by the rundown; thread names from /proc. The session
+ * runs its window (10 ms, or the hidden --duration) and then until the runtime's first samples
+ * have arrived: a busy machine may run the sampler late, which makes the snapshot later, not
+ * empty. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,14 +49,20 @@ const struct dnt_usage usage_stacks = {
 
 /* ---- one snapshot ---- */
 
+/* How long a snapshot waits past its window for the runtime's first sample: the sampler runs
+ * every millisecond once the session is on, so only a runtime that cannot suspend its threads (or
+ * a stopped process) makes it wait that long; the session's own reply deadline (src/session.c). */
+#define FIRST_SAMPLE_DEADLINE_MS 30000
+
 struct snapshot {
   uv_loop_t *loop;
   dnt_session s;
   ntr_parser *parser;
   struct dnt_profile *prof;
-  uv_timer_t window;
+  uv_timer_t window; /* the window, then the deadline for the first sample */
   uv_signal_t sigint, sigterm;
   int handles_open, interrupted, parse_failed;
+  int window_over, stopping; /* the window has passed; the stop was asked for */
   char parse_error[256];
 };
 
@@ -65,6 +74,14 @@ static void close_handles(struct snapshot *sn) {
   uv_close((uv_handle_t *)&sn->sigterm, NULL);
 }
 
+/* The runtime writes its rundown, then closes the stream. Once. */
+static void stop(struct snapshot *sn) {
+  if (sn->stopping) return;
+  sn->stopping = 1;
+  uv_timer_stop(&sn->window);
+  dnt_session_stop(&sn->s);
+}
+
 static void on_data(void *ud, const uint8_t *p, size_t n) {
   struct snapshot *sn = ud;
   if (sn->parse_failed) return;
@@ -73,14 +90,25 @@ static void on_data(void *ud, const uint8_t *p, size_t n) {
     sn->parse_failed = 1;
     snprintf(sn->parse_error, sizeof sn->parse_error, "%s", ntr_parser_errmsg(sn->parser));
     dnt_session_abandon(&sn->s);
+    return;
   }
+  /* the window is over and the samples have come: the stop's flush brings the rest of the round */
+  if (sn->window_over && dnt_profile_samples(sn->prof) > 0) stop(sn);
 }
 
 static void on_end(void *ud) { close_handles(ud); }
 
+/* The deadline: no sample came; the stop's flush is the last chance for one. */
+static void on_no_sample(uv_timer_t *t) { stop(t->data); }
+
+/* The window is over: stop now if a sample came, else when the first one does. */
 static void on_window(uv_timer_t *t) {
   struct snapshot *sn = t->data;
-  dnt_session_stop(&sn->s); /* the runtime writes its rundown, then closes the stream */
+  sn->window_over = 1;
+  if (dnt_profile_samples(sn->prof) > 0)
+    stop(sn);
+  else
+    uv_timer_start(&sn->window, on_no_sample, FIRST_SAMPLE_DEADLINE_MS, 0);
 }
 
 static void on_signal(uv_signal_t *h, int sig) {
@@ -235,8 +263,8 @@ static int snapshot(uv_loop_t *loop, const struct stacks_options *o, long index)
       dnt_profile_each_sample(sn.prof, first_sample, &threads) != 0)
     dnt_die(DNT_EXIT_FAILURE, "out of memory");
   if (threads.n == 0) {
-    dnt_error("process %d gave no stack samples in %llu ms (try a longer --duration)", sn.s.target.pid,
-              (unsigned long long)(o->window_ms ? o->window_ms : 10));
+    dnt_error("process %d gave no stack samples in %.0f s: its runtime's sampler never ran", sn.s.target.pid,
+              (double)((o->window_ms ? o->window_ms : 10) + FIRST_SAMPLE_DEADLINE_MS) / 1000);
     goto out;
   }
   qsort(threads.v, threads.n, sizeof *threads.v, by_tid);

@@ -459,6 +459,14 @@ int dnt_session_start_failed(const dnt_session *s) {
     dnt_error("process %d: %s", s->target.pid, s->reply_msg);
     return DNT_EXIT_NOTARGET;
   }
+  if (s->reply_code == DSIPC_ETIMEDOUT) {
+    /* not a refusal: the runtime's diagnostic server never got to answering (a runtime can deadlock
+     * there while it enables the session's providers: dotnet/runtime#119014) */
+    dnt_error("process %d did not answer the session request: %s; its diagnostic server is blocked "
+              "(dntrace info -p %d tells whether it answers anything)",
+              s->target.pid, s->reply_msg, s->target.pid);
+    return DNT_EXIT_FAILURE;
+  }
   dnt_error("process %d refused the session: %s", s->target.pid, s->reply_msg);
   return DNT_EXIT_FAILURE;
 }
