@@ -1,20 +1,27 @@
-/* `dntrace compare` and the thread states behind it (src/cpu-states.c): what perf's records say
+/* `dntrace compare` and the thread states behind it (perf/cpu-states.c): what perf's records say
  * a thread was doing at a moment, on made-up recordings with known answers; then a real
- * `collect --native` of the sample target, where cpu-work burns a CPU and blocking-work sleeps.
+ * `collect --native` of the sample target, where cpu-work burns what CPU it gets and
+ * blocking-work sleeps.
  *
- * The real test runs alone (tests/Makemodule.am orders its log after every other test's): the
- * cpu-work thread is on a CPU nearly all the time only when no other test competes for the two
- * cores, and what is checked is that compare tells that apart from waiting. */
+ * The real test does not need the machine to itself: how much CPU cpu-work gets depends on
+ * whatever else runs, so the kernel's own account of each thread's time over perf's window
+ * (/proc's schedstat, polled while perf records), perf's own records and the trace's own samples
+ * set the expectations, and the test checks that compare's answer agrees with them. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dnt-perf.h"
+#include "../lib/nt-scan.h"
 #include "../lib/perf-text.h"
 #include "../lib/run.h"
 #include "../lib/target-cr.h"
@@ -72,6 +79,7 @@ Test(cpu_states, a_busy_thread_is_on_cpu_through_the_samplers_own_suspension) {
   dnt_cpu_states *cs = states_of(&t, t.len);
   struct dnt_cpu_states_info info;
   dnt_cpu_states_info(cs, &info);
+  /* timing: the made-up recording's own timestamps, 1 ms apart; no clock is read */
   cr_expect(info.period_ms > 0.99 && info.period_ms < 1.02, "period %.3f ms from 1 ms gaps", info.period_ms);
   cr_expect(info.has_switches);
   cr_expect_eq(info.cpu_samples, 101);
@@ -204,6 +212,12 @@ static int thread_row(const char *out, const char *name, struct thread_row *row)
   return -1;
 }
 
+/* The number compare prints right after `label` in its header (the period, the window), or -1. */
+static double header_number(const char *out, const char *label) {
+  const char *p = strstr(out, label);
+  return p ? strtod(p + strlen(label), NULL) : -1;
+}
+
 static char *slurp(const char *path) {
   FILE *fp = fopen(path, "re");
   if (!fp) return NULL;
@@ -212,6 +226,18 @@ static char *slurp(const char *path) {
   fclose(fp);
   buf[n] = '\0';
   return buf;
+}
+
+/* The weight (each line's last field) of a folded profile's lines holding needle ("": all). */
+static unsigned long long folded_weight(const char *folded, const char *needle) {
+  unsigned long long sum = 0;
+  for (const char *p = folded; *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : p + strlen(p)) {
+    const char *eol = strchr(p, '\n'), *sp = eol ? eol : p + strlen(p);
+    while (sp > p && sp[-1] != ' ') sp--;
+    const char *hit = strstr(p, needle);
+    if (hit && (!eol || hit < eol)) sum += strtoull(sp, NULL, 10);
+  }
+  return sum;
 }
 
 /* A perf that cannot record tracepoints, as where tracefs is not mounted: a wrapper in dir that
@@ -250,32 +276,208 @@ static int opens_count(const char *path) {
   return n;
 }
 
+/* ---- what the same run measured, to set compare's answer against ----
+ *
+ * The kernel's account of a thread's time, /proc/PID/task/TID/schedstat (ns on a CPU, ns runnable
+ * on a run queue), polled every few ms while collect runs, each poll stamped with CLOCK_MONOTONIC,
+ * the clock of perf's records (collect runs perf with -k CLOCK_MONOTONIC): so the time a thread
+ * ran, waited for a CPU and slept can be read for perf's own window, whatever the machine's load
+ * gave it. (A static helper: tests/lib is another engineer's; test-waits.c has the same one.) */
+#define POLL_TIDS 2
+
+struct sched_row {
+  uint64_t t_ns, run_ns[POLL_TIDS], wait_ns[POLL_TIDS];
+};
+
+struct sched_poll {
+  pid_t pid, tids[POLL_TIDS];
+  struct sched_row *rows;
+  size_t n, cap;
+  atomic_int stop, failed; /* failed: the thread whose schedstat could not be read, -1: no memory */
+  pthread_t thread;
+};
+
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  /* timing: perf stamps its records with this clock; it places the polls in perf's window, no bound */
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int schedstat(pid_t pid, pid_t tid, uint64_t *run_ns, uint64_t *wait_ns) {
+  char path[96];
+  snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", (int)pid, (int)tid);
+  FILE *fp = fopen(path, "re");
+  if (!fp) return -1;
+  unsigned long long run, wait;
+  int got = fscanf(fp, "%llu %llu", &run, &wait);
+  fclose(fp);
+  if (got != 2) return -1;
+  *run_ns = run;
+  *wait_ns = wait;
+  return 0;
+}
+
+static void *sched_poll_loop(void *arg) {
+  struct sched_poll *p = arg;
+  while (!atomic_load(&p->stop)) {
+    struct sched_row row;
+    uint64_t before = mono_ns();
+    for (int i = 0; i < POLL_TIDS; i++)
+      if (schedstat(p->pid, p->tids[i], &row.run_ns[i], &row.wait_ns[i]) != 0) atomic_store(&p->failed, (int)p->tids[i]);
+    row.t_ns = before + (mono_ns() - before) / 2;
+    if (p->n == p->cap) {
+      size_t cap = p->cap ? 2 * p->cap : 1024;
+      struct sched_row *grown = realloc(p->rows, cap * sizeof *grown);
+      if (!grown) {
+        atomic_store(&p->failed, -1);
+        break;
+      }
+      p->rows = grown;
+      p->cap = cap;
+    }
+    p->rows[p->n++] = row;
+    usleep(5000); /* the polls' spacing: the error of what is read between them */
+  }
+  return NULL;
+}
+
+static void sched_poll_start(struct sched_poll *p, pid_t pid, const pid_t *tids) {
+  p->pid = pid;
+  memcpy(p->tids, tids, sizeof p->tids);
+  p->rows = NULL;
+  p->n = p->cap = 0;
+  atomic_init(&p->stop, 0);
+  atomic_init(&p->failed, 0);
+  cr_assert_eq(pthread_create(&p->thread, NULL, sched_poll_loop, p), 0);
+}
+
+/* Stops the polls; 0, or the thread whose schedstat could not be read (-1: out of memory). */
+static int sched_poll_stop(struct sched_poll *p) {
+  atomic_store(&p->stop, 1);
+  pthread_join(p->thread, NULL);
+  return atomic_load(&p->failed);
+}
+
+/* Thread i's time between from and to (perf's clock, ns), in ms: on a CPU, runnable, and the
+ * error of each from the polls' spacing at the two ends (a counter grows at most 1 ms a ms). */
+struct kernel_time {
+  double run_ms, wait_ms, err_ms;
+};
+
+static int sched_at(const struct sched_poll *p, int i, uint64_t t, double *run_ms, double *wait_ms, double *gap_ms) {
+  if (p->n < 2 || t < p->rows[0].t_ns || t > p->rows[p->n - 1].t_ns) return -1;
+  size_t lo = 1, hi = p->n - 1; /* the first row at or after t */
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (p->rows[mid].t_ns < t) lo = mid + 1;
+    else hi = mid;
+  }
+  const struct sched_row *a = &p->rows[lo - 1], *b = &p->rows[lo];
+  double f = b->t_ns > a->t_ns ? (double)(t - a->t_ns) / (double)(b->t_ns - a->t_ns) : 0;
+  *run_ms = ((double)a->run_ns[i] + f * ((double)b->run_ns[i] - (double)a->run_ns[i])) / 1e6;
+  *wait_ms = ((double)a->wait_ns[i] + f * ((double)b->wait_ns[i] - (double)a->wait_ns[i])) / 1e6;
+  *gap_ms = (double)(b->t_ns - a->t_ns) / 1e6;
+  return 0;
+}
+
+static struct kernel_time kernel_time(const struct sched_poll *p, int i, uint64_t from, uint64_t to) {
+  double r0, w0, g0, r1, w1, g1;
+  cr_assert(sched_at(p, i, from, &r0, &w0, &g0) == 0 && sched_at(p, i, to, &r1, &w1, &g1) == 0,
+            "the polls of thread %d (%zu of them) cover perf's window", (int)p->tids[i], p->n);
+  return (struct kernel_time){r1 - r0, w1 - w0, g0 + g1};
+}
+
+/* The time the hypervisor took from this machine's CPUs, all of them, in ms (/proc/stat's steal):
+ * the kernel leaves it out of a thread's time on a CPU, perf's cpu-clock does not. */
+static double steal_ms(void) {
+  FILE *fp = fopen("/proc/stat", "re");
+  unsigned long long v[8] = {0};
+  if (fp) {
+    if (fscanf(fp, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+               &v[7]) != 8)
+      v[7] = 0;
+    fclose(fp);
+  }
+  long hz = sysconf(_SC_CLK_TCK);
+  return 1000.0 * (double)v[7] / (double)(hz > 0 ? hz : 100);
+}
+
+/* What perf's own records say (`perf script`, not dntrace's reading of them): the first and the
+ * last record (the span compare reports over), the cpu-clock samples of each of tids and of the
+ * whole process, and the period perf sampled at (the samples' period field, in ms). */
+struct perf_seen {
+  uint64_t first_ns, last_ns;
+  unsigned long clock[POLL_TIDS], clock_all;
+  double period_ms;
+};
+
+static void perf_seen(const char *data, const pid_t *tids, struct perf_seen *ps) {
+  char cmd[512], line[1024];
+  snprintf(cmd, sizeof cmd, "perf script -i '%s' -F tid,time,period,event --ns 2>/dev/null", data);
+  FILE *p = popen(cmd, "r");
+  cr_assert(p, "%s", cmd);
+  memset(ps, 0, sizeof *ps);
+  double periods = 0;
+  while (fgets(line, sizeof line, p)) {
+    int tid;
+    unsigned long long sec, ns, period;
+    char event[128];
+    if (sscanf(line, " %d %llu.%llu: %llu %127s", &tid, &sec, &ns, &period, event) != 5) continue;
+    uint64_t t = sec * 1000000000ull + ns;
+    if (!ps->first_ns || t < ps->first_ns) ps->first_ns = t;
+    if (t > ps->last_ns) ps->last_ns = t;
+    if (strncmp(event, "cpu-clock", 9) != 0) continue;
+    ps->clock_all++;
+    periods += (double)period;
+    for (int i = 0; i < POLL_TIDS; i++)
+      if (tid == tids[i]) ps->clock[i]++;
+  }
+  cr_assert_eq(pclose(p), 0, "%s", cmd);
+  cr_assert(ps->clock_all && ps->last_ns > ps->first_ns, "perf recorded cpu-clock samples: %s", cmd);
+  ps->period_ms = periods / (double)ps->clock_all / 1e6;
+}
+
+#define SAMPLER "Microsoft-DotNETCore-SampleProfiler"
+
 /* collect --native then compare on the sample target; with_switches 0: perf cannot record the
- * scheduler's tracepoints, so compare judges by cpu-clock samples alone. Returns 0 without judging
- * when the machine did not give cpu-work most of a CPU (another process took it: cpu-work waited
- * runnable) and last_try is 0: the classification checks need a thread that runs; else 1. */
-static int compare_run(int with_switches, int last_try) {
+ * scheduler's tracepoints, so compare judges by cpu-clock samples alone. Every expectation comes
+ * from the same run: the kernel's account of cpu-work's and blocking-work's time over perf's
+ * window, perf's own records, the trace's own samples (read by nt-scan, not by dntrace). However
+ * little CPU the machine gave cpu-work, the classification must agree with what it got. */
+static void compare_run(int with_switches) {
   dnt_target t;
   dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = 30000};
   char err[512];
   cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "cannot start the sample target: %s", err);
-  char dir[] = "/tmp/dnt-compare-XXXXXX", trace[128], pid[16], path[192];
+  const pid_t tids[POLL_TIDS] = {(pid_t)dnt_target_thread_named(t.pid, "cpu-work"),
+                                 (pid_t)dnt_target_thread_named(t.pid, "blocking-work")};
+  cr_assert(tids[0] && tids[1], "the sample's threads cpu-work (%d) and blocking-work (%d)", (int)tids[0], (int)tids[1]);
+  char dir[] = "/tmp/dnt-compare-XXXXXX", trace[128], data[160], pid[16], path[192];
   cr_assert(mkdtemp(dir));
   snprintf(trace, sizeof trace, "%s/run.nettrace", dir);
+  snprintf(data, sizeof data, "%s/run.perf.data", dir);
   snprintf(pid, sizeof pid, "%d", (int)t.pid);
   struct dnt_run r;
   char *path_env = with_switches ? NULL : perf_without_tracepoints(dir);
   const char *const env[] = {path_env, NULL};
-  char *const collect[] = {(char *)dnt_bin(), "collect", "-p", pid, "--native", "--duration", "5s", "-o", trace, NULL};
+  char *const collect[] = {(char *)dnt_bin(), "collect", "-p", pid, "--native", "--duration", "3s", "-o", trace, NULL};
+  struct sched_poll poll;
+  double steal = steal_ms();
+  sched_poll_start(&poll, t.pid, tids);
   int rc = dnt_run_argv(&r, collect, path_env ? env : NULL, 60000);
+  int unread = sched_poll_stop(&poll);
+  steal = steal_ms() - steal;
+  char context[256];
+  snprintf(context, sizeof context, "%s", dnt_run_context(t.pid));
   cr_assert_eq(rc, 0, "collect --native: %s%s", r.out, r.err);
+  cr_assert_eq(unread, 0, "/proc/%d/task/%d/schedstat read every 5 ms while collect ran", (int)t.pid, unread);
   cr_expect(strstr(r.out, "dntrace compare"), "collect says how to compare:\n%s", r.out);
   if (!with_switches)
     cr_expect(strstr(r.err, "tracefs"), "says the switches cannot be recorded, and the fix:\n%s", r.err);
   dnt_run_free(&r);
   dnt_target_stop(&t);
-  snprintf(path, sizeof path, "%s/run.perf.data", dir);
-  cr_assert_eq(access(path, R_OK), 0, "%s written", path);
+  cr_assert_eq(access(data, R_OK), 0, "%s written", data);
 
   char *const compare[] = {(char *)dnt_bin(), "compare", trace, "--format", "folded", "--top", "20", NULL};
   char opens_file[160], opens_env[200];
@@ -291,76 +493,135 @@ static int compare_run(int with_switches, int last_try) {
   struct thread_row cpu, blocking;
   cr_assert_eq(thread_row(r.out, "cpu-work", &cpu), 0, "a cpu-work row:\n%s", r.out);
   cr_assert_eq(thread_row(r.out, "blocking-work", &blocking), 0, "a blocking-work row:\n%s", r.out);
-  if ((cpu.perf_cpu <= 75 || cpu.runnable > 5) && !last_try) {
-    fprintf(stderr, "# cpu-work had %.1f%% of a CPU and waited for one %.1f%% of its samples: the machine is busy, "
-                "recording again\n", cpu.perf_cpu, cpu.runnable);
-    dnt_run_free(&r);
-    char again[256];
-    snprintf(again, sizeof again, "rm -rf '%s'", dir);
-    cr_assert_eq(system(again), 0);
-    free(path_env);
-    return 0;
-  }
-  /* EventPipe's view: thread time, the same for a thread that burns a CPU and one that sleeps */
-  cr_expect_gt(cpu.samples, 1000, "%s", r.out);
+  double period_ms = header_number(r.out, "cpu-clock samples (");
+  double window_ms = header_number(r.out, with_switches ? "Off-CPU spells under " : "sampled its thread within ");
+  cr_assert(period_ms > 0 && window_ms > 0, "compare prints perf's period and its window:\n%s", r.out);
+
+  /* what the run measured: perf's records; the kernel's time of each thread over perf's window,
+   * as shares of it (run: on a CPU, wait: runnable, sleep: the rest), each give or take err */
+  struct perf_seen ps;
+  perf_seen(data, tids, &ps);
+  double span_ms = (double)(ps.last_ns - ps.first_ns) / 1e6;
+  struct kernel_time kc = kernel_time(&poll, 0, ps.first_ns, ps.last_ns), kb = kernel_time(&poll, 1, ps.first_ns, ps.last_ns);
+  free(poll.rows);
+  double c_run = 100 * kc.run_ms / span_ms, c_wait = 100 * kc.wait_ms / span_ms, c_sleep = 100 - c_run - c_wait;
+  double b_run = 100 * kb.run_ms / span_ms, b_wait = 100 * kb.wait_ms / span_ms, b_sleep = 100 - b_run - b_wait;
+  double c_err = 100 * kc.err_ms / span_ms, b_err = 100 * kb.err_ms / span_ms, stolen = 100 * steal / span_ms;
+  static struct nt_scan scan;
+  memset(&scan, 0, sizeof scan);
+  cr_assert_eq(nt_scan_file(trace, &scan), 0, "%s read by nt-scan", trace);
+  unsigned long long ep_cpu = nt_scan_count(&scan, SAMPLER, 0, (uint64_t)tids[0]),
+                     ep_blocking = nt_scan_count(&scan, SAMPLER, 0, (uint64_t)tids[1]);
+  char seen[1024];
+  snprintf(seen, sizeof seen,
+           "perf recorded %.0f ms (cpu-clock every %.3f ms; compare's period %.2f ms, window %.2f ms); the kernel: "
+           "cpu-work ran %.1f%%, runnable %.1f%%, asleep %.1f%%, blocking-work ran %.1f%%, runnable %.1f%%, "
+           "asleep %.1f%% (+-%.1f, %.1f); the hypervisor stole %.0f ms; %s",
+           span_ms, ps.period_ms, period_ms, window_ms, c_run, c_wait, c_sleep, b_run, b_wait, b_sleep, c_err, b_err,
+           steal, context);
+  fprintf(stderr, "# %s switches: cpu-work %lu samples %.1f%% on %.1f%% blocked %.1f%% runnable, perf CPU %.1f%%; "
+                  "blocking-work %.1f%% on %.1f%% blocked %.1f%% runnable, perf CPU %.1f%%; %s\n",
+          with_switches ? "with" : "without", cpu.samples, cpu.on, cpu.blocked, cpu.runnable, cpu.perf_cpu, blocking.on,
+          blocking.blocked, blocking.runnable, blocking.perf_cpu, seen);
+
+  /* EventPipe's view: thread time, the same for a thread that burns a CPU and one that sleeps;
+   * compare classified every sample of the two threads that the trace holds (all of them inside
+   * perf's recording: collect starts perf first and stops it last) */
+  cr_expect_gt(cpu.samples, 0, "%s\n%s", seen, r.out);
+  cr_expect_eq(cpu.samples, ep_cpu, "cpu-work: %lu samples classified, %llu in the trace; %s", cpu.samples, ep_cpu, seen);
+  cr_expect_eq(blocking.samples, ep_blocking, "blocking-work: %lu samples classified, %llu in the trace; %s",
+               blocking.samples, ep_blocking, seen);
   double ratio = (double)blocking.samples / (double)cpu.samples;
-  cr_expect(ratio > 0.8 && ratio < 1.25, "similar thread time: %lu vs %lu samples", blocking.samples, cpu.samples);
-  /* perf's view, independently: cpu-work had most of a CPU (this test runs alone so that it can;
-   * perf's own estimate, samples times the period, reads 80-90% for a thread that never leaves
-   * the CPU on a loaded 2-CPU VM, its samples coming 1.2 ms apart at 999 Hz, and 70% once the
-   * machine's load is 5) */
-  cr_expect_gt(cpu.perf_cpu, 60, "perf says cpu-work had %.1f%% of a CPU:\n%s", cpu.perf_cpu, r.out);
-  cr_expect_lt(blocking.perf_cpu, 5, "perf says blocking-work had %.1f%% of a CPU", blocking.perf_cpu);
-  /* the classification */
-  cr_expect_geq(cpu.on, 90, "cpu-work samples on-CPU: %.1f%%\n%s", cpu.on, r.out);
-  cr_expect_geq(blocking.blocked + blocking.runnable, 90, "blocking-work samples off-CPU: %.1f%%\n%s",
-                blocking.blocked + blocking.runnable, r.out);
-  cr_expect_geq(blocking.blocked, 80, "blocking-work asleep: %.1f%%", blocking.blocked);
-  /* the per-function table puts the perf share of CountPrimes beside EventPipe's */
+  cr_expect(ratio > 0.8 && ratio < 1.25, "similar thread time: %lu vs %lu samples; %s", blocking.samples, cpu.samples,
+            seen);
+  /* perf's view, independently: its CPU column is cpu-clock samples times compare's period over
+   * perf's span, and a sample comes every period of a thread's CPU time; so it holds the
+   * kernel's share, scaled by compare's period over perf's own (docs/native-stacks.md; the
+   * period compare measures is the median gap between a thread's samples, which its short
+   * off-CPU spells lengthen), give or take what the hypervisor stole (in perf's clock, not in the
+   * kernel's account) */
+  double c_lo = c_run - 3 - c_err - stolen, c_hi = c_run * period_ms / ps.period_ms + 3 + c_err + stolen;
+  cr_expect(cpu.perf_cpu >= c_lo && cpu.perf_cpu <= c_hi, "perf CPU of cpu-work %.1f%%, expected %.1f..%.1f; %s",
+            cpu.perf_cpu, c_lo, c_hi, seen);
+  double b_lo = b_run - 3 - b_err - stolen, b_hi = b_run * period_ms / ps.period_ms + 3 + b_err + stolen;
+  cr_expect(blocking.perf_cpu >= b_lo && blocking.perf_cpu <= b_hi,
+            "perf CPU of blocking-work %.1f%%, expected %.1f..%.1f; %s", blocking.perf_cpu, b_lo, b_hi, seen);
+
+  /* the classification, against the kernel's account of the same window. cpu-work: the sampler
+   * must let a thread in managed code run to a safe point before it samples it, so its samples
+   * are on-CPU at least as often as it had a CPU (docs/native-stacks.md, error bounds), and
+   * runnable at most as often as it waited for one */
+  cr_expect_geq(cpu.on, c_run - 5 - c_err, "cpu-work on-CPU in %.1f%% of its samples, ran %.1f%% of the time; %s",
+                cpu.on, c_run, seen);
+  if (with_switches) {
+    cr_expect_leq(cpu.runnable, c_wait + 5 + c_err, "cpu-work runnable in %.1f%% of its samples, %.1f%% of the time; %s",
+                  cpu.runnable, c_wait, seen);
+    /* it sleeps only while the runtime suspends it, and each sample is taken inside such a
+     * suspension, which counts as running unless it outlasts the window: a blocked sample needs a
+     * sleep longer than the window of its own, or falls among the samples spread over the time
+     * asleep. So at most asleep x (1 + span / (samples x window)) of them, give or take 5 points
+     * (a sampler that skipped the suspension rule would make nearly all of them blocked) */
+    double c_blocked_hi = c_sleep * (1 + span_ms / ((double)cpu.samples * window_ms)) + 5 + c_err;
+    cr_expect_leq(cpu.blocked, c_blocked_hi, "cpu-work blocked in %.1f%% of its samples, at most %.1f%%; %s",
+                  cpu.blocked, c_blocked_hi, seen);
+  }
+  /* blocking-work: a thread that waits in native code is sampled where it is, running or not:
+   * on-CPU in about the share of time it ran, blocked at least as often as it slept (a wake-up
+   * nothing in the process made, a timer's, is seen only when it runs: blocked till then);
+   * without the switches, off-CPU is all blocked. 8 points, not 5: the kernel adds a wait for a
+   * CPU to its count when it ends, so one in progress at either end of the window (tens of ms
+   * on a loaded machine) moves its share of sleep by a point or more */
+  cr_expect_leq(blocking.on, b_run + 5 + b_err, "blocking-work on-CPU in %.1f%% of its samples, ran %.1f%%; %s",
+                blocking.on, b_run, seen);
+  cr_expect_geq(blocking.blocked, b_sleep - 8 - b_err, "blocking-work blocked in %.1f%% of its samples, asleep %.1f%%; %s",
+                blocking.blocked, b_sleep, seen);
+  /* the per-function table puts the perf share of CountPrimes beside EventPipe's: CountPrimes
+   * runs on cpu-work alone, so its share of perf's samples is cpu-work's share of the process's
+   * (perf's own count) less its loop's caller and the kernel's entries */
   const char *row = strstr(r.out, "Sample!Sample.CpuWork.CountPrimes");
   double ep_share = 0, perf_share = 0;
   if (row) {
     while (row > r.out && row[-1] != '\n') row--;
     cr_expect_eq(sscanf(row, " %lf%% %lf%%", &ep_share, &perf_share), 2, "%s", r.out);
   }
-  cr_expect_gt(perf_share, 50, "perf's share of CountPrimes %.1f%%:\n%s", perf_share, r.out);
-  cr_expect_lt(ep_share, perf_share, "EventPipe spreads its samples over every thread");
+  double cpu_share = 100.0 * (double)ps.clock[0] / (double)ps.clock_all;
+  cr_expect(perf_share >= 0.9 * cpu_share - 1 && perf_share <= cpu_share + 1,
+            "perf's share of CountPrimes %.1f%%, cpu-work's share of perf's samples %.1f%% (%lu of %lu); %s\n%s",
+            perf_share, cpu_share, ps.clock[0], ps.clock_all, seen, r.out);
+  cr_expect_lt(ep_share, perf_share, "EventPipe spreads its samples over every thread: CountPrimes %.1f%% of them, "
+               "%.1f%% of perf's; %s", ep_share, perf_share, seen);
   dnt_run_free(&r);
 
-  /* the true CPU profile holds CountPrimes and not WaitLoop; the off-CPU one holds WaitLoop */
+  /* the true CPU profile holds CountPrimes and hardly any WaitLoop; the off-CPU one holds WaitLoop:
+   * of the thread time EventPipe saw in WaitLoop (blocking-work's), the on-CPU profile holds
+   * about the share of time blocking-work ran, as its samples do (above) */
   snprintf(path, sizeof path, "%s/run.oncpu.folded", dir);
   const char *on = slurp(path);
   cr_assert(on, "%s written", path);
   cr_expect(strstr(on, "Sample.CpuWork.CountPrimes"), "on-CPU has CountPrimes");
-  unsigned long wait_on = 0, total_on = 0;
-  for (const char *p = on; *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : p + strlen(p)) {
-    const char *eol = strchr(p, '\n'), *sp = eol ? eol : p + strlen(p);
-    while (sp > p && sp[-1] != ' ') sp--;
-    unsigned long n = strtoul(sp, NULL, 10);
-    total_on += n;
-    const char *hit = strstr(p, "WaitLoop");
-    if (hit && (!eol || hit < eol)) wait_on += n;
-  }
-  cr_expect_lt((double)wait_on, 0.02 * (double)total_on, "WaitLoop on-CPU: %lu of %lu", wait_on, total_on);
+  unsigned long long wait_on = folded_weight(on, "WaitLoop"), total_on = folded_weight(on, "");
   snprintf(path, sizeof path, "%s/run.offcpu.folded", dir);
-  const char *off = slurp(path);
+  const char *off = slurp(path); /* (the same buffer as on's) */
   cr_assert(off, "%s written", path);
   cr_expect(strstr(off, "Sample.BlockingWork.WaitLoop"), "off-CPU has WaitLoop");
+  unsigned long long wait_off = folded_weight(off, "WaitLoop");
+  double wait_on_share = 100.0 * (double)wait_on / (double)(wait_on + wait_off + !(wait_on + wait_off));
+  cr_expect_leq(wait_on_share, b_run + 5 + b_err,
+                "WaitLoop on-CPU: %llu of its %llu (%.1f%%; %llu on-CPU in all), blocking-work ran %.1f%%; %s", wait_on,
+                wait_on + wait_off, wait_on_share, total_on, b_run, seen);
 
   char cmd[256];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   cr_assert_eq(system(cmd), 0);
   free(path_env);
-  return 1;
 }
 
-/* One test, the two runs one after the other: two targets at once would share the CPUs. A run
- * whose cpu-work did not get most of a CPU (a VM whose neighbours take its CPUs) is recorded
- * again, four times at most. */
-Test(compare_runtime, true_cpu_and_off_cpu_of_the_sample, .timeout = 600) {
+/* One test, the two runs one after the other (each measures what the machine gave it: whatever
+ * else runs beside them only changes the expectations). */
+Test(compare_runtime, true_cpu_and_off_cpu_of_the_sample, .timeout = 300) {
   DNT_REQUIRE_PERF();
-  for (int with_switches = 1; with_switches >= 0; with_switches--)
-    for (int attempt = 0; !compare_run(with_switches, attempt == 4); attempt++) {}
+  compare_run(1);
+  compare_run(0);
 }
 
 Test(compare_cli, errors) {
