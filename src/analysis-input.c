@@ -47,6 +47,7 @@ struct live {
   char parse_error[256];
   uv_signal_t sigint, sigterm;
   uv_timer_t duration;
+  int handles_closed; /* on_end ran: the stream is over */
 };
 
 static void on_data(void *ud, const uint8_t *p, size_t n) {
@@ -62,6 +63,8 @@ static void on_data(void *ud, const uint8_t *p, size_t n) {
 
 static void on_end(void *ud) {
   struct live *l = ud;
+  if (l->handles_closed) return;
+  l->handles_closed = 1;
   uv_close((uv_handle_t *)&l->sigint, NULL);
   uv_close((uv_handle_t *)&l->sigterm, NULL);
   uv_close((uv_handle_t *)&l->duration, NULL);
@@ -129,9 +132,21 @@ static int record(const struct dnt_analysis_input *in, const struct dnt_analysis
   rc = DNT_EXIT_FAILURE;
   if (session_config(rec, &providers, wire, &cfg, &version) < 0) goto out;
   static const dnt_session_cb cb = {on_data, on_end};
+  /* on_end closes these three whenever the stream ends, even with the runtime's answer */
+  uv_signal_init(l.loop, &l.sigint);
+  uv_signal_init(l.loop, &l.sigterm);
+  uv_timer_init(l.loop, &l.duration);
+  l.sigint.data = l.sigterm.data = l.duration.data = &l;
   if (dnt_session_start(&l.s, version, &cfg, &cb, &l) != 0) {
+    on_end(&l);
     rc = dnt_session_start_failed(&l.s);
     goto out;
+  }
+  /* Ctrl+C is ours before "Recording" says it stops the recording: a signal sent on that line
+   * ends the session with a report, it does not kill the process */
+  if (!l.handles_closed) { /* else the stream is over already */
+    uv_signal_start(&l.sigint, on_signal, SIGINT);
+    uv_signal_start(&l.sigterm, on_signal, SIGTERM);
   }
   dnt_session_resume(&l.s); /* a command, or a runtime that dialled a listener, waits for this */
   char *safe_name = dnt_safe_text(l.s.target.name);
@@ -141,14 +156,7 @@ static int record(const struct dnt_analysis_input *in, const struct dnt_analysis
   else
     fprintf(stderr, "Recording %s of process %d (%s): Ctrl+C stops\n", rec->what, l.s.target.pid, safe_name);
   free(safe_name);
-  uv_signal_init(l.loop, &l.sigint);
-  uv_signal_init(l.loop, &l.sigterm);
-  l.sigint.data = l.sigterm.data = &l;
-  uv_signal_start(&l.sigint, on_signal, SIGINT);
-  uv_signal_start(&l.sigterm, on_signal, SIGTERM);
-  uv_timer_init(l.loop, &l.duration);
-  l.duration.data = &l;
-  if (in->duration_ms) uv_timer_start(&l.duration, on_duration, in->duration_ms, 0);
+  if (in->duration_ms && !l.handles_closed) uv_timer_start(&l.duration, on_duration, in->duration_ms, 0);
   dnt_loop_run(l.loop, UV_RUN_DEFAULT, __func__);
   rc = 0;
   if (l.parse_failed) {

@@ -1,6 +1,7 @@
 /* dntrace allocs and analyze/'s allocation analysis:
- *   - the sample allocating a known type at a known rate, recorded from its first instruction
- *     to its exit (collect -- CMD): the bytes dntrace estimates for that type are within 10% of
+ *   - the sample allocating a known type, 200 MB of it (at 100 MB/s, or slower when the machine
+ *     is busy), recorded from its first instruction to its exit (collect -- CMD): the bytes dntrace
+ *     estimates for that type are within 10% of
  *     what the sample allocated, as the runtime itself counted them in the sample
  *     (GC.GetAllocatedBytesForCurrentThread around each call of AllocWork.Allocate), from
  *     GCAllocationTick and from .NET 10's AllocationSampled (two recordings: with the sampling
@@ -8,13 +9,19 @@
  *     folded stacks through Allocate, the flame graph and go tool pprof (alloc_space) carry them;
  *   - the corpus trace with allocation ticks against TraceEvent's decoding of the same events
  *     (tests/bench-traceevent --mode allocs): per type, the same events and bytes;
- *   - a live process (-p): the sample's type and its stack found;
+ *   - a live process (-p), recorded until the sample allocated 100 MB while the session ran: the
+ *     sample's type and its stack found, its bytes those the sample counted during the session;
  *   - a trace without allocation events says so in one line; bad options are usage errors. */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <math.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../lib/env-cr.h"
@@ -23,9 +30,9 @@
 
 /* ---- the sample, recorded from start to exit ---- */
 
-/* A trace of the sample allocating `type` at 100 MB/s for 2 s, with the runtime provider's
- * keywords `keywords` (verbose); *allocated: the bytes the sample says AllocWork.Allocate
- * allocated (its last line). path: caller's, 64 bytes. */
+/* A trace of the sample allocating 200 MB of `type` (at 100 MB/s, or slower when it cannot) then
+ * exiting, with the runtime provider's keywords `keywords` (verbose); *allocated: the bytes the
+ * sample says AllocWork.Allocate allocated (its last line). path: caller's, 64 bytes. */
 static void record_sample(const char *keywords, const char *type, char *dir, char *path, double *allocated) {
   DNT_REQUIRE_TARGET();
   cr_assert(mkdtemp(dir));
@@ -35,7 +42,7 @@ static void record_sample(const char *keywords, const char *type, char *dir, cha
   snprintf(alloc, sizeof alloc, "%s:100000000", type);
   struct dnt_run r;
   dnt_run_dntrace(&r, "collect", "--show-child-io", "--providers", providers, "-o", path, "--", dnt_target_exe(),
-                  "--alloc", alloc, "--seconds", "2", "--no-cpu", "--no-blocking", "--no-exceptions",
+                  "--alloc", alloc, "--alloc-total", "200000000", "--no-cpu", "--no-blocking", "--no-exceptions",
                   "--no-counters", NULL);
   cr_assert_eq(r.status, 0, "dntrace collect: %s", r.err);
   /* the last "allocated TYPE N" line: printed once the workload has stopped */
@@ -43,7 +50,7 @@ static void record_sample(const char *keywords, const char *type, char *dir, cha
   char prefix[96];
   snprintf(prefix, sizeof prefix, "allocated %s ", type);
   for (const char *l = r.out; (l = strstr(l, prefix)); l += strlen(prefix)) *allocated = atof(l + strlen(prefix));
-  cr_assert_gt(*allocated, 20e6, "the sample allocated too little to test (%.0f bytes):\n%s", *allocated, r.out);
+  cr_assert_geq(*allocated, 200e6, "the sample did not allocate its 200 MB (%.0f bytes):\n%s", *allocated, r.out);
   dnt_run_free(&r);
 }
 
@@ -199,26 +206,247 @@ Test(allocs_sample, pprof_says_alloc_space_of_allocate, .timeout = 120) {
   remove_trace(dir, path);
 }
 
+/* ---- waiting for the things themselves (static: tests/lib is shared; test-gc.c, test-threadpool.c,
+ * test-allocs.c, test-exceptions.c and test-locks.c carry the same helpers) ---- */
+
+/* dntrace running in the background, its stdout and stderr in files of a folder of its own: a test
+ * waits for what it prints (its session runs), and ends it as a user would (Ctrl+C) once the
+ * sample has done, while it recorded, what the test needs. */
+struct bg {
+  pid_t pid;
+  int status; /* as dnt_run's: the exit code, 128 + signal, or -1 while it runs (or hung) */
+  char dir[32], out[64], err[64];
+};
+
+static int bg_decode(int st) { return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st); }
+
+/* Starts `dntrace ARGS...` (args NULL-terminated). */
+static void bg_start(struct bg *b, const char *const *args) {
+  memset(b, 0, sizeof *b);
+  b->status = -1;
+  snprintf(b->dir, sizeof b->dir, "/tmp/dnt-bg-XXXXXX");
+  cr_assert(mkdtemp(b->dir));
+  snprintf(b->out, sizeof b->out, "%s/out", b->dir);
+  snprintf(b->err, sizeof b->err, "%s/err", b->dir);
+  char *argv[32];
+  int n = 0;
+  argv[n++] = (char *)dnt_bin();
+  for (; *args && n < 31; args++) argv[n++] = (char *)*args;
+  argv[n] = NULL;
+  b->pid = fork();
+  cr_assert_geq(b->pid, 0);
+  if (b->pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* a test that fails leaves nothing running */
+    int o = open(b->out, O_WRONLY | O_CREAT | O_TRUNC, 0644), e = open(b->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int in = open("/dev/null", O_RDONLY);
+    if (o < 0 || e < 0 || in < 0) _exit(127);
+    dup2(o, 1), dup2(e, 2), dup2(in, 0);
+    execv(argv[0], argv);
+    _exit(127);
+  }
+}
+
+/* The text of the file at path (malloc'ed), "" when there is none. */
+static char *slurp(const char *path) {
+  FILE *fp = fopen(path, "r");
+  char *text = NULL;
+  size_t len = 0;
+  if (fp) {
+    FILE *mem = open_memstream(&text, &len);
+    char buf[8192];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, fp)) > 0) fwrite(buf, 1, n, mem);
+    fclose(mem);
+    fclose(fp);
+  }
+  return text ? text : strdup("");
+}
+
+/* Waits for dntrace to print text (on stdout or stderr): 1; 0 when it exited first (b->status
+ * says how) or only a hang could take this long (DNT_HANG_MS). */
+static int bg_wait_text(struct bg *b, const char *text) {
+  for (int i = 0; i < DNT_HANG_MS / 10; i++) {
+    char *o = slurp(b->out), *e = slurp(b->err);
+    int hit = strstr(o, text) || strstr(e, text);
+    free(o);
+    free(e);
+    if (hit) return 1;
+    int st;
+    if (waitpid(b->pid, &st, WNOHANG) == b->pid) {
+      b->status = bg_decode(st);
+      b->pid = 0;
+      return 0;
+    }
+    usleep(10 * 1000);
+  }
+  return 0;
+}
+
+/* Whether process pid has a handler for signal sig (its /proc status's SigCgt). */
+static int catches(pid_t pid, int sig) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE *fp = fopen(path, "r");
+  unsigned long long mask = 0;
+  while (fp && fgets(line, sizeof line, fp))
+    if (sscanf(line, "SigCgt: %llx", &mask) == 1) break;
+  if (fp) fclose(fp);
+  return (mask >> (sig - 1)) & 1;
+}
+
+/* Sends sig (0: none) and waits for dntrace to exit, killing it after DNT_HANG_MS (a hang):
+ * its status, as dnt_run's. SIGINT (Ctrl+C) is sent once dntrace handles it: it prints that its
+ * session runs a moment before it installs its handler. */
+static int bg_finish(struct bg *b, int sig) {
+  if (b->pid <= 0) return b->status;
+  int st, i, exited = 0;
+  for (i = 0; sig == SIGINT && i < DNT_HANG_MS / 10 && !catches(b->pid, sig); i++) {
+    if ((exited = waitpid(b->pid, &st, WNOHANG) == b->pid)) break;
+    usleep(10 * 1000);
+  }
+  if (!exited && sig) kill(b->pid, sig);
+  for (i = 0; !exited && i < DNT_HANG_MS / 10; i++)
+    if (!(exited = waitpid(b->pid, &st, WNOHANG) == b->pid)) usleep(10 * 1000);
+  if (exited) {
+    b->status = bg_decode(st);
+  } else {
+    kill(b->pid, SIGKILL);
+    waitpid(b->pid, NULL, 0);
+    b->status = -1;
+  }
+  b->pid = 0;
+  return b->status;
+}
+
+static void bg_remove(struct bg *b) {
+  if (b->pid > 0) bg_finish(b, SIGKILL);
+  unlink(b->out);
+  unlink(b->err);
+  rmdir(b->dir);
+}
+
+/* The sample's stdout, line by line as it comes. */
+struct lines {
+  int fd, eof;
+  size_t len;
+  char buf[8192];
+};
+
+/* Calls fn with each whole line the sample printed so far, without waiting: 0 once its stdout is
+ * closed, else 1. */
+static int lines_read(struct lines *l, void (*fn)(void *ud, const char *line), void *ud) {
+  while (!l->eof) {
+    struct pollfd p = {l->fd, POLLIN, 0};
+    if (poll(&p, 1, 0) <= 0) break;
+    ssize_t n = read(l->fd, l->buf + l->len, sizeof l->buf - 1 - l->len);
+    if (n <= 0) {
+      l->eof = 1;
+      break;
+    }
+    l->len += (size_t)n;
+    l->buf[l->len] = '\0';
+    char *line = l->buf, *nl;
+    while ((nl = strchr(line, '\n'))) {
+      *nl = '\0';
+      fn(ud, line);
+      line = nl + 1;
+    }
+    l->len -= (size_t)(line - l->buf);
+    memmove(l->buf, line, l->len + 1);
+    if (l->len == sizeof l->buf - 1) l->len = 0; /* a line too long to be one of ours */
+  }
+  return !l->eof;
+}
+
+/* Reads the sample's lines into fn until done(ud): 1; 0 when its stdout closed first, or only a
+ * hang could take this long (DNT_HANG_MS). */
+static int lines_until(struct lines *l, void (*fn)(void *ud, const char *line), void *ud, int (*done)(void *ud)) {
+  for (int i = 0; i < DNT_HANG_MS / 10; i++) {
+    int open_ = lines_read(l, fn, ud);
+    if (done(ud)) return 1;
+    if (!open_) return 0;
+    usleep(10 * 1000);
+  }
+  return 0;
+}
+
 /* ---- a live process ---- */
 
-Test(allocs_sample, live_process_by_pid, .timeout = 120) {
+/* The "allocated Sample.Payload N" lines: the latest N; since the mark, how many, and the N of the
+ * second of them. */
+struct allocated {
+  int marked;
+  unsigned after;
+  double second, last;
+};
+
+static void on_allocated(void *ud, const char *line) {
+  struct allocated *a = ud;
+  double n;
+  if (sscanf(line, "allocated Sample.Payload %lf", &n) != 1) return;
+  a->last = n;
+  if (a->marked && ++a->after == 2) a->second = n;
+}
+
+/* 100 MB allocated since the second line after the mark, whose count was read after the first was
+ * printed (after the session began): all of it while the session ran. */
+static int allocated_100mb(void *ud) {
+  struct allocated *a = ud;
+  return a->after >= 2 && a->last >= a->second + 100e6;
+}
+
+static int a_line_after(void *ud) { return ((struct allocated *)ud)->after >= 1; }
+
+Test(allocs_sample, live_process_by_pid, .timeout = 300) {
   DNT_REQUIRE_TARGET();
   const char *const args[] = {"--alloc", "Sample.Payload:50000000", "--no-cpu", "--no-blocking", "--no-exceptions",
                               "--no-counters", NULL};
   dnt_target t;
   char pid[32];
   dnt_start_sample(&t, args, pid, sizeof pid);
-  struct dnt_run r;
-  dnt_run_dntrace(&r, "allocs", "-p", pid, "--duration", "2s", "--format", "json", NULL);
+  struct lines sl = {.fd = t.stdout_fd};
+  struct allocated al = {0};
+  lines_read(&sl, on_allocated, &al);
+  double before = al.last; /* read before the session began */
+  struct bg b;
+  const char *const dargs[] = {"allocs", "-p", pid, "--format", "json", NULL};
+  bg_start(&b, dargs);
+  int up = bg_wait_text(&b, "Recording the allocations");
+  char *err = slurp(b.err);
+  cr_assert(up, "dntrace allocs -p did not start its session (status %d): %s", b.status, err);
+  free(err);
+  lines_read(&sl, on_allocated, &al);
+  al.marked = 1;
+  int enough = lines_until(&sl, on_allocated, &al, allocated_100mb);
+  double inside = al.last - al.second; /* allocated while the session ran */
+  int status = bg_finish(&b, SIGINT);
+  char *out = slurp(b.out);
+  err = slurp(b.err);
+  bg_remove(&b);
+  /* a line printed after dntrace returned: what the sample allocated once the session was over */
+  lines_read(&sl, on_allocated, &al);
+  al.after = 0;
+  int after = lines_until(&sl, on_allocated, &al, a_line_after);
+  double around = al.last - before; /* allocated from before the session to after it */
+  char context[256];
+  snprintf(context, sizeof context, "%s", dnt_run_context(t.pid));
   dnt_target_stop(&t);
-  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_assert(enough, "the sample allocated %.0f bytes while dntrace recorded, not 100 MB (%s)", inside, context);
+  cr_assert_eq(status, 0, "dntrace allocs -p, stopped by Ctrl+C: status %d: %s", status, err);
+  cr_assert(after, "the sample printed nothing after dntrace returned");
   /* .NET 10: the sampled events (the session asks for both kinds) */
-  cr_expect(strstr(r.out, "\"source\":\"AllocationSampled\""), "%.300s", r.out);
-  /* at 50 MB/s for about 2 s: some 100 MB, most of what the process allocates */
-  double bytes = json_type_bytes(r.out, "Sample.Payload");
-  cr_expect(bytes > 40e6 && bytes < 200e6, "Sample.Payload: %.0f bytes in 2 s at 50 MB/s", bytes);
-  expect_allocate_first(r.out);
-  dnt_run_free(&r);
+  cr_expect(strstr(out, "\"source\":\"AllocationSampled\""), "%.300s", out);
+  /* what the sample counted while the session ran, and from before it to after it; some 1000
+   * samples (one per 100 KB on average): a standard error near 3%, so 20% is far out */
+  double bytes = json_type_bytes(out, "Sample.Payload");
+  cr_log_info("allocs -p: Sample.Payload %.0f bytes estimated; the sample allocated %.0f while the session ran, %.0f "
+              "around it; %s", bytes, inside, around, context);
+  cr_expect(bytes >= 0.8 * inside && bytes <= 1.2 * around,
+            "Sample.Payload: %.0f bytes estimated; the sample allocated %.0f while the session surely ran, %.0f from "
+            "before it to after it (%s)", bytes, inside, around, context);
+  expect_allocate_first(out);
+  free(out);
+  free(err);
 }
 
 /* ---- the corpus, against TraceEvent ---- */

@@ -4,10 +4,16 @@
  *   - the corpus trace with exception events: its throws and catches counted from the trace's own
  *     bytes (the UTF-16 strings of their payloads), its throw stacks as folded stacks;
  *   - `dntrace exceptions -p` on the sample throwing a known number of a known exception from a
- *     known method: exactly that many, all handled, the stack naming the method;
+ *     known method once the session runs (the sample waits for a file the test makes then):
+ *     exactly that many, all handled, the stack naming the method; and one that nothing catches,
+ *     the recording ending with the process it kills;
  *   - a trace without exceptions says so in one line. */
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../lib/analysis-feed.h"
@@ -95,6 +101,7 @@ Test(exceptions_rules, a_catch_takes_the_innermost_exception_in_flight) {
   cr_expect_eq(s->unhandled, 3);
   cr_expect_eq(s->types, 4);
   /* throws at 0.1, 0.2 | 1.3, 1.302 | 2.5, 2.502, 2.6 s */
+  /* timing: the analysis's rows of seconds, not a clock */
   cr_assert_eq(s->seconds, 3);
   cr_expect_eq(s->per_sec_counts[0], 2);
   cr_expect_eq(s->per_sec_counts[1], 2);
@@ -253,45 +260,220 @@ Test(exceptions_cli, a_trace_without_exceptions_says_so_in_one_line) {
   dnt_run_free(&r);
 }
 
-/* ---- the sample ---- */
+/* ---- waiting for the things themselves (static: tests/lib is shared; test-gc.c, test-threadpool.c,
+ * test-allocs.c, test-exceptions.c and test-locks.c carry the same helpers) ---- */
 
-/* The "thrown K" line the sample prints once it has thrown its count. */
-static long read_thrown(int fd, int timeout_ms) {
-  char buf[8192];
-  size_t len = 0;
-  for (int waited = 0; waited < timeout_ms; waited += 50) {
-    ssize_t n = read(fd, buf + len, sizeof buf - 1 - len);
-    if (n > 0) {
-      len += (size_t)n;
-      buf[len] = '\0';
-      const char *p = strstr(buf, "thrown ");
-      if (p && strchr(p, '\n')) return strtol(p + 7, NULL, 10);
-    } else {
-      usleep(50 * 1000);
-    }
+/* dntrace running in the background, its stdout and stderr in files of a folder of its own: a test
+ * waits for what it prints (its session runs), and ends it as a user would (Ctrl+C) once the
+ * sample has done, while it recorded, what the test needs. */
+struct bg {
+  pid_t pid;
+  int status; /* as dnt_run's: the exit code, 128 + signal, or -1 while it runs (or hung) */
+  char dir[32], out[64], err[64];
+};
+
+static int bg_decode(int st) { return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st); }
+
+/* Starts `dntrace ARGS...` (args NULL-terminated). */
+static void bg_start(struct bg *b, const char *const *args) {
+  memset(b, 0, sizeof *b);
+  b->status = -1;
+  snprintf(b->dir, sizeof b->dir, "/tmp/dnt-bg-XXXXXX");
+  cr_assert(mkdtemp(b->dir));
+  snprintf(b->out, sizeof b->out, "%s/out", b->dir);
+  snprintf(b->err, sizeof b->err, "%s/err", b->dir);
+  char *argv[32];
+  int n = 0;
+  argv[n++] = (char *)dnt_bin();
+  for (; *args && n < 31; args++) argv[n++] = (char *)*args;
+  argv[n] = NULL;
+  b->pid = fork();
+  cr_assert_geq(b->pid, 0);
+  if (b->pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* a test that fails leaves nothing running */
+    int o = open(b->out, O_WRONLY | O_CREAT | O_TRUNC, 0644), e = open(b->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int in = open("/dev/null", O_RDONLY);
+    if (o < 0 || e < 0 || in < 0) _exit(127);
+    dup2(o, 1), dup2(e, 2), dup2(in, 0);
+    execv(argv[0], argv);
+    _exit(127);
   }
-  return -1;
 }
 
-Test(exceptions_live, the_samples_throws_counted_exactly, .timeout = 120) {
+/* The text of the file at path (malloc'ed), "" when there is none. */
+static char *slurp(const char *path) {
+  FILE *fp = fopen(path, "r");
+  char *text = NULL;
+  size_t len = 0;
+  if (fp) {
+    FILE *mem = open_memstream(&text, &len);
+    char buf[8192];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, fp)) > 0) fwrite(buf, 1, n, mem);
+    fclose(mem);
+    fclose(fp);
+  }
+  return text ? text : strdup("");
+}
+
+/* Waits for dntrace to print text (on stdout or stderr): 1; 0 when it exited first (b->status
+ * says how) or only a hang could take this long (DNT_HANG_MS). */
+static int bg_wait_text(struct bg *b, const char *text) {
+  for (int i = 0; i < DNT_HANG_MS / 10; i++) {
+    char *o = slurp(b->out), *e = slurp(b->err);
+    int hit = strstr(o, text) || strstr(e, text);
+    free(o);
+    free(e);
+    if (hit) return 1;
+    int st;
+    if (waitpid(b->pid, &st, WNOHANG) == b->pid) {
+      b->status = bg_decode(st);
+      b->pid = 0;
+      return 0;
+    }
+    usleep(10 * 1000);
+  }
+  return 0;
+}
+
+/* Whether process pid has a handler for signal sig (its /proc status's SigCgt). */
+static int catches(pid_t pid, int sig) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE *fp = fopen(path, "r");
+  unsigned long long mask = 0;
+  while (fp && fgets(line, sizeof line, fp))
+    if (sscanf(line, "SigCgt: %llx", &mask) == 1) break;
+  if (fp) fclose(fp);
+  return (mask >> (sig - 1)) & 1;
+}
+
+/* Sends sig (0: none) and waits for dntrace to exit, killing it after DNT_HANG_MS (a hang):
+ * its status, as dnt_run's. SIGINT (Ctrl+C) is sent once dntrace handles it: it prints that its
+ * session runs a moment before it installs its handler. */
+static int bg_finish(struct bg *b, int sig) {
+  if (b->pid <= 0) return b->status;
+  int st, i, exited = 0;
+  for (i = 0; sig == SIGINT && i < DNT_HANG_MS / 10 && !catches(b->pid, sig); i++) {
+    if ((exited = waitpid(b->pid, &st, WNOHANG) == b->pid)) break;
+    usleep(10 * 1000);
+  }
+  if (!exited && sig) kill(b->pid, sig);
+  for (i = 0; !exited && i < DNT_HANG_MS / 10; i++)
+    if (!(exited = waitpid(b->pid, &st, WNOHANG) == b->pid)) usleep(10 * 1000);
+  if (exited) {
+    b->status = bg_decode(st);
+  } else {
+    kill(b->pid, SIGKILL);
+    waitpid(b->pid, NULL, 0);
+    b->status = -1;
+  }
+  b->pid = 0;
+  return b->status;
+}
+
+static void bg_remove(struct bg *b) {
+  if (b->pid > 0) bg_finish(b, SIGKILL);
+  unlink(b->out);
+  unlink(b->err);
+  rmdir(b->dir);
+}
+
+/* The sample's stdout, line by line as it comes. */
+struct lines {
+  int fd, eof;
+  size_t len;
+  char buf[8192];
+};
+
+/* Calls fn with each whole line the sample printed so far, without waiting: 0 once its stdout is
+ * closed, else 1. */
+static int lines_read(struct lines *l, void (*fn)(void *ud, const char *line), void *ud) {
+  while (!l->eof) {
+    struct pollfd p = {l->fd, POLLIN, 0};
+    if (poll(&p, 1, 0) <= 0) break;
+    ssize_t n = read(l->fd, l->buf + l->len, sizeof l->buf - 1 - l->len);
+    if (n <= 0) {
+      l->eof = 1;
+      break;
+    }
+    l->len += (size_t)n;
+    l->buf[l->len] = '\0';
+    char *line = l->buf, *nl;
+    while ((nl = strchr(line, '\n'))) {
+      *nl = '\0';
+      fn(ud, line);
+      line = nl + 1;
+    }
+    l->len -= (size_t)(line - l->buf);
+    memmove(l->buf, line, l->len + 1);
+    if (l->len == sizeof l->buf - 1) l->len = 0; /* a line too long to be one of ours */
+  }
+  return !l->eof;
+}
+
+/* Reads the sample's lines into fn until done(ud): 1; 0 when its stdout closed first, or only a
+ * hang could take this long (DNT_HANG_MS). */
+static int lines_until(struct lines *l, void (*fn)(void *ud, const char *line), void *ud, int (*done)(void *ud)) {
+  for (int i = 0; i < DNT_HANG_MS / 10; i++) {
+    int open_ = lines_read(l, fn, ud);
+    if (done(ud)) return 1;
+    if (!open_) return 0;
+    usleep(10 * 1000);
+  }
+  return 0;
+}
+
+/* ---- the sample ---- */
+
+/* The "thrown K" line the sample prints once it has thrown its count: K, -1 before. */
+static void on_thrown(void *ud, const char *line) {
+  long *made = ud;
+  if (strncmp(line, "thrown ", 7) == 0) *made = strtol(line + 7, NULL, 10);
+}
+
+static int thrown_printed(void *ud) { return *(long *)ud >= 0; }
+
+/* `dntrace exceptions -p PID --format json -o out` in b, its session running, then the file go
+ * made: the sample (started with --start-file go) begins to throw. */
+static void record_then_go(struct bg *b, const char *pid, const char *out, const char *go) {
+  const char *const dargs[] = {"exceptions", "-p", pid, "--format", "json", "-o", out, NULL};
+  bg_start(b, dargs);
+  int up = bg_wait_text(b, "Recording the exceptions");
+  char *err = slurp(b->err);
+  cr_assert(up, "dntrace exceptions -p did not start its session (status %d): %s", b->status, err);
+  free(err);
+  int fd = open(go, O_WRONLY | O_CREAT | O_EXCL, 0644);
+  cr_assert_geq(fd, 0, "cannot make %s", go);
+  close(fd);
+}
+
+Test(exceptions_live, the_samples_throws_counted_exactly, .timeout = 300) {
   DNT_REQUIRE_TARGET();
   require_python();
-  /* 150 throws at 100 a second, beginning 2 s after "ready": the session has begun by then */
-  const char *const args[] = {"--throw", "100", "--throw-count", "150", "--throw-delay", "2", "--no-cpu",
-                              "--no-blocking", "--no-alloc", "--no-exceptions", "--no-counters", NULL};
-  dnt_target t;
-  char pid[32], tmp[] = "/tmp/dnt-exc-XXXXXX", out[64];
+  char pid[32], tmp[] = "/tmp/dnt-exc-XXXXXX", out[64], go[64];
   cr_assert(mkdtemp(tmp));
   snprintf(out, sizeof out, "%s/e.json", tmp);
+  snprintf(go, sizeof go, "%s/go", tmp);
+  /* 150 throws at 100 a second, once the session runs; then Ctrl+C */
+  const char *const args[] = {"--throw", "100", "--throw-count", "150", "--start-file", go, "--no-cpu",
+                              "--no-blocking", "--no-alloc", "--no-exceptions", "--no-counters", NULL};
+  dnt_target t;
   dnt_start_sample(&t, args, pid, sizeof pid);
-  int flags = fcntl(t.stdout_fd, F_GETFL);
-  fcntl(t.stdout_fd, F_SETFL, flags | O_NONBLOCK);
-  struct dnt_run r;
-  dnt_run_dntrace(&r, "exceptions", "-p", pid, "--duration", "5s", "--format", "json", "-o", out, NULL);
-  long made = read_thrown(t.stdout_fd, 5000);
+  struct bg b;
+  record_then_go(&b, pid, out, go);
+  struct lines sl = {.fd = t.stdout_fd};
+  long made = -1;
+  int done = lines_until(&sl, on_thrown, &made, thrown_printed);
+  int status = bg_finish(&b, SIGINT);
+  char *err = slurp(b.err);
+  bg_remove(&b);
+  const char *context = dnt_run_context(t.pid);
   dnt_target_stop(&t);
-  cr_assert_eq(r.status, 0, "dntrace exceptions -p: %s", r.err);
-  dnt_run_free(&r);
+  unlink(go);
+  cr_assert(done, "the sample did not say what it threw (%s)", context);
+  cr_assert_eq(status, 0, "dntrace exceptions -p, stopped by Ctrl+C: status %d: %s", status, err);
+  free(err);
   cr_assert_eq(made, 150, "the sample says it threw %ld", made);
   char py[2048];
   snprintf(py, sizeof py,
@@ -359,27 +541,33 @@ Test(exceptions_traceevent, corpus_trace_with_exceptions, .timeout = 120) {
   dnt_run_free(&te);
 }
 
-/* An exception nothing catches: the sample's crash-work thread throws one 1.5 s after "ready",
+/* An exception nothing catches: the sample's crash-work thread throws one once the session runs,
  * and the process dies of it (a second later: the runtime does not flush a session when it dies,
- * the sample's handler waits for it); dntrace, recording until then, reports it unhandled: the
- * session asked for the catches, and none came. */
-Test(exceptions_live, an_exception_nothing_catches_is_unhandled, .timeout = 120) {
+ * the sample's handler waits for it); dntrace, recording with no --duration, ends with the process
+ * (else only a hang would end it) and reports the exception unhandled: the session asked for the
+ * catches, and none came. */
+Test(exceptions_live, an_exception_nothing_catches_is_unhandled, .timeout = 300) {
   DNT_REQUIRE_TARGET();
   require_python();
-  const char *const args[] = {"--crash-after", "1.5", "--no-cpu", "--no-blocking", "--no-alloc", "--no-exceptions",
-                              "--no-counters", NULL};
-  dnt_target t;
-  char pid[32], tmp[] = "/tmp/dnt-exc-XXXXXX", out[64];
+  char pid[32], tmp[] = "/tmp/dnt-exc-XXXXXX", out[64], go[64];
   cr_assert(mkdtemp(tmp));
   snprintf(out, sizeof out, "%s/e.json", tmp);
+  snprintf(go, sizeof go, "%s/go", tmp);
+  const char *const args[] = {"--crash-after", "0", "--start-file", go, "--no-cpu", "--no-blocking", "--no-alloc",
+                              "--no-exceptions", "--no-counters", NULL};
+  dnt_target t;
   dnt_start_sample(&t, args, pid, sizeof pid);
-  struct dnt_run r;
-  dnt_run_dntrace(&r, "exceptions", "-p", pid, "--duration", "20s", "--format", "json", "-o", out, NULL);
-  int status = dnt_target_stop(&t);
-  cr_assert_eq(r.status, 0, "dntrace exceptions -p: %s", r.err);
-  cr_expect_lt(r.seconds, 15, "the recording ends with the process");
-  cr_expect_neq(status, 0, "the sample died of its exception");
-  dnt_run_free(&r);
+  struct bg b;
+  record_then_go(&b, pid, out, go);
+  int status = bg_finish(&b, 0);
+  char *err = slurp(b.err);
+  bg_remove(&b);
+  int died = dnt_target_stop(&t);
+  unlink(go);
+  cr_assert_eq(status, 0, "dntrace exceptions -p, with no --duration: status %d (-1: it did not end with the "
+               "process): %s", status, err);
+  free(err);
+  cr_expect_neq(died, 0, "the sample died of its exception");
   const char *py = "import json, sys\n"
                    "d = json.load(open(sys.argv[1]))\n"
                    "e = [x for x in d['exceptions'] if x['type'] == 'Sample.SampleException']\n"

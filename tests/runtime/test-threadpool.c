@@ -3,15 +3,21 @@
  *     counts, adjustments by reason, the starvation line, events delivered out of time order, the
  *     rows per second);
  *   - `dntrace threadpool -p` on the sample starving its pool (--pool-starve: work items blocking
- *     5 s arriving 10 a second): Starvation adjustments are reported, the threads grow, and the
- *     growth is the one the sample saw (ThreadPool.ThreadCount, as it printed it), and the queue
- *     length (System.Runtime's counter) too (its PendingWorkItemCount);
+ *     5 s arriving 10 a second), recorded until the sample's pool grew by two threads: Starvation
+ *     adjustments are reported, the threads grow, and the growth is the one the sample saw
+ *     (ThreadPool.ThreadCount, as it printed it), and the queue length (System.Runtime's counter)
+ *     too (its PendingWorkItemCount);
  *   - the command line: JSON that Python reads, a trace without thread-pool events said in one
  *     line. */
 #include <criterion/criterion.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../lib/analysis-feed.h"
@@ -128,65 +134,271 @@ Test(threadpool_rules, events_are_taken_in_time_order) {
   feed_free(&f);
 }
 
+/* ---- waiting for the things themselves (static: tests/lib is shared; test-gc.c, test-threadpool.c,
+ * test-allocs.c, test-exceptions.c and test-locks.c carry the same helpers) ---- */
+
+/* dntrace running in the background, its stdout and stderr in files of a folder of its own: a test
+ * waits for what it prints (its session runs), and ends it as a user would (Ctrl+C) once the
+ * sample has done, while it recorded, what the test needs. */
+struct bg {
+  pid_t pid;
+  int status; /* as dnt_run's: the exit code, 128 + signal, or -1 while it runs (or hung) */
+  char dir[32], out[64], err[64];
+};
+
+static int bg_decode(int st) { return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st); }
+
+/* Starts `dntrace ARGS...` (args NULL-terminated). */
+static void bg_start(struct bg *b, const char *const *args) {
+  memset(b, 0, sizeof *b);
+  b->status = -1;
+  snprintf(b->dir, sizeof b->dir, "/tmp/dnt-bg-XXXXXX");
+  cr_assert(mkdtemp(b->dir));
+  snprintf(b->out, sizeof b->out, "%s/out", b->dir);
+  snprintf(b->err, sizeof b->err, "%s/err", b->dir);
+  char *argv[32];
+  int n = 0;
+  argv[n++] = (char *)dnt_bin();
+  for (; *args && n < 31; args++) argv[n++] = (char *)*args;
+  argv[n] = NULL;
+  b->pid = fork();
+  cr_assert_geq(b->pid, 0);
+  if (b->pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* a test that fails leaves nothing running */
+    int o = open(b->out, O_WRONLY | O_CREAT | O_TRUNC, 0644), e = open(b->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int in = open("/dev/null", O_RDONLY);
+    if (o < 0 || e < 0 || in < 0) _exit(127);
+    dup2(o, 1), dup2(e, 2), dup2(in, 0);
+    execv(argv[0], argv);
+    _exit(127);
+  }
+}
+
+/* The text of the file at path (malloc'ed), "" when there is none. */
+static char *slurp(const char *path) {
+  FILE *fp = fopen(path, "r");
+  char *text = NULL;
+  size_t len = 0;
+  if (fp) {
+    FILE *mem = open_memstream(&text, &len);
+    char buf[8192];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, fp)) > 0) fwrite(buf, 1, n, mem);
+    fclose(mem);
+    fclose(fp);
+  }
+  return text ? text : strdup("");
+}
+
+/* Waits for dntrace to print text (on stdout or stderr): 1; 0 when it exited first (b->status
+ * says how) or only a hang could take this long (DNT_HANG_MS). */
+static int bg_wait_text(struct bg *b, const char *text) {
+  for (int i = 0; i < DNT_HANG_MS / 10; i++) {
+    char *o = slurp(b->out), *e = slurp(b->err);
+    int hit = strstr(o, text) || strstr(e, text);
+    free(o);
+    free(e);
+    if (hit) return 1;
+    int st;
+    if (waitpid(b->pid, &st, WNOHANG) == b->pid) {
+      b->status = bg_decode(st);
+      b->pid = 0;
+      return 0;
+    }
+    usleep(10 * 1000);
+  }
+  return 0;
+}
+
+/* Whether process pid has a handler for signal sig (its /proc status's SigCgt). */
+static int catches(pid_t pid, int sig) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE *fp = fopen(path, "r");
+  unsigned long long mask = 0;
+  while (fp && fgets(line, sizeof line, fp))
+    if (sscanf(line, "SigCgt: %llx", &mask) == 1) break;
+  if (fp) fclose(fp);
+  return (mask >> (sig - 1)) & 1;
+}
+
+/* Sends sig (0: none) and waits for dntrace to exit, killing it after DNT_HANG_MS (a hang):
+ * its status, as dnt_run's. SIGINT (Ctrl+C) is sent once dntrace handles it: it prints that its
+ * session runs a moment before it installs its handler. */
+static int bg_finish(struct bg *b, int sig) {
+  if (b->pid <= 0) return b->status;
+  int st, i, exited = 0;
+  for (i = 0; sig == SIGINT && i < DNT_HANG_MS / 10 && !catches(b->pid, sig); i++) {
+    if ((exited = waitpid(b->pid, &st, WNOHANG) == b->pid)) break;
+    usleep(10 * 1000);
+  }
+  if (!exited && sig) kill(b->pid, sig);
+  for (i = 0; !exited && i < DNT_HANG_MS / 10; i++)
+    if (!(exited = waitpid(b->pid, &st, WNOHANG) == b->pid)) usleep(10 * 1000);
+  if (exited) {
+    b->status = bg_decode(st);
+  } else {
+    kill(b->pid, SIGKILL);
+    waitpid(b->pid, NULL, 0);
+    b->status = -1;
+  }
+  b->pid = 0;
+  return b->status;
+}
+
+static void bg_remove(struct bg *b) {
+  if (b->pid > 0) bg_finish(b, SIGKILL);
+  unlink(b->out);
+  unlink(b->err);
+  rmdir(b->dir);
+}
+
+/* The sample's stdout, line by line as it comes. */
+struct lines {
+  int fd, eof;
+  size_t len;
+  char buf[8192];
+};
+
+/* Calls fn with each whole line the sample printed so far, without waiting: 0 once its stdout is
+ * closed, else 1. */
+static int lines_read(struct lines *l, void (*fn)(void *ud, const char *line), void *ud) {
+  while (!l->eof) {
+    struct pollfd p = {l->fd, POLLIN, 0};
+    if (poll(&p, 1, 0) <= 0) break;
+    ssize_t n = read(l->fd, l->buf + l->len, sizeof l->buf - 1 - l->len);
+    if (n <= 0) {
+      l->eof = 1;
+      break;
+    }
+    l->len += (size_t)n;
+    l->buf[l->len] = '\0';
+    char *line = l->buf, *nl;
+    while ((nl = strchr(line, '\n'))) {
+      *nl = '\0';
+      fn(ud, line);
+      line = nl + 1;
+    }
+    l->len -= (size_t)(line - l->buf);
+    memmove(l->buf, line, l->len + 1);
+    if (l->len == sizeof l->buf - 1) l->len = 0; /* a line too long to be one of ours */
+  }
+  return !l->eof;
+}
+
+/* Reads the sample's lines into fn until done(ud): 1; 0 when its stdout closed first, or only a
+ * hang could take this long (DNT_HANG_MS). */
+static int lines_until(struct lines *l, void (*fn)(void *ud, const char *line), void *ud, int (*done)(void *ud)) {
+  for (int i = 0; i < DNT_HANG_MS / 10; i++) {
+    int open_ = lines_read(l, fn, ud);
+    if (done(ud)) return 1;
+    if (!open_) return 0;
+    usleep(10 * 1000);
+  }
+  return 0;
+}
+
 /* ---- the sample starving its pool ---- */
 
-/* The largest of the "pool N queue M" lines the sample printed: N and M. */
+/* The "pool N queue M" lines the sample printed: the largest N and M; the lines and the latest N
+ * since the mark, and the N of the first of them. */
 struct pool {
-  unsigned most, queue;
+  unsigned most, queue, lines;
+  int marked;
+  unsigned after, first, last;
 };
 
 static void on_pool(void *ud, const char *line) {
   struct pool *p = ud;
   unsigned c, q;
   if (sscanf(line, "pool %u queue %u", &c, &q) == 2) {
+    p->lines++;
     if (c > p->most) p->most = c;
     if (q > p->queue) p->queue = q;
+    if (p->marked && p->after++ == 0) p->first = c;
+    p->last = c;
   }
 }
 
-/* What the sample printed so far, on top of p. */
-static unsigned read_pool(int fd, char *carry, size_t cap, unsigned most, unsigned *queue) {
-  struct pool p = {most, *queue};
-  dnt_target_read_lines(fd, carry, cap, on_pool, &p);
-  *queue = p.queue;
-  return p.most;
+/* Since the mark (dntrace's session running), the pool grew by two threads, over twelve lines or
+ * more (three seconds of the sample's own clock: System.Runtime's counters, each second, have come
+ * too). The threads are added by the gate thread, the pool's only way to grow while every worker
+ * sleeps: Starvation adjustments. */
+static int grew_by_two(void *ud) {
+  struct pool *p = ud;
+  return p->after >= 12 && p->last >= p->first + 2;
 }
 
-Test(threadpool_live, starvation_of_the_sample_is_reported, .timeout = 120) {
+/* One line since the mark: printed after it. */
+static int a_line_after(void *ud) { return ((struct pool *)ud)->after >= 1; }
+
+static int a_line(void *ud) { return ((struct pool *)ud)->lines >= 1; }
+
+Test(threadpool_live, starvation_of_the_sample_is_reported, .timeout = 300) {
   DNT_REQUIRE_TARGET();
   const char *const args[] = {"--pool-starve", "--no-cpu", "--no-blocking", "--no-alloc", "--no-exceptions",
                               "--no-counters", NULL};
   dnt_target t;
-  char pid[32], carry[8192] = "";
+  char pid[32];
   dnt_start_sample(&t, args, pid, sizeof pid);
-  unsigned queue_before = 0, queue = 0;
-  unsigned before = read_pool(t.stdout_fd, carry, sizeof carry, 0, &queue_before);
-  struct dnt_run r;
-  dnt_run_dntrace(&r, "threadpool", "-p", pid, "--duration", "4s", "--format", "json", NULL);
-  usleep(300 * 1000);
-  unsigned most = read_pool(t.stdout_fd, carry, sizeof carry, before, &queue);
+  struct lines sl = {.fd = t.stdout_fd};
+  struct pool p = {0};
+  cr_assert(lines_until(&sl, on_pool, &p, a_line), "the sample printed no 'pool' line");
+  unsigned before = p.most; /* the threads before the recording */
+  struct bg b;
+  const char *const dargs[] = {"threadpool", "-p", pid, "--format", "json", NULL};
+  bg_start(&b, dargs);
+  int up = bg_wait_text(&b, "Recording the thread pool");
+  char *err = slurp(b.err);
+  cr_assert(up, "dntrace threadpool -p did not start its session (status %d): %s", b.status, err);
+  free(err);
+  lines_read(&sl, on_pool, &p);
+  p.marked = 1;
+  int grew = lines_until(&sl, on_pool, &p, grew_by_two);
+  unsigned first = p.first, last = p.last, lines = p.after;
+  int status = bg_finish(&b, SIGINT);
+  char *out = slurp(b.out);
+  err = slurp(b.err);
+  bg_remove(&b);
+  /* what the sample printed until then, and a line printed after dntrace returned: the pool the
+   * sample had once the session was over */
+  lines_read(&sl, on_pool, &p);
+  p.after = 0;
+  int after = lines_until(&sl, on_pool, &p, a_line_after);
+  unsigned most = p.most, queue = p.queue;
+  const char *context = dnt_run_context(t.pid);
   dnt_target_stop(&t);
-  cr_assert_eq(r.status, 0, "dntrace threadpool -p: %s", r.err);
-  const char *st = strstr(r.out, "\"starvation\":{");
-  cr_assert(st, "no starvation reported:\n%.2000s", r.out);
+  cr_assert(grew, "while dntrace recorded, the sample's pool went from %u to %u threads in %u lines, not 2 more (%s)",
+            first, last, lines, context);
+  cr_assert_eq(status, 0, "dntrace threadpool -p, stopped by Ctrl+C: status %d: %s", status, err);
+  cr_assert(after, "the sample printed nothing after dntrace returned");
+  const char *st = strstr(out, "\"starvation\":{");
+  cr_assert(st, "no starvation reported:\n%.2000s", out);
   unsigned adjustments, from, to;
   cr_assert_eq(sscanf(st, "\"starvation\":{\"adjustments\":%u,\"threadsFrom\":%u,\"threadsTo\":%u", &adjustments, &from,
                       &to),
                3, "%.300s", st);
-  /* the gate thread adds about one thread a second while queued work makes no progress */
-  cr_expect_geq(adjustments, 2, "%u Starvation adjustments in 4 s", adjustments);
+  /* the gate thread added the threads the sample saw come while the session ran */
+  cr_expect_geq(adjustments, 1, "%u Starvation adjustments; the sample's pool grew from %u to %u threads (%s)",
+                adjustments, first, last, context);
   cr_expect_gt(to, from, "threads from %u to %u", from, to);
-  /* the growth the trace shows is the pool the sample saw: at most what it counted by the end,
-   * and more than it had before the recording began */
-  cr_expect_leq(to, most, "goal %u, the sample's ThreadPool.ThreadCount at most %u", to, most);
+  /* the growth the trace shows is the pool the sample saw: at most what it counted once the
+   * session was over, and more than it had before the recording began */
+  cr_expect_leq(to, most, "goal %u, the sample's ThreadPool.ThreadCount at most %u after the session", to, most);
   cr_expect_gt(to, before, "goal %u, the sample had %u threads before the recording", to, before);
   /* the queue grows by the work items nobody takes: System.Runtime's queue-length counter saw it,
-   * never longer than the sample's own ThreadPool.PendingWorkItemCount */
-  const char *ql = strstr(r.out, "\"queueLength\":{\"max\":");
+   * never longer than the sample's own ThreadPool.PendingWorkItemCount (it empties only once the
+   * pool has some 50 threads: 10 items a second, 5 s each) */
+  const char *ql = strstr(out, "\"queueLength\":{\"max\":");
   double qmax;
-  cr_assert(ql && sscanf(ql, "\"queueLength\":{\"max\":%lf", &qmax) == 1, "no queue length:\n%.2000s", r.out);
-  cr_expect(qmax >= 10 && qmax <= queue, "queue at most %.1f by the counter, %u by the sample", qmax, queue);
-  dnt_run_free(&r);
+  cr_assert(ql && sscanf(ql, "\"queueLength\":{\"max\":%lf", &qmax) == 1, "no queue length:\n%.2000s", out);
+  cr_log_info("threadpool -p: %u Starvation adjustments, goal %u -> %u; the sample's pool %u -> %u threads while "
+              "recording (%u before, %u after); queue at most %.0f by the counter, %u by the sample; %s",
+              adjustments, from, to, first, last, before, most, qmax, queue, context);
+  cr_expect(qmax >= 1 && qmax <= queue, "queue at most %.1f by the counter, %u by the sample (%s)", qmax, queue,
+            context);
+  free(out);
+  free(err);
 }
 
 /* ---- the command line ---- */

@@ -11,7 +11,7 @@ namespace Sample
             "              [--no-exceptions] [--no-counters] [--event-rate N] [--gen2 N] [--threads N]\n" +
             "              [--gc-induce N] [--gc-background] [--pool-starve] [--handoff]\n" +
             "              [--alloc TYPE:BYTES_PER_S] [--throw N [--throw-count K] [--throw-delay S]]\n" +
-            "              [--contend] [--crash-after S]\n" +
+            "              [--contend] [--crash-after S] [--start-file PATH] [--alloc-total BYTES]\n" +
             "  --seconds N      run N seconds, then exit (default: until killed or Ctrl+C)\n" +
             "  --exit-code N    exit with N when done\n" +
             "  --event-rate N   emit about N Sample-Load events per second (0: off; very high: as fast as possible)\n" +
@@ -20,7 +20,9 @@ namespace Sample
             "  --threads N      also start N idle threads (idle-1 .. idle-N) parked in IdleWork.Park\n" +
             "  --gc-induce N    call GC.Collect() N times a second, printing 'induced GC' after each, GC being\n" +
             "                   GC.CollectionCount(0) then: the number the runtime gave that collection\n" +
-            "  --gc-background  with --gc-induce: every other induced collection is a background one\n" +
+            "  --gc-background  with --gc-induce: every other induced collection is a background one; after each\n" +
+            "                   'induced' line, 'bgc N': N the number of the latest background GC that has ended\n" +
+            "                   (GC.GetGCMemoryInfo(GCKind.Background).Index; 0 before any)\n" +
             "  --pool-starve    queue 10 thread-pool work items a second that each block 5 s in Thread.Sleep, so the\n" +
             "                   pool starves and its gate thread adds threads; print 'pool N queue M'\n" +
             "                   (ThreadPool.ThreadCount, PendingWorkItemCount) every 250 ms\n" +
@@ -28,14 +30,19 @@ namespace Sample
             "                   Sample.Payload) at that rate in AllocWork.Allocate instead of its usual mix,\n" +
             "                   printing 'allocated TYPE N' every 250 ms and once at the end: N the bytes\n" +
             "                   Allocate allocated so far, GC.GetAllocatedBytesForCurrentThread's count\n" +
+            "  --alloc-total BYTES  with --alloc: stop once Allocate has allocated BYTES, print the last\n" +
+            "                   'allocated' line and exit (whatever the rate the machine allowed)\n" +
             "  --throw N        thread throw-work throws and catches N Sample.SampleException a second, from\n" +
             "                   Sample.ThrowWork.Fail, caught in Sample.ThrowWork.Catch\n" +
             "  --throw-count K  with --throw: stop after K, then print 'thrown K'\n" +
             "  --throw-delay S  with --throw: begin S seconds after 'ready' (for a session to start first)\n" +
             "  --crash-after S  thread crash-work throws a Sample.SampleException that nothing catches, S\n" +
             "                   seconds after 'ready' (the process dies of it, a second later)\n" +
+            "  --start-file PATH  --throw and --crash-after begin once the file PATH exists, not at 'ready' (a\n" +
+            "                   test makes it once its session runs); their delays count from then\n" +
             "  --contend        threads contend-a and contend-b take turns at one lock in\n" +
-            "                   Sample.ContendWork.HoldLock, each holding it about 5 ms" +
+            "                   Sample.ContendWork.HoldLock, each holding it about 5 ms; print 'contention N'\n" +
+            "                   (Monitor.LockContentionCount, the runtime's count of contended waits) every 250 ms\n" +
             "  --handoff        also start threads waiter and setter: setter wakes waiter every 10 ms from\n" +
             "                   Sample.Handoff.SignalWaiter";
 
@@ -54,6 +61,8 @@ namespace Sample
         public long ThrowCount;
         public bool Contend;
         public double CrashAfter = -1;
+        public string? StartFile;
+        public long AllocTotal;
         public bool Handoff;
 
         public static Options Parse(string[] args)
@@ -79,6 +88,8 @@ namespace Sample
                     case "--contend": o.Contend = true; break;
                     case "--crash-after": o.CrashAfter = double.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
                     case "--handoff": o.Handoff = true; break;
+                    case "--start-file": o.StartFile = Value(args, ref i); break;
+                    case "--alloc-total": o.AllocTotal = long.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
                     case "--no-cpu": o.Cpu = false; break;
                     case "--no-blocking": o.Blocking = false; break;
                     case "--no-alloc": o.Alloc = false; break;

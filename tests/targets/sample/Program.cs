@@ -33,9 +33,10 @@ namespace Sample
             AppDomain.CurrentDomain.ProcessExit += (_, _) => stop.Cancel();
             Console.CancelKeyPress += (_, e) => { e.Cancel = true; stop.Cancel(); };
 
-            var workers = new Workers(opts, stop.Token);
+            var workers = new Workers(opts, stop.Token, stop.Cancel);
             workers.Start();
             for (int i = 0; i < opts.Gen2; i++) GC.Collect(2, GCCollectionMode.Forced, blocking: true);
+            EventSourcesFirst();
             Console.WriteLine("ready");
             Console.Out.Flush();
             if (opts.Gen2 >= 0) workers.Spawn("gc-report", () => GcReport(stop.Token));
@@ -51,11 +52,28 @@ namespace Sample
             return opts.ExitCode;
         }
 
+        // "ready" promises that a session can start. A session's enable callbacks run on the runtime's
+        // diagnostic server thread while it holds EventListenersLock; an EventSource that one of them
+        // (or the counter poller they start) creates for the first time waits for that lock in its
+        // static constructor, and the callback waits for the constructor: the runtime never answers
+        // the session (.NET 10.0.12 and ArrayPoolEventSource, dotnet/runtime#119014, fixed upstream by
+        // creating it at startup, #131501; about 1 in 100 counters sessions on a loaded machine).
+        // So those EventSources are made here, before anyone attaches.
+        private static void EventSourcesFirst()
+        {
+            System.Buffers.ArrayPool<char>.Shared.Return(System.Buffers.ArrayPool<char>.Shared.Rent(1));
+            System.Threading.Tasks.Task.Run(() => { }).Wait();
+            System.Threading.Tasks.Task.Delay(1).Wait();
+            GC.KeepAlive(SampleCounters.Log);
+            System.Runtime.CompilerServices.RuntimeHelpers.RunClassConstructor(typeof(Telemetry).TypeHandle);
+        }
+
         // Induced collections at a steady rate, each followed by its number (GC.CollectionCount(0)
         // counts every GC, so right after GC.Collect it is the number of that collection): the
         // known answer of `dntrace gc` on this process.
         // With background, every other one is a background gen2 GC (not blocking): the kind whose
-        // pause is not its length.
+        // pause is not its length; and the number of the latest background GC that has ended, so that a
+        // test knows one did while it recorded.
         private static void GcInduce(double perSecond, bool background, CancellationToken stop)
         {
             var period = TimeSpan.FromSeconds(1 / perSecond);
@@ -67,6 +85,7 @@ namespace Sample
                 else
                     GC.Collect();
                 Console.WriteLine("induced " + GC.CollectionCount(0));
+                if (background) Console.WriteLine("bgc " + GC.GetGCMemoryInfo(GCKind.Background).Index);
                 Console.Out.Flush();
             } while (!stop.WaitHandle.WaitOne(period));
         }

@@ -25,17 +25,19 @@ namespace Sample
 
         public static bool Known(string type) => type == "byte[]" || type == "string" || type == "Sample.Payload";
 
-        // Allocates at bytesPerSecond in slices of 10 ms; only what Allocate allocates is counted,
-        // measured around each call (the 'allocated' lines themselves allocate strings).
-        public static void Run(string type, double bytesPerSecond, CancellationToken stop)
+        // Allocates at bytesPerSecond in slices of 10 ms, until stopped or (total > 0) total bytes are
+        // allocated; only what Allocate allocates is counted, measured around each call (the
+        // 'allocated' lines themselves allocate strings).
+        public static void Run(string type, double bytesPerSecond, long total, CancellationToken stop)
         {
             var keep = new object?[Kept];
             int slot = 0;
             var clock = Stopwatch.StartNew();
             long reported = 0;
-            while (!stop.IsCancellationRequested)
+            while (!stop.IsCancellationRequested && (total <= 0 || Interlocked.Read(ref _allocated) < total))
             {
                 double due = clock.Elapsed.TotalSeconds * bytesPerSecond;
+                if (total > 0) due = Math.Min(due, total);
                 long done = Interlocked.Read(ref _allocated);
                 if (done < due)
                 {

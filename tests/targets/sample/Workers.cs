@@ -12,19 +12,27 @@ namespace Sample
     {
         private readonly Options _opts;
         private readonly CancellationToken _stop;
+        private readonly Action _finish;
         private readonly List<Thread> _threads = new();
 
-        public Workers(Options opts, CancellationToken stop)
+        // finish: ends the process's run (Main's wait), for a workload that has done all it was asked
+        public Workers(Options opts, CancellationToken stop, Action finish)
         {
             _opts = opts;
             _stop = stop;
+            _finish = finish;
         }
 
         public void Start()
         {
             if (_opts.Cpu) Spawn("cpu-work", () => CpuWork.Run(_stop));
             if (_opts.Blocking) Spawn("blocking-work", () => BlockingWork.Run(_stop));
-            if (_opts.AllocType != null) Spawn("alloc-work", () => RatedAlloc.Run(_opts.AllocType, _opts.AllocRate, _stop));
+            if (_opts.AllocType != null)
+                Spawn("alloc-work", () =>
+                {
+                    RatedAlloc.Run(_opts.AllocType, _opts.AllocRate, _opts.AllocTotal, _stop);
+                    if (_opts.AllocTotal > 0) _finish();
+                });
             else if (_opts.Alloc) Spawn("alloc-work", () => AllocWork.Run(_stop));
             if (_opts.Exceptions) Spawn("exception-work", () => Faults.Run(_stop));
             if (_opts.Counters) Spawn("metrics-work", () => Telemetry.Run(_stop));
@@ -33,12 +41,21 @@ namespace Sample
             for (int i = 1; i <= _opts.IdleThreads; i++) Spawn("idle-" + i, () => IdleWork.Park(_stop));
             if (_opts.PoolStarve) Spawn("pool-starve", () => PoolStarve.Run(_stop));
             if (_opts.ThrowRate > 0)
-                Spawn("throw-work", () => ThrowWork.Run(_opts.ThrowRate, _opts.ThrowCount, _opts.ThrowDelay, _stop));
-            if (_opts.CrashAfter >= 0) Spawn("crash-work", () => ThrowWork.Crash(_opts.CrashAfter, _stop));
+                Spawn("throw-work", () =>
+                {
+                    if (StartFile.Wait(_opts.StartFile, _stop))
+                        ThrowWork.Run(_opts.ThrowRate, _opts.ThrowCount, _opts.ThrowDelay, _stop);
+                });
+            if (_opts.CrashAfter >= 0)
+                Spawn("crash-work", () =>
+                {
+                    if (StartFile.Wait(_opts.StartFile, _stop)) ThrowWork.Crash(_opts.CrashAfter, _stop);
+                });
             if (_opts.Contend)
             {
                 Spawn("contend-a", () => ContendWork.Run(_stop));
                 Spawn("contend-b", () => ContendWork.Run(_stop));
+                Spawn("contend-report", () => ContendWork.Report(_stop));
             }
         }
 
@@ -52,6 +69,20 @@ namespace Sample
             var t = new Thread(body) { Name = name, IsBackground = true };
             _threads.Add(t);
             t.Start();
+        }
+    }
+
+    // --start-file: a workload that begins when a test says so (once its session runs), not at a
+    // time the test would have to guess.
+    public static class StartFile
+    {
+        // Waits for the file at path (none: at once); false when the process stops first.
+        public static bool Wait(string? path, CancellationToken stop)
+        {
+            if (path == null) return true;
+            while (!System.IO.File.Exists(path))
+                if (stop.WaitHandle.WaitOne(10)) return false;
+            return true;
         }
     }
 
@@ -282,6 +313,17 @@ namespace Sample
             {
                 Thread.Sleep(5);
             }
+        }
+
+        // The runtime's own count of contended waits (on any lock), for a test to know that some
+        // happened while it recorded.
+        public static void Report(CancellationToken stop)
+        {
+            do
+            {
+                Console.WriteLine("contention " + Monitor.LockContentionCount);
+                Console.Out.Flush();
+            } while (!stop.WaitHandle.WaitOne(TimeSpan.FromMilliseconds(250)));
         }
     }
 }
