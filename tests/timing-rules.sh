@@ -24,9 +24,16 @@ srcdir = sys.argv[1]
 RAW_CLOCK = r'\bclock_gettime\s*\(|\bgettimeofday\s*\(|\btime\s*\(\s*(NULL|0)?\s*\)|\bclock\s*\(\s*\)'
 # in the tests themselves the helpers' clocks count too; tests/lib's waits use them under
 # dnt_ceiling_ms (run.h), so there only the raw reads (the helpers' own) need their comment
-HELPER_CLOCK = r'|\b(dnt_)?now_ms\s*\(|\bms_since\s*\(|(\.|->)seconds\b|(\.|->)max_ms\b'
+HELPER_CLOCK = r'|\b(dnt_)?now_ms\s*\(|\bms_since\s*\('
 CLOCK_IN_TESTS = re.compile(RAW_CLOCK + HELPER_CLOCK)
 CLOCK_IN_LIB = re.compile(RAW_CLOCK)
+# a run's wall time (dnt_run's .seconds) or a scraper's slowest answer: a clock too, unless it is
+# only printed (an argument after the message's format string); seconds[i] is a row of seconds
+MEASURED = re.compile(r'(\.|->)(seconds|max_ms)\b(?!\s*\[)')
+
+def measured_clock(code):
+    fmt = code.find('""')
+    return any(fmt < 0 or m.start() < fmt for m in MEASURED.finditer(code))
 TIMEOUT = re.compile(r'\.timeout\s*=\s*([0-9.]+)')
 ASSERT_START = re.compile(r'\bcr_(assert|expect)\w*\s*\(')
 TIME_NAME = r'[A-Za-z_][\w.>-]*'
@@ -85,7 +92,8 @@ def findings(path):
             continue  # a comment's line
         # string literals and // comments are not code ("pause.time.seconds" is a name)
         code = re.sub(r'"(\\.|[^"\\])*"', '""', line).split('//')[0]
-        if clock.search(code) and not marked(lines, i):
+        in_tests = clock is CLOCK_IN_TESTS
+        if (clock.search(code) or (in_tests and measured_clock(code))) and not marked(lines, i):
             out.append('%s:%d: clock read with no `timing:` comment saying why: %s' % (path, i + 1, line.strip()))
         for m in TIMEOUT.finditer(code):
             if float(m.group(1)) < 60:
