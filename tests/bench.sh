@@ -247,6 +247,36 @@ else
   echo "(no sample target: ps/info timings skipped)"
 fi
 
+# Figures the tests once held to bounds and now only print (issue 23: no wall-clock bound decides
+# a test): stacks of 500+ threads (was <= 1 s), how long after its --duration collect stops (was
+# < 1 s past it), and `counters serve`'s scrape while a slow client trickles (the slowloris test
+# prints its own median and max in its log)
+if [ -x "$exe" ]; then
+  echo "== figures the tests print but no longer judge"
+  "$exe" --threads 500 >/dev/null 2>&1 &
+  pid=$!
+  for _ in $(seq 600); do ls /tmp/dotnet-diagnostic-$pid-*-socket >/dev/null 2>&1 && break; sleep 0.1; done
+  sleep 2
+  for _ in 1 2 3; do
+    /usr/bin/time -f "%e" -o /tmp/dnt-bench-time $DNT_BIN stacks -p $pid >/dev/null 2>&1
+    tail -n 1 /tmp/dnt-bench-time
+  done | sort -n | awk '{ t[NR] = $1 } END { printf "stacks of 500+ threads: best %.2f s, worst %.2f s of 3 (the test once wanted <= 1 s)\n", t[1], t[NR] }'
+  log=/tmp/dnt-bench-collect.log
+  start=$(date +%s.%N)
+  $DNT_BIN collect -p $pid --duration 2s -o /tmp/dnt-bench-d.nettrace >$log 2>&1 &
+  col=$!
+  started=
+  while kill -0 $col 2>/dev/null; do
+    [ -z "$started" ] && grep -q 'Tracing started' $log && started=$(date +%s.%N)
+    sleep 0.01
+  done
+  ended=$(date +%s.%N)
+  awk -v a="$start" -v b="${started:-$start}" -v c="$ended" \
+    'BEGIN { printf "collect --duration 2s: session started %.2f s after launch, exited %.2f s after that (the test once wanted < 3 s)\n", b - a, c - b }'
+  kill $pid; wait $pid 2>/dev/null || true
+  rm -f /tmp/dnt-bench-d.nettrace $log /tmp/dnt-bench-time
+fi
+
 # serve as an agent: two targets, profiles and scrapes (SERVE_BENCH_SECONDS, default 120)
 sh "$(dirname "$0")/bench-serve.sh"
 

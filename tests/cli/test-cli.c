@@ -201,17 +201,21 @@ Test(cli, info_on_a_zombie_says_it_exited) {
   pid_t child = fork();
   cr_assert_geq(child, 0);
   if (child == 0) _exit(0);
+  /* waits until it has exited, without reaping it (WNOWAIT): a zombie from then on, however long
+   * the machine takes to run it */
+  siginfo_t si;
+  memset(&si, 0, sizeof si);
+  int w;
+  while ((w = waitid(P_PID, (id_t)child, &si, WEXITED | WNOWAIT)) != 0 && errno == EINTR) {}
+  cr_assert_eq(w, 0, "waitid: %s", strerror(errno));
+  cr_assert_eq(si.si_pid, child);
   char path[64], state[256] = "";
   snprintf(path, sizeof path, "/proc/%d/stat", (int)child);
-  for (int i = 0; i < 200 && !strstr(state, ") Z "); i++) { /* wait until the kernel says Z */
-    FILE *fp = fopen(path, "r");
-    if (fp) {
-      if (!fgets(state, sizeof state, fp)) state[0] = '\0';
-      fclose(fp);
-    }
-    if (!strstr(state, ") Z ")) usleep(10000);
-  }
-  cr_assert(strstr(state, ") Z "), "the child is a zombie: %s", state);
+  FILE *fp = fopen(path, "r");
+  cr_assert(fp, "%s", path);
+  if (!fgets(state, sizeof state, fp)) state[0] = '\0';
+  fclose(fp);
+  cr_assert(strstr(state, ") Z "), "the kernel says the child is a zombie: %s", state);
   char arg[16];
   snprintf(arg, sizeof arg, "%d", (int)child);
   struct dnt_run r;
@@ -241,7 +245,7 @@ Test(cli, root_refused_is_not_told_to_run_as_root) {
   snprintf(cmd, sizeof cmd, "exec setpriv --bounding-set=-all --inh-caps=-all \"$DNT_BIN\" info -p %d", (int)child);
   char *argv[] = {"/bin/sh", "-c", cmd, NULL};
   struct dnt_run r;
-  int rc = dnt_run_argv(&r, argv, NULL, 20000);
+  int rc = dnt_run_argv(&r, argv, NULL, DNT_HANG_MS);
   kill(child, SIGKILL);
   waitpid(child, NULL, 0);
   cr_assert_eq(rc, 3, "out: %s err: %s", r.out, r.err);
@@ -263,7 +267,7 @@ Test(cli, info_by_unknown_name) {
 Test(cli, ps_output_to_a_full_disk_fails_loudly) {
   char *argv[] = {"/bin/sh", "-c", "exec \"$DNT_BIN\" ps > /dev/full", NULL};
   struct dnt_run r;
-  cr_assert_eq(dnt_run_argv(&r, argv, NULL, 20000), 1, "stderr: %s", r.err);
+  cr_assert_eq(dnt_run_argv(&r, argv, NULL, DNT_HANG_MS), 1, "stderr: %s", r.err);
   cr_assert(strstr(r.err, "cannot write to standard output"), "%s", r.err);
   dnt_run_free(&r);
 }
@@ -383,7 +387,7 @@ static char *mistake(const char *const *argv) {
   for (; argv[n - 1]; n++) full[n] = (char *)argv[n - 1];
   full[n] = NULL;
   struct dnt_run r;
-  int rc = dnt_run_argv(&r, full, NULL, 20000);
+  int rc = dnt_run_argv(&r, full, NULL, DNT_HANG_MS);
   cr_assert_eq(rc, 2, "'dntrace %s ...' exits 2 for a usage error, not %d: %s", argv[0], rc, r.err);
   cr_assert_str_eq(r.out, "", "nothing on stdout for '%s ...'", argv[0]);
   char *first = strndup(r.err, strcspn(r.err, "\n"));
@@ -570,7 +574,9 @@ static int man_examples(const char *page, char **lines, int cap) {
 /* Every page has examples, and each example's command line parses: run with its target made
  * bogus (a pid no process has, a name no process has) in an empty directory, it may fail for
  * want of a target or a file, never as a usage error (exit 2). */
-Test(cli, every_man_page_has_examples_that_parse, .timeout = 120) {
+/* .timeout: each example under DNT_HANG_MS (only a hang reaches it; a failing example's cr_expect
+ * lets the others run, so the ceiling is one hang's and a loaded healthy run's) */
+Test(cli, every_man_page_has_examples_that_parse, .timeout = 300) {
   char dir[] = "/tmp/dnt-examples-XXXXXX", old[4096];
   cr_assert(mkdtemp(dir));
   cr_assert(getcwd(old, sizeof old));
@@ -599,7 +605,7 @@ Test(cli, every_man_page_has_examples_that_parse, .timeout = 120) {
       }
       argv[argc] = NULL;
       struct dnt_run r;
-      int rc = dnt_run_argv(&r, argv, NULL, 30000);
+      int rc = dnt_run_argv(&r, argv, NULL, DNT_HANG_MS);
       cr_expect(rc != 2 && rc >= 0 && rc < 128, "'%s' (dntrace%s(1)) parses: exit %d\n%s", ex[k], pages[i], rc, r.err);
       dnt_run_free(&r);
       free(copy);
@@ -617,7 +623,9 @@ Test(cli, every_man_page_has_examples_that_parse, .timeout = 120) {
 /* On a terminal 'dntrace help CMD' shows the manual page: the one in $DNT_MANDIR (a page of our
  * own making here, so the test sees which one was shown), else the installed or the source
  * tree's. script(1) gives it the terminal; col -b undoes man's overstrikes. */
-Test(cli, help_shows_the_man_page_on_a_terminal, .timeout = 60) {
+/* .timeout: three runs under DNT_HANG_MS each (cr_expect lets a hung one end and the next run): two
+ * hangs at most fit, with a healthy run's few seconds */
+Test(cli, help_shows_the_man_page_on_a_terminal, .timeout = 300) {
   if (system("command -v script >/dev/null 2>&1 && command -v man >/dev/null 2>&1 && command -v col >/dev/null 2>&1"))
     cr_skip_test("needs script(1), man(1) and col(1)");
   char dir[] = "/tmp/dnt-manpages-XXXXXX", page[128], cmd[8192], sh[8300];
@@ -631,13 +639,13 @@ Test(cli, help_shows_the_man_page_on_a_terminal, .timeout = 60) {
   char *const argv[] = {"/bin/sh", "-c", sh, NULL};
   snprintf(cmd, sizeof cmd, "env MANPAGER='col -bx' DNT_MANDIR='%s' '%s' help convert", dir, dnt_bin());
   snprintf(sh, sizeof sh, "script -qec \"%s\" /dev/null", cmd);
-  dnt_run_argv(&r, argv, NULL, 30000);
+  dnt_run_argv(&r, argv, NULL, DNT_HANG_MS);
   cr_expect(strstr(r.out, "zebra-planted-by-the-test"), "the page from DNT_MANDIR:\n%s%s", r.out, r.err);
   dnt_run_free(&r);
   /* without DNT_MANDIR: the real page (installed or in the tree), whose sections the usage lacks */
   snprintf(cmd, sizeof cmd, "env MANPAGER='col -bx' DNT_MANDIR= '%s' help convert", dnt_bin());
   snprintf(sh, sizeof sh, "script -qec \"%s\" /dev/null", cmd);
-  dnt_run_argv(&r, argv, NULL, 30000);
+  dnt_run_argv(&r, argv, NULL, DNT_HANG_MS);
   cr_expect(strstr(r.out, "EXIT STATUS") && strstr(r.out, "EXAMPLES"), "the manual page:\n%s%s", r.out, r.err);
   dnt_run_free(&r);
   /* not on a terminal: the usage, as before */

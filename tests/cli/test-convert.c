@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../lib/record-cr.h"
 #include "../lib/nt-scan.h"
 #include "../lib/run.h"
 #include "../lib/target-cr.h"
@@ -37,11 +38,147 @@ static const char *speedscope_check =
     "  total+=sum(p['weights'])\n"
     "print('%.3f'%total)\n";
 
-Test(convert, folded_and_speedscope_carry_every_sample, .timeout = 120) {
+static void write_text(const char *path, const char *text) {
+  FILE *fp = fopen(path, "w");
+  cr_assert(fp, "%s", path);
+  fputs(text, fp);
+  cr_assert_eq(fclose(fp), 0, "%s", path);
+}
+
+/* Python for the checks below: `order FILE` prints each speedscope profile as
+ * "name:stack=weight,..." (a stack as its frame names root first, ';' between them), profiles
+ * separated by '|'; `loader JSON JS [TID]` writes the script speedscope's localProfilePath loads
+ * (the JSON, only thread TID's events when given); `sandwich HTML` prints the profile names of the
+ * page's profile list and the rows of its sandwich table (total, self, name), one a line.
+ *
+ * The browser: headless Chromium driven over its DevTools pipe (--remote-debugging-pipe: commands
+ * on its fd 3, answers on its fd 4, JSON messages ended by a NUL), so that the test waits for
+ * what the page does, not for a budget of (virtual) time. `view URL HTML` loads speedscope and
+ * writes the page's DOM once its sandwich table shows a row: speedscope renders those rows only
+ * in an animation frame (its list measures its viewport there), and a loaded machine delays
+ * frames, so a DOM dumped at a moment of time can show the profile without its rows. The page is
+ * watched (a MutationObserver) for a row, whatever its numbers (the test reads them), with a
+ * ceiling of 60 s from the page's load that only a hang reaches; it fails with "no rows rendered"
+ * and what the page said (console, exceptions, a dialog), distinct from wrong numbers.
+ * `shot SVG PNG` takes a screenshot of the loaded SVG (1400x900) and prints its width, height and
+ * the most pixels of one line that are neither white nor the SVG's background (its first rect).
+ * Chromium's every answer comes within 150 s of its start, or the helper fails saying so. */
+static const char *viewer_py =
+    "import base64,fcntl,json,os,re,select,struct,subprocess,sys,tempfile,time,zlib\n"
+    "def chromium(url,extra):\n"
+    "  t0=time.monotonic(); hang=150; said=[]; held=[]; buf=[b'']; n=[0]\n"
+    "  def high(fd): h=fcntl.fcntl(fd,fcntl.F_DUPFD_CLOEXEC,10); os.close(fd); return h\n"
+    "  cr,cw=map(high,os.pipe()); rr,rw=map(high,os.pipe()); err=tempfile.TemporaryFile()\n"
+    "  p=subprocess.Popen(['/usr/bin/chromium','--headless','--no-sandbox','--disable-gpu','--remote-debugging-pipe']+extra,\n"
+    "    stdin=subprocess.DEVNULL,stdout=subprocess.DEVNULL,stderr=err,close_fds=False,preexec_fn=lambda:(os.dup2(cr,3),os.dup2(rw,4)))\n"
+    "  os.close(cr); os.close(rw)\n"
+    "  def fail(why,own=False):\n"
+    "    p.kill(); p.wait(); err.seek(0)\n"
+    "    sys.stderr.write('%s (%.1f s after chromium started); the page said: %s\\n'%(why,time.monotonic()-t0,' / '.join(said[-6:]) or 'nothing'))\n"
+    "    if own: sys.stderr.write('chromium said: %s\\n'%err.read().decode(errors='replace')[-1500:])\n"
+    "    sys.exit(1)\n"
+    "  def read():\n"
+    "    while b'\\0' not in buf[0]:\n"
+    "      left=t0+hang-time.monotonic()\n"
+    "      if left<=0 or not select.select([rr],[],[],left)[0]: fail('chromium: no answer within %d s (a hang)'%hang,True)\n"
+    "      d=os.read(rr,1<<20)\n"
+    "      if not d: fail('chromium exited (status %s)'%p.wait(),True)\n"
+    "      buf[0]+=d\n"
+    "    m,buf[0]=buf[0].split(b'\\0',1); m=json.loads(m); ev=m.get('method'); a=m.get('params',{})\n"
+    "    if ev=='Runtime.exceptionThrown': said.append('exception: %s'%a['exceptionDetails'].get('exception',{}).get('description',a['exceptionDetails']['text']))\n"
+    "    elif ev=='Runtime.consoleAPICalled': said.append('console.%s: %s'%(a['type'],' '.join(str(x.get('value',x.get('description',''))) for x in a['args'])))\n"
+    "    elif ev=='Log.entryAdded' and a['entry']['level']=='error' and 'WebGL' not in a['entry']['text']: said.append('log: %s'%a['entry']['text'])\n"
+    "    elif ev=='Page.javascriptDialogOpening': said.append('dialog: %s'%a['message']); fail('the page opened a dialog')\n"
+    "    return m\n"
+    "  def call(method,params={},session=None):\n"
+    "    n[0]+=1; m={'id':n[0],'method':method,'params':params}\n"
+    "    if session: m['sessionId']=session\n"
+    "    os.write(cw,json.dumps(m).encode()+b'\\0')\n"
+    "    while True:\n"
+    "      m=read()\n"
+    "      if m.get('id')==n[0]:\n"
+    "        if 'error' in m: fail('%s: %s'%(method,m['error']))\n"
+    "        return m['result']\n"
+    "      held.append(m)\n"
+    "  tid=call('Target.createTarget',{'url':'about:blank'})['targetId']\n"
+    "  ss=call('Target.attachToTarget',{'targetId':tid,'flatten':True})['sessionId']\n"
+    "  for d in ('Page.enable','Runtime.enable','Log.enable'): call(d,{},ss)\n"
+    "  call('Page.setLifecycleEventsEnabled',{'enabled':True},ss)\n"
+    "  nav=call('Page.navigate',{'url':url},ss)\n"
+    "  if nav.get('errorText'): fail('cannot load %s: %s'%(url,nav['errorText']))\n"
+    "  loaded=lambda m:m.get('method')=='Page.lifecycleEvent' and m['params']['name']=='load' and m['params']['loaderId']==nav['loaderId']\n"
+    "  if not any(loaded(m) for m in held):\n"
+    "    while not loaded(read()): pass\n"
+    "  def close():\n"
+    "    os.write(cw,json.dumps({'id':0,'method':'Browser.close'}).encode()+b'\\0')\n"
+    "    try: p.wait(timeout=max(1,t0+hang-time.monotonic()))\n"
+    "    except subprocess.TimeoutExpired: p.kill(); p.wait()\n"
+    "  return lambda method,params={}:call(method,params,ss),fail,close\n"
+    "if sys.argv[1]=='order':\n"
+    "  d=json.load(open(sys.argv[2])); fr=[f['name'] for f in d['shared']['frames']]\n"
+    "  print('|'.join(p['name']+':'+','.join(';'.join(fr[i] for i in s)+'=%g'%w for s,w in zip(p['samples'],p['weights'])) for p in d['profiles']))\n"
+    "elif sys.argv[1]=='loader':\n"
+    "  d=json.load(open(sys.argv[2]))\n"
+    "  if len(sys.argv)>4: d['traceEvents']=[e for e in d['traceEvents'] if e['tid'] in (0,int(sys.argv[4]))]\n"
+    "  b=base64.b64encode(json.dumps(d).encode()).decode()\n"
+    "  open(sys.argv[3],'w').write('speedscope.loadFileFromBase64(%s,%s)'%(json.dumps('t.chromium.json'),json.dumps(b)))\n"
+    "elif sys.argv[1]=='sandwich':\n"
+    "  s=open(sys.argv[2]).read(); s=re.sub(r'<style.*?</style>','',s,flags=re.S)\n"
+    "  t=[x.strip() for x in re.sub(r'<[^>]+>','\\n',s).replace('&lt;','<').split('\\n') if x.strip()]\n"
+    "  for x in t:\n"
+    "    if ' (tid ' in x: print('profile', x)\n"
+    "  i=t.index('Symbol Name')+1\n"
+    "  while i+2<len(t) and re.match(r'^[0-9.]+[a-z]+ \\(',t[i]): print('row', t[i], '|', t[i+1], '|', t[i+2]); i+=3\n"
+    "elif sys.argv[1]=='view':\n"
+    "  call,fail,close=chromium(sys.argv[2],['--allow-file-access-from-files'])\n"
+    "  js=('new Promise(done=>{const rows=()=>{const h=[...document.querySelectorAll(\"th\")].find(e=>e.textContent.trim()==\"Symbol Name\");'\n"
+    "      'return !!h&&[...document.querySelectorAll(\"tr\")].some(r=>r.querySelector(\"td\")&&h.compareDocumentPosition(r)&Node.DOCUMENT_POSITION_FOLLOWING);};'\n"
+    "      'const check=()=>{if(rows()){mo.disconnect();done(document.documentElement.outerHTML);}'\n"
+    "      'else if(/Something went wrong/.test(document.body.textContent)){mo.disconnect();done(\"error: \"+document.body.innerText);}};'\n"
+    "      'const mo=new MutationObserver(check);mo.observe(document,{subtree:true,childList:true,characterData:true,attributes:true});'\n"
+    "      'setTimeout(()=>{mo.disconnect();done(\"\");},60000);check();})')\n"
+    "  v=call('Runtime.evaluate',{'expression':js,'awaitPromise':True,'returnByValue':True})['result'].get('value')\n"
+    "  if not v: fail('no rows rendered: speedscope showed no row of its sandwich table within 60 s of the page\\'s load')\n"
+    "  if v.startswith('error: '): fail('no rows rendered: speedscope could not load the profile (%s)'%' '.join(v[7:].split()))\n"
+    "  open(sys.argv[3],'w').write(v); close()\n"
+    "elif sys.argv[1]=='shot':\n"
+    "  call,fail,close=chromium('file://'+sys.argv[2],['--window-size=1400,900'])\n"
+    "  png=base64.b64decode(call('Page.captureScreenshot',{'format':'png'})['data']); close()\n"
+    "  open(sys.argv[3],'wb').write(png)\n"
+    "  assert png[:8]==b'\\x89PNG\\r\\n\\x1a\\n','not a PNG'\n"
+    "  i=8; idat=b''\n"
+    "  while i<len(png):\n"
+    "    k,=struct.unpack('>I',png[i:i+4]); t=png[i+4:i+8]; d=png[i+8:i+8+k]; i+=12+k\n"
+    "    if t==b'IHDR': w,h,depth,ct,_,_,il=struct.unpack('>IIBBBBB',d)\n"
+    "    elif t==b'IDAT': idat+=d\n"
+    "  assert depth==8 and ct in (2,6) and not il,'an 8-bit RGB(A) PNG'\n"
+    "  bpp=3 if ct==2 else 4; raw=zlib.decompress(idat); stride=w*bpp; prev=bytearray(stride); q=0; widest=0\n"
+    "  bg={b'\\xff\\xff\\xff',bytes(map(int,re.search(r'<rect [^>]*fill=\"rgb\\((\\d+),(\\d+),(\\d+)\\)\"',open(sys.argv[2]).read()).groups()))}\n"
+    "  for y in range(h):\n"
+    "    f=raw[q]; line=bytearray(raw[q+1:q+1+stride]); q+=1+stride\n"
+    "    if f==2: line=bytearray((a+b)&255 for a,b in zip(line,prev))\n"
+    "    elif f in (1,3,4):\n"
+    "      for x in range(stride):\n"
+    "        a=line[x-bpp] if x>=bpp else 0; up=prev[x]; c=prev[x-bpp] if x>=bpp else 0\n"
+    "        if f==1: line[x]=(line[x]+a)&255\n"
+    "        elif f==3: line[x]=(line[x]+(a+up)//2)&255\n"
+    "        else:\n"
+    "          pa=abs(up-c); pb=abs(a-c); pc=abs(a+up-2*c)\n"
+    "          line[x]=(line[x]+(a if pa<=pb and pa<=pc else up if pb<=pc else c))&255\n"
+    "    widest=max(widest,sum(bytes(line[x:x+3]) not in bg for x in range(0,stride,bpp))); prev=line\n"
+    "  print(w,h,widest)\n";
+/* more than the helper's own ceiling (150 s), so that it says what it waited for */
+#define VIEWER_CEILING_MS 180000
+
+/* The inner ceilings: the sample's start and its cpu-work's first 0.1 s of CPU (DNT_HANG_MS each,
+ * only a hang), at most 126 s of recording, and the screenshot (VIEWER_CEILING_MS); one of them at
+ * most is reached, the test's assertion ending it, and a healthy run under load takes about a
+ * minute. */
+Test(convert, folded_and_speedscope_carry_every_sample, .timeout = 480) {
   DNT_REQUIRE_TARGET();
   if (system("command -v python3 >/dev/null 2>&1") != 0) cr_skip_test("needs python3 for the strict JSON check");
   dnt_target t;
-  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = 30000};
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1};
   char err[512];
   cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
   char dir[] = "/tmp/dnt-convert-XXXXXX";
@@ -52,11 +189,12 @@ Test(convert, folded_and_speedscope_carry_every_sample, .timeout = 120) {
   snprintf(ss, sizeof ss, "%s/t.speedscope.json", dir);
   snprintf(pid, sizeof pid, "%d", (int)t.pid);
   struct dnt_run r;
-  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "-o", trace, "--duration", "2s", NULL), 0, "%s", r.err);
-  dnt_run_free(&r);
-  dnt_target_stop(&t);
+  /* cpu-work in CountPrimes, and sampled there: what the assertions on CountPrimes below need,
+   * whatever share of the CPU the machine gives the sample */
+  pid_t cpu_tid = dnt_wait_thread_ran(t.pid, "cpu-work", 0.1);
   static struct nt_scan s;
-  cr_assert_eq(nt_scan_file(trace, &s), 0);
+  dnt_collect_until(t.pid, trace, NULL, "Microsoft-DotNETCore-SampleProfiler", 0, cpu_tid, 10, &s);
+  dnt_target_stop(&t);
   uint64_t samples = nt_scan_count(&s, "Microsoft-DotNETCore-SampleProfiler", 0, 0);
   cr_assert_gt(samples, 0);
 
@@ -111,7 +249,7 @@ Test(convert, folded_and_speedscope_carry_every_sample, .timeout = 120) {
   fputs(speedscope_check, fp);
   fclose(fp);
   char *argv[] = {"/usr/bin/env", "python3", py, ss, NULL};
-  cr_assert_eq(dnt_run_argv(&r, argv, NULL, 60000), 0, "speedscope check failed: %s", r.err);
+  cr_assert_eq(dnt_run_argv(&r, argv, NULL, DNT_HANG_MS), 0, "speedscope check failed: %s", r.err);
   double total_ms = atof(r.out);
   /* the weights are the threads' spans (not the samples times the nominal interval: the runtime
    * samples less often than it announces) */
@@ -154,7 +292,7 @@ Test(convert, folded_and_speedscope_carry_every_sample, .timeout = 120) {
   /* the runtime's ProcessInfo gives the command line: the sample's apphost, by its file name */
   const char *exe = strrchr(dnt_target_exe(), '/') ? strrchr(dnt_target_exe(), '/') + 1 : dnt_target_exe();
   char *cargv2[] = {"/usr/bin/env", "python3", py, chromium_json, pid, (char *)exe, NULL};
-  cr_assert_eq(dnt_run_argv(&r, cargv2, NULL, 60000), 0, "chromium check failed: %s", r.err);
+  cr_assert_eq(dnt_run_argv(&r, cargv2, NULL, DNT_HANG_MS), 0, "chromium check failed: %s", r.err);
   int threads = 0, countprimes_events = 0;
   cr_assert_eq(sscanf(r.out, "%d %d", &threads, &countprimes_events), 2, "%s", r.out);
   cr_assert_geq(threads, 2, "several threads: %s", r.out);
@@ -230,22 +368,25 @@ Test(convert, folded_and_speedscope_carry_every_sample, .timeout = 120) {
     }
   }
 
-  /* it renders: headless Chromium takes a screenshot of it */
-  const char *chromium = access("/usr/bin/chromium", X_OK) == 0 ? "/usr/bin/chromium" : NULL;
-  if (!chromium) {
+  /* it renders: headless Chromium, driven over its DevTools pipe, shows it once the page has
+   * loaded (its script, which fits the labels, has run): a line of the screenshot is covered by
+   * frames across the graph's width, as the first row spans it. A blank page (whose PNG weighs
+   * more than 5000 bytes too) or one that shows an error has no such line. */
+  if (access("/usr/bin/chromium", X_OK) != 0) {
     const char *ci = getenv("CI");
     if (ci && strcmp(ci, "true") == 0) cr_assert_fail("no chromium to render the flame graph (./bootstrap.sh installs it)");
   } else {
-    char png[80], shot[200], url[120];
+    char png[80], vpy[80];
     snprintf(png, sizeof png, "%s/t.png", dir);
-    snprintf(shot, sizeof shot, "--screenshot=%s", png);
-    snprintf(url, sizeof url, "file://%s", svg);
-    char *cargv[] = {(char *)chromium, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1400,900",
-                     shot, url, NULL};
-    dnt_run_argv(&r, cargv, NULL, 60000);
-    struct stat st;
-    cr_assert_eq(stat(png, &st), 0, "chromium wrote a screenshot: %s", r.err);
-    cr_assert_gt(st.st_size, 5000, "a screenshot with something in it (%lld bytes)", (long long)st.st_size);
+    snprintf(vpy, sizeof vpy, "%s/viewer.py", dir);
+    write_text(vpy, viewer_py);
+    char *sargv[] = {"/usr/bin/env", "python3", vpy, "shot", svg, png, NULL};
+    cr_assert_eq(dnt_run_argv(&r, sargv, NULL, VIEWER_CEILING_MS), 0, "chromium shows the flame graph: %s", r.err);
+    int w = 0, h = 0, widest = 0;
+    cr_assert_eq(sscanf(r.out, "%d %d %d", &w, &h, &widest), 3, "%s", r.out);
+    cr_assert_geq(widest, w * 9 / 10,
+                  "a line of the %dx%d screenshot %s covered by frames across the width: at most %d pixels", w, h, png,
+                  widest);
     dnt_run_free(&r);
   }
   char cmd[128];
@@ -273,7 +414,9 @@ static int lines_of(const char *s) {
 
 /* An SVG that cannot be written: one line of dntrace's own with the path and the reason (no
  * libxml2 lines), exit 1, and no half-written file left behind. */
-Test(convert, an_unwritable_flame_graph_is_one_line_with_its_reason, .timeout = 120) {
+/* .timeout: above one DNT_HANG_MS ceiling (only a hang reaches it; a failed step ends the test)
+ * and a loaded healthy run */
+Test(convert, an_unwritable_flame_graph_is_one_line_with_its_reason, .timeout = 240) {
   char trace[4200];
   corpus_trace(trace, sizeof trace);
   if (geteuid() != 0) {
@@ -301,7 +444,7 @@ Test(convert, an_unwritable_flame_graph_is_one_line_with_its_reason, .timeout = 
            "echo \"files: $(ls '%s' | tr '\\n' ' ')\"; exit $rc",
            dir, dir, trace, dir, dir);
   char *argv[] = {"/usr/bin/unshare", "-m", "--propagation", "private", "/bin/sh", "-c", cmd, NULL};
-  cr_assert_eq(dnt_run_argv(&r, argv, NULL, 60000), 1, "out: %s err: %s", r.out, r.err);
+  cr_assert_eq(dnt_run_argv(&r, argv, NULL, DNT_HANG_MS), 1, "out: %s err: %s", r.out, r.err);
   snprintf(want, sizeof want, "dntrace: error: cannot write '%s/f.svg': No space left on device\n", dir);
   cr_assert_str_eq(r.err, want);
   cr_assert_eq(lines_of(r.err), 1);
@@ -333,52 +476,24 @@ static const char *speedscope_index(void) {
   return index;
 }
 
-/* Python for the checks below: `order FILE` prints each speedscope profile as
- * "name:stack=weight,..." (a stack as its frame names root first, ';' between them), profiles
- * separated by '|'; `loader JSON JS [TID]` writes the script speedscope's localProfilePath loads
- * (the JSON, only thread TID's events when given); `sandwich HTML` prints the profile names of the
- * page's profile list and the rows of its sandwich table (total, self, name), one a line. */
-static const char *viewer_py =
-    "import base64,json,re,sys\n"
-    "if sys.argv[1]=='order':\n"
-    "  d=json.load(open(sys.argv[2])); fr=[f['name'] for f in d['shared']['frames']]\n"
-    "  print('|'.join(p['name']+':'+','.join(';'.join(fr[i] for i in s)+'=%g'%w for s,w in zip(p['samples'],p['weights'])) for p in d['profiles']))\n"
-    "elif sys.argv[1]=='loader':\n"
-    "  d=json.load(open(sys.argv[2]))\n"
-    "  if len(sys.argv)>4: d['traceEvents']=[e for e in d['traceEvents'] if e['tid'] in (0,int(sys.argv[4]))]\n"
-    "  b=base64.b64encode(json.dumps(d).encode()).decode()\n"
-    "  open(sys.argv[3],'w').write('speedscope.loadFileFromBase64(%s,%s)'%(json.dumps('t.chromium.json'),json.dumps(b)))\n"
-    "else:\n"
-    "  s=open(sys.argv[2]).read(); s=re.sub(r'<style.*?</style>','',s,flags=re.S)\n"
-    "  t=[x.strip() for x in re.sub(r'<[^>]+>','\\n',s).replace('&lt;','<').split('\\n') if x.strip()]\n"
-    "  for x in t:\n"
-    "    if ' (tid ' in x: print('profile', x)\n"
-    "  i=t.index('Symbol Name')+1\n"
-    "  while i+2<len(t) and re.match(r'^[0-9.]+[a-z]+ \\(',t[i]): print('row', t[i], '|', t[i+1], '|', t[i+2]); i+=3\n";
-
-/* Loads the chromium file into speedscope in headless chromium (its sandwich view: a table of
- * every frame's total and self time) and returns what the page shows (viewer_py's `sandwich`). */
+/* Loads the chromium file into speedscope in headless Chromium (its sandwich view: a table of
+ * every frame's total and self time) and returns what the page shows (viewer_py's `sandwich`),
+ * once it shows a row (viewer_py's `view`). */
 static char *speedscope_view(const char *dir, const char *index, const char *py, const char *json, const char *tid) {
-  char js[128], html[128], url[4400], script[4400];
+  char js[128], html[128], url[4400];
   snprintf(js, sizeof js, "%s/load.js", dir);
   snprintf(html, sizeof html, "%s/view.html", dir);
   char *largv[] = {"/usr/bin/env", "python3", (char *)py, "loader", (char *)json, js, (char *)tid, NULL};
   struct dnt_run r;
-  cr_assert_eq(dnt_run_argv(&r, largv, NULL, 60000), 0, "loader: %s", r.err);
+  cr_assert_eq(dnt_run_argv(&r, largv, NULL, DNT_HANG_MS), 0, "loader: %s", r.err);
   dnt_run_free(&r);
+  /* the page loads the script from a file: URL (allowed with --allow-file-access-from-files) */
   snprintf(url, sizeof url, "file://%s#localProfilePath=%s&view=sandwich", index, js);
-  /* the page loads the script from a file: URL: allowed for file: pages with this switch */
-  char *cargv[] = {"/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu", "--allow-file-access-from-files",
-                   "--virtual-time-budget=10000", "--dump-dom", url, NULL};
-  cr_assert_eq(dnt_run_argv(&r, cargv, NULL, 90000), 0, "chromium: %s", r.err);
-  FILE *fp = fopen(html, "w");
-  cr_assert(fp);
-  fputs(r.out, fp);
-  fclose(fp);
+  char *vargv[] = {"/usr/bin/env", "python3", (char *)py, "view", url, html, NULL};
+  cr_assert_eq(dnt_run_argv(&r, vargv, NULL, VIEWER_CEILING_MS), 0, "speedscope in chromium: %s", r.err);
   dnt_run_free(&r);
-  snprintf(script, sizeof script, "%s", html);
-  char *sargv[] = {"/usr/bin/env", "python3", (char *)py, "sandwich", script, NULL};
-  cr_assert_eq(dnt_run_argv(&r, sargv, NULL, 60000), 0, "the page has a sandwich table: %s", r.err);
+  char *sargv[] = {"/usr/bin/env", "python3", (char *)py, "sandwich", html, NULL};
+  cr_assert_eq(dnt_run_argv(&r, sargv, NULL, DNT_HANG_MS), 0, "the page has a sandwich table: %s", r.err);
   char *out = strdup(r.out);
   dnt_run_free(&r);
   return out;
@@ -389,7 +504,10 @@ static char *speedscope_view(const char *dir, const char *index, const char *py,
  * Chromium file loads in speedscope, which names its profiles after the process and thread
  * names and nests the frames root first (self time on the leaves, none on the root), also where a
  * frame and its child begin and end together (blocking-work: one stack throughout). */
-Test(convert, timelines_in_time_order_and_in_a_real_viewer, .timeout = 180) {
+/* The inner ceilings: two pages in Chromium (VIEWER_CEILING_MS each; a failed one ends the test),
+ * and python and dntrace on a small file (DNT_HANG_MS, only a hang); a healthy run under load
+ * takes well under a minute. */
+Test(convert, timelines_in_time_order_and_in_a_real_viewer, .timeout = 360) {
   const char *index = speedscope_index();
   char dir[] = "/tmp/dnt-timeline-XXXXXX";
   cr_assert(mkdtemp(dir));
@@ -399,10 +517,7 @@ Test(convert, timelines_in_time_order_and_in_a_real_viewer, .timeout = 180) {
   snprintf(ss, sizeof ss, "%s/t.speedscope.json", dir);
   snprintf(chrome, sizeof chrome, "%s/t.chromium.json", dir);
   cr_assert_eq(dnt_write_v6_trace(trace), 0);
-  FILE *fp = fopen(py, "w");
-  cr_assert(fp);
-  fputs(viewer_py, fp);
-  fclose(fp);
+  write_text(py, viewer_py);
   struct dnt_run r;
   cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "speedscope", NULL), 0, "%s", r.err);
   dnt_run_free(&r);
@@ -412,7 +527,7 @@ Test(convert, timelines_in_time_order_and_in_a_real_viewer, .timeout = 180) {
   /* cpu-work: A B A A B, 2 ms apart: each weighs the time to the next, the two As in a row as one
    * sample (4 ms), the last B none (left out); blocking-work: B B B, 4 ms in all */
   char *oargv[] = {"/usr/bin/env", "python3", py, "order", ss, NULL};
-  cr_assert_eq(dnt_run_argv(&r, oargv, NULL, 60000), 0, "%s", r.err);
+  cr_assert_eq(dnt_run_argv(&r, oargv, NULL, DNT_HANG_MS), 0, "%s", r.err);
   const char *ra = V6_ROOT ";" V6_LEAF_A, *rb = V6_ROOT ";" V6_LEAF_B;
   char want[512];
   snprintf(want, sizeof want, "cpu-work:%s=2,%s=2,%s=4|blocking-work:%s=4\n", ra, rb, ra, rb);

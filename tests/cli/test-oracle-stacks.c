@@ -31,7 +31,9 @@
 #include <unistd.h>
 
 #include "dnt-profile.h"
+#include "../lib/record-cr.h"
 #include "../lib/env-cr.h"
+#include "../lib/nt-scan.h"
 #include "../lib/ntr-writer.h"
 #include "../lib/run.h"
 #include "../lib/target-cr.h"
@@ -367,7 +369,8 @@ static void check_speedscope(const char *path, const struct dnt_profile *prof, c
                0, "%s: %s", path, r.err);
   dnt_run_free(&r);
   char *argv[] = {"/usr/bin/env", "python3", py, ss, NULL};
-  cr_assert_eq(dnt_run_argv(&r, argv, NULL, 120000), 0, "%s: python3 cannot read the speedscope file: %s", path, r.err);
+  cr_assert_eq(dnt_run_argv(&r, argv, NULL, DNT_HANG_MS), 0, "%s: python3 cannot read the speedscope file: %s", path,
+               r.err);
   unlink(ss);
   unlink(py);
   rmdir(dir);
@@ -515,7 +518,9 @@ static void add_trace(void *ud, const char *path) {
   f->n += load_ours(t);
 }
 
-Test(oracle_stacks, corpus_every_sample_equals_traceevent, .timeout = 240) {
+/* .timeout: the oracle (240 s ceiling) and, per trace, dntrace and python (DNT_HANG_MS each): one
+ * ceiling at most is reached (a failed step ends the test), beside a loaded healthy run */
+Test(oracle_stacks, corpus_every_sample_equals_traceevent, .timeout = 480) {
   need_corpus();
   need_oracle();
   require_python();
@@ -530,13 +535,16 @@ Test(oracle_stacks, corpus_every_sample_equals_traceevent, .timeout = 240) {
 }
 
 /* A trace of this machine's runtime, collected by dntrace from the sample target: its threads
- * compute, sleep and wait, so both kinds of samples and deep managed stacks are there. */
-Test(oracle_stacks, collected_trace_every_sample_equals_traceevent, .timeout = 120) {
+ * compute, sleep and wait, so both kinds of samples and deep managed stacks are there. Recorded
+ * until cpu-work (in CountPrimes) has 10 samples in it. The inner ceilings: the sample's start and
+ * cpu-work's first CPU (DNT_HANG_MS each, only a hang), at most 126 s of recording, the oracle
+ * (240 s) and dntrace and python (DNT_HANG_MS each); a failed step ends the test. */
+Test(oracle_stacks, collected_trace_every_sample_equals_traceevent, .timeout = 600) {
   DNT_REQUIRE_TARGET();
   need_oracle();
   require_python();
   dnt_target t;
-  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = 30000};
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1};
   char err[512];
   cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
   char dir[] = "/tmp/dnt-oracle-stacks-XXXXXX";
@@ -544,13 +552,10 @@ Test(oracle_stacks, collected_trace_every_sample_equals_traceevent, .timeout = 1
   static struct trace tr;
   memset(&tr, 0, sizeof tr);
   snprintf(tr.path, sizeof tr.path, "%s/t.nettrace", dir);
-  char pid[16];
-  snprintf(pid, sizeof pid, "%d", (int)t.pid);
-  struct dnt_run r;
-  int rc = dnt_run_dntrace(&r, "collect", "-p", pid, "-o", tr.path, "--duration", "2s", NULL);
+  pid_t cpu = dnt_wait_thread_ran(t.pid, "cpu-work", 0.1);
+  static struct nt_scan s;
+  dnt_collect_until(t.pid, tr.path, NULL, "Microsoft-DotNETCore-SampleProfiler", 0, cpu, 10, &s);
   dnt_target_stop(&t);
-  cr_assert_eq(rc, 0, "%s", r.err);
-  dnt_run_free(&r);
   cr_assert_eq(load_ours(&tr), 1, "the collected trace has no samples");
   cr_assert_eq(tr.truncated, 0);
   cr_expect_eq(run_oracle(&tr, 1), 0, "Managed samples without frames (rule P2): see the log");

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../lib/record-cr.h"
 #include "../lib/nt-scan.h"
 #include "../lib/run.h"
 #include "../lib/target-cr.h"
@@ -49,13 +50,29 @@ static char *go_pprof(const char *dir, const char *file, const char *a1, const c
   argv[n++] = (char *)file;
   argv[n] = NULL;
   struct dnt_run r;
-  int rc = dnt_run_argv(&r, argv, env, 60000);
+  int rc = dnt_run_argv(&r, argv, env, DNT_HANG_MS);
   cr_assert_eq(rc, 0, "go tool pprof %s %s: exit %d: %s", a1 ? a1 : "", file, rc, r.err);
   cr_expect_str_empty(r.err, "go tool pprof says: %s", r.err);
   char *out = r.out;
   r.out = NULL;
   dnt_run_free(&r);
   return out;
+}
+
+/* perf's own cpu-clock samples of thread tid in DATA (a .perf.data file), by `perf script`: the
+ * independent count of what the recording holds of that thread. */
+static long perf_samples_of(const char *data, pid_t tid) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd,
+           "perf script -i '%s' -F tid,event 2>/dev/null | "
+           "awk '$1 == %d && $2 ~ /^cpu-clock/ { n++ } END { print n + 0 }'",
+           data, (int)tid);
+  char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_argv(&r, argv, NULL, DNT_HANG_MS), 0, "perf script: %s", r.err);
+  long n = atol(r.out);
+  dnt_run_free(&r);
+  return n;
 }
 
 /* ---- `pprof -raw`: every sample with its values and thread_id label ---- */
@@ -307,22 +324,24 @@ static void convert_and_compare(const char *rel) {
 }
 
 /* one thread, managed and external samples */
-Test(pprof, mixed_samples_match_report_and_trace, .timeout = 60) {
+/* .timeout: dntrace and go tool pprof run a few times each, under DNT_HANG_MS each (only a hang
+ * reaches it, and a failed step ends the test): well above one ceiling and a loaded healthy run */
+Test(pprof, mixed_samples_match_report_and_trace, .timeout = 300) {
   convert_and_compare("microsoft__perfview/mixed_managed_external_samples.nettrace");
 }
 
 /* 32-bit, two threads, a big rundown, unnamed frames */
-Test(pprof, a_32bit_linux_trace_matches_report_and_trace, .timeout = 60) {
+Test(pprof, a_32bit_linux_trace_matches_report_and_trace, .timeout = 300) {
   convert_and_compare("microsoft__perfview/HeartRateMonitor.10068.nettrace");
 }
 
 /* thirteen threads */
-Test(pprof, many_threads_match_report_and_trace, .timeout = 60) {
+Test(pprof, many_threads_match_report_and_trace, .timeout = 300) {
   convert_and_compare("microsoft__perfview/eventpipe-dotnetcore3.0-win-x64-objver4.nettrace");
 }
 
 /* To standard output through a pipe. */
-Test(pprof, to_stdout, .timeout = 60) {
+Test(pprof, to_stdout, .timeout = 300) {
   char trace[4096];
   corpus_path(trace, sizeof trace, "microsoft__perfview/only_managed_samples.nettrace");
   struct dnt_run r;
@@ -337,34 +356,33 @@ Test(pprof, to_stdout, .timeout = 60) {
   char cmd[8400];
   snprintf(cmd, sizeof cmd, "'%s' convert '%s' --format pprof -o -; echo \"exit=$?\"", dnt_bin(), trace);
   char *const argv[] = {"/usr/bin/env", "script", "-qec", cmd, "/dev/null", NULL};
-  cr_assert_eq(dnt_run_argv(&r, argv, NULL, 30000), 0, "%s", r.err);
+  cr_assert_eq(dnt_run_argv(&r, argv, NULL, DNT_HANG_MS), 0, "%s", r.err);
   cr_expect(strstr(r.out, "exit=2"), "a usage error on a terminal:\n%s", r.out);
   cr_expect(strstr(r.out, "dntrace: error: pprof is compressed binary data: not written to a terminal"), "%s", r.out);
   cr_expect(!memchr(r.out, 0x1f, strlen(r.out)), "no gzip bytes on the terminal");
   dnt_run_free(&r);
 }
 
-/* collect --format pprof on the sample target: written beside the .nettrace, from the stream */
-Test(pprof, collect_format_pprof, .timeout = 120) {
+/* collect --format pprof on the sample target: written beside the .nettrace, from the stream.
+ * Recorded until cpu-work has 10 samples in it (CountPrimes must show). The inner ceilings: the
+ * sample's start and cpu-work's first CPU (DNT_HANG_MS each, only a hang), at most 126 s of
+ * recording, then go tool pprof (DNT_HANG_MS each; a failed step ends the test). */
+Test(pprof, collect_format_pprof, .timeout = 480) {
   require_go();
   DNT_REQUIRE_TARGET();
   dnt_target t;
-  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = 30000};
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1};
   char err[512];
   cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
-  char dir[] = "/tmp/dnt-pprofc-XXXXXX", trace[64], file[64], pid[16];
+  char dir[] = "/tmp/dnt-pprofc-XXXXXX", trace[64], file[64];
   cr_assert(mkdtemp(dir));
   snprintf(trace, sizeof trace, "%s/t.nettrace", dir);
   snprintf(file, sizeof file, "%s/t.pb.gz", dir);
-  snprintf(pid, sizeof pid, "%d", (int)t.pid);
-  struct dnt_run r;
-  int rc = dnt_run_dntrace(&r, "collect", "-p", pid, "-o", trace, "--duration", "2s", "--format", "pprof", NULL);
-  cr_assert_eq(rc, 0, "%s", r.err);
-  dnt_run_free(&r);
-  dnt_target_stop(&t);
+  pid_t cpu = dnt_wait_thread_ran(t.pid, "cpu-work", 0.1);
+  static const char *const pprof[] = {"--format", "pprof", NULL};
   static struct nt_scan s;
-  memset(&s, 0, sizeof s);
-  cr_assert_eq(nt_scan_file(trace, &s), 0);
+  dnt_collect_until(t.pid, trace, pprof, SAMPLER, 0, cpu, 10, &s);
+  dnt_target_stop(&t);
   cr_assert(is_gzip(file), "%s written", file);
   char *text = go_pprof(dir, file, "-raw", NULL, NULL, NULL, NULL);
   static struct raw raw;
@@ -378,30 +396,48 @@ Test(pprof, collect_format_pprof, .timeout = 120) {
   rm_rf(dir);
 }
 
-/* perf --format pprof: cpu time, each sample perf's period; the same functions as perf's report */
-Test(pprof, perf_format_pprof, .timeout = 120) {
+/* perf --format pprof: cpu time, each sample perf's period; the same functions as perf's report.
+ * Recorded for 1 s, and again for twice as long while perf's own samples of cpu-work number fewer
+ * than 10 (a starved sample makes the recording longer, not the verdict different). The inner
+ * ceilings: the sample's start and cpu-work's first CPU (DNT_HANG_MS each, only a hang), at most
+ * 127 s of recording, then go tool pprof (DNT_HANG_MS each; a failed step ends the test). */
+Test(pprof, perf_format_pprof, .timeout = 480) {
   require_go();
   DNT_REQUIRE_PERF();
   dnt_target t;
-  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = 30000};
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1};
   char err[512];
   cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
-  char dir[] = "/tmp/dnt-pprofp-XXXXXX", base[64], file[80], pid[16];
+  char dir[] = "/tmp/dnt-pprofp-XXXXXX", base[64], file[80], data[80], pid[16];
   cr_assert(mkdtemp(dir));
   snprintf(base, sizeof base, "%s/p", dir);
   snprintf(file, sizeof file, "%s/p.pb.gz", dir);
+  snprintf(data, sizeof data, "%s/p.perf.data", dir);
   snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  pid_t cpu = dnt_wait_thread_ran(t.pid, "cpu-work", 0.1);
   struct dnt_run r;
-  int rc = dnt_run_dntrace(&r, "perf", "-p", pid, "--duration", "1s", "-o", base, "--top", "30", "--format", "pprof",
-                           NULL);
+  int rc = -1;
+  long cpu_samples = 0;
+  for (int secs = 1; secs <= 64; secs *= 2) {
+    char dur[16];
+    snprintf(dur, sizeof dur, "%ds", secs);
+    rc = dnt_run_dntrace(&r, "perf", "-p", pid, "--duration", dur, "-o", base, "--top", "30", "--format", "pprof",
+                         NULL);
+    cr_assert_eq(rc, 0, "dntrace perf: %s%s", r.out, r.err);
+    if ((cpu_samples = perf_samples_of(data, cpu)) >= 10) break;
+    cr_log_info("%s: perf has %ld samples of cpu-work, fewer than 10: recording again, for longer (%s)", dur,
+                cpu_samples, dnt_run_context(t.pid));
+    dnt_run_free(&r);
+  }
+  cr_assert_geq(cpu_samples, 10, "127 s of recording hold %ld perf samples of cpu-work: %s", cpu_samples,
+                dnt_run_context(t.pid));
   /* the kernel's names of the target's threads, the independent side of thread_name */
   char ls[200];
   snprintf(ls, sizeof ls, "cd /proc/%s/task && for t in *; do printf '%%s %%s\\n' \"$t\" \"$(cat $t/comm)\"; done", pid);
   char *const sh[] = {"/bin/sh", "-c", ls, NULL};
   struct dnt_run comms;
-  cr_assert_eq(dnt_run_argv(&comms, sh, NULL, 10000), 0, "%s", comms.err);
+  cr_assert_eq(dnt_run_argv(&comms, sh, NULL, DNT_HANG_MS), 0, "%s", comms.err);
   dnt_target_stop(&t);
-  cr_assert_eq(rc, 0, "dntrace perf: %s%s", r.out, r.err);
   unsigned long long samples = 0;
   const char *line = strstr(r.out, " samples on ");
   while (line && line > r.out && line[-1] >= '0' && line[-1] <= '9') line--;
@@ -452,25 +488,50 @@ Test(pprof, perf_format_pprof, .timeout = 120) {
 }
 
 /* compare --format pprof: the on-CPU and off-CPU views split the trace's samples between them,
- * each thread labelled with the name compare shows */
-Test(pprof, compare_format_pprof, .timeout = 120) {
+ * each thread labelled with the name compare shows. Recorded for 1 s, and again for twice as long
+ * until the recording holds 10 of perf's own samples of cpu-work and 10 EventPipe samples of it
+ * and of blocking-work (a starved sample makes the recording longer, not the verdict different).
+ * The inner ceilings: the sample's start and cpu-work's first CPU (DNT_HANG_MS each, only a hang),
+ * at most 127 s of recording, then dntrace and go tool pprof (DNT_HANG_MS each). */
+Test(pprof, compare_format_pprof, .timeout = 480) {
   require_go();
   DNT_REQUIRE_PERF();
   dnt_target t;
-  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = 30000};
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1};
   char err[512];
   cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
-  char dir[] = "/tmp/dnt-pprofx-XXXXXX", trace[64], on[80], off[80], pid[16];
+  char dir[] = "/tmp/dnt-pprofx-XXXXXX", trace[64], data[80], on[80], off[80], pid[16];
   cr_assert(mkdtemp(dir));
   snprintf(trace, sizeof trace, "%s/run.nettrace", dir);
+  snprintf(data, sizeof data, "%s/run.perf.data", dir);
   snprintf(on, sizeof on, "%s/run.oncpu.pb.gz", dir);
   snprintf(off, sizeof off, "%s/run.offcpu.pb.gz", dir);
   snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  pid_t cpu = dnt_wait_thread_ran(t.pid, "cpu-work", 0.1), blocking = dnt_wait_thread_ran(t.pid, "blocking-work", 0);
   struct dnt_run r;
-  int rc = dnt_run_dntrace(&r, "collect", "-p", pid, "--native", "--duration", "1s", "-o", trace, NULL);
+  static struct nt_scan s;
+  long perf_cpu = 0;
+  uint64_t ep_cpu = 0, ep_blocking = 0;
+  for (int secs = 1; secs <= 64; secs *= 2) {
+    char dur[16];
+    snprintf(dur, sizeof dur, "%ds", secs);
+    int rc = dnt_run_dntrace(&r, "collect", "-p", pid, "--native", "--duration", dur, "-o", trace, NULL);
+    cr_assert_eq(rc, 0, "collect --native: %s%s", r.out, r.err);
+    dnt_run_free(&r);
+    memset(&s, 0, sizeof s);
+    cr_assert_eq(nt_scan_file(trace, &s), 0);
+    perf_cpu = perf_samples_of(data, cpu);
+    ep_cpu = nt_scan_count(&s, SAMPLER, 0, (uint64_t)cpu);
+    ep_blocking = nt_scan_count(&s, SAMPLER, 0, (uint64_t)blocking);
+    if (perf_cpu >= 10 && ep_cpu >= 10 && ep_blocking >= 10) break;
+    cr_log_info("%s: perf has %ld samples of cpu-work, EventPipe %llu of it and %llu of blocking-work, fewer than 10: "
+                "recording again, for longer (%s)",
+                dur, perf_cpu, (unsigned long long)ep_cpu, (unsigned long long)ep_blocking, dnt_run_context(t.pid));
+  }
   dnt_target_stop(&t);
-  cr_assert_eq(rc, 0, "collect --native: %s%s", r.out, r.err);
-  dnt_run_free(&r);
+  cr_assert(perf_cpu >= 10 && ep_cpu >= 10 && ep_blocking >= 10,
+            "127 s of recording hold %ld perf samples of cpu-work, %llu EventPipe ones of it and %llu of blocking-work",
+            perf_cpu, (unsigned long long)ep_cpu, (unsigned long long)ep_blocking);
   cr_assert_eq(dnt_run_dntrace(&r, "compare", trace, "--format", "pprof", "--top", "3", NULL), 0, "%s%s", r.out,
                r.err);
   unsigned long long uncovered = 0;
@@ -480,9 +541,6 @@ Test(pprof, compare_format_pprof, .timeout = 120) {
     cr_assert_eq(sscanf(left, "%llu", &uncovered), 1);
   }
   dnt_run_free(&r);
-  static struct nt_scan s;
-  memset(&s, 0, sizeof s);
-  cr_assert_eq(nt_scan_file(trace, &s), 0);
   static struct raw ron, roff;
   char *text = go_pprof(dir, on, "-raw", NULL, NULL, NULL, NULL);
   parse_raw(text, &ron);

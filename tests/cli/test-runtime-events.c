@@ -254,7 +254,9 @@ Test(schema_v2, like_copies_a_whole_layout) {
  * GC/GenerationRange as Generation=3 RangeStart=4065329152 (0xf2500000) RangeUsedLength=66000
  * RangeReservedLength=16773120 ClrInstanceID=0: the ClrInstanceID after the pointer lands only
  * with 4-byte pointers. It counts 921 SampleProfiler events. */
-Test(runtime_corpus, a_32_bit_trace_decodes, .timeout = 120) {
+/* .timeout: above one DNT_HANG_MS ceiling (only a hang reaches it; a failed step ends the test)
+ * and a loaded healthy run */
+Test(runtime_corpus, a_32_bit_trace_decodes, .timeout = 240) {
   need_corpus();
   struct dnt_run r;
   const char *f = "microsoft__perfview/HeartRateMonitor.10068.nettrace";
@@ -417,14 +419,16 @@ Test(runtime_corpus, names_are_traceevent_names, .timeout = 180) {
 /* Without DNT_DATADIR (the test environment sets it), dntrace run from its build tree finds the
  * source tree's data/runtime-events.xml, and every runtime event of a default collect of the
  * sample target is decoded: no Event(N) left for the runtime's providers. */
-Test(runtime_target, fresh_trace_decodes_from_the_build_tree, .timeout = 120) {
+/* .timeout: the sample's start, its 3 s trace and dntrace on it, under DNT_HANG_MS each (only a
+ * hang reaches it; a failed step ends the test) */
+Test(runtime_target, fresh_trace_decodes_from_the_build_tree, .timeout = 300) {
   DNT_REQUIRE_TARGET();
   char dir[] = "/tmp/dnt-rtev-XXXXXX", trace[64];
   dnt_collect_sample_trace(dir, trace, sizeof trace);
   struct dnt_run r;
   char *argv[] = {(char *)dnt_bin(), "events", trace, "-v", NULL};
   static const char *const env[] = {"DNT_DATADIR=", NULL};
-  cr_assert_eq(dnt_run_argv(&r, argv, env, 60000), 0, "%s", r.err);
+  cr_assert_eq(dnt_run_argv(&r, argv, env, DNT_HANG_MS), 0, "%s", r.err);
   cr_assert(strstr(r.err, "dntrace: runtime event layouts from '") && strstr(r.err, "/data/runtime-events.xml'"), "%s",
             r.err);
   size_t runtime = 0;

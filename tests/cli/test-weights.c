@@ -178,7 +178,9 @@ static void add_trace(void *ud, const char *path) {
   f->n += read_ours(t);
 }
 
-Test(weights, corpus_thread_time_equals_traceevent, .timeout = 300) {
+/* .timeout: the oracle (240 s ceiling) and dntrace per trace (DNT_HANG_MS each): one ceiling at
+ * most is reached (a failed step ends the test), beside a loaded healthy run */
+Test(weights, corpus_thread_time_equals_traceevent, .timeout = 480) {
   need_corpus();
   need_oracle();
   static struct trace traces[MAX_TRACES];

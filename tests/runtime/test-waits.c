@@ -23,6 +23,7 @@
 #include "../lib/nt-scan.h"
 #include "../lib/perf-text.h"
 #include "../lib/run.h"
+#include "../lib/sched-poll-cr.h"
 #include "../lib/target-cr.h"
 
 static double absd(double x) { return x < 0 ? -x : x; }
@@ -258,131 +259,7 @@ static char *slurp(const char *path) {
 }
 
 /* ---- what the same run measured, to set waits' answer against ----
- *
- * The kernel's account of a thread's time, /proc/PID/task/TID/schedstat (ns on a CPU, ns runnable
- * on a run queue), polled every few ms while collect runs, each poll stamped with CLOCK_MONOTONIC,
- * the clock of perf's records (collect runs perf with -k CLOCK_MONOTONIC): so the time a thread
- * ran and waited for a CPU can be read for any stretch of perf's window, whatever the machine's
- * load gave it. (A static helper: tests/lib is another engineer's; test-compare.c has the same.) */
-#define POLL_TIDS 2
-
-struct sched_row {
-  uint64_t t_ns, run_ns[POLL_TIDS], wait_ns[POLL_TIDS];
-};
-
-struct sched_poll {
-  pid_t pid, tids[POLL_TIDS];
-  struct sched_row *rows;
-  size_t n, cap;
-  atomic_int stop, failed; /* failed: the thread whose schedstat could not be read, -1: no memory */
-  pthread_t thread;
-};
-
-static uint64_t mono_ns(void) {
-  struct timespec ts;
-  /* timing: perf stamps its records with this clock; it places the polls in perf's window, no bound */
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static int schedstat(pid_t pid, pid_t tid, uint64_t *run_ns, uint64_t *wait_ns) {
-  char path[96];
-  snprintf(path, sizeof path, "/proc/%d/task/%d/schedstat", (int)pid, (int)tid);
-  FILE *fp = fopen(path, "re");
-  if (!fp) return -1;
-  unsigned long long run, wait;
-  int got = fscanf(fp, "%llu %llu", &run, &wait);
-  fclose(fp);
-  if (got != 2) return -1;
-  *run_ns = run;
-  *wait_ns = wait;
-  return 0;
-}
-
-static void *sched_poll_loop(void *arg) {
-  struct sched_poll *p = arg;
-  while (!atomic_load(&p->stop)) {
-    struct sched_row row;
-    uint64_t before = mono_ns();
-    for (int i = 0; i < POLL_TIDS; i++)
-      if (schedstat(p->pid, p->tids[i], &row.run_ns[i], &row.wait_ns[i]) != 0) atomic_store(&p->failed, (int)p->tids[i]);
-    row.t_ns = before + (mono_ns() - before) / 2;
-    if (p->n == p->cap) {
-      size_t cap = p->cap ? 2 * p->cap : 1024;
-      struct sched_row *grown = realloc(p->rows, cap * sizeof *grown);
-      if (!grown) {
-        atomic_store(&p->failed, -1);
-        break;
-      }
-      p->rows = grown;
-      p->cap = cap;
-    }
-    p->rows[p->n++] = row;
-    usleep(5000); /* the polls' spacing: the error of what is read between them */
-  }
-  return NULL;
-}
-
-static void sched_poll_start(struct sched_poll *p, pid_t pid, const pid_t *tids) {
-  p->pid = pid;
-  memcpy(p->tids, tids, sizeof p->tids);
-  p->rows = NULL;
-  p->n = p->cap = 0;
-  atomic_init(&p->stop, 0);
-  atomic_init(&p->failed, 0);
-  cr_assert_eq(pthread_create(&p->thread, NULL, sched_poll_loop, p), 0);
-}
-
-/* Stops the polls; 0, or the thread whose schedstat could not be read (-1: out of memory). */
-static int sched_poll_stop(struct sched_poll *p) {
-  atomic_store(&p->stop, 1);
-  pthread_join(p->thread, NULL);
-  return atomic_load(&p->failed);
-}
-
-/* Thread i's time between from and to (perf's clock, ns), in ms: on a CPU, runnable, and the
- * error of each from the polls' spacing at the two ends (a counter grows at most 1 ms a ms). */
-struct kernel_time {
-  double run_ms, wait_ms, err_ms;
-};
-
-static int sched_at(const struct sched_poll *p, int i, uint64_t t, double *run_ms, double *wait_ms, double *gap_ms) {
-  if (p->n < 2 || t < p->rows[0].t_ns || t > p->rows[p->n - 1].t_ns) return -1;
-  size_t lo = 1, hi = p->n - 1; /* the first row at or after t */
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (p->rows[mid].t_ns < t) lo = mid + 1;
-    else hi = mid;
-  }
-  const struct sched_row *a = &p->rows[lo - 1], *b = &p->rows[lo];
-  double f = b->t_ns > a->t_ns ? (double)(t - a->t_ns) / (double)(b->t_ns - a->t_ns) : 0;
-  *run_ms = ((double)a->run_ns[i] + f * ((double)b->run_ns[i] - (double)a->run_ns[i])) / 1e6;
-  *wait_ms = ((double)a->wait_ns[i] + f * ((double)b->wait_ns[i] - (double)a->wait_ns[i])) / 1e6;
-  *gap_ms = (double)(b->t_ns - a->t_ns) / 1e6;
-  return 0;
-}
-
-static struct kernel_time kernel_time(const struct sched_poll *p, int i, uint64_t from, uint64_t to) {
-  double r0, w0, g0, r1, w1, g1;
-  cr_assert(sched_at(p, i, from, &r0, &w0, &g0) == 0 && sched_at(p, i, to, &r1, &w1, &g1) == 0,
-            "the polls of thread %d (%zu of them) cover perf's window", (int)p->tids[i], p->n);
-  return (struct kernel_time){r1 - r0, w1 - w0, g0 + g1};
-}
-
-/* The time the hypervisor took from this machine's CPUs, all of them, in ms (/proc/stat's steal):
- * while a virtual CPU is taken, the timers due on it fire late. */
-static double steal_ms(void) {
-  FILE *fp = fopen("/proc/stat", "re");
-  unsigned long long v[8] = {0};
-  if (fp) {
-    if (fscanf(fp, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
-               &v[7]) != 8)
-      v[7] = 0;
-    fclose(fp);
-  }
-  long hz = sysconf(_SC_CLK_TCK);
-  return 1000.0 * (double)v[7] / (double)(hz > 0 ? hz : 100);
-}
+ * (tests/lib/sched-poll-cr.h: the kernel's account of each thread's time over perf's window) */
 
 /* What perf's own records say (`perf script`, not dntrace's reading of them): the first and the
  * last record; waiter's first and last switch-out asleep (prev_state not R); setter's wake-ups
