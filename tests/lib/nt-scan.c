@@ -67,9 +67,11 @@ static void count(struct nt_scan *s, uint32_t meta_id, uint64_t thread, uint64_t
   for (int i = 0; i < s->nmeta; i++)
     if (s->meta[i].id == meta_id) prov = s->meta[i].provider, ev = s->meta[i].event_id;
   s->events++;
+  uint64_t inside = s->window_hi && ts >= s->window_lo && ts <= s->window_hi;
   for (int i = 0; i < s->ncounts; i++)
     if (s->counts[i].thread == thread && s->counts[i].event_id == ev && strcmp(s->counts[i].provider, prov) == 0) {
       s->counts[i].count++;
+      s->counts[i].in_window += inside;
       s->counts[i].needle_hits += (uint64_t)hit;
       if (ts < s->counts[i].first_ts) s->counts[i].first_ts = ts;
       if (ts > s->counts[i].last_ts) s->counts[i].last_ts = ts;
@@ -80,6 +82,7 @@ static void count(struct nt_scan *s, uint32_t meta_id, uint64_t thread, uint64_t
   s->counts[s->ncounts].event_id = ev;
   s->counts[s->ncounts].thread = thread;
   s->counts[s->ncounts].count = 1;
+  s->counts[s->ncounts].in_window = inside;
   s->counts[s->ncounts].needle_hits = (uint64_t)hit;
   s->counts[s->ncounts].first_ts = s->counts[s->ncounts].last_ts = ts;
   s->ncounts++;
@@ -119,8 +122,11 @@ static void scan_blobs(struct nt_scan *s, struct cur *c, size_t end, int is_meta
 void nt_scan(const uint8_t *p, size_t len, struct nt_scan *s) {
   char needle[sizeof s->needle];
   memcpy(needle, s->needle, sizeof needle);
+  uint64_t lo = s->window_lo, hi = s->window_hi;
   memset(s, 0, sizeof *s);
   memcpy(s->needle, needle, sizeof needle);
+  s->window_lo = lo;
+  s->window_hi = hi;
   struct cur c = {p, len, 0, 0};
   static const char magic[] = "Nettrace\x14\0\0\0!FastSerialization.1";
   if (len < 32 || memcmp(p, magic, 32) != 0) {
@@ -225,6 +231,15 @@ uint64_t nt_scan_count(const struct nt_scan *s, const char *provider, long event
     if (strcmp(s->counts[i].provider, provider) == 0 && (event_id < 0 || s->counts[i].event_id == (uint32_t)event_id) &&
         (thread == 0 || s->counts[i].thread == thread))
       n += s->counts[i].count;
+  return n;
+}
+
+uint64_t nt_scan_count_in_window(const struct nt_scan *s, const char *provider, long event_id, uint64_t thread) {
+  uint64_t n = 0;
+  for (int i = 0; i < s->ncounts; i++)
+    if (strcmp(s->counts[i].provider, provider) == 0 && (event_id < 0 || s->counts[i].event_id == (uint32_t)event_id) &&
+        (thread == 0 || s->counts[i].thread == thread))
+      n += s->counts[i].in_window;
   return n;
 }
 

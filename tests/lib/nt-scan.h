@@ -11,6 +11,8 @@
 
 struct nt_scan {
   char needle[64];        /* input: an ASCII word looked for, as UTF-16, in every event payload */
+  uint64_t window_lo, window_hi; /* input: a span of timestamps (ticks) whose events are counted
+                                    apart (in_window); none when window_hi is 0 */
   int magic_ok;           /* starts with Nettrace + !FastSerialization.1 */
   int complete;           /* every object whole and the final NullReference tag present */
   size_t stopped_at;      /* offset where a structural problem or the end of data stopped it */
@@ -27,14 +29,15 @@ struct nt_scan {
   struct {
     char provider[128];
     uint32_t event_id;
-    uint64_t thread, count, needle_hits;
+    uint64_t thread, count, needle_hits, in_window;
     uint64_t first_ts, last_ts; /* the earliest and latest timestamps (ticks) */
   } counts[NT_SCAN_MAX * 4];
   int ncounts;
   uint64_t events;
 };
 
-/* Scans a whole file in memory. Never reads past len. Only out->needle is read on entry. */
+/* Scans a whole file in memory. Never reads past len. Only out->needle and out->window_* are read
+ * on entry. */
 void nt_scan(const uint8_t *p, size_t len, struct nt_scan *out);
 /* Reads a file and scans it; -1 if the file cannot be read. */
 int nt_scan_file(const char *path, struct nt_scan *out);
@@ -45,5 +48,7 @@ double nt_scan_spans_ms(const struct nt_scan *s, const char *provider, uint32_t 
 uint64_t nt_scan_needle_hits(const struct nt_scan *s, const char *provider, long event_id);
 /* Events of provider (and event id, or any when event_id < 0) on thread (any when thread == 0). */
 uint64_t nt_scan_count(const struct nt_scan *s, const char *provider, long event_id, uint64_t thread);
+/* The same, of the events stamped inside [window_lo, window_hi]. */
+uint64_t nt_scan_count_in_window(const struct nt_scan *s, const char *provider, long event_id, uint64_t thread);
 
 #endif

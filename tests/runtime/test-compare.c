@@ -384,11 +384,28 @@ static void compare_run(int with_switches) {
   double c_run = 100 * kc.run_ms / span_ms, c_wait = 100 * kc.wait_ms / span_ms, c_sleep = 100 - c_run - c_wait;
   double b_run = 100 * kb.run_ms / span_ms, b_wait = 100 * kb.wait_ms / span_ms, b_sleep = 100 - b_run - b_wait;
   double c_err = 100 * kc.err_ms / span_ms, b_err = 100 * kb.err_ms / span_ms, stolen = 100 * steal / span_ms;
+  /* the trace's samples inside perf's recording (its first to its last record; on Linux the
+   * runtime stamps events with CLOCK_MONOTONIC's ns, perf's clock here): compare classifies
+   * those, and says how many fell outside (a thread starved at either end leaves perf's span
+   * shorter than the session) */
   static struct nt_scan scan;
   memset(&scan, 0, sizeof scan);
+  scan.window_lo = ps.first_ns;
+  scan.window_hi = ps.last_ns;
   cr_assert_eq(nt_scan_file(trace, &scan), 0, "%s read by nt-scan", trace);
-  unsigned long long ep_cpu = nt_scan_count(&scan, SAMPLER, 0, (uint64_t)tids[0]),
-                     ep_blocking = nt_scan_count(&scan, SAMPLER, 0, (uint64_t)tids[1]);
+  cr_assert_eq(scan.qpc_frequency, 1000000000ull, "the trace's clock in ns: %llu Hz",
+               (unsigned long long)scan.qpc_frequency);
+  unsigned long long ep_cpu = nt_scan_count_in_window(&scan, SAMPLER, 0, (uint64_t)tids[0]),
+                     ep_blocking = nt_scan_count_in_window(&scan, SAMPLER, 0, (uint64_t)tids[1]),
+                     ep_all = nt_scan_count(&scan, SAMPLER, 0, 0),
+                     ep_outside = ep_all - nt_scan_count_in_window(&scan, SAMPLER, 0, 0);
+  if (ep_outside) {
+    char said[128];
+    snprintf(said, sizeof said, "%llu EventPipe samples fell outside perf's recording", ep_outside);
+    cr_expect(strstr(r.out, said), "compare says '%s':\n%s", said, r.out);
+  } else {
+    cr_expect(!strstr(r.out, "fell outside perf's recording"), "no sample outside perf's span:\n%s", r.out);
+  }
   char seen[1024];
   snprintf(seen, sizeof seen,
            "perf recorded %.0f ms (cpu-clock every %.3f ms; compare's period %.2f ms, window %.2f ms); the kernel: "
@@ -402,11 +419,11 @@ static void compare_run(int with_switches) {
           blocking.blocked, blocking.runnable, blocking.perf_cpu, seen);
 
   /* EventPipe's view: thread time, the same for a thread that burns a CPU and one that sleeps;
-   * compare classified every sample of the two threads that the trace holds (all of them inside
-   * perf's recording: collect starts perf first and stops it last) */
+   * compare classified every sample of the two threads that the trace holds inside perf's
+   * recording */
   cr_expect_gt(cpu.samples, 0, "%s\n%s", seen, r.out);
-  cr_expect_eq(cpu.samples, ep_cpu, "cpu-work: %lu samples classified, %llu in the trace; %s", cpu.samples, ep_cpu, seen);
-  cr_expect_eq(blocking.samples, ep_blocking, "blocking-work: %lu samples classified, %llu in the trace; %s",
+  cr_expect_eq(cpu.samples, ep_cpu, "cpu-work: %lu samples classified, %llu in the trace inside perf's span; %s", cpu.samples, ep_cpu, seen);
+  cr_expect_eq(blocking.samples, ep_blocking, "blocking-work: %lu samples classified, %llu in the trace inside perf's span; %s",
                blocking.samples, ep_blocking, seen);
   double ratio = (double)blocking.samples / (double)cpu.samples;
   cr_expect(ratio > 0.8 && ratio < 1.25, "similar thread time: %lu vs %lu samples; %s", blocking.samples, cpu.samples,
