@@ -42,7 +42,6 @@ struct conn {
   const struct fake_section *s; /* NULL for an `on` case until its first request chose one */
   pthread_t thread;
   int stopped;                /* a wait of this connection saw the stop */
-  int late;                   /* accepted after the stop (it was queued): what it already holds is read */
   uint8_t last[65536];        /* the request read last, for matching and hooks */
   size_t last_len;
   uint8_t *out;               /* bytes waiting for a flush */
@@ -102,7 +101,9 @@ static void mismatch(struct fake_ipc *f, int file, int line, const char *fmt, ..
 enum { READY = 1, TIMEOUT = 0, STOPPED = -1 };
 
 /* Waits for fd to be readable (fd -1: only the time), at most ms (-1: forever). k (may be NULL)
- * remembers a stop. A late connection (k->late) reads what is there before it sees the stop. */
+ * remembers a stop. A connection reads what is there before it sees the stop: a client that sent
+ * and hung up before the stop came is judged on what it sent, whichever thread ran first (the
+ * stop may even come before this connection's thread first polls). */
 static int wait_for(struct fake_ipc *f, struct conn *k, int fd, long ms) {
   struct timespec t0;
   /* timing: the fake's pauses, and its waits under 60 s ceilings (a hang) */
@@ -120,7 +121,7 @@ static int wait_for(struct fake_ipc *f, struct conn *k, int fd, long ms) {
     }
     int rc = poll(p, 2, (int)(left > 600000 ? 600000 : left));
     if (rc < 0 && errno == EINTR) continue;
-    if (rc > 0 && k && k->late && fd >= 0 && p[1].revents) return READY;
+    if (rc > 0 && k && fd >= 0 && p[1].revents) return READY;
     if (rc < 0 || p[0].revents) {
       if (k) k->stopped = 1;
       return STOPPED;
@@ -378,16 +379,15 @@ static void *conn_main(void *arg) {
   return NULL;
 }
 
-/* Plays section s (NULL: chosen by the first request) on fd in a thread of its own; late: it was
- * accepted after the stop. */
-static void start_conn(struct fake_ipc *f, int fd, size_t index, const struct fake_section *s, int late) {
+/* Plays section s (NULL: chosen by the first request) on fd in a thread of its own. */
+static void start_conn(struct fake_ipc *f, int fd, size_t index, const struct fake_section *s) {
   struct conn *k = calloc(1, sizeof *k);
   if (!k) {
     mismatch(f, 0, 0, "connection %zu: out of memory", index);
     close(fd);
     return;
   }
-  k->f = f, k->fd = fd, k->index = index, k->s = s, k->late = late;
+  k->f = f, k->fd = fd, k->index = index, k->s = s;
   __atomic_add_fetch(&f->active, 1, __ATOMIC_SEQ_CST);
   if (pthread_create(&k->thread, NULL, conn_main, k) != 0) {
     __atomic_sub_fetch(&f->active, 1, __ATOMIC_SEQ_CST);
@@ -444,7 +444,7 @@ static void serve(struct fake_ipc *f) {
     for (size_t index = 1;; index++) {
       int c = next_connection(f, &late);
       if (c < 0) return;
-      start_conn(f, c, index, NULL, late);
+      start_conn(f, c, index, NULL);
     }
   }
   for (size_t i = 0; i < f->c->nsecs; i++) {
@@ -454,7 +454,7 @@ static void serve(struct fake_ipc *f) {
     pthread_mutex_lock(&f->mu);
     f->played++;
     pthread_mutex_unlock(&f->mu);
-    start_conn(f, c, i + 1, s, late);
+    start_conn(f, c, i + 1, s);
   }
 }
 
