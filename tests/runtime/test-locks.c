@@ -5,7 +5,7 @@
  *     (tests/bench-traceevent --mode exclocks): the same waits, the same DurationNs sum; and their
  *     flame graph's stacks weigh the waits in microseconds;
  *   - `dntrace locks -p` on the sample's two threads taking turns at one lock, recorded until the
- *     runtime counted (Monitor.LockContentionCount, as the sample printed it) a dozen contended
+ *     runtime counted (Monitor.LockContentionCount, as the sample printed it) forty contended
  *     waits: the waits found, the lock with its owner among the two, the waiting stack naming
  *     Sample.ContendWork.HoldLock, the waits plausible (no more than the time elapsed per waiting
  *     thread; DurationNs and the timestamps agree, but for the time the two threads spent on a CPU
@@ -188,12 +188,16 @@ static void on_contention(void *ud, const char *line) {
   if (c->marked && ++c->after == 2) c->second = n;
 }
 
-/* A dozen contended waits counted since the second line after the mark (whose count was read
- * after the first was printed, so after the session began): they all began while it ran, and all
- * but the last of each thread (two threads, taking turns) ended before the latest line. */
-static int a_dozen_waits(void *ud) {
+/* WAITS_RECORDED contended waits counted since the second line after the mark (whose count was
+ * read after the first was printed, so after the session began): they all began while it ran, and
+ * all but the last of each thread (two threads, taking turns) ended before the latest line. Forty,
+ * so that some name the lock's owner: the runtime reads the owner when a waiter reports its wait,
+ * and a waiter preempted until the holder left finds none (0), as a busy machine makes some. */
+#define WAITS_RECORDED 40
+
+static int enough_waits(void *ud) {
   struct contention *c = ud;
-  return c->after >= 2 && c->last >= c->second + 12;
+  return c->after >= 2 && c->last >= c->second + WAITS_RECORDED;
 }
 
 /* The time thread tid of pid spent on a CPU or ready to run and waiting for one, in ms (its
@@ -209,7 +213,7 @@ static double cpu_or_runqueue_ms(pid_t pid, unsigned long tid) {
 }
 
 /* `dntrace locks -p PID --format FORMAT -o out`, stopped by Ctrl+C once the sample (read through
- * sl) counted a dozen contended waits while it recorded; *waits: how many of them ended in it. */
+ * sl) counted WAITS_RECORDED contended waits while it recorded; *waits: how many of them ended in it. */
 static void record_contention(struct lines *sl, const char *pid, const char *format, const char *out,
                               unsigned long *waits) {
   struct bg b;
@@ -222,12 +226,12 @@ static void record_contention(struct lines *sl, const char *pid, const char *for
   struct contention c = {0};
   lines_read(sl, on_contention, &c);
   c.marked = 1;
-  int counted = lines_until(sl, on_contention, &c, a_dozen_waits);
+  int counted = lines_until(sl, on_contention, &c, enough_waits);
   int status = bg_finish(&b, SIGINT);
   err = slurp(b.err);
   bg_remove(&b);
-  cr_assert(counted, "the sample counted %lu contended waits while dntrace recorded, not 12 (%s)",
-            c.after >= 2 ? c.last - c.second : 0, dnt_run_context(0));
+  cr_assert(counted, "the sample counted %lu contended waits while dntrace recorded, not %d (%s)",
+            c.after >= 2 ? c.last - c.second : 0, WAITS_RECORDED, dnt_run_context(0));
   cr_assert_eq(status, 0, "dntrace locks -p --format %s, stopped by Ctrl+C: status %d: %s", format, status, err);
   free(err);
   *waits = c.last - c.second - 2;
@@ -257,18 +261,22 @@ Test(locks_live, the_samples_lock_with_its_waiting_stack, .timeout = 300) {
   dnt_target_stop(&t);
   cr_log_info("locks -p: %lu contended waits counted by the sample while recording; contend-a and -b on a CPU or "
               "waiting for one %.1f ms; %s", waits, busy, context);
-  char py[4096];
-  snprintf(py, sizeof py,
+  char py[8192];
+  int len = snprintf(py, sizeof py,
            "import json, sys\n"
            "d = json.load(open(sys.argv[1]))\n"
            "s = d['summary']\n"
            "ctx = '%s'\n"
            "# the waits the runtime counted while the session ran (Monitor.LockContentionCount)\n"
            "assert s['waits'] >= %lu, (s, 'the sample counted %lu', ctx)\n"
-           "# the sample's lock: the most waited for, owned by one of its two threads\n"
-           "l = d['locks'][0]\n"
+           "# the sample's lock, the one waited for in HoldLock (on a busy machine another lock of the\n"
+           "# process, the console's, may be waited for longer), owned by one of its two threads\n"
+           "seen = [(x['lockId'], x['ownerThread'], x['waits'], x['waitMSec']) for x in d['locks']]\n"
+           "mine = [x for x in d['locks'] if any('Sample!Sample.ContendWork.HoldLock' in st['frames'] for st in x['stacks'])]\n"
+           "assert mine, ('no lock waited for in HoldLock: (id, owner, waits, ms)', seen, ctx)\n"
+           "l = mine[0]\n"
            "assert l['lockId'] != 0 and l['objectId'] != 0, l\n"
-           "assert l['ownerThread'] in (%lu, %lu), (l['ownerThread'], %lu, %lu)\n"
+           "assert l['ownerThread'] in (%lu, %lu), (l['ownerThread'], %lu, %lu, seen, ctx)\n"
            "assert l['waits'] >= 1, l\n"
            "# each wait is one thread's: no more than the time recorded, per waiting thread\n"
            "assert 0 < s['waitMSec'] <= s['traceMSec'] * s['threads'] * 1.01, s\n"
@@ -293,6 +301,7 @@ Test(locks_live, the_samples_lock_with_its_waiting_stack, .timeout = 300) {
            "        us += int(w)\n"
            "assert us > 0, ('no wait under HoldLock; the sample counted %lu', ctx)\n",
            context, waits, waits, a, b, a, b, busy, busy, folded_waits);
+  cr_assert(len > 0 && (size_t)len < sizeof py, "the check fits its buffer (%d bytes)", len);
   expect_python(py, out, folded, NULL);
   unlink(out);
   unlink(folded);
