@@ -18,6 +18,7 @@
  *   system_name the method without its module ("Namespace.Type.Method"), which also keeps pprof
  *   from "simplifying" name: pprof takes a name equal to its system_name for demangled C++ and
  *   cuts what is between < and > (`<Main>b__0_0`, `<Run>d__21` of lambdas and async methods);
+ *   a name without a module (a runtime stub, UNMANAGED_CODE_TIME) has none ("") for that reason;
  *   filename is the module, so `pprof -files` groups by module.
  * - mapping: one per module (the name's part before '!'), file-less: memory_start and limit are
  *   0, filename is the module's name, has_functions is set (the names are final, nothing to
@@ -324,7 +325,9 @@ static int write_pprof(struct pprof *w, const char *title) {
     if (!w->used[f]) continue;
     dnt__pb_uint(&w->msg, FUNCTION_ID, f + 1);
     dnt__pb_int(&w->msg, FUNCTION_NAME, fn0 + (int64_t)f);
-    dnt__pb_int(&w->msg, FUNCTION_SYSTEM_NAME, w->mapping_of[f] ? sys++ : fn0 + (int64_t)f);
+    /* a name with no module has no system name ("", index 0): were it its own, pprof would cut
+     * what is between its < and > (a runtime stub's `[stub] ReportStubBlock<MethodCallThunk>`) */
+    dnt__pb_int(&w->msg, FUNCTION_SYSTEM_NAME, w->mapping_of[f] ? sys++ : 0);
     if (w->mapping_of[f]) dnt__pb_int(&w->msg, FUNCTION_FILENAME, w->mod0 + w->mapping_of[f] - 1);
     emit(w, PROFILE_FUNCTION);
   }

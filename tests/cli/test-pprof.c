@@ -20,6 +20,7 @@
 #include "../lib/target-cr.h"
 #include "../lib/target.h"
 #include "../lib/env-cr.h"
+#include "dnt-profile.h"
 #include "protobuf-int.h"
 
 #define SAMPLER "Microsoft-DotNETCore-SampleProfiler"
@@ -338,6 +339,52 @@ Test(pprof, a_32bit_linux_trace_matches_report_and_trace, .timeout = 300) {
 /* thirteen threads */
 Test(pprof, many_threads_match_report_and_trace, .timeout = 300) {
   convert_and_compare("microsoft__perfview/eventpipe-dotnetcore3.0-win-x64-objver4.nettrace");
+}
+
+/* Frames of a made-up profile named as perf's map and symbols name them: a stub of the runtime's
+ * (no module), a C++ symbol of a library, a managed method. */
+static int name_frame(void *ud, uint64_t ip, int leaf, char *buf, size_t cap) {
+  (void)ud, (void)leaf;
+  static const char *const names[] = {"[stub] ReportStubBlock<MethodCallThunk>",
+                                      "libcoreclr.so!ThreadNative::KickOffThread<Thread>(void*)",
+                                      "Sample!Sample.CpuWork.<Run>b__0_0"};
+  if (ip < 1 || ip > 3) return 0;
+  snprintf(buf, cap, "%s", names[ip - 1]);
+  return 1;
+}
+
+/* pprof shows every name as `dntrace report` prints it: it "simplifies" a function whose
+ * system_name equals its name when it looks like demangled C++ (cuts what is between < and >),
+ * so a name with no module (a runtime stub) must not have itself as its system name (a loaded CI
+ * run recorded ReportStubBlock<MethodCallThunk>, which pprof -top showed as ReportStubBlock<>). */
+Test(pprof, names_kept_as_written, .timeout = 300) {
+  require_go();
+  struct dnt_profile *p = dnt_profile_new();
+  cr_assert(p);
+  cr_assert_eq(dnt_profile_add_resolver(p, name_frame, NULL), 0);
+  const uint64_t stack[] = {1, 2, 3};
+  for (int i = 0; i < 3; i++) dnt_profile_add_stack(p, 7, (uint64_t)i, stack + i, 3 - (size_t)i, 1.0);
+  cr_assert_eq(dnt_profile_finish(p), 0);
+  char dir[] = "/tmp/dnt-pprofn-XXXXXX", file[64];
+  cr_assert(mkdtemp(dir));
+  snprintf(file, sizeof file, "%s/n.pb.gz", dir);
+  FILE *fp = fopen(file, "wb");
+  cr_assert(fp);
+  cr_assert_eq(dnt_profile_write(p, DNT_PROFILE_PPROF, "names", fp), 0);
+  cr_assert_eq(fclose(fp), 0);
+  dnt_profile_free(p);
+  char *text = go_pprof(dir, file, "-top", "-nodecount=1000000", "-nodefraction=0", "-edgefraction=0", "-unit=ms");
+  static struct row top[16];
+  size_t ntop = parse_top(text, top, sizeof top / sizeof top[0]);
+  for (uint64_t ip = 1; ip <= 3; ip++) {
+    char want[200];
+    name_frame(NULL, ip, 0, want, sizeof want);
+    size_t j = 0;
+    while (j < ntop && strcmp(top[j].name, want) != 0) j++;
+    cr_expect_lt(j, ntop, "'%s' shown as written by pprof -top:\n%s", want, text);
+  }
+  free(text);
+  rm_rf(dir);
 }
 
 /* To standard output through a pipe. */
