@@ -2,6 +2,7 @@
 #ifndef DNT_ANALYZE_INT_H
 #define DNT_ANALYZE_INT_H
 
+#include <stdint.h>
 #include <string.h>
 
 #include "dnt-analyze.h"
@@ -185,5 +186,16 @@ int dnt__stacked_on_event(struct dnt__stacked *s, const ntr_event *ev);
  * frames leaf first, under indent) or as a JSON object; with_ms: its weight is a wait. */
 void dnt__write_stack_text(FILE *fp, const dnt_analysis_stack *st, const char *indent, const char *lead, int with_ms);
 void dnt__write_stack_json(FILE *fp, const dnt_analysis_stack *st, int with_ms);
+
+/* A payload's number (decoded as a double) as an integer: a hostile trace can put anything in a
+ * field, and a double out of an integer type's range converts to nothing defined (UBSan found it
+ * through fuzz-gc); NaN reads as 0, what is beyond the range as its end. */
+static inline uint32_t dnt__u32_of(double x) { return x >= 4294967295.0 ? UINT32_MAX : x > 0 ? (uint32_t)x : 0; }
+static inline uint64_t dnt__u64_of(double x) {
+  return x >= 18446744073709551615.0 ? UINT64_MAX : x > 0 ? (uint64_t)x : 0;
+}
+static inline int dnt__int_of(double x, int otherwise) {
+  return x >= -2147483648.0 && x < 2147483648.0 ? (int)x : otherwise;
+}
 
 #endif

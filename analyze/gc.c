@@ -37,6 +37,7 @@
  * the larger of its and this GC's), never from the trace's first GC. */
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -159,7 +160,7 @@ static void add_concurrent_pause(struct dnt_gc_analysis *a, dnt_gc *gc, double t
 }
 
 static void on_suspend_begin(struct dnt_gc_analysis *a, const struct pending *e, double t) {
-  uint32_t reason = (uint32_t)e->v[0];
+  uint32_t reason = dnt__u32_of(e->v[0]);
   if (reason == SUSPEND_FOR_GC) {
     a->suspend_tid_gc = e->tid;
   } else if (reason == SUSPEND_FOR_GC_PREP) {
@@ -199,7 +200,7 @@ static void on_restart_end(struct dnt_gc_analysis *a, int64_t tid, double t) {
 }
 
 static int on_gc_start(struct dnt_gc_analysis *a, const struct pending *e, double t) {
-  uint32_t count = (uint32_t)e->v[0];
+  uint32_t count = dnt__u32_of(e->v[0]);
   if (!(a->suspend_tid_gc > 0 || a->suspend_tid_other > 0)) return 0; /* began before the trace */
   if (a->n > 0 && a->gcs[a->n - 1].number == count) return 0;      /* logged twice */
   if (a->n == a->cap) {
@@ -212,10 +213,10 @@ static int on_gc_start(struct dnt_gc_analysis *a, const struct pending *e, doubl
   dnt_gc gc;
   memset(&gc, 0, sizeof gc);
   gc.number = count;
-  gc.generation = (int)e->v[1];
+  gc.generation = dnt__int_of(e->v[1], 2);
   if (gc.generation < 0 || gc.generation > 2) gc.generation = 2; /* a hostile trace: keep indices sane */
-  gc.reason = (uint32_t)e->v[2];
-  gc.type = (int)e->v[3];
+  gc.reason = dnt__u32_of(e->v[2]);
+  gc.type = dnt__int_of(e->v[3], -1);
   const dnt_gc *last = a->n ? &a->gcs[a->n - 1] : NULL;
   int ephemeral_at_bgc_start = last && last->type == DNT_GC_BACKGROUND && !last->complete &&
                                gc.type == DNT_GC_NONCONCURRENT;
@@ -248,10 +249,10 @@ static void on_heap_stats(struct dnt_gc_analysis *a, const struct pending *e) {
   dnt_gc *gc = current_gc(a);
   if (gc) {
     for (int g = 0; g < DNT_GC_HEAPS; g++) {
-      gc->size_after[g] = (uint64_t)e->v[g];
-      gc->promoted[g] = (uint64_t)e->v[DNT_GC_HEAPS + g];
+      gc->size_after[g] = dnt__u64_of(e->v[g]);
+      gc->promoted[g] = dnt__u64_of(e->v[DNT_GC_HEAPS + g]);
     }
-    gc->pinned_objects = (uint32_t)e->v[2 * DNT_GC_HEAPS];
+    gc->pinned_objects = dnt__u32_of(e->v[2 * DNT_GC_HEAPS]);
     gc->has_heap_stats = 1;
     if (a->has_alloc_ticks)
       for (int k = 0; k < 2; k++) gc->alloc_tick_mb[k] = a->alloc_tick_mb[k] - a->alloc_tick_at_last_gc[k];

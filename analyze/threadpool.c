@@ -237,8 +237,8 @@ static int handle(void *ud, void *event) {
     break;
   case EV_COMPLETED_ITEMS:
     s->has_completed = 1;
-    s->completed += (uint64_t)e->v[0];
-    if (sec) sec->completed += (uint64_t)e->v[0];
+    s->completed += dnt__u64_of(e->v[0]);
+    if (sec) sec->completed += dnt__u64_of(e->v[0]);
     break;
   }
   return 0;
