@@ -151,9 +151,10 @@ static void text_types(FILE *fp, const struct dnt_allocs_analysis *a, size_t top
   for (size_t i = 0; i < n && i < top; i++) {
     char objects[32] = "?";
     if (s->objects_known) snprintf(objects, sizeof objects, "%.0f", t[i].objects);
-    fprintf(fp, "%16.0f %6.2f%% %10llu %14s  %s%s\n", t[i].bytes, pct(t[i].bytes, s->bytes),
-            (unsigned long long)t[i].samples, objects, t[i].name,
-            t[i].large_bytes > 0 ? " (large objects)" : t[i].pinned_bytes > 0 ? " (pinned objects)" : "");
+    fprintf(fp, "%16.0f %6.2f%% %10llu %14s  ", t[i].bytes, pct(t[i].bytes, s->bytes),
+            (unsigned long long)t[i].samples, objects);
+    dnt_text_put(fp, t[i].name); /* the trace's words, as the frames below */
+    fprintf(fp, "%s\n", t[i].large_bytes > 0 ? " (large objects)" : t[i].pinned_bytes > 0 ? " (pinned objects)" : "");
   }
   if (n > top) fprintf(fp, "%16s %7s %10s %14s  (%zu more types; --top N shows more)\n", "", "", "", "", n - top);
 }
@@ -166,9 +167,15 @@ static int text_stacks(FILE *fp, const struct dnt_allocs_analysis *a, size_t top
   for (size_t i = 0; rc == 0 && i < st.n && i < top; i++) {
     const struct named_stack *e = &st.v[i];
     const uint32_t *f = st.frames + e->off;
-    fprintf(fp, "%s%.0f bytes (%.2f%%), %llu samples, from %s\n", i ? "\n" : "", e->bytes, pct(e->bytes, s->bytes),
-            (unsigned long long)e->samples, first_user_frame(p, f, e->n));
-    for (size_t k = 0; k < e->n && k < TEXT_FRAMES; k++) fprintf(fp, "    %s\n", dnt_profile_name(p, f[e->n - 1 - k]));
+    fprintf(fp, "%s%.0f bytes (%.2f%%), %llu samples, from ", i ? "\n" : "", e->bytes, pct(e->bytes, s->bytes),
+            (unsigned long long)e->samples);
+    dnt_text_put(fp, first_user_frame(p, f, e->n));
+    fputc('\n', fp);
+    for (size_t k = 0; k < e->n && k < TEXT_FRAMES; k++) {
+      fputs("    ", fp);
+      dnt_text_put(fp, dnt_profile_name(p, f[e->n - 1 - k]));
+      fputc('\n', fp);
+    }
     if (e->n > TEXT_FRAMES) fprintf(fp, "    ... %zu more frames\n", e->n - TEXT_FRAMES);
   }
   if (rc == 0 && st.n > top) fprintf(fp, "\n(%zu more stacks; --top N shows more)\n", st.n - top);

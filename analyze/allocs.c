@@ -368,7 +368,7 @@ static int on_allocation(struct dnt_allocs_analysis *a, const ntr_event *ev, int
   e->t.objects += objects;
   e->t.samples++;
   if (!(size > 0)) e->sized = 0;
-  uint32_t kind = fl.v[R_KIND] > 0 ? (uint32_t)fl.v[R_KIND] : 0; /* 0 small, 1 large, 2 pinned */
+  uint32_t kind = dnt__u32_of(fl.v[R_KIND]); /* 0 small, 1 large, 2 pinned */
   if (kind == 1) e->t.large_bytes += bytes;
   else if (kind == 2) e->t.pinned_bytes += bytes;
   dnt_profile_add_event(a->profiles[src], ev, bytes);

@@ -129,12 +129,24 @@ struct dnt__event_stacks {
   struct dnt_profile *prof;
   dnt__stack_label_fn label;
   void *ud;
-  uint64_t *buf; /* a stack with its leaf frame, built for dnt_profile_add_stack */
-  size_t cap;
+  /* what was counted: per key and stack under its leaf (the profile's stack id), open addressing
+   * (index + 1, 0: empty); memory grows with the distinct pairs, each stack stored once */
+  struct dnt__key_stack {
+    size_t key;
+    uint32_t stack;
+    uint64_t count;
+    double ms;
+  } *pairs;
+  size_t npairs, cappairs;
+  size_t *table;
+  size_t table_cap;
   int oom;
-  /* after finish: per key (nkeys), and all keys together (the leaf frame left out) */
+  /* after finish: per key (nkeys), and all keys together (the leaf frame left out); the frames'
+   * names arrays, one a distinct stack, shared by the keys that have it */
   struct dnt__key_stacks *by_key, all;
   size_t nkeys;
+  const char ***names;
+  size_t nnames;
 };
 
 /* 0, or -ENOMEM. by_time: the profile's writers weigh the stacks by their ms (else by counts);

@@ -81,101 +81,151 @@ int dnt__event_stacks_on_thread(struct dnt__event_stacks *s, const ntr_thread *t
   return cb.on_thread(s->prof, t);
 }
 
+static int grow_pairs(struct dnt__event_stacks *s) {
+  size_t cap = s->table_cap ? s->table_cap * 2 : 256;
+  size_t *t = calloc(cap, sizeof *t);
+  struct dnt__key_stack *v = realloc(s->pairs, cap / 2 * sizeof *v);
+  if (!t || !v) {
+    free(t);
+    if (v) s->pairs = v;
+    return -1;
+  }
+  s->pairs = v;
+  s->cappairs = cap / 2;
+  for (size_t i = 0; i < s->npairs; i++) {
+    size_t j = (s->pairs[i].key * 2654435761u ^ s->pairs[i].stack * 40503u) & (cap - 1);
+    while (t[j]) j = (j + 1) & (cap - 1);
+    t[j] = i + 1;
+  }
+  free(s->table);
+  s->table = t;
+  s->table_cap = cap;
+  return 0;
+}
+
 void dnt__event_stacks_add(struct dnt__event_stacks *s, size_t key, uint64_t thread, uint64_t time,
                            const uint64_t *frames, size_t n, double ms) {
   if (s->oom || key > MAX_KEYS) return;
-  if (n + 1 > s->cap) {
-    size_t cap = n + 1 < 64 ? 64 : n + 1;
-    uint64_t *b = realloc(s->buf, cap * sizeof *b);
-    if (!b) {
-      s->oom = 1;
+  uint32_t stack = dnt_profile_add_stack_under(s->prof, thread, time, LEAF_BASE + key, frames, n, ms);
+  if (stack == UINT32_MAX || (s->npairs == s->cappairs && grow_pairs(s) != 0)) {
+    s->oom = 1;
+    return;
+  }
+  size_t j = (key * 2654435761u ^ stack * 40503u) & (s->table_cap - 1);
+  for (; s->table[j]; j = (j + 1) & (s->table_cap - 1)) {
+    struct dnt__key_stack *e = &s->pairs[s->table[j] - 1];
+    if (e->key == key && e->stack == stack) {
+      e->count++;
+      e->ms += ms;
       return;
     }
-    s->buf = b;
-    s->cap = cap;
   }
-  s->buf[0] = LEAF_BASE + key;
-  if (n) memcpy(s->buf + 1, frames, n * sizeof *frames);
-  dnt_profile_add_stack(s->prof, thread, time, s->buf, n + 1, ms);
+  s->pairs[s->npairs] = (struct dnt__key_stack){key, stack, 1, ms};
+  s->table[j] = ++s->npairs;
 }
 
-/* ---- after the trace: each key's stacks, merged across threads ---- */
-
-struct entry {
-  size_t key;  /* SIZE_MAX: a frame of no key's (cannot happen unless labels collide) */
-  size_t off;  /* into the pool of frame ids: root first, without the leaf frame */
-  size_t n;
-  uint64_t count;
-  double ms;
-};
+/* ---- after the trace: each key's stacks, merged across threads ----
+ * A pair's stack becomes a slot: the index of its stack among the distinct stacks counted (their
+ * ids sorted), then the slot of the first of them with the same frame names (two addresses in
+ * one method are one frame by name, as the profile's writers merge them). */
 
 struct gather {
   struct dnt__event_stacks *s;
-  const struct dnt_profile *prof;
-  size_t *key_of_name; /* per name id: its key, or SIZE_MAX */
-  struct entry *e;
-  size_t ne, cape;
-  uint32_t *pool;
-  size_t npool, cappool;
-  int oom;
+  uint32_t *ids; /* the distinct stacks, by id */
+  size_t nids;
+  uint32_t *buf, *buf2; /* frame names, for comparing stacks */
+  size_t cap;
   int by_time;
 };
 
-static void gather_stack(void *ud, uint64_t thread, const uint32_t *frames, size_t n, uint64_t samples, double ms) {
-  struct gather *g = ud;
-  (void)thread;
-  if (g->oom || n == 0) return;
-  size_t key = g->key_of_name[frames[n - 1]];
-  if (key == SIZE_MAX) return;
-  if (g->ne == g->cape) {
-    size_t cap = g->cape ? g->cape * 2 : 256;
-    struct entry *e = realloc(g->e, cap * sizeof *e);
-    if (!e) return (void)(g->oom = 1);
-    g->e = e;
-    g->cape = cap;
+static int by_id(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return (x > y) - (x < y);
+}
+
+static size_t slot_of(const struct gather *g, uint32_t id) {
+  const uint32_t *at = bsearch(&id, g->ids, g->nids, sizeof *g->ids, by_id);
+  return (size_t)(at - g->ids); /* every pair's stack is there */
+}
+
+/* The frame names of stack id, leaf first, into g's buffer `which` (0: buf, 1: buf2); *n of them.
+ * 0, or -1 when out of memory. */
+static int fill(struct gather *g, uint32_t id, int which, size_t *n) {
+  *n = dnt_profile_stack_names(g->s->prof, id, NULL);
+  if (*n > g->cap) {
+    uint32_t *a = realloc(g->buf, *n * sizeof *a);
+    if (!a) return -1;
+    g->buf = a;
+    uint32_t *b = realloc(g->buf2, *n * sizeof *b);
+    if (!b) return -1;
+    g->buf2 = b;
+    g->cap = *n;
   }
-  if (g->npool + n > g->cappool) {
-    size_t cap = g->cappool ? g->cappool * 2 : 4096;
-    while (cap < g->npool + n) cap *= 2;
-    uint32_t *p = realloc(g->pool, cap * sizeof *p);
-    if (!p) return (void)(g->oom = 1);
-    g->pool = p;
-    g->cappool = cap;
+  if (*n) dnt_profile_stack_names(g->s->prof, id, which ? g->buf2 : g->buf);
+  return 0;
+}
+
+/* The distinct stacks of the pairs, and each pair's stack made a slot (see above). */
+static int slots(struct gather *g) {
+  struct dnt__event_stacks *s = g->s;
+  g->ids = malloc((s->npairs ? s->npairs : 1) * sizeof *g->ids);
+  if (!g->ids) return -1;
+  for (size_t i = 0; i < s->npairs; i++) g->ids[i] = s->pairs[i].stack;
+  if (s->npairs) qsort(g->ids, s->npairs, sizeof *g->ids, by_id);
+  for (size_t i = 0; i < s->npairs; i++)
+    if (g->nids == 0 || g->ids[g->nids - 1] != g->ids[i]) g->ids[g->nids++] = g->ids[i];
+  size_t cap = 16;
+  while (cap < g->nids * 2) cap *= 2;
+  size_t *table = calloc(cap, sizeof *table); /* slot + 1 of a first stack of its names */
+  size_t *canon = malloc((g->nids ? g->nids : 1) * sizeof *canon);
+  int rc = -1;
+  if (!table || !canon) goto out;
+  for (size_t k = 0; k < g->nids; k++) {
+    size_t n, m;
+    if (fill(g, g->ids[k], 0, &n) != 0) goto out;
+    uint32_t h = 2166136261u ^ (uint32_t)n;
+    for (size_t f = 0; f < n; f++) h = (h ^ g->buf[f]) * 16777619u;
+    size_t j = h & (cap - 1);
+    for (; table[j]; j = (j + 1) & (cap - 1)) {
+      if (fill(g, g->ids[table[j] - 1], 1, &m) != 0) goto out;
+      if (m == n && (n == 0 || memcmp(g->buf, g->buf2, n * sizeof *g->buf) == 0)) break;
+    }
+    if (!table[j]) table[j] = k + 1;
+    canon[k] = table[j] - 1;
   }
-  memcpy(g->pool + g->npool, frames, (n - 1) * sizeof *frames);
-  g->e[g->ne++] = (struct entry){key, g->npool, n - 1, samples, ms};
-  g->npool += n - 1;
+  for (size_t i = 0; i < s->npairs; i++) s->pairs[i].stack = (uint32_t)canon[slot_of(g, s->pairs[i].stack)];
+  rc = 0;
+out:
+  free(table);
+  free(canon);
+  return rc;
 }
 
 static const struct gather *sorting; /* qsort has no user data: the gather being sorted */
 
-static int by_frames(const struct entry *x, const struct entry *y) {
-  size_t n = x->n < y->n ? x->n : y->n;
-  int c = memcmp(sorting->pool + x->off, sorting->pool + y->off, n * sizeof(uint32_t));
-  if (c) return c;
-  return (x->n > y->n) - (x->n < y->n);
-}
-
-static int by_key_frames(const void *a, const void *b) {
-  const struct entry *x = a, *y = b;
+static int by_key_slot(const void *a, const void *b) {
+  const struct dnt__key_stack *x = a, *y = b;
   if (x->key != y->key) return x->key < y->key ? -1 : 1;
-  return by_frames(x, y);
+  return (x->stack > y->stack) - (x->stack < y->stack);
 }
 
-static int by_frames_only(const void *a, const void *b) { return by_frames(a, b); }
+static int by_slot(const void *a, const void *b) {
+  const struct dnt__key_stack *x = a, *y = b;
+  return (x->stack > y->stack) - (x->stack < y->stack);
+}
 
 static int heaviest_first(const void *a, const void *b) {
-  const struct entry *x = a, *y = b;
+  const struct dnt__key_stack *x = a, *y = b;
   double wx = sorting->by_time ? x->ms : (double)x->count, wy = sorting->by_time ? y->ms : (double)y->count;
   if (wx != wy) return wx > wy ? -1 : 1;
-  return by_frames(x, y); /* a stable order between equals */
+  return by_slot(a, b); /* between equals: the stack counted first */
 }
 
-/* Merges runs of equal stacks (of one key when keyed) in e[0..n), in place; returns the new n. */
-static size_t merge(struct entry *e, size_t n, int keyed) {
+/* Merges runs of one stack (of one key when keyed) in e[0..n), in place; returns the new n. */
+static size_t merge(struct dnt__key_stack *e, size_t n, int keyed) {
   size_t out = 0;
   for (size_t i = 0; i < n; i++) {
-    if (out && (!keyed || e[out - 1].key == e[i].key) && by_frames(&e[out - 1], &e[i]) == 0) {
+    if (out && (!keyed || e[out - 1].key == e[i].key) && e[out - 1].stack == e[i].stack) {
       e[out - 1].count += e[i].count;
       e[out - 1].ms += e[i].ms;
     } else {
@@ -185,8 +235,20 @@ static size_t merge(struct entry *e, size_t n, int keyed) {
   return out;
 }
 
+/* The names of a slot's frames, leaf first: made once, shared by every key that has the stack. */
+static const char **names_of(struct gather *g, size_t slot, size_t *n) {
+  struct dnt__event_stacks *s = g->s;
+  *n = dnt_profile_stack_names(s->prof, g->ids[slot], NULL);
+  if (*n == 0 || s->names[slot]) return s->names[slot];
+  if (fill(g, g->ids[slot], 0, n) != 0) return NULL;
+  const char **v = malloc(*n * sizeof *v);
+  if (!v) return NULL;
+  for (size_t f = 0; f < *n; f++) v[f] = dnt_profile_name(s->prof, g->buf[f]);
+  return s->names[slot] = v;
+}
+
 /* The `top` heaviest of e[0..n) (sorted here) as named stacks, the rest summed. */
-static int keep_top(struct gather *g, struct entry *e, size_t n, size_t top, struct dnt__key_stacks *ks) {
+static int keep_top(struct gather *g, struct dnt__key_stack *e, size_t n, size_t top, struct dnt__key_stacks *ks) {
   if (n) qsort(e, n, sizeof *e, heaviest_first);
   size_t k = n < top ? n : top;
   ks->v = k ? calloc(k, sizeof *ks->v) : NULL;
@@ -198,11 +260,8 @@ static int keep_top(struct gather *g, struct entry *e, size_t n, size_t top, str
       continue;
     }
     dnt_analysis_stack *st = &ks->v[ks->n];
-    st->frames = e[i].n ? calloc(e[i].n, sizeof *st->frames) : NULL;
-    if (e[i].n && !st->frames) return -ENOMEM;
-    for (size_t f = 0; f < e[i].n; f++) /* leaf first */
-      st->frames[f] = dnt_profile_name(g->prof, g->pool[e[i].off + e[i].n - 1 - f]);
-    st->nframes = e[i].n;
+    st->frames = names_of(g, e[i].stack, &st->nframes);
+    if (st->nframes && !st->frames) return -ENOMEM;
     st->count = e[i].count;
     st->weight_ms = e[i].ms;
     ks->n++;
@@ -210,92 +269,59 @@ static int keep_top(struct gather *g, struct entry *e, size_t n, size_t top, str
   return 0;
 }
 
-/* Which name is which key's leaf frame: each key's label looked up among the names. */
-static int map_leaves(struct gather *g, size_t nkeys) {
-  size_t nnames = dnt_profile_nnames(g->prof);
-  g->key_of_name = malloc((nnames ? nnames : 1) * sizeof *g->key_of_name);
-  size_t cap = 16;
-  while (cap < nkeys * 2) cap *= 2;
-  size_t *table = calloc(cap, sizeof *table); /* key + 1, 0: empty */
-  char **labels = calloc(nkeys ? nkeys : 1, sizeof *labels);
-  int rc = -ENOMEM;
-  if (!g->key_of_name || !table || !labels) goto out;
-  char buf[LABEL_MAX];
-  for (size_t k = 0; k < nkeys; k++) {
-    g->s->label(g->s->ud, k, buf, sizeof buf);
-    if (!(labels[k] = strdup(buf))) goto out;
-    uint32_t h = 2166136261u;
-    for (const char *c = buf; *c; c++) h = (h ^ (uint8_t)*c) * 16777619u;
-    size_t j = h & (cap - 1);
-    while (table[j] && strcmp(labels[table[j] - 1], buf) != 0) j = (j + 1) & (cap - 1);
-    if (!table[j]) table[j] = k + 1; /* two keys of one label: the first one's */
-  }
-  for (size_t id = 0; id < nnames; id++) {
-    const char *name = dnt_profile_name(g->prof, (uint32_t)id);
-    uint32_t h = 2166136261u;
-    for (const char *c = name; *c; c++) h = (h ^ (uint8_t)*c) * 16777619u;
-    size_t j = h & (cap - 1);
-    while (table[j] && strcmp(labels[table[j] - 1], name) != 0) j = (j + 1) & (cap - 1);
-    g->key_of_name[id] = table[j] ? table[j] - 1 : SIZE_MAX;
-  }
-  rc = 0;
-out:
-  if (labels)
-    for (size_t k = 0; k < nkeys; k++) free(labels[k]);
-  free(labels);
-  free(table);
-  return rc;
-}
-
 int dnt__event_stacks_finish(struct dnt__event_stacks *s, size_t nkeys, size_t top, int by_time) {
   if (s->oom || dnt_profile_finish(s->prof) != 0) return -ENOMEM;
-  struct gather g = {.s = s, .prof = s->prof, .by_time = by_time};
+  struct gather g = {.s = s, .by_time = by_time};
+  struct dnt__key_stack *all = NULL;
   int rc = -ENOMEM;
   s->nkeys = nkeys;
   s->by_key = calloc(nkeys ? nkeys : 1, sizeof *s->by_key);
-  if (!s->by_key || map_leaves(&g, nkeys) != 0) goto out;
-  if (dnt_profile_each_stack(s->prof, gather_stack, &g) != 0 || g.oom) goto out;
+  if (!s->by_key || slots(&g) != 0) goto out;
+  s->nnames = g.nids;
+  if (!(s->names = calloc(g.nids ? g.nids : 1, sizeof *s->names))) goto out;
   sorting = &g;
-  /* per key: sorted by key then frames, equal stacks merged, each key's run cut to its top */
-  if (g.ne) qsort(g.e, g.ne, sizeof *g.e, by_key_frames);
-  size_t n = merge(g.e, g.ne, 1);
-  struct entry *all = malloc((n ? n : 1) * sizeof *all);
-  if (!all) goto out;
-  if (n) memcpy(all, g.e, n * sizeof *all);
+  /* per key: sorted by key then stack, equal stacks merged, each key's run cut to its top */
+  struct dnt__key_stack *e = s->pairs;
+  size_t n = s->npairs;
+  if (n) qsort(e, n, sizeof *e, by_key_slot);
+  n = merge(e, n, 1);
+  if (!(all = malloc((n ? n : 1) * sizeof *all))) goto out;
+  if (n) memcpy(all, e, n * sizeof *all);
   for (size_t i = 0; i < n;) {
     size_t j = i;
-    while (j < n && g.e[j].key == g.e[i].key) j++;
-    if (keep_top(&g, g.e + i, j - i, top, &s->by_key[g.e[i].key]) != 0) {
-      free(all);
-      goto out;
-    }
+    while (j < n && e[j].key == e[i].key) j++;
+    if (e[i].key < nkeys && keep_top(&g, e + i, j - i, top, &s->by_key[e[i].key]) != 0) goto out;
     i = j;
   }
   /* all keys together: the same stacks below different leaves are one */
-  if (n) qsort(all, n, sizeof *all, by_frames_only);
-  size_t na = merge(all, n, 0);
-  rc = keep_top(&g, all, na, top, &s->all);
-  free(all);
+  if (n) qsort(all, n, sizeof *all, by_slot);
+  rc = keep_top(&g, all, merge(all, n, 0), top, &s->all);
 out:
   sorting = NULL;
-  free(g.key_of_name);
-  free(g.e);
-  free(g.pool);
+  free(all);
+  free(g.ids);
+  free(g.buf);
+  free(g.buf2);
+  /* the pairs were sorted and merged in place: their table is of no more use */
+  free(s->table);
+  s->table = NULL;
+  s->table_cap = 0;
   if (rc) s->oom = 1;
   return rc;
 }
 
-static void release_key(struct dnt__key_stacks *k) {
-  for (size_t i = 0; i < k->n; i++) free(k->v[i].frames);
-  free(k->v);
-}
+static void release_key(struct dnt__key_stacks *k) { free(k->v); }
 
 void dnt__event_stacks_release(struct dnt__event_stacks *s) {
   if (s->by_key)
     for (size_t k = 0; k < s->nkeys; k++) release_key(&s->by_key[k]);
   release_key(&s->all);
+  if (s->names)
+    for (size_t i = 0; i < s->nnames; i++) free(s->names[i]);
+  free(s->names);
   free(s->by_key);
-  free(s->buf);
+  free(s->pairs);
+  free(s->table);
   dnt_profile_free(s->prof);
   memset(s, 0, sizeof *s);
 }

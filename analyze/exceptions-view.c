@@ -14,7 +14,11 @@ void dnt__write_stack_text(FILE *fp, const dnt_analysis_stack *st, const char *i
   else
     fprintf(fp, "%s%sthrown %llu times from:\n", indent, lead, (unsigned long long)st->count);
   if (st->nframes == 0) fprintf(fp, "%s    (no stack: record with stacks)\n", indent);
-  for (size_t f = 0; f < st->nframes && f < TEXT_FRAMES; f++) fprintf(fp, "%s    %s\n", indent, st->frames[f]);
+  for (size_t f = 0; f < st->nframes && f < TEXT_FRAMES; f++) {
+    fprintf(fp, "%s    ", indent);
+    dnt_text_put(fp, st->frames[f]); /* the trace's words, as every string below */
+    fputc('\n', fp);
+  }
   if (st->nframes > TEXT_FRAMES) fprintf(fp, "%s    ... %zu more frames\n", indent, st->nframes - TEXT_FRAMES);
 }
 
@@ -51,15 +55,22 @@ void dnt_exceptions_write_text(FILE *fp, const struct dnt_exceptions_analysis *a
   size_t shown = top && top < n ? top : n;
   if (shown) fprintf(fp, "\n%10s %10s %10s  %s\n", "Thrown", "Handled", "Unhandled", "Type: message");
   for (size_t i = 0; i < shown; i++) {
-    fprintf(fp, "%10llu %10llu %10llu  %s: %s\n", (unsigned long long)g[i].thrown, (unsigned long long)g[i].handled,
-            (unsigned long long)g[i].unhandled, g[i].type, g[i].message);
+    fprintf(fp, "%10llu %10llu %10llu  ", (unsigned long long)g[i].thrown, (unsigned long long)g[i].handled,
+            (unsigned long long)g[i].unhandled);
+    dnt_text_put(fp, g[i].type);
+    fputs(": ", fp);
+    dnt_text_put(fp, g[i].message);
+    fputc('\n', fp);
     fprintf(fp, "%34sHRESULT 0x%08x, first at %.3f ms, last at %.3f ms", "", g[i].hresult, g[i].first_ms,
             g[i].last_ms);
     if (g[i].rethrown) fprintf(fp, ", rethrown %llu", (unsigned long long)g[i].rethrown);
     if (g[i].nested) fprintf(fp, ", nested %llu", (unsigned long long)g[i].nested);
     fputc('\n', fp);
-    for (int k = 0; k < DNT_EXC_CATCHES && g[i].catches[k].method; k++)
-      fprintf(fp, "%34scaught in %s (%llu)\n", "", g[i].catches[k].method, (unsigned long long)g[i].catches[k].count);
+    for (int k = 0; k < DNT_EXC_CATCHES && g[i].catches[k].method; k++) {
+      fprintf(fp, "%34scaught in ", "");
+      dnt_text_put(fp, g[i].catches[k].method);
+      fprintf(fp, " (%llu)\n", (unsigned long long)g[i].catches[k].count);
+    }
     if (g[i].other_catches)
       fprintf(fp, "%34scaught elsewhere (%llu)\n", "", (unsigned long long)g[i].other_catches);
     for (size_t k = 0; k < g[i].nstacks; k++)

@@ -28,12 +28,9 @@ static size_t slowest(const dnt_jit_method *rows, size_t n, size_t top, size_t *
   return k;
 }
 
-/* A method's name for a terminal: its control characters as '?' (names come from the trace); ""
- * is a MethodLoad's, which carries no name. */
-static void put_name(FILE *fp, const char *name) {
-  if (!name[0]) name = "(unnamed: MethodLoad)";
-  for (const unsigned char *p = (const unsigned char *)name; *p; p++) fputc(*p < 0x20 || *p == 0x7f ? '?' : *p, fp);
-}
+/* A method's name for a terminal (names come from the trace); "" is a MethodLoad's, which carries
+ * no name. */
+static void put_name(FILE *fp, const char *name) { dnt_text_put(fp, name[0] ? name : "(unnamed: MethodLoad)"); }
 
 void dnt_jit_write_text(FILE *fp, const struct dnt_jit_analysis *a, size_t top) {
   size_t n;

@@ -7,8 +7,11 @@
 static void owner_text(FILE *fp, const dnt_lock *l) {
   if (!l->owner_thread)
     fputs("owner not named", fp);
-  else if (l->owner_name)
-    fprintf(fp, "owner thread %llu (%s)", (unsigned long long)l->owner_thread, l->owner_name);
+  else if (l->owner_name) {
+    fprintf(fp, "owner thread %llu (", (unsigned long long)l->owner_thread);
+    dnt_text_put(fp, l->owner_name); /* the target named its thread */
+    fputc(')', fp);
+  }
   else
     fprintf(fp, "owner thread %llu", (unsigned long long)l->owner_thread);
 }

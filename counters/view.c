@@ -176,9 +176,10 @@ static void line(struct screen *s, const char *left, const char *right) {
   }
   int w = s->width > MAX_COLS ? MAX_COLS : s->width;
   int room = right ? w - s->value_cols : w, cols = 0;
-  char buf[1024];
+  char safe[1024], buf[1024];
+  dnt_text_escape(safe, sizeof safe, left); /* names, units and tags are the target's words */
   size_t o = 0;
-  for (const unsigned char *p = (const unsigned char *)left; *p && o < sizeof buf - 1; p++) {
+  for (const unsigned char *p = (const unsigned char *)safe; *p && o < sizeof buf - 1; p++) {
     int starts_char = (*p & 0xC0) != 0x80;
     if (starts_char && cols >= room) break;
     cols += starts_char;

@@ -115,6 +115,14 @@ int dnt_perfdata_sched(const uint8_t *buf, size_t len, dnt_perf_observe_fn fn, v
 int dnt_perfdata_sched_fd(int fd, dnt_perf_observe_fn fn, void *ud, struct dnt_perfdata_stats *stats, char *msg,
                           size_t cap);
 
+/* A perf.data cut short (its header claims records past the end of the file: a full disk, a copy
+ * stopped; perf script then fails without printing one sample), open at fd (borrowed): a copy
+ * written to out (borrowed, an empty file) holding every whole record, its header saying so,
+ * without the feature sections (they followed the data). 0 when the copy was written (*kept of
+ * the *claimed bytes of records in it); 1 when the file is not cut (nothing written: perf script
+ * reads it as it is, or says what it is); a negative errno with msg (caller-owned, cap bytes). */
+int dnt_perfdata_mend(int fd, int out, uint64_t *kept, uint64_t *claimed, char *msg, size_t cap);
+
 /* ---- the mappings of one run, to turn printed offsets back into addresses ---- */
 
 typedef struct dnt_perf_maps dnt_perf_maps;
@@ -329,8 +337,9 @@ int dnt_perf_remove_stale(const char *tmpdir);
 
 /* Perf maps left on by a dntrace that was killed before turning them off (SIGKILL, a crash):
  * each one whose target still runs is turned off again and, if that run made the file, the file
- * removed. Lines saying what was done go to report (caller-owned, cap bytes). Returns how many.
- * dnt_perfmap_begin/end keep the notes this needs. */
+ * removed; the file a run made is removed too when its target is gone and no process has its pid.
+ * Lines saying what was done go to report (caller-owned, cap bytes). Returns how many maps were
+ * turned off. dnt_perfmap_begin/end keep the notes this needs. */
 int dnt_perfmap_restore_forgotten(char *report, size_t cap);
 
 /* Starts `perf record -e cpu-clock/freq=hz/ [-e sched:sched_switch -e sched:sched_waking] -g

@@ -54,9 +54,20 @@ void dnt__perfmap_note(const struct dnt_perfmap_run *m, int pid, const char *ep_
     close(fd);
     return;
   }
-  /* owner pid, owner start, target pid, target start, whether the map existed; socket; map */
+  /* owner pid, owner start, target pid, target start, whether the map existed; socket; map (in
+   * the target's root, as long as it lives); then, when the target shares our root, the map's own
+   * path and its owner, for once the target is gone */
   fprintf(fp, "%d %llu %d %llu %d\n%s\n%s\n", (int)getpid(), start_time((int)getpid()), pid, start_time(pid),
           m->existed, ep_path, m->path);
+  char root[64];
+  snprintf(root, sizeof root, "/proc/%d/root", pid);
+  struct stat ours, theirs, proc;
+  size_t skip = strlen(root);
+  char pidir[32];
+  snprintf(pidir, sizeof pidir, "/proc/%d", pid);
+  if (stat("/", &ours) == 0 && stat(root, &theirs) == 0 && ours.st_dev == theirs.st_dev &&
+      ours.st_ino == theirs.st_ino && stat(pidir, &proc) == 0 && strncmp(m->path, root, skip) == 0)
+    fprintf(fp, "%u %s\n", (unsigned)proc.st_uid, m->path + skip);
   if (fclose(fp) != 0 || rename(tmp, path) != 0) unlink(tmp);
 }
 
@@ -89,12 +100,15 @@ static int restore(int dirfd, const char *name, char *report, size_t cap) {
   }
   int owner = 0, pid = 0, existed = 0;
   unsigned long long owner_start = 0, target_start = 0;
-  char sock[4300] = "", map[2300] = "";
+  char sock[4300] = "", map[2300] = "", own[2300] = "";
+  unsigned uid = 0;
   int ok = fscanf(fp, "%d %llu %d %llu %d\n", &owner, &owner_start, &pid, &target_start, &existed) == 5 &&
            fgets(sock, sizeof sock, fp) && fgets(map, sizeof map, fp);
+  int has_own = ok && fscanf(fp, "%u ", &uid) == 1 && fgets(own, sizeof own, fp);
   fclose(fp);
   sock[strcspn(sock, "\n")] = '\0';
   map[strcspn(map, "\n")] = '\0';
+  own[strcspn(own, "\n")] = '\0';
   if (ok && alive(owner) && start_time(owner) == owner_start) return 0; /* its writer still runs */
   int restored = 0;
   if (ok && alive(pid) && start_time(pid) == target_start) {
@@ -108,6 +122,14 @@ static int restore(int dirfd, const char *name, char *report, size_t cap) {
       say(report, cap, "cannot turn the perf map of process %d off: %s", pid, st.msg);
       return 0; /* the note stays for a later try */
     }
+  } else if (has_own && !existed && own[0] == '/' && !alive(pid)) {
+    /* the target is gone too: the file that run made it write would stay in /tmp for nobody. A
+     * later process of that pid may have a map of its own (then it is alive: left alone); the
+     * file must still be the target's (its user's, a plain file), not one planted since. */
+    struct stat st;
+    if (lstat(own, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == uid && unlink(own) == 0)
+      say(report, cap, "removed %s, which process %d (gone since) wrote for dntrace %d, which was killed", own, pid,
+          owner);
   }
   unlinkat(dirfd, name, 0);
   return restored;

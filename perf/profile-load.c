@@ -6,12 +6,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "dnt-perf.h"
+#include "dnt-trace.h"
 
 /* Native names by address: open addressing, names in one pool. */
 struct ipname {
@@ -238,6 +240,22 @@ enum trace_fields {
   TRACE_CHAINS, /* their fields and their call chains (waits) */
 };
 
+/* The last line perf wrote to fd (its stderr, from the start), trimmed and escaped for a terminal
+ * (it quotes the file); "" when there is none. */
+static void last_line(int fd, char *out, size_t cap) {
+  out[0] = '\0';
+  char tail[1024];
+  off_t end = fd >= 0 ? lseek(fd, 0, SEEK_END) : -1;
+  if (end <= 0) return;
+  off_t from = end > (off_t)sizeof tail - 1 ? end - (off_t)sizeof tail + 1 : 0;
+  ssize_t n = pread(fd, tail, (size_t)(end - from), from);
+  if (n <= 0) return;
+  tail[n] = '\0';
+  while (n > 0 && (tail[n - 1] == '\n' || tail[n - 1] == '\r' || tail[n - 1] == ' ')) tail[--n] = '\0';
+  char *line = strrchr(tail, '\n');
+  dnt_text_escape(out, cap, line ? line + 1 : tail);
+}
+
 /* `perf script` on data, its output fed to the reader as it comes; once perf runs, the sched
  * tracepoints of the file open at `sched` (one dnt_perfdata_sched_fd checked, or -1) go to the reader's observer
  * meanwhile. 0, or -1 with info->error. */
@@ -248,22 +266,26 @@ static int run_perf_script(const char *data, dnt_perf_reader *reader, enum trace
     snprintf(info->error, sizeof info->error, "cannot create a pipe: %s", strerror(errno));
     return -1;
   }
+  /* perf's own words on failure: its stderr in a file of memory, read after it exited (a second
+   * pipe could fill while the first is read) */
+  int err_fd = memfd_create("perf-script-stderr", MFD_CLOEXEC);
   struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+  clock_gettime(CLOCK_MONOTONIC, &t0); /* timing: the figure info->script_seconds reports */
   fflush(NULL); /* a child must not inherit unwritten output */
   pid_t pid = fork();
   if (pid < 0) {
     snprintf(info->error, sizeof info->error, "cannot start perf script: %s", strerror(errno));
     close(fds[0]);
     close(fds[1]);
+    if (err_fd >= 0) close(err_fd);
     return -1;
   }
   if (pid == 0) {
     dup2(fds[1], 1);
     close(fds[0]);
     close(fds[1]);
-    int null = open("/dev/null", O_WRONLY);
-    if (null >= 0) dup2(null, 2);
+    int err = err_fd >= 0 ? err_fd : open("/dev/null", O_WRONLY);
+    if (err >= 0) dup2(err, 2);
     static char *const trace_arg[] = {NULL, "trace:", "trace:comm,pid,tid,time,event,trace",
                                       "trace:comm,pid,tid,time,event,trace,ip,sym,dso"};
     /* waits reads the cpu-clock samples only as "this thread ran then": their chains, a fifth of
@@ -316,10 +338,49 @@ static int run_perf_script(const char *data, dnt_perf_reader *reader, enum trace
     return -1;
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    snprintf(info->error, sizeof info->error, "perf script failed on '%s' (exit %d)", data,
-             WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    char said[512], how[64];
+    last_line(err_fd, said, sizeof said);
+    if (WIFSIGNALED(status))
+      snprintf(how, sizeof how, "killed by signal %d, %s", WTERMSIG(status), strsignal(WTERMSIG(status)));
+    else
+      snprintf(how, sizeof how, "exit %d", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    snprintf(info->error, sizeof info->error, "perf script failed on '%s' (%s)%s%s", data, how, said[0] ? ": " : "",
+             said);
+    if (err_fd >= 0) close(err_fd);
     return -1;
   }
+  if (err_fd >= 0) close(err_fd);
+  return 0;
+}
+
+/* When data is cut short, its whole records mended into a temporary (dnt_perfdata_mend), whose
+ * path goes to tmp (cap bytes; the caller unlinks it) and replaces *data; a warning says how much
+ * was read. 0 (mended or whole), or -1 with info->error. */
+static int mend_if_cut(const char **data, char *tmp, size_t cap, struct dnt_perf_load_info *info) {
+  tmp[0] = '\0';
+  int fd = open(*data, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0; /* perf script says why */
+  const char *dir = getenv("TMPDIR");
+  snprintf(tmp, cap, "%s/dntrace-mended-XXXXXX", dir && *dir ? dir : "/tmp");
+  int out = mkostemp(tmp, O_CLOEXEC);
+  uint64_t kept, claimed;
+  char msg[256];
+  int rc = out >= 0 ? dnt_perfdata_mend(fd, out, &kept, &claimed, msg, sizeof msg) : -errno;
+  if (out < 0) snprintf(msg, sizeof msg, "cannot make a mended copy in '%s': %s", tmp, strerror(errno));
+  close(fd);
+  if (out >= 0 && close(out) != 0 && rc == 0) rc = -EIO, snprintf(msg, sizeof msg, "cannot write its mended copy");
+  if (rc != 0) {
+    if (out >= 0) unlink(tmp);
+    tmp[0] = '\0';
+  }
+  if (rc == 1) return 0;
+  if (rc < 0) {
+    snprintf(info->error, sizeof info->error, "'%s' is cut short, and %s", *data, msg);
+    return -1;
+  }
+  warn(info, "'%s' is cut short: read its whole records, %llu of the %llu bytes it should hold (%.0f%%)", *data,
+       (unsigned long long)kept, (unsigned long long)claimed, claimed ? 100.0 * (double)kept / (double)claimed : 0);
+  *data = tmp;
   return 0;
 }
 
@@ -337,6 +398,11 @@ dnt_perf_reader *dnt_perf_load(struct dnt_profile *prof, const char *data, const
     snprintf(info->error, sizeof info->error, "out of memory");
     return NULL;
   }
+  char mended[4200];
+  if (mend_if_cut(&data, mended, sizeof mended, info) != 0) {
+    dnt_perf_reader_free(r);
+    return NULL;
+  }
   /* the tracepoints matter to an observer alone: read from the file when it can be, else printed */
   if (fn) dnt_perf_reader_observe(r, fn, ud);
   enum trace_fields trace = TRACE_FIELDS;
@@ -347,6 +413,7 @@ dnt_perf_reader *dnt_perf_load(struct dnt_profile *prof, const char *data, const
     trace = st.tracepoint_events ? TRACE_NONE : TRACE_ABSENT;
   int rc = run_perf_script(data, r, trace, trace != TRACE_FIELDS && fn ? fd : -1, info);
   if (fd >= 0) close(fd);
+  if (mended[0]) unlink(mended);
   if (rc < 0) {
     dnt_perf_reader_free(r);
     return NULL;
@@ -361,5 +428,9 @@ int dnt_perf_reader_run(dnt_perf_reader *r, const char *data, const char *map, s
     int rc = dnt_perfmap_load(r->perfmap, map, &bad);
     if (rc < 0) warn(info, "cannot read the perf map '%s': %s", map, strerror(-rc));
   }
-  return run_perf_script(data, r, TRACE_CHAINS, -1, info);
+  char mended[4200];
+  if (mend_if_cut(&data, mended, sizeof mended, info) != 0) return -1;
+  int rc = run_perf_script(data, r, TRACE_CHAINS, -1, info);
+  if (mended[0]) unlink(mended);
+  return rc;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "perf-int.h"
+#include "dnt-trace.h"
 
 /* Whether a kernel frame (`[kernel]!SYM`) is one of syms (a trailing * matches a prefix). */
 static int any_frame(const char *const *names, size_t n, const char *const *syms) {
@@ -202,30 +203,25 @@ int dnt_waits_write_table(const struct dnt_profile *prof, size_t top, FILE *fp) 
     waker_of(prof, row, waker, sizeof waker);
     const char *blocked_in = where(prof, row->frames, row->sep);
     const char *waker_in = row->sep < row->n ? where(prof, row->frames + row->sep + 1, row->n - row->sep - 1) : "";
-    fprintf(fp, "  %10.1f %5.1f%% %8llu  %-13s  %-16.16s %-40s  %-22.22s %s\n", row->ms,
-            total > 0 ? 100 * row->ms / total : 0, (unsigned long long)row->count, row_kind(prof, row), thread,
-            *blocked_in ? blocked_in : "-", *waker ? waker : "(none in the process)", *waker_in ? waker_in : "-");
+    /* names of threads and frames are the target's words: escaped, then cut to their column */
+    char safe_thread[17], safe_blocked[4 * 1200], safe_waker[23];
+    dnt_text_escape(safe_thread, sizeof safe_thread, thread);
+    dnt_text_escape(safe_blocked, sizeof safe_blocked, *blocked_in ? blocked_in : "-");
+    dnt_text_escape(safe_waker, sizeof safe_waker, *waker ? waker : "(none in the process)");
+    fprintf(fp, "  %10.1f %5.1f%% %8llu  %-13s  %-16s %-40s  %-22s ", row->ms, total > 0 ? 100 * row->ms / total : 0,
+            (unsigned long long)row->count, row_kind(prof, row), safe_thread, safe_blocked, safe_waker);
+    dnt_text_put(fp, *waker_in ? waker_in : "-");
+    fputc('\n', fp);
   }
   rows_release(&r);
   return 0;
-}
-
-static void json_string(FILE *fp, const char *s) {
-  fputc('"', fp);
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') fprintf(fp, "\\%c", c);
-    else if (c < 0x20) fprintf(fp, "\\u%04x", c);
-    else fputc(c, fp);
-  }
-  fputc('"', fp);
 }
 
 static void json_frames(FILE *fp, const struct dnt_profile *prof, const uint32_t *frames, size_t n) {
   fputc('[', fp);
   for (size_t i = 0; i < n; i++) {
     if (i) fputc(',', fp);
-    json_string(fp, dnt_profile_name(prof, frames[i]));
+    dnt_json_string(fp, dnt_profile_name(prof, frames[i]));
   }
   fputc(']', fp);
 }
@@ -243,16 +239,16 @@ int dnt_waits_write_json(const struct dnt_profile *prof, size_t top, FILE *fp) {
     size_t nwaker = row->sep < row->n ? row->n - row->sep - 1 : 0;
     const uint32_t *wf = row->frames + row->n - nwaker;
     fprintf(fp, "%s\n{\"kind\":", i ? "," : "");
-    json_string(fp, row_kind(prof, row));
+    dnt_json_string(fp, row_kind(prof, row));
     fprintf(fp, ",\"tid\":%llu,\"thread\":", (unsigned long long)row->tid);
-    json_string(fp, thread ? thread : "");
+    dnt_json_string(fp, thread ? thread : "");
     fprintf(fp, ",\"ms\":%.3f,\"count\":%llu,\"blocked_in\":", row->ms, (unsigned long long)row->count);
-    json_string(fp, where(prof, row->frames, row->sep));
+    dnt_json_string(fp, where(prof, row->frames, row->sep));
     fputs(",\"waker\":", fp);
-    if (*waker) json_string(fp, waker);
+    if (*waker) dnt_json_string(fp, waker);
     else fputs("null", fp);
     fputs(",\"waker_in\":", fp);
-    json_string(fp, where(prof, wf, nwaker));
+    dnt_json_string(fp, where(prof, wf, nwaker));
     fputs(",\"blocked_stack\":", fp);
     json_frames(fp, prof, row->frames, row->sep);
     fputs(",\"waker_stack\":", fp);

@@ -69,6 +69,19 @@ void dnt_profile_add_ips_ms(struct dnt_profile *p, uint64_t thread, uint64_t tim
 void dnt_profile_add_stack(struct dnt_profile *p, uint64_t thread, uint64_t time, const uint64_t *ips, size_t n,
                            double ms);
 
+/* The same with one more frame on top: leaf, an address that one of the profile's resolvers
+ * names (an analysis's key made into a frame: the exception thrown, the lock waited for). The
+ * stack under it (ips, n, leaf first, borrowed) is stored once however many leaves share it, so
+ * the profile grows with the distinct stacks and leaves, not with their product. Returns the id
+ * of that stack under the leaf (for dnt_profile_stack_names), UINT32_MAX when out of memory. */
+uint32_t dnt_profile_add_stack_under(struct dnt_profile *p, uint64_t thread, uint64_t time, uint64_t leaf,
+                                     const uint64_t *ips, size_t n, double ms);
+
+/* After dnt_profile_finish: how many frames the stack `id` (dnt_profile_add_stack_under's) has,
+ * and, when ids is not NULL, their function ids (dnt_profile_name), leaf first, into ids (room for
+ * that many; the caller's). 0 for an unknown id or a failed profile. */
+size_t dnt_profile_stack_names(const struct dnt_profile *p, uint32_t id, uint32_t *ids);
+
 /* What the samples are, for the writers that describe their file (pprof's comment), when they are
  * not a sampler's: "exceptions thrown, from the runtime's ExceptionThrown events". what is
  * borrowed: it must outlive the profile. NULL (the default): the sampler's own description. */

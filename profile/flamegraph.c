@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "dnt-profile.h"
+#include "dnt-trace.h"
 
 #define WIDTH 1200.0
 #define FRAME_H 16
@@ -145,11 +146,11 @@ static void emit_node(struct emit *e, const struct node *n, double x, size_t lev
   if (!(e->total > 0)) return; /* nothing weighed: an empty graph */
   double width = (WIDTH - 2 * PAD_SIDE) * n->value / e->total;
   if (width < MIN_WIDTH_PX) return;
-  char label[1200], colour[32], num[64];
+  char label[2400], colour[32], num[64];
   if (n->name == UINT32_MAX)
     snprintf(label, sizeof label, "Thread %llu", (unsigned long long)n->thread);
   else
-    snprintf(label, sizeof label, "%s", dnt_profile_name(e->prof, n->name));
+    dnt_text_escape(label, sizeof label, dnt_profile_name(e->prof, n->name)); /* XML has no controls */
   colour_of(label, n->name == UINT32_MAX, colour, sizeof colour);
   double y = PAD_TOP + (double)(e->depth - level) * FRAME_H;
   xmlTextWriterPtr w = e->w;

@@ -31,10 +31,16 @@
     }                                                                          \
   } while (0)
 
+/* A stack's frames, leaf first: its own n at frames[off], then those of the stack below it, if
+ * any. An analysis's stacks share the stack under their key's leaf frame that way (one copy of a
+ * deep stack for every exception group thrown from it: dnt_profile_add_stack_under). */
 struct stack {
   size_t off;       /* into frames */
   uint32_t n;
   uint32_t hash;
+  uint32_t below;   /* the stack below this one's frames: its index + 1, 0 for none */
+  uint32_t under;   /* only ever below another: its first frame is a caller too, not a leaf */
+  size_t total;     /* frames with those below */
 };
 
 struct count {
@@ -200,17 +206,30 @@ static int rehash_stacks(struct dnt_profile *p) {
   return 0;
 }
 
-/* The index of the stack; 0 when out of memory (p->oom: the caller adds nothing). */
-static uint32_t intern_stack(struct dnt_profile *p, const uint64_t *frames, uint32_t n) {
+/* A hash of a stack's addresses a word at a time: analyses intern deep stacks once an event. */
+static uint32_t hash_ips(const uint64_t *ips, uint32_t n, uint32_t h) {
+  for (uint32_t i = 0; i < n; i++) {
+    h = (h ^ (uint32_t)ips[i]) * 16777619u;
+    h = (h ^ (uint32_t)(ips[i] >> 32)) * 16777619u;
+  }
+  return h;
+}
+
+/* The index of the stack of frames (n, leaf first) on top of stack below (index + 1, 0: none);
+ * under: it is itself only below other stacks. 0 when out of memory (p->oom: the caller adds
+ * nothing). */
+static uint32_t intern_chain(struct dnt_profile *p, const uint64_t *frames, uint32_t n, uint32_t below, int under) {
   if (p->oom) return 0;
+  if (p->nstacks >= UINT32_MAX - 1) return p->oom = 1, 0; /* ids are 32-bit, below is id + 1 */
   if ((p->nstacks + 1) * 2 > p->stack_table_cap && rehash_stacks(p) != 0) return 0;
-  uint32_t h = hash_bytes(frames, n * sizeof *frames, 2166136261u ^ n);
+  uint32_t h = hash_ips(frames, n, (2166136261u ^ n) + below * 2654435761u + (under ? 0x9e3779b9u : 0));
   size_t j = h & (p->stack_table_cap - 1);
   while (p->stack_table[j]) {
     const struct stack *s = &p->stacks[p->stack_table[j] - 1];
     /* an empty stack has no frames to compare: frames may be NULL (unresolvable stack id), and
      * memcmp with NULL is undefined even for 0 bytes */
-    if (s->hash == h && s->n == n && (n == 0 || memcmp(p->frames + s->off, frames, n * sizeof *frames) == 0))
+    if (s->hash == h && s->n == n && s->below == below && s->under == (uint32_t)under &&
+        (n == 0 || memcmp(p->frames + s->off, frames, n * sizeof *frames) == 0))
       return p->stack_table[j] - 1;
     j = (j + 1) & (p->stack_table_cap - 1);
   }
@@ -224,10 +243,15 @@ static uint32_t intern_stack(struct dnt_profile *p, const uint64_t *frames, uint
   }
   GROW(p, p->stacks, p->nstacks, p->capstacks, 0);
   if (n) memcpy(p->frames + p->nframes, frames, n * sizeof *frames);
-  p->stacks[p->nstacks] = (struct stack){p->nframes, n, h};
+  size_t total = n + (below ? p->stacks[below - 1].total : 0);
+  p->stacks[p->nstacks] = (struct stack){p->nframes, n, h, below, under ? 1u : 0u, total};
   p->nframes += n;
   p->stack_table[j] = (uint32_t)++p->nstacks;
   return (uint32_t)p->nstacks - 1;
+}
+
+static uint32_t intern_stack(struct dnt_profile *p, const uint64_t *frames, uint32_t n) {
+  return intern_chain(p, frames, n, 0, 0);
 }
 
 static int rehash_counts(struct dnt_profile *p) {
@@ -577,6 +601,15 @@ void dnt_profile_add_stack(struct dnt_profile *p, uint64_t thread, uint64_t time
   add_weighed(p, thread, time, intern_stack(p, ips, (uint32_t)n), ms, 0);
 }
 
+uint32_t dnt_profile_add_stack_under(struct dnt_profile *p, uint64_t thread, uint64_t time, uint64_t leaf,
+                                     const uint64_t *ips, size_t n, double ms) {
+  if (n > UINT32_MAX) n = UINT32_MAX;
+  uint32_t below = intern_chain(p, ips, (uint32_t)n, 0, 1);
+  if (p->oom) return UINT32_MAX;
+  add_weighed(p, thread, time, intern_chain(p, &leaf, 1, below + 1, 0), ms, 0);
+  return p->oom ? UINT32_MAX : below;
+}
+
 void dnt_profile_add_ips_ms(struct dnt_profile *p, uint64_t thread, uint64_t time, const uint64_t *ips, size_t n,
                             double ms) {
   if (n > UINT32_MAX) n = UINT32_MAX;
@@ -665,7 +698,7 @@ int dnt_profile_finish(struct dnt_profile *p) {
     const struct stack *st = &p->stacks[s];
     for (uint32_t i = 0; i < st->n; i++) {
       char name[1200];
-      resolve(p, p->frames[st->off + i], i == 0, name, sizeof name);
+      resolve(p, p->frames[st->off + i], i == 0 && !st->under, name, sizeof name);
       p->frame_names[st->off + i] = intern_name(p, name);
     }
   }
@@ -698,6 +731,23 @@ size_t dnt_profile_nthreads(const struct dnt_profile *p) { return p->nthreads; }
 uint64_t dnt_profile_thread_id(const struct dnt_profile *p, size_t t) { return p->threads[t]; }
 uint64_t dnt_profile_thread_samples(const struct dnt_profile *p, size_t t) { return p->thread_samples[t]; }
 
+static const struct stack *below_of(const struct dnt_profile *p, const struct stack *st) {
+  return st->below ? &p->stacks[st->below - 1] : NULL;
+}
+
+/* The name of a stack's leaf frame (its total must not be 0). */
+static uint32_t first_name(const struct dnt_profile *p, const struct stack *st) {
+  while (st->n == 0) st = below_of(p, st);
+  return p->frame_names[st->off];
+}
+
+/* A stack's frames as name ids, leaf first, into ids (room for st->total). */
+static void name_ids(const struct dnt_profile *p, const struct stack *st, uint32_t *ids) {
+  size_t k = 0;
+  for (; st; st = below_of(p, st))
+    for (uint32_t f = 0; f < st->n; f++) ids[k++] = p->frame_names[st->off + f];
+}
+
 struct rank {
   uint32_t name;
   double key;
@@ -725,23 +775,25 @@ size_t dnt_profile_top(const struct dnt_profile *p, size_t t, int by_inclusive, 
     const struct count *c = &p->counts[i];
     if (t != (size_t)-1 && c->thread != p->threads[t]) continue;
     const struct stack *st = &p->stacks[c->stack];
-    uint32_t leaf = c->external || st->n == 0 ? p->unmanaged_name : p->frame_names[st->off];
+    uint32_t first = st->total ? first_name(p, st) : p->unmanaged_name;
+    uint32_t leaf = c->external ? p->unmanaged_name : first;
     /* folded: the managed frame that called into native code waits there (a stack without any
      * managed frame has no caller to charge and keeps the native row) */
-    if (p->fold_native && st->n > 0) leaf = p->frame_names[st->off];
+    if (p->fold_native && st->total > 0) leaf = first;
     excl[leaf] += c->samples;
     excl_ms[leaf] += c->ms;
     /* inclusive: once per function per stack, however often recursion repeats it */
     incl[leaf] += c->samples;
     incl_ms[leaf] += c->ms;
     seen[leaf] = (uint32_t)i + 1;
-    for (uint32_t f = 0; f < st->n; f++) {
-      uint32_t n = p->frame_names[st->off + f];
-      if (seen[n] == (uint32_t)i + 1) continue;
-      seen[n] = (uint32_t)i + 1;
-      incl[n] += c->samples;
-      incl_ms[n] += c->ms;
-    }
+    for (const struct stack *part = st; part; part = below_of(p, part))
+      for (uint32_t f = 0; f < part->n; f++) {
+        uint32_t n = p->frame_names[part->off + f];
+        if (seen[n] == (uint32_t)i + 1) continue;
+        seen[n] = (uint32_t)i + 1;
+        incl[n] += c->samples;
+        incl_ms[n] += c->ms;
+      }
   }
   /* ranked by what the profile weighs (time, or samples); a function with samples but no time
    * (only threads' last samples) ranks last in time */
@@ -775,16 +827,25 @@ const char *dnt_profile_name(const struct dnt_profile *p, uint32_t id) { return 
  * memory. */
 static size_t stack_frames(const struct dnt_profile *p, uint32_t stack, uint32_t external, uint32_t **buf, size_t *cap) {
   const struct stack *st = &p->stacks[stack];
-  if (st->n + 1 > *cap) {
-    uint32_t *grown = realloc(*buf, (st->n + 1) * sizeof **buf);
+  if (st->total + 1 > *cap) {
+    uint32_t *grown = realloc(*buf, (st->total + 1) * sizeof **buf);
     if (!grown) return (size_t)-1;
     *buf = grown;
-    *cap = st->n + 1;
+    *cap = st->total + 1;
   }
-  size_t n = 0;
-  for (uint32_t f = st->n; f > 0; f--) (*buf)[n++] = p->frame_names[st->off + f - 1];
-  if (external || st->n == 0) (*buf)[n++] = p->unmanaged_name;
+  size_t n = st->total;
+  for (const struct stack *part = st; part; part = below_of(p, part))
+    for (uint32_t f = 0; f < part->n; f++) (*buf)[--n] = p->frame_names[part->off + f];
+  n = st->total;
+  if (external || n == 0) (*buf)[n++] = p->unmanaged_name;
   return n;
+}
+
+size_t dnt_profile_stack_names(const struct dnt_profile *p, uint32_t id, uint32_t *ids) {
+  if (!p->finished || p->oom || id >= p->nstacks) return 0;
+  const struct stack *st = &p->stacks[id];
+  if (ids) name_ids(p, st, ids);
+  return st->total;
 }
 
 int dnt_profile_each_stack(const struct dnt_profile *p, dnt_profile_stack_fn fn, void *ud) {

@@ -145,9 +145,11 @@ static void folded_line(void *ud, uint64_t thread, const uint32_t *frames, size_
   fprintf(w->fp, "Thread %llu", (unsigned long long)thread);
   for (size_t i = 0; i < n; i++) {
     fputc(';', w->fp);
-    /* ';' separates frames and ' ' ends them: keep names from breaking the format */
-    for (const char *c = dnt_profile_name(w->prof, frames[i]); *c; c++)
-      fputc(*c == ';' ? ':' : *c == ' ' ? '_' : *c, w->fp);
+    /* ';' separates frames, ' ' ends them and a newline the stack: keep names from breaking the
+     * format (and a terminal reading it from acting on them) */
+    char name[4 * 1200 + 1];
+    dnt_text_escape(name, sizeof name, dnt_profile_name(w->prof, frames[i]));
+    for (const char *c = name; *c; c++) fputc(*c == ';' ? ':' : *c == ' ' ? '_' : *c, w->fp);
   }
   fprintf(w->fp, " %llu\n", (unsigned long long)value);
 }

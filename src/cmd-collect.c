@@ -230,9 +230,10 @@ static void on_stop_deadline(uv_timer_t *t) {
   struct collect *c = t->data;
   if (c->s.ended) return;
   status_line(c, 1);
-  dnt_warning("process %d did not end the stream within %.0f s of the stop (stopped or hung?): keeping the %llu "
-              "bytes received",
-              c->s.target.pid, (double)stop_deadline_ms() / 1000, (unsigned long long)c->bytes);
+  if (c->bytes)
+    dnt_warning("process %d did not end the stream within %.0f s of the stop (stopped or hung?): keeping the %llu "
+                "bytes received",
+                c->s.target.pid, (double)stop_deadline_ms() / 1000, (unsigned long long)c->bytes);
   dnt_session_abandon(&c->s);
 }
 
@@ -389,10 +390,9 @@ int cmd_collect(int argc, char **argv) {
     }
     if (ignored) dnt_warning("--clrevents is ignored: %s is already enabled by --providers or --profile", DNT_RUNTIME_PROVIDER);
   }
-  if (providers.n == 0) {
-    printf("No providers were given: using the profiles dotnet-common + dotnet-sampled-thread-time.\n");
+  int default_profiles = providers.n == 0; /* said with the table, once there is a target: a refusal is its error alone */
+  if (default_profiles)
     dnt_providers_add_profiles(&providers, "dotnet-common,dotnet-sampled-thread-time", err, sizeof err);
-  }
   if (!custom_rundown && providers.has_rundown_keyword) {
     rundown_keyword = providers.rundown_keyword;
     custom_rundown = 1;
@@ -462,6 +462,8 @@ int cmd_collect(int argc, char **argv) {
                               .rundown_keyword = rundown_keyword, .request_stackwalk = 1,
                               .providers = wire, .n_providers = providers.n};
 
+  if (default_profiles)
+    printf("No providers were given: using the profiles dotnet-common + dotnet-sampled-thread-time.\n");
   dnt_providers_print(stdout, &providers);
   if (c.s.target.pid) {
     char *safe_name = dnt_safe_text(c.s.target.name); /* its command line's words */
@@ -555,8 +557,9 @@ int cmd_collect(int argc, char **argv) {
     if (keep_output(&c, partial) == 0) dnt_error("%s; the incomplete trace is kept as '%s'", c.write_error, partial);
     goto out;
   }
-  /* worth keeping: a whole trace, or the bytes of one cut short (not when nothing came) */
-  if ((complete || c.s.abandoned || c.bytes > 0) && keep_output(&c, output) < 0) goto out;
+  /* worth keeping: a whole trace, or the bytes of one cut short (not when nothing came: an empty
+   * file is no trace, and an existing one stays as it was) */
+  if ((complete || c.bytes > 0) && keep_output(&c, output) < 0) goto out;
   if (c.parse_failed) { /* kept for a look, but not called a trace */
     dnt_error("the stream does not parse as nettrace: %s; the %llu bytes received are in '%s'", c.parse_error,
               (unsigned long long)c.bytes, output);
@@ -572,7 +575,7 @@ int cmd_collect(int argc, char **argv) {
     if (stats.dropped_events)
       dnt_warning("the runtime dropped %llu events (its buffer was full): raise --buffersize or enable fewer events",
                   (unsigned long long)stats.dropped_events);
-  } else if (c.s.abandoned) {
+  } else if (c.s.abandoned && c.bytes > 0) {
     printf("Rundown abandoned: %s holds the %llu bytes received, without the end of the stream\n", output,
            (unsigned long long)c.bytes);
     rc = 0;
@@ -580,6 +583,14 @@ int cmd_collect(int argc, char **argv) {
     printf("The target ended the session early%s%s: %s keeps the %llu bytes received (no end of stream)\n",
            c.s.end_msg[0] ? " - " : "", c.s.end_msg, output, (unsigned long long)c.bytes);
     rc = 0;
+  } else if (c.s.abandoned) {
+    dnt_error("process %d sent nothing on the session, not even the trace's header, and did not end it within %.0f s "
+              "of the stop (stopped or hung?): no trace written",
+              c.s.target.pid, (double)stop_deadline_ms() / 1000);
+  } else if (c.s.stopping) {
+    dnt_error("process %d sent nothing on the session, not even the trace's header, before it was stopped: no trace "
+              "written",
+              c.s.target.pid);
   } else {
     dnt_error("the target ended the session before sending anything%s%s", c.s.end_msg[0] ? ": " : "", c.s.end_msg);
   }

@@ -17,6 +17,7 @@
 #include "collect-native.h"
 #include "dnt-perf.h"
 #include "dnt-profile.h"
+#include "dnt-trace.h"
 #include "options.h"
 #include "util.h"
 
@@ -139,8 +140,9 @@ static void method_table(const struct dnt_profile *ep, const struct dnt_profile 
   for (size_t i = 0; i < etop + ptop; i++) {
     const char *name = i < etop ? er[i].name : pr[i - etop].name;
     if (i >= etop && exclusive_of(er, etop, name)) continue; /* shown already */
-    printf("  %9.1f%%  %9.1f%%  %s\n", pct_ms(exclusive_of(er, ne, name), et), pct_ms(exclusive_of(pr, np, name), pt),
-           name);
+    printf("  %9.1f%%  %9.1f%%  ", pct_ms(exclusive_of(er, ne, name), et), pct_ms(exclusive_of(pr, np, name), pt));
+    dnt_text_put(stdout, name); /* the trace's words */
+    putchar('\n');
   }
   free(er);
   free(pr);
@@ -225,8 +227,10 @@ int cmd_compare(int argc, char **argv) {
     uint64_t cpu_samples;
     const char *name = dnt_cpu_states_thread(states, t->tid, &cpu_samples);
     double cpu = span_ms > 0 ? 100.0 * (double)cpu_samples * info.period_ms / span_ms : 0;
-    printf("  %8llu  %-16.16s %9llu %8.1f%% %8.1f%% %8.1f%% %8.1f%%\n", (unsigned long long)t->tid,
-           *name ? name : "?", (unsigned long long)n, pct(t->counts[DNT_ON_CPU], n),
+    char safe[17]; /* the thread's name is its own words: escaped, then cut to its column */
+    dnt_text_escape(safe, sizeof safe, *name ? name : "?");
+    printf("  %8llu  %-16s %9llu %8.1f%% %8.1f%% %8.1f%% %8.1f%%\n", (unsigned long long)t->tid, safe,
+           (unsigned long long)n, pct(t->counts[DNT_ON_CPU], n),
            pct(t->counts[DNT_OFF_BLOCKED], n), pct(t->counts[DNT_OFF_RUNNABLE], n), cpu > 100 ? 100 : cpu);
   }
   printf("  %8s  %-16s %9llu %8.1f%% %8.1f%% %8.1f%%\n\n", "all", "", (unsigned long long)covered,

@@ -500,6 +500,10 @@ static int finish_collect_output(struct counters *c) {
       dnt_output_abort(&c->output);
       return bad ? DNT_EXIT_FAILURE : 0;
     }
+    if (bad) { /* said once, when the write failed: what was written is dropped, an older file stays */
+      dnt_output_abort(&c->output);
+      return DNT_EXIT_FAILURE;
+    }
     if (dnt_output_commit(&c->output) < 0) bad = 1;
   }
   if (bad) return DNT_EXIT_FAILURE;

@@ -37,7 +37,7 @@ struct dump_options {
   struct dnt_session_target target;
   uint32_t type; /* createdump's: 4 full, 2 heap, 1 mini, 3 triage */
   const char *output;
-  int diag, crashreport, compress;
+  int diag, crashreport, compress, keep_on_error;
 };
 
 static int parse_type(void *field, const char *arg) {
@@ -58,11 +58,14 @@ static const struct dnt_option dump_options[] = {
     DNT_OPT_FLAG(0, "diag", O(diag), "createdump's diagnostic logging (on the target's console)"),
     DNT_OPT_FLAG(0, "crashreport", O(crashreport), "also write a crash report (<dump>.crashreport.json)"),
     DNT_OPT_FLAG(0, "compress", O(compress), "gzip the dump (PATH.gz)"),
+    DNT_OPT_FLAG(0, "keep-on-error", O(keep_on_error),
+                 "when the dump cannot be delivered, keep the runtime's own file in the\n"
+                 "target's TMPDIR (by default it is removed: that may be memory)"),
     DNT_OPT_END(),
 };
 
 const struct dnt_usage usage_dump = {
-    .synopsis = "dntrace dump (-p PID | -n NAME | --diagnostic-port PATH) [--type TYPE] [-o PATH] [--diag] [--crashreport] [--compress]",
+    .synopsis = "dntrace dump (-p PID | -n NAME | --diagnostic-port PATH) [--type TYPE] [-o PATH] [--diag] [--crashreport] [--compress] [--keep-on-error]",
     .summary = "Write a core dump of a .NET process through its runtime's createdump",
     .options = dump_options,
 };
@@ -112,12 +115,24 @@ static void progress(struct dumping *d, int final) {
   fflush(stdout);
 }
 
-/* Whether the process is stopped by a signal (SIGSTOP, ^Z: state T): its runtime can write
- * nothing then. Not a tracing stop (t): createdump itself stops the process through ptrace while
- * it reads its memory, for as long as a large dump takes. */
-static int is_stopped(int pid) {
-  char state;
-  return dsipc_proc_stat(pid, &state, NULL) == 0 && state == 'T';
+/* createdump's text as one line: its lines joined with "; ", the trailing newline gone (escaped,
+ * they printed as a literal \n). msg: cap bytes, rewritten in place (cut if the joins lengthen it). */
+static void one_line(char *msg, size_t cap) {
+  char in[sizeof ((dsipc_status *)0)->msg];
+  snprintf(in, sizeof in, "%s", msg);
+  size_t n = strlen(in), o = 0;
+  while (n && (in[n - 1] == '\n' || in[n - 1] == '\r' || in[n - 1] == ' ')) in[--n] = '\0';
+  for (const char *p = in; *p && o + 3 < cap; p++) {
+    if (*p == '\r') continue;
+    if (*p != '\n') {
+      msg[o++] = *p;
+      continue;
+    }
+    msg[o++] = ';';
+    msg[o++] = ' ';
+    while (p[1] == '\n' || p[1] == '\r' || p[1] == ' ') p++;
+  }
+  msg[o] = '\0';
 }
 
 static void on_dumped(void *ud, const dsipc_status *st);
@@ -131,7 +146,7 @@ static void on_tick(uv_timer_t *t) {
     printf("Still waiting for the runtime's dump (%llu s)\n", (unsigned long long)((now - d->start_ms) / 1000));
     fflush(stdout);
   }
-  if (!is_stopped(d->pid)) {
+  if (!dnt_process_stopped(d->pid)) {
     d->stopped_ms = 0;
     return;
   }
@@ -168,11 +183,15 @@ static int request_dump(struct dumping *d, const char *socket, const char *runti
 
 /* What to tell a user whose dump failed, on top of the runtime's own words. */
 static const char *hint_for(const char *msg) {
+  if (strcasestr(msg, "space")) return "the target's filesystem is full";
+  /* createdump's "Could not create output file '...': Permission denied" is no ptrace matter */
+  if (strcasestr(msg, "output file") || strcasestr(msg, "create"))
+    return "createdump writes the file as the process's own user, which cannot write there: choose a directory "
+           "that user can write";
   if (strcasestr(msg, "ptrace") || strcasestr(msg, "not permitted") || strcasestr(msg, "permission"))
     return "createdump could not attach to the process: it needs ptrace permission (as root or the same user; in a "
            "container run with --cap-add=SYS_PTRACE and a shared PID namespace; check "
            "/proc/sys/kernel/yama/ptrace_scope and any seccomp profile)";
-  if (strcasestr(msg, "space")) return "the target's filesystem is full";
   return NULL;
 }
 
@@ -419,10 +438,14 @@ int cmd_dump(int argc, char **argv) {
     return DNT_EXIT_FAILURE;
   }
 
-  /* Direct when the runtime sees our filesystem (same mount namespace and root) and no
-   * compression is wanted; otherwise a temporary in the target's own TMPDIR, reached from here
-   * through its root. Either way the file is looked at as the target sees it. */
-  int direct = !compress && !diag_port && same_mount_namespace(t.pid) && same_root(dt.root_fd);
+  /* Direct when the runtime sees our filesystem (same mount namespace and root), runs as our user
+   * and no compression is wanted; otherwise a temporary in the target's own TMPDIR, reached from
+   * here through its root, then delivered by us. createdump writes as the target's user: root's
+   * dump of another user's process would fail in a directory that user cannot write, and
+   * elsewhere leave a core that user owns and may rewrite. Either way the file is looked at as
+   * the target sees it. */
+  int direct = !compress && !diag_port && dt.uid == (unsigned)geteuid() && same_mount_namespace(t.pid) &&
+               same_root(dt.root_fd);
   char runtime_path[PATH_MAX + 64], shown[PATH_MAX + 128];
   if (direct) {
     snprintf(runtime_path, sizeof runtime_path, "%s", want);
@@ -456,6 +479,7 @@ int cmd_dump(int argc, char **argv) {
   int exit_code = DNT_EXIT_FAILURE, in = -1;
   char why[512];
   if (rc) {
+    one_line(d.st.msg, sizeof d.st.msg);
     char *msg = dnt_safe_text(d.st.msg); /* v3 errors carry the runtime's own words */
     const char *hint = hint_for(msg);
     if (rc == -EACCES) { /* never asked: its socket is not ours to use (the message says why), no ptrace hint */
@@ -475,7 +499,13 @@ int cmd_dump(int argc, char **argv) {
   if ((in = take_core(&dt, runtime_path, shown, &size, &info)) < 0) goto out;
   if (!direct) {
     if (deliver(in, size, shown, want, compress, why, sizeof why) < 0) {
-      dnt_error("%s (the runtime's dump stays at '%s')", why, shown);
+      if (o.keep_on_error) {
+        dnt_error("%s (the runtime's dump stays at '%s': --keep-on-error)", why, shown);
+      } else { /* a whole core in the target's TMPDIR, which in a container may be its memory */
+        remove_in_root(&dt, runtime_path);
+        dnt_error("%s; the runtime's dump (%.1f MB in the target's TMPDIR) is removed (--keep-on-error keeps it)",
+                  why, (double)size / (1024.0 * 1024.0));
+      }
       goto out;
     }
     remove_in_root(&dt, runtime_path);

@@ -118,26 +118,11 @@ static void print_text_value(const char *s, int is_string) {
   int plain = !is_string || *s;
   for (const unsigned char *p = (const unsigned char *)s; plain && *p; p++)
     if (*p <= ' ' || *p == '"' || *p == '=' || *p == '\\' || *p == 0x7f) plain = 0;
-  if (plain) {
+  if (plain && dnt_text_escape(NULL, 0, s) != strlen(s)) plain = 0; /* a C1 control, a byte not UTF-8 */
+  if (plain)
     fputs(s, stdout);
-    return;
-  }
-  putchar('"');
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    switch (*p) {
-    case '"': fputs("\\\"", stdout); break;
-    case '\\': fputs("\\\\", stdout); break;
-    case '\n': fputs("\\n", stdout); break;
-    case '\r': fputs("\\r", stdout); break;
-    case '\t': fputs("\\t", stdout); break;
-    default:
-      if (*p < 0x20 || *p == 0x7f)
-        printf("\\x%02x", *p);
-      else
-        putchar(*p);
-    }
-  }
-  putchar('"');
+  else
+    dnt_text_put_quoted(stdout, s); /* the trace's words: nothing a terminal acts on */
 }
 
 static const char *value_text(struct events *e, const dnt_value *v) {
@@ -165,7 +150,9 @@ static void print_text_fields(struct events *e) {
     const dnt_value *v = &e->rec.values[k];
     if (v->kind == DNT_VALUE_END || ((v->kind == DNT_VALUE_OBJECT || v->kind == DNT_VALUE_ARRAY) && v->count))
       continue; /* the members speak for their container */
-    printf(" %s=", v->name);
+    putchar(' ');
+    dnt_text_put(stdout, v->name); /* a self-describing event names its own fields */
+    putchar('=');
     if (v->kind == DNT_VALUE_OBJECT)
       fputs("{}", stdout);
     else if (v->kind == DNT_VALUE_ARRAY)
@@ -298,14 +285,17 @@ static int on_event(void *ud, const ntr_event *ev) {
   } else {
     /* columns: time, thread, processor, level, keywords, opcode, provider, name; then the
      * fields; activity ids (when set) last, marked with @ so no field name can be taken for them */
-    printf("%.6f %llu %d %u 0x%llx %u %s %s", t, (unsigned long long)ev->thread_id, (int32_t)ev->processor, level,
-           (unsigned long long)keywords, opcode, provider, name);
+    printf("%.6f %llu %d %u 0x%llx %u ", t, (unsigned long long)ev->thread_id, (int32_t)ev->processor, level,
+           (unsigned long long)keywords, opcode);
+    dnt_text_put(stdout, provider); /* the trace's words */
+    putchar(' ');
+    dnt_text_put(stdout, name);
     if (described) {
       print_text_fields(e);
       if (has_ms) printf(" TimestampMs=%.3f", ms);
       if (rc) {
         fputs(" (undecodable: ", stdout);
-        fputs(e->rec.err, stdout);
+        dnt_text_put(stdout, e->rec.err); /* it may quote a field's name */
         putchar(')');
         if (e->verbose) print_payload_hex(ev, 0);
       }

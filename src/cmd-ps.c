@@ -42,6 +42,7 @@ struct ps_row {
   char version[64];
   char *cmdline;
   char *socket;
+  int stopped; /* stopped by a signal: not asked (it cannot answer) */
 };
 
 struct ps_list {
@@ -101,6 +102,8 @@ static void ask_all(struct ps_list *l) {
   uint64_t timeout_ms = ps_timeout_ms();
   for (size_t i = 0; i < l->count; i++) {
     dsipc_status st;
+    /* a stopped process (SIGSTOP, a debugger) answers nothing until it runs again: not waited for */
+    if ((l->rows[i].stopped = dnt_process_stopped(l->rows[i].pid))) continue;
     dsipc_process_info_start(&loop, l->rows[i].socket, timeout_ms, on_info, &l->rows[i], NULL, &st);
   }
   dnt_loop_run(&loop, UV_RUN_DEFAULT, __func__);
@@ -135,7 +138,8 @@ static void print_table(const struct ps_list *l) {
   }
   printf("%7s  %-*s  %-*s  %s\n", "PID", wname, "NAME", wver, "RUNTIME", "COMMAND LINE");
   for (size_t i = 0; i < l->count; i++)
-    printf("%7d  %-*s  %-*s  %s\n", l->rows[i].pid, wname, safe[3 * i], wver, safe[3 * i + 1], safe[3 * i + 2]);
+    printf("%7d  %-*s  %-*s  %s%s\n", l->rows[i].pid, wname, safe[3 * i], wver, safe[3 * i + 1],
+           l->rows[i].stopped ? "[stopped] " : "", safe[3 * i + 2]);
   for (size_t i = 0; i < 3 * l->count; i++) free(safe[i]);
   free(safe);
 }
@@ -155,6 +159,7 @@ static void print_json(const struct ps_list *l) {
     dnt_json_string(stdout, r->cmdline);
     fputs(", \"socket\": ", stdout);
     dnt_json_string(stdout, r->socket);
+    printf(", \"stopped\": %s", r->stopped ? "true" : "false");
     fputs("}", stdout);
   }
   fputs(l->count ? "\n]\n" : "]\n", stdout);

@@ -72,10 +72,12 @@ static void print_table(const struct dnt_profile *prof, size_t thread, int by_in
     cell(ex, sizeof ex, by_time, rows[i].exclusive_ms, rows[i].exclusive, total);
     cell(in, sizeof in, by_time, rows[i].inclusive_ms, rows[i].inclusive, total);
     if (report_verbose)
-      printf("  %18s  %18s  %10llu  %10llu  %s\n", ex, in, (unsigned long long)rows[i].exclusive,
-             (unsigned long long)rows[i].inclusive, rows[i].name);
+      printf("  %18s  %18s  %10llu  %10llu  ", ex, in, (unsigned long long)rows[i].exclusive,
+             (unsigned long long)rows[i].inclusive);
     else
-      printf("  %18s  %18s  %s\n", ex, in, rows[i].name);
+      printf("  %18s  %18s  ", ex, in);
+    dnt_text_put(stdout, rows[i].name); /* the trace's words */
+    putchar('\n');
   }
   if (n == 0) printf("  (no samples)\n");
   free(rows);

@@ -221,6 +221,12 @@ static int snapshot(uv_loop_t *loop, const struct stacks_options *o, long index)
   int rc = dnt_session_open(&sn.s, loop, &o->target);
   if (rc) goto out;
   rc = DNT_EXIT_FAILURE;
+  if (dnt_process_stopped(sn.s.target.pid)) { /* its runtime would not answer until it runs again */
+    dnt_error("process %d is stopped (SIGSTOP, a debugger): its runtime cannot give its stacks until it runs "
+              "again (kill -CONT %d)",
+              sn.s.target.pid, sn.s.target.pid);
+    goto out;
+  }
   if (!(sn.prof = dnt_profile_new())) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   dnt_profile_keep_timeline(sn.prof);
   ntr_callbacks cb;

@@ -459,6 +459,12 @@ int dnt_session_start_failed(const dnt_session *s) {
     dnt_error("process %d: %s", s->target.pid, s->reply_msg);
     return DNT_EXIT_NOTARGET;
   }
+  if (s->reply_code == DSIPC_ETIMEDOUT && dnt_process_stopped(s->target.pid)) {
+    dnt_error("process %d did not answer the session request: it is stopped (SIGSTOP, a debugger), and its "
+              "runtime answers nothing until it runs again (kill -CONT %d)",
+              s->target.pid, s->target.pid);
+    return DNT_EXIT_FAILURE;
+  }
   if (s->reply_code == DSIPC_ETIMEDOUT) {
     /* not a refusal: the runtime's diagnostic server never got to answering (a runtime can deadlock
      * there while it enables the session's providers: dotnet/runtime#119014) */

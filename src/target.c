@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "builtin.h"
+#include "dnt-trace.h"
 #include "target.h"
 #include "util.h"
 
@@ -30,7 +31,8 @@ static const char *base_name(const char *path) {
   return slash ? slash + 1 : path;
 }
 
-const char *dnt_process_name(int pid, char *buf, size_t cap) {
+/* The name as the process chose it (its argv[0], which it may rewrite; its comm). */
+static void raw_process_name(int pid, char *buf, size_t cap) {
   char cmd[4096];
   ssize_t len = read_cmdline(pid, cmd, sizeof cmd);
   buf[0] = '\0';
@@ -42,12 +44,12 @@ const char *dnt_process_name(int pid, char *buf, size_t cap) {
         size_t n = strlen(a);
         if (n > 4 && strcmp(a + n - 4, ".dll") == 0) {
           snprintf(buf, cap, "%.*s", (int)(strlen(base_name(a)) - 4), base_name(a));
-          return buf;
+          return;
         }
       }
     }
     snprintf(buf, cap, "%s", argv0);
-    return buf;
+    return;
   }
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/comm", pid);
@@ -56,7 +58,18 @@ const char *dnt_process_name(int pid, char *buf, size_t cap) {
     if (fgets(buf, (int)cap, fp)) buf[strcspn(buf, "\n")] = '\0';
     fclose(fp);
   }
+}
+
+const char *dnt_process_name(int pid, char *buf, size_t cap) {
+  char raw[4096];
+  raw_process_name(pid, raw, sizeof raw);
+  dnt_text_escape(buf, cap, raw); /* every message prints it: nothing in it may drive a terminal */
   return buf;
+}
+
+int dnt_process_stopped(int pid) {
+  char state;
+  return pid > 0 && dsipc_proc_stat(pid, &state, NULL) == 0 && state == 'T';
 }
 
 const char *dnt_process_cmdline(int pid, char *buf, size_t cap) {

@@ -24,8 +24,14 @@ int dnt_target_from_port(const char *spec, struct dnt_target *t);
 int dnt_target_find_by_name(const char *name);
 
 /* The name shown for a process: the entry assembly for `dotnet app.dll`, else the executable's
- * base name (not truncated like /proc/PID/comm). Writes into buf (caller-owned) and returns it. */
+ * base name (not truncated like /proc/PID/comm), escaped by dnt_text_escape's rules (a process
+ * writes its own argv[0]). Writes into buf (caller-owned) and returns it. */
 const char *dnt_process_name(int pid, char *buf, size_t cap);
+
+/* Whether the process is stopped by a signal (SIGSTOP, ^Z: state T): its runtime answers nothing
+ * then. Not a tracing stop (t): createdump itself stops the process through ptrace while it reads
+ * its memory. */
+int dnt_process_stopped(int pid);
 
 /* Reads /proc/PID/cmdline as one space-joined string into buf; "" if unreadable. */
 const char *dnt_process_cmdline(int pid, char *buf, size_t cap);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "builtin.h"
+#include "dnt-trace.h"
 #include "util.h"
 
 static void vreport(const char *prefix, const char *fmt, va_list ap) {
@@ -53,44 +54,11 @@ char *dnt_xstrdup(const char *s) {
   return memcpy(dnt_xmalloc(n), s, n);
 }
 
-/* Length of the well-formed UTF-8 sequence at p (1..4), or 0 when p does not start one. Strict
- * (no overlong forms, no surrogates): a lenient terminal could read E0 82 9B as the C1 CSI. */
-static size_t utf8_len(const unsigned char *p) {
-  size_t n = p[0] < 0x80 ? 1 : p[0] >= 0xc2 && p[0] <= 0xdf ? 2 : p[0] >= 0xe0 && p[0] <= 0xef ? 3
-         : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
-  for (size_t i = 1; i < n; i++)
-    if ((p[i] & 0xc0) != 0x80) return 0;
-  if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f) || (p[0] == 0xf0 && p[1] < 0x90) ||
-      (p[0] == 0xf4 && p[1] > 0x8f))
-    return 0;
-  return n;
-}
-
-/* A C1 control (U+0080..U+009F, some terminals' 8-bit CSI and OSC) as UTF-8 at p. */
-static int is_c1(const unsigned char *p) { return p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f; }
-
 char *dnt_safe_text(const char *s) {
   if (!s) return NULL;
-  size_t len = strlen(s);
-  char *out = dnt_xmalloc(4 * len + 1), *o = out; /* \xNN is the widest: 4 bytes for 1 */
-  for (const unsigned char *p = (const unsigned char *)s; *p;) {
-    size_t n = utf8_len(p);
-    if (*p == '\n' || *p == '\r' || *p == '\t') {
-      *o++ = '\\';
-      *o++ = *p == '\n' ? 'n' : *p == '\r' ? 'r' : 't';
-      p++;
-    } else if (*p < 0x20 || *p == 0x7f || n == 0) {
-      o += snprintf(o, 5, "\\x%02x", *p++);
-    } else if (is_c1(p)) {
-      o += snprintf(o, 7, "\\u%04x", p[1]);
-      p += 2;
-    } else {
-      memcpy(o, p, n);
-      o += n;
-      p += n;
-    }
-  }
-  *o = '\0';
+  size_t n = dnt_text_escape(NULL, 0, s) + 1;
+  char *out = dnt_xmalloc(n);
+  dnt_text_escape(out, n, s);
   return out;
 }
 

@@ -20,10 +20,8 @@ char *dnt_xstrdup(const char *s);
 
 
 /* A string some other process chose (a runtime's answer, a command line), made safe to print on
- * a terminal: \n \r \t as C escapes, other control bytes and DEL as \xNN, the C1 controls
- * U+0080..U+009F as \u00NN, bytes that are not UTF-8 as \xNN; everything else as is. So it can
- * neither move the cursor, ring the bell, retitle the window nor fake a line of our output.
- * Returns a heap copy (caller-owned: free it); NULL in, NULL out. */
+ * a terminal by dnt_text_escape's rules (trace/dnt-trace.h): a heap copy (caller-owned: free it);
+ * NULL in, NULL out. */
 char *dnt_safe_text(const char *s);
 
 /* Parses a positive pid; -1 if s is not one. */

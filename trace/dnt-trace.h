@@ -293,6 +293,22 @@ void dnt_summary_callbacks(ntr_callbacks *cb);
 int dnt_summary_finish(dnt_summary *s);
 
 /* ============================================================================================== */
+/* Text for a terminal from strings a target or a trace chose (names, messages: an exception's
+ * message may quote a request's bytes). \n \r \t as C escapes, other control bytes and DEL as
+ * \xNN, the C1 controls U+0080..U+009F as \u00NN, bytes that are not UTF-8 as \xNN; the rest as
+ * is. So a string can neither move the cursor, ring the bell, retitle the window nor fake a line
+ * of the output. Every text view prints such strings through these. */
+
+/* Writes s (NULL: "") escaped to fp. */
+void dnt_text_put(FILE *fp, const char *s);
+/* The same in double quotes, with \" and \\ for the quote and the backslash (logfmt's value). */
+void dnt_text_put_quoted(FILE *fp, const char *s);
+/* s (NULL: "") escaped into out (cap bytes, NUL-terminated when cap > 0), cut at a whole character
+ * or escape when it does not fit. Returns the length the whole of it needs, without the NUL (as
+ * snprintf: a result >= cap means it was cut). */
+size_t dnt_text_escape(char *out, size_t cap, const char *s);
+
+/* ============================================================================================== */
 /* JSON output, streamed. */
 
 /* Writes s (NULL: "") as a JSON string literal, quotes included, to fp; control characters are

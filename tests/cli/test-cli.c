@@ -185,6 +185,11 @@ Test(cli, info_on_a_missing_pid) {
   cr_assert(strstr(r.err, want), "%s", r.err);
   cr_assert_eq(strchr(r.err, '\n'), r.err + strlen(r.err) - 1, "one line: %s", r.err);
   dnt_run_free(&r);
+  /* collect's refusal is its error alone: no providers table, no "No providers were given" first */
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", arg, NULL), 3);
+  cr_assert(strstr(r.err, want), "%s", r.err);
+  cr_assert_str_eq(r.out, "", "nothing before the error");
+  dnt_run_free(&r);
 }
 
 Test(cli, info_on_a_process_that_is_not_dotnet) {

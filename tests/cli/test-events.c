@@ -17,6 +17,7 @@
 #include "dnt-trace.h"
 #include "../lib/record-cr.h"
 #include "../lib/bytes-cr.h"
+#include "../lib/files-cr.h"
 #include "../lib/env-cr.h"
 #include "../lib/nt-scan.h"
 #include "../lib/ntr-writer.h"
@@ -27,24 +28,7 @@
 
 /* ---- small helpers ---------------------------------------------------------------------- */
 
-static char *temp_dir(void) {
-  char *d = strdup("/tmp/dnt-events-XXXXXX");
-  cr_assert(mkdtemp(d));
-  return d;
-}
-
-static void write_file(const char *path, const void *p, size_t n) {
-  FILE *fp = fopen(path, "wb");
-  cr_assert(fp, "%s: %s", path, strerror(errno));
-  cr_assert_eq(fwrite(p, 1, n, fp), n);
-  cr_assert_eq(fclose(fp), 0);
-}
-
-static void rm_rf(const char *dir) {
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  cr_assert_eq(system(cmd), 0);
-}
+static char *temp_dir(void) { return dnt_temp_dir("dnt-events"); }
 
 /* ---- a strict JSON checker (RFC 8259 values; enough to validate --json lines) ------------- */
 
@@ -592,9 +576,9 @@ Test(trace_input, plain_gzip_and_zip_read_alike) {
   } files[] = {{"t.nettrace", 0}, {"t.nettrace.gz", 1}, {"stored.zip", 2}, {"deflated.zip", 3}, {"no-suffix", 1}};
   for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
     snprintf(path, sizeof path, "%s/%s", dir, files[k].name);
-    if (files[k].kind == 0) write_file(path, w.buf, w.len);
+    if (files[k].kind == 0) dnt_write_file(path, w.buf, w.len);
     if (files[k].kind == 1) gzip_file(path, w.buf, w.len);
-    if (files[k].kind >= 2) write_file(path, zip, make_zip(zip, sizeof zip, "dir/trace.nettrace", w.buf, w.len, files[k].kind == 3));
+    if (files[k].kind >= 2) dnt_write_file(path, zip, make_zip(zip, sizeof zip, "dir/trace.nettrace", w.buf, w.len, files[k].kind == 3));
     cr_assert_eq(read_path(path, &c, err, sizeof err), DNT_TRACE_COMPLETE, "%s: %s", files[k].name, err);
     cr_assert_eq(c.events, 3, "%s", files[k].name);
     cr_assert_str_eq(c.first_s, "a b");
@@ -607,7 +591,7 @@ Test(trace_input, plain_gzip_and_zip_read_alike) {
   cr_assert(strstr(r.err, "3 events shown (of 3 in the trace)"), "%s", r.err);
   dnt_run_free(&r);
   ntrw_release(&w);
-  rm_rf(dir);
+  dnt_rm_rf(dir);
   free(dir);
 }
 
@@ -656,7 +640,7 @@ Test(trace_input, zip_with_several_traces_says_which_it_reads) {
   const void *data[] = {"hi", w.buf, junk, junk};
   size_t len[] = {2, w.len, sizeof junk, sizeof junk};
   snprintf(path, sizeof path, "%s/two.zip", dir);
-  write_file(path, zip, stored_zip(zip, sizeof zip, 3, names, data, len));
+  dnt_write_file(path, zip, stored_zip(zip, sizeof zip, 3, names, data, len));
   struct dnt_run r;
   cr_assert_eq(dnt_run_dntrace(&r, "events", path, NULL), 0, "%s", r.err);
   cr_assert_str_eq(r.out, EXPECT_TEXT); /* the first trace member, the only readable one, was read */
@@ -672,20 +656,20 @@ Test(trace_input, zip_with_several_traces_says_which_it_reads) {
   dnt_run_free(&r);
   /* three: the others are mentioned */
   snprintf(path, sizeof path, "%s/three.zip", dir);
-  write_file(path, zip, stored_zip(zip, sizeof zip, 4, names, data, len));
+  dnt_write_file(path, zip, stored_zip(zip, sizeof zip, 4, names, data, len));
   cr_assert_eq(dnt_run_dntrace(&r, "events", path, NULL), 0, "%s", r.err);
   cr_assert(strstr(r.err, "holds 3 .nettrace members: reading 'run1/app.nettrace', the first (not "
                           "'run2/app.nettrace' and the others)"), "%s", r.err);
   dnt_run_free(&r);
   /* one trace member beside other files: nothing to say */
   snprintf(path, sizeof path, "%s/one.zip", dir);
-  write_file(path, zip, stored_zip(zip, sizeof zip, 2, names, data, len));
+  dnt_write_file(path, zip, stored_zip(zip, sizeof zip, 2, names, data, len));
   cr_assert_eq(dnt_run_dntrace(&r, "events", path, NULL), 0, "%s", r.err);
   cr_assert_str_eq(r.out, EXPECT_TEXT);
   cr_assert_not(strstr(r.err, "warning"), "%s", r.err);
   dnt_run_free(&r);
   ntrw_release(&w);
-  rm_rf(dir);
+  dnt_rm_rf(dir);
   free(dir);
 }
 
@@ -701,7 +685,7 @@ Test(trace_input, damaged_containers) {
 
   /* every cut of the archive: an error or a truncation, never a crash or a success */
   for (size_t cut = 4; cut < n; cut++) {
-    write_file(path, zip, cut);
+    dnt_write_file(path, zip, cut);
     int rc = read_path(path, &c, err, sizeof err);
     cr_assert(rc < 0 || rc == DNT_TRACE_TRUNCATED || rc == DNT_TRACE_DAMAGED, "cut %zu: rc %d", cut, rc);
     cr_assert(err[0], "cut %zu has a message", cut);
@@ -710,18 +694,18 @@ Test(trace_input, damaged_containers) {
   static uint8_t bad[1 << 16];
   memcpy(bad, zip, n);
   bad[n - 22 - 3 + 16] = 0xff, bad[n - 22 - 3 + 19] = 0x7f;
-  write_file(path, bad, n);
+  dnt_write_file(path, bad, n);
   cr_assert_lt(read_path(path, &c, err, sizeof err), 0);
   cr_assert(strstr(err, "central directory"), "%s", err);
   /* a flipped bit in the compressed data */
   memcpy(bad, zip, n);
   bad[100] ^= 0x10;
-  write_file(path, bad, n);
+  dnt_write_file(path, bad, n);
   int rc = read_path(path, &c, err, sizeof err);
   cr_assert(rc < 0 || rc == DNT_TRACE_DAMAGED || rc == DNT_TRACE_TRUNCATED, "rc %d: %s", rc, err);
   /* no .nettrace member */
   n = make_zip(zip, sizeof zip, "t.txt", w.buf, w.len, 0);
-  write_file(path, zip, n);
+  dnt_write_file(path, zip, n);
   cr_assert_lt(read_path(path, &c, err, sizeof err), 0);
   cr_assert(strstr(err, "no .nettrace member"), "%s", err);
 
@@ -732,12 +716,12 @@ Test(trace_input, damaged_containers) {
   FILE *fp = fopen(path, "rb");
   size_t gn = fread(gz, 1, sizeof gz, fp);
   fclose(fp);
-  write_file(path, gz, gn - 12);
+  dnt_write_file(path, gz, gn - 12);
   rc = read_path(path, &c, err, sizeof err);
   cr_assert(rc == DNT_TRACE_TRUNCATED || rc < 0, "rc %d: %s", rc, err);
   if (rc == DNT_TRACE_TRUNCATED) cr_assert(strstr(err, "compressed data ends early"), "%s", err);
   ntrw_release(&w);
-  rm_rf(dir);
+  dnt_rm_rf(dir);
   free(dir);
 }
 
@@ -750,7 +734,7 @@ Test(trace_input, truncated_stream_every_cut) {
   snprintf(path, sizeof path, "%s/t.nettrace", dir);
   size_t header_end = 0;
   for (size_t cut = 0; cut < w.len; cut++) {
-    write_file(path, w.buf, cut);
+    dnt_write_file(path, w.buf, cut);
     int rc = read_path(path, &c, err, sizeof err);
     if (rc == DNT_TRACE_TRUNCATED) {
       if (!header_end) header_end = cut;
@@ -762,10 +746,10 @@ Test(trace_input, truncated_stream_every_cut) {
     }
   }
   cr_assert(header_end > 0 && header_end < 200);
-  write_file(path, w.buf, w.len);
+  dnt_write_file(path, w.buf, w.len);
   cr_assert_eq(read_path(path, &c, err, sizeof err), DNT_TRACE_COMPLETE);
   ntrw_release(&w);
-  rm_rf(dir);
+  dnt_rm_rf(dir);
   free(dir);
 }
 
@@ -790,7 +774,7 @@ Test(trace_input, stdin_and_stop) {
   fclose(fp);
   cr_assert_eq(n, 2, "-n 2 stops after two events");
   ntrw_release(&w);
-  rm_rf(dir);
+  dnt_rm_rf(dir);
   free(dir);
 }
 
@@ -802,7 +786,7 @@ Test(events, text_json_and_filters_on_a_written_trace) {
   char *dir = temp_dir();
   char path[256];
   snprintf(path, sizeof path, "%s/t.nettrace", dir);
-  write_file(path, w.buf, w.len);
+  dnt_write_file(path, w.buf, w.len);
   struct dnt_run r;
 
   cr_assert_eq(dnt_run_dntrace(&r, "events", path, NULL), 0, "%s", r.err);
@@ -850,13 +834,13 @@ Test(events, text_json_and_filters_on_a_written_trace) {
   /* truncated inside the event block: what came before, a warning, exit 0 */
   ntrw_release(&w);
   build_trace(&w, 0);
-  write_file(path, w.buf, w.len - 5);
+  dnt_write_file(path, w.buf, w.len - 5);
   cr_assert_eq(dnt_run_dntrace(&r, "events", path, NULL), 0, "%s", r.err);
   cr_assert(strstr(r.err, "is truncated at byte"), "%s", r.err);
   cr_assert(strstr(r.err, "warning:"), "%s", r.err);
   dnt_run_free(&r);
   ntrw_release(&w);
-  rm_rf(dir);
+  dnt_rm_rf(dir);
   free(dir);
 }
 
@@ -878,14 +862,14 @@ Test(events, bad_input) {
   snprintf(msg, sizeof msg, "cannot open '%s': No such file or directory", path);
   expect_unreadable(path, msg);
   snprintf(path, sizeof path, "%s/empty.nettrace", dir);
-  write_file(path, "", 0);
+  dnt_write_file(path, "", 0);
   expect_unreadable(path, "is empty");
   snprintf(path, sizeof path, "%s/text.nettrace", dir);
-  write_file(path, "hello, world\n", 13);
+  dnt_write_file(path, "hello, world\n", 13);
   snprintf(msg, sizeof msg, "'%s' is not a nettrace file", path);
   expect_unreadable(path, msg);
   snprintf(path, sizeof path, "%s/short", dir);
-  write_file(path, "Net", 3);
+  dnt_write_file(path, "Net", 3);
   expect_unreadable(path, "truncated at byte 3, before its trace header");
   expect_unreadable(dir, "Is a directory");
   /* a FIFO nobody writes to: refused at once, not waited on (the run would time out) */
@@ -896,7 +880,7 @@ Test(events, bad_input) {
   expect_unreadable("/dev/null", "not a regular file");
   static const uint8_t v7[20] = {'N', 'e', 't', 't', 'r', 'a', 'c', 'e', 0, 0, 0, 0, 7, 0, 0, 0};
   snprintf(path, sizeof path, "%s/v7.nettrace", dir);
-  write_file(path, v7, sizeof v7);
+  dnt_write_file(path, v7, sizeof v7);
   expect_unreadable(path, "major version 7 is not supported");
 
   struct dnt_run r;
@@ -914,7 +898,7 @@ Test(events, bad_input) {
   cr_assert_eq(dnt_run_dntrace(&r, "events", path, "--provider", NULL), 2);
   cr_assert(strstr(r.err, "needs a value"), "%s", r.err);
   dnt_run_free(&r);
-  rm_rf(dir);
+  dnt_rm_rf(dir);
   free(dir);
 }
 
@@ -1212,7 +1196,7 @@ static long baseline_rss_kb(const char *dir, const char *cmd) {
   struct dnt_run r;
   build_trace(&w, 1);
   snprintf(path, sizeof path, "%s/small.nettrace", dir);
-  write_file(path, w.buf, w.len);
+  dnt_write_file(path, w.buf, w.len);
   ntrw_release(&w);
   /* report finds no samples in it and says so (status 1): the trace was read all the same */
   int st = dnt_run_dntrace(&r, cmd, path, NULL);
@@ -1242,7 +1226,7 @@ Test(hostile, empty_stacks_fail_clearly_in_bounded_memory, .timeout = 240) {
   for (uint32_t k = 0; k < 4; k++) w_empty_stacks(&w, 1 + (k << 20), 1u << 20);
   ntrw_end(&w);
   snprintf(path, sizeof path, "%s/empty-stacks.nettrace", dir);
-  write_file(path, w.buf, w.len);
+  dnt_write_file(path, w.buf, w.len);
   ntrw_release(&w);
   static const char *const cmds[] = {"events", "report"};
   for (int c = 0; c < 2; c++) {
@@ -1257,7 +1241,7 @@ Test(hostile, empty_stacks_fail_clearly_in_bounded_memory, .timeout = 240) {
                   r.maxrss_kb, base);
     dnt_run_free(&r);
   }
-  rm_rf(dir);
+  dnt_rm_rf(dir);
   free(dir);
 }
 
@@ -1278,7 +1262,7 @@ Test(hostile, empty_stacks_between_sequence_points_are_read, .timeout = 240) {
   }
   ntrw_end(&w);
   snprintf(path, sizeof path, "%s/runs.nettrace", dir);
-  write_file(path, w.buf, w.len);
+  dnt_write_file(path, w.buf, w.len);
   ntrw_release(&w);
   long base = baseline_rss_kb(dir, "events");
   struct dnt_run r;
@@ -1286,7 +1270,7 @@ Test(hostile, empty_stacks_between_sequence_points_are_read, .timeout = 240) {
   cr_assert_eq(error_lines(r.err), 0, "%s", r.err);
   cr_assert_leq(r.maxrss_kb - base, RSS_BOUND_KB, "peak RSS %ld KiB, %ld KiB without the trace", r.maxrss_kb, base);
   dnt_run_free(&r);
-  rm_rf(dir);
+  dnt_rm_rf(dir);
   free(dir);
 }
 
@@ -1317,7 +1301,7 @@ Test(hostile, unresolvable_and_empty_stacks_in_a_profile) {
   ntrw_block_end(&w);
   ntrw_end(&w);
   snprintf(path, sizeof path, "%s/unresolvable.nettrace", dir);
-  write_file(path, w.buf, w.len);
+  dnt_write_file(path, w.buf, w.len);
   ntrw_release(&w);
 
   struct dnt_run r;
@@ -1340,7 +1324,7 @@ Test(hostile, unresolvable_and_empty_stacks_in_a_profile) {
   }
   cr_assert_eq(total, 4, "%s", r.out);
   dnt_run_free(&r);
-  rm_rf(dir);
+  dnt_rm_rf(dir);
   free(dir);
 }
 
@@ -1370,7 +1354,7 @@ Test(hostile, wild_stack_id_costs_no_memory) {
   ntrw_block_end(&w);
   ntrw_end(&w);
   snprintf(path, sizeof path, "%s/wild.nettrace", dir);
-  write_file(path, w.buf, w.len);
+  dnt_write_file(path, w.buf, w.len);
   ntrw_release(&w);
   long base = baseline_rss_kb(dir, "report");
   struct dnt_run r;
@@ -1384,6 +1368,6 @@ Test(hostile, wild_stack_id_costs_no_memory) {
   /* 16 MiB: a quarter of what the old cache alone took, far over what one sample needs */
   cr_assert_leq(r.maxrss_kb - base, 16L * 1024, "peak RSS %ld KiB, %ld KiB without the trace", r.maxrss_kb, base);
   dnt_run_free(&r);
-  rm_rf(dir);
+  dnt_rm_rf(dir);
   free(dir);
 }

@@ -3,7 +3,8 @@
  * (field offsets, prev_state's mask from the print format), the sample records. Input: a
  * perf.data file. Properties: the check alone and the reading agree (same counts, the samples
  * handed over are those counted, all or none), every sample is a sched one, decoded, and the
- * same bytes read from a file (dnt_perfdata_sched_fd, on a memfd) give the same answer. Seeds:
+ * same bytes read from a file (dnt_perfdata_sched_fd, on a memfd) give the same answer; and the
+ * mending of a cut file (dnt_perfdata_mend) writes no more than it read. Seeds:
  * tests/fuzz/seeds/perfdata, a real recording of switches and wake-ups. */
 #include <errno.h>
 #include <stdint.h>
@@ -55,6 +56,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (rc3 != -ENOMEM && rc != -ENOMEM &&
         (rc3 != rc || (rc == 0 && (from_file.switches != checked.switches || from_file.wakings != checked.wakings))))
       __builtin_trap();
+    /* the mending of a cut file: a copy no longer than the file, holding only whole records, its
+     * header within the file's */
+    int out = memfd_create("mended", MFD_CLOEXEC);
+    uint64_t kept, claimed;
+    int rc4 = out >= 0 ? dnt_perfdata_mend(fd, out, &kept, &claimed, msg, sizeof msg) : 1;
+    off_t mended = out >= 0 ? lseek(out, 0, SEEK_END) : 0;
+    if (rc4 == 0 && ((uint64_t)mended > size || kept >= claimed)) __builtin_trap();
+    if (rc4 == 1 && mended != 0) __builtin_trap(); /* not cut: nothing written */
+    if (rc4 < 0 && !msg[0]) __builtin_trap();
+    if (out >= 0) close(out);
   }
   if (fd >= 0) close(fd);
   dnt_cpu_states_free(v.cs);

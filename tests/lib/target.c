@@ -1,5 +1,6 @@
 #include <dirent.h>
 #include <errno.h>
+#include <grp.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -181,6 +182,11 @@ int dnt_target_start(dnt_target *t, const dnt_target_opts *o, char *err, size_t 
     return -1;
   }
   if (child == 0) {
+    /* another user's process: its credentials first (a change of them clears the death signal) */
+    if (o->uid && (setgroups(0, NULL) != 0 || setgid(o->uid) != 0 || setuid(o->uid) != 0)) {
+      fprintf(stderr, "cannot become uid %u: %s\n", o->uid, strerror(errno));
+      _exit(126);
+    }
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     dup2(out[1], 1);
     int devnull = open("/dev/null", O_RDWR);

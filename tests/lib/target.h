@@ -17,6 +17,8 @@ typedef struct dnt_target_opts {
   int timeout_ms;              /* ceiling on the start, at least DNT_HANG_MS (run.h) */
   int no_wait;                 /* 1: return once started (for a runtime suspended at startup);
                                   dnt_target_wait_ready() waits for it later */
+  unsigned uid;                /* nonzero: run as this user (and its group of the same number),
+                                  another user's process; needs root */
 } dnt_target_opts;
 
 typedef struct dnt_target {

@@ -103,6 +103,31 @@ Test(counters_view, show_deltas) {
   dnt_counter_table_release(&t);
 }
 
+/* A counter's names, unit and tags are the target's words (issue 29): the table escapes their
+ * control characters (a C1 CSI as UTF-8 too), so they cannot drive the operator's terminal. */
+Test(counters_view, the_targets_words_are_escaped) {
+  struct dnt_counter_table t;
+  memset(&t, 0, sizeof t);
+  dnt_counter_value v = {.provider = "Evil\x1b]0;owned\x07", .name = "requests\x1b[2J",
+                         .display_name = "requests\x1b[2J\r", .unit = "\xc2\x9b" "31m", .tags = "path=/\x1b[8m",
+                         .kind = DNT_COUNTER_MEAN, .from_meter = 1, .value = 5, .interval_s = 1};
+  cr_assert_eq(dnt_counter_table_put(&t, &v), 0);
+  char *text = NULL;
+  size_t len = 0;
+  FILE *fp = open_memstream(&text, &len);
+  cr_assert(fp);
+  dnt_monitor_render(fp, &t, 1, "Running", 100, 0, 0, 0);
+  fclose(fp);
+  for (const unsigned char *c = (const unsigned char *)text; *c; c++)
+    cr_assert(!((*c < 0x20 && *c != '\n') || *c == 0x7f || (c[0] == 0xc2 && c[1] >= 0x80 && c[1] <= 0x9f)),
+              "a raw control byte 0x%02x at offset %td:\n%s", *c, (const char *)c - text, text);
+  cr_assert(strstr(text, "[Evil\\x1b]0;owned\\x07]"), "%s", text);
+  cr_assert(strstr(text, "requests\\x1b[2J\\r"), "%s", text);
+  cr_assert(strstr(text, "path=/\\x1b[8m"), "%s", text);
+  free(text);
+  dnt_counter_table_release(&t);
+}
+
 Test(counters_view, narrow_terminal_keeps_tag_rows_apart) {
   struct dnt_counter_table t;
   memset(&t, 0, sizeof t);
@@ -460,6 +485,8 @@ Test(counters_runtime, collect_to_a_full_disk_says_why, .timeout = 400) {
     snprintf(want, sizeof want, "dntrace: error: cannot write '%s/out.%s': No space left on device\n", dir,
              i == 0 ? "csv" : "prom");
     cr_assert(strstr(r.err, want), "%s: %s", formats[i], r.err);
+    cr_assert_eq(strchr(r.err, '\n'), r.err + strlen(r.err) - 1, "%s: said once: %s", formats[i], r.err);
+    cr_assert(!strstr(r.out, "File saved"), "%s: no file claimed: %s", formats[i], r.out);
     dnt_run_free(&r);
   }
   dnt_target_stop(&t);

@@ -212,6 +212,117 @@ Test(dump, unwritable_destination_is_one_clear_error, .timeout = 60) {
   dnt_target_stop(&t);
 }
 
+/* Root's dump of another user's process (issue 29 item 3, issue 28 item 1): createdump runs as
+ * that user, so its file would fail in a directory only root can write and, anywhere else, end up
+ * that user's to rewrite. The dump goes through the target's TMPDIR instead and is delivered by
+ * dntrace: into a mode-700 directory of root's, and owned by root (mode 0600) in a mode-777 one. */
+Test(dump, another_users_process_is_dumped_where_root_wants_it, .timeout = 240) {
+  DNT_REQUIRE_TARGET();
+  if (geteuid() != 0) {
+    const char *ci = getenv("CI");
+    if (ci && strcmp(ci, "true") == 0) cr_assert_fail("needs root to start a process of another user (CI=true)");
+    cr_skip_test("needs root to start a process of another user");
+  }
+  /* the sample copied where that user can read it (a build tree may lie in a mode-700 directory) */
+  char *copy = temp_dir(), cmd[1024], exe[160];
+  snprintf(cmd, sizeof cmd, "cp -r \"$(dirname '%s')\"/. '%s/' && chmod -R a+rX '%s'", dnt_target_exe(), copy, copy);
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
+  snprintf(exe, sizeof exe, "%s/%s", copy, strrchr(dnt_target_exe(), '/') + 1);
+  static const char *const env[] = {"HOME=/tmp", "DOTNET_CLI_HOME=/tmp", NULL};
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .exe = exe, .wait_socket = 1, .timeout_ms = DNT_HANG_MS,
+                       .uid = 65534, .env = env};
+  dnt_target t;
+  char err[512];
+  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "cannot start the sample as uid 65534: %s", err);
+  char *dir = temp_dir(), pid[16], out[160];
+  cr_assert_eq(chmod(dir, 0700), 0);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  for (int open_dir = 0; open_dir < 2; open_dir++) {
+    if (open_dir) cr_assert_eq(chmod(dir, 0777), 0); /* a directory that user could write too */
+    snprintf(out, sizeof out, "%s/core%d", dir, open_dir);
+    struct dnt_run r;
+    int rc = dnt_run_dntrace(&r, "dump", "-p", pid, "--type", "mini", "-o", out, NULL);
+    cr_assert_eq(rc, 0, "%s directory: exit %d\n%s%s", open_dir ? "a mode-777" : "root's mode-700", rc, r.out, r.err);
+    struct stat st;
+    cr_assert_eq(stat(out, &st), 0, "%s", out);
+    cr_assert_eq(st.st_uid, 0, "%s is root's, not the target's user's (uid %u)", out, (unsigned)st.st_uid);
+    cr_assert_eq(st.st_mode & 0777, 0600, "%s: mode %o", out, (unsigned)(st.st_mode & 0777));
+    cr_assert(strstr(r.out, "Dump written:") && strstr(r.out, "threads"), "checked as a core:\n%s", r.out);
+    dnt_run_free(&r);
+    unlink(out);
+  }
+  dnt_target_stop(&t);
+  rmdir(dir);
+  free(dir);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", copy);
+  cr_assert_eq(system(cmd), 0);
+  free(copy);
+}
+
+/* `dump --compress` into a full disk (a filled 64 KiB tmpfs, mounted in a private mount namespace
+ * so that the dump takes the route through the target's TMPDIR): exit 1 and one error line, and
+ * the runtime's whole core in the target's TMPDIR (which in a container may be its memory) is
+ * removed, unless --keep-on-error (issue 29 item 7). The TMPDIR is the one dntrace names when it
+ * keeps the file; the default run must leave nothing there. */
+static int dump_into_full_disk(const char *dir, int pid, int keep, struct dnt_run *r) {
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd,
+           "mount -t tmpfs -o size=64k tmpfs '%s' && { cat /dev/zero > '%s/.fill' 2>/dev/null; true; } && "
+           "\"$DNT_BIN\" dump -p %d --type mini --compress %s -o '%s/core'",
+           dir, dir, pid, keep ? "--keep-on-error" : "", dir);
+  char *argv[] = {"/usr/bin/unshare", "-m", "--propagation", "private", "/bin/sh", "-c", cmd, NULL};
+  return dnt_run_argv(r, argv, NULL, DNT_HANG_MS);
+}
+
+/* The files of dir whose names begin with prefix. */
+static int files_named(const char *dir, const char *prefix) {
+  DIR *d = opendir(dir);
+  cr_assert(d, "%s", dir);
+  int n = 0;
+  struct dirent *de;
+  while ((de = readdir(d))) n += strncmp(de->d_name, prefix, strlen(prefix)) == 0;
+  closedir(d);
+  return n;
+}
+
+Test(dump, a_compressed_dump_into_a_full_disk_leaves_nothing_behind, .timeout = 240) {
+  dnt_target t;
+  start(&t, DNT_TARGET_PLAIN);
+  if (geteuid() != 0) {
+    const char *ci = getenv("CI");
+    if (ci && strcmp(ci, "true") == 0) cr_assert_fail("needs root to mount a small tmpfs (CI=true)");
+    cr_skip_test("needs root to mount a small tmpfs");
+  }
+  char *dir = temp_dir();
+  struct dnt_run r;
+  int rc = dump_into_full_disk(dir, (int)t.pid, 1, &r);
+  cr_assert_eq(rc, 1, "out: %s err: %s", r.out, r.err);
+  cr_assert(strstr(r.err, "No space left on device"), "%s", r.err);
+  char *at = strstr(r.err, "stays at '");
+  cr_assert(at, "--keep-on-error says where the runtime's dump stays: %s", r.err);
+  char kept[512];
+  snprintf(kept, sizeof kept, "%.*s", (int)strcspn(at + 10, "'"), at + 10);
+  struct stat st;
+  cr_assert_eq(stat(kept, &st), 0, "%s is kept", kept);
+  cr_assert_gt(st.st_size, 0);
+  unlink(kept);
+  *strrchr(kept, '/') = '\0'; /* the target's TMPDIR, through its root */
+  dnt_run_free(&r);
+  char prefix[64];
+  snprintf(prefix, sizeof prefix, "dntrace-dump-%d-", (int)t.pid);
+  cr_assert_eq(files_named(kept, prefix), 0);
+
+  rc = dump_into_full_disk(dir, (int)t.pid, 0, &r);
+  cr_assert_eq(rc, 1, "out: %s err: %s", r.out, r.err);
+  cr_assert(strstr(r.err, "is removed (--keep-on-error keeps it)"), "%s", r.err);
+  cr_assert_eq(strchr(r.err, '\n'), r.err + strlen(r.err) - 1, "one line: %s", r.err);
+  cr_assert_eq(files_named(kept, prefix), 0, "nothing left in %s", kept);
+  dnt_run_free(&r);
+  dnt_target_stop(&t);
+  rmdir(dir);
+  free(dir);
+}
+
 /* A stopped process (SIGSTOP) cannot answer: dump says so and gives up instead of waiting its
  * 30 minutes for a reply that cannot come (a dntrace that waits is killed at DNT_HANG_MS: its
  * status is then -1, not 1). */

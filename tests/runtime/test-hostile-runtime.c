@@ -6,6 +6,7 @@
  * collect stops on a second connection. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,6 +138,27 @@ Test(hostile, ps_lists_silent_runtimes_without_a_version, .timeout = 60) {
   cr_log_info("ps of %d silent runtimes: %.2f s (one deadline of 1 s; %s)", N, r.seconds, dnt_run_context(0));
   dnt_run_free(&r);
   for (int i = 0; i < N; i++) stop_case(f[i]);
+}
+
+/* A runtime stopped by a signal (SIGSTOP) cannot answer: ps says it is stopped, from its state,
+ * rather than asking it (issue 28 item 10). Its row still has its command line (from /proc). */
+Test(hostile, ps_says_a_stopped_runtime_is_stopped, .timeout = 60) {
+  char pid[16];
+  fake_ipc *f = start_case("silent-info.case", NULL, pid);
+  kill(fake_ipc_pid(f), SIGSTOP);
+  struct dnt_run r;
+  int rc = dnt_run_dntrace(&r, "ps", NULL);
+  cr_expect_eq(rc, 0, "%s", r.err);
+  char *line = ps_row(r.out, (int)fake_ipc_pid(f));
+  cr_expect(line && strstr(line, "[stopped] "), "the stopped runtime's row says so:\n%s", r.out);
+  free(line);
+  cr_log_info("ps beside a stopped runtime: %.2f s", r.seconds);
+  dnt_run_free(&r);
+  cr_expect_eq(dnt_run_dntrace(&r, "ps", "--json", NULL), 0, "%s", r.err);
+  cr_expect(strstr(r.out, "\"stopped\": true"), "%s", r.out);
+  dnt_run_free(&r);
+  kill(fake_ipc_pid(f), SIGCONT);
+  stop_case(f);
 }
 
 /* Eight runtimes that answer ProcessInfo only once all eight have been asked (a barrier in
@@ -329,6 +351,40 @@ Test(hostile, collect_refused_keeps_an_existing_file, .timeout = 60) {
 
 Test(hostile, collect_ended_at_once_keeps_an_existing_file, .timeout = 60) {
   collect_keeps_existing("hostile-drop.case", "ended the session before sending anything");
+}
+
+/* Issue 29 item 5: a runtime that accepts the session and sends nothing on it until it is stopped
+ * (not even the stream's header): no trace came, so collect fails and leaves no empty file. */
+Test(hostile, collect_of_a_session_that_sent_nothing_fails, .timeout = 60) {
+  collect_keeps_existing("hostile-mute.case", "sent nothing on the session, not even the trace's header, before it "
+                                              "was stopped");
+}
+
+/* ... nor after it (a stopped or hung runtime): collect waits its stop deadline (made short here:
+ * nothing will come however long it waits), then fails; it used to keep an empty file, exit 0. */
+Test(hostile, collect_of_a_session_silent_after_its_stop_fails, .timeout = 150) {
+  setenv("DNT_STOP_TIMEOUT_MS", "2000", 1);
+  collect_keeps_existing("hostile-mute-open.case", "sent nothing on the session");
+  unsetenv("DNT_STOP_TIMEOUT_MS");
+}
+
+/* createdump's text relayed by the runtime, several lines with newlines: one error line, the lines
+ * joined, no literal \n (issue 29 item 8). */
+Test(hostile, dump_relays_createdumps_lines_as_one, .timeout = 60) {
+  char dir[] = "/tmp/dnt-dumperr-XXXXXX", out[128], pid[16];
+  fake_ipc *f = start_case("dump-createdump-error.case", NULL, pid);
+  cr_assert(mkdtemp(dir));
+  snprintf(out, sizeof out, "%s/core", dir);
+  struct dnt_run r;
+  int rc = dnt_run_dntrace(&r, "dump", "-p", pid, "-o", out, NULL);
+  cr_expect_eq(rc, 1, "exit 1 (got %d):\n%s%s", rc, r.out, r.err);
+  cr_expect(strstr(r.err, "Gathering state for process 42; [createdump] ReadProcessMemory FAILED"), "%s", r.err);
+  cr_expect(!strstr(r.err, "\\n"), "no literal \\n: %s", r.err);
+  assert_no_raw_controls("dump", r.err);
+  cr_expect_eq(strchr(r.err, '\n'), r.err + strlen(r.err) - 1, "one line: %s", r.err);
+  dnt_run_free(&r);
+  stop_case(f);
+  rmdir(dir);
 }
 
 /* A runtime that never answers: dntrace gives up after its 30 s reply deadline. */

@@ -959,6 +959,92 @@ Test(perfdata, every_truncation_and_corruption_is_survived, .timeout = 120) {
   free(file);
 }
 
+/* Issue 29 item 9: a perf.data cut short, as a full disk leaves it, at points through its records
+ * (between two, inside one): mended, it is read by perf script itself up to its last whole record:
+ * as many samples as the cut file holds whole (counted from its bytes here: a record's header
+ * gives its type and size). A whole file needs no mending. */
+static int record_cpu(char *dir, size_t cap, char *data, size_t dcap) {
+  snprintf(dir, cap, "/tmp/dnt-perfcut-XXXXXX");
+  cr_assert(mkdtemp(dir));
+  snprintf(data, dcap, "%s/p.data", dir);
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd,
+           "perf record --quiet -e cpu-clock/freq=999/ -g -o %s -- sh -c 'i=0; while [ $i -lt 100000 ]; do "
+           "i=$((i+1)); done' >/dev/null 2>&1",
+           data);
+  return system(cmd) == 0;
+}
+
+/* perf script's samples of the file at path (its lines naming the event). */
+static long perf_script_samples(const char *path) {
+  char cmd[512], line[64];
+  snprintf(cmd, sizeof cmd, "perf script -i '%s' 2>/dev/null | grep -c 'cpu-clock'", path);
+  FILE *p = popen(cmd, "r");
+  cr_assert(p);
+  long n = fgets(line, sizeof line, p) ? atol(line) : -1;
+  pclose(p);
+  return n;
+}
+
+Test(perfdata, a_cut_recording_is_mended_to_its_whole_records, .timeout = 240) {
+  DNT_REQUIRE_PERF();
+  char dir[64], data[96], cut_path[128], mended[128], msg[256];
+  cr_assert(record_cpu(dir, sizeof dir, data, sizeof data), "perf record failed");
+  size_t len;
+  uint8_t *file = map_whole(data, &len);
+  uint64_t data_off, data_size;
+  memcpy(&data_off, file + 40, 8);
+  memcpy(&data_size, file + 48, 8);
+  cr_assert(data_size > 0 && data_off + data_size <= len);
+  long whole = perf_script_samples(data);
+  cr_assert_gt(whole, 10, "samples in the recording");
+  snprintf(cut_path, sizeof cut_path, "%s/cut.data", dir);
+  snprintf(mended, sizeof mended, "%s/mended.data", dir);
+  for (int k = 1; k <= 8; k++) {
+    /* an eighth of the records at a time, a few bytes into one; the last: all the records */
+    size_t cut = (size_t)(data_off + data_size * (uint64_t)k / 8) - (k == 8 ? 0 : 5);
+    long samples = 0;
+    size_t end = (size_t)data_off;
+    for (;;) { /* the whole records before the cut */
+      uint32_t type;
+      uint16_t size;
+      memcpy(&type, file + end, 4);
+      memcpy(&size, file + end + 6, 2);
+      if (end + 8 > cut || end + size > cut) break;
+      samples += type == 9; /* PERF_RECORD_SAMPLE */
+      end += size;
+    }
+    FILE *fp = fopen(cut_path, "wb");
+    cr_assert(fp);
+    cr_assert_eq(fwrite(file, 1, cut, fp), cut);
+    fclose(fp);
+    int in = open(cut_path, O_RDONLY), out = open(mended, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    cr_assert(in >= 0 && out >= 0);
+    uint64_t kept, claimed;
+    int rc = dnt_perfdata_mend(in, out, &kept, &claimed, msg, sizeof msg);
+    close(in);
+    close(out);
+    if (k == 8) { /* the records whole, only the feature sections cut: perf script reads it as it is */
+      cr_assert_eq(rc, 1, "cut after the records: %d %s", rc, msg);
+      cr_assert_eq(perf_script_samples(cut_path), whole);
+      continue;
+    }
+    cr_assert_eq(rc, 0, "cut at %zu of %zu: %d %s", cut, len, rc, msg);
+    cr_assert_eq(kept, end - data_off, "cut at %zu: the whole records", cut);
+    cr_assert_eq(claimed, data_size);
+    long got = perf_script_samples(mended);
+    cr_assert_eq(got, samples, "cut at %zu (%zu%% of the records): perf script reads %ld samples of the %ld whole",
+                 cut, (size_t)(100 * (cut - data_off) / data_size), got, samples);
+  }
+  int in = open(data, O_RDONLY), out = open(mended, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  uint64_t kept, claimed;
+  cr_assert_eq(dnt_perfdata_mend(in, out, &kept, &claimed, msg, sizeof msg), 1, "a whole file needs no mending");
+  close(in);
+  close(out);
+  free(file);
+  remove_dir(dir);
+}
+
 /* ---- the perf map ---- */
 
 Test(cpu_states, thread_names_file) {
@@ -1257,32 +1343,32 @@ static pid_t perf_record_of(pid_t target) {
   return found;
 }
 
-/* dntrace perf killed (SIGKILL: no chance to clean up): perf record goes with it, and the next
- * run (here --cleanup) turns the target's perf map off again. */
-Test(perf_runtime, a_killed_run_leaves_nothing_running_or_on, .timeout = 240) {
-  DNT_REQUIRE_PERF();
-  dnt_target t;
+/* dntrace perf on the sample, killed (SIGKILL: no chance to clean up) once perf records and the
+ * perf map is on; perf record goes with it. Its notes in dir (XDG_RUNTIME_DIR, made here: no other
+ * test's run looks there); map: the perf map's name in /tmp. */
+static void kill_a_recording_run(dnt_target *t, char dir[22], char map[64]) {
   dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .wait_socket = 1, .timeout_ms = DNT_HANG_MS};
   char err[512];
-  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "cannot start the sample target: %s", err);
-  char dir[] = "/tmp/dnt-perfk-XXXXXX", base[128], pid[16], map[64];
+  cr_assert_eq(dnt_target_start(t, &o, err, sizeof err), 0, "cannot start the sample target: %s", err);
+  char base[128], pid[16];
+  strcpy(dir, "/tmp/dnt-perfk-XXXXXX");
   cr_assert(mkdtemp(dir));
   snprintf(base, sizeof base, "%s/killed", dir);
-  snprintf(pid, sizeof pid, "%d", (int)t.pid);
-  snprintf(map, sizeof map, "perf-%d.map", (int)t.ns_pid);
+  snprintf(pid, sizeof pid, "%d", (int)t->pid);
+  snprintf(map, 64, "perf-%d.map", (int)t->ns_pid);
   pid_t run = fork();
   cr_assert_geq(run, 0);
   if (run == 0) {
     int null = open("/dev/null", O_WRONLY);
     dup2(null, 1);
     dup2(null, 2);
-    setenv("XDG_RUNTIME_DIR", dir, 1); /* its notes where no other test's run looks */
+    setenv("XDG_RUNTIME_DIR", dir, 1);
     execl(dnt_bin(), "dntrace", "perf", "-p", pid, "--duration", "600s", "-o", base, (char *)NULL);
     _exit(127);
   }
   /* recording: perf record runs and the target writes its perf map */
-  pid_t perf = wait_recording(t.pid, map);
-  cr_assert(perf, "perf record started and the perf map is on while recording (%s)", dnt_run_context(t.pid));
+  pid_t perf = wait_recording(t->pid, map);
+  cr_assert(perf, "perf record started and the perf map is on while recording (%s)", dnt_run_context(t->pid));
   kill(run, SIGKILL);
   waitpid(run, NULL, 0);
   int gone = 0;
@@ -1291,13 +1377,32 @@ Test(perf_runtime, a_killed_run_leaves_nothing_running_or_on, .timeout = 240) {
     if (!gone) usleep(100 * 1000);
   }
   cr_expect(gone, "perf record (pid %d) died with dntrace", (int)perf);
-  cr_expect(fd_points_at(t.pid, map), "the perf map is still on: nobody turned it off yet");
-  struct dnt_run r;
+}
+
+/* `dntrace perf --cleanup` with the notes of dir. */
+static void run_cleanup(const char *dir, struct dnt_run *r) {
   char xdg[128];
   snprintf(xdg, sizeof xdg, "XDG_RUNTIME_DIR=%s", dir);
   const char *const env[] = {xdg, NULL};
   char *const cleanup[] = {(char *)dnt_bin(), "perf", "--cleanup", NULL};
-  cr_expect_eq(dnt_run_argv(&r, cleanup, env, DNT_HANG_MS), 0, "%s%s", r.out, r.err);
+  cr_expect_eq(dnt_run_argv(r, cleanup, env, DNT_HANG_MS), 0, "%s%s", r->out, r->err);
+}
+
+static void rm_dir(const char *dir) {
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+/* ... and the next run (here --cleanup) turns the target's perf map off again. */
+Test(perf_runtime, a_killed_run_leaves_nothing_running_or_on, .timeout = 240) {
+  DNT_REQUIRE_PERF();
+  dnt_target t;
+  char dir[22], map[64];
+  kill_a_recording_run(&t, dir, map);
+  cr_expect(fd_points_at(t.pid, map), "the perf map is still on: nobody turned it off yet");
+  struct dnt_run r;
+  run_cleanup(dir, &r);
   cr_expect(strstr(r.err, "turned the perf map of process"), "says what it did:\n%s%s", r.out, r.err);
   dnt_run_free(&r);
   int off = 0;
@@ -1306,13 +1411,31 @@ Test(perf_runtime, a_killed_run_leaves_nothing_running_or_on, .timeout = 240) {
     if (!off) usleep(100 * 1000);
   }
   cr_expect(off, "the perf map is off again after --cleanup");
-  cr_expect_eq(dnt_run_argv(&r, cleanup, env, DNT_HANG_MS), 0);
+  run_cleanup(dir, &r);
   cr_expect(strstr(r.out, "0 perf maps turned off again"), "nothing left the second time:\n%s", r.out);
   dnt_run_free(&r);
   dnt_target_stop(&t);
-  char cmd[256];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  cr_assert_eq(system(cmd), 0);
+  rm_dir(dir);
+}
+
+/* Issue 29 item 6: ... and when the target died meanwhile, the next run removes the perf map file
+ * it wrote for the killed run (before, only a live target's was put right). */
+Test(perf_runtime, a_killed_runs_map_of_a_dead_target_is_removed, .timeout = 240) {
+  DNT_REQUIRE_PERF();
+  dnt_target t;
+  char dir[22], map[64], path[128];
+  kill_a_recording_run(&t, dir, map);
+  snprintf(path, sizeof path, "/tmp/%s", map);
+  dnt_target_stop(&t);
+  struct stat st;
+  cr_assert_eq(stat(path, &st), 0, "the dead target's perf map is left in /tmp: %s", path);
+  struct dnt_run r;
+  run_cleanup(dir, &r);
+  cr_expect(strstr(r.err, "removed /tmp/perf-"), "says what it did:\n%s%s", r.out, r.err);
+  dnt_run_free(&r);
+  cr_expect_neq(stat(path, &st), 0, "%s is removed", path);
+  unlink(path);
+  rm_dir(dir);
 }
 
 /* The screen of the tmux session into a heap string ("" when it cannot be read). */

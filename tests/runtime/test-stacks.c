@@ -5,6 +5,7 @@
  * sampler runs late. How long a snapshot of 500 threads takes is a figure for `make bench`, not a
  * gate. */
 #include <criterion/criterion.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,6 +135,28 @@ Test(stacks, five_hundred_threads_every_one_listed, .timeout = 120) {
   cr_expect_eq(idle, 500, "every idle thread listed (%d of 500; %s)", idle, dnt_run_context(t.pid));
   cr_expect_eq(parked, 500, "every idle thread in IdleWork.Park (%d of 500; %s)", parked, dnt_run_context(t.pid));
   cr_log_info("stacks of 500+ threads: %.2f s (%s)", r.seconds, dnt_run_context(t.pid));
+  dnt_run_free(&r);
+  dnt_target_stop(&t);
+}
+
+/* A stopped process (SIGSTOP) cannot answer: stacks says so (and how to go on) instead of waiting
+ * for a session reply that cannot come (issue 29 item 8). Then, continued, it is read as ever. */
+Test(stacks, a_stopped_target_is_one_clear_error, .timeout = 180) {
+  dnt_target t;
+  start(&t, NULL);
+  char pid[16];
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  kill(t.pid, SIGSTOP);
+  struct dnt_run r;
+  int rc = dnt_run_dntrace(&r, "stacks", "-p", pid, NULL);
+  kill(t.pid, SIGCONT);
+  cr_expect_eq(rc, 1, "exit 1 (got %d): %s%s", rc, r.out, r.err);
+  cr_expect(strstr(r.err, "is stopped (SIGSTOP") && strstr(r.err, "kill -CONT"), "names the stop:\n%s", r.err);
+  cr_expect_eq(strchr(r.err, '\n'), r.err + strlen(r.err) - 1, "one line: %s", r.err);
+  cr_log_info("stacks gave up on a stopped process after %.1f s", r.seconds);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "stacks", "-p", pid, NULL), 0, "once continued: %s", r.err);
+  cr_assert(strstr(r.out, "Thread (0x"), "%s", r.out);
   dnt_run_free(&r);
   dnt_target_stop(&t);
 }

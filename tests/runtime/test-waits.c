@@ -513,6 +513,24 @@ Test(waits_cli, bad_input) {
   fclose(fp);
   cr_expect_eq(dnt_run_dntrace(&r, "waits", trace, NULL), 1);
   cr_expect(strstr(r.err, "perf script failed") && strchr(r.err, '\n') == strrchr(r.err, '\n'), "one line: %s", r.err);
+  /* with perf's own reason, not only its exit code (issue 29 item 8) */
+  cr_expect(strstr(r.err, "(exit 255): incompatible file format"), "perf's words: %s", r.err);
+  dnt_run_free(&r);
+  /* a perf that crashes (a stand-in on PATH: a real one cannot be made to): its signal, named */
+  char bin[160], fake[200], path_env[4300];
+  snprintf(bin, sizeof bin, "%s/bin", dir);
+  snprintf(fake, sizeof fake, "%s/perf", bin);
+  cr_assert_eq(mkdir(bin, 0700), 0);
+  fp = fopen(fake, "w");
+  cr_assert(fp);
+  fputs("#!/bin/sh\nkill -SEGV $$\n", fp);
+  fclose(fp);
+  cr_assert_eq(chmod(fake, 0700), 0);
+  snprintf(path_env, sizeof path_env, "PATH=%s:%s", bin, getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
+  const char *const env[] = {path_env, NULL};
+  char *const argv[] = {(char *)dnt_bin(), "waits", trace, NULL};
+  cr_expect_eq(dnt_run_argv(&r, argv, env, DNT_HANG_MS), 1, "%s", r.err);
+  cr_expect(strstr(r.err, "(killed by signal 11, Segmentation fault)"), "the signal named: %s", r.err);
   dnt_run_free(&r);
   char cmd[160];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -1,9 +1,17 @@
-/* dnt_safe_text, the escaping of strings other processes chose (src/util.h), byte by byte:
- * what must be escaped and how, and what must pass untouched (UTF-8 text of any script). */
+/* dnt_safe_text (src/util.h) and what it is made with (trace/'s dnt_text_escape, dnt_text_put):
+ * the escaping of strings other processes chose, byte by byte: what must be escaped and how,
+ * and what must pass untouched (UTF-8 text of any script). */
 #include <criterion/criterion.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include "dnt-trace.h"
+#include "target.h"
 #include "util.h"
 
 static void expect(const char *in, const char *want) {
@@ -39,4 +47,60 @@ Test(safe_text, bytes_that_are_not_utf8) {
   expect("\xed\xa0\x80", "\\xed\\xa0\\x80");    /* a UTF-16 surrogate */
   expect("\xf4\x90\x80\x80", "\\xf4\\x90\\x80\\x80"); /* past U+10FFFF */
   expect("\xf8\x88\x80\x80\x80", "\\xf8\\x88\\x80\\x80\\x80");
+}
+
+/* The library's form (trace/dnt-trace.h), which the views write with: into a buffer that may be
+ * too small, never splitting an escape or a character, the length needed returned as snprintf. */
+Test(safe_text, into_a_buffer_cut_at_whole_pieces) {
+  char b[8];
+  cr_assert_eq(dnt_text_escape(b, sizeof b, "ab\x1b" "cd"), 8); /* ab \x1b cd */
+  cr_assert_str_eq(b, "ab\\x1bc");
+  cr_assert_eq(dnt_text_escape(b, 5, "ab\x1b" "cd"), 8);
+  cr_assert_str_eq(b, "ab", "the escape does not fit whole: it is left out");
+  cr_assert_eq(dnt_text_escape(b, 4, "\xe6\x97\xa5\xe6\x9c\xac"), 6);
+  cr_assert_str_eq(b, "\xe6\x97\xa5");
+  cr_assert_eq(dnt_text_escape(NULL, 0, "\n"), 2);
+  cr_assert_eq(dnt_text_escape(b, sizeof b, NULL), 0);
+  cr_assert_str_eq(b, "");
+}
+
+Test(safe_text, streamed_as_escaped) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *fp = open_memstream(&buf, &len);
+  cr_assert(fp);
+  dnt_text_put(fp, "Evil\x1b]0;owned\x07\r\xc2\x9b");
+  dnt_text_put(fp, NULL);
+  cr_assert_eq(fclose(fp), 0);
+  cr_assert_str_eq(buf, "Evil\\x1b]0;owned\\x07\\r\\u009b");
+  free(buf);
+}
+
+/* A process names itself (argv[0] is its own to write): the name every message shows is escaped
+ * at the source. The child execs sleep under an evil argv[0]; the test waits until its cmdline
+ * is the new one (the exec happened), not for a time. */
+Test(safe_text, a_process_name_is_escaped_at_the_source, .timeout = 120) {
+  static const char evil[] = "evil\x1b]0;owned\x07\r\xc2\x9b" "2J";
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    char *const argv[] = {(char *)evil, "120", NULL};
+    execv("/bin/sleep", argv);
+    _exit(127);
+  }
+  char path[64], cmd[64] = "";
+  snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+  while (strncmp(cmd, evil, sizeof evil - 1) != 0) { /* the exec done */
+    FILE *fp = fopen(path, "re");
+    cr_assert(fp, "the child is gone before its exec");
+    size_t n = fread(cmd, 1, sizeof cmd - 1, fp);
+    cmd[n] = '\0';
+    fclose(fp);
+    if (strncmp(cmd, evil, sizeof evil - 1) != 0) sched_yield();
+  }
+  char name[256];
+  dnt_process_name((int)pid, name, sizeof name);
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  cr_assert_str_eq(name, "evil\\x1b]0;owned\\x07\\r\\u009b2J");
 }
