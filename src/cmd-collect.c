@@ -226,6 +226,24 @@ static uint64_t stop_deadline_ms(void) {
   return v > 0 ? (uint64_t)v : STOP_DEADLINE_MS;
 }
 
+/* What is recorded, from where, to where (dotnet-trace's table and lines). */
+static void print_banner(const dnt_session *s, const struct dnt_providers *providers, int default_profiles,
+                         const char *output, uint64_t duration_ms) {
+  if (default_profiles)
+    printf("No providers were given: using the profiles dotnet-common + dotnet-sampled-thread-time.\n");
+  dnt_providers_print(stdout, providers);
+  if (s->target.pid) {
+    char *safe_name = dnt_safe_text(s->target.name); /* its command line's words */
+    printf("Process        : %d (%s)\n", s->target.pid, safe_name);
+    free(safe_name);
+  } else {
+    printf("Process        : the first runtime to connect to %s\n", s->target.ep.path);
+  }
+  printf("Output File    : %s\n", output);
+  if (duration_ms) printf("Trace Duration : %llu s\n", (unsigned long long)(duration_ms / 1000));
+  fflush(stdout);
+}
+
 static void on_stop_deadline(uv_timer_t *t) {
   struct collect *c = t->data;
   if (c->s.ended) return;
@@ -462,19 +480,11 @@ int cmd_collect(int argc, char **argv) {
                               .rundown_keyword = rundown_keyword, .request_stackwalk = 1,
                               .providers = wire, .n_providers = providers.n};
 
-  if (default_profiles)
-    printf("No providers were given: using the profiles dotnet-common + dotnet-sampled-thread-time.\n");
-  dnt_providers_print(stdout, &providers);
-  if (c.s.target.pid) {
-    char *safe_name = dnt_safe_text(c.s.target.name); /* its command line's words */
-    printf("Process        : %d (%s)\n", c.s.target.pid, safe_name);
-    free(safe_name);
-  }
-  else
-    printf("Process        : the first runtime to connect to %s\n", c.s.target.ep.path);
-  printf("Output File    : %s\n", output);
-  if (duration_ms) printf("Trace Duration : %llu s\n", (unsigned long long)(duration_ms / 1000));
-  fflush(stdout);
+  /* waiting for a runtime to connect (a command started, a port listened on): the table first, so
+   * that the wait says what it is for; a running process answers at once: the table once it
+   * accepted, so that a refusal is its error alone */
+  int banner_first = c.s.listener != NULL;
+  if (banner_first) print_banner(&c.s, &providers, default_profiles, output, duration_ms);
 
   c.tty = isatty(1) && !show_child_io;
   c.duration_ms = duration_ms;
@@ -509,6 +519,7 @@ int cmd_collect(int argc, char **argv) {
     }
     goto out;
   }
+  if (!banner_first) print_banner(&c.s, &providers, default_profiles, output, duration_ms);
   if (resume_runtime) dnt_session_resume(&c.s);
 
   c.start_ms = now_ms();

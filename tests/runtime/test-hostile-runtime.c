@@ -349,6 +349,23 @@ Test(hostile, collect_refused_keeps_an_existing_file, .timeout = 60) {
   collect_keeps_existing("hostile-refuse.case", "refused the session");
 }
 
+/* A refusal is its error alone (issue 29 item 8): the providers table and the lines about the
+ * recording come once the runtime accepted, not before its "no". */
+Test(hostile, collect_refused_says_so_alone, .timeout = 60) {
+  char dir[] = "/tmp/dnt-refuse-XXXXXX", out[64], pid[16];
+  fake_ipc *f = start_case("hostile-refuse.case", NULL, pid);
+  cr_assert(mkdtemp(dir));
+  snprintf(out, sizeof out, "%s/t.nettrace", dir);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "-o", out, NULL), 1, "%s%s", r.out, r.err);
+  cr_assert(strstr(r.err, "refused the session"), "%s", r.err);
+  cr_assert_eq(strchr(r.err, '\n'), r.err + strlen(r.err) - 1, "one line: %s", r.err);
+  cr_assert_str_eq(r.out, "", "nothing before the refusal");
+  dnt_run_free(&r);
+  rmdir(dir);
+  stop_case(f);
+}
+
 Test(hostile, collect_ended_at_once_keeps_an_existing_file, .timeout = 60) {
   collect_keeps_existing("hostile-drop.case", "ended the session before sending anything");
 }
