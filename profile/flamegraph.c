@@ -114,22 +114,27 @@ static void colour_of(const char *name, int thread_row, char *out, size_t cap) {
 
 /* What a label shows first when the frame is narrow: the method and its type, not the module and
  * namespace every frame starts with (`System.Private.CoreLib!System.Threading.Thread.StartCallback`
- * -> `Thread.StartCallback`, `libc.so.6!__futex_wait` -> `__futex_wait`). Points into name. */
-static const char *short_name(const char *name) {
+ * -> `Thread.StartCallback`, `libc.so.6!__futex_wait` -> `__futex_wait`), and not a symbol's
+ * version (`pthread_cond_signal@@GLIBC_2.3.2` -> `pthread_cond_signal`, not `3.2`). Into out. */
+static const char *short_name(const char *name, char *out, size_t cap) {
   const char *bang = strchr(name, '!');
   const char *s = bang ? bang + 1 : name;
   /* the last two dot-separated parts, dots inside <...> or (...) not counted */
-  const char *cut[2] = {s, s};
+  const char *cut[2] = {s, s}, *end = s + strlen(s);
   int depth = 0;
   for (const char *p = s; *p; p++) {
     if (*p == '<' || *p == '(' || *p == '[') depth++;
     else if ((*p == '>' || *p == ')' || *p == ']') && depth) depth--;
-    else if (*p == '.' && !depth && p[1]) {
+    else if (*p == '@' && !depth && p > s) { /* an ELF symbol's version: the name ends here */
+      end = p;
+      break;
+    } else if (*p == '.' && !depth && p[1]) {
       cut[0] = cut[1];
       cut[1] = p + 1;
     }
   }
-  return cut[0];
+  snprintf(out, cap, "%.*s", (int)(end - cut[0]), cut[0]);
+  return out;
 }
 
 struct emit {
@@ -160,7 +165,8 @@ static void emit_node(struct emit *e, const struct node *n, double x, size_t lev
   rc |= xmlTextWriterWriteFormatAttribute(w, BAD_CAST "data-x", "%.3f", x) < 0;
   rc |= xmlTextWriterWriteFormatAttribute(w, BAD_CAST "data-w", "%.3f", width) < 0;
   rc |= xmlTextWriterWriteFormatAttribute(w, BAD_CAST "data-l", "%zu", level) < 0;
-  rc |= xmlTextWriterWriteAttribute(w, BAD_CAST "data-s", BAD_CAST short_name(label)) < 0;
+  char shown[sizeof label];
+  rc |= xmlTextWriterWriteAttribute(w, BAD_CAST "data-s", BAD_CAST short_name(label, shown, sizeof shown)) < 0;
   if (e->by_time)
     snprintf(num, sizeof num, " (%llu samples, %.0f %s, %.2f%%)", (unsigned long long)n->samples, n->value,
              e->unit, 100.0 * n->value / e->total);

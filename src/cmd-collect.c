@@ -83,7 +83,7 @@ static const struct dnt_option collect_options[] = {
     DNT_OPT_FLAG(0, "show-child-io", O(target.show_child_io), "with --: let CMD use this terminal (else its output is discarded)"),
     DNT_OPT_RESUME(O(resume)),
     DNT_OPT_OUTPUT("FILE", O(output), "where to write (default: <app>_<yyyyMMdd>_<HHmmss>.nettrace)"),
-    DNT_OPT_PARSE(0, "providers", "LIST", O(providers), parse_providers, "Name[:[Keywords][:[Level][:[Args]]]], comma-separated"),
+    DNT_OPT_PARSE_MANY(0, "providers", "LIST", O(providers), parse_providers, "Name[:[Keywords][:[Level][:[Args]]]], comma-separated"),
     DNT_OPT_STRING(0, "profile", "LIST", O(profiles), "named provider sets, comma-separated (see --list-profiles)"),
     DNT_OPT_STRING(0, "clrevents", "LIST", O(clrevents), "runtime keywords by name, '+'-separated (gc+jit+loader...)"),
     DNT_OPT_PARSE(0, "clreventlevel", "LEVEL", O(clr_level), parse_clr_level,

@@ -353,7 +353,7 @@ static const struct dnt_option counters_options[] = {
     DNT_OPT_TEXT("ps", "list the .NET processes (as 'dntrace ps')"),
     DNT_OPT_GROUP(dnt_options_target_any, O(target)),
     DNT_OPT_RESUME(O(resume)),
-    DNT_OPT_PARSE(0, "counters", "LIST", O(specs), parse_counters,
+    DNT_OPT_PARSE_MANY(0, "counters", "LIST", O(specs), parse_counters,
                   "provider or provider[c1,c2], comma-separated; an EventCounters\\\n"
                   "prefix asks for the EventSource (default System.Runtime)"),
     DNT_OPT_PARSE(0, "refresh-interval", "SEC", O(refresh), parse_refresh, "seconds between values (default 1)"),

@@ -369,7 +369,7 @@ static const struct dnt_option serve_options[] = {
      .help = "--all: how often to look for new processes (default 5s)"},
     DNT_OPT_LIST(0, "label", "KEY=VALUE", O(labels), "a label on every series and profile (repeatable)"),
     DNT_OPT_STRING(0, "listen", "ADDR", O(listen), "HOST:PORT to listen on (default 127.0.0.1:6060)"),
-    DNT_OPT_PARSE(0, "counters", "LIST", O(specs), parse_counters,
+    DNT_OPT_PARSE_MANY(0, "counters", "LIST", O(specs), parse_counters,
                   "the counters of /metrics, as 'counters' takes them (default\nSystem.Runtime)"),
     DNT_OPT_PARSE(0, "refresh-interval", "SEC", O(refresh), parse_refresh, "seconds between counter values (default 1)"),
     DNT_OPT_FLAG(0, "cpu", O(cpu), "/debug/pprof/profile is perf's on-CPU profile (perf cpu-clock,\n"

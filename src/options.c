@@ -157,6 +157,20 @@ static int takes_value(const struct dnt_option *o) {
   return o->kind != DNT_OPT_FLAG && o->kind != DNT_OPT_NO_CLOBBER && o->kind != DNT_OPT_ACTION && o->kind != DNT_OPT_CHILD && o->kind != DNT_OPT_TEXT;
 }
 
+/* Whether the option holds one value, which a second use would silently replace. */
+static int single_value(const struct dnt_option *o) {
+  switch (o->kind) {
+  case DNT_OPT_STRING:
+  case DNT_OPT_PID:
+  case DNT_OPT_COUNT:
+  case DNT_OPT_DURATION:
+  case DNT_OPT_FORMAT:
+  case DNT_OPT_BOOL: return 1;
+  case DNT_OPT_PARSE: return !o->many;
+  default: return 0;
+  }
+}
+
 /* ---- help ---- */
 
 static size_t left_text(const struct dnt_option *o, char *buf, size_t cap) {
@@ -301,6 +315,7 @@ int dnt_options_parse(const struct dnt_usage *u, const char *cmd, int argc, char
   int c;
   optind = 0; /* glibc: start afresh, also after an earlier parse in this process */
   dnt_output_set_no_clobber(0);
+  const char *first[MAX_ROWS] = {0}; /* a single value's first use, for a second one's error */
   while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
     const struct row *r = NULL;
     if (c >= 1000 && (size_t)(c - 1000) < f.n) {
@@ -312,6 +327,20 @@ int dnt_options_parse(const struct dnt_usage *u, const char *cmd, int argc, char
     if (!r) {
       free(given);
       return usage_error(cmd, &f, c, argv);
+    }
+    if (single_value(r->o)) { /* dotnet-trace refuses a repeated option: the last one silently winning misleads */
+      size_t k = (size_t)(r - f.rows);
+      for (size_t i = 0; i < f.n; i++) /* an alias writes the same field */
+        if (f.rows[i].offset == r->offset && single_value(f.rows[i].o) && first[i]) k = i;
+      if (first[k]) {
+        char name[64];
+        dnt_error("%s given twice ('%s', then '%s'): give it once", spelled(r->o, name, sizeof name), first[k],
+                  optarg);
+        fprintf(stderr, "see 'dntrace %s --help'\n", cmd);
+        free(given);
+        return DNT_EXIT_USAGE;
+      }
+      first[k] = optarg;
     }
     int rc = take(u, r, optarg, opts);
     if (rc) {

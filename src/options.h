@@ -22,7 +22,7 @@
 enum dnt_opt_kind {
   DNT_OPT_END = 0,
   DNT_OPT_FLAG,     /* no value: int field set to 1 */
-  DNT_OPT_STRING,   /* const char * field (the last one given wins) */
+  DNT_OPT_STRING,   /* const char * field (given once: a second is a usage error) */
   DNT_OPT_LIST,     /* struct dnt_strlist field, one more per use (free .v) */
   DNT_OPT_PID,      /* int field, a positive pid */
   DNT_OPT_COUNT,    /* long field, 1 .. max */
@@ -48,6 +48,7 @@ struct dnt_option {
   int (*parse)(void *field, const char *value);
   void (*action)(void);
   const struct dnt_option *group;
+  int many; /* PARSE: each use adds to the field (--providers); other single values may come once */
 };
 
 /* A repeatable option's values, in order; v is the caller's to free (the strings are argv's). */
@@ -66,6 +67,10 @@ struct dnt_strlist {
 #define DNT_OPT_BOOL(l, arg, off, h) {.kind = DNT_OPT_BOOL, .long_name = (l), .argh = (arg), .help = (h), .offset = (off)}
 #define DNT_OPT_PARSE(s, l, arg, off, fn, h) \
   {.kind = DNT_OPT_PARSE, .short_name = (s), .long_name = (l), .argh = (arg), .help = (h), .offset = (off), .parse = (fn)}
+/* The same for an option whose every use adds to its field (a list of providers). */
+#define DNT_OPT_PARSE_MANY(s, l, arg, off, fn, h) \
+  {.kind = DNT_OPT_PARSE, .short_name = (s), .long_name = (l), .argh = (arg), .help = (h), .offset = (off), \
+   .parse = (fn), .many = 1}
 #define DNT_OPT_ACTION(l, fn, h) {.kind = DNT_OPT_ACTION, .long_name = (l), .help = (h), .action = (fn)}
 #define DNT_OPT_TEXT(left, h) {.kind = DNT_OPT_TEXT, .argh = (left), .help = (h)}
 #define DNT_OPT_GROUP(g, off) {.kind = DNT_OPT_GROUP, .group = (g), .offset = (off)}

@@ -18,6 +18,7 @@
 #include "../lib/target-cr.h"
 #include "../lib/target.h"
 #include "../lib/v6-trace.h"
+#include "dnt-profile.h"
 
 /* speedscope's file-format rules, checked strictly: frames with string names, sampled profiles
  * whose samples and weights pair up, frame indexes in range, weights adding up to the span. */
@@ -554,4 +555,54 @@ Test(convert, timelines_in_time_order_and_in_a_real_viewer, .timeout = 360) {
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   cr_assert_eq(system(cmd), 0);
+}
+
+/* A flame graph's short labels (what a narrow frame shows first) of names as perf's symbols and
+ * the trace name them, on a made-up profile: the type and method of a managed frame, a native
+ * function without its library, and a versioned ELF symbol without its version (issue 28 item
+ * 12: pthread_cond_signal@@GLIBC_2.3.2 was labelled "3.2"). */
+static int name_frame(void *ud, uint64_t ip, int leaf, char *buf, size_t cap) {
+  (void)ud, (void)leaf;
+  static const char *const names[] = {"libc.so.6!pthread_cond_signal@@GLIBC_2.3.2", "libc.so.6!__futex_wait",
+                                      "Sample!Sample.CpuWork.CountPrimes"};
+  if (ip < 1 || ip > 3) return 0;
+  snprintf(buf, cap, "%s", names[ip - 1]);
+  return 1;
+}
+
+Test(convert, flame_graph_short_labels) {
+  struct dnt_profile *p = dnt_profile_new();
+  cr_assert(p);
+  cr_assert_eq(dnt_profile_add_resolver(p, name_frame, NULL), 0);
+  const uint64_t stack[] = {1, 2, 3}; /* leaf first */
+  dnt_profile_add_stack(p, 7, 0, stack, 3, 1.0);
+  cr_assert_eq(dnt_profile_finish(p), 0);
+  char dir[] = "/tmp/dnt-fgshort-XXXXXX", svg[64], msg[256];
+  cr_assert(mkdtemp(dir));
+  snprintf(svg, sizeof svg, "%s/s.svg", dir);
+  struct dnt_flamegraph_opts o = {.title = "short"};
+  cr_assert_eq(dnt_flamegraph_write(p, &o, svg, msg, sizeof msg), 0, "%s", msg);
+  dnt_profile_free(p);
+  xmlDocPtr doc = xmlReadFile(svg, NULL, XML_PARSE_NONET);
+  cr_assert(doc);
+  static const char *const want[][2] = {{"libc.so.6!pthread_cond_signal@@GLIBC_2.3.2", "pthread_cond_signal"},
+                                        {"libc.so.6!__futex_wait", "__futex_wait"},
+                                        {"Sample!Sample.CpuWork.CountPrimes", "CpuWork.CountPrimes"}};
+  int found = 0;
+  for (xmlNodePtr n = xmlDocGetRootElement(doc)->children; n; n = n->next) {
+    if (n->type != XML_ELEMENT_NODE || strcmp((const char *)n->name, "g") != 0) continue;
+    xmlChar *title = xmlNodeGetContent(n->children), *sname = xmlGetProp(n, BAD_CAST "data-s");
+    for (int k = 0; k < 3; k++)
+      if (title && strncmp((const char *)title, want[k][0], strlen(want[k][0])) == 0 &&
+          title[strlen(want[k][0])] == ' ') {
+        cr_expect_str_eq((const char *)sname, want[k][1], "%s", title);
+        found++;
+      }
+    xmlFree(title);
+    xmlFree(sname);
+  }
+  xmlFreeDoc(doc);
+  cr_expect_eq(found, 3, "each frame found");
+  unlink(svg);
+  rmdir(dir);
 }

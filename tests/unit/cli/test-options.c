@@ -82,6 +82,36 @@ Test(options, every_kind_of_row) {
   free(t.items.v);
 }
 
+/* A value given twice is a usage error naming both (issue 28 item 6: `collect -p 337 -p 3899`
+ * traced 3899), as dotnet-trace refuses it; a list and a flag may come again. */
+Test(options, a_single_value_given_twice_is_refused, .init = cr_redirect_stderr) {
+  struct toy t;
+  char *cases[][8] = {
+      {"toy", "-p", "337", "-p", "3899", NULL},
+      {"toy", "-p", "1", "--format", "pprof", "--format", "folded"},
+      {"toy", "-p", "1", "-o", "a", "--output", "b"}, /* one option, two spellings */
+      {"toy", "-p", "1", "--top", "3", "--top", "3"}, /* even the same value: said once */
+      {"toy", "-p", "1", "--on", "true", "--on", "false"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    cr_expect_eq(parse(&toy_usage, &t, cases[i]), DNT_EXIT_USAGE, "case %zu", i);
+  char *again[] = {"toy", "-p", "1", "-f", "--flag", "--item", "a", "--item", "b", NULL};
+  cr_assert_eq(parse(&toy_usage, &t, again), 0);
+  cr_expect_eq(t.items.n, 2);
+  free(t.items.v);
+  fflush(stderr);
+  cr_expect_stderr_eq_str("dntrace: error: -p given twice ('337', then '3899'): give it once\n"
+                          "see 'dntrace toy --help'\n"
+                          "dntrace: error: --format given twice ('pprof', then 'folded'): give it once\n"
+                          "see 'dntrace toy --help'\n"
+                          "dntrace: error: -o given twice ('a', then 'b'): give it once\n"
+                          "see 'dntrace toy --help'\n"
+                          "dntrace: error: --top given twice ('3', then '3'): give it once\n"
+                          "see 'dntrace toy --help'\n"
+                          "dntrace: error: --on given twice ('true', then 'false'): give it once\n"
+                          "see 'dntrace toy --help'\n");
+}
+
 Test(options, a_hidden_row_parses_and_a_parse_row_can_refuse) {
   struct toy t;
   char *ok[] = {"toy", "-n", "app", "--even", "8", NULL};
