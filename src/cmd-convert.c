@@ -31,7 +31,7 @@ static const struct dnt_option convert_options[] = {
     DNT_OPT_OUTPUT("OUT", O(output),
                    "where to write (- for stdout; the format's extension is added\n"
                    "when OUT has none; default: FILE with .svg, .speedscope.json,\n"
-                   ".chromium.json, .folded or .pb.gz)"),
+                   ".chromium.json, .folded or .pb.gz; stdout when FILE is -)"),
     DNT_OPT_FLAG(0, "by-thread", O(by_thread), "flamegraph: one tower per thread (default: threads merged)"),
     DNT_OPT_WEIGHT(O(weight), "time (default: each sample the time until its thread's next;\n"
                               "folded in integer microseconds) or samples (plain counts)"),
@@ -102,8 +102,13 @@ int dnt_convert_profile(const struct dnt_profile *prof, const char *format, cons
     if (out.fp != stdout) fclose(out.fp), out.fp = NULL;
     fflush(stdout);
     struct dnt_flamegraph_opts fg = {.title = title, .measure = measure, .by_thread = flame_by_thread};
+    int piped = !out.tmp;
     if (dnt_flamegraph_write(prof, &fg, out.tmp ? out.tmp : "-", msg, sizeof msg) < 0) {
       dnt_output_abort(&out);
+      if (piped && dnt_stdout_closed()) { /* `... -o - | head`: the rest was not wanted */
+        rc = 0;
+        goto done;
+      }
       /* the writer names the temporary: the user's file, and the writer's reason */
       const char *why = strstr(msg, "': ");
       dnt_error("cannot write '%s'%s", name, why ? why + 1 : "");
@@ -133,6 +138,7 @@ int dnt_convert_needs_timeline(const char *format) { return format_kind(format) 
 
 int dnt_convert_loaded(const struct dnt_profile *prof, const char *path, const char *format, const char *output) {
   char *default_out = NULL;
+  if (!output && strcmp(path, "-") == 0) output = "-"; /* a filter: read from stdin, written to stdout (not '-.folded') */
   if (!output) {
     size_t n = strlen(path);
     const char *ext = dnt_convert_extension(format);

@@ -104,7 +104,7 @@ static void release(struct dnt_output *out) {
 int dnt_output_commit(struct dnt_output *out) {
   int rc = 0;
   if (out->fp == stdout) {
-    if (fflush(stdout) != 0 || ferror(stdout))
+    if ((fflush(stdout) != 0 || ferror(stdout)) && !dnt_stdout_closed())
       rc = dnt_error("cannot write to standard output: %s", strerror(errno ? errno : EIO));
     release(out);
     return rc;

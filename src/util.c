@@ -1,7 +1,9 @@
 #include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "builtin.h"
 #include "dnt-trace.h"
@@ -96,10 +98,15 @@ uint64_t dnt_parse_duration(const char *s) {
   return (uint64_t)(v * mult * 1000);
 }
 
+int dnt_stdout_closed(void) {
+  struct pollfd p = {.fd = STDOUT_FILENO, .events = POLLOUT};
+  return poll(&p, 1, 0) == 1 && (p.revents & POLLERR); /* a pipe whose reader is gone */
+}
+
 int dnt_finish_stdout(void) {
   if (fflush(stdout) != 0 || ferror(stdout)) {
     int e = errno;
-    if (e == EPIPE) return DNT_EXIT_OK; /* `dntrace ps | head` is not an error */
+    if (e == EPIPE || dnt_stdout_closed()) return DNT_EXIT_OK; /* `dntrace ps | head` is not an error */
     fprintf(stderr, "dntrace: error: cannot write to standard output: %s\n", strerror(e ? e : EIO));
     return DNT_EXIT_FAILURE;
   }

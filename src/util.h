@@ -24,6 +24,10 @@ char *dnt_xstrdup(const char *s);
  * NULL in, NULL out. */
 char *dnt_safe_text(const char *s);
 
+/* Whether standard output is a pipe whose reader has gone (`dntrace ... | head -1`): what could not
+ * be written then was not wanted, and the command ends quietly (EPIPE is no error for a CLI). */
+int dnt_stdout_closed(void);
+
 /* Parses a positive pid; -1 if s is not one. */
 int dnt_parse_pid(const char *s);
 /* The same for a -p value: prints "'X' is not a process id" when it is not one. */

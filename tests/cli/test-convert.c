@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../lib/env-cr.h"
 #include "../lib/record-cr.h"
 #include "../lib/nt-scan.h"
 #include "../lib/run.h"
@@ -605,4 +606,41 @@ Test(convert, flame_graph_short_labels) {
   cr_expect_eq(found, 3, "each frame found");
   unlink(svg);
   rmdir(dir);
+}
+
+/* A trace read from standard input is converted to standard output (issue 28 item 14: it was
+ * written to a file named '-.folded' in the working directory). */
+Test(convert, from_stdin_to_stdout, .timeout = 120) {
+  char trace[4096], dir[] = "/tmp/dnt-convstdin-XXXXXX", cmd[8400];
+  corpus_trace(trace, sizeof trace);
+  cr_assert(mkdtemp(dir));
+  snprintf(cmd, sizeof cmd, "cd '%s' && exec '%s' convert - --format folded < '%s'", dir, dnt_bin(), trace);
+  char *const argv[] = {"/bin/sh", "-c", cmd, NULL};
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_argv(&r, argv, NULL, DNT_HANG_MS), 0, "%s", r.err);
+  cr_expect_eq(strncmp(r.out, "Thread ", 7), 0, "folded stacks on stdout: %.200s", r.out);
+  dnt_run_free(&r);
+  snprintf(cmd, sizeof cmd, "%s/-.folded", dir);
+  cr_expect_neq(access(cmd, F_OK), 0, "no file named '-.folded'");
+  unlink(cmd);
+  rmdir(dir);
+}
+
+/* `convert -o - | head`: the reader went away, and what was not written was not wanted: exit 0,
+ * no error (issue 28 item 16: "cannot write to standard output: Broken pipe", exit 1). The trace's
+ * output is far beyond a pipe's buffer, so the writer meets the closed pipe in every format. */
+Test(convert, a_closed_pipe_ends_quietly, .timeout = 300) {
+  char corpus[4096], trace[4200], cmd[9000];
+  corpus_dir(corpus, sizeof corpus);
+  snprintf(trace, sizeof trace, "%s/microsoft__perfview/HeartRateMonitor.10068.nettrace", corpus);
+  static const char *const formats[] = {"folded", "chromium", "speedscope", "flamegraph"};
+  for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
+    snprintf(cmd, sizeof cmd, "{ '%s' convert '%s' --format %s -o -; echo \"dntrace=$?\" >&2; } | head -c 100 >/dev/null",
+             dnt_bin(), trace, formats[i]);
+    char *const argv[] = {"/bin/sh", "-c", cmd, NULL};
+    struct dnt_run r;
+    cr_assert_eq(dnt_run_argv(&r, argv, NULL, DNT_HANG_MS), 0, "%s", r.err);
+    cr_expect_str_eq(r.err, "dntrace=0\n", "%s: quiet, exit 0", formats[i]);
+    dnt_run_free(&r);
+  }
 }
