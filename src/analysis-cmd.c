@@ -22,12 +22,8 @@ static int write_report(const struct dnt_analysis_cmd *cmd, const void *a, const
 
 /* The report, or the profile: 0, or the exit code with the error printed. */
 static int write_output(const struct dnt_analysis_cmd *cmd, const void *a, const struct dnt_analysis_options *o,
-                        const char *name, const char *nothing) {
+                        const char *name) {
   if (is_report(o->format)) return write_report(cmd, a, o, name);
-  if (nothing) { /* an empty flame graph would say nothing */
-    dnt_error("%s", cmd->profile_nothing);
-    return DNT_EXIT_FAILURE;
-  }
   return dnt_convert_profile(cmd->profile(a), dnt_format_name(o->format), o->trace ? o->trace : cmd->profile_title,
                              cmd->profile_measure, name);
 }
@@ -74,16 +70,16 @@ int dnt_analysis_run(const struct dnt_analysis_cmd *cmd, const struct dnt_analys
 
   char line[512];
   const char *nothing = cmd->nothing(a, o, line, sizeof line);
-  if (nothing && cmd->nothing_fails) { /* one line, whatever the format: an empty output would say less */
+  if (nothing) { /* one line, whatever the format (an empty output would say less), exit 1 in
+                   * every analysis, as report and convert: nothing to analyse is no answer */
     dnt_error("%s", nothing);
     goto done;
   }
-  r = write_output(cmd, a, o, name, nothing);
+  r = write_output(cmd, a, o, name);
   if (r) {
     rc = r;
     goto done;
   }
-  if (nothing && is_report(o->format)) fprintf(stderr, "%s\n", nothing);
   rc = outcome.damaged ? DNT_EXIT_FAILURE : 0;
   if (outcome.command_ran) rc = outcome.command_exit; /* dotnet-trace's rule, as collect's: the command's exit code */
 done:

@@ -81,15 +81,13 @@ struct dnt_analysis_cmd {
   /* The text or JSON report (o->format) to fp: 0, or -1 when out of memory. */
   int (*write)(FILE *fp, const void *a, const struct dnt_analysis_options *o);
   /* The line to say that the analysis found nothing (buf is there to format it in), or NULL when
-   * it found something. */
+   * it found something. Finding nothing is an error in every analysis, whatever the format: the
+   * line alone, exit 1, nothing written. */
   const char *(*nothing)(const void *a, const struct dnt_analysis_options *o, char *buf, size_t size);
-  int nothing_fails; /* 1: finding nothing is an error, whatever the format, and nothing is written;
-                        0: the report is written, and the line follows it on stderr */
   /* The profile formats (NULL if its --format has none): the profile (owned by the analysis),
-   * the title when the input is a process, what its weight measures, and the error when the
-   * analysis found nothing (unless nothing_fails: then the line above says it). */
+   * the title when the input is a process, and what its weight measures. */
   const struct dnt_profile *(*profile)(const void *a);
-  const char *profile_title, *profile_measure, *profile_nothing;
+  const char *profile_title, *profile_measure;
 };
 
 /* The command's body after its options are parsed into o (cmd and o stay the caller's): the exit

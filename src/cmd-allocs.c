@@ -98,7 +98,7 @@ int cmd_allocs(int argc, char **argv) {
   static const struct dnt_analysis_cmd allocs = {
       .noun = "allocations", .rec = &rec, .create = allocs_new, .destroy = allocs_free,
       .callbacks = dnt_allocs_analysis_callbacks, .failed = allocs_failed, .finish = allocs_finish,
-      .write = allocs_write, .nothing = allocs_nothing, .nothing_fails = 1,
+      .write = allocs_write, .nothing = allocs_nothing,
       .profile = allocs_profile, .profile_title = "allocations", .profile_measure = "allocated bytes"};
   return dnt_analysis_run(&allocs, &o.common);
 }

@@ -185,7 +185,7 @@ static int request_dump(struct dumping *d, const char *socket, const char *runti
 static const char *hint_for(const char *msg) {
   if (strcasestr(msg, "space")) return "the target's filesystem is full";
   /* createdump's "Could not create output file '...': Permission denied" is no ptrace matter */
-  if (strcasestr(msg, "output file") || strcasestr(msg, "create"))
+  if (strcasestr(msg, "output file") || strcasestr(msg, "could not create"))
     return "createdump writes the file as the process's own user, which cannot write there: choose a directory "
            "that user can write";
   if (strcasestr(msg, "ptrace") || strcasestr(msg, "not permitted") || strcasestr(msg, "permission"))

@@ -77,7 +77,6 @@ int cmd_exceptions(int argc, char **argv) {
       .noun = "exceptions", .rec = &rec, .create = exc_new, .destroy = exc_free,
       .callbacks = dnt_exceptions_analysis_callbacks, .before_feed = exc_before_feed, .failed = exc_failed,
       .finish = exc_finish, .write = exc_write, .nothing = exc_nothing,
-      .profile = exc_profile, .profile_title = "exceptions", .profile_measure = "exceptions thrown",
-      .profile_nothing = "no exception thrown in this trace: no stacks to write"};
+      .profile = exc_profile, .profile_title = "exceptions", .profile_measure = "exceptions thrown"};
   return dnt_analysis_run(&exceptions, &o);
 }

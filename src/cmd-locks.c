@@ -73,7 +73,6 @@ int cmd_locks(int argc, char **argv) {
       .noun = "waits", .rec = &rec, .create = locks_new, .destroy = locks_free,
       .callbacks = dnt_locks_analysis_callbacks, .failed = locks_failed, .finish = locks_finish,
       .write = locks_write, .nothing = locks_nothing,
-      .profile = locks_profile, .profile_title = "locks", .profile_measure = "time waited for locks",
-      .profile_nothing = "no lock contention in this trace: no stacks to write"};
+      .profile = locks_profile, .profile_title = "locks", .profile_measure = "time waited for locks"};
   return dnt_analysis_run(&locks, &o);
 }

@@ -245,8 +245,10 @@ Test(threadpool_cli, a_trace_without_pool_events_says_so_in_one_line) {
   corpus_dir(dir, sizeof dir);
   snprintf(trace, sizeof trace, "%s/zetslief__nettrace/perf.nettrace", dir);
   struct dnt_run r;
-  cr_assert_eq(dnt_run_dntrace(&r, "threadpool", trace, NULL), 0, "%s", r.err);
+  cr_assert_eq(dnt_run_dntrace(&r, "threadpool", trace, NULL), 1, "nothing to analyse: exit 1 in every analysis: %s",
+               r.err);
   cr_expect(strstr(r.err, "no thread-pool event in this trace"), "%s", r.err);
+  cr_expect_str_eq(r.out, "", "no report of nothing");
   cr_expect_eq(strchr(r.err, '\n'), strrchr(r.err, '\n'), "one line: %s", r.err);
   dnt_run_free(&r);
   cr_expect_eq(dnt_run_dntrace(&r, "threadpool", NULL), 2);
