@@ -395,6 +395,10 @@ size_t dnt_http_path_len(const char *target);
  * dnt_http_server_close. Returns 0, or a negative error with a message in err (caller-owned). */
 int dnt_http_server_start(uv_loop_t *loop, const char *addr, dnt_http_handler handler, void *ud,
                           dnt_http_server **out, char *err, size_t errlen);
+/* Whether addr is one dnt_http_server_start takes ("HOST:PORT", "[V6]:PORT", ":PORT", numeric):
+ * 0, or -EINVAL with the reason in err (caller-owned), so a command can refuse it before it
+ * looks for its targets. */
+int dnt_http_addr_check(const char *addr, char *err, size_t errlen);
 
 /* The server's limits; a field left 0 keeps its default (the DNT_HTTP_ values above). */
 struct dnt_http_limits {

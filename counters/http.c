@@ -460,6 +460,12 @@ static int parse_addr(const char *addr, struct sockaddr_storage *ss, char *err, 
   return 0;
 }
 
+int dnt_http_addr_check(const char *addr, char *err, size_t errlen) {
+  struct sockaddr_storage ss;
+  memset(&ss, 0, sizeof ss);
+  return parse_addr(addr, &ss, err, errlen);
+}
+
 int dnt_http_server_start(uv_loop_t *loop, const char *addr, dnt_http_handler handler, void *ud,
                           dnt_http_server **out, char *err, size_t errlen) {
   struct sockaddr_storage ss;

@@ -137,6 +137,38 @@ static const char *short_name(const char *name, char *out, size_t cap) {
   return out;
 }
 
+/* Characters (not bytes) of UTF-8 text. */
+static size_t chars_of(const char *s) {
+  size_t n = 0;
+  for (; *s; s++) n += ((unsigned char)*s & 0xC0) != 0x80;
+  return n;
+}
+
+/* The label a frame w pixels wide shows, as the script's label() makes it on zoom (keep the two
+ * alike): the whole name when it fits at 7 px a character, else the short one, else the short one
+ * cut with "..", nothing under 3 characters. Written into the file, so that a viewer without
+ * JavaScript (an <img>, a preview) shows the names too. */
+static void fit_label(const char *whole, const char *shortn, double w, char *out, size_t cap) {
+  long n = (long)((w - 6) / 7);
+  out[0] = '\0';
+  if (n < 3) return;
+  if ((long)chars_of(whole) <= n) {
+    snprintf(out, cap, "%s", whole);
+    return;
+  }
+  if ((long)chars_of(shortn) <= n) {
+    snprintf(out, cap, "%s", shortn);
+    return;
+  }
+  size_t o = 0;
+  long kept = 0;
+  for (const char *p = shortn; *p && o + 8 < cap; p++) { /* n - 2 characters, then ".." */
+    if (((unsigned char)*p & 0xC0) != 0x80 && kept++ == n - 2) break;
+    out[o++] = *p;
+  }
+  memcpy(out + o, "..", 3);
+}
+
 struct emit {
   xmlTextWriterPtr w;
   const struct dnt_profile *prof;
@@ -186,7 +218,9 @@ static void emit_node(struct emit *e, const struct node *n, double x, size_t lev
   rc |= xmlTextWriterStartElement(w, BAD_CAST "text") < 0;
   rc |= xmlTextWriterWriteFormatAttribute(w, BAD_CAST "x", "%.3f", x + 3) < 0;
   rc |= xmlTextWriterWriteFormatAttribute(w, BAD_CAST "y", "%.1f", y + FRAME_H - 4) < 0;
-  rc |= xmlTextWriterWriteString(w, BAD_CAST "") < 0; /* the script fits the label to the width */
+  char fitted[sizeof label];
+  fit_label(label, shown, width, fitted, sizeof fitted);
+  rc |= xmlTextWriterWriteString(w, BAD_CAST fitted) < 0; /* the script refits it on zoom */
   rc |= xmlTextWriterEndElement(w) < 0;
   rc |= xmlTextWriterEndElement(w) < 0;
   if (rc) e->failed = 1;
@@ -218,7 +252,8 @@ static const char script[] =
     "document.getElementById('reset').addEventListener('click',function(){zoom(null);});\n"
     "document.getElementById('search').addEventListener('click',search);\n"
     "window.addEventListener('keydown',function(e){if((e.ctrlKey||e.metaKey)&&e.key==='f'){e.preventDefault();search();}});\n"
-    "zoom(null);\n";
+    "zoom(null);\n"
+    "window.scrollTo(0,document.documentElement.scrollHeight);\n"; /* the roots, at the bottom, in view */
 
 /* The SVG's bytes go to our own descriptor, so a failed write keeps its errno (libxml2 would
  * only print it); its first failure is the one reported. */
@@ -301,8 +336,10 @@ int dnt_flamegraph_write(const struct dnt_profile *prof, const struct dnt_flameg
   bad |= xmlTextWriterStartElement(w, BAD_CAST "svg") < 0;
   bad |= xmlTextWriterWriteAttribute(w, BAD_CAST "xmlns", BAD_CAST "http://www.w3.org/2000/svg") < 0;
   bad |= xmlTextWriterWriteAttribute(w, BAD_CAST "version", BAD_CAST "1.1") < 0;
-  /* as wide as the window that shows it; the drawing scales (viewBox) */
-  bad |= xmlTextWriterWriteAttribute(w, BAD_CAST "width", BAD_CAST "100%") < 0;
+  /* drawn at its own size, a frame FRAME_H pixels high, as flamegraph.pl and inferno do: a deep
+   * stack makes the page scroll rather than every label shrink to nothing in the window */
+  bad |= xmlTextWriterWriteFormatAttribute(w, BAD_CAST "width", "%.0f", WIDTH) < 0;
+  bad |= xmlTextWriterWriteFormatAttribute(w, BAD_CAST "height", "%.0f", height) < 0;
   bad |= xmlTextWriterWriteFormatAttribute(w, BAD_CAST "viewBox", "0 0 %.0f %.0f", WIDTH, height) < 0;
   bad |= xmlTextWriterWriteAttribute(w, BAD_CAST "font-family", BAD_CAST "Verdana, sans-serif") < 0;
   bad |= xmlTextWriterWriteAttribute(w, BAD_CAST "font-size", BAD_CAST "12") < 0;

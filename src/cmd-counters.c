@@ -398,6 +398,9 @@ static int parse_options(enum mode mode, int argc, char **argv, struct options *
     return dnt_error("--showDeltas goes with 'counters monitor'"), DNT_EXIT_USAGE;
   if (mode != MODE_SERVE && o->listen) return dnt_error("--listen goes with 'counters serve'"), DNT_EXIT_USAGE;
   if (!o->listen) o->listen = DEFAULT_LISTEN;
+  char why[300];
+  if (mode == MODE_SERVE && dnt_http_addr_check(o->listen, why, sizeof why) != 0)
+    return dnt_error("--listen: %s", why), DNT_EXIT_USAGE;
   if (o->specs.n == 0 && dnt_counter_specs_parse(&o->specs, DNT_COUNTERS_DEFAULT, err, sizeof err) < 0)
     return DNT_EXIT_FAILURE;
   return 0;
@@ -637,8 +640,20 @@ int cmd_counters(int argc, char **argv) {
   if (strcmp(sub, "collect") == 0) return run(MODE_COLLECT, argc - 1, argv + 1);
   if (strcmp(sub, "monitor") == 0) return run(MODE_MONITOR, argc - 1, argv + 1);
   if (strcmp(sub, "serve") == 0) return run(MODE_SERVE, argc - 1, argv + 1);
-  if (strcmp(sub, "list") == 0) return dnt_counters_list();
+  if (strcmp(sub, "list") == 0) {
+    if (argc > 2 && (strcmp(argv[2], "-h") == 0 || strcmp(argv[2], "--help") == 0)) {
+      printf("usage: dntrace counters list\n\nPrint the well-known counters (System.Runtime's meters and EventCounters, "
+             "ASP.NET Core's...) with their kinds, units and descriptions\n");
+      return 0;
+    }
+    return dnt_counters_list();
+  }
   if (strcmp(sub, "ps") == 0) return cmd_ps(argc - 1, argv + 1);
-  dnt_error("'%s' is not a counters command (collect, monitor, serve, list, ps)", sub);
+  static const char *const subs[] = {"collect", "monitor", "serve", "list", "ps"};
+  const char *near = dnt_nearest(sub, subs, sizeof subs / sizeof subs[0]);
+  if (near)
+    dnt_error("'%s' is not a counters command; did you mean '%s'?", sub, near);
+  else
+    dnt_error("'%s' is not a counters command (collect, monitor, serve, list, ps)", sub);
   return DNT_EXIT_USAGE;
 }

@@ -1,11 +1,13 @@
 /* dntrace events: every event of a trace file, one line each (text or JSON), self-describing
  * payloads decoded field by field from their metadata. */
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "builtin.h"
 #include "dnt-trace.h"
@@ -343,9 +345,14 @@ int cmd_events(int argc, char **argv) {
   else if (e.verbose)
     fprintf(stderr, "dntrace: runtime event layouts from '%s'\n", schema_path);
   for (size_t k = 0; k < nschemas; k++) {
+    if (access(schemas[k], R_OK) != 0) { /* our own line, not libxml2's "failed to load external entity" */
+      dnt_error("--schema: cannot read '%s': %s", schemas[k], strerror(errno));
+      ret = DNT_EXIT_FAILURE;
+      goto out;
+    }
     if (dnt_schema_load(e.schema, schemas[k], why, sizeof why) < 0) {
       dnt_error("--schema: %s", why);
-      ret = DNT_EXIT_USAGE;
+      ret = DNT_EXIT_FAILURE; /* a file that is no schema is bad input, as a trace that is no trace */
       goto out;
     }
   }

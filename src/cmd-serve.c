@@ -498,7 +498,13 @@ int cmd_serve(int argc, char **argv) {
   mallopt(M_ARENA_MAX, 1);
 #endif
 
-  /* the targets named are checked before anything listens: a wrong pid is an error at once */
+  /* the command line first (a bad --listen is a usage error), then the targets named, before
+   * anything listens: a wrong pid is an error at once */
+  if (dnt_http_addr_check(o.listen ? o.listen : DEFAULT_LISTEN, err, sizeof err) != 0) {
+    dnt_error("--listen: %s", err);
+    rc = DNT_EXIT_USAGE;
+    goto out;
+  }
   if (o.pids) {
     for (const char *p = o.pids; *p;) {
       char *end;

@@ -1154,10 +1154,15 @@ Test(schema, runtime_events_by_field_name, .timeout = 480) {
         "<field name=\"x\" type=\"Float128\"/></event></provider></dntrace-schema>\n",
         fp);
   fclose(fp);
-  cr_assert_eq(dnt_run_dntrace(&r, "events", trace, "--schema", schema, NULL), 2, "%s", r.out);
+  cr_assert_eq(dnt_run_dntrace(&r, "events", trace, "--schema", schema, NULL), 1, "bad input, as a bad trace: %s",
+               r.out);
   char want[128];
   snprintf(want, sizeof want, "%s:4: unknown field type Float128", schema);
   cr_assert(strstr(r.err, want), "%s", r.err);
+  dnt_run_free(&r);
+  /* a missing one: our own line (not libxml2's "failed to load external entity"), exit 1 */
+  cr_assert_eq(dnt_run_dntrace(&r, "events", trace, "--schema", "/missing.xml", NULL), 1, "%s", r.out);
+  cr_assert_str_eq(r.err, "dntrace: error: --schema: cannot read '/missing.xml': No such file or directory\n");
   dnt_run_free(&r);
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

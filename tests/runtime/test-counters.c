@@ -578,6 +578,20 @@ Test(counters_cli, errors) {
   dnt_run_free(&r);
   cr_expect_eq(dnt_run_dntrace(&r, "counters", "frobnicate", NULL), 2);
   dnt_run_free(&r);
+  /* a slip of a subcommand gets a suggestion, as the top level's do (issue 28 item 17) */
+  cr_expect_eq(dnt_run_dntrace(&r, "counters", "moniter", "-p", "1", NULL), 2);
+  cr_expect(strstr(r.err, "did you mean 'monitor'?"), "%s", r.err);
+  dnt_run_free(&r);
+  /* a bad --listen is a usage error before any target is looked for (item 15) */
+  cr_expect_eq(dnt_run_dntrace(&r, "counters", "serve", "-p", "1", "--listen", "nonsense", NULL), 2, "%s", r.err);
+  cr_expect(strstr(r.err, "--listen: 'nonsense' is not HOST:PORT"), "%s", r.err);
+  dnt_run_free(&r);
+  cr_expect_eq(dnt_run_dntrace(&r, "serve", "-p", "1", "--listen", "127.0.0.1:99999", NULL), 2, "%s", r.err);
+  cr_expect(strstr(r.err, "'99999' is not a port number"), "%s", r.err);
+  dnt_run_free(&r);
+  cr_expect_eq(dnt_run_dntrace(&r, "counters", "list", "--help", NULL), 0);
+  cr_expect(strncmp(r.out, "usage: dntrace counters list", 28) == 0, "its own help: %s", r.out);
+  dnt_run_free(&r);
   cr_expect_eq(dnt_run_dntrace(&r, "counters", "list", NULL), 0);
   cr_expect(strstr(r.out, "dotnet.gc.collections") && strstr(r.out, "cpu-usage"), "%s", r.out);
   dnt_run_free(&r);
