@@ -1,8 +1,9 @@
 /* gen-seeds.c: writes the fuzzer's seed corpus with tests/lib/ntr-writer.c. Not built by
  * make; regenerate with:
  *   cc -I tests -I nettrace tests/fuzz/gen-seeds.c tests/lib/ntr-writer.c -o /tmp/gen-seeds
- *   /tmp/gen-seeds tests/fuzz/seeds/ntr
- * Each seed starts with the fuzzer's split byte. */
+ *   /tmp/gen-seeds tests/fuzz/seeds/ntr tests/fuzz/seeds/traces
+ * Each seed of the first folder starts with the fuzzer's split byte; the second folder gets the
+ * analyses' seeds (whole traces). */
 #include <stdio.h>
 #include <string.h>
 
@@ -73,8 +74,75 @@ static void stream(ntrw *w, int v6, int compressed, int empty_stacks) {
   ntrw_end(w);
 }
 
+static void put16(uint8_t *p, size_t *n, uint16_t v) { p[(*n)++] = (uint8_t)v, p[(*n)++] = (uint8_t)(v >> 8); }
+static void put32(uint8_t *p, size_t *n, uint32_t v) { put16(p, n, (uint16_t)v), put16(p, n, (uint16_t)(v >> 16)); }
+static void put64(uint8_t *p, size_t *n, uint64_t v) { put32(p, n, (uint32_t)v), put32(p, n, (uint32_t)(v >> 32)); }
+static void putws(uint8_t *p, size_t *n, const char *s) {
+  for (; *s; s++) put16(p, n, (uint8_t)*s);
+  put16(p, n, 0);
+}
+
+/* Issue 29's shapes for the analyses: many keys (exception messages, locks) over one deep stack
+ * (the memory amplification of event-stacks.c), their names full of terminal controls. */
+static void hostile_keys(const char *dir) {
+  ntrw w;
+  ntrw_trace t = {1000, 1000000, 8, 42, 2, 1000000, NULL, 0};
+  ntrw_md md[] = {
+      {1, "Microsoft-Windows-DotNETRuntime", 80, "", 0x8000, 1, 2, -1, NULL, 0, 0, 1},
+      {2, "Microsoft-Windows-DotNETRuntime", 81, "", 0x4000, 2, 4, -1, NULL, 0, 0, 1},
+      {3, "Microsoft-Windows-DotNETRuntime", 91, "", 0x4000, 1, 4, -1, NULL, 0, 0, 1},
+  };
+  static uint64_t frames[300];
+  for (int i = 0; i < 300; i++) frames[i] = 0x7f0000100000ull + 0x40ull * (uint64_t)i;
+  const uint64_t *fp[1] = {frames};
+  const uint32_t nf[1] = {300};
+  ntrw_init(&w, 0);
+  ntrw_trace_hdr(&w, &t);
+  ntrw_md_begin(&w);
+  for (int i = 0; i < 3; i++) ntrw_metadata(&w, &md[i]);
+  ntrw_block_end(&w);
+  ntrw_stacks(&w, 1, 1, fp, nf);
+  ntrw_ev_begin(&w, 1);
+  uint32_t seq = 0;
+  for (uint32_t k = 0; k < 20; k++) {
+    uint8_t p[256];
+    size_t n = 0;
+    char msg[64];
+    snprintf(msg, sizeof msg, "bad\r\x1b[1A request %u\x07", k);
+    putws(p, &n, "Evil\x1b[31mException"), putws(p, &n, msg), put64(p, &n, 0x1234), put32(p, &n, 0x80131500);
+    put16(p, &n, 0), put16(p, &n, 0);
+    ntrw_ev e = {.metadata_id = 1, .seq = ++seq, .thread = 7, .capture_thread = 7, .stack_id = 1,
+                 .ts = 2000 + 10 * k, .payload = p, .payload_size = (uint32_t)n};
+    ntrw_event(&w, &e);
+    n = 0;
+    p[n++] = 0, put16(p, &n, 0), put64(p, &n, 0x10000 + 0x20ull * k), put64(p, &n, 0x20000), put64(p, &n, 8);
+    e = (ntrw_ev){.metadata_id = 2, .seq = ++seq, .thread = 7, .capture_thread = 7, .stack_id = 1,
+                  .ts = 2001 + 10 * k, .payload = p, .payload_size = (uint32_t)n};
+    ntrw_event(&w, &e);
+    n = 0;
+    double ns = 1e6;
+    uint64_t bits;
+    memcpy(&bits, &ns, 8);
+    p[n++] = 0, put16(p, &n, 0), put64(p, &n, bits);
+    e = (ntrw_ev){.metadata_id = 3, .seq = ++seq, .thread = 7, .capture_thread = 7, .stack_id = 1,
+                  .ts = 2002 + 10 * k, .payload = p, .payload_size = (uint32_t)n};
+    ntrw_event(&w, &e);
+  }
+  ntrw_block_end(&w);
+  ntrw_end(&w);
+  char path[1024];
+  snprintf(path, sizeof path, "%s/hostile-keys-one-stack", dir);
+  FILE *f = fopen(path, "wb");
+  if (f) {
+    fwrite(w.buf, 1, w.len, f);
+    fclose(f);
+  }
+  ntrw_release(&w);
+}
+
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : ".";
+  if (argc > 2) hostile_keys(argv[2]);
   ntrw w;
   stream(&w, 0, 1, 0);
   save(dir, "v4-compressed", 0, &w);
