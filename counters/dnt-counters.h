@@ -91,6 +91,10 @@ typedef struct dnt_counter_value {
    * the increments it sees. */
   double total;
   int has_total;
+  /* A histogram's measurements in the interval and their sum (HistogramValuePublished's count and
+   * sum, version 1+, .NET 8): the same on each of its percentile values. has_hist 0 when not sent. */
+  double hist_count, hist_sum;
+  int has_hist;
   double interval_s;        /* the counter's interval (0 when unknown) */
   double time_s;            /* seconds since 1970-01-01 UTC, from the event's timestamp */
 } dnt_counter_value;
@@ -145,6 +149,10 @@ struct dnt_counter_row {
                       one (dnt_counter_value.total), else the amounts added up since the series
                       appeared (compensated summation: no drift from adding many decimals) */
   double total_c;  /* the compensation of that sum */
+  double hist_count, hist_sum; /* a histogram row's measurements and their sum since the series
+                                  appeared (its intervals' added up: a Prometheus summary's
+                                  _count and _sum); has_hist: the runtime sent them */
+  int has_hist;
   double time_s;   /* when the latest value was measured (seconds since 1970) */
   double interval_s;
   uint64_t updates;
@@ -222,8 +230,9 @@ size_t dnt_monitor_render(FILE *fp, const struct dnt_counter_table *t, double re
  *            value the running total the runtime sends with each rate (Meters, .NET 8+: an
  *            ObservableCounter's own value, a Counter's sum since the session began), else (EventCounters,
  *            older runtimes) the amounts summed since dntrace started; a level -> `gauge`; a
- *            histogram's percentile rows -> one `summary` with `quantile="0.5"` labels (no
- *            _sum/_count: the runtime does not publish them to out-of-process listeners). A gauge
+ *            histogram's percentile rows -> one `summary` with `quantile="0.5"` labels, and its
+ *            `_sum` and `_count` (the measurements since the series appeared, where the runtime
+ *            sends each interval's: .NET 8+; the sum in the family's unit). A gauge
  *            or summary whose name ends with a suffix Prometheus reserves for another type
  *            (`_total`, `_bucket`, and for a gauge `_count`, `_sum`) gets `_current` appended:
  *            `dotnet.assembly.count` -> `dotnet_assembly_count_current`

@@ -322,6 +322,17 @@ long dnt_counters_prom_write_many(FILE *fp, const struct dnt_counter_table *cons
     put_number(fp, dnt_prom_unit_scale(s->row->unit, x));
     fputc('\n', fp);
     written++;
+    /* a summary's series ends with its _sum and _count, after its last quantile */
+    const struct series *next = i + 1 < t->n ? &v[i + 1] : NULL;
+    int last_of_series = !next || strcmp(next->family, s->family) != 0 || strcmp(next->labels, s->labels) != 0;
+    if (s->row->quantile >= 0 && s->row->has_hist && last_of_series) {
+      fprintf(fp, "%s_sum{%s} ", s->family, s->labels);
+      put_number(fp, dnt_prom_unit_scale(s->row->unit, s->row->hist_sum));
+      fprintf(fp, "\n%s_count{%s} ", s->family, s->labels);
+      put_number(fp, s->row->hist_count);
+      fputc('\n', fp);
+      written += 2;
+    }
   }
 out:
   for (size_t i = 0; i < t->n; i++) free(v[i].labels);

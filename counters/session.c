@@ -470,6 +470,10 @@ static int on_metrics(dnt_counters_decoder *d, const ntr_event *ev) {
     double q[16], val[16];
     size_t n = dnt_parse_quantiles(dnt_record_str(r, "quantiles"), q, val, 16);
     v.kind = DNT_COUNTER_HISTOGRAM;
+    /* the interval's measurements and their sum (version 1+): numbers, or invariant strings */
+    v.has_hist = (dnt_record_num(r, "count", &v.hist_count) == 0 ||
+                  parse_number(dnt_record_str(r, "count"), &v.hist_count) == 0) &&
+                 (dnt_record_num(r, "sum", &v.hist_sum) == 0 || parse_number(dnt_record_str(r, "sum"), &v.hist_sum) == 0);
     const char *base = v.tags;
     for (size_t i = 0; i < n; i++) {
       char tags[1024];

@@ -116,6 +116,11 @@ int dnt_counter_table_put(struct dnt_counter_table *t, const dnt_counter_value *
     r->has_prev = 1;
   }
   r->value = v->value;
+  if (v->kind == DNT_COUNTER_HISTOGRAM && v->has_hist && v->hist_count >= 0 && v->hist_sum == v->hist_sum) {
+    r->hist_count += v->hist_count; /* each interval's measurements: a summary's count grows */
+    r->hist_sum += v->hist_sum;
+    r->has_hist = 1;
+  }
   if (v->kind == DNT_COUNTER_SUM && v->has_total && v->total == v->total) {
     r->total = v->total; /* the runtime's own running total */
     r->total_c = 0;

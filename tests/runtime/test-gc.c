@@ -204,6 +204,10 @@ static size_t compare_with_traceevent(const char *dll, const char *trace, size_t
   static struct rows mine, theirs;
   struct dnt_run r;
   dnt_run_dntrace(&r, "gc", "--format", "json", trace, NULL);
+  if (r.status == 1 && strstr(r.err, "no GC in this trace")) { /* said in one line, exit 1: nothing to compare */
+    dnt_run_free(&r);
+    return 0;
+  }
   cr_assert_eq(r.status, 0, "dntrace gc %s: %s", trace, r.err);
   parse_dntrace_rows(r.out, &mine);
   dnt_run_free(&r);

@@ -200,6 +200,10 @@ static size_t compare_with_traceevent(const char *dll, const char *trace) {
   static struct rows mine, theirs;
   struct dnt_run r;
   dnt_run_dntrace(&r, "jit", "--format", "json", trace, NULL);
+  if (r.status == 1 && strstr(r.err, "no JIT compilation in this trace")) { /* one line, exit 1: nothing to compare */
+    dnt_run_free(&r);
+    return 0;
+  }
   cr_assert_eq(r.status, 0, "dntrace jit %s: %s", trace, r.err);
   parse_dntrace(r.out, &mine);
   dnt_run_free(&r);
