@@ -32,6 +32,7 @@ struct builder {
   int by_thread; /* a "Thread N" level under the root: one tower per thread */
   int by_time;   /* widths by time, else by samples */
   int oom;
+  uint64_t samples; /* every sample, drawn or not: the title's count, as report's */
 };
 
 static struct node *child_of(struct node *parent, uint32_t name, uint64_t thread) {
@@ -50,6 +51,7 @@ static void add_stack(void *ud, uint64_t thread, const uint32_t *frames, size_t 
   struct builder *b = ud;
   struct node *cur = &b->root;
   double value = b->by_time ? ms : (double)samples;
+  b->samples += samples;
   if (b->oom || value <= 0) return; /* no time (threads' last samples): nothing to draw */
   cur->samples += samples;
   cur->value += value;
@@ -360,10 +362,10 @@ int dnt_flamegraph_write(const struct dnt_profile *prof, const struct dnt_flameg
   if (b.by_time)
     bad |= xmlTextWriterWriteFormatString(w, "%s: %s, %.0f %s in %llu samples%s", o->title,
                                           o->measure ? o->measure : "thread time", b.root.value, unit,
-                                          (unsigned long long)b.root.samples, o->by_thread ? ", by thread" : "") < 0;
+                                          (unsigned long long)b.samples, o->by_thread ? ", by thread" : "") < 0;
   else
     bad |= xmlTextWriterWriteFormatString(w, "%s: %s, %llu samples%s", o->title, o->measure ? o->measure : "thread time",
-                                          (unsigned long long)b.root.samples, o->by_thread ? ", by thread" : "") < 0;
+                                          (unsigned long long)b.samples, o->by_thread ? ", by thread" : "") < 0;
   bad |= xmlTextWriterEndElement(w) < 0;
   static const struct {
     const char *id, *x, *text;

@@ -666,3 +666,31 @@ Test(convert, a_closed_pipe_ends_quietly, .timeout = 300) {
     dnt_run_free(&r);
   }
 }
+
+/* The flame graph's title counts the samples as report does (issue 28 item 20): a thread's last
+ * sample stands for no time and is not drawn, but it is a sample of the trace. Two threads here. */
+Test(convert, flame_graph_title_counts_as_report, .timeout = 120) {
+  char corpus[4096], trace[4200], dir[] = "/tmp/dnt-fgcount-XXXXXX", svg[64];
+  corpus_dir(corpus, sizeof corpus);
+  snprintf(trace, sizeof trace, "%s/microsoft__perfview/HeartRateMonitor.10068.nettrace", corpus);
+  cr_assert(mkdtemp(dir));
+  snprintf(svg, sizeof svg, "%s/h.svg", dir);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "report", trace, NULL), 0, "%s", r.err);
+  unsigned long long reported = 0, drawn = 0;
+  cr_assert_eq(sscanf(r.out, "%llu samples on ", &reported), 1, "%s", r.out);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "flamegraph", "-o", svg, NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+  FILE *fp = fopen(svg, "r");
+  cr_assert(fp);
+  static char text[1 << 20];
+  size_t n = fread(text, 1, sizeof text - 1, fp);
+  fclose(fp);
+  text[n] = '\0';
+  const char *in = strstr(text, " ms in ");
+  cr_assert(in && sscanf(in, " ms in %llu samples", &drawn) == 1, "a title with its samples");
+  cr_expect_eq(drawn, reported, "the title's %llu samples, report's %llu", drawn, reported);
+  unlink(svg);
+  rmdir(dir);
+}
