@@ -431,8 +431,14 @@ int cmd_collect(int argc, char **argv) {
   rc = dnt_session_open(&c.s, c.loop, &want);
   if (rc) goto out;
   rc = DNT_EXIT_FAILURE;
-  if (!output) output = default_out = default_output(c.s.target.name);
-  else output = default_out = dnt_output_name(output, ".nettrace");
+  char *chosen = default_output(c.s.target.name), *inside = output ? dnt_output_in_dir(output, chosen) : NULL;
+  if (!output) /* the name dotnet-trace chooses; inside a directory given as -o, the same */
+    output = default_out = chosen, chosen = NULL;
+  else if (inside)
+    output = default_out = inside;
+  else
+    output = default_out = dnt_output_name(output, ".nettrace");
+  free(chosen);
   if (dnt_output_check(output, 0) < 0) goto out;
   c.output = output;
   c.out_fd = open_output(output, c.tmp, sizeof c.tmp);

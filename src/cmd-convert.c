@@ -139,15 +139,18 @@ int dnt_convert_needs_timeline(const char *format) { return format_kind(format) 
 int dnt_convert_loaded(const struct dnt_profile *prof, const char *path, const char *format, const char *output) {
   char *default_out = NULL;
   if (!output && strcmp(path, "-") == 0) output = "-"; /* a filter: read from stdin, written to stdout (not '-.folded') */
-  if (!output) {
-    size_t n = strlen(path);
-    const char *ext = dnt_convert_extension(format);
-    size_t stem = n > 9 && strcmp(path + n - 9, ".nettrace") == 0 ? n - 9 : n;
-    default_out = dnt_xmalloc(stem + strlen(ext) + 1);
-    memcpy(default_out, path, stem);
-    strcpy(default_out + stem, ext);
-    output = default_out;
-  }
+  size_t n = strlen(path);
+  const char *ext = dnt_convert_extension(format);
+  size_t stem = n > 9 && strcmp(path + n - 9, ".nettrace") == 0 ? n - 9 : n;
+  char *chosen = dnt_xmalloc(stem + strlen(ext) + 1); /* FILE without .nettrace, plus the extension */
+  memcpy(chosen, path, stem);
+  strcpy(chosen + stem, ext);
+  char *inside = output ? dnt_output_in_dir(output, chosen) : NULL;
+  if (!output)
+    output = default_out = chosen, chosen = NULL;
+  else if (inside)
+    output = default_out = inside; /* -o DIR: the chosen name inside it */
+  free(chosen);
   int rc = DNT_EXIT_FAILURE;
   if (dnt_profile_samples(prof) == 0)
     dnt_error("'%s' has no SampleProfiler samples to convert", path);

@@ -30,6 +30,18 @@ char *dnt_output_name(const char *name, const char *ext) {
   return out;
 }
 
+char *dnt_output_in_dir(const char *name, const char *file) {
+  struct stat st;
+  if (strcmp(name, "-") == 0 || stat(name, &st) != 0 || !S_ISDIR(st.st_mode)) return NULL;
+  const char *base = strrchr(file, '/');
+  base = base ? base + 1 : file;
+  size_t n = strlen(name);
+  while (n > 1 && name[n - 1] == '/') n--; /* "out/" and "out" alike */
+  char *out = dnt_xmalloc(n + strlen(base) + 2);
+  sprintf(out, "%.*s/%s", (int)n, name, base);
+  return out;
+}
+
 int dnt_output_check(const char *path, int quiet) {
   struct stat st;
   if (strcmp(path, "-") == 0) return 0;

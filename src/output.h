@@ -30,6 +30,10 @@ void dnt_output_set_no_clobber(int on);
  * a regular file (/dev/stdout, a directory: kept, to be refused). Heap, caller-owned. */
 char *dnt_output_name(const char *name, const char *ext);
 
+/* When name is an existing directory (`-o traces/`): the path of file's last component inside it
+ * (the name the command would have chosen), heap, caller-owned; else NULL. */
+char *dnt_output_in_dir(const char *name, const char *file);
+
 /* Whether path may be written as the policy says (nothing is created): 0, or -1 with one error
  * line printed. quiet: do not say "overwriting" (a caller that checks early and opens later). */
 int dnt_output_check(const char *path, int quiet);

@@ -645,6 +645,13 @@ Test(convert, from_stdin_to_stdout, .timeout = 120) {
   snprintf(cmd, sizeof cmd, "%s/-.folded", dir);
   cr_expect_neq(access(cmd, F_OK), 0, "no file named '-.folded'");
   unlink(cmd);
+  /* -o DIR: the name convert chooses (FILE's, with the format's extension), inside it (issue 28
+   * item 22) */
+  cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "folded", "-o", dir, NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+  snprintf(cmd, sizeof cmd, "%s/only_managed_samples.folded", dir);
+  cr_expect_eq(access(cmd, F_OK), 0, "%s written", cmd);
+  unlink(cmd);
   rmdir(dir);
 }
 

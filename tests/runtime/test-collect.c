@@ -320,8 +320,17 @@ Test(collect, output_names_and_overwriting, .timeout = 90) {
   cr_expect(strstr(r.err, "exists (--no-clobber)") && strchr(r.err, '\n') == r.err + strlen(r.err) - 1,
             "one error line:\n%s", r.err);
   dnt_run_free(&r);
-  dnt_target_stop(&t);
   unlink(path);
+  /* -o DIR: the name collect chooses (dotnet-trace's NAME_yyyyMMdd_HHmmss.nettrace), inside it
+   * (issue 28 item 22: it was refused as "not a regular file") */
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "-o", dir, "--duration", "1s", NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "ls '%s' | grep -qx 'Sample_[0-9]\\{8\\}_[0-9]\\{6\\}\\.nettrace'", dir);
+  cr_expect_eq(system(cmd), 0, "a trace named as collect names it, inside %s", dir);
+  snprintf(cmd, sizeof cmd, "rm -f '%s'/Sample_*.nettrace", dir);
+  cr_assert_eq(system(cmd), 0);
+  dnt_target_stop(&t);
   rmdir(dir);
 }
 
