@@ -85,6 +85,7 @@ const struct dnt_option dnt_options_target_port[] = {
     PID_ROW,
     NAME_ROW,
     DNT_OPT_STRING(0, "diagnostic-port", "PATH", TARGET(port), "a runtime's socket given by path"),
+    DNT_OPT_STRING(0, "dport", "PATH", TARGET(port), NULL), /* dotnet-trace's short spelling */
     DNT_OPT_END(),
 };
 
@@ -155,6 +156,13 @@ static void flatten_usage(struct flat *f, const struct dnt_usage *u) {
 
 static int takes_value(const struct dnt_option *o) {
   return o->kind != DNT_OPT_FLAG && o->kind != DNT_OPT_NO_CLOBBER && o->kind != DNT_OPT_ACTION && o->kind != DNT_OPT_CHILD && o->kind != DNT_OPT_TEXT;
+}
+
+/* A word a BOOL row takes as its value; 1 true, 0 false, -1 neither. */
+static int bool_word(const char *arg) {
+  if (strcasecmp(arg, "true") == 0 || strcmp(arg, "1") == 0 || strcasecmp(arg, "on") == 0) return 1;
+  if (strcasecmp(arg, "false") == 0 || strcmp(arg, "0") == 0 || strcasecmp(arg, "off") == 0) return 0;
+  return -1;
 }
 
 /* Whether the option holds one value, which a second use would silently replace. */
@@ -268,14 +276,9 @@ static int take(const struct dnt_usage *u, const struct row *r, const char *arg,
     if ((*(int *)field = (int)dnt_format_find(arg, o->max)) != DNT_FORMAT_NONE) return 0;
     dnt_format_error(arg, o->max);
     return DNT_EXIT_USAGE;
-  case DNT_OPT_BOOL:
-    if (strcasecmp(arg, "true") == 0 || strcmp(arg, "1") == 0 || strcasecmp(arg, "on") == 0)
-      *(int *)field = 1;
-    else if (strcasecmp(arg, "false") == 0 || strcmp(arg, "0") == 0 || strcasecmp(arg, "off") == 0)
-      *(int *)field = 0;
-    else
-      return dnt_error("--%s: '%s' is not true or false", o->long_name, arg), DNT_EXIT_USAGE;
-    return 0;
+  case DNT_OPT_BOOL: /* a bare --rundown is true, as dotnet-trace reads it */
+    if ((*(int *)field = arg ? bool_word(arg) : 1) >= 0) return 0;
+    return dnt_error("--%s: '%s' is not true or false", o->long_name, arg), DNT_EXIT_USAGE;
   case DNT_OPT_PARSE: return o->parse(field, arg) < 0 ? DNT_EXIT_USAGE : 0;
   case DNT_OPT_ACTION:
     if (o == &help_row)
@@ -296,8 +299,11 @@ int dnt_options_parse(const struct dnt_usage *u, const char *cmd, int argc, char
   shortopts[ns++] = ':'; /* a missing value is told apart from an unknown option */
   for (size_t i = 0; i < f.n; i++) {
     const struct dnt_option *o = f.rows[i].o;
-    if (o->long_name)
-      longopts[nl++] = (struct option){o->long_name, takes_value(o) ? required_argument : no_argument, NULL, 1000 + (int)i};
+    if (o->long_name) /* a BOOL's value may be left out (bare: true), or come as the next word */
+      longopts[nl++] = (struct option){o->long_name, o->kind == DNT_OPT_BOOL ? optional_argument
+                                                     : takes_value(o)     ? required_argument
+                                                                          : no_argument,
+                                       NULL, 1000 + (int)i};
     if (o->short_name) {
       shortopts[ns++] = (char)o->short_name;
       if (takes_value(o)) shortopts[ns++] = ':';
@@ -305,6 +311,24 @@ int dnt_options_parse(const struct dnt_usage *u, const char *cmd, int argc, char
   }
   longopts[nl] = (struct option){NULL, 0, NULL, 0};
   shortopts[ns] = '\0';
+
+  /* dotnet-trace's grammar (System.CommandLine's): `-?` for help, and `--name:value` for
+   * `--name=value` (the colon made an equals sign in place, for a long option of the table that
+   * takes a value); nothing after "--" is ours to read */
+  for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+    if (strcmp(argv[i], "-?") == 0) {
+      dnt_options_usage(stdout, u);
+      return DNT_OPTIONS_DONE;
+    }
+    char *colon = argv[i][0] == '-' && argv[i][1] == '-' ? strchr(argv[i], ':') : NULL;
+    if (!colon || memchr(argv[i], '=', (size_t)(colon - argv[i]))) continue;
+    for (size_t k = 0; k < nl; k++)
+      if (longopts[k].has_arg != no_argument && strlen(longopts[k].name) == (size_t)(colon - argv[i] - 2) &&
+          strncmp(longopts[k].name, argv[i] + 2, (size_t)(colon - argv[i] - 2)) == 0) {
+        *colon = '=';
+        break;
+      }
+  }
 
   /* getopt moves operands met before "--" to just after it, and leaves what followed "--" at
    * the end: the "--" it stopped at, found again by its pointer in the order given, says how many
@@ -328,6 +352,8 @@ int dnt_options_parse(const struct dnt_usage *u, const char *cmd, int argc, char
       free(given);
       return usage_error(cmd, &f, c, argv);
     }
+    if (r->o->kind == DNT_OPT_BOOL && !optarg && optind < argc && bool_word(argv[optind]) >= 0)
+      optarg = argv[optind++]; /* `--rundown false`: the next word is its value */
     if (single_value(r->o)) { /* dotnet-trace refuses a repeated option: the last one silently winning misleads */
       size_t k = (size_t)(r - f.rows);
       for (size_t i = 0; i < f.n; i++) /* an alias writes the same field */
@@ -340,7 +366,7 @@ int dnt_options_parse(const struct dnt_usage *u, const char *cmd, int argc, char
         free(given);
         return DNT_EXIT_USAGE;
       }
-      first[k] = optarg;
+      first[k] = optarg ? optarg : "true";
     }
     int rc = take(u, r, optarg, opts);
     if (rc) {

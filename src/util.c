@@ -86,6 +86,8 @@ uint64_t dnt_parse_duration(const char *s) {
     return ((f[0] * 24 + f[1]) * 3600 + f[2] * 60 + f[3]) * 1000;
   if (sscanf(s, "%llu:%llu:%llu%c", &f[0], &f[1], &f[2], &tail) == 3 && f[1] < 60 && f[2] < 60)
     return (f[0] * 3600 + f[1] * 60 + f[2]) * 1000;
+  if (sscanf(s, "%llu:%llu%c", &f[0], &f[1], &tail) == 2 && f[1] < 60) /* hh:mm, as .NET's TimeSpan reads it */
+    return (f[0] * 3600 + f[1] * 60) * 1000;
   char *end;
   double v = strtod(s, &end);
   if (end == s || !(v > 0) || v > 1e9) return 0;

@@ -112,6 +112,50 @@ Test(options, a_single_value_given_twice_is_refused, .init = cr_redirect_stderr)
                           "see 'dntrace toy --help'\n");
 }
 
+/* dotnet-trace's grammar, as users paste its commands (issue 28 item 11): `--name:value`, a bare
+ * boolean (true) or one with its value as the next word, `--duration hh:mm` (.NET's TimeSpan),
+ * `--dport`, and `-?` for help. */
+Test(options, dotnet_trace_spellings, .init = cr_redirect_stdout) {
+  struct toy t;
+  char a0[] = "toy", a1[] = "-p", a2[] = "1", a3[] = "--format:SVG", a4[] = "--duration:1:30", a5[] = "--on", a6[] = "-f";
+  char *colon[] = {a0, a1, a2, a3, a4, a5, a6, NULL};
+  cr_assert_eq(parse(&toy_usage, &t, colon), 0);
+  cr_expect_eq(t.format, DNT_FORMAT_FLAMEGRAPH);
+  cr_expect_eq(t.duration_ms, 5400000u, "1:30 is an hour and a half: %llu", (unsigned long long)t.duration_ms);
+  cr_expect_eq(t.on, 1, "a bare boolean is true");
+  cr_expect_eq(t.flag, 1);
+  char *next_word[] = {"toy", "-p", "1", "--on", "false", NULL};
+  cr_assert_eq(parse(&toy_usage, &t, next_word), 0);
+  cr_expect_eq(t.on, 0, "its value as the next word");
+  char *not_a_bool[] = {"toy", "-p", "1", "--on", "stray", NULL}; /* true, and an operand this toy refuses */
+  cr_expect_eq(parse(&toy_usage, &t, not_a_bool), DNT_EXIT_USAGE);
+  char *dport[] = {"toy", "--dport", "/tmp/sock", NULL};
+  cr_assert_eq(parse(&toy_usage, &t, dport), 0);
+  cr_expect_str_eq(t.target.port, "/tmp/sock");
+  char *help[] = {"toy", "-p", "1", "-?", NULL};
+  cr_expect_eq(parse(&toy_usage, &t, help), DNT_OPTIONS_DONE);
+  fflush(stdout);
+  cr_expect_stdout_eq_str(
+      "usage: toy\n\nA toy\n\n"
+      "    -p, --process-id PID     the process, by pid as seen from here\n"
+      "    -n, --name NAME          the process, by name (an error if several match)\n"
+      "    --diagnostic-port PATH   a runtime's socket (PATH[,connect]), or PATH,listen to wait for\n"
+      "                             a runtime started with DOTNET_DiagnosticPorts=PATH\n"
+      "    -- CMD [ARGS...]         start CMD suspended, watch it from its first instruction, and exit\n"
+      "                             with its exit code\n"
+      "    -f, --flag               a flag\n"
+      "    -o, --output FILE        where\n"
+      "                             and more\n"
+      "    --no-clobber             refuse to overwrite an existing file (by default it is overwritten,\n"
+      "                             and said so)\n"
+      "    --item X                 repeatable\n"
+      "    --top N                  how many\n"
+      "    --duration TIME          stop after dd:hh:mm:ss, or a number with s, m or h (30s, 5m)\n"
+      "    --format FMT             a conversion\n"
+      "    --on BOOL                true or false\n"
+      "    -h, --help               show this help\n");
+}
+
 Test(options, a_hidden_row_parses_and_a_parse_row_can_refuse) {
   struct toy t;
   char *ok[] = {"toy", "-n", "app", "--even", "8", NULL};
