@@ -341,6 +341,9 @@ struct timeline {
   double weight, last_us;
   double *weights;   /* of the open profile's samples, written after them */
   size_t nweights, capweights;
+  double start_ms;   /* the open profile's first sample, from the trace's start (by time) */
+  double best;       /* the heaviest profile so far, shown first (activeProfileIndex) */
+  size_t best_index;
   int oom;
 };
 
@@ -353,7 +356,10 @@ static void timeline_flush(struct timeline *t) {
     char buf[64];
     fputs(t->nprofiles++ ? ",{\"type\":\"sampled\",\"name\":" : "{\"type\":\"sampled\",\"name\":", t->fp);
     dnt_json_string(t->fp, thread_label(t->prof, t->thread, buf, sizeof buf));
-    fprintf(t->fp, ",\"unit\":\"%s\",\"startValue\":0,\"samples\":[", unit_name(t->prof));
+    /* by time, a thread's profile starts where its first sample is in the trace, as TraceEvent's
+     * speedscope files place them: threads line up in time */
+    fprintf(t->fp, ",\"unit\":\"%s\",\"startValue\":%.9g,\"samples\":[", unit_name(t->prof),
+            t->by_time ? t->start_ms : 0.0);
     t->open = 1;
   }
   if (t->nweights == t->capweights) {
@@ -379,7 +385,8 @@ static void timeline_close(struct timeline *t) {
     fprintf(t->fp, "%s%.9g", i ? "," : "", t->weights[i]);
     total += t->weights[i];
   }
-  fprintf(t->fp, "],\"endValue\":%.9g}", total);
+  fprintf(t->fp, "],\"endValue\":%.9g}", (t->by_time ? t->start_ms : 0.0) + total);
+  if (total > t->best) t->best = total, t->best_index = t->nprofiles - 1;
   t->open = 0;
   t->nweights = 0;
 }
@@ -406,6 +413,7 @@ static void timeline_sample(void *ud, uint64_t thread, double t_us, const uint32
     timeline_close(t); /* another thread: its profile begins */
     t->thread = thread;
     t->last_us = t_us;
+    t->start_ms = t_us > 0 ? t_us / 1000.0 : 0;
   }
   if (n > t->caprun) {
     uint32_t *g = realloc(t->run, n * 2 * sizeof *g);
@@ -438,20 +446,25 @@ static int write_speedscope(FILE *fp, const struct dnt_profile *prof, const char
     fputc('}', fp);
   }
   fputs("]},\"profiles\":[", fp);
+  size_t active = 0; /* the busiest thread's profile is the one shown first, not the idle main thread's */
   if (timed) {
     struct timeline t = {.fp = fp, .prof = prof, .by_time = by_time};
     rc = dnt_profile_each_sample(prof, timeline_sample, &t);
     timeline_close(&t);
+    active = t.best_index;
     free(t.run);
     free(t.weights);
     rc = rc || t.oom ? -1 : 0;
   } else { /* no timeline kept: each distinct stack once, in the order first seen */
     size_t written = 0;
+    double best = 0;
     for (size_t t = 0; t < dnt_profile_nthreads(prof); t++) {
       /* a thread with no time (one sample: it stands for none) would be an empty profile */
       if (by_time && !(dnt_profile_thread_ms(prof, t) > 0)) continue;
       char buf[64];
       w.thread = dnt_profile_thread_id(prof, t);
+      double weight = by_time ? dnt_profile_thread_ms(prof, t) : (double)dnt_profile_thread_samples(prof, t);
+      if (weight > best) best = weight, active = written;
       fputs(written++ ? ",{\"type\":\"sampled\",\"name\":" : "{\"type\":\"sampled\",\"name\":", fp);
       dnt_json_string(fp, thread_label(prof, w.thread, buf, sizeof buf));
       /* endValue: the thread's total, its time (ms) or its samples (speedscope's unit "none") */
@@ -470,7 +483,7 @@ static int write_speedscope(FILE *fp, const struct dnt_profile *prof, const char
   }
   fputs("],\"name\":", fp);
   dnt_json_string(fp, name);
-  fputs(",\"activeProfileIndex\":0,\"exporter\":\"dntrace " PACKAGE_VERSION "\"}\n", fp);
+  fprintf(fp, ",\"activeProfileIndex\":%zu,\"exporter\":\"dntrace " PACKAGE_VERSION "\"}\n", active);
   return rc ? -1 : 0;
 }
 

@@ -19,6 +19,7 @@
 #include "../lib/target-cr.h"
 #include "../lib/target.h"
 #include "../lib/v6-trace.h"
+#include "../lib/ntr-writer.h"
 #include "dnt-profile.h"
 
 /* speedscope's file-format rules, checked strictly: frames with string names, sampled profiles
@@ -699,5 +700,58 @@ Test(convert, flame_graph_title_counts_as_report, .timeout = 120) {
   cr_assert(in && sscanf(in, " ms in %llu samples", &drawn) == 1, "a title with its samples");
   cr_expect_eq(drawn, reported, "the title's %llu samples, report's %llu", drawn, reported);
   unlink(svg);
+  rmdir(dir);
+}
+
+/* speedscope as TraceEvent writes it (issue 28 item 24): each thread's profile starts where its
+ * first sample is in the trace (startValue, in ms from the trace's start), and the profile shown
+ * first is the busiest thread's, not the first thread's. A written trace: thread 1 sampled twice
+ * (1 ms of time), thread 2 from 5 ms on, ten times (9 ms); the clock counts microseconds. */
+Test(convert, speedscope_places_threads_and_opens_the_busiest) {
+  char dir[] = "/tmp/dnt-ssplace-XXXXXX", trace[64], out[64];
+  cr_assert(mkdtemp(dir));
+  snprintf(trace, sizeof trace, "%s/t.nettrace", dir);
+  snprintf(out, sizeof out, "%s/t.speedscope.json", dir);
+  ntrw w;
+  ntrw_trace t = {1000, 1000000, 8, 4321, 2, 1000000, NULL, 0};
+  ntrw_md md = {1, "Microsoft-DotNETCore-SampleProfiler", 0, "ThreadSample", 0, 0, 0, -1, NULL, 0, 0, 0};
+  static const uint64_t frames[] = {0x1100, 0x9000};
+  const uint64_t *const stacks[] = {frames};
+  const uint32_t nframes[] = {2};
+  static const uint8_t managed[4] = {2, 0, 0, 0};
+  ntrw_init(&w, 0);
+  ntrw_trace_hdr(&w, &t);
+  ntrw_md_begin(&w);
+  ntrw_metadata(&w, &md);
+  ntrw_block_end(&w);
+  ntrw_stacks(&w, 1, 1, stacks, nframes);
+  ntrw_ev_begin(&w, 1);
+  uint32_t seq[3] = {0};
+  for (int i = 0; i < 12; i++) {
+    uint64_t th = i < 2 ? 1 : 2, us = i < 2 ? 1000 * (uint64_t)i : 5000 + 1000 * (uint64_t)(i - 2);
+    ntrw_ev ev = {.metadata_id = 1, .seq = ++seq[th], .thread = th, .capture_thread = th, .stack_id = 1,
+                  .ts = 1000 + us, .payload = managed, .payload_size = 4};
+    ntrw_event(&w, &ev);
+  }
+  ntrw_block_end(&w);
+  ntrw_end(&w);
+  FILE *fp = fopen(trace, "wb");
+  cr_assert(fp && fwrite(w.buf, 1, w.len, fp) == w.len);
+  fclose(fp);
+  ntrw_release(&w);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "speedscope", "-o", out, NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+  const char *py = "import json, sys\n"
+                   "d = json.load(open(sys.argv[1]))\n"
+                   "p = d['profiles']\n"
+                   "print(len(p), d['activeProfileIndex'], p[d['activeProfileIndex']]['name'],\n"
+                   "      '%g %g' % (p[1]['startValue'], p[1]['endValue']), '%g' % p[0]['startValue'])\n";
+  char *argv[] = {"/usr/bin/env", "python3", "-c", (char *)py, out, NULL};
+  cr_assert_eq(dnt_run_argv(&r, argv, NULL, DNT_HANG_MS), 0, "%s", r.err);
+  cr_expect_str_eq(r.out, "2 1 Thread 2 5 14 0\n", "two profiles, the second (9 ms) shown first, placed at 5 ms");
+  dnt_run_free(&r);
+  unlink(out);
+  unlink(trace);
   rmdir(dir);
 }
