@@ -2,7 +2,7 @@
  * weights worked out by hand from TraceEvent's SampleProfilerThreadTimeComputer; then against
  * TraceEvent itself, the reference. For every trace
  * of the public corpus (../shared/corpus, or $DNT_CORPUS) with SampleProfiler samples, each
- * thread's time in dntrace's speedscope output (its profile's endValue) is the thread time that
+ * thread's time in dntrace's speedscope output (its profile's endValue less its startValue) is the thread time that
  * TraceEvent's SampleProfilerThreadTimeComputer gives it (the computation of `dotnet-trace
  * convert`), within 0.1%, and its sample count (folded, --weight samples) is the number of
  * samples TraceEvent read on it. The oracle is tests/bench-traceevent (--mode threadtime), built
@@ -49,15 +49,16 @@ static const char *oracle;
 static void need_corpus(void) { corpus_dir(corpus, sizeof corpus); }
 static void need_oracle(void) { oracle = te_oracle_or_skip("the sample weights"); }
 
-/* Our side: per thread, the time of speedscope's profiles ("name":"Thread N", "endValue":MS) */
+/* Our side: per thread, the time of speedscope's profiles ("name":"Thread N", their endValue less
+ * their startValue, in ms: a profile starts where its thread's first sample is) */
 static void read_speedscope(const char *json, struct totals *tt) {
   const char *p = json;
   while ((p = strstr(p, "\"name\":\"Thread "))) {
     unsigned long long tid = strtoull(p + 15, NULL, 10);
-    const char *e = strstr(p, "\"endValue\":");
-    cr_assert(e, "a speedscope profile without endValue");
+    const char *e = strstr(p, "\"endValue\":"), *s = strstr(p, "\"startValue\":");
+    cr_assert(e && s && s < e, "a speedscope profile without startValue and endValue");
     struct thread_total *t = thread_of(tt, tid);
-    t->ms = strtod(e + 11, NULL);
+    t->ms = strtod(e + 11, NULL) - strtod(s + 13, NULL); /* the profile spans its thread's time */
     t->ours = 1;
     p = e;
   }
