@@ -514,8 +514,9 @@ int cmd_dump(int argc, char **argv) {
 
   /* check what the user gets: an ELF core of the target, with its threads (written directly,
    * it is the file take_core checked, read through the same descriptor) */
-  if (compress) {
-    printf("Dump written: %s (gzip)\n", want);
+  if (compress) { /* the core checked before it was compressed (take_core): the same report */
+    printf("Dump written: %s (gzip), %.1f MB uncompressed, %u threads, type %s, %u memory segments\n", want,
+           (double)info.size / (1024.0 * 1024.0), info.threads, type_name(type), info.segments);
     exit_code = 0;
   } else {
     int fd = direct ? dup(in) : open(want, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);

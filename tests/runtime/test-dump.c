@@ -180,6 +180,12 @@ Test(dump, compressed_dump_decompresses_to_a_core, .timeout = 120) {
   struct dnt_run r;
   cr_assert_eq(dnt_run_dntrace(&r, "dump", "-p", pid, "--type", "mini", "--compress", "-o", out, NULL), 0, "%s%s",
                r.out, r.err);
+  /* the same check report as an uncompressed dump (issue 28 item 26) */
+  unsigned threads = 0, segments = 0;
+  const char *line = strstr(r.out, "Dump written: ");
+  cr_assert(line && sscanf(strstr(line, "uncompressed, "), "uncompressed, %u threads, type mini, %u memory segments",
+                           &threads, &segments) == 2,
+            "%s", r.out);
   gzFile f = gzopen(gz, "rb");
   cr_assert(f, "%s exists", gz);
   size_t cap = 64u << 20, n = 0;
@@ -188,6 +194,7 @@ Test(dump, compressed_dump_decompresses_to_a_core, .timeout = 120) {
   while ((got = gzread(f, buf + n, (unsigned)(cap - n))) > 0) n += (size_t)got;
   cr_assert_eq(gzclose(f), Z_OK, "the gzip stream is whole");
   cr_assert_gt(prstatus_notes(buf, n), 0, "it decompresses to a core");
+  cr_expect_eq((unsigned)prstatus_notes(buf, n), threads, "the threads said are the core's");
   free(buf);
   cr_assert_neq(access(out, F_OK), 0, "no uncompressed copy left");
   dnt_run_free(&r);
