@@ -154,7 +154,16 @@ static void text_types(FILE *fp, const struct dnt_allocs_analysis *a, size_t top
     fprintf(fp, "%16.0f %6.2f%% %10llu %14s  ", t[i].bytes, pct(t[i].bytes, s->bytes),
             (unsigned long long)t[i].samples, objects);
     dnt_text_put(fp, t[i].name); /* the trace's words, as the frames below */
-    fprintf(fp, "%s\n", t[i].large_bytes > 0 ? " (large objects)" : t[i].pinned_bytes > 0 ? " (pinned objects)" : "");
+    /* the kind of heap when all of the type's bytes went there, else the share that did */
+    if (t[i].large_bytes > 0 && t[i].large_bytes >= t[i].bytes)
+      fputs(" (large objects)", fp);
+    else if (t[i].large_bytes > 0)
+      fprintf(fp, " (%.0f%% as large objects)", pct(t[i].large_bytes, t[i].bytes));
+    else if (t[i].pinned_bytes > 0 && t[i].pinned_bytes >= t[i].bytes)
+      fputs(" (pinned objects)", fp);
+    else if (t[i].pinned_bytes > 0)
+      fprintf(fp, " (%.0f%% as pinned objects)", pct(t[i].pinned_bytes, t[i].bytes));
+    fputc('\n', fp);
   }
   if (n > top) fprintf(fp, "%16s %7s %10s %14s  (%zu more types; --top N shows more)\n", "", "", "", "", n - top);
 }
@@ -187,7 +196,8 @@ int dnt_allocs_write_text(FILE *fp, const struct dnt_allocs_analysis *a, size_t 
   const dnt_allocs_summary *s = dnt_allocs_get_summary(a);
   fprintf(fp, "Allocated: %.0f bytes (%.3f MB) estimated", s->bytes, s->bytes / 1e6);
   if (s->objects_known) fprintf(fp, ", %.0f objects", s->objects);
-  fprintf(fp, ", %zu types, from %llu %s events", s->types, (unsigned long long)s->samples, s->source);
+  fprintf(fp, ", %zu %s, from %llu %s events", s->types, s->types == 1 ? "type" : "types",
+          (unsigned long long)s->samples, s->source);
   if (s->trace_ms > 0) fprintf(fp, " in %.3f s (%.3f MB/s)", s->trace_ms / 1000, s->bytes / 1e3 / s->trace_ms);
   fputs("\n\n", fp);
   if (by_stack) return text_stacks(fp, a, top);

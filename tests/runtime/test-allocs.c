@@ -24,10 +24,46 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../lib/analysis-feed.h"
 #include "../lib/env-cr.h"
 #include "../lib/run.h"
 #include "../lib/background-cr.h"
 #include "../lib/target-cr.h"
+
+/* ---- the text report's words, on ticks made here ---- */
+
+/* One GCAllocationTick V4 of `bytes` of type on the heap `kind` (0 small, 1 large). */
+static void tick(struct feed *f, double ms, const char *type, uint32_t kind, uint64_t bytes) {
+  put32(f, (uint32_t)bytes), put32(f, kind), put16(f, 0), put64(f, bytes), put64(f, 0x5000);
+  putstr(f, type), put32(f, 0), put64(f, 0x6000), put64(f, 128);
+  send(f, 10, 4, ms, 77);
+}
+
+/* A type some of whose bytes went to the large object heap says how many (issue 28 item 13: it
+ * was called "(large objects)" when any were); one type is "1 type". */
+Test(allocs_rules, large_object_share_and_one_type) {
+  struct dnt_schema *schema = schema_or_fail();
+  struct dnt_allocs_analysis *a = dnt_allocs_analysis_new(schema, DNT_ALLOCS_TICK);
+  cr_assert(a);
+  ntr_callbacks cb;
+  dnt_allocs_analysis_callbacks(&cb);
+  struct feed f;
+  feed_init(&f, &cb, a, schema);
+  tick(&f, 1, "System.Byte[]", 0, 100000);
+  tick(&f, 2, "System.Byte[]", 1, 300000);
+  dnt_allocs_analysis_finish(a);
+  char *text = NULL;
+  size_t len = 0;
+  FILE *fp = open_memstream(&text, &len);
+  cr_assert(fp);
+  cr_assert_eq(dnt_allocs_write_text(fp, a, 10, 0), 0);
+  fclose(fp);
+  cr_expect(strstr(text, "System.Byte[] (75% as large objects)\n"), "%s", text);
+  cr_expect(strstr(text, ", 1 type, "), "%s", text);
+  free(text);
+  dnt_allocs_analysis_free(a);
+  dnt_schema_free(schema);
+}
 
 /* ---- the sample, recorded from start to exit ---- */
 
