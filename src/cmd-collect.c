@@ -411,6 +411,14 @@ int cmd_collect(int argc, char **argv) {
   int default_profiles = providers.n == 0; /* said with the table, once there is a target: a refusal is its error alone */
   if (default_profiles)
     dnt_providers_add_profiles(&providers, "dotnet-common,dotnet-sampled-thread-time", err, sizeof err);
+  if (stopping == 1) { /* an event of a provider the session does not enable never comes */
+    size_t k = 0;
+    while (k < providers.n && strcasecmp(providers.v[k].name, o.stop_provider) != 0) k++;
+    if (k == providers.n)
+      dnt_warning("--stopping-event-provider-name: '%s' is not among the providers enabled: its event will not "
+                  "come to stop the session (add it with --providers)",
+                  o.stop_provider);
+  }
   if (!custom_rundown && providers.has_rundown_keyword) {
     rundown_keyword = providers.rundown_keyword;
     custom_rundown = 1;

@@ -190,6 +190,16 @@ Test(cli, info_on_a_missing_pid) {
   cr_assert(strstr(r.err, want), "%s", r.err);
   cr_assert_str_eq(r.out, "", "nothing before the error");
   dnt_run_free(&r);
+  /* a stopping event of a provider the session does not enable: said at once (issue 28 item 27) */
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", arg, "--stopping-event-provider-name", "Nope", NULL), 3);
+  cr_assert(strstr(r.err, "warning: --stopping-event-provider-name: 'Nope' is not among the providers enabled"), "%s",
+            r.err);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", arg, "--stopping-event-provider-name",
+                               "Microsoft-Windows-DotNETRuntime", NULL),
+               3);
+  cr_assert(!strstr(r.err, "warning"), "an enabled provider (the default profiles'): no warning: %s", r.err);
+  dnt_run_free(&r);
 }
 
 Test(cli, info_on_a_process_that_is_not_dotnet) {
