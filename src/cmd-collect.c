@@ -305,17 +305,32 @@ static void on_enter(void *ud) {
 /* ---- setup ---- */
 
 
-/* The trace goes to a new hidden file beside path (.NAME.dntrace-XXXXXX, created, never
- * opened through a symlink) that keep_output renames over path once the session has given
- * something: a session that is refused, times out or ends before its first byte leaves an
- * existing path as it was. An existing path is only replaced when it is a regular file of ours.
- * Returns the fd, with the temporary's name in tmp (caller's buffer), or -1 with errno. */
+/* A new path is written in place (created, never through a symlink). An existing one, only when
+ * it is a regular file of ours, is replaced by a new hidden file beside it (.NAME.dntrace-XXXXXX)
+ * that keep_output renames over it once the session has given something: a session that is
+ * refused, times out or ends before its first byte leaves it as it was. Either way the file
+ * written is named in tmp (caller's buffer), removed by the caller when nothing came. Returns the
+ * fd, or -1 with errno. */
 static int open_output(const char *path, char *tmp, size_t cap) {
   struct stat st;
   if (lstat(path, &st) == 0 && (!S_ISREG(st.st_mode) || st.st_uid != geteuid())) {
     errno = EEXIST;
     return -1;
   }
+  if (lstat(path, &st) != 0 && errno == ENOENT) {
+    /* a new name is written in place from its first byte, as dotnet-trace writes it: the trace
+     * can be followed while it records, and a killed run leaves what came. `tmp` names it all the
+     * same: what is removed when nothing came, renamed to .partial when a write failed. */
+    if ((size_t)snprintf(tmp, cap, "%s", path) >= cap) {
+      tmp[0] = '\0';
+      errno = ENAMETOOLONG;
+      return -1;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) tmp[0] = '\0';
+    return fd;
+  }
+  /* an existing file (ours) is replaced only by a whole new one: a hidden temporary beside it */
   const char *slash = strrchr(path, '/');
   int n = slash ? snprintf(tmp, cap, "%.*s/.%s.dntrace-XXXXXX", (int)(slash - path), path, slash + 1)
                 : snprintf(tmp, cap, ".%s.dntrace-XXXXXX", path);
@@ -334,9 +349,13 @@ static int open_output(const char *path, char *tmp, size_t cap) {
   return fd;
 }
 
-/* Gives the temporary its final name (output, or output.partial): 0, or -1 with the error printed
- * and the temporary left where it is, named. */
+/* Gives the file written its final name (output, or output.partial): 0, or -1 with the error
+ * printed and the file left where it is, named. */
 static int keep_output(struct collect *c, const char *name) {
+  if (strcmp(c->tmp, name) == 0) { /* written in place: it has its name already */
+    c->tmp[0] = '\0';
+    return 0;
+  }
   if (rename(c->tmp, name) != 0) {
     dnt_error("cannot rename '%s' to '%s': %s (the trace stays there)", c->tmp, name, strerror(errno));
     c->tmp[0] = '\0';

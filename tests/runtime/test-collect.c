@@ -95,15 +95,21 @@ static int wait_exit(pid_t pid) {
   return -1;
 }
 
-/* The trace collect is writing into dir (the hidden temporary beside the output, .NAME.dntrace-X,
- * name a part of NAME), scanned as far as it goes: 1, or 0 when there is none (yet, or any more). */
+/* The trace collect is writing into dir (a new name: the output itself, NAME; one that existed:
+ * the hidden temporary beside it, .NAME.dntrace-X; name a part of NAME), scanned as far as it goes:
+ * 1, or 0 when there is none (yet, or any more). */
 static int scan_so_far(const char *dir, const char *name, struct nt_scan *s) {
   DIR *d = opendir(dir);
   struct dirent *e;
-  char path[512] = "";
-  while (d && (e = readdir(d)))
-    if (e->d_name[0] == '.' && strstr(e->d_name, name) && strstr(e->d_name, ".dntrace-"))
+  char path[512] = "", tmp[512] = "";
+  while (d && (e = readdir(d))) {
+    if (!strstr(e->d_name, name)) continue;
+    if (e->d_name[0] == '.' && strstr(e->d_name, ".dntrace-"))
+      snprintf(tmp, sizeof tmp, "%s/%s", dir, e->d_name);
+    else if (e->d_name[0] != '.' && !strstr(e->d_name, ".partial"))
       snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+  }
+  if (tmp[0]) snprintf(path, sizeof path, "%s", tmp); /* an old file is being replaced: the new one */
   if (d) closedir(d);
   memset(s, 0, sizeof *s);
   return path[0] && nt_scan_file(path, s) == 0;
@@ -246,6 +252,15 @@ Test(collect, target_killed_mid_session_keeps_a_valid_prefix, .timeout = 180) {
   pid_t d = spawn_dntrace(argv, log);
   wait_started(log);
   wait_for_trace(dir, "t.nettrace", has_a_block, NULL, "a block");
+  /* a new name is written in place while it records (issue 28 item 9): the file under its own
+   * name holds the block, and there is no hidden temporary beside it */
+  static struct nt_scan live;
+  cr_assert_eq(nt_scan_file(out, &live), 0, "%s exists while collect records", out);
+  cr_assert_gt(live.blocks, 0, "%s holds what came so far", out);
+  DIR *dd = opendir(dir);
+  for (struct dirent *de; dd && (de = readdir(dd));)
+    cr_assert(!strstr(de->d_name, ".dntrace-"), "no temporary: %s", de->d_name);
+  if (dd) closedir(dd);
   kill(t.pid, SIGKILL);
   int rc = wait_exit(d);
   dnt_target_stop(&t);
