@@ -100,6 +100,18 @@ static char *render(const struct dnt_counter_table *t, long *samples) {
   return text;
 }
 
+/* The table as Prometheus text, which the format checker accepts whole: every sample written is
+ * one it counts (heap, caller-owned). */
+static char *render_checked(const struct dnt_counter_table *t) {
+  long samples;
+  char *text = render(t, &samples);
+  char err[256];
+  size_t checked;
+  cr_assert_eq(prom_check(text, &checked, err, sizeof err), 0, "%s\n%s", err, text);
+  cr_expect_eq((size_t)samples, checked);
+  return text;
+}
+
 static void expect_value(const char *text, const char *series, double want) {
   double v;
   cr_assert_eq(prom_value(text, series, &v), 0, "no line '%s' in:\n%s", series, text);
@@ -121,12 +133,7 @@ Test(prom_writer, names_types_units_labels) {
   put(&t, "Sample.Meter", "9lives", "s", "", DNT_COUNTER_MEAN, 1e300);
   put(&t, "Sample.Meter", "pause.time.seconds", "s", "", DNT_COUNTER_MEAN, 0.25);
   put(&t, "Sample.Meter", "weird unit", "kB/s", "", DNT_COUNTER_MEAN, 2);
-  long samples;
-  char *text = render(&t, &samples);
-  char err[256];
-  size_t checked;
-  cr_assert_eq(prom_check(text, &checked, err, sizeof err), 0, "%s\n%s", err, text);
-  cr_expect_eq((size_t)samples, checked);
+  char *text = render_checked(&t);
   expect_value(text, "dotnet_gc_heap_total_allocated_bytes_total{provider=\"System.Runtime\"}", 150);
   expect_value(text, "cpu_usage_percent{provider=\"System.Runtime\"}", 3.5);
   expect_value(text, "sample_requests_total{provider=\"Sample.Meter\",route=\"/a\"}", 4);
@@ -170,12 +177,7 @@ Test(prom_writer, summaries_have_their_sum_and_count) {
   put_hist(&t, "sample.latency", "route=/a,Percentile=50", 9, 2, 20, 1);
   put_hist(&t, "sample.latency", "route=/a,Percentile=95", 11, 2, 20, 1);
   put_hist(&t, "old.latency", "Percentile=50", 5, 0, 0, 0);
-  long samples;
-  char *text = render(&t, &samples);
-  char err[256];
-  size_t checked;
-  cr_assert_eq(prom_check(text, &checked, err, sizeof err), 0, "%s\n%s", err, text);
-  cr_expect_eq((size_t)samples, checked);
+  char *text = render_checked(&t);
   expect_value(text, "sample_latency_seconds_sum{provider=\"Sample.Meter\",route=\"/a\"}", 0.05);
   expect_value(text, "sample_latency_seconds_count{provider=\"Sample.Meter\",route=\"/a\"}", 5);
   expect_value(text, "sample_latency_seconds{provider=\"Sample.Meter\",route=\"/a\",quantile=\"0.95\"}", 0.011);

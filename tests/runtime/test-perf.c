@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "../lib/files-cr.h"
 #include "../lib/run.h"
 #include "../lib/target-cr.h"
 #include "../lib/target.h"
@@ -1388,12 +1389,6 @@ static void run_cleanup(const char *dir, struct dnt_run *r) {
   cr_expect_eq(dnt_run_argv(r, cleanup, env, DNT_HANG_MS), 0, "%s%s", r->out, r->err);
 }
 
-static void rm_dir(const char *dir) {
-  char cmd[256];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  cr_assert_eq(system(cmd), 0);
-}
-
 /* ... and the next run (here --cleanup) turns the target's perf map off again. */
 Test(perf_runtime, a_killed_run_leaves_nothing_running_or_on, .timeout = 240) {
   DNT_REQUIRE_PERF();
@@ -1415,7 +1410,7 @@ Test(perf_runtime, a_killed_run_leaves_nothing_running_or_on, .timeout = 240) {
   cr_expect(strstr(r.out, "0 perf maps turned off again"), "nothing left the second time:\n%s", r.out);
   dnt_run_free(&r);
   dnt_target_stop(&t);
-  rm_dir(dir);
+  dnt_rm_rf(dir);
 }
 
 /* Issue 29 item 6: ... and when the target died meanwhile, the next run removes the perf map file
@@ -1435,7 +1430,7 @@ Test(perf_runtime, a_killed_runs_map_of_a_dead_target_is_removed, .timeout = 240
   dnt_run_free(&r);
   cr_expect_neq(stat(path, &st), 0, "%s is removed", path);
   unlink(path);
-  rm_dir(dir);
+  dnt_rm_rf(dir);
 }
 
 /* The screen of the tmux session into a heap string ("" when it cannot be read). */
