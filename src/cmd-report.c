@@ -1,7 +1,7 @@
 /* dntrace report: where the time goes, from the SampleProfiler samples of a trace: the top
- * functions by exclusive or inclusive thread time, overall or per thread. dotnet-trace's grammar
- * (`report FILE topN [-n N] [--inclusive] [-v]`) is taken too, with its table: native time
- * folded into the managed callers. */
+ * functions by exclusive or inclusive thread time, overall or per thread. By default native time
+ * is folded into the managed callers, as dotnet-trace's `report FILE topN` folds it (its grammar is
+ * taken too); --no-fold-native shows PerfView's exclusive view, UNMANAGED_CODE_TIME a row. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +16,7 @@
 struct report_options {
   const char *trace;
   long top;
-  int inclusive, threads, fold_native, verbose, topn;
+  int inclusive, threads, fold_native, no_fold_native, verbose, topn;
   int weight; /* 0 time, 1 samples (--weight) */
 };
 
@@ -25,18 +25,20 @@ static const struct dnt_option report_options[] = {
     DNT_OPT_COUNT('n', "number", "N", O(top), 100000, "how many functions (default 5)"),
     DNT_OPT_FLAG(0, "inclusive", O(inclusive), "rank by inclusive time (default: exclusive)"),
     DNT_OPT_FLAG(0, "threads", O(threads), "one table per thread, besides the overall one"),
-    DNT_OPT_FLAG(0, "fold-native", O(fold_native),
-                 "charge native time (UNMANAGED_CODE_TIME) to the managed frame\nthat called it: "
-                 "a blocked thread shows the method that waits\n(dotnet-trace's report always does)"),
+    DNT_OPT_FLAG(0, "no-fold-native", O(no_fold_native),
+                 "keep native time (UNMANAGED_CODE_TIME) a row of its own, as\nPerfView's exclusive view "
+                 "does (by default it is charged to the\nmanaged frame that called it, as dotnet-trace's "
+                 "report does:\na blocked thread shows the method that waits)"),
+    DNT_OPT_FLAG(0, "fold-native", O(fold_native), NULL), /* the default now; kept for scripts */
     DNT_OPT_FLAG('v', "verbose", O(verbose), "also the sample counts (names are never shortened)"),
-    DNT_OPT_TEXT("topN", "dotnet-trace's subcommand after FILE: its table, with\n--fold-native"),
+    DNT_OPT_TEXT("topN", "dotnet-trace's subcommand after FILE: the same table"),
     DNT_OPT_WEIGHT(O(weight), "time (default: each sample the time until its thread's next)\n"
                               "or samples (plain counts)"),
     DNT_OPT_END(),
 };
 
 const struct dnt_usage usage_report = {
-    .synopsis = "dntrace report FILE [topN] [-n N] [--inclusive] [--threads] [--fold-native] [-v] [--weight WEIGHT]",
+    .synopsis = "dntrace report FILE [topN] [-n N] [--inclusive] [--threads] [--no-fold-native] [-v] [--weight WEIGHT]",
     .summary = "Show the functions that take the most thread time in a trace",
     .options = report_options,
     .operand = 1,
@@ -124,7 +126,12 @@ int cmd_report(int argc, char **argv) {
     dnt_profile_free(prof);
     return DNT_EXIT_FAILURE;
   }
-  int fold = o.fold_native || o.topn;
+  if (o.no_fold_native && (o.fold_native || o.topn)) {
+    dnt_error("--no-fold-native goes without --fold-native and topN (dotnet-trace's table folds native time)");
+    dnt_profile_free(prof);
+    return DNT_EXIT_USAGE;
+  }
+  int fold = !o.no_fold_native;
   dnt_profile_fold_native(prof, fold);
   uint64_t total = dnt_profile_samples(prof);
   if (total == 0) {
