@@ -327,9 +327,9 @@ demo_run() {
   say "dntrace collect -p $pid --duration 5s -o $out/demo.nettrace"
   rm -f "$out"/demo.nettrace
   "$dir"/dntrace collect -p "$pid" --duration 5s -o "$out"/demo.nettrace
-  # --fold-native: the method each thread waits in, rather than UNMANAGED_CODE_TIME first
-  say "dntrace report $out/demo.nettrace -n 8 --fold-native"
-  "$dir"/dntrace report "$out"/demo.nettrace -n 8 --fold-native
+  # native time folded into its caller (the default, as dotnet-trace's): the method each thread waits in
+  say "dntrace report $out/demo.nettrace -n 8"
+  "$dir"/dntrace report "$out"/demo.nettrace -n 8
   demo_stop
 }
 
