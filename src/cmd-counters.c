@@ -86,6 +86,8 @@ static int on_value(void *ud, const dnt_counter_value *v) {
     return 0;
   }
   if (c->write_failed) return 0;
+  /* the series seen (latest values), so that the end can say which asked-for counter sent none */
+  if (dnt_counter_table_put(&c->table, v) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   if (c->format == FORMAT_JSON)
     dnt_counter_json_row(c->out, v, c->refresh_s, c->rows == 0);
   else
@@ -491,9 +493,49 @@ static int open_collect_output(struct counters *c) {
   return 0;
 }
 
+/* The providers asked for, comma-separated, into buf (for the line that says none sent anything). */
+static const char *asked_for(const struct counters *c, char *buf, size_t cap) {
+  size_t o = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < c->opts->specs.n && o + 1 < cap; i++)
+    o += (size_t)snprintf(buf + o, cap - o, "%s%s", i ? ", " : "", c->opts->specs.v[i].provider);
+  return buf;
+}
+
 /* The end of collect: the file closed (JSON completed) and checked. 0 or an exit code. */
 static int finish_collect_output(struct counters *c) {
   int bad = c->write_failed; /* its error is printed */
+  if (!bad && c->quitting && c->rows == 0 && c->table.n == 0) {
+    /* stopped with nothing to save: a name the target does not publish (dotnet-counters says
+     * nothing, with exit 0, and writes an empty file) */
+    char names[512];
+    if (c->format != FORMAT_PROMETHEUS) {
+      c->out = NULL;
+      dnt_output_abort(&c->output);
+    } else if (strcmp(c->out_path, "-") != 0) {
+      unlink(c->out_path);
+    }
+    dnt_error("no counter value came from %s: the process publishes none of them ('dntrace counters list' shows the "
+              "well-known counters); no file written",
+              asked_for(c, names, sizeof names));
+    return DNT_EXIT_FAILURE;
+  }
+  for (size_t i = 0; !bad && c->quitting && i < c->opts->specs.n; i++) { /* some came: say which did not */
+    const struct dnt_counter_spec *sp = &c->opts->specs.v[i];
+    int any = 0;
+    for (size_t r = 0; r < c->table.n && !any; r++) any = strcasecmp(c->table.v[r].provider, sp->provider) == 0;
+    if (!any) {
+      dnt_warning("no counter value came from %s ('dntrace counters list' shows the well-known counters)",
+                  sp->provider);
+      continue;
+    }
+    for (size_t k = 0; k < sp->nnames; k++) {
+      int seen = 0;
+      for (size_t r = 0; r < c->table.n && !seen; r++)
+        seen = strcasecmp(c->table.v[r].provider, sp->provider) == 0 && strcmp(c->table.v[r].name, sp->names[k]) == 0;
+      if (!seen) dnt_warning("no value of %s[%s] came", sp->provider, sp->names[k]);
+    }
+  }
   if (c->format == FORMAT_PROMETHEUS) {
     if (!bad && write_prom_file(c) != 0) bad = 1;
   } else {
