@@ -21,6 +21,7 @@ struct thread_seen {
   struct state_change *changes;
   size_t nchanges, capchanges;
   uint64_t cpu_samples, last_clock;
+  uint64_t cpu_ns; /* its samples' periods added up: the CPU time perf measured */
   char name[32];
 };
 
@@ -128,6 +129,7 @@ int dnt_cpu_states_add(dnt_cpu_states *cs, const dnt_perf_sample *s) {
       cs->ngaps++;
     }
     t->last_clock = s->time_ns;
+    t->cpu_ns += s->period;
     cs->cpu_samples++;
   } else if (dnt_perf_event_is(s->event, "sched:sched_switch")) {
     int kind = s->decoded ? (s->left_runnable ? SWITCHED_OUT_PREEMPTED : SWITCHED_OUT_ASLEEP) : switch_kind(s->trace);
@@ -316,6 +318,11 @@ void dnt_cpu_states_info(const dnt_cpu_states *cs, struct dnt_cpu_states_info *o
   out->last_ns = cs->last_ns;
   out->has_switches = cs->has_switches;
   out->incomplete = cs->oom;
+}
+
+uint64_t dnt_cpu_states_thread_cpu_ns(const dnt_cpu_states *cs, uint64_t tid) {
+  const struct thread_seen *th = find(cs, tid);
+  return th ? th->cpu_ns : 0;
 }
 
 const char *dnt_cpu_states_thread(const dnt_cpu_states *cs, uint64_t tid, uint64_t *cpu_samples) {

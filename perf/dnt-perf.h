@@ -43,6 +43,8 @@ typedef struct dnt_perf_sample {
   int pid, tid;
   uint64_t time_ns; /* the clock perf recorded with (-k CLOCK_MONOTONIC: EventPipe's clock) */
   const char *event; /* "cpu-clock", "sched:sched_switch" */
+  uint64_t period;   /* perf's period field when printed (cpu-clock: the ns of CPU time the sample
+                        stands for, which perf adjusts to keep its frequency); 0 when not */
   const char *trace; /* a tracepoint's fields ("prev_comm=... ==> next_comm=..."), else "" */
   const dnt_perf_frame *frames; /* leaf first */
   size_t nframes;
@@ -218,6 +220,9 @@ struct dnt_cpu_states_info {
 void dnt_cpu_states_info(const dnt_cpu_states *cs, struct dnt_cpu_states_info *out);
 /* perf's view of one thread: its name ("" unknown; borrowed from cs) and cpu-clock samples. */
 const char *dnt_cpu_states_thread(const dnt_cpu_states *cs, uint64_t tid, uint64_t *cpu_samples);
+/* The CPU time of thread tid by its cpu-clock samples' periods added up (ns): what perf measured
+ * it ran, however perf adjusted its period; 0 when the samples carried no period. */
+uint64_t dnt_cpu_states_thread_cpu_ns(const dnt_cpu_states *cs, uint64_t tid);
 
 /* ============================================================================================== */
 /* `perf script` output of one process turned into a dnt_profile: the frames' addresses recovered

@@ -290,7 +290,10 @@ static int run_perf_script(const char *data, dnt_perf_reader *reader, enum trace
                                       "trace:comm,pid,tid,time,event,trace,ip,sym,dso"};
     /* waits reads the cpu-clock samples only as "this thread ran then": their chains, a fifth of
      * the text, are left out */
-    const char *sw_arg = trace == TRACE_CHAINS ? "sw:comm,pid,tid,time,event" : "sw:comm,pid,tid,time,event,ip,sym,dso";
+    /* the period: each cpu-clock sample's share of CPU time, which perf adjusts to keep its
+     * frequency (a count times the nominal period misses it on a loaded machine) */
+    const char *sw_arg = trace == TRACE_CHAINS ? "sw:comm,pid,tid,time,period,event"
+                                               : "sw:comm,pid,tid,time,period,event,ip,sym,dso";
     char *const argv[] = {"perf", "script", "-i", (char *)data, "--ns", "--show-mmap-events",
                           "-F", (char *)sw_arg, trace_arg[trace] ? "-F" : NULL,
                           trace_arg[trace], NULL};

@@ -20,7 +20,7 @@ struct dnt_perf_script {
   char head[1024]; /* comm \0 event \0 trace */
   const char *comm, *event, *trace;
   int pid, tid;
-  uint64_t time_ns;
+  uint64_t time_ns, period;
   dnt_perf_frame *frames;
   size_t nframes;
   char *names; /* the frames' strings, back to back */
@@ -88,7 +88,8 @@ static int emit_sample(dnt_perf_script *p) {
   p->st.samples++;
   if (!p->cb.on_sample) return 0;
   dnt_perf_sample s = {.comm = p->comm, .pid = p->pid, .tid = p->tid, .time_ns = p->time_ns,
-                       .event = p->event, .trace = p->trace, .frames = p->frames, .nframes = p->nframes};
+                       .event = p->event, .period = p->period, .trace = p->trace, .frames = p->frames,
+                       .nframes = p->nframes};
   return p->cb.on_sample(p->ud, &s);
 }
 
@@ -125,6 +126,16 @@ static int sample_header(dnt_perf_script *p, char *line) {
   while (*line == ' ' && line < comm_end) line++; /* perf's padding of a right-aligned COMM */
   char *event = time_end + 2;
   while (*event == ' ') event++;
+  /* `TIME: PERIOD EVENT:` when the period field was asked for: digits, then a space */
+  uint64_t period = 0;
+  char *digits = event;
+  while (*digits >= '0' && *digits <= '9' && period <= UINT64_MAX / 10) period = period * 10 + (uint64_t)(*digits++ - '0');
+  if (digits > event && *digits == ' ') {
+    event = digits;
+    while (*event == ' ') event++;
+  } else {
+    period = 0;
+  }
   char *event_end = strchr(event, ':');
   /* an event name may hold one ':' of its own (sched:sched_switch): its end is ": " */
   while (event_end && event_end[1] && event_end[1] != ' ') event_end = strchr(event_end + 1, ':');
@@ -144,6 +155,7 @@ static int sample_header(dnt_perf_script *p, char *line) {
   p->pid = pid;
   p->tid = tid;
   p->time_ns = t;
+  p->period = period;
   p->nframes = 0;
   p->names_len = 0;
   p->in_sample = 1;

@@ -216,7 +216,7 @@ int cmd_compare(int argc, char **argv) {
            info.window_ms);
   /* perf's own measure of each thread's CPU, to set the classification beside */
   double span_ms = info.last_ns > info.first_ns ? (double)(info.last_ns - info.first_ns) / 1e6 : 0;
-  printf("Per thread (perf CPU: its cpu-clock samples times the period, over the %.1f s perf recorded):\n",
+  printf("Per thread (perf CPU: its cpu-clock samples' periods added up, over the %.1f s perf recorded):\n",
          span_ms / 1000);
   printf("  %8s  %-16s %9s %9s %9s %9s %9s\n", "tid", "name", "samples", "on-CPU",
          info.has_switches ? "blocked" : "off-CPU", info.has_switches ? "runnable" : "(unsplit)", "perf CPU");
@@ -226,7 +226,10 @@ int cmd_compare(int argc, char **argv) {
     if (!n) continue;
     uint64_t cpu_samples;
     const char *name = dnt_cpu_states_thread(states, t->tid, &cpu_samples);
-    double cpu = span_ms > 0 ? 100.0 * (double)cpu_samples * info.period_ms / span_ms : 0;
+    /* the periods perf recorded, else (a perf script without them) the count times the period */
+    uint64_t cpu_ns = dnt_cpu_states_thread_cpu_ns(states, t->tid);
+    double cpu_ms = cpu_ns ? (double)cpu_ns / 1e6 : (double)cpu_samples * info.period_ms;
+    double cpu = span_ms > 0 ? 100.0 * cpu_ms / span_ms : 0;
     char safe[17]; /* the thread's name is its own words: escaped, then cut to its column */
     dnt_text_escape(safe, sizeof safe, *name ? name : "?");
     printf("  %8llu  %-16s %9llu %8.1f%% %8.1f%% %8.1f%% %8.1f%%\n", (unsigned long long)t->tid, safe,

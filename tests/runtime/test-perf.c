@@ -187,6 +187,51 @@ Test(perf_script, fields_of_each_line) {
   free(out);
 }
 
+/* The period field (`-F ...,time,period,event`): each cpu-clock sample's share of CPU time, which
+ * perf adjusts to hold its frequency; compare adds them up into a thread's CPU time (under load a
+ * count times the nominal period missed a tenth of it). A line without it reads as before. */
+static int keep_periods(void *ud, const dnt_perf_sample *s) {
+  uint64_t *v = ud;
+  v[v[0] + 1] = s->period;
+  v[0]++;
+  cr_assert_str_eq(s->event, "cpu-clock");
+  cr_assert_eq(s->tid, 101);
+  return 0;
+}
+
+Test(perf_script, the_period_field) {
+  static const char text[] = "cpu-work 100/101 20639.099779057:    1001001 cpu-clock: \n"
+                             "\t          1181b3 [unknown] (/memfd:doublemapper (deleted))\n"
+                             "\n"
+                             "cpu-work 100/101 20639.100779057:     250000 cpu-clock: \n"
+                             "\n"
+                             "cpu-work 100/101 20639.101779057: cpu-clock: \n";
+  uint64_t got[4] = {0};
+  static const dnt_perf_script_cb cb = {keep_periods, NULL};
+  dnt_perf_script *p = dnt_perf_script_new(&cb, got);
+  cr_assert(p);
+  cr_assert_eq(dnt_perf_script_feed(p, text, strlen(text)), 0);
+  cr_assert_eq(dnt_perf_script_finish(p), 0);
+  dnt_perf_script_free(p);
+  cr_assert_eq(got[0], 3);
+  cr_expect_eq(got[1], 1001001);
+  cr_expect_eq(got[2], 250000);
+  cr_expect_eq(got[3], 0, "no period printed: 0");
+  /* into a thread's CPU time */
+  dnt_cpu_states *cs = dnt_cpu_states_new();
+  cr_assert(cs);
+  dnt_perf_sample a = {.comm = "cpu-work", .pid = 100, .tid = 101, .time_ns = 1000, .event = "cpu-clock", .trace = "",
+                       .period = 1001001};
+  dnt_perf_sample b = a;
+  b.time_ns = 2000000, b.period = 250000;
+  cr_assert_eq(dnt_cpu_states_add(cs, &a), 0);
+  cr_assert_eq(dnt_cpu_states_add(cs, &b), 0);
+  cr_assert_eq(dnt_cpu_states_finish(cs, 0), 0);
+  cr_expect_eq(dnt_cpu_states_thread_cpu_ns(cs, 101), 1251001);
+  cr_expect_eq(dnt_cpu_states_thread_cpu_ns(cs, 102), 0);
+  dnt_cpu_states_free(cs);
+}
+
 /* What `perf script -F sw:...,ip,sym,dso -F trace:comm,...,trace` prints (compare asks for it:
  * the switches' call chains are most of the text and unused): tracepoint lines with COMM right-
  * aligned and no blank line after them, one after another. Copied in form from perf 6.1's output. */
