@@ -313,11 +313,12 @@ static void on_enter(void *ud) {
  * fd, or -1 with errno. */
 static int open_output(const char *path, char *tmp, size_t cap) {
   struct stat st;
-  if (lstat(path, &st) == 0 && (!S_ISREG(st.st_mode) || st.st_uid != geteuid())) {
+  int exists = lstat(path, &st) == 0;
+  if (exists && (!S_ISREG(st.st_mode) || st.st_uid != geteuid())) {
     errno = EEXIST;
     return -1;
   }
-  if (lstat(path, &st) != 0 && errno == ENOENT) {
+  if (!exists && errno == ENOENT) {
     /* a new name is written in place from its first byte, as dotnet-trace writes it: the trace
      * can be followed while it records, and a killed run leaves what came. `tmp` names it all the
      * same: what is removed when nothing came, renamed to .partial when a write failed. */

@@ -251,11 +251,9 @@ int cmd_perf(int argc, char **argv) {
   if (r.tty) uv_timer_start(&r.ticker, on_tick, 1000, 1000);
   dnt_enter_watch_start(&r.enter, r.loop, on_enter, &r);
   r.handles_open = 1;
-  char *safe_name = dnt_safe_text(r.s.target.name); /* its command line's words */
-  printf("Recording process %d (%s) with perf at %d Hz%s%s\n", r.s.target.pid, safe_name, hz,
+  printf("Recording process %d (%s) with perf at %d Hz%s%s\n", r.s.target.pid, r.s.target.name, hz,
          duration_ms ? "" : r.enter.active ? ". Press <Enter> or <Ctrl+C> to stop" : ". Press Ctrl+C to stop",
          r.nat.pm.we_enabled ? " (its perf map turned on for the run)" : "");
-  free(safe_name);
   fflush(stdout);
   dnt_loop_run(r.loop, UV_RUN_DEFAULT, __func__);
 
