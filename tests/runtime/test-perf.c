@@ -414,19 +414,25 @@ Test(perf_script, garbage_is_counted_never_fatal) {
 
 /* ---- the sched tracepoints read from perf.data itself ---- */
 
-/* A real recording of switches (some preempted: two busy loops share one CPU; some asleep) and
- * wake-ups, as `dntrace collect --native` records them; 0 when perf or tracefs cannot. */
-static int record_sched(char *dir, size_t cap, char *data, size_t dcap) {
-  snprintf(dir, cap, "/tmp/dnt-perfdata-XXXXXX");
+/* `perf record --quiet OPTIONS -o DIR/p.data -- WORKLOAD` into a new folder (prefix: its name's):
+ * 1 when perf recorded. */
+static int perf_record(const char *prefix, char *dir, size_t cap, char *data, size_t dcap, const char *options,
+                       const char *workload) {
+  snprintf(dir, cap, "/tmp/%s-XXXXXX", prefix);
   cr_assert(mkdtemp(dir));
   snprintf(data, dcap, "%s/p.data", dir);
   char cmd[1024];
-  snprintf(cmd, sizeof cmd,
-           "perf record --quiet -e cpu-clock/freq=999/ -e sched:sched_switch -e sched:sched_waking -g "
-           "-k CLOCK_MONOTONIC -o %s -- taskset -c 0 sh -c 'busy() { i=0; while [ $i -lt 15000 ]; do i=$((i+1)); "
-           "done; }; for j in 1 2 3; do busy & busy; wait; sleep 0.01; done' >/dev/null 2>&1",
-           data);
+  snprintf(cmd, sizeof cmd, "perf record --quiet %s -o %s -- %s >/dev/null 2>&1", options, data, workload);
   return system(cmd) == 0;
+}
+
+/* A real recording of switches (some preempted: two busy loops share one CPU; some asleep) and
+ * wake-ups, as `dntrace collect --native` records them; 0 when perf or tracefs cannot. */
+static int record_sched(char *dir, size_t cap, char *data, size_t dcap) {
+  return perf_record("dnt-perfdata", dir, cap, data, dcap,
+                     "-e cpu-clock/freq=999/ -e sched:sched_switch -e sched:sched_waking -g -k CLOCK_MONOTONIC",
+                     "taskset -c 0 sh -c 'busy() { i=0; while [ $i -lt 15000 ]; do i=$((i+1)); done; }; "
+                     "for j in 1 2 3; do busy & busy; wait; sleep 0.01; done'");
 }
 
 static void remove_dir(const char *dir) {
@@ -1010,15 +1016,8 @@ Test(perfdata, every_truncation_and_corruption_is_survived, .timeout = 120) {
  * as many samples as the cut file holds whole (counted from its bytes here: a record's header
  * gives its type and size). A whole file needs no mending. */
 static int record_cpu(char *dir, size_t cap, char *data, size_t dcap) {
-  snprintf(dir, cap, "/tmp/dnt-perfcut-XXXXXX");
-  cr_assert(mkdtemp(dir));
-  snprintf(data, dcap, "%s/p.data", dir);
-  char cmd[1024];
-  snprintf(cmd, sizeof cmd,
-           "perf record --quiet -e cpu-clock/freq=999/ -g -o %s -- sh -c 'i=0; while [ $i -lt 100000 ]; do "
-           "i=$((i+1)); done' >/dev/null 2>&1",
-           data);
-  return system(cmd) == 0;
+  return perf_record("dnt-perfcut", dir, cap, data, dcap, "-e cpu-clock/freq=999/ -g",
+                     "sh -c 'i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done'");
 }
 
 /* perf script's samples of the file at path (its lines naming the event). */
