@@ -369,8 +369,8 @@ static int on_allocation(struct dnt_allocs_analysis *a, const ntr_event *ev, int
   e->t.samples++;
   if (!(size > 0)) e->sized = 0;
   uint32_t kind = dnt__u32_of(fl.v[R_KIND]); /* 0 small, 1 large, 2 pinned */
-  if (kind == 1) e->t.large_bytes += bytes;
-  else if (kind == 2) e->t.pinned_bytes += bytes;
+  if (kind == 1) e->t.large_bytes += bytes, e->t.large_objects += objects, e->t.large_samples++;
+  else if (kind == 2) e->t.pinned_bytes += bytes, e->t.pinned_objects += objects, e->t.pinned_samples++;
   dnt_profile_add_event(a->profiles[src], ev, bytes);
   return 0;
 }
@@ -419,7 +419,7 @@ void dnt_allocs_analysis_finish(struct dnt_allocs_analysis *a) {
   s->samples = t->events;
   s->objects_known = t->n > 0;
   const struct dnt__clock *c = &a->clock;
-  if (c->qpc_freq && c->have_time) s->trace_ms = (double)(c->last_ts - c->first_ts) * 1000.0 / (double)c->qpc_freq;
+  s->trace_ms = dnt__clock_session_ms(c); /* the session's seconds, the quiet ones too */
   a->sorted = malloc((t->n ? t->n : 1) * sizeof *a->sorted);
   if (!a->sorted) {
     a->failed = 1;

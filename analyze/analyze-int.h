@@ -44,6 +44,14 @@ static inline double dnt__clock_span_ms(const struct dnt__clock *c) {
   return c->have_time ? dnt__clock_ms(c, c->last_ts) - dnt__clock_ms(c, c->first_ts) : 0;
 }
 
+/* the session's length in ms: from the trace's start (its sync time: when the session began) to
+ * its last event, so that a rate counts the quiet seconds before the first event too; the
+ * events' own span when the sync time is not before them (0: none seen) */
+static inline double dnt__clock_session_ms(const struct dnt__clock *c) {
+  double since_sync = c->have_time ? dnt__clock_ms(c, c->last_ts) : 0, span = dnt__clock_span_ms(c);
+  return since_sync > span ? since_sync : span;
+}
+
 /* the size of a payload's pointers: the trace's, 8 unless it says 4 */
 static inline uint32_t dnt__clock_ptr(const struct dnt__clock *c) { return c->pointer_size == 4 ? 4 : 8; }
 
@@ -116,6 +124,14 @@ const ntr_field *dnt__layout(struct dnt__layouts *c, const struct dnt_schema *sc
  * type and message, the lock): PerfView's "Throw(Type) message" frame. The frame is a made-up
  * address the trace's methods cannot cover, named by label(). Caller-provided storage, zeroed;
  * release with dnt__event_stacks_release. */
+/* A managed method's name, module or not: `?!Namespace.Type.Method` is a method whose module the
+ * trace did not name (no loader events nor rundown), `?!0x...` no method at all. */
+int dnt__managed_frame(const char *name);
+/* Whether a frame is the program's own code: managed, and not of the framework's assemblies (by
+ * module, or by namespace when the module is unknown) nor a dynamic method (a lambda the framework
+ * compiled). */
+int dnt__user_frame(const char *name);
+
 typedef void (*dnt__stack_label_fn)(void *ud, size_t key, char *buf, size_t cap);
 
 struct dnt__key_stacks {

@@ -103,7 +103,10 @@ const char *dnt_gc_type_name(int type, char buf[24]);
 
 /* The views: the rows (complete GCs), then the summary and the `top` longest pauses, as a text
  * table or as one JSON object. Write to fp; the caller checks fp for errors. */
-void dnt_gc_write_text(FILE *fp, const struct dnt_gc_analysis *a, size_t top);
+/* parts: DNT_GC_ALL (every GC, then the summary), DNT_GC_SUMMARY_FIRST (the summary, then every
+ * GC: a live session's many rows would scroll it out of sight) or DNT_GC_SUMMARY_ONLY. */
+enum { DNT_GC_ALL, DNT_GC_SUMMARY_FIRST, DNT_GC_SUMMARY_ONLY };
+void dnt_gc_write_text(FILE *fp, const struct dnt_gc_analysis *a, size_t top, int parts);
 void dnt_gc_write_json(FILE *fp, const struct dnt_gc_analysis *a, size_t top);
 
 /* ============================================================================================== */
@@ -216,7 +219,10 @@ typedef struct dnt_tp_second {
   uint32_t adjustments;      /* adjustments within the second */
   double queue_length;       /* System.Runtime's threadpool-queue-length counter, its last value
                                 (-1: none yet) */
-  uint64_t completed;        /* its threadpool-completed-items-count increments in the second */
+  double completed;          /* threadpool-completed-items-count: each increment spread over the
+                                seconds of the interval it counts (the counter's own IntervalSec
+                                before its timestamp), so that a once-a-second counter does not
+                                alias onto the seconds' boundaries (21924, 0, 41277, 0...) */
 } dnt_tp_second;
 
 typedef struct dnt_tp_summary {
@@ -288,6 +294,8 @@ typedef struct dnt_alloc_type {
   uint64_t samples;          /* the events that named it */
   double large_bytes;        /* of bytes, on the large object heap (AllocationKind 1) */
   double pinned_bytes;       /* on the pinned object heap (AllocationKind 2) */
+  double large_objects, pinned_objects; /* of objects, on those heaps */
+  uint64_t large_samples, pinned_samples;
 } dnt_alloc_type;
 
 typedef struct dnt_allocs_summary {
@@ -350,11 +358,27 @@ typedef struct dnt_analysis_stack {
  * an ExceptionCatchStart catches (its MethodName is the catching method), and an ExceptionThrownStop
  * ends its dispatch. analyze/exceptions.c states the rules. */
 
-#define DNT_EXC_CATCHES 4 /* catching methods kept per group (the rest are counted together) */
+#define DNT_EXC_CATCHES 4  /* catching methods kept per group (the rest are counted together) */
+#define DNT_EXC_EXAMPLES 3 /* messages kept per group as examples */
+
+/* What makes a group. By default the type and the throw site, the innermost frame of the
+ * program's own code in the throw stack (else the innermost managed frame): one place in the code
+ * is one row however its messages differ. Messages are kept as examples with their ids, GUIDs,
+ * numbers and paths folded ("order {n} is not in a state to ship"), except when grouping by
+ * message, where each exact message is a group. */
+typedef enum { DNT_EXC_BY_SITE, DNT_EXC_BY_TYPE, DNT_EXC_BY_MESSAGE, DNT_EXC_BY_STACK } dnt_exc_grouping;
+/* "site", "type", "message", "stack" to its grouping: 0, or -1 for another word. */
+int dnt_exc_grouping_parse(const char *word, dnt_exc_grouping *out);
 
 typedef struct dnt_exception_group {
   const char *type;      /* ExceptionType (owned by the analysis) */
-  const char *message;   /* ExceptionMessage ("" when none) */
+  const char *message;   /* the most frequent message (folded unless grouped by message; "" when none) */
+  const char *site;      /* the throw site's frame when grouped by site, else NULL */
+  struct {
+    const char *message; /* folded unless grouped by message */
+    uint64_t count;
+  } examples[DNT_EXC_EXAMPLES]; /* the group's messages, most frequent first; unused: NULL */
+  uint64_t other_examples;      /* throws with messages beyond those */
   uint32_t hresult;      /* the first throw's ExceptionHRESULT */
   uint64_t thrown;       /* all thrown: each is a first-chance exception */
   uint64_t handled;      /* a catch began for it */
@@ -379,6 +403,7 @@ typedef struct dnt_exception_group {
 typedef struct dnt_exception_summary {
   uint64_t thrown, handled, unhandled, unknown;
   size_t groups, types;
+  dnt_exc_grouping grouping;
   int catch_events;      /* the trace has ExceptionCatch/Filter/Finally/ThrownStop events, or was
                             recorded at the informational level (catches_recorded) */
   double trace_ms;       /* first to last event of the trace */
@@ -401,10 +426,16 @@ int dnt_exceptions_analysis_failed(const struct dnt_exceptions_analysis *a);
 /* The events were recorded at the informational level (a live session that asked for it): an
  * exception no catch took is unhandled even when the trace has no catch event at all. */
 void dnt_exceptions_analysis_catches_recorded(struct dnt_exceptions_analysis *a);
+/* How to group (before the trace is fed; the default is by site). */
+void dnt_exceptions_analysis_group_by(struct dnt_exceptions_analysis *a, dnt_exc_grouping by);
+/* message with what differs between throws of one site folded: GUIDs "{guid}", numbers "{n}"
+ * (decimals and 0x... too), hex ids of 8 digits or more "{hex}", paths "{path}"; into out (cap
+ * bytes, NUL-terminated, cut when it does not fit). */
+void dnt_exc_fold_message(const char *message, char *out, size_t cap);
 /* Once the trace is read: groups sorted by count, the `top` heaviest throw stacks of each named,
  * the summary. Call once. */
 void dnt_exceptions_analysis_finish(struct dnt_exceptions_analysis *a, size_t top_stacks);
-/* The groups (by type and message), most thrown first; valid until the analysis is freed. */
+/* The groups (as dnt_exceptions_analysis_group_by says), most thrown first; valid until the analysis is freed. */
 const dnt_exception_group *dnt_exceptions_list(const struct dnt_exceptions_analysis *a, size_t *n);
 const dnt_exception_summary *dnt_exceptions_get_summary(const struct dnt_exceptions_analysis *a);
 /* The heaviest throw stacks of all groups together (after finish). */

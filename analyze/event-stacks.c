@@ -42,6 +42,24 @@ const ntr_field *dnt__layout(struct dnt__layouts *c, const struct dnt_schema *sc
   return f;
 }
 
+int dnt__managed_frame(const char *name) {
+  if (strncmp(name, "?!", 2) == 0) return strncmp(name, "?!0x", 4) != 0;
+  return dnt_frame_kind(name) == 'M';
+}
+
+int dnt__user_frame(const char *name) {
+  if (!dnt__managed_frame(name)) return 0;
+  static const char *const framework[] = {"System.", "Microsoft.", "System!", "mscorlib!", "netstandard!",
+                                          "Anonymously Hosted DynamicMethods Assembly!"};
+  const char *method = strchr(name, '!') + 1;
+  for (size_t i = 0; i < sizeof framework / sizeof framework[0]; i++) {
+    size_t n = strlen(framework[i]);
+    if (strncmp(name, framework[i], n) == 0) return 0;
+    if (name[0] == '?' && framework[i][n - 1] == '.' && strncmp(method, framework[i], n) == 0) return 0;
+  }
+  return 1;
+}
+
 static int name_leaf(void *ud, uint64_t ip, int leaf, char *buf, size_t cap) {
   struct dnt__event_stacks *s = ud;
   (void)leaf;

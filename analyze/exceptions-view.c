@@ -45,7 +45,13 @@ void dnt_exceptions_write_text(FILE *fp, const struct dnt_exceptions_analysis *a
     fprintf(fp, "Handled or not: unknown (no catch events in the trace: record the Exception keyword at the "
                 "informational level)");
   if (s->catch_events && s->unknown) fprintf(fp, ", unknown: %llu", (unsigned long long)s->unknown);
-  fprintf(fp, "; %zu %s, %zu distinct type and message\n", s->types, s->types == 1 ? "type" : "types", s->groups);
+  fprintf(fp, "; %zu %s", s->types, s->types == 1 ? "type" : "types");
+  switch (s->grouping) {
+  case DNT_EXC_BY_SITE: fprintf(fp, ", %zu throw %s\n", s->groups, s->groups == 1 ? "site" : "sites"); break;
+  case DNT_EXC_BY_MESSAGE: fprintf(fp, ", %zu distinct type and message\n", s->groups); break;
+  case DNT_EXC_BY_STACK: fprintf(fp, ", %zu distinct type and stack\n", s->groups); break;
+  default: fputc('\n', fp);
+  }
   if (s->seconds) {
     fprintf(fp, "Thrown per second:");
     for (size_t i = 0; i < s->seconds && i < TEXT_SECONDS; i++) fprintf(fp, " %llu", (unsigned long long)s->per_sec_counts[i]);
@@ -53,14 +59,29 @@ void dnt_exceptions_write_text(FILE *fp, const struct dnt_exceptions_analysis *a
     fputc('\n', fp);
   }
   size_t shown = top && top < n ? top : n;
-  if (shown) fprintf(fp, "\n%10s %10s %10s  %s\n", "Thrown", "Handled", "Unhandled", "Type: message");
+  int by_message = s->grouping == DNT_EXC_BY_MESSAGE;
+  if (shown)
+    fprintf(fp, "\n%10s %10s %10s  %s\n", "Thrown", "Handled", "Unhandled",
+            by_message ? "Type: message" : s->grouping == DNT_EXC_BY_SITE ? "Type at throw site" : "Type");
   for (size_t i = 0; i < shown; i++) {
     fprintf(fp, "%10llu %10llu %10llu  ", (unsigned long long)g[i].thrown, (unsigned long long)g[i].handled,
             (unsigned long long)g[i].unhandled);
     dnt_text_put(fp, g[i].type);
-    fputs(": ", fp);
-    dnt_text_put(fp, g[i].message);
+    if (by_message) {
+      fputs(": ", fp);
+      dnt_text_put(fp, g[i].message);
+    } else if (g[i].site) {
+      fputs(" at ", fp);
+      dnt_text_put(fp, g[i].site);
+    }
     fputc('\n', fp);
+    for (int k = 0; !by_message && k < DNT_EXC_EXAMPLES && g[i].examples[k].message; k++) {
+      fprintf(fp, "%34s%llu with message: ", "", (unsigned long long)g[i].examples[k].count);
+      dnt_text_put(fp, g[i].examples[k].message);
+      fputc('\n', fp);
+    }
+    if (!by_message && g[i].other_examples)
+      fprintf(fp, "%34s%llu with other messages\n", "", (unsigned long long)g[i].other_examples);
     fprintf(fp, "%34sHRESULT 0x%08x, first at %.3f ms, last at %.3f ms", "", g[i].hresult, g[i].first_ms,
             g[i].last_ms);
     if (g[i].rethrown) fprintf(fp, ", rethrown %llu", (unsigned long long)g[i].rethrown);
@@ -87,10 +108,11 @@ void dnt_exceptions_write_json(FILE *fp, const struct dnt_exceptions_analysis *a
   const dnt_exception_summary *s = dnt_exceptions_get_summary(a);
   fprintf(fp,
           "{\"summary\":{\"thrown\":%llu,\"handled\":%llu,\"unhandled\":%llu,\"unknown\":%llu,\"catchEvents\":%s,"
-          "\"types\":%zu,\"groups\":%zu,\"traceMSec\":%.6f,\"perSecond\":%.6f,\"maxPerSecond\":%.0f,"
+          "\"types\":%zu,\"groups\":%zu,\"groupedBy\":\"%s\",\"traceMSec\":%.6f,\"perSecond\":%.6f,\"maxPerSecond\":%.0f,"
           "\"thrownPerSecond\":[",
           (unsigned long long)s->thrown, (unsigned long long)s->handled, (unsigned long long)s->unhandled,
-          (unsigned long long)s->unknown, s->catch_events ? "true" : "false", s->types, s->groups, s->trace_ms,
+          (unsigned long long)s->unknown, s->catch_events ? "true" : "false", s->types, s->groups,
+          (const char *[]){"site", "type", "message", "stack"}[s->grouping], s->trace_ms,
           s->per_second, s->max_per_second);
   for (size_t i = 0; i < s->seconds; i++) fprintf(fp, "%s%llu", i ? "," : "", (unsigned long long)s->per_sec_counts[i]);
   fputs("]},\"exceptions\":[", fp);
@@ -100,6 +122,17 @@ void dnt_exceptions_write_json(FILE *fp, const struct dnt_exceptions_analysis *a
     dnt_json_string(fp, g[i].type);
     fputs(",\"message\":", fp);
     dnt_json_string(fp, g[i].message);
+    if (g[i].site) {
+      fputs(",\"site\":", fp);
+      dnt_json_string(fp, g[i].site);
+    }
+    fputs(",\"messages\":[", fp);
+    for (int k = 0; k < DNT_EXC_EXAMPLES && g[i].examples[k].message; k++) {
+      fputs(k ? ",{\"message\":" : "{\"message\":", fp);
+      dnt_json_string(fp, g[i].examples[k].message);
+      fprintf(fp, ",\"count\":%llu}", (unsigned long long)g[i].examples[k].count);
+    }
+    fprintf(fp, "],\"otherMessages\":%llu", (unsigned long long)g[i].other_examples);
     fprintf(fp,
             ",\"hresult\":%u,\"thrown\":%llu,\"handled\":%llu,\"unhandled\":%llu,\"unknown\":%llu,\"rethrown\":%llu,"
             "\"nested\":%llu,\"firstMSec\":%.6f,\"lastMSec\":%.6f,\"caughtIn\":[",

@@ -49,9 +49,13 @@ enum { FLAG_NESTED = 0x02, FLAG_RETHROWN = 0x04 };
 #define IN_FLIGHT_MAX 16              /* exceptions in flight per thread */
 #define MAX_SECONDS (7 * 24 * 3600)   /* per-second counts kept for a week of trace */
 
+/* What the events are counted under: (type, message, stack). The message is folded unless the
+ * grouping is by message; the stack is the hash of its addresses when the grouping needs it (site,
+ * stack), else 0. The groups shown are made of these once the frames have names (finish). */
 struct group {
   dnt_exception_group g;
   char *type, *message;
+  uint64_t stack_hash;
   uint32_t hash;
   char *catch_names[DNT_EXC_CATCHES];
   uint64_t catch_ids[DNT_EXC_CATCHES]; /* their MethodIDs (0: not said) */
@@ -95,7 +99,16 @@ struct dnt_exceptions_analysis {
   size_t rtable_cap;
   const ntr_metadata *thrown_md; /* the last ExceptionThrown's metadata, and its EIP's size (0: */
   size_t thrown_eip;             /* not laid out as thrown_raw reads it) */
-  dnt_exception_group *sorted; /* after finish */
+  dnt_exc_grouping by;
+  /* after finish: the groups shown, each the sum of the counted groups whose key (below) is its */
+  struct shown {
+    dnt_exception_group g;
+    char *key;  /* the type, a newline, and the site, the message or the stack's frame ids */
+    char *site;
+    uint32_t hash;
+  } *shown;
+  size_t nshown;
+  dnt_exception_group *sorted;
   dnt_exception_summary summary;
 };
 
@@ -146,6 +159,11 @@ void dnt_exceptions_analysis_free(struct dnt_exceptions_analysis *a) {
   for (size_t i = 0; i < a->nraw; i++) free(a->raw[i].bytes);
   free(a->raw);
   free(a->rtable);
+  for (size_t i = 0; i < a->nshown; i++) {
+    free(a->shown[i].key);
+    free(a->shown[i].site);
+  }
+  free(a->shown);
   free(a->sorted);
   dnt__stacked_release(&a->base);
   free(a);
@@ -155,15 +173,24 @@ int dnt_exceptions_analysis_failed(const struct dnt_exceptions_analysis *a) { re
 
 void dnt_exceptions_analysis_catches_recorded(struct dnt_exceptions_analysis *a) { a->summary.catch_events = 1; }
 
+void dnt_exceptions_analysis_group_by(struct dnt_exceptions_analysis *a, dnt_exc_grouping by) { a->by = by; }
+
+int dnt_exc_grouping_parse(const char *word, dnt_exc_grouping *out) {
+  static const char *const words[] = {"site", "type", "message", "stack"};
+  for (int i = 0; i < 4; i++)
+    if (strcmp(word, words[i]) == 0) return *out = (dnt_exc_grouping)i, 0;
+  return -1;
+}
+
 static uint32_t hash_str(uint32_t h, const char *s) {
   for (; *s; s++) h = (h ^ (uint8_t)*s) * 16777619u;
   return h;
 }
 
 /* The index of the group of (type, message), created when new; -1 when out of memory. */
-static long group_of(struct dnt_exceptions_analysis *a, const char *type, const char *message) {
-  if (a->ngroups >= MAX_GROUPS) message = OTHER_MESSAGES;
-  uint32_t h = hash_str(hash_str(2166136261u, type) * 31 + 1, message);
+static long group_of(struct dnt_exceptions_analysis *a, const char *type, const char *message, uint64_t stack_hash) {
+  if (a->ngroups >= MAX_GROUPS) message = OTHER_MESSAGES, stack_hash = 0;
+  uint32_t h = hash_str(hash_str(2166136261u, type) * 31 + 1, message) ^ (uint32_t)(stack_hash ^ (stack_hash >> 32));
   if ((a->ngroups + 1) * 2 > a->table_cap) {
     size_t cap = a->table_cap ? a->table_cap * 2 : 64;
     size_t *t = calloc(cap, sizeof *t);
@@ -180,25 +207,33 @@ static long group_of(struct dnt_exceptions_analysis *a, const char *type, const 
   size_t j = h & (a->table_cap - 1);
   for (; a->table[j]; j = (j + 1) & (a->table_cap - 1)) {
     const struct group *g = &a->groups[a->table[j] - 1];
-    if (g->hash == h && strcmp(g->type, type) == 0 && strcmp(g->message, message) == 0) return (long)a->table[j] - 1;
+    if (g->hash == h && g->stack_hash == stack_hash && strcmp(g->type, type) == 0 && strcmp(g->message, message) == 0)
+      return (long)a->table[j] - 1;
+  }
+  /* copied first: type and message may be another group's, which growing the array moves */
+  char *type_copy = strdup(type), *message_copy = strdup(message);
+  if (!type_copy || !message_copy) {
+    free(type_copy);
+    free(message_copy);
+    return -1;
   }
   if (a->ngroups == a->capgroups) {
     size_t cap = a->capgroups ? a->capgroups * 2 : 32;
     struct group *g = realloc(a->groups, cap * sizeof *g);
-    if (!g) return -1;
+    if (!g) {
+      free(type_copy);
+      free(message_copy);
+      return -1;
+    }
     a->groups = g;
     a->capgroups = cap;
   }
   struct group *g = &a->groups[a->ngroups];
   memset(g, 0, sizeof *g);
-  g->type = strdup(type);
-  g->message = strdup(message);
-  if (!g->type || !g->message) {
-    free(g->type);
-    free(g->message);
-    return -1;
-  }
+  g->type = type_copy;
+  g->message = message_copy;
   g->hash = h;
+  g->stack_hash = stack_hash;
   a->table[j] = ++a->ngroups;
   return (long)a->ngroups - 1;
 }
@@ -244,18 +279,23 @@ static void uncaught(struct dnt_exceptions_analysis *a, const struct in_flight *
     a->groups[f->group].g.unknown++;
 }
 
+/* Room for second s in the per-second counts (zeros): 0, or -1 when out of memory. */
+static int grow_seconds(struct dnt_exceptions_analysis *a, size_t s) {
+  if (s < a->capsec) return 0;
+  size_t cap = a->capsec ? a->capsec : 64;
+  while (cap <= s) cap *= 2;
+  uint64_t *v = realloc(a->per_sec, cap * sizeof *v);
+  if (!v) return -1;
+  memset(v + a->capsec, 0, (cap - a->capsec) * sizeof *v);
+  a->per_sec = v;
+  a->capsec = cap;
+  return 0;
+}
+
 static int count_second(struct dnt_exceptions_analysis *a, double ms) {
   if (ms >= (double)MAX_SECONDS * 1000.0) return 0;
   size_t s = ms > 0 ? (size_t)(ms / 1000.0) : 0;
-  if (s >= a->capsec) {
-    size_t cap = a->capsec ? a->capsec : 64;
-    while (cap <= s) cap *= 2;
-    uint64_t *v = realloc(a->per_sec, cap * sizeof *v);
-    if (!v) return -1;
-    memset(v + a->capsec, 0, (cap - a->capsec) * sizeof *v);
-    a->per_sec = v;
-    a->capsec = cap;
-  }
+  if (grow_seconds(a, s) != 0) return -1;
   a->per_sec[s]++;
   if (s + 1 > a->nsec) a->nsec = s + 1;
   return 0;
@@ -263,7 +303,8 @@ static int count_second(struct dnt_exceptions_analysis *a, double ms) {
 
 /* The group, flags and HRESULT of an ExceptionThrown from its decoded record; -1 when out of
  * memory. */
-static long thrown_decoded(struct dnt_exceptions_analysis *a, const ntr_event *ev, uint64_t *flags, uint64_t *hresult) {
+static long thrown_decoded(struct dnt_exceptions_analysis *a, const ntr_event *ev, uint64_t stack_hash,
+                           uint64_t *flags, uint64_t *hresult) {
   const char *type = "(unknown)", *message = "";
   *flags = *hresult = 0;
   if (ev->metadata->version >= 1) {
@@ -274,7 +315,22 @@ static long thrown_decoded(struct dnt_exceptions_analysis *a, const ntr_event *e
     *flags = dnt__record_u64(&a->base.rec, "ExceptionFlags");
     *hresult = dnt__record_u64(&a->base.rec, "ExceptionHRESULT");
   }
-  return group_of(a, type, message);
+  if (a->by == DNT_EXC_BY_MESSAGE) return group_of(a, type, message, stack_hash);
+  char folded[1024];
+  dnt_exc_fold_message(message, folded, sizeof folded);
+  return group_of(a, type, folded, stack_hash);
+}
+
+/* The stack's addresses hashed, when the grouping tells stacks apart (else 0). */
+static uint64_t stack_hash_of(const struct dnt_exceptions_analysis *a, const ntr_event *ev) {
+  if (a->by != DNT_EXC_BY_SITE && a->by != DNT_EXC_BY_STACK) return 0;
+  size_t n = ev->stack ? ev->stack->nframes : 0;
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
+  for (size_t i = 0; i < n; i++) {
+    h = (h ^ ev->stack->frames[i]) * 0xff51afd7ed558ccdull;
+    h ^= h >> 31;
+  }
+  return h | 1; /* never 0: that is "not told apart" */
 }
 
 static int on_thrown(struct dnt_exceptions_analysis *a, const ntr_event *ev, long gi, uint64_t flags,
@@ -502,7 +558,7 @@ static int exc_on_event(void *ud, const ntr_event *ev) {
     a->summary.catch_events = 1;
     return on_catch(a, ev, f, nfields) ? (a->base.failed = 1, 1) : 0;
   }
-  uint64_t flags, hresult;
+  uint64_t flags, hresult, sh = stack_hash_of(a, ev);
   struct thrown_raw raw;
   long gi;
   if (md->version >= 1 && thrown_raw(a, f, nfields, ev, &raw)) {
@@ -511,12 +567,14 @@ static int exc_on_event(void *ud, const ntr_event *ev) {
     gi = raw_group(a, &raw);
     if (gi == -2) { /* new: decoded once, then known by its bytes */
       if (decode_thrown(a, ev, f, nfields) != 0) return a->base.failed = 1, 1;
-      gi = thrown_decoded(a, ev, &flags, &hresult);
+      gi = thrown_decoded(a, ev, sh, &flags, &hresult);
       if (gi >= 0 && raw_remember(a, &raw, (size_t)gi) != 0) gi = -1;
+    } else if (a->groups[gi].stack_hash != sh) { /* the same strings from another stack */
+      gi = group_of(a, a->groups[gi].type, a->groups[gi].message, sh);
     }
   } else {
     if (decode_thrown(a, ev, f, nfields) != 0) return a->base.failed = 1, 1;
-    gi = thrown_decoded(a, ev, &flags, &hresult);
+    gi = thrown_decoded(a, ev, sh, &flags, &hresult);
   }
   if (on_thrown(a, ev, gi, flags, hresult) != 0) return a->base.failed = 1, 1;
   return 0;
@@ -535,7 +593,9 @@ static int by_thrown(const void *x, const void *y) {
   const dnt_exception_group *a = x, *b = y;
   if (a->thrown != b->thrown) return a->thrown > b->thrown ? -1 : 1;
   int c = strcmp(a->type, b->type);
-  return c ? c : strcmp(a->message, b->message);
+  if (c) return c;
+  if (a->site && b->site && (c = strcmp(a->site, b->site))) return c;
+  return strcmp(a->message, b->message);
 }
 
 static int by_string(const void *x, const void *y) { return strcmp(*(const char *const *)x, *(const char *const *)y); }
@@ -551,51 +611,243 @@ static void sort_catches(dnt_exception_group *g) {
     }
 }
 
+/* The frames of raw group gi's stack (leaf first, the key's own frame left out) into *ids
+ * (malloc'ed; the caller frees it): their count, or (size_t)-1 when out of memory. */
+static size_t group_frames(const struct dnt_exceptions_analysis *a, const uint32_t *stack_of, size_t gi,
+                           uint32_t **ids) {
+  const struct dnt_profile *p = a->base.stacks.prof;
+  *ids = NULL;
+  if (stack_of[gi] == UINT32_MAX) return 0;
+  size_t n = dnt_profile_stack_names(p, stack_of[gi], NULL);
+  if (n <= 1) return 0;
+  if (!(*ids = malloc(n * sizeof **ids))) return (size_t)-1;
+  dnt_profile_stack_names(p, stack_of[gi], *ids);
+  memmove(*ids, *ids + 1, (n - 1) * sizeof **ids);
+  return n - 1;
+}
+
+/* The throw site: the innermost frame of the program's own code, else the innermost managed
+ * frame that is not the runtime's dispatch of the exception. */
+static const char *site_of(const struct dnt_profile *p, const uint32_t *ids, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (dnt__user_frame(dnt_profile_name(p, ids[i]))) return dnt_profile_name(p, ids[i]);
+  for (size_t i = 0; i < n; i++) {
+    const char *name = dnt_profile_name(p, ids[i]);
+    if (dnt__managed_frame(name) && !strstr(name, "!System.Runtime.EH.")) return name;
+  }
+  return n ? "(no managed frame)" : "(no stack)";
+}
+
+/* The key of the group shown for raw group gi: malloc'ed, NULL when out of memory; *site the
+ * site's name when grouped by site. */
+static char *shown_key(const struct dnt_exceptions_analysis *a, const uint32_t *stack_of, size_t gi,
+                       const char **site) {
+  const struct group *g = &a->groups[gi];
+  char *key = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&key, &len);
+  if (!mem) return NULL;
+  fprintf(mem, "%s\n", g->type);
+  *site = NULL;
+  if (a->by == DNT_EXC_BY_MESSAGE) {
+    fputs(g->message, mem);
+  } else if (a->by != DNT_EXC_BY_TYPE) {
+    uint32_t *ids;
+    size_t n = group_frames(a, stack_of, gi, &ids);
+    if (n == (size_t)-1) {
+      fclose(mem);
+      free(key);
+      return NULL;
+    }
+    if (a->by == DNT_EXC_BY_SITE)
+      fputs(*site = site_of(a->base.stacks.prof, ids, n), mem);
+    else
+      for (size_t i = 0; i < n; i++) fprintf(mem, "%x,", ids[i]);
+    free(ids);
+  }
+  if (fclose(mem) != 0) {
+    free(key);
+    return NULL;
+  }
+  return key;
+}
+
+/* The shown group of key (created when new, taking key; else key is freed): its index, or -1 when
+ * out of memory. */
+static long shown_of(struct dnt_exceptions_analysis *a, char *key, const char *site, size_t **table, size_t *cap) {
+  uint32_t h = hash_str(2166136261u, key);
+  if ((a->nshown + 1) * 2 > *cap) {
+    size_t ncap = *cap ? *cap * 2 : 64;
+    size_t *t = calloc(ncap, sizeof *t);
+    if (!t) return free(key), -1;
+    for (size_t i = 0; i < a->nshown; i++) {
+      size_t j = a->shown[i].hash & (ncap - 1);
+      while (t[j]) j = (j + 1) & (ncap - 1);
+      t[j] = i + 1;
+    }
+    free(*table);
+    *table = t;
+    *cap = ncap;
+  }
+  size_t j = h & (*cap - 1);
+  for (; (*table)[j]; j = (j + 1) & (*cap - 1)) {
+    struct shown *sh = &a->shown[(*table)[j] - 1];
+    if (sh->hash == h && strcmp(sh->key, key) == 0) return free(key), (long)(*table)[j] - 1;
+  }
+  struct shown *sh = &a->shown[a->nshown]; /* room for every raw group was made */
+  memset(sh, 0, sizeof *sh);
+  sh->key = key;
+  sh->hash = h;
+  if (site && !(sh->site = strdup(site))) return -1;
+  (*table)[j] = ++a->nshown;
+  return (long)a->nshown - 1;
+}
+
+/* A raw group's catches added to its shown group's, by method name. */
+static void add_catches(dnt_exception_group *to, const dnt_exception_group *from) {
+  to->other_catches += from->other_catches;
+  for (int k = 0; k < DNT_EXC_CATCHES && from->catches[k].method; k++) {
+    int m = 0;
+    while (m < DNT_EXC_CATCHES && to->catches[m].method && strcmp(to->catches[m].method, from->catches[k].method))
+      m++;
+    if (m == DNT_EXC_CATCHES) {
+      to->other_catches += from->catches[k].count;
+      continue;
+    }
+    if (!to->catches[m].method) to->catches[m].method = from->catches[k].method;
+    to->catches[m].count += from->catches[k].count;
+  }
+}
+
+/* A message with its count among the shown group's examples (most frequent kept). */
+static void add_example(dnt_exception_group *g, const char *message, uint64_t count) {
+  int k = 0;
+  while (k < DNT_EXC_EXAMPLES && g->examples[k].message && strcmp(g->examples[k].message, message)) k++;
+  if (k < DNT_EXC_EXAMPLES && g->examples[k].message) {
+    g->examples[k].count += count;
+  } else if (k < DNT_EXC_EXAMPLES) {
+    g->examples[k].message = message;
+    g->examples[k].count = count;
+  } else if (count > g->examples[DNT_EXC_EXAMPLES - 1].count) { /* it takes the last one's place */
+    g->other_examples += g->examples[DNT_EXC_EXAMPLES - 1].count;
+    g->examples[k = DNT_EXC_EXAMPLES - 1].message = message;
+    g->examples[k].count = count;
+  } else {
+    g->other_examples += count;
+    return;
+  }
+  for (; k > 0 && g->examples[k].count > g->examples[k - 1].count; k--) { /* most frequent first */
+    const char *m = g->examples[k].message;
+    uint64_t c = g->examples[k].count;
+    g->examples[k] = g->examples[k - 1];
+    g->examples[k - 1].message = m;
+    g->examples[k - 1].count = c;
+  }
+}
+
+/* A raw group's counts added to its shown group. */
+static void add_group(dnt_exception_group *to, const struct group *from) {
+  const dnt_exception_group *g = &from->g;
+  if (to->thrown == 0 || (g->thrown && g->first_ms < to->first_ms)) {
+    to->first_ms = g->first_ms;
+    to->hresult = g->hresult;
+  }
+  if (g->last_ms > to->last_ms) to->last_ms = g->last_ms;
+  to->type = from->type;
+  to->thrown += g->thrown;
+  to->handled += g->handled;
+  to->unhandled += g->unhandled;
+  to->unknown += g->unknown;
+  to->rethrown += g->rethrown;
+  to->nested += g->nested;
+  dnt_exception_group named = *g;
+  for (int k = 0; k < DNT_EXC_CATCHES; k++) named.catches[k].method = from->catch_names[k];
+  add_catches(to, &named);
+  add_example(to, from->message, g->thrown);
+}
+
+/* The groups shown, made of the raw ones by the grouping's key, and the stacks counted under
+ * them; 0, or -1 when out of memory. */
+static int make_shown(struct dnt_exceptions_analysis *a, size_t top_stacks) {
+  struct dnt__event_stacks *st = &a->base.stacks;
+  int named = !st->oom && dnt_profile_finish(st->prof) == 0; /* the frames' names */
+  uint32_t *stack_of = malloc((a->ngroups ? a->ngroups : 1) * sizeof *stack_of);
+  long *shown_ix = malloc((a->ngroups ? a->ngroups : 1) * sizeof *shown_ix);
+  size_t *table = NULL, cap = 0;
+  int rc = -1;
+  a->shown = calloc(a->ngroups ? a->ngroups : 1, sizeof *a->shown);
+  if (!stack_of || !shown_ix || !a->shown) goto out;
+  for (size_t i = 0; i < a->ngroups; i++) stack_of[i] = UINT32_MAX;
+  for (size_t i = 0; named && i < st->npairs; i++) /* a raw group's stack is one (by its hash), or any */
+    if (st->pairs[i].key < a->ngroups && stack_of[st->pairs[i].key] == UINT32_MAX)
+      stack_of[st->pairs[i].key] = st->pairs[i].stack;
+  for (size_t i = 0; i < a->ngroups; i++) {
+    const char *site;
+    char *key = shown_key(a, stack_of, i, &site);
+    if (!key || (shown_ix[i] = shown_of(a, key, site, &table, &cap)) < 0) goto out;
+    add_group(&a->shown[shown_ix[i]].g, &a->groups[i]);
+  }
+  if (named) {
+    for (size_t i = 0; i < st->npairs; i++) st->pairs[i].key = (size_t)shown_ix[st->pairs[i].key];
+    rc = dnt__event_stacks_finish(st, a->nshown, top_stacks, 0) == 0 ? 0 : -1;
+  }
+out:
+  free(stack_of);
+  free(shown_ix);
+  free(table);
+  return rc;
+}
+
 void dnt_exceptions_analysis_finish(struct dnt_exceptions_analysis *a, size_t top_stacks) {
   if (a->base.finished) return;
   a->base.finished = 1;
   dnt_exception_summary *s = &a->summary;
+  s->grouping = a->by;
   for (size_t i = 0; i < a->nthreads; i++) /* still in flight when the trace ended */
     for (size_t k = 0; k < a->threads[i].n; k++)
       if (!a->threads[i].v[k].caught) uncaught(a, &a->threads[i].v[k], s->catch_events);
-  if (dnt__event_stacks_finish(&a->base.stacks, a->ngroups, top_stacks, 0) != 0) a->base.failed = 1;
-  a->sorted = calloc(a->ngroups ? a->ngroups : 1, sizeof *a->sorted);
-  if (!a->sorted) {
+  int stacks_ok = make_shown(a, top_stacks) == 0;
+  if (!stacks_ok) a->base.failed = 1;
+  if (!a->shown || !(a->sorted = calloc(a->nshown ? a->nshown : 1, sizeof *a->sorted))) {
     a->base.failed = 1;
+    a->nshown = 0;
     return;
   }
-  for (size_t i = 0; i < a->ngroups; i++) {
-    struct group *g = &a->groups[i];
-    g->g.type = g->type;
-    g->g.message = g->message;
-    for (int k = 0; k < DNT_EXC_CATCHES; k++) g->g.catches[k].method = g->catch_names[k];
-    sort_catches(&g->g);
-    if (!a->base.failed) {
+  for (size_t i = 0; i < a->nshown; i++) {
+    dnt_exception_group *g = &a->shown[i].g;
+    g->message = g->examples[0].message ? g->examples[0].message : "";
+    g->site = a->shown[i].site;
+    sort_catches(g);
+    if (stacks_ok) {
       const struct dnt__key_stacks *ks = &a->base.stacks.by_key[i];
-      g->g.stacks = ks->v;
-      g->g.nstacks = ks->n;
-      g->g.other_stacks = ks->other_count;
+      g->stacks = ks->v;
+      g->nstacks = ks->n;
+      g->other_stacks = ks->other_count;
     }
-    a->sorted[i] = g->g;
-    s->thrown += g->g.thrown;
-    s->handled += g->g.handled;
-    s->unhandled += g->g.unhandled;
-    s->unknown += g->g.unknown;
+    a->sorted[i] = *g;
+    s->thrown += g->thrown;
+    s->handled += g->handled;
+    s->unhandled += g->unhandled;
+    s->unknown += g->unknown;
   }
-  qsort(a->sorted, a->ngroups, sizeof *a->sorted, by_thrown);
-  s->groups = a->ngroups;
-  const char **types = malloc((a->ngroups ? a->ngroups : 1) * sizeof *types); /* distinct types */
+  qsort(a->sorted, a->nshown, sizeof *a->sorted, by_thrown);
+  s->groups = a->nshown;
+  const char **types = malloc((a->nshown ? a->nshown : 1) * sizeof *types); /* distinct types */
   if (!types) {
     a->base.failed = 1;
   } else {
-    for (size_t i = 0; i < a->ngroups; i++) types[i] = a->groups[i].type;
-    qsort(types, a->ngroups, sizeof *types, by_string);
-    for (size_t i = 0; i < a->ngroups; i++) s->types += i == 0 || strcmp(types[i], types[i - 1]) != 0;
+    for (size_t i = 0; i < a->nshown; i++) types[i] = a->shown[i].g.type;
+    qsort(types, a->nshown, sizeof *types, by_string);
+    for (size_t i = 0; i < a->nshown; i++) s->types += i == 0 || strcmp(types[i], types[i - 1]) != 0;
     free(types);
   }
   const struct dnt__clock *c = &a->base.clock;
-  s->trace_ms = c->have_time ? dnt__ms_of(c->last_ts, c->first_ts, c->qpc_freq) : 0;
+  s->trace_ms = dnt__clock_session_ms(c);
   if (s->trace_ms > 0) s->per_second = (double)s->thrown * 1000.0 / s->trace_ms;
+  /* every second of the session, the quiet ones after the last throw too */
+  if (s->trace_ms < (double)MAX_SECONDS * 1000.0 && grow_seconds(a, (size_t)(s->trace_ms / 1000.0)) == 0 &&
+      s->trace_ms > 0)
+    a->nsec = (size_t)((s->trace_ms + 999.999) / 1000.0);
   s->per_sec_counts = a->per_sec;
   s->seconds = a->nsec;
   for (size_t i = 0; i < a->nsec; i++)
@@ -603,7 +855,7 @@ void dnt_exceptions_analysis_finish(struct dnt_exceptions_analysis *a, size_t to
 }
 
 const dnt_exception_group *dnt_exceptions_list(const struct dnt_exceptions_analysis *a, size_t *n) {
-  *n = a->sorted ? a->ngroups : 0;
+  *n = a->sorted ? a->nshown : 0;
   return a->sorted;
 }
 

@@ -50,10 +50,19 @@ static size_t longest(const dnt_gc *gcs, size_t n, size_t top, size_t *idx) {
 
 static double mb(uint64_t bytes) { return (double)bytes / 1000000.0; }
 
-void dnt_gc_write_text(FILE *fp, const struct dnt_gc_analysis *a, size_t top) {
+static void write_summary(FILE *fp, const struct dnt_gc_analysis *a, size_t top);
+
+void dnt_gc_write_text(FILE *fp, const struct dnt_gc_analysis *a, size_t top, int parts) {
+  if (parts == DNT_GC_SUMMARY_ONLY) {
+    write_summary(fp, a, top);
+    return;
+  }
+  if (parts == DNT_GC_SUMMARY_FIRST) {
+    write_summary(fp, a, top);
+    fputc('\n', fp);
+  }
   size_t n;
   const dnt_gc *gcs = dnt_gc_list(a, &n);
-  const dnt_gc_summary *s = dnt_gc_get_summary(a);
   char b1[24], b2[24];
   fprintf(fp, "%6s %3s %-13s %-17s %10s %9s %9s %10s %10s %10s %9s %9s %9s %9s %9s %7s\n", "GC", "Gen", "Type",
           "Reason", "Start ms", "Pause ms", "Susp ms", "Before MB", "After MB", "Promo MB", "Gen0 MB", "Gen1 MB",
@@ -67,7 +76,20 @@ void dnt_gc_write_text(FILE *fp, const struct dnt_gc_analysis *a, size_t top) {
             mb(g->size_after[DNT_GC_GEN0]), mb(g->size_after[DNT_GC_GEN1]), mb(g->size_after[DNT_GC_GEN2]),
             mb(g->size_after[DNT_GC_LOH]), mb(g->size_after[DNT_GC_POH]), g->pinned_objects);
   }
-  fprintf(fp, "\nSummary: %zu GCs in %.3f s of trace", s->all.count, s->trace_ms / 1000.0);
+  if (parts == DNT_GC_SUMMARY_FIRST) {
+    fprintf(fp, "\n(the summary is above the %zu GCs)\n", n);
+    return;
+  }
+  fputc('\n', fp);
+  write_summary(fp, a, top);
+}
+
+static void write_summary(FILE *fp, const struct dnt_gc_analysis *a, size_t top) {
+  size_t n;
+  const dnt_gc *gcs = dnt_gc_list(a, &n);
+  const dnt_gc_summary *s = dnt_gc_get_summary(a);
+  char b1[24], b2[24];
+  fprintf(fp, "Summary: %zu GCs in %.3f s of trace", s->all.count, s->trace_ms / 1000.0);
   if (s->heaps) fprintf(fp, ", %u heap%s", s->heaps, s->heaps == 1 ? "" : "s");
   if (s->incomplete) fprintf(fp, " (%zu more not finished within the trace, not counted)", s->incomplete);
   fprintf(fp, "\n%-5s %6s %8s %13s %12s %12s %14s %12s\n", "Gen", "Count", "Induced", "Mean pause ms", "Max pause ms",
@@ -79,7 +101,9 @@ void dnt_gc_write_text(FILE *fp, const struct dnt_gc_analysis *a, size_t top) {
     fprintf(fp, "%-5s %6zu %8zu %13.3f %12.3f %12.3f %14.3f %12.3f\n", g < 0 ? "All" : name, gs->count, gs->induced,
             gs->mean_pause_ms, gs->max_pause_ms, gs->p99_pause_ms, gs->total_pause_ms, gs->total_promoted_mb);
   }
-  fprintf(fp, "Time paused: %.3f ms of %.3f ms (%.2f%%)\n", s->all.total_pause_ms, s->trace_ms, s->paused_pct);
+  fprintf(fp, "Time paused: %.3f ms of %.3f ms (%.2f%%), each pause from the runtime's suspension start to its "
+              "restart end (PerfView's GCStats; the runtime's time-in-gc counter is another measure)\n",
+          s->all.total_pause_ms, s->trace_ms, s->paused_pct);
   if (strcmp(s->alloc_source, "none") == 0)
     fprintf(fp, "Allocation rate: unknown (no GCAllocationTick events and fewer than two GCs)\n");
   else

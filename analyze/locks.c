@@ -284,7 +284,7 @@ void dnt_locks_analysis_finish(struct dnt_locks_analysis *a, size_t top_stacks) 
   qsort(a->sorted, a->nlocks, sizeof *a->sorted, by_wait);
   s->locks = a->nlocks;
   const struct dnt__clock *c = &a->base.clock;
-  s->trace_ms = c->have_time ? dnt__ms_of(c->last_ts, c->first_ts, c->qpc_freq) : 0;
+  s->trace_ms = dnt__clock_session_ms(c);
 }
 
 const dnt_lock *dnt_locks_list(const struct dnt_locks_analysis *a, size_t *n) {

@@ -65,8 +65,12 @@ void dnt_tp_write_text(FILE *fp, const struct dnt_tp_analysis *a, size_t top) {
     fprintf(fp, "Hill climbing: no adjustment\n");
   }
   if (s->n_seconds) {
-    fprintf(fp, "Per second:\n  %10s %8s %8s %8s %8s %10s %10s %10s %10s %6s\n", "At s", "Workers", "Most", "Goal",
-            "IO", "Queue", "Completed", "Enqueued", "Dequeued", "Adj");
+    /* columns only for what the trace recorded: the counter's, the verbose events' */
+    int completed = s->has_completed, queued = s->enqueued || s->dequeued;
+    fprintf(fp, "Per second:\n  %10s %8s %8s %8s %8s %10s", "At s", "Workers", "Most", "Goal", "IO", "Queue");
+    if (completed) fprintf(fp, " %10s", "Completed");
+    if (queued) fprintf(fp, " %10s %10s", "Enqueued", "Dequeued");
+    fprintf(fp, " %6s\n", "Adj");
     for (size_t i = 0; i < s->n_seconds; i++) {
       const dnt_tp_second *c = &s->seconds[i];
       char queue[32];
@@ -74,10 +78,15 @@ void dnt_tp_write_text(FILE *fp, const struct dnt_tp_analysis *a, size_t top) {
         snprintf(queue, sizeof queue, "-");
       else
         snprintf(queue, sizeof queue, "%.1f", c->queue_length);
-      fprintf(fp, "  %10.1f %8u %8u %8u %8u %10s %10llu %10llu %10llu %6u\n", c->start_ms / 1000.0, c->workers,
-              c->workers_max, c->goal, c->io_threads, queue, (unsigned long long)c->completed,
-              (unsigned long long)c->enqueued, (unsigned long long)c->dequeued, c->adjustments);
+      fprintf(fp, "  %10.1f %8u %8u %8u %8u %10s", c->start_ms / 1000.0, c->workers, c->workers_max, c->goal,
+              c->io_threads, queue);
+      if (completed) fprintf(fp, " %10.0f", c->completed);
+      if (queued) fprintf(fp, " %10llu %10llu", (unsigned long long)c->enqueued, (unsigned long long)c->dequeued);
+      fprintf(fp, " %6u\n", c->adjustments);
     }
+    if (!queued)
+      fprintf(fp, "(no ThreadPoolEnqueue/Dequeue events in the trace: they are the ThreadPool keyword's at the "
+                  "verbose level)\n");
   }
 }
 
@@ -157,9 +166,9 @@ void dnt_tp_write_json(FILE *fp, const struct dnt_tp_analysis *a, size_t top) {
     fprintf(fp, "%s{\"startMSec\":", i ? "," : "");
     jnum(fp, c->start_ms);
     fprintf(fp, ",\"workers\":%u,\"workersMax\":%u,\"goal\":%u,\"ioThreads\":%u,\"enqueued\":%llu,\"dequeued\":%llu,"
-                "\"adjustments\":%u,\"completed\":%llu,\"queueLength\":",
+                "\"adjustments\":%u,\"completed\":%.3f,\"queueLength\":",
             c->workers, c->workers_max, c->goal, c->io_threads, (unsigned long long)c->enqueued,
-            (unsigned long long)c->dequeued, c->adjustments, (unsigned long long)c->completed);
+            (unsigned long long)c->dequeued, c->adjustments, c->completed);
     if (c->queue_length < 0)
       fputs("null", fp);
     else

@@ -197,6 +197,25 @@ static int on_adjustment(struct dnt_tp_analysis *a, dnt_tp_second *sec, const st
 }
 
 /* One event, in time order. */
+/* An increment of the completed-items counter, measured over interval_s before ms, shared among
+ * the seconds that interval overlaps by how much of it each holds. */
+static void spread_completed(struct dnt_tp_analysis *a, double ms, double interval_s, double count) {
+  double span = interval_s > 0 && interval_s < 3600 ? interval_s * 1000.0 : 0, from = ms - span;
+  if (span == 0) {
+    dnt_tp_second *sec = second_at(a, ms);
+    if (sec) sec->completed += count;
+    return;
+  }
+  while (from < ms) {
+    double edge = a->has_sec ? a->sec0_ms + (floor((from - a->sec0_ms) / 1000.0) + 1) * 1000.0 : ms;
+    double to = edge < ms ? edge : ms;
+    if (!(to > from)) to = ms; /* no progress (a huge ms): the rest at once */
+    dnt_tp_second *sec = second_at(a, from);
+    if (sec) sec->completed += count * (to - from) / span;
+    from = to;
+  }
+}
+
 static int handle(void *ud, void *event) {
   struct dnt_tp_analysis *a = ud;
   const struct pending *e = event;
@@ -238,7 +257,7 @@ static int handle(void *ud, void *event) {
   case EV_COMPLETED_ITEMS:
     s->has_completed = 1;
     s->completed += dnt__u64_of(e->v[0]);
-    if (sec) sec->completed += dnt__u64_of(e->v[0]);
+    spread_completed(a, ms, e->v[1], e->v[0]); /* sec is not used after: this may move the seconds */
     break;
   }
   return 0;
@@ -308,11 +327,13 @@ static int on_counter(struct dnt_tp_analysis *a, const ntr_event *ev) {
     id = EV_COMPLETED_ITEMS, field = "Payload.Increment";
   else
     return 0;
-  double v;
+  double v, interval;
   if (dnt_record_num(&a->rec, field, &v) != 0 || !(v >= 0 && v < 1e15)) return 0;
+  if (dnt_record_num(&a->rec, "Payload.IntervalSec", &interval) != 0) interval = 0;
   struct pending *e = hold(a, ev, id);
   if (!e) return 1;
   e->v[0] = v;
+  e->v[1] = interval;
   dnt__held_keep(&a->held);
   return 0;
 }

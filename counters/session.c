@@ -416,6 +416,15 @@ static int parse_number(const char *s, double *out) {
   return end == s ? -1 : 0;
 }
 
+/* Instruments that count what exists now, not what happened, yet which the runtime declares as
+ * ObservableCounter (.NET 9 and 10's System.Runtime meter): as rates they read 0 per second with
+ * 3 threads, and as Prometheus counters they "reset" whenever the pool shrinks. They are shown
+ * and exported as gauges of their observed value, as dotnet-counters 10 shows them. */
+static int current_value_counter(const char *meter, const char *name) {
+  return strcmp(meter, "System.Runtime") == 0 &&
+         (strcmp(name, "dotnet.thread_pool.thread.count") == 0 || strcmp(name, "dotnet.thread_pool.queue.length") == 0);
+}
+
 static int on_metrics(dnt_counters_decoder *d, const ntr_event *ev) {
   const dnt_record *r = &d->rec;
   int id = metrics_event_id(ev->metadata);
@@ -451,6 +460,11 @@ static int on_metrics(dnt_counters_decoder *d, const ntr_event *ev) {
   double x;
   switch (id) {
   case MEV_RATE:
+    if (current_value_counter(meter, v.name)) { /* a gauge, whatever the runtime declared */
+      v.kind = DNT_COUNTER_MEAN;
+      if (parse_number(dnt_record_str(r, "value"), &x) != 0) return 0;
+      break;
+    }
     v.kind = DNT_COUNTER_SUM;
     /* an empty rate: an ObservableCounter's first interval (nothing to subtract yet) or a
      * callback that reported nothing; dotnet-counters drops it too */

@@ -18,6 +18,17 @@ const char *dnt_counter_label(const char *display_name, const char *unit, int ki
   return out;
 }
 
+/* The interval a rate is named by: the one the session asked for, as dotnet-counters names it,
+ * not the one the runtime measured (0.997214 s, then 1.00417 s: one counter became a new CSV name,
+ * and monitor's label changed, at every interval); without one, the measured one to two digits. */
+static double named_interval(double asked_s, double measured_s) {
+  if (asked_s > 0) return asked_s;
+  if (measured_s <= 0) return 1;
+  char digits[32];
+  snprintf(digits, sizeof digits, "%.2g", measured_s);
+  return atof(digits);
+}
+
 const char *dnt_counter_number(double v, int abbreviate, char *out, size_t cap) {
   if (v != v) return snprintf(out, cap, "NaN"), out;
   if (isinf(v)) return snprintf(out, cap, "%s", v < 0 ? "-Infinity" : "Infinity"), out;
@@ -102,7 +113,7 @@ void dnt_counter_csv_header(FILE *fp) { fputs("Timestamp,Provider,Counter Name,C
 void dnt_counter_csv_row(FILE *fp, const dnt_counter_value *v, double interval_s) {
   char ts[40], label[1024];
   dnt_counter_time(v->time_s, ts);
-  dnt_counter_label(v->display_name, v->unit, v->kind, v->interval_s > 0 ? v->interval_s : interval_s, label,
+  dnt_counter_label(v->display_name, v->unit, v->kind, named_interval(interval_s, v->interval_s), label,
                     sizeof label);
   fprintf(fp, "%s,", ts);
   csv_cell(fp, v->provider);
@@ -119,7 +130,7 @@ void dnt_counter_csv_row(FILE *fp, const dnt_counter_value *v, double interval_s
 void dnt_counter_json_row(FILE *fp, const dnt_counter_value *v, double interval_s, int first) {
   char ts[40], label[1024];
   dnt_counter_time(v->time_s, ts);
-  dnt_counter_label(v->display_name, v->unit, v->kind, v->interval_s > 0 ? v->interval_s : interval_s, label,
+  dnt_counter_label(v->display_name, v->unit, v->kind, named_interval(interval_s, v->interval_s), label,
                     sizeof label);
   fprintf(fp, "%s\n    {\"timestamp\": ", first ? "" : ",");
   dnt_json_string(fp, ts);
@@ -296,7 +307,7 @@ size_t dnt_monitor_render(FILE *fp, const struct dnt_counter_table *t, double re
       line(&s, text, NULL);
     }
     char label[1024];
-    dnt_counter_label(r->display_name, r->unit, r->kind, r->interval_s > 0 ? r->interval_s : refresh_s, label,
+    dnt_counter_label(r->display_name, r->unit, r->kind, named_interval(refresh_s, r->interval_s), label,
                       sizeof label);
     value_text(r, deltas, num, sizeof num);
     if (!r->tags[0]) {

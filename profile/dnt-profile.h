@@ -93,6 +93,14 @@ const char *dnt_profile_description(const struct dnt_profile *p);
  * symbols...), else `?!0xADDR`. A resolver writes the name of ip into buf and returns 1, or
  * returns 0 to pass it on. leaf: ip is the sample's own address, not a return address. ud must
  * live until finish. 0, or -1 when DNT_PROFILE_MAX_RESOLVERS are there already. */
+/* Code the trace's method table does not cover may still lie in a module's ReadyToRun image
+ * (precompiled methods the rundown leaves out: P/Invoke stubs, the sockets' epoll wait): such a
+ * frame is named from the image's file, read from the path the trace gives, as
+ * `Module!Type.Method`, or `Module!0xADDR` when the file cannot tell (TraceEvent's `?!?`). 0
+ * turns that off for every profile of the process (the frames stay `?!0xADDR`, as TraceEvent
+ * names them); 1 is the default. */
+void dnt_profile_image_names(int on);
+
 #define DNT_PROFILE_MAX_RESOLVERS 4
 typedef int (*dnt_profile_namer)(void *ud, uint64_t ip, int leaf, char *buf, size_t cap);
 int dnt_profile_add_resolver(struct dnt_profile *p, dnt_profile_namer fn, void *ud);

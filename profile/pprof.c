@@ -171,6 +171,29 @@ static int64_t find_threads(struct pprof *w) {
   return str;
 }
 
+/* A program's entry point at the root of a stack: Main, or what the C# compiler makes of
+ * top-level statements (`Program.<Main>$`) and of an async Main (`Program.<Main>`, which calls the
+ * user's). */
+static int is_main(const char *name) {
+  static const char *const ends[] = {".Main", ".<Main>$", ".<Main>"};
+  size_t len = strlen(name);
+  for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++) {
+    size_t n = strlen(ends[i]);
+    if (len > n && strcmp(name + len - n, ends[i]) == 0) return 1;
+  }
+  return 0;
+}
+
+/* A module of the platform rather than of the program: the runtime's and ASP.NET Core's
+ * assemblies, the dynamic methods' made-up assembly, native libraries and the kernel. */
+static int platform_module(const char *name, size_t len) {
+  static const char *const starts[] = {"System.", "Microsoft.", "mscorlib", "netstandard", "Anonymously Hosted",
+                                       "lib", "[", "dotnet", "WindowsBase"};
+  for (size_t i = 0; i < sizeof starts / sizeof starts[0]; i++)
+    if (len >= strlen(starts[i]) && strncmp(name, starts[i], strlen(starts[i])) == 0) return 1;
+  return memmem(name, len, ".so", 3) != NULL;
+}
+
 static void sample(void *ud, uint64_t thread, const uint32_t *frames, size_t n, uint64_t samples, double ms) {
   struct pprof *w = ud;
   if (w->oom) return;
@@ -184,9 +207,7 @@ static void sample(void *ud, uint64_t thread, const uint32_t *frames, size_t n, 
     w->capids = n;
   }
   if (samples > w->main_samples) { /* the program's Main at the root of a stack */
-    const char *root = dnt_profile_name(w->prof, frames[0]);
-    size_t len = strlen(root);
-    if (len > 5 && strcmp(root + len - 5, ".Main") == 0) {
+    if (is_main(dnt_profile_name(w->prof, frames[0]))) {
       w->main_fn = frames[0] + 1;
       w->main_samples = samples;
     }
@@ -237,7 +258,8 @@ static int by_module(const void *a, const void *b) {
 
 /* The distinct modules of the functions used, sorted by name, and each function's mapping; the
  * main program's first (profile.proto: "mapping[0] will be the main binary"): the module of the
- * Main at the root of the heaviest stack that has one at its root. */
+ * Main at the root of the heaviest stack that has one at its root, else the first module that is
+ * not the platform's (never the dynamic methods' assembly, which sorts first by name). */
 static int find_modules(struct pprof *w, size_t nnames) {
   struct module *all = malloc((nnames ? nnames : 1) * sizeof *all);
   if (!all) return -1;
@@ -248,10 +270,15 @@ static int find_modules(struct pprof *w, size_t nnames) {
     if (len) all[n++] = (struct module){name, len, (uint32_t)f};
   }
   if (n) qsort(all, n, sizeof *all, by_module);
-  for (size_t i = 0; i < n && w->main_fn; i++) {
-    if (by_module(&all[i], &(struct module){dnt_profile_name(w->prof, w->main_fn - 1),
-                                            module_len(dnt_profile_name(w->prof, w->main_fn - 1)), 0}) != 0)
-      continue;
+  struct module main = {NULL, 0, 0};
+  if (w->main_fn) {
+    main.name = dnt_profile_name(w->prof, w->main_fn - 1);
+    main.len = module_len(main.name);
+  }
+  for (size_t i = 0; i < n && !main.name; i++) /* no Main sampled: the first of the program's own */
+    if (!platform_module(all[i].name, all[i].len)) main = all[i];
+  for (size_t i = 0; i < n && main.name; i++) {
+    if (by_module(&all[i], &main) != 0) continue;
     size_t j = i; /* move this module's run of entries to the front, keeping the order of the rest */
     while (j < n && by_module(&all[j], &all[i]) == 0) j++;
     struct module *tmp = malloc((j - i) * sizeof *tmp);

@@ -10,11 +10,14 @@
  * storage, zeroed; release with dnt__methods_release. */
 struct dnt__method;
 struct dnt__module;
+struct dnt__image_span;
 struct dnt__methods {
   struct dnt__method *v;
   size_t n, cap;
   struct dnt__module *mods;
   size_t nmods, capmods;
+  struct dnt__image_span *spans; /* made with the sort */
+  size_t nspans;
   int sorted;
 };
 /* One MethodLoadVerbose/MethodDC*Verbose or ModuleLoad/ModuleDC* event (a payload that does not
@@ -22,6 +25,9 @@ struct dnt__methods {
 int dnt__methods_on_method(struct dnt__methods *t, const ntr_event *ev);
 int dnt__methods_on_module(struct dnt__methods *t, const ntr_event *ev);
 /* `Module!Namespace.Type.Method` for the code at ip into buf: 1, or 0 when no method covers it.
+ * An address no method covers between two precompiled (ReadyToRun) methods of one module is in
+ * that module's image: `Module!0xADDR` (the rundown leaves out the image's methods whose
+ * MethodDesc was never loaded, P/Invoke stubs among them: TraceEvent's `?!?`).
  * Sorts the table on its first call (after the last event). leaf: ip is a sample's own address,
  * else a return address (the call is the byte before). */
 int dnt__methods_name(struct dnt__methods *t, uint64_t ip, int leaf, char *buf, size_t cap);

@@ -4,6 +4,8 @@
  * informational level, as dotnet-trace's gc-collect profile asks (src/providers.c), read as it
  * streams: the events go straight into the analysis, nothing is kept but one row per GC. The
  * report goes to stdout (or -o); what the live session says goes to stderr. */
+#include <stddef.h>
+
 #include "analysis-cmd.h"
 #include "builtin.h"
 #include "dnt-analyze.h"
@@ -11,13 +13,24 @@
 #define DEFAULT_TOP 5
 #define BUFFER_MB 64 /* GC events are few: a small session buffer is plenty */
 
-static const struct dnt_option gc_options[] = {
-    DNT_ANALYSIS_OPT_REPORT("how many of the longest pauses to list (default 5)"),
-    DNT_OPT_END(),
+struct gc_options {
+  struct dnt_analysis_options common; /* first: the shared rows' offsets hold here too */
+  int summary;
 };
 
+/* a live session's table longer than this many rows gets its summary first, in sight */
+#define SCREEN_ROWS 40
+
+#define O(f) offsetof(struct gc_options, f)
+static const struct dnt_option gc_options[] = {
+    DNT_ANALYSIS_OPT_REPORT("how many of the longest pauses to list (default 5)"),
+    DNT_OPT_FLAG(0, "summary", O(summary), "text: the summary alone, not every GC"),
+    DNT_OPT_END(),
+};
+#undef O
+
 const struct dnt_usage usage_gc = {
-    .synopsis = "dntrace gc (FILE | -p PID | -n NAME | --diagnostic-port PATH | -- CMD...) [--duration TIME] [--format FORMAT] [-o FILE] [--top N]",
+    .synopsis = "dntrace gc (FILE | -p PID | -n NAME | --diagnostic-port PATH | -- CMD...) [--duration TIME] [--format FORMAT] [-o FILE] [--top N] [--summary]",
     .summary = "Show every garbage collection and a GCStats summary, from a trace or a live process",
     .options = gc_options,
     DNT_ANALYSIS_OPERAND,
@@ -36,8 +49,14 @@ static void gc_finish(void *a) { dnt_gc_analysis_finish(a); }
 static int gc_write(FILE *fp, const void *a, const struct dnt_analysis_options *o) {
   if (o->format == DNT_FORMAT_JSON)
     dnt_gc_write_json(fp, a, (size_t)o->top);
-  else
-    dnt_gc_write_text(fp, a, (size_t)o->top);
+  else {
+    size_t n;
+    dnt_gc_list(a, &n);
+    int parts = ((const struct gc_options *)o)->summary ? DNT_GC_SUMMARY_ONLY
+                : !o->trace && n > SCREEN_ROWS        ? DNT_GC_SUMMARY_FIRST
+                                                      : DNT_GC_ALL;
+    dnt_gc_write_text(fp, a, (size_t)o->top, parts);
+  }
   return 0;
 }
 
@@ -51,7 +70,7 @@ static const char *gc_nothing(const void *a, const struct dnt_analysis_options *
 /* ---- the command ---- */
 
 int cmd_gc(int argc, char **argv) {
-  struct dnt_analysis_options o = {.top = DEFAULT_TOP};
+  struct gc_options o = {.common.top = DEFAULT_TOP};
   int rc = dnt_options_parse(&usage_gc, "gc", argc, argv, &o);
   if (rc) return rc == DNT_OPTIONS_DONE ? 0 : rc;
   /* the runtime's GC keyword at the informational level, as dotnet-trace's gc-collect profile */
@@ -61,5 +80,5 @@ int cmd_gc(int argc, char **argv) {
       .noun = "GCs", .rec = &rec, .create = gc_new, .destroy = gc_free,
       .callbacks = dnt_gc_analysis_callbacks, .failed = gc_failed, .finish = gc_finish,
       .write = gc_write, .nothing = gc_nothing};
-  return dnt_analysis_run(&gc, &o);
+  return dnt_analysis_run(&gc, &o.common);
 }

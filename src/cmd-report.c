@@ -50,6 +50,9 @@ const struct dnt_usage usage_report = {
 };
 #undef O
 
+/* a row on fewer samples than this says how many */
+#define SPARSE_SAMPLES 10
+
 /* -v: the sample counts too */
 static int report_verbose;
 
@@ -79,6 +82,10 @@ static void print_table(const struct dnt_profile *prof, size_t thread, int by_in
     else
       printf("  %18s  %18s  ", ex, in);
     dnt_text_put(stdout, rows[i].name); /* the trace's words */
+    /* a time that rests on a few samples is a guess, however large: a finalizer's 2 samples
+     * weigh 4 s of thread time (each sample weighs the time to its thread's next) */
+    if (by_time && !report_verbose && rows[i].inclusive < SPARSE_SAMPLES)
+      printf("  (%llu sample%s)", (unsigned long long)rows[i].inclusive, rows[i].inclusive == 1 ? "" : "s");
     putchar('\n');
   }
   if (n == 0) printf("  (no samples)\n");

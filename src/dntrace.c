@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "builtin.h"
+#include "dnt-profile.h"
 #include "options.h"
 #include "util.h"
 #include "dnt-trace.h"
@@ -161,6 +162,8 @@ int main(int argc, char **argv) {
 
   const struct dnt_cmd *cmd = dnt_find_cmd(name);
   if (!cmd) return not_a_command(name);
+  const char *images = getenv("DNT_IMAGE_NAMES"); /* 0: name frames from the trace alone, as TraceEvent */
+  if (images && strcmp(images, "0") == 0) dnt_profile_image_names(0);
   /* the dotnet tools' own spellings: `dotnet-dump collect`, `dotnet-stack report`,
    * `dotnet-trace collect list-profiles` */
   if ((strcmp(name, "dump") == 0 && argc > 2 && strcmp(argv[2], "collect") == 0) ||

@@ -145,12 +145,17 @@ Test(amplification, exceptions_of_distinct_messages_over_one_deep_stack, .timeou
   char *dir = temp_dir();
   char *path = write_trace(dir, "throws.nettrace", DEPTH, KEYS, 0);
   struct dnt_run r;
-  run_within_bound(&r, dir, "exceptions", path, "--top", "3");
+  run_within_bound(&r, dir, "exceptions", path, "--by", "message");
   cr_assert(strstr(r.out, "Exceptions: 2000 thrown"), "%s", r.out);
   cr_assert(strstr(r.out, "2000 distinct type and message"), "%s", r.out);
-  /* every group is one throw from the one stack: the report shows three of them */
-  cr_assert_eq(lines_with(r.out, "Hostile.Exception"), 3, "%s", r.out);
+  /* every group is one throw from the one stack: the report shows ten of them */
+  cr_assert_eq(lines_with(r.out, "Hostile.Exception"), 10, "%s", r.out);
   cr_assert(strstr(r.out, "?!0x7f0000100000"), "the stack's leaf frame: %s", r.out);
+  dnt_run_free(&r);
+  /* by site (the default), the 2000 messages that differ by a number are one group */
+  cr_assert_eq(dnt_run_dntrace(&r, "exceptions", path, NULL), 0, "%s", r.err);
+  cr_assert(strstr(r.out, "1 type, 1 throw site\n"), "%s", r.out);
+  cr_assert(strstr(r.out, "2000 with message: request {n} refused\n"), "%s", r.out);
   dnt_run_free(&r);
   free(path);
   dnt_rm_rf(dir);
@@ -339,7 +344,8 @@ Test(injection, every_text_view_escapes_what_the_trace_named) {
   const char *method = "Evil\\x1b]0;owned\\x07.Run\\x1b[2J\\r";
   expect_escaped("report", path, NULL, NULL, method);
   expect_escaped("report", path, "--threads", NULL, method);
-  expect_escaped("exceptions", path, NULL, NULL, "Evil\\x1b[31mException: bad\\r\\x1b[1A\\u009b2J");
+  expect_escaped("exceptions", path, "--by", "message", "Evil\\x1b[31mException: bad\\r\\x1b[1A\\u009b2J");
+  expect_escaped("exceptions", path, NULL, NULL, "1 with message: bad\\r\\x1b[1A\\u009b2J");
   expect_escaped("exceptions", path, NULL, NULL, method);
   expect_escaped("exceptions", path, NULL, NULL, "caught in Catch\\x1b[H");
   expect_escaped("locks", path, NULL, NULL, method);

@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (s->all.count != complete || s->incomplete != n - complete) abort();
     for (int k = 0; k < 3; k++)
       if (s->gen[k].count != per_gen[k]) abort();
-    dnt_gc_write_text(sink, a, 5);
+    dnt_gc_write_text(sink, a, 5, DNT_GC_ALL);
     dnt_gc_write_json(sink, a, 5);
   }
   dnt_gc_analysis_free(a);

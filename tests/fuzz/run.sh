@@ -34,6 +34,17 @@ for fuzzer in "$@"; do
     fuzz-perfmap) dirs="$seeds/perfmap" ;;
     fuzz-perfdata) dirs="$seeds/perfdata" ;;
     fuzz-schema) dirs="$src/data $seeds/schema" ;;
+    fuzz-r2r)
+      # the shared framework's small ReadyToRun assemblies, when .NET is installed (not committed:
+      # Microsoft's files); without them the target starts from nothing
+      max_len=262144
+      dirs="$build/fuzz-seeds-r2r"
+      mkdir -p "$dirs"
+      for f in /usr/share/dotnet/shared/Microsoft.NETCore.App/*/System.*.dll \
+               /usr/lib/dotnet/shared/Microsoft.NETCore.App/*/System.*.dll; do
+        [ -f "$f" ] && [ "$(wc -c <"$f")" -le "$max_len" ] && [ "$(wc -c <"$f")" -ge 20000 ] && cp "$f" "$dirs/"
+      done
+      ;;
     fuzz-fields | fuzz-counters | fuzz-trace-read | fuzz-gc | fuzz-jitpool | fuzz-allocs | fuzz-exclocks)
       dirs="$seeds/traces"
       # the public corpus of real traces, when it is there (read only: new finds go to fuzz-corpus)

@@ -416,3 +416,27 @@ Test(exceptions_live, an_exception_nothing_catches_is_unhandled, .timeout = 300)
   unlink(out);
   rmdir(tmp);
 }
+
+/* ---- what differs between throws of one site, folded ---- */
+
+static void expect_folded(const char *message, const char *want) {
+  char out[256];
+  dnt_exc_fold_message(message, out, sizeof out);
+  cr_assert_str_eq(out, want, "'%s'", message);
+}
+
+Test(exceptions_fold, ids_numbers_guids_and_paths_fold_words_stay) {
+  expect_folded("order 1003 is not in a state to ship", "order {n} is not in a state to ship");
+  expect_folded("user 'b3f1c2d4-0a1b-4c5d-8e9f-0123456789ab' not found", "user '{guid}' not found");
+  expect_folded("Could not find file '/var/data/run-7/input.json'.", "Could not find file '{path}'.");
+  expect_folded("took 3.25 s, limit 1,000", "took {n} s, limit {n}");
+  expect_folded("handle 0x7f3a20 and hash deadbeef42", "handle {hex} and hash {hex}");
+  expect_folded("ORD-12345 failed", "ORD-{n} failed");
+  /* words with digits are words: utf8, Int32, x64, IPv4 */
+  expect_folded("utf8 Int32 x64 IPv4 abc", "utf8 Int32 x64 IPv4 abc");
+  expect_folded("", "");
+  char small[8];
+  dnt_exc_fold_message("order 123456789 x", small, sizeof small);
+  cr_assert_str_eq(small, "order ", "a placeholder that does not fit is left out, the rest NUL-terminated");
+  cr_assert_leq(strlen(small), 7);
+}

@@ -1,0 +1,44 @@
+/* profile/: ReadyToRun images, to name the frames of precompiled code the trace's rundown leaves
+ * out (methods whose MethodDesc was never loaded: P/Invoke stubs, the epoll loop's wait). Both
+ * readers take untrusted bytes (a file a trace names): every offset and length is checked, and
+ * what does not hold is "no name", never a crash. */
+#ifndef DNT_PROFILE_R2R_INT_H
+#define DNT_PROFILE_R2R_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ecma-names.c: the ECMA-335 metadata tables (II.22, II.24) as far as method names need them:
+ * TypeDef, MethodDef and NestedClass, and the #Strings heap. */
+struct dnt__ecma {
+  const uint8_t *strings; /* #Strings heap */
+  uint32_t strings_len;
+  const uint8_t *typedefs, *methods, *nested; /* the tables' first rows */
+  uint32_t ntypedefs, nmethods, nnested;
+  uint32_t typedef_row, method_row, nested_row; /* row sizes */
+  uint8_t str_size, typedef_idx, method_idx;    /* index sizes (2 or 4) */
+  uint8_t td_name, td_ns, td_methods;           /* column offsets in a TypeDef row */
+};
+
+/* Reads the metadata root at md (len bytes, borrowed: it must outlive e). 0, or -1 when it is
+ * not metadata dntrace can read. */
+int dnt__ecma_open(struct dnt__ecma *e, const uint8_t *md, size_t len);
+/* "Namespace.Outer+Inner.Method" of MethodDef row rid (1-based) into buf: 1, or 0 when there is
+ * no such row or its names do not read. */
+int dnt__ecma_method_name(const struct dnt__ecma *e, uint32_t rid, char *buf, size_t cap);
+
+/* r2r.c: a PE file with ReadyToRun code (its bytes in memory). */
+struct dnt__r2r;
+/* bytes (len, taken: freed by dnt__r2r_free, also on failure): NULL when it is not a PE image
+ * with ReadyToRun code for a machine dntrace knows, or out of memory. */
+struct dnt__r2r *dnt__r2r_open(uint8_t *bytes, size_t len);
+uint32_t dnt__r2r_image_size(const struct dnt__r2r *r);
+/* The RVA where the precompiled code of MethodDef token (0x06xxxxxx) begins, or 0 when it has
+ * none. */
+uint32_t dnt__r2r_method_rva(const struct dnt__r2r *r, uint32_t token);
+/* The name of the method whose entry code holds rva into buf: 1; 0 when rva is in no function
+ * of the image or in one that is no MethodDef's entry (a funclet, a generic instance). */
+int dnt__r2r_name(const struct dnt__r2r *r, uint32_t rva, char *buf, size_t cap);
+void dnt__r2r_free(struct dnt__r2r *r);
+
+#endif

@@ -1,0 +1,343 @@
+/* A real web service (issue 30): the web target (tests/targets/web, `dotnet new web` with four
+ * endpoints) under a bounded load of keep-alive requests from the test, on the loopback. What a
+ * user of a real service is shown, held to what the test asked the service to do:
+ *   - `exceptions` groups the throws of one site whose messages carry ids into one group, with
+ *     the exact count of the requests that threw, and its messages folded;
+ *   - the CSV names of EventCounter rates do not change from one interval to the next;
+ *   - the thread pool's thread count is a gauge in the Prometheus exposition (promtool) and in
+ *     `counters monitor`, at least one thread and at most the process's threads;
+ *   - pprof's main mapping is the entry assembly, not the dynamic methods' one;
+ *   - no frame in a module's ReadyToRun image stays unnamed (the target's own mappings say
+ *     which addresses are in which image), and the epoll loop's P/Invoke is named from its
+ *     image. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../lib/background-cr.h"
+#include "../lib/prom-check.h"
+#include "../lib/run.h"
+#include "../lib/target-cr.h"
+#include "../lib/web-load.h"
+
+#define REQUIRE_WEB()                                                                              \
+  do {                                                                                             \
+    const char *why_ = dnt_web_unavailable();                                                      \
+    if (why_) {                                                                                    \
+      const char *ci_ = getenv("CI");                                                              \
+      if (ci_ && strcmp(ci_, "true") == 0) cr_assert_fail("needs the web target: %s (CI=true)", why_); \
+      cr_skip_test("needs the web target: %s", why_);                                              \
+    }                                                                                              \
+  } while (0)
+
+struct web {
+  dnt_target t;
+  int port;
+  char pid[16];
+  char dir[64];
+};
+
+static void web_start(struct web *w) {
+  REQUIRE_WEB();
+  char err[512];
+  cr_assert_eq(dnt_web_start(&w->t, &w->port, err, sizeof err), 0, "%s", err);
+  snprintf(w->pid, sizeof w->pid, "%d", (int)w->t.pid);
+  snprintf(w->dir, sizeof w->dir, "/tmp/dnt-web-XXXXXX");
+  cr_assert(mkdtemp(w->dir));
+}
+
+static void web_stop(struct web *w) {
+  dnt_target_stop(&w->t);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", w->dir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+/* n requests over paths from 4 connections, every one answered. */
+static void load(const struct web *w, const char *const *paths, long n, struct dnt_web_load *l) {
+  memset(l, 0, sizeof *l);
+  l->port = w->port, l->paths = paths, l->connections = 4, l->requests = n;
+  cr_assert_eq(dnt_web_load_run(l), 0, "the load: %s (%s)", l->error, dnt_run_context(w->t.pid));
+}
+
+/* `dntrace collect -p PID -o TRACE` while the test sends requests (n over paths), stopped with
+ * Ctrl+C once every one was answered: the trace holds them all. */
+static void collect_under(struct web *w, const char *trace, const char *const *paths, long n, struct dnt_web_load *l) {
+  struct bg b;
+  bg_start(&b, (const char *const[]){"collect", "-p", w->pid, "-o", trace, NULL});
+  cr_assert(bg_wait_text(&b, "Tracing started"), "collect did not start (status %d)", b.status);
+  load(w, paths, n, l);
+  cr_assert_eq(bg_finish(&b, SIGINT), 0, "collect's status");
+  bg_remove(&b);
+}
+
+Test(web, one_exception_group_for_a_throw_site_whose_messages_carry_ids, .timeout = 300) {
+  struct web w;
+  web_start(&w);
+  char trace[128];
+  snprintf(trace, sizeof trace, "%s/orders.nettrace", w.dir);
+  struct dnt_web_load l;
+  collect_under(&w, trace, (const char *const[]){"/order/{n}", "/json", NULL}, 1200, &l);
+  long orders = l.per_path[0];
+  cr_assert_eq(orders, 600);
+  cr_assert_eq(l.by_class[4], orders, "every /order answered 409");
+
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "exceptions", trace, "--format", "json", NULL), 0, "%s", r.err);
+  /* the one group of the type, its site the method that threw, its count the requests' */
+  const char *g = strstr(r.out, "{\"type\":\"Web.OrderStateException\"");
+  cr_assert(g, "no group of Web.OrderStateException: %.2000s", r.out);
+  cr_assert_null(strstr(g + 1, "{\"type\":\"Web.OrderStateException\""), "two groups: %.3000s", r.out);
+  cr_assert(strstr(g, "\"site\":\"web!Web.Orders.Ship\""), "%.1500s", g);
+  char want[128];
+  snprintf(want, sizeof want, "\"thrown\":%ld,\"handled\":%ld,\"unhandled\":0", orders, orders);
+  cr_assert(strstr(g, want), "want %s in %.1500s", want, g);
+  snprintf(want, sizeof want, "\"messages\":[{\"message\":\"order {n} is not in a state to ship\",\"count\":%ld}]",
+           orders);
+  cr_assert(strstr(g, want), "want %s in %.1500s", want, g);
+  dnt_run_free(&r);
+
+  /* the text says so in one row; --by message gives each exact message its own */
+  cr_assert_eq(dnt_run_dntrace(&r, "exceptions", trace, NULL), 0, "%s", r.err);
+  cr_assert(strstr(r.out, "Web.OrderStateException at web!Web.Orders.Ship\n"), "%.3000s", r.out);
+  snprintf(want, sizeof want, "%ld with message: order {n} is not in a state to ship\n", orders);
+  cr_assert(strstr(r.out, want), "%.3000s", r.out);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "exceptions", trace, "--by", "message", "--top", "2", NULL), 0, "%s", r.err);
+  cr_assert(strstr(r.out, "Web.OrderStateException: order "), "%.3000s", r.out);
+  cr_assert(strstr(r.out, "(598 more groups"), "%.3000s", r.out);
+  dnt_run_free(&r);
+  web_stop(&w);
+}
+
+/* The distinct names a CSV gives each (provider, counter) whose name starts with prefix. */
+static int csv_names(const char *csv, const char *prefix, char names[][256], int max) {
+  int n = 0;
+  for (const char *line = csv; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+    const char *c1 = strchr(line, ','), *c2 = c1 ? strchr(c1 + 1, ',') : NULL, *c3 = c2 ? strchr(c2 + 1, ',') : NULL;
+    if (!c3 || strncmp(c2 + 1, prefix, strlen(prefix)) != 0) continue;
+    char name[256];
+    snprintf(name, sizeof name, "%.*s", (int)(c3 - c2 - 1), c2 + 1);
+    int k = 0;
+    while (k < n && strcmp(names[k], name) != 0) k++;
+    if (k == n && n < max) snprintf(names[n++], 256, "%s", name);
+  }
+  return n;
+}
+
+static int count_lines_with(const char *text, const char *what) {
+  int n = 0;
+  for (const char *p = text; (p = strstr(p, what)); p++) n++;
+  return n;
+}
+
+Test(web, a_rate_keeps_its_csv_name_from_interval_to_interval, .timeout = 300) {
+  struct web w;
+  web_start(&w);
+  char csv[128];
+  snprintf(csv, sizeof csv, "%s/counters.csv", w.dir);
+  struct bg b;
+  bg_start(&b, (const char *const[]){"counters", "collect", "-p", w.pid, "--counters",
+                                     "Microsoft-AspNetCore-Server-Kestrel", "--format",
+                                     "csv", "-o", csv, NULL});
+  cr_assert(bg_wait_text(&b, "Starting a counter session"), "counters did not start (status %d)", b.status);
+  /* requests until the file holds six intervals of Kestrel's connection rate, an EventCounter
+   * each of whose intervals the runtime measured over a slightly different time */
+  struct dnt_web_load l = {.port = w.port, .paths = (const char *const[]){"/json", "/work", NULL}, .connections = 2};
+  cr_assert_eq(dnt_web_load_start(&l), 0, "%s", l.error);
+  char *text = NULL;
+  for (int i = 0; i < DNT_HANG_MS / 50; i++) {
+    free(text);
+    text = slurp(csv);
+    if (count_lines_with(text, ",Connection Rate") >= 6) break;
+    usleep(50 * 1000);
+  }
+  l.stop = 1;
+  cr_assert_eq(dnt_web_load_join(&l), 0, "%s", l.error);
+  cr_assert_eq(bg_finish(&b, SIGINT), 0, "counters' status");
+  free(text);
+  text = slurp(csv);
+  bg_remove(&b);
+  char names[8][256];
+  int n = csv_names(text, "Connection Rate", names, 8);
+  cr_assert_eq(n, 1, "Connection Rate has %d names (first two: '%s', '%s'):\n%.2000s", n, names[0],
+               n > 1 ? names[1] : "", text);
+  cr_assert_str_eq(names[0], "Connection Rate (Count / 1 sec)");
+  free(text);
+  web_stop(&w);
+}
+
+/* The threads of pid, from /proc. */
+static int threads_of(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+  DIR *d = opendir(path);
+  int n = 0;
+  for (struct dirent *e; d && (e = readdir(d));) n += e->d_name[0] != '.';
+  if (d) closedir(d);
+  return n;
+}
+
+Test(web, the_pool_thread_count_is_a_gauge, .timeout = 300) {
+  struct web w;
+  web_start(&w);
+  struct dnt_web_load l;
+  load(&w, (const char *const[]){"/work", "/json", NULL}, 400, &l); /* the pool has grown */
+  char prom[128];
+  snprintf(prom, sizeof prom, "%s/metrics.prom", w.dir);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "counters", "collect", "-p", w.pid, "--counters", "System.Runtime", "--format",
+                               "prometheus", "-o", prom, "--duration", "3s", NULL),
+               0, "%s", r.err);
+  dnt_run_free(&r);
+  char *text = slurp(prom), out[4096];
+  cr_assert_eq(promtool_check(text, w.dir, out, sizeof out), 0, "promtool: %s", out);
+  /* a gauge whose name ends in _count is named _current (promtool's lint keeps _count for
+   * histograms and summaries) */
+  const char *thread_count = strstr(text, "# TYPE dotnet_thread_pool_thread_count");
+  cr_assert(thread_count, "%.6000s", text);
+  cr_assert(strncmp(thread_count, "# TYPE dotnet_thread_pool_thread_count_current gauge\n", 53) == 0, "%.200s",
+            thread_count);
+  cr_assert(strstr(text, "# TYPE dotnet_thread_pool_queue_length gauge\n"), "%.6000s", text);
+  double v;
+  cr_assert_eq(prom_value(text, "dotnet_thread_pool_thread_count_current{provider=\"System.Runtime\"}", &v), 0,
+               "%.6000s", text);
+  int all = threads_of(w.t.pid);
+  cr_assert(v >= 1 && v <= all, "thread count %g, the process has %d threads", v, all);
+  free(text);
+
+  /* monitor names it without a rate's "/ 1 sec", with a thread count as its value */
+  cr_assert_eq(dnt_run_dntrace(&r, "counters", "monitor", "-p", w.pid, "--counters", "System.Runtime", "--duration",
+                               "3s", NULL),
+               0, "%s", r.err);
+  const char *row = strstr(r.out, "dotnet.thread_pool.thread.count ({thread})");
+  cr_assert(row, "%.4000s", r.out);
+  cr_assert(strchr(row, '\n') && !memmem(row, (size_t)(strchr(row, '\n') - row), "/ 1 sec", 7), "%.200s", row);
+  double shown = atof(row + strlen("dotnet.thread_pool.thread.count ({thread})"));
+  cr_assert(shown >= 1 && shown <= all, "monitor shows %g threads, the process has %d: %.200s", shown, all, row);
+  dnt_run_free(&r);
+  web_stop(&w);
+}
+
+Test(web, pprof_main_mapping_is_the_entry_assembly, .timeout = 300) {
+  struct web w;
+  web_start(&w);
+  char trace[128], pb[128];
+  snprintf(trace, sizeof trace, "%s/cpu.nettrace", w.dir);
+  snprintf(pb, sizeof pb, "%s/cpu.pb.gz", w.dir);
+  struct dnt_web_load l;
+  collect_under(&w, trace, (const char *const[]){"/work", "/json", "/big", NULL}, 600, &l);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "pprof", "-o", pb, NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+  char *const argv[] = {"/usr/bin/env", "go", "tool", "pprof", "-raw", pb, NULL};
+  char home[128], cache[128], tmp[128];
+  snprintf(home, sizeof home, "HOME=%s", w.dir);
+  snprintf(cache, sizeof cache, "GOCACHE=%s/gocache", w.dir);
+  snprintf(tmp, sizeof tmp, "PPROF_TMPDIR=%s", w.dir);
+  cr_assert_eq(dnt_run_argv(&r, argv, (const char *const[]){home, cache, tmp, NULL}, DNT_HANG_MS), 0, "%s", r.err);
+  const char *maps = strstr(r.out, "Mappings\n");
+  cr_assert(maps, "%.2000s", r.out);
+  cr_assert(strstr(maps, "\n1: ") && strstr(strstr(maps, "\n1: "), " web ") &&
+                strstr(strstr(maps, "\n1: "), " web ") < strchr(strstr(maps, "\n1: ") + 1, '\n'),
+            "the first mapping is not web: %.600s", maps);
+  dnt_run_free(&r);
+  web_stop(&w);
+}
+
+/* The file mappings of pid whose path ends in .dll: [lo, hi) and the file's name without its
+ * directory and .dll. */
+struct dll_map {
+  unsigned long long lo, hi;
+  char name[128];
+};
+
+static size_t dll_maps(pid_t pid, struct dll_map *v, size_t max) {
+  char path[64], line[1024];
+  snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+  FILE *fp = fopen(path, "r");
+  size_t n = 0;
+  while (fp && n < max && fgets(line, sizeof line, fp)) {
+    unsigned long long lo, hi;
+    char file[900] = "";
+    if (sscanf(line, "%llx-%llx %*s %*s %*s %*s %899s", &lo, &hi, file) < 2) continue;
+    size_t len = strlen(file);
+    if (len < 5 || strcmp(file + len - 4, ".dll") != 0) continue;
+    const char *base = strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
+    v[n] = (struct dll_map){lo, hi, ""};
+    snprintf(v[n].name, sizeof v[n].name, "%.*s", (int)(strlen(base) - 4), base);
+    n++;
+  }
+  if (fp) fclose(fp);
+  return n;
+}
+
+static const struct dll_map *dll_at(const struct dll_map *v, size_t n, unsigned long long addr) {
+  for (size_t i = 0; i < n; i++)
+    if (addr >= v[i].lo && addr < v[i].hi) return &v[i];
+  return NULL;
+}
+
+Test(web, frames_in_ready_to_run_images_name_their_module, .timeout = 300) {
+  struct web w;
+  web_start(&w);
+  char trace[128], folded[128];
+  snprintf(trace, sizeof trace, "%s/r2r.nettrace", w.dir);
+  snprintf(folded, sizeof folded, "%s/r2r.folded", w.dir);
+  struct dnt_web_load l;
+  collect_under(&w, trace, (const char *const[]){"/json", "/work", "/big", "/order/{n}", NULL}, 2000, &l);
+  static struct dll_map maps[4096];
+  size_t nmaps = dll_maps(w.t.pid, maps, 4096); /* while it runs: where each image lies */
+  cr_assert_gt(nmaps, 10, "the web target maps its framework's images");
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "folded", "-o", folded, NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+  char *text = slurp(folded);
+  long unnamed_in_image = 0, named_by_module = 0;
+  char first_bad[256] = "";
+  /* every frame `?!0xADDR`: not in an image; every `Module!0xADDR`: in that module's image */
+  for (const char *p = text; (p = strstr(p, "!0x")); p += 3) {
+    const char *start = p;
+    while (start > text && start[-1] != ';' && start[-1] != '\n') start--;
+    unsigned long long addr = strtoull(p + 1, NULL, 16);
+    const struct dll_map *m = dll_at(maps, nmaps, addr);
+    if (p - start == 1 && start[0] == '?') {
+      if (m) {
+        unnamed_in_image++;
+        if (!first_bad[0]) snprintf(first_bad, sizeof first_bad, "?!0x%llx in %s", addr, m->name);
+      }
+    } else {
+      named_by_module++;
+      cr_assert(m && (size_t)(p - start) == strlen(m->name) && strncmp(start, m->name, strlen(m->name)) == 0,
+                "%.*s!0x%llx is not in that module's image (%s)", (int)(p - start), start, addr, m ? m->name : "none");
+    }
+  }
+  cr_assert_eq(unnamed_in_image, 0, "%ld frames in an image have no module, the first %s", unnamed_in_image, first_bad);
+  cr_log_info("%ld frames named Module!0x...", named_by_module);
+  /* the sockets' epoll thread waits in the P/Invoke its loop calls (dotnet/runtime's
+   * SocketAsyncEngine.EventLoop calls Interop.Sys.WaitForSocketEvents), a stub the rundown does
+   * not name: named from System.Net.Sockets.dll's ReadyToRun code */
+  cr_assert(strstr(text, "System.Net.Sockets!System.Net.Sockets.SocketAsyncEngine.EventLoop;"
+                         "System.Net.Sockets!Interop+Sys.WaitForSocketEvents;"),
+            "the epoll loop's wait is not named: %.3000s", strstr(text, "EventLoop") ? strstr(text, "EventLoop") : text);
+  free(text);
+
+  /* report counts the sample's stacks by these names too, and without them (DNT_IMAGE_NAMES=0,
+   * TraceEvent's names) the same frame is an address */
+  cr_assert_eq(dnt_run_dntrace(&r, "report", trace, "-n", "50", NULL), 0, "%s", r.err);
+  cr_assert(strstr(r.out, "System.Net.Sockets!Interop+Sys.WaitForSocketEvents\n"), "%.6000s", r.out);
+  dnt_run_free(&r);
+  setenv("DNT_IMAGE_NAMES", "0", 1);
+  cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "folded", "-o", folded, NULL), 0, "%s", r.err);
+  unsetenv("DNT_IMAGE_NAMES");
+  dnt_run_free(&r);
+  text = slurp(folded);
+  cr_assert_null(strstr(text, "Interop+Sys.WaitForSocketEvents"), "named without the images");
+  cr_assert(strstr(text, "SocketAsyncEngine.EventLoop;?!0x"), "%.2000s", strstr(text, "EventLoop") ? strstr(text, "EventLoop") : text);
+  free(text);
+  web_stop(&w);
+}
