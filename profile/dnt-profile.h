@@ -38,7 +38,9 @@ void dnt_profile_keep_timeline(struct dnt_profile *p);
 
 /* Walks the samples of each thread in time order (needs dnt_profile_keep_timeline): t_us is
  * microseconds since the trace start (0 for a sample stamped before it, as TraceEvent times it),
- * frames as in dnt_profile_each_stack. */
+ * frames as in dnt_profile_each_stack. A sample a view hides (dnt_profile_set_view) comes with
+ * frames NULL and nframes 0: it ends the time of its thread's sample before it, and stands for
+ * nothing itself. */
 typedef void (*dnt_profile_sample_fn)(void *ud, uint64_t thread_id, double t_us, const uint32_t *frames,
                                       size_t nframes);
 int dnt_profile_each_sample(const struct dnt_profile *p, dnt_profile_sample_fn fn, void *ud); /* 0, -1: no memory */
@@ -199,6 +201,23 @@ double dnt_profile_thread_ms(const struct dnt_profile *p, size_t t);
 /* The traced process's command line (EventPipe's ProcessInfo event, .NET 5 and later), or NULL.
  * Owned by the profile. */
 const char *dnt_profile_command_line(const struct dnt_profile *p);
+
+/* A view: the samples of some threads, through some frame, or not through another, as pprof's
+ * -focus and -ignore and PerfView's IncPats and ExcPats narrow theirs. Every table, total and
+ * writer then shows those alone (hidden samples still end the time of the one before them). */
+struct dnt_profile_view {
+  const char *const *threads; /* thread ids (decimal) or names; none: every thread */
+  size_t nthreads;
+  const char *focus;          /* only samples with a frame whose name holds this, or NULL */
+  const char *exclude;        /* no sample with a frame whose name holds this, or NULL */
+  int hide_idle;              /* leave out threads with no sample in managed code: idle pool
+                                 threads, waits, the epoll loop (their samples are all External) */
+};
+/* After dnt_profile_finish; once. v is read during the call. 0, or -1 when out of memory. */
+int dnt_profile_set_view(struct dnt_profile *p, const struct dnt_profile_view *v);
+/* The time of the samples in native code or waiting (External: UNMANAGED_CODE_TIME), of what is
+ * shown. */
+double dnt_profile_external_ms(const struct dnt_profile *p);
 
 /* One row of a top-N table. name points into the profile (valid until it is freed). */
 struct dnt_profile_row {

@@ -76,6 +76,9 @@ struct thread_state {
   uint64_t first, n; /* the sampler's pace on this thread: first timestamp, samples */
 };
 
+/* a timeline sample a view hides (a bit of its external field, which is otherwise 0 or 1) */
+#define HIDDEN 0x80000000u
+
 struct dnt_profile {
   double sample_ms;
   struct dnt__methods methods; /* the first link of the naming chain */
@@ -712,6 +715,7 @@ int dnt_profile_finish(struct dnt_profile *p) {
 
 int dnt_profile_failed(const struct dnt_profile *p) { return p->oom; }
 
+
 uint64_t dnt_profile_samples(const struct dnt_profile *p) { return p->samples; }
 uint32_t dnt_profile_pid(const struct dnt_profile *p) { return p->pid; }
 double dnt_profile_sample_ms(const struct dnt_profile *p) { return p->sample_ms; }
@@ -868,6 +872,11 @@ int dnt_profile_each_sample(const struct dnt_profile *p, dnt_profile_sample_fn f
   int rc = 0;
   for (size_t i = 0; i < p->ntimeline && !rc; i++) {
     const struct sample *s = &p->timeline[i];
+    int64_t ticks0 = (int64_t)(s->ts - p->sync_qpc);
+    if (s->external & HIDDEN) { /* hidden by the view: it only ends the sample before it */
+      fn(ud, s->thread, p->qpc_frequency && ticks0 > 0 ? (double)ticks0 * 1e6 / (double)p->qpc_frequency : 0, NULL, 0);
+      continue;
+    }
     size_t n = stack_frames(p, s->stack, s->external, &frames, &cap);
     if (n == (size_t)-1) {
       rc = -1;
@@ -960,4 +969,97 @@ int dnt_frame_kind(const char *name) {
   if (strstr(name, ".so") && strstr(name, ".so") < bang) return 'N';
   if (strncmp(name, "[stub]", 6) == 0) return 'N';
   return 'M';
+}
+
+/* ---- a view: the samples a user narrowed the profile to ---- */
+
+static int name_has(const struct dnt_profile *p, uint32_t name, const char *part) {
+  return strstr(p->names[name], part) != NULL;
+}
+
+/* Whether a stack (and its sample's kind) has a frame whose name holds part. */
+static int stack_has(const struct dnt_profile *p, uint32_t stack, uint32_t external, const char *part) {
+  const struct stack *st = &p->stacks[stack];
+  if ((external || st->total == 0) && name_has(p, p->unmanaged_name, part)) return 1;
+  for (; st; st = below_of(p, st))
+    for (uint32_t f = 0; f < st->n; f++)
+      if (name_has(p, p->frame_names[st->off + f], part)) return 1;
+  return 0;
+}
+
+static int is_busy(const uint64_t *busy, size_t n, uint64_t thread) {
+  for (size_t k = 0; k < n; k++)
+    if (busy[k] == thread) return 1;
+  return 0;
+}
+
+static int stack_shown(const struct dnt_profile *p, const struct dnt_profile_view *v, uint8_t *memo, uint32_t stack,
+                       uint32_t external) {
+  uint8_t *m = &memo[2 * (size_t)stack + (external ? 1 : 0)];
+  if (!*m)
+    *m = (!v->focus || stack_has(p, stack, external, v->focus)) && (!v->exclude || !stack_has(p, stack, external, v->exclude))
+             ? 1
+             : 2;
+  return *m == 1;
+}
+
+static int thread_wanted(const struct dnt_profile *p, const struct dnt_profile_view *v, uint64_t thread) {
+  if (!v->nthreads) return 1;
+  const char *name = dnt_profile_thread_name(p, thread);
+  for (size_t i = 0; i < v->nthreads; i++) {
+    char *end;
+    unsigned long long id = strtoull(v->threads[i], &end, 10);
+    if ((*v->threads[i] && !*end && id == thread) || (name && strcmp(name, v->threads[i]) == 0)) return 1;
+  }
+  return 0;
+}
+
+int dnt_profile_set_view(struct dnt_profile *p, const struct dnt_profile_view *v) {
+  if (!p->finished || p->oom) return p->oom ? -1 : 0;
+  uint8_t *shown = calloc(p->nstacks ? p->nstacks * 2 : 1, 1); /* per (stack, external): 0 unknown, 1 shown, 2 not */
+  uint64_t *busy = calloc(p->nthreads ? p->nthreads : 1, sizeof *busy); /* threads with a sample in managed code */
+  size_t nbusy = 0;
+  if (!shown || !busy) {
+    free(shown);
+    free(busy);
+    return p->oom = 1, -1;
+  }
+  for (size_t i = 0; i < p->ncounts; i++)
+    if (!p->counts[i].external && p->stacks[p->counts[i].stack].total) {
+      size_t k = 0;
+      while (k < nbusy && busy[k] != p->counts[i].thread) k++;
+      if (k == nbusy) busy[nbusy++] = p->counts[i].thread;
+    }
+  /* the predicate, per sample: its thread, then its stack */
+#define SHOWN(thread, stack, ext)                                                                                    \
+  (thread_wanted(p, v, thread) && (!v->hide_idle || is_busy(busy, nbusy, thread)) &&                              \
+   stack_shown(p, v, shown, stack, ext))
+  size_t out = 0;
+  for (size_t i = 0; i < p->ncounts; i++)
+    if (SHOWN(p->counts[i].thread, p->counts[i].stack, p->counts[i].external)) p->counts[out++] = p->counts[i];
+  p->ncounts = out;
+  for (size_t i = 0; i < p->ntimeline; i++) {
+    struct sample *sm = &p->timeline[i];
+    if (!SHOWN(sm->thread, sm->stack, sm->external & ~HIDDEN)) sm->external |= HIDDEN;
+  }
+#undef SHOWN
+  free(shown);
+  free(busy);
+  /* the totals and threads of what is shown */
+  free(p->threads);
+  free(p->thread_samples);
+  free(p->thread_ms);
+  p->nthreads = 0;
+  p->samples = 0;
+  p->total_ms = 0;
+  for (size_t i = 0; i < p->ncounts; i++) p->samples += p->counts[i].samples, p->total_ms += p->counts[i].ms;
+  collect_threads(p);
+  return p->oom ? -1 : 0;
+}
+
+double dnt_profile_external_ms(const struct dnt_profile *p) {
+  double ms = 0;
+  for (size_t i = 0; i < p->ncounts; i++)
+    if (p->counts[i].external || p->stacks[p->counts[i].stack].total == 0) ms += p->counts[i].ms;
+  return ms;
 }

@@ -245,6 +245,11 @@ static void chromium_sample(void *ud, uint64_t thread, double t_us, const uint32
     if (c->held_thread == thread) chromium_apply(c, c->held_thread, c->held_us, c->held, c->nheld);
     else chromium_close(c, 0, c->held_us);
   }
+  if (!frames) { /* a sample the view hides: the held one's frames end here */
+    if (c->have && c->held_thread == thread) chromium_close(c, 0, t_us);
+    c->have = 0;
+    return;
+  }
   if (n > c->capheld) {
     uint32_t *h = realloc(c->held, n * 2 * sizeof *h);
     if (!h) {
@@ -342,6 +347,7 @@ struct timeline {
   double *weights;   /* of the open profile's samples, written after them */
   size_t nweights, capweights;
   double start_ms;   /* the open profile's first sample, from the trace's start (by time) */
+  int started;       /* a thread's samples have begun (thread is theirs) */
   double best;       /* the heaviest profile so far, shown first (activeProfileIndex) */
   size_t best_index;
   int oom;
@@ -404,17 +410,20 @@ static void timeline_sample(void *ud, uint64_t thread, double t_us, const uint32
   if (t->pending && thread == t->thread) {
     t->weight += t->by_time ? step_ms(t, t_us) : 0; /* the previous sample's time, now known */
     t->last_us = t_us;
-    if (n == t->nrun && memcmp(frames, t->run, n * sizeof *frames) == 0) { /* the run goes on */
+    if (frames && n == t->nrun && memcmp(frames, t->run, n * sizeof *frames) == 0) { /* the run goes on */
       if (!t->by_time) t->weight += 1;
       return;
     }
     timeline_flush(t);
-  } else {
-    timeline_close(t); /* another thread: its profile begins */
+  } else if (!t->started || thread != t->thread) {
+    timeline_close(t); /* another thread: its profile begins at its first sample shown */
     t->thread = thread;
-    t->last_us = t_us;
-    t->start_ms = t_us > 0 ? t_us / 1000.0 : 0;
+    t->started = 1;
+    t->start_ms = -1;
   }
+  t->last_us = t_us;
+  if (!frames) return; /* a sample the view hides: it ended the one before, and stands for nothing */
+  if (t->start_ms < 0) t->start_ms = t_us > 0 ? t_us / 1000.0 : 0;
   if (n > t->caprun) {
     uint32_t *g = realloc(t->run, n * 2 * sizeof *g);
     if (!g) return (void)(t->oom = 1);
@@ -429,8 +438,8 @@ static void timeline_sample(void *ud, uint64_t thread, double t_us, const uint32
 
 /* Counts the samples of the timeline (0 when the profile keeps none). */
 static void count_sample(void *ud, uint64_t thread, double t_us, const uint32_t *frames, size_t n) {
-  (void)thread, (void)t_us, (void)frames, (void)n;
-  ++*(size_t *)ud;
+  (void)thread, (void)t_us, (void)n;
+  if (frames) ++*(size_t *)ud;
 }
 
 static int write_speedscope(FILE *fp, const struct dnt_profile *prof, const char *name) {

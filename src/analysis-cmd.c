@@ -4,6 +4,7 @@
 
 #include "analysis-cmd.h"
 #include "builtin.h"
+#include "dnt-profile.h"
 #include "dnt-trace.h"
 #include "output.h"
 #include "util.h"
@@ -24,6 +25,13 @@ static int write_report(const struct dnt_analysis_cmd *cmd, const void *a, const
 static int write_output(const struct dnt_analysis_cmd *cmd, const void *a, const struct dnt_analysis_options *o,
                         const char *name) {
   if (is_report(o->format)) return write_report(cmd, a, o, name);
+  /* the analysis's profile is its own, finished: narrowed here, written once */
+  uint64_t before = dnt_profile_samples(cmd->profile(a));
+  dnt_view_apply((struct dnt_profile *)cmd->profile(a), &o->view);
+  if (before && !dnt_profile_samples(cmd->profile(a))) {
+    dnt_error("no stack of the %s is in the view --thread, --focus, --exclude and --hide-idle asked for", cmd->noun);
+    return DNT_EXIT_FAILURE;
+  }
   return dnt_convert_profile(cmd->profile(a), dnt_format_name(o->format), o->trace ? o->trace : cmd->profile_title,
                              cmd->profile_measure, name);
 }

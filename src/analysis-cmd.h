@@ -13,6 +13,7 @@
 #include "analysis-input.h"
 #include "ntr.h"
 #include "options.h"
+#include "view.h"
 #include "session.h"
 
 struct dnt_profile;
@@ -26,6 +27,7 @@ struct dnt_analysis_options {
   int format;                 /* enum dnt_format; DNT_FORMAT_NONE: text */
   long top;
   uint64_t duration_ms;
+  struct dnt_view_opts view; /* a profile format's --thread, --focus, --exclude, --hide-idle */
 };
 
 #define DNT_ANALYSIS_OFFSET(f) offsetof(struct dnt_analysis_options, f)
@@ -57,7 +59,8 @@ struct dnt_analysis_options {
 #define DNT_ANALYSIS_OPT_PROFILE(format_help)                                                                     \
   DNT_ANALYSIS_OPT_INPUT(),                                                                                       \
       DNT_OPT_FORMAT("FORMAT", DNT_ANALYSIS_OFFSET(format), DNT_ANALYSIS_FORMATS_PROFILE, format_help),           \
-      DNT_OPT_OUTPUT("FILE", DNT_ANALYSIS_OFFSET(output), "write to FILE (default: standard output)")
+      DNT_OPT_OUTPUT("FILE", DNT_ANALYSIS_OFFSET(output), "write to FILE (default: standard output)"),            \
+      DNT_OPT_GROUP(dnt_options_view, DNT_ANALYSIS_OFFSET(view))
 
 /* The operand rules of a struct dnt_usage: a trace file, or a process */
 #define DNT_ANALYSIS_OPERAND                                                                                      \

@@ -100,5 +100,7 @@ int cmd_allocs(int argc, char **argv) {
       .callbacks = dnt_allocs_analysis_callbacks, .failed = allocs_failed, .finish = allocs_finish,
       .write = allocs_write, .nothing = allocs_nothing,
       .profile = allocs_profile, .profile_title = "allocations", .profile_measure = "allocated bytes"};
-  return dnt_analysis_run(&allocs, &o.common);
+  rc = dnt_analysis_run(&allocs, &o.common);
+  dnt_view_release(&o.common.view);
+  return rc;
 }

@@ -14,13 +14,18 @@
 #include "options.h"
 #include "output.h"
 #include "util.h"
+#include "view.h"
 
 struct convert_options {
   const char *trace, *output;
   int format; /* enum dnt_format */
   int by_thread;
   int weight; /* 0 time, 1 samples (--weight) */
+  struct dnt_view_opts view;
 };
+
+/* convert's own view, for dnt_convert (NULL: every sample) */
+static const struct dnt_view_opts *convert_view;
 
 #define O(f) offsetof(struct convert_options, f)
 static const struct dnt_option convert_options[] = {
@@ -35,11 +40,13 @@ static const struct dnt_option convert_options[] = {
     DNT_OPT_FLAG(0, "by-thread", O(by_thread), "flamegraph: one tower per thread (default: threads merged)"),
     DNT_OPT_WEIGHT(O(weight), "time (default: each sample the time until its thread's next;\n"
                               "folded in integer microseconds) or samples (plain counts)"),
+    DNT_OPT_GROUP(dnt_options_view, O(view)),
     DNT_OPT_END(),
 };
 
 const struct dnt_usage usage_convert = {
-    .synopsis = "dntrace convert FILE --format FORMAT [-o OUT] [--by-thread] [--weight WEIGHT]",
+    .synopsis = "dntrace convert FILE --format FORMAT [-o OUT] [--by-thread] [--weight WEIGHT] [--thread TID|NAME] "
+                "[--focus FRAME] [--exclude FRAME] [--hide-idle]",
     .summary = "Convert a trace's samples to a flame graph, speedscope, Chromium trace, folded stacks or pprof",
     .options = convert_options,
     .operand = 1,
@@ -171,7 +178,14 @@ int dnt_convert(const char *path, const char *format, const char *output, int we
   if (!prof) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   if (dnt_convert_needs_timeline(format)) dnt_profile_keep_timeline(prof);
   if (weight) dnt_profile_set_weight(prof, DNT_WEIGHT_SAMPLES);
-  if (dnt_report_load(prof, path) >= 0) rc = dnt_convert_loaded(prof, path, format, output);
+  if (dnt_report_load(prof, path) >= 0) {
+    uint64_t all = dnt_profile_samples(prof);
+    if (convert_view) dnt_view_apply(prof, convert_view);
+    if (all && !dnt_profile_samples(prof))
+      dnt_error("no sample of '%s' is in the view --thread, --focus, --exclude and --hide-idle asked for", path);
+    else
+      rc = dnt_convert_loaded(prof, path, format, output);
+  }
   dnt_profile_free(prof);
   return rc;
 }
@@ -185,5 +199,9 @@ int cmd_convert(int argc, char **argv) {
     return DNT_EXIT_USAGE;
   }
   flame_by_thread = o.by_thread;
-  return dnt_convert(o.trace, dnt_format_name(o.format), o.output, o.weight);
+  convert_view = &o.view;
+  rc = dnt_convert(o.trace, dnt_format_name(o.format), o.output, o.weight);
+  convert_view = NULL;
+  dnt_view_release(&o.view);
+  return rc;
 }

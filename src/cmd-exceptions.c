@@ -101,5 +101,7 @@ int cmd_exceptions(int argc, char **argv) {
       .callbacks = dnt_exceptions_analysis_callbacks, .before_feed = exc_before_feed, .failed = exc_failed,
       .finish = exc_finish, .write = exc_write, .nothing = exc_nothing,
       .profile = exc_profile, .profile_title = "exceptions", .profile_measure = "exceptions thrown"};
-  return dnt_analysis_run(&exceptions, &opts.common);
+  rc = dnt_analysis_run(&exceptions, &opts.common);
+  dnt_view_release(&opts.common.view);
+  return rc;
 }

@@ -74,5 +74,7 @@ int cmd_locks(int argc, char **argv) {
       .callbacks = dnt_locks_analysis_callbacks, .failed = locks_failed, .finish = locks_finish,
       .write = locks_write, .nothing = locks_nothing,
       .profile = locks_profile, .profile_title = "locks", .profile_measure = "time waited for locks"};
-  return dnt_analysis_run(&locks, &o);
+  rc = dnt_analysis_run(&locks, &o);
+  dnt_view_release(&o.view);
+  return rc;
 }

@@ -12,12 +12,14 @@
 #include "dnt-trace.h"
 #include "options.h"
 #include "util.h"
+#include "view.h"
 
 struct report_options {
   const char *trace;
   long top;
   int inclusive, threads, fold_native, no_fold_native, verbose, topn;
   int weight; /* 0 time, 1 samples (--weight) */
+  struct dnt_view_opts view;
 };
 
 #define O(f) offsetof(struct report_options, f)
@@ -34,11 +36,13 @@ static const struct dnt_option report_options[] = {
     DNT_OPT_TEXT("topN", "dotnet-trace's subcommand after FILE: the same table"),
     DNT_OPT_WEIGHT(O(weight), "time (default: each sample the time until its thread's next)\n"
                               "or samples (plain counts)"),
+    DNT_OPT_GROUP(dnt_options_view, O(view)),
     DNT_OPT_END(),
 };
 
 const struct dnt_usage usage_report = {
-    .synopsis = "dntrace report FILE [topN] [-n N] [--inclusive] [--threads] [--no-fold-native] [-v] [--weight WEIGHT]",
+    .synopsis = "dntrace report FILE [topN] [-n N] [--inclusive] [--threads] [--no-fold-native] [-v] [--weight WEIGHT] "
+                "[--thread TID|NAME] [--focus FRAME] [--exclude FRAME] [--hide-idle]",
     .summary = "Show the functions that take the most thread time in a trace",
     .options = report_options,
     .operand = 1,
@@ -140,11 +144,19 @@ int cmd_report(int argc, char **argv) {
   }
   int fold = !o.no_fold_native;
   dnt_profile_fold_native(prof, fold);
-  uint64_t total = dnt_profile_samples(prof);
-  if (total == 0) {
+  if (dnt_profile_samples(prof) == 0) {
     dnt_error("'%s' has no SampleProfiler samples (record with the default profiles, or "
               "--profile dotnet-sampled-thread-time)", path);
     dnt_profile_free(prof);
+    dnt_view_release(&o.view);
+    return DNT_EXIT_FAILURE;
+  }
+  dnt_view_apply(prof, &o.view);
+  uint64_t total = dnt_profile_samples(prof);
+  if (total == 0) {
+    dnt_error("no sample of '%s' is in the view --thread, --focus, --exclude and --hide-idle asked for", path);
+    dnt_profile_free(prof);
+    dnt_view_release(&o.view);
     return DNT_EXIT_FAILURE;
   }
   if (o.weight) dnt_profile_set_weight(prof, DNT_WEIGHT_SAMPLES);
@@ -157,8 +169,15 @@ int cmd_report(int argc, char **argv) {
   printf("; %s\n", o.weight ? "counted in samples (--weight samples)"
                              : "a sample weighs the time until its thread's next");
   if (fold) printf("(native time, UNMANAGED_CODE_TIME, is charged to the managed frame that called it)\n");
+  /* a busy service's thread time is mostly threads that wait: say so, and where the work is */
+  double all_ms = dnt_profile_total_ms(prof), native_ms = dnt_profile_external_ms(prof);
+  if (!o.weight && all_ms > 0 && native_ms > all_ms / 2)
+    printf("%.0f%% of this time is in native code or waiting; for where the CPU goes, 'dntrace perf -p PID' "
+           "samples it%s\n",
+           100.0 * native_ms / all_ms, o.view.hide_idle ? "" : " ('--hide-idle' leaves out the threads that only wait)");
   putchar('\n');
   dnt_report_tables(prof, (size_t)top, by_inclusive, threads);
   dnt_profile_free(prof);
+  dnt_view_release(&o.view);
   return 0;
 }

@@ -209,6 +209,9 @@ static size_t parse_report(const char *text, struct row *rows, size_t max) {
     cr_assert_lt(len, sizeof rows[n].name);
     memcpy(rows[n].name, p + used, len);
     rows[n].name[len] = '\0';
+    /* a row on few samples says how many after the name: "  (2 samples)" */
+    char *note = strstr(rows[n].name, "  (");
+    if (note && strstr(note, " sample") && note[strlen(note) - 1] == ')') *note = '\0';
     n++;
     p = eol + 1;
   }

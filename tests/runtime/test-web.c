@@ -9,7 +9,9 @@
  *   - pprof's main mapping is the entry assembly, not the dynamic methods' one;
  *   - no frame in a module's ReadyToRun image stays unnamed (the target's own mappings say
  *     which addresses are in which image), and the epoll loop's P/Invoke is named from its
- *     image. */
+ *     image;
+ *   - --focus, --exclude, --hide-idle and --thread narrow convert and report to the samples the
+ *     unnarrowed folded stacks say they should. */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <signal.h>
@@ -339,5 +341,112 @@ Test(web, frames_in_ready_to_run_images_name_their_module, .timeout = 300) {
   cr_assert_null(strstr(text, "Interop+Sys.WaitForSocketEvents"), "named without the images");
   cr_assert(strstr(text, "SocketAsyncEngine.EventLoop;?!0x"), "%.2000s", strstr(text, "EventLoop") ? strstr(text, "EventLoop") : text);
   free(text);
+  web_stop(&w);
+}
+
+/* Folded stacks ("Thread N;root;...;leaf VALUE" lines), read for the view tests. */
+struct folded_sum {
+  double all, with, unmanaged;
+  int threads_busy[64], nbusy; /* threads with a line not ending in native code */
+  int threads[64], nthreads;
+};
+
+static void add_thread(int *v, int *n, int id) {
+  for (int i = 0; i < *n; i++)
+    if (v[i] == id) return;
+  if (*n < 64) v[(*n)++] = id;
+}
+
+/* Sums the values of path's lines; `with`: those holding part (NULL: none). */
+static struct folded_sum folded(const char *path, const char *part) {
+  struct folded_sum f = {0};
+  FILE *fp = fopen(path, "r");
+  cr_assert(fp, "%s", path);
+  static char line[1 << 20];
+  while (fgets(line, sizeof line, fp)) {
+    char *sp = strrchr(line, ' ');
+    cr_assert(sp, "%.200s", line);
+    double v = atof(sp + 1);
+    *sp = '\0';
+    int tid = atoi(line + 7);
+    f.all += v;
+    if (part && strstr(line, part)) f.with += v;
+    add_thread(f.threads, &f.nthreads, tid);
+    size_t len = strlen(line);
+    if (len >= 19 && strcmp(line + len - 19, "UNMANAGED_CODE_TIME") == 0) f.unmanaged += v;
+    else add_thread(f.threads_busy, &f.nbusy, tid);
+  }
+  fclose(fp);
+  return f;
+}
+
+static int has_thread(const int *v, int n, int id) {
+  for (int i = 0; i < n; i++)
+    if (v[i] == id) return 1;
+  return 0;
+}
+
+Test(web, views_narrow_to_a_thread_a_frame_or_the_busy_threads, .timeout = 300) {
+  struct web w;
+  web_start(&w);
+  char trace[128], all_f[128], focus_f[128], excl_f[128], idle_f[128], thread_f[128];
+  snprintf(trace, sizeof trace, "%s/views.nettrace", w.dir);
+  snprintf(all_f, sizeof all_f, "%s/all.folded", w.dir);
+  snprintf(focus_f, sizeof focus_f, "%s/focus.folded", w.dir);
+  snprintf(excl_f, sizeof excl_f, "%s/exclude.folded", w.dir);
+  snprintf(idle_f, sizeof idle_f, "%s/busy.folded", w.dir);
+  snprintf(thread_f, sizeof thread_f, "%s/thread.folded", w.dir);
+  struct dnt_web_load l;
+  collect_under(&w, trace, (const char *const[]){"/work", "/json", NULL}, 1500, &l);
+  struct dnt_run r;
+  const char *const weight[] = {"--weight", "samples"}; /* counts: the sums below are exact */
+#define CONVERT(out, ...)                                                                                          \
+  cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "folded", weight[0], weight[1], "-o", out,      \
+                               ##__VA_ARGS__, NULL),                                                               \
+               0, "%s", r.err);                                                                                   \
+  dnt_run_free(&r)
+  CONVERT(all_f);
+  CONVERT(focus_f, "--focus", "Web.Work.Primes");
+  CONVERT(excl_f, "--exclude", "Web.Work.Primes");
+  CONVERT(idle_f, "--hide-idle");
+  struct folded_sum all = folded(all_f, "Web.Work.Primes"), focus = folded(focus_f, "Web.Work.Primes"),
+                    excl = folded(excl_f, "Web.Work.Primes"), busy = folded(idle_f, NULL);
+  cr_assert_gt(all.with, 0, "the CPU work of /work was sampled");
+  /* focus: the samples through the frame, all of them; exclude: the others */
+  cr_assert_eq(focus.all, all.with, "focus %.0f of %.0f samples through Primes", focus.all, all.with);
+  cr_assert_eq(focus.with, focus.all);
+  cr_assert_eq(excl.with, 0);
+  cr_assert_eq(excl.all + focus.all, all.all);
+  /* hide-idle: exactly the threads with a sample in managed code, whole */
+  cr_assert_eq(busy.nthreads, all.nbusy, "%d threads shown, %d have managed samples", busy.nthreads, all.nbusy);
+  for (int i = 0; i < busy.nthreads; i++) cr_assert(has_thread(all.threads_busy, all.nbusy, busy.threads[i]));
+  cr_assert_lt(busy.nthreads, all.nthreads, "the web target has threads that only wait");
+  /* one thread by its id */
+  char tid[16];
+  snprintf(tid, sizeof tid, "%d", busy.threads[0]);
+  CONVERT(thread_f, "--thread", tid);
+  struct folded_sum one = folded(thread_f, NULL);
+  cr_assert_eq(one.nthreads, 1);
+  cr_assert_eq(one.threads[0], busy.threads[0]);
+#undef CONVERT
+  /* report: the same view, and a word when most of the time is native code or waiting */
+  cr_assert_eq(dnt_run_dntrace(&r, "report", trace, "--weight", "samples", "--focus", "Web.Work.Primes", NULL), 0,
+               "%s", r.err);
+  char want[64];
+  snprintf(want, sizeof want, "%.0f samples on ", focus.all);
+  cr_assert(strncmp(r.out, want, strlen(want)) == 0, "%.300s", r.out);
+  dnt_run_free(&r);
+  /* by time, as report weighs it */
+  cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "folded", "-o", all_f, NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+  all = folded(all_f, NULL);
+  cr_assert_eq(dnt_run_dntrace(&r, "report", trace, NULL), 0, "%s", r.err);
+  int said = strstr(r.out, "% of this time is in native code or waiting; for where the CPU goes, 'dntrace perf -p PID'") != NULL;
+  cr_assert_eq(said, all.unmanaged > all.all / 2, "native %.0f of %.0f us, said %d: %.600s", all.unmanaged, all.all,
+               said, r.out);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "report", trace, "--thread", "nosuch", NULL), 1);
+  cr_assert(strstr(r.err, "no sample"), "%s", r.err);
+  dnt_run_free(&r);
   web_stop(&w);
 }
