@@ -20,7 +20,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <math.h>
+
 #include "../lib/analysis-feed.h"
+#include "../lib/ntr-writer.h"
 #include "../lib/run.h"
 #include "../lib/background-cr.h"
 #include "../lib/target-cr.h"
@@ -271,4 +274,76 @@ Test(threadpool_cli, json_report_is_json_and_its_summary_its_rows) {
       "assert sum(x['adjustments'] for x in d['seconds']) == len(adj), d['seconds']\n"
       "assert sum(x['enqueued'] for x in d['seconds']) == s['enqueued'], s\n";
   expect_json_report("threadpool", "microsoft__perfview/eventpipe-dotnetcore3.0-win-x64-objver4.nettrace", NULL, py);
+}
+
+/* ---- the completed-items counter, spread over the seconds it counts ---- */
+
+static void put_le(uint8_t *p, uint64_t v, int n) {
+  for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* System.Runtime's once-a-second counter lands near the seconds' boundaries: each increment is
+ * shared among the seconds of the interval it counted (issue 30 item 5: "21924, 0, 41277, 0"),
+ * and the Enqueued/Dequeued columns the trace has no events for are left out. A written trace:
+ * a worker-thread start at 100 ms, then three increments of 1000, each over the 1 s before it,
+ * at 1.5, 2.5 and 3.5 s: 500, 1000, 1000 and 500 in seconds 0 to 3. */
+Test(threadpool_cli, completed_items_are_spread_over_their_interval) {
+  char dir[] = "/tmp/dnt-tpspread-XXXXXX", trace[64];
+  cr_assert(mkdtemp(dir));
+  snprintf(trace, sizeof trace, "%s/t.nettrace", dir);
+  ntrw w;
+  ntrw_trace t = {1000, 1000000, 8, 4321, 2, 1000000, NULL, 0}; /* a microsecond clock */
+  ntrw_md start = {1, "Microsoft-Windows-DotNETRuntime", 50, "ThreadPoolWorkerThreadStart", 0x10000, 0, 4, -1,
+                   NULL, 0, 0, 1};
+  static const ntrw_field payload[] = {{"Name", 18, NULL, NULL, 0, 0}, {"Increment", 14, NULL, NULL, 0, 0},
+                                       {"IntervalSec", 13, NULL, NULL, 0, 0}};
+  static const ntrw_field object[] = {{"Payload", 1, NULL, payload, 3, 0}};
+  ntrw_md counter = {2, "System.Runtime", 1, "EventCounters", 0, 0, 4, -1, object, 1, 0, 0};
+  ntrw_init(&w, 0);
+  ntrw_trace_hdr(&w, &t);
+  ntrw_md_begin(&w);
+  ntrw_metadata(&w, &start);
+  ntrw_metadata(&w, &counter);
+  ntrw_block_end(&w);
+  ntrw_ev_begin(&w, 1);
+  uint8_t pool[10] = {0};
+  put_le(pool, 2, 4); /* ActiveWorkerThreadCount 2, RetiredWorkerThreadCount 0, ClrInstanceID 0 */
+  ntrw_ev ev = {.metadata_id = 1, .seq = 1, .thread = 7, .capture_thread = 7, .ts = 1000 + 100000, .payload = pool,
+                .payload_size = sizeof pool};
+  ntrw_event(&w, &ev);
+  static const char name[] = "threadpool-completed-items-count";
+  uint8_t c[2 * sizeof name + 12];
+  for (size_t i = 0; i < sizeof name; i++) c[2 * i] = (uint8_t)name[i], c[2 * i + 1] = 0;
+  double inc = 1000;
+  float interval = 1.0f;
+  memcpy(c + 2 * sizeof name, &inc, 8);
+  memcpy(c + 2 * sizeof name + 8, &interval, 4);
+  for (int k = 0; k < 3; k++) {
+    ntrw_ev e = {.metadata_id = 2, .seq = (uint32_t)k + 2, .thread = 7, .capture_thread = 7,
+                 .ts = 1000 + 1500000 + 1000000 * (uint64_t)k, .payload = c, .payload_size = sizeof c};
+    ntrw_event(&w, &e);
+  }
+  ntrw_block_end(&w);
+  ntrw_end(&w);
+  FILE *fp = fopen(trace, "wb");
+  cr_assert(fp && fwrite(w.buf, 1, w.len, fp) == w.len);
+  fclose(fp);
+  ntrw_release(&w);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "threadpool", trace, "--format", "json", NULL), 0, "%s", r.err);
+  double want[] = {500, 1000, 1000, 500};
+  const char *at = r.out;
+  for (int s = 0; s < 4; s++) {
+    at = strstr(at, "\"completed\":");
+    cr_assert(at, "second %d: %.2000s", s, r.out);
+    at += strlen("\"completed\":");
+    cr_expect(fabs(atof(at) - want[s]) < 0.01, "second %d: %.3f completed, %.0f wanted", s, atof(at), want[s]);
+  }
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "threadpool", trace, NULL), 0, "%s", r.err);
+  cr_expect(strstr(r.out, " Completed ") && !strstr(r.out, "Enqueued"), "%s", r.out);
+  cr_expect(strstr(r.out, "(no ThreadPoolEnqueue/Dequeue events in the trace"), "%s", r.out);
+  dnt_run_free(&r);
+  unlink(trace);
+  rmdir(dir);
 }
