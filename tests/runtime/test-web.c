@@ -4,7 +4,7 @@
  *   - `exceptions` groups the throws of one site whose messages carry ids into one group, with
  *     the exact count of the requests that threw, and its messages folded;
  *   - the CSV names of EventCounter rates do not change from one interval to the next;
- *   - the thread pool's thread count is a gauge in the Prometheus exposition (promtool) and in
+ *   - the thread pool's thread count is a gauge in `counters serve`'s /metrics (promtool) and in
  *     `counters monitor`, at least one thread and at most the process's threads;
  *   - pprof's main mapping is the entry assembly, not the dynamic methods' one;
  *   - no frame in a module's ReadyToRun image stays unnamed (the target's own mappings say
@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "../lib/background-cr.h"
+#include "../lib/loopback.h"
 #include "../lib/prom-check.h"
 #include "../lib/run.h"
 #include "../lib/target-cr.h"
@@ -190,14 +191,33 @@ Test(web, the_pool_thread_count_is_a_gauge, .timeout = 300) {
   web_start(&w);
   struct dnt_web_load l;
   load(&w, (const char *const[]){"/work", "/json", NULL}, 400, &l); /* the pool has grown */
-  char prom[128];
-  snprintf(prom, sizeof prom, "%s/metrics.prom", w.dir);
+  /* a scrape of `counters serve`'s /metrics once the pool's series is there */
+  struct bg b;
+  bg_start(&b, (const char *const[]){"counters", "serve", "-p", w.pid, "--counters", "System.Runtime", "--listen",
+                                     "127.0.0.1:0", NULL});
+  cr_assert(bg_wait_text(&b, "/metrics\n"), "counters serve did not start (status %d)", b.status);
+  char *said = slurp(b.out);
+  const char *colon = strstr(said, "http://127.0.0.1:");
+  int port = colon ? atoi(colon + 17) : 0;
+  free(said);
+  cr_assert_gt(port, 0);
+  char *text = NULL, out[4096];
+  for (int i = 0; i < DNT_HANG_MS / 100; i++) {
+    char *answer = NULL;
+    int status = dnt_http_request(port, "GET", "/metrics", DNT_HANG_MS / 1000, &answer);
+    const char *body = answer ? strstr(answer, "\r\n\r\n") : NULL;
+    if (status == 200 && body && strstr(body, "dotnet_thread_pool_thread_count")) {
+      text = strdup(body + 4);
+      free(answer);
+      break;
+    }
+    free(answer);
+    usleep(100 * 1000);
+  }
+  cr_assert_eq(bg_finish(&b, SIGINT), 0, "counters serve's status");
+  bg_remove(&b);
+  cr_assert(text, "no thread-pool series at /metrics");
   struct dnt_run r;
-  cr_assert_eq(dnt_run_dntrace(&r, "counters", "collect", "-p", w.pid, "--counters", "System.Runtime", "--format",
-                               "prometheus", "-o", prom, "--duration", "3s", NULL),
-               0, "%s", r.err);
-  dnt_run_free(&r);
-  char *text = slurp(prom), out[4096];
   cr_assert_eq(promtool_check(text, w.dir, out, sizeof out), 0, "promtool: %s", out);
   /* a gauge whose name ends in _count is named _current (promtool's lint keeps _count for
    * histograms and summaries) */
