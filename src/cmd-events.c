@@ -45,6 +45,7 @@ const struct dnt_usage usage_events = {
 #undef O
 
 #define MAX_JSON_NESTING 80
+#define MAX_SEEN 64
 
 struct events {
   const char **providers;
@@ -62,6 +63,10 @@ struct events {
   uint32_t pointer_size;
   char *scratch;     /* value text for the text format */
   size_t scratch_cap;
+  /* the providers of the trace (the first MAX_SEEN), to name them when --provider matched none */
+  char *seen[MAX_SEEN];
+  size_t nseen;
+  int header_said;
 };
 
 static int matches(const char *s, const char **list, size_t n) {
@@ -220,6 +225,33 @@ static void print_payload_hex(const ntr_event *ev, int json) {
   if (json) putchar('"');
 }
 
+/* Keeps provider among those seen (each once, the first MAX_SEEN). */
+static void note_provider(struct events *e, const char *provider) {
+  for (size_t k = 0; k < e->nseen; k++)
+    if (strcmp(e->seen[k], provider) == 0) return;
+  if (e->nseen < MAX_SEEN && (e->seen[e->nseen] = strdup(provider))) e->nseen++;
+}
+
+/* A --provider that named none of the trace's providers: said once, with those it has. */
+static int say_unmatched_providers(const struct events *e) {
+  int unmatched = 0;
+  for (size_t i = 0; i < e->nproviders; i++) {
+    size_t k = 0;
+    while (k < e->nseen && strcasecmp(e->seen[k], e->providers[i]) != 0) k++;
+    if (k < e->nseen) continue;
+    unmatched++;
+    fprintf(stderr, "dntrace: warning: no provider '");
+    dnt_text_put(stderr, e->providers[i]);
+    fprintf(stderr, "' in this trace; its providers:");
+    for (k = 0; k < e->nseen; k++) {
+      fputs(k ? ", " : " ", stderr);
+      dnt_text_put(stderr, e->seen[k]);
+    }
+    fputs(e->nseen == MAX_SEEN ? ", ...\n" : "\n", stderr);
+  }
+  return unmatched;
+}
+
 static int on_event(void *ud, const ntr_event *ev) {
   struct events *e = ud;
   const ntr_metadata *md = ev->metadata;
@@ -253,7 +285,14 @@ static int on_event(void *ud, const ntr_event *ev) {
       else if (e->rec.trailing) e->partial++;
     }
   }
+  if (e->nproviders) note_provider(e, provider);
   if (!matches(provider, e->providers, e->nproviders) || !name_matches(name, se, e->names, e->nnames)) return 0;
+  if (!e->json && !e->header_said) { /* for a reader at a terminal, on stderr: stdout holds nothing but events */
+    e->header_said = 1;
+    if (isatty(STDOUT_FILENO) && isatty(STDERR_FILENO))
+    fprintf(stderr, "columns: seconds since the trace's start, thread, processor (-1: not recorded), level, "
+                    "keywords, opcode, provider, event, its fields (Name=value), activity ids (@)\n");
+  }
   uint32_t level = md ? md->level : 0, opcode = md && md->has_opcode ? md->opcode : se ? se->opcode_value : 0;
   uint64_t keywords = md ? md->keywords : 0;
   char act[37] = "", rel[37] = "";
@@ -381,6 +420,8 @@ int cmd_events(int argc, char **argv) {
     dnt_warning("%llu runtime events have bytes past the fields their layout describes (versions newer than the "
                 "schema's are shown with the fields it knows)",
                 (unsigned long long)e.partial);
+  /* a provider asked for that the trace does not have (read whole): say which it has */
+  if (rc != DNT_TRACE_STOPPED) say_unmatched_providers(&e);
   if (rc == DNT_TRACE_TRUNCATED) {
     dnt_warning("%s: the events before the cut are shown", err);
   } else if (rc == DNT_TRACE_DAMAGED) {
@@ -390,6 +431,7 @@ int cmd_events(int argc, char **argv) {
 out_rec:
   dnt_record_release(&e.rec);
   free(e.scratch);
+  for (size_t k = 0; k < e.nseen; k++) free(e.seen[k]);
 out:
   dnt_schema_free(e.schema);
   free(o.schemas.v);

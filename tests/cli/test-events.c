@@ -1376,3 +1376,40 @@ Test(hostile, wild_stack_id_costs_no_memory) {
   dnt_rm_rf(dir);
   free(dir);
 }
+
+/* --provider that the trace does not have: its providers listed (issue 28 item 18): those
+ * the independent reader (nt-scan) finds events of in the same file. One it has, in another case:
+ * its events, and no such line. */
+Test(events_corpus, a_provider_the_trace_lacks_lists_those_it_has) {
+  need_corpus();
+  char path[4400];
+  snprintf(path, sizeof path, "%s/tbbuck__countercow/runtime-net10-loaded.nettrace", corpus);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "events", path, "--provider", "No.Such.Provider", NULL), 0, "%s", r.err);
+  cr_assert_str_empty(r.out);
+  const char *line = strstr(r.err, "warning: no provider 'No.Such.Provider' in this trace; its providers: ");
+  cr_assert(line, "%s", r.err);
+  /* every provider with events, by the independent reader, is named, and nothing else */
+  static struct nt_scan sc;
+  memset(&sc, 0, sizeof sc);
+  cr_assert_eq(nt_scan_file(path, &sc), 0);
+  int named = 0;
+  for (int i = 0; i < sc.nmeta; i++) {
+    int first = 1;
+    for (int j = 0; j < i; j++) first &= strcmp(sc.meta[j].provider, sc.meta[i].provider) != 0;
+    if (!first || !sc.meta[i].provider[0]) continue;
+    int has_events = 0;
+    for (int k = 0; k < sc.ncounts; k++) has_events |= strcmp(sc.counts[k].provider, sc.meta[i].provider) == 0;
+    if (!has_events) continue;
+    named++;
+    cr_assert(strstr(line, sc.meta[i].provider), "%s is not named: %s", sc.meta[i].provider, line);
+  }
+  int commas = 0;
+  for (const char *c = line; *c && *c != '\n'; c++) commas += *c == ',';
+  cr_assert_eq(commas + 1, named, "%s", line);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "events", path, "--provider", "microsoft-windows-dotnetruntime", "-n", "5", NULL),
+               0, "%s", r.err);
+  cr_assert_null(strstr(r.err, "no provider"), "%s", r.err);
+  dnt_run_free(&r);
+}
