@@ -449,6 +449,10 @@ struct dnt_waits_info {
 int dnt_waits_finish(dnt_waits *w, struct dnt_profile *prof, const struct dnt_waits_filter *f,
                      struct dnt_waits_info *info);
 
+/* After dnt_waits_finish: each thread it has events of that a filter could keep (the managed
+ * ones, when any is known), with its name (NULL: none), in thread id order. */
+void dnt_waits_each_thread(const dnt_waits *w, void (*fn)(void *ud, uint64_t tid, const char *name), void *ud);
+
 /* The wait's kind from the names of a blocked stack's frames (`[kernel]!futex_wait`..., and
  * System.Threading.Thread.Sleep, a futex wait on Linux, for a sleep when no thread of the
  * process ended the wait: woken_by_a_thread 0): "sleep", "futex/monitor", "epoll/socket",

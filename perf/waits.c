@@ -542,3 +542,9 @@ int dnt_waits_finish(dnt_waits *w, struct dnt_profile *prof, const struct dnt_wa
   if (info) *info = in;
   return rc;
 }
+
+void dnt_waits_each_thread(const dnt_waits *w, void (*fn)(void *ud, uint64_t tid, const char *name), void *ud) {
+  for (size_t i = 0; i < w->nev; i++) /* sorted by thread by dnt_waits_finish */
+    if ((i == 0 || w->ev[i].tid != w->ev[i - 1].tid) && keep_thread(w, w->ev[i].tid, NULL))
+      fn(ud, w->ev[i].tid, thread_name(w, w->ev[i].tid));
+}

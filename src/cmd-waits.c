@@ -15,6 +15,7 @@
 #include "collect-native.h"
 #include "dnt-perf.h"
 #include "dnt-profile.h"
+#include "dnt-trace.h"
 #include "options.h"
 #include "output.h"
 #include "util.h"
@@ -64,6 +65,17 @@ const struct dnt_usage usage_waits = {
     .many_operands = "one trace at a time",
 };
 #undef O
+
+/* One line of the threads a --thread could name. */
+static void say_thread(void *ud, uint64_t tid, const char *name) {
+  (void)ud;
+  fprintf(stderr, "  %llu", (unsigned long long)tid);
+  if (name) {
+    fputs("  ", stderr);
+    dnt_text_put(stderr, name);
+  }
+  fputc('\n', stderr);
+}
 
 /* EventPipe's samples into the analysis: which threads are managed, their managed stacks */
 struct managed_feed {
@@ -187,7 +199,8 @@ int cmd_waits(int argc, char **argv) {
     goto out;
   }
   if (o.thread && !wi.kept) {
-    dnt_error("no waits of thread '%s' in '%s'", o.thread, trace);
+    dnt_error("no waits of thread '%s' in '%s'; its threads:", o.thread, trace);
+    dnt_waits_each_thread(w, say_thread, NULL);
     goto out;
   }
   fprintf(stderr, "%llu of %llu waits kept (%s%s), %.1f ms blocked; %llu wake-ups recorded, %llu by an interrupt\n",

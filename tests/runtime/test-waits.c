@@ -479,6 +479,14 @@ Test(waits_runtime, handoff_and_sleep_of_the_sample, .timeout = 240) {
                                                            "SignalWaiter:\n%s", one);
   free(one);
   free(out);
+  /* a thread it has not: the threads it has, by id and name (issue 28 item 15) */
+  char *const none[] = {(char *)dnt_bin(), "waits", trace, "--thread", "nosuch", NULL};
+  cr_assert_eq(dnt_run_argv(&r, none, NULL, 60000), 1, "%s", r.err);
+  cr_expect(strstr(r.err, "no waits of thread 'nosuch'") && strstr(r.err, "; its threads:\n"), "%s", r.err);
+  char listed[64];
+  snprintf(listed, sizeof listed, "  %d  waiter\n", (int)tids[0]);
+  cr_expect(strstr(r.err, listed) && strstr(r.err, "  blocking-work\n"), "want '%s' in %s", listed, r.err);
+  dnt_run_free(&r);
   char cmd[160];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   cr_assert_eq(system(cmd), 0);
