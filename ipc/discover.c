@@ -485,6 +485,7 @@ static int list(int (*cb)(const dsipc_endpoint *ep, void *ud), void *ud, int den
       char hint[256], comm[64];
       read_comm((int)pid, comm, sizeof comm);
       set_err(ep, "cannot look into process %ld (%s): %s", pid, comm, perm_hint(&f, hint, sizeof hint));
+      ep->key = f.starttime; /* what its socket's name would carry */
       if (cb(ep, ud)) break;
       continue;
     }

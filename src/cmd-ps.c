@@ -1,6 +1,8 @@
 /* dntrace ps: the .NET processes that publish a diagnostic socket. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "builtin.h"
@@ -48,6 +50,7 @@ struct ps_row {
 struct ps_list {
   struct ps_row *rows;
   size_t count, cap;
+  size_t others; /* other users' .NET processes, not listed */
 };
 
 /* Is CAP_SYS_PTRACE (capability 19) in our effective set? Root without it (a container's root by
@@ -63,10 +66,24 @@ static int has_sys_ptrace(void) {
   return (caps >> 19) & 1;
 }
 
+/* Whether /tmp holds the diagnostic socket of ep's process (its pid and start time make the
+ * name): another user's .NET process, whose files and TMPDIR are not ours to read (most runtimes
+ * use /tmp, whose names anyone may look up). */
+static int others_socket(const dsipc_endpoint *ep) {
+  char path[128];
+  struct stat st;
+  snprintf(path, sizeof path, "/tmp/dotnet-diagnostic-%d-%llu-socket", ep->ns_pid, (unsigned long long)ep->key);
+  return ep->key && lstat(path, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
 static int collect_row(const dsipc_endpoint *ep, void *ud) {
   struct ps_list *l = ud;
   if (!ep->path[0]) { /* not ours to look into: not listed (it may not even be .NET) */
-    if (geteuid() != 0 || has_sys_ptrace()) return 0; /* another user's, or an outer namespace's: no news */
+    if (geteuid() != 0) { /* another user's: counted when /tmp shows its runtime's socket */
+      l->others += others_socket(ep);
+      return 0;
+    }
+    if (has_sys_ptrace()) return 0; /* an outer namespace's: no news */
     char *safe = dnt_safe_text(ep->errmsg); /* the process's name is its own words */
     dnt_warning("%s", safe); /* root refused: a capability is missing, which ps would hide */
     free(safe);
@@ -183,6 +200,10 @@ int cmd_ps(int argc, char **argv) {
     print_json(&l);
   else
     print_table(&l);
+  if (l.others) /* said, not listed: an empty list would read as "no .NET here" */
+    dnt_warning("%zu .NET process%s of other users %s not listed: their files are theirs (run as their user, or as "
+                "root)",
+                l.others, l.others == 1 ? "" : "es", l.others == 1 ? "is" : "are");
   for (size_t i = 0; i < l.count; i++) {
     free(l.rows[i].cmdline);
     free(l.rows[i].socket);
