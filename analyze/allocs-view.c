@@ -97,9 +97,23 @@ static int by_bytes_desc(const void *x, const void *y) {
 }
 
 /* The profile's stacks merged by name, most bytes first; 0, or -1 when out of memory. */
+/* The stacks of the table by stack: those of the profile without their type leaf (the table is
+ * by allocating stack, whatever the type). */
+struct stacks_load {
+  struct stacks *s;
+  const struct dnt_profile *p;
+};
+
+static void merge_untyped(void *ud, uint64_t thread, const uint32_t *frames, size_t n, uint64_t samples, double bytes) {
+  const struct stacks_load *l = ud;
+  if (n && strncmp(dnt_profile_name(l->p, frames[n - 1]), DNT_ALLOC_TYPE_FRAME, strlen(DNT_ALLOC_TYPE_FRAME)) == 0) n--;
+  merge(l->s, thread, frames, n, samples, bytes);
+}
+
 static int load_stacks(const struct dnt_allocs_analysis *a, struct stacks *s) {
   memset(s, 0, sizeof *s);
-  if (dnt_profile_each_stack(dnt_allocs_profile(a), merge, s) != 0 || s->oom) return -1;
+  struct stacks_load l = {s, dnt_allocs_profile(a)};
+  if (dnt_profile_each_stack(l.p, merge_untyped, &l) != 0 || s->oom) return -1;
   if (s->n) qsort(s->v, s->n, sizeof *s->v, by_bytes_desc);
   return 0;
 }

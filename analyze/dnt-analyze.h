@@ -287,6 +287,10 @@ enum dnt_allocs_source {
   DNT_ALLOCS_SAMPLED /* AllocationSampled only */
 };
 
+/* The allocation profile's leaf frame: the type allocated, "Type System.String" (PerfView's GC
+ * Heap Alloc view ends its stacks so). */
+#define DNT_ALLOC_TYPE_FRAME "Type "
+
 typedef struct dnt_alloc_type {
   const char *name;          /* as the runtime names it ("System.Byte[]"); owned by the analysis */
   double bytes;              /* estimated bytes allocated */

@@ -172,17 +172,28 @@ Test(allocs_sample, flame_graph_and_formats_carry_the_allocating_stack, .timeout
   record_sample("0x11", "string", dir, path, &truth);
   struct dnt_run r;
   cr_assert_eq(dnt_run_dntrace(&r, "allocs", path, "--format", "folded", NULL), 0, "%s", r.err);
-  double through_allocate = 0;
-  size_t lines = 0;
+  double through_allocate = 0, as_strings = 0;
+  size_t lines = 0, typed = 0;
   for (char *l = r.out; *l; lines++) {
     char *nl = strchr(l, '\n');
     if (!nl) break;
     *nl = 0;
     char *sp = strrchr(l, ' ');
     if (sp && strstr(l, ";Sample!Sample.AllocWork.Allocate")) through_allocate += atof(sp + 1);
+    /* every stack ends with the type allocated, as PerfView's GC Heap Alloc view ends them ("Type
+     * System.String": folded stacks write a frame's spaces as '_') */
+    if (sp) {
+      *sp = 0;
+      const char *leaf = strrchr(l, ';');
+      typed += leaf && strncmp(leaf, ";Type_", 6) == 0;
+      if (leaf && strcmp(leaf, ";Type_System.String") == 0 && strstr(l, ";Sample!Sample.AllocWork.Allocate"))
+        as_strings += atof(sp + 1);
+    }
     l = nl + 1;
   }
   expect_within_10pct(through_allocate, truth, "folded stacks through AllocWork.Allocate");
+  expect_within_10pct(as_strings, truth, "folded stacks through AllocWork.Allocate ending in Type System.String");
+  cr_expect_eq(typed, lines, "%zu of %zu stacks end with their type", typed, lines);
   dnt_run_free(&r);
 
   char svg[96], json[96], ss[96];
