@@ -35,6 +35,7 @@ struct rundown_keyword {
 struct collect_options {
   struct dnt_session_target target;
   int resume, rundown, clr_level, native;
+  int buffering; /* 0 Drop (the runtime's default), 1 Block: --buffering-mode */
   int format; /* enum dnt_format: a conversion to write beside the .nettrace */
   int weight; /* its weights: 0 time, 1 samples (--weight) */
   uint32_t buffer_mb;
@@ -53,6 +54,14 @@ static int parse_providers(void *field, const char *arg) {
 
 static int parse_clr_level(void *field, const char *arg) {
   if ((*(int *)field = dnt_parse_level(arg)) < 0) return dnt_error("--clreventlevel: '%s' is not 0-5 or a level name", arg);
+  return 0;
+}
+
+/* --buffering-mode Drop|Block (dotnet-trace's words, any case; or 0/1) */
+static int parse_buffering(void *field, const char *arg) {
+  if (strcasecmp(arg, "drop") == 0 || strcmp(arg, "0") == 0) *(int *)field = 0;
+  else if (strcasecmp(arg, "block") == 0 || strcmp(arg, "1") == 0) *(int *)field = 1;
+  else return dnt_error("--buffering-mode: '%s' is not Drop or Block", arg);
   return 0;
 }
 
@@ -89,6 +98,10 @@ static const struct dnt_option collect_options[] = {
     DNT_OPT_PARSE(0, "clreventlevel", "LEVEL", O(clr_level), parse_clr_level,
                   "level for --clrevents (number or name; default informational)"),
     DNT_OPT_PARSE(0, "buffersize", "MB", O(buffer_mb), parse_buffersize, "the runtime's session buffer (default 256)"),
+    DNT_OPT_PARSE(0, "buffering-mode", "MODE", O(buffering), parse_buffering,
+                  "Drop (default: a full buffer drops events) or Block (the\n"
+                  "threads that write wait: nothing lost; .NET 11 and later,\n"
+                  "else Drop with a warning)"),
     DNT_OPT_GROUP(dnt_options_duration, O(duration_ms)),
     DNT_OPT_BOOL("rundown", "BOOL", O(rundown), "method and module rundown at the end (default true)"),
     DNT_OPT_PARSE(0, "rundown-keyword", "HEX", O(rundown_keyword), parse_rundown_keyword,
@@ -512,7 +525,7 @@ int cmd_collect(int argc, char **argv) {
                                .level = providers.v[i].level, .args = providers.v[i].args};
   dsipc_session_config cfg = {.buffer_mb = buffer_mb, .format = 1, .request_rundown = rundown,
                               .rundown_keyword = rundown_keyword, .request_stackwalk = 1,
-                              .providers = wire, .n_providers = providers.n};
+                              .buffering_mode = (uint32_t)o.buffering, .providers = wire, .n_providers = providers.n};
 
   /* waiting for a runtime to connect (a command started, a port listened on): the table first, so
    * that the wait says what it is for; a running process answers at once: the table once it
@@ -541,7 +554,14 @@ int cmd_collect(int argc, char **argv) {
   uv_timer_init(c.loop, &c.stopper_timer);
   c.stopper_timer.data = &c;
   static const dnt_session_cb session_cb = {on_session_data, on_session_end};
-  int src = dnt_session_start(&c.s, pick_version(custom_rundown), &cfg, &session_cb, &c);
+  /* Block buffering is CollectTracing6's alone (.NET 11): a runtime without it records with Drop */
+  int src = o.buffering ? dnt_session_start(&c.s, 6, &cfg, &session_cb, &c) : DSIPC_EUNKNOWNCMD;
+  if (src == DSIPC_EUNKNOWNCMD) {
+    if (o.buffering)
+      dnt_warning("this runtime cannot block its writers (Block buffering needs .NET 11): recording with Drop, as "
+                  "dotnet-trace does");
+    src = dnt_session_start(&c.s, pick_version(custom_rundown), &cfg, &session_cb, &c);
+  }
   free(wire);
   if (src) {
     close_handles(&c);

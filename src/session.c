@@ -263,6 +263,7 @@ int dnt_session_start(dnt_session *s, int version, const dsipc_session_config *c
   s->ud = ud;
   s->stop_wanted = 0;
   int rc = start_once(s, version, cfg);
+  if (rc == DSIPC_EUNKNOWNCMD && version == 6) return rc; /* Block buffering: the caller says what it does */
   if (rc == DSIPC_EUNKNOWNCMD && version > 2) {
     /* an older runtime: what only the newer request can say (a custom rundown keyword) is lost */
     dnt_warning("this runtime takes no CollectTracing%d; asking with CollectTracing2 (default rundown)", version);

@@ -890,3 +890,38 @@ Test(collect, stopping_event, .timeout = 240) {
   rmdir(dir);
   free(dir);
 }
+
+/* --buffering-mode Block (issue 28 item 11): CollectTracing6, which .NET 10 does not know: one
+ * warning line, then the session with Drop buffering, a complete trace. The sample's runtime says
+ * its version: a runtime of 11 or later takes Block without a word. */
+Test(collect, block_buffering_falls_back_to_drop_with_one_warning, .timeout = 180) {
+  dnt_target t;
+  start(&t);
+  char *dir = temp_dir();
+  char out[128], pid[16];
+  snprintf(out, sizeof out, "%s/b.nettrace", dir);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "info", "-p", pid, NULL), 0, "%s", r.err);
+  const char *v = strstr(r.out, "Runtime version     : ");
+  cr_assert(v, "%s", r.out);
+  int net10 = atoi(v + 22) < 11;
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "--buffering-mode", "block", "--duration", "1s", "-o", out,
+                               NULL),
+               0, "%s", r.err);
+  const char *warned = strstr(r.err, "warning: this runtime cannot block its writers (Block buffering needs .NET 11)");
+  cr_assert_eq(warned != NULL, net10, "%s", r.err);
+  if (warned) cr_assert_null(strstr(warned + 1, "warning: this runtime cannot block"), "once: %s", r.err);
+  dnt_run_free(&r);
+  static struct nt_scan s;
+  cr_assert_eq(nt_scan_file(out, &s), 0);
+  cr_assert(s.complete, "%s", s.problem);
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "--buffering-mode", "Sometimes", NULL), 2);
+  cr_assert(strstr(r.err, "--buffering-mode: 'Sometimes' is not Drop or Block"), "%s", r.err);
+  dnt_run_free(&r);
+  dnt_target_stop(&t);
+  unlink(out);
+  rmdir(dir);
+  free(dir);
+}
