@@ -84,7 +84,11 @@ static int parse_rundown_keyword(void *field, const char *arg) {
   return 0;
 }
 
-static void list_profiles(void) { dnt_profiles_print(stdout); }
+static void list_profiles(void) {
+  dnt_profiles_print(stdout);
+  printf("%-28s %s\n", "thread-time", "the kernel's context switches (dotnet-trace collect-linux's): recorded with perf");
+  printf("    %s\n", "beside the session, as --native does (for 'dntrace waits' and 'dntrace compare')");
+}
 
 #define O(f) offsetof(struct collect_options, f)
 static const struct dnt_option collect_options[] = {
@@ -154,6 +158,7 @@ struct collect {
   struct dnt_enter_watch enter; /* Enter stops, on a terminal */
   int native; /* 0 no, 1 perf set up, 2 its files written */
   struct dnt_native nat;
+  char *profiles_copy; /* --profile without thread-time (owned) */
 };
 
 static uint64_t now_ms(void) { return uv_hrtime() / 1000000u; }
@@ -395,6 +400,27 @@ static char *default_output(const char *app) {
  * default rundown on/off, 4 for a custom rundown keyword. */
 static int pick_version(int custom_rundown) { return custom_rundown ? 4 : 2; }
 
+/* The profile list without "thread-time" (any case), *native set when it was there: a new string
+ * (the caller frees it), NULL when out of memory. */
+static char *without_thread_time(const char *list, int *native) {
+  char *out = malloc(strlen(list) + 1);
+  if (!out) return NULL;
+  size_t o = 0;
+  for (const char *p = list; *p;) {
+    size_t n = strcspn(p, ",");
+    if (n == 11 && strncasecmp(p, "thread-time", 11) == 0) {
+      *native = 1;
+    } else if (n) {
+      if (o) out[o++] = ',';
+      memcpy(out + o, p, n);
+      o += n;
+    }
+    p += n + (p[n] == ',');
+  }
+  out[o] = '\0';
+  return out;
+}
+
 int cmd_collect(int argc, char **argv) {
   struct collect_options o = {.resume = 1, .rundown = 1, .clr_level = 4, .buffer_mb = DEFAULT_BUFFER_MB,
                               .rundown_keyword = {.keyword = DSIPC_DEFAULT_RUNDOWN_KEYWORD}};
@@ -429,6 +455,15 @@ int cmd_collect(int argc, char **argv) {
   }
   int stopping = dnt_stop_event_init(&c.stop_event, o.stop_provider, o.stop_event, o.stop_filter, on_stop_event, &c);
   if (stopping == DNT_EXIT_USAGE) goto out;
+  /* dotnet-trace collect-linux's thread-time profile (the kernel's context switches) is ours with
+   * perf beside the session: --native */
+  char *rest = profiles ? without_thread_time(profiles, &native) : NULL;
+  if (profiles && !rest) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  if (profiles && native && !o.native)
+    fprintf(stderr, "--profile thread-time: the context switches are recorded with perf beside the trace "
+                    "(--native; read them with 'dntrace waits' and 'dntrace compare')\n");
+  profiles = rest && *rest ? rest : NULL;
+  c.profiles_copy = rest;
   if (profiles && dnt_providers_add_profiles(&providers, profiles, err, sizeof err) < 0) {
     dnt_error("--profile: %s", err);
     goto out;
@@ -684,6 +719,7 @@ out:
   ntr_parser_free(c.parser);
   dnt_profile_free(c.prof);
   dnt_stop_event_release(&c.stop_event);
+  free(c.profiles_copy);
   dnt_providers_release(&providers);
   free(default_out);
   return rc;

@@ -27,12 +27,21 @@ struct convert_options {
 /* convert's own view, for dnt_convert (NULL: every sample) */
 static const struct dnt_view_opts *convert_view;
 
+/* --format: a profile format, or nettrace, taken to say why not (dotnet-trace's convert
+ * --format NetTrace); any other word is the error every command gives. */
+static int parse_format(void *field, const char *value) {
+  enum dnt_format f = dnt_format_find(value, DNT_FORMATS_PROFILE | DNT_FORMAT_BIT(DNT_FORMAT_NETTRACE));
+  if (f == DNT_FORMAT_NONE) return dnt_format_error(value, DNT_FORMATS_PROFILE);
+  *(int *)field = (int)f;
+  return 0;
+}
+
 #define O(f) offsetof(struct convert_options, f)
 static const struct dnt_option convert_options[] = {
-    DNT_OPT_FORMAT("FORMAT", O(format), DNT_FORMATS_PROFILE,
-                   "flamegraph (an interactive SVG), speedscope, chromium, folded\n"
-                   "or pprof"),
-    {.kind = DNT_OPT_FORMAT, .short_name = 'f', .offset = O(format), .max = DNT_FORMATS_PROFILE}, /* -f: --format */
+    DNT_OPT_PARSE(0, "format", "FORMAT", O(format), parse_format,
+                  "flamegraph (an interactive SVG), speedscope, chromium, folded\n"
+                  "or pprof"),
+    {.kind = DNT_OPT_PARSE, .short_name = 'f', .offset = O(format), .parse = parse_format}, /* -f: --format */
     DNT_OPT_OUTPUT("OUT", O(output),
                    "where to write (- for stdout; the format's extension is added\n"
                    "when OUT has none; default: FILE with .svg, .speedscope.json,\n"
@@ -196,6 +205,13 @@ int cmd_convert(int argc, char **argv) {
   if (rc) return rc == DNT_OPTIONS_DONE ? 0 : rc;
   if (!o.format) {
     dnt_error("--format is required: flamegraph, speedscope, chromium, folded or pprof");
+    return DNT_EXIT_USAGE;
+  }
+  if (o.format == DNT_FORMAT_NETTRACE) {
+    dnt_error("--format nettrace: '%s' is a trace already, and convert writes profiles of one (flamegraph, "
+              "speedscope, chromium, folded or pprof); every command reads a .nettrace, .gz or .zip as it is",
+              o.trace);
+    dnt_view_release(&o.view);
     return DNT_EXIT_USAGE;
   }
   flame_by_thread = o.by_thread;

@@ -755,3 +755,19 @@ Test(convert, speedscope_places_threads_and_opens_the_busiest) {
   unlink(trace);
   rmdir(dir);
 }
+
+/* --format NetTrace, dotnet-trace convert's own format (issue 28 item 11): one line why not, exit
+ * 2, no file. */
+Test(convert, nettrace_is_refused_with_its_reason) {
+  char dir[] = "/tmp/dnt-cvnt-XXXXXX", trace[64];
+  cr_assert(mkdtemp(dir));
+  snprintf(trace, sizeof trace, "%s/t.nettrace", dir);
+  cr_assert_eq(dnt_write_v6_trace(trace), 0);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "NetTrace", NULL), 2);
+  cr_assert(strstr(r.err, "--format nettrace: ") && strstr(r.err, "is a trace already"), "%s", r.err);
+  cr_assert_eq(strchr(r.err, '\n'), strrchr(r.err, '\n'), "one line: %s", r.err);
+  dnt_run_free(&r);
+  unlink(trace);
+  cr_assert_eq(rmdir(dir), 0, "nothing else written beside it");
+}

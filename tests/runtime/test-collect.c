@@ -925,3 +925,37 @@ Test(collect, block_buffering_falls_back_to_drop_with_one_warning, .timeout = 18
   rmdir(dir);
   free(dir);
 }
+
+/* --profile thread-time (dotnet-trace collect-linux's context switches, issue 28 item 11): perf
+ * beside the session, as --native, said in one line; with another profile, that profile's
+ * providers; the list of profiles names it. */
+Test(collect, thread_time_profile_is_native, .timeout = 180) {
+  DNT_REQUIRE_PERF();
+  dnt_target t;
+  start(&t);
+  char *dir = temp_dir();
+  char out[128], data[128], pid[16];
+  snprintf(out, sizeof out, "%s/tt.nettrace", dir);
+  snprintf(data, sizeof data, "%s/tt.perf.data", dir);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "--profile", "gc-collect,Thread-Time", "--duration", "1s",
+                               "-o", out, NULL),
+               0, "%s", r.err);
+  cr_assert(strstr(r.err, "--profile thread-time: the context switches are recorded with perf beside the trace"),
+            "%s", r.err);
+  cr_assert(strstr(r.out, "Microsoft-Windows-DotNETRuntimePrivate"), "gc-collect's providers: %s", r.out);
+  cr_assert_null(strstr(r.out, "Microsoft-DotNETCore-SampleProfiler"), "no default profiles: %s", r.out);
+  dnt_run_free(&r);
+  struct stat st;
+  cr_assert_eq(stat(data, &st), 0, "perf's recording beside the trace");
+  cr_assert_gt(st.st_size, 0);
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "--list-profiles", NULL), 0);
+  cr_assert(strstr(r.out, "\nthread-time "), "%s", r.out);
+  dnt_run_free(&r);
+  dnt_target_stop(&t);
+  char cmd[160];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_assert_eq(system(cmd), 0);
+  free(dir);
+}
