@@ -346,6 +346,28 @@ static int parse_counters(void *field, const char *arg) {
 }
 
 #define O(f) offsetof(struct options, f)
+/* the rows every subcommand has: the target, the counters, their pace, the runtime's limits */
+#define COMMON_ROWS                                                                                                 \
+  DNT_OPT_GROUP(dnt_options_target_any, O(target)), DNT_OPT_RESUME(O(resume)),                                    \
+      DNT_OPT_PARSE_MANY(0, "counters", "LIST", O(specs), parse_counters,                                         \
+                         "provider or provider[c1,c2], comma-separated; an EventCounters\n"                     \
+                         "prefix asks for the EventSource (default System.Runtime)"),                             \
+      DNT_OPT_PARSE(0, "refresh-interval", "SEC", O(refresh), parse_refresh, "seconds between values (default 1)"), \
+      DNT_OPT_GROUP(dnt_options_duration, O(duration_ms)),                                                       \
+      DNT_OPT_PARSE(0, "maxHistograms", "N", O(max_hist), parse_max_histograms,                                   \
+                    "histograms the runtime tracks (default 10)"),                                               \
+      DNT_OPT_PARSE(0, "maxTimeSeries", "N", O(max_ts), parse_max_time_series,                                    \
+                    "time series the runtime tracks (default 1000)")
+#define COLLECT_ROWS                                                                                                \
+  DNT_OPT_FORMAT("FORMAT", O(format_opt), DNT_FORMATS_COUNTERS, "collect: csv (default), json or prometheus"),    \
+      DNT_OPT_OUTPUT("FILE", O(output),                                                                           \
+                     "collect: where to write (- for stdout; .csv, .json or .prom is added\n"                     \
+                     "when FILE has no extension; default counter.csv)")
+#define SERVE_ROWS DNT_OPT_STRING(0, "listen", "ADDR", O(listen), "serve: HOST:PORT to listen on (default 127.0.0.1:9400)")
+#define MONITOR_ROWS                                                                                                \
+  DNT_OPT_FLAG(0, "plain", O(plain), "monitor: plain text blocks, also on a terminal"),                             \
+      DNT_OPT_FLAG(0, "showDeltas", O(deltas), "monitor: a column with each value's change since the last")
+
 static const struct dnt_option counters_options[] = {
     DNT_OPT_TEXT("collect", "write every value to a file (CSV, JSON), or the latest ones (prometheus)"),
     DNT_OPT_TEXT("monitor", "a live table of the latest values (plain lines when not a terminal)"),
@@ -353,30 +375,37 @@ static const struct dnt_option counters_options[] = {
                           "with -n, also the next process of that name"),
     DNT_OPT_TEXT("list", "print the well-known counters with their units"),
     DNT_OPT_TEXT("ps", "list the .NET processes (as 'dntrace ps')"),
-    DNT_OPT_GROUP(dnt_options_target_any, O(target)),
-    DNT_OPT_RESUME(O(resume)),
-    DNT_OPT_PARSE_MANY(0, "counters", "LIST", O(specs), parse_counters,
-                  "provider or provider[c1,c2], comma-separated; an EventCounters\\\n"
-                  "prefix asks for the EventSource (default System.Runtime)"),
-    DNT_OPT_PARSE(0, "refresh-interval", "SEC", O(refresh), parse_refresh, "seconds between values (default 1)"),
-    DNT_OPT_GROUP(dnt_options_duration, O(duration_ms)),
-    DNT_OPT_PARSE(0, "maxHistograms", "N", O(max_hist), parse_max_histograms, "histograms the runtime tracks (default 10)"),
-    DNT_OPT_PARSE(0, "maxTimeSeries", "N", O(max_ts), parse_max_time_series, "time series the runtime tracks (default 1000)"),
-    DNT_OPT_FORMAT("FORMAT", O(format_opt), DNT_FORMATS_COUNTERS, "collect: csv (default), json or prometheus"),
-    DNT_OPT_OUTPUT("FILE", O(output),
-                   "collect: where to write (- for stdout; .csv, .json or .prom is added\n"
-                   "when FILE has no extension; default counter.csv)"),
-    DNT_OPT_STRING(0, "listen", "ADDR", O(listen), "serve: HOST:PORT to listen on (default 127.0.0.1:9400)"),
-    DNT_OPT_FLAG(0, "plain", O(plain), "monitor: plain text blocks, also on a terminal"),
-    DNT_OPT_FLAG(0, "showDeltas", O(deltas), "monitor: a column with each value's change since the last"),
+    COMMON_ROWS, COLLECT_ROWS, SERVE_ROWS, MONITOR_ROWS,
     DNT_OPT_END(),
 };
+
+/* each subcommand's own help: its rows alone */
+static const struct dnt_option collect_options[] = {COMMON_ROWS, COLLECT_ROWS, DNT_OPT_END()};
+static const struct dnt_option monitor_options[] = {COMMON_ROWS, MONITOR_ROWS, DNT_OPT_END()};
+static const struct dnt_option serve_options[] = {COMMON_ROWS, SERVE_ROWS, DNT_OPT_END()};
 #undef O
 
 const struct dnt_usage usage_counters = {
     .synopsis = "dntrace counters (collect | monitor | serve) (-p PID | -n NAME | --diagnostic-port PATH | -- CMD...) [--counters LIST] [--refresh-interval SEC] [--duration TIME] [--format csv|json|prometheus] [-o FILE] [--listen ADDR]",
     .summary = "Show, record or serve the EventCounters and Meters of a .NET process, as dotnet-counters",
     .options = counters_options,
+};
+
+#define TARGET_SYNOPSIS "(-p PID | -n NAME | --diagnostic-port PATH | -- CMD...) [--counters LIST] [--refresh-interval SEC] [--duration TIME]"
+static const struct dnt_usage counters_collect_usage = {
+    .synopsis = "dntrace counters collect " TARGET_SYNOPSIS " [--format csv|json|prometheus] [-o FILE]",
+    .summary = "Write every value of the counters to a file (CSV, JSON), or their latest ones (prometheus)",
+    .options = collect_options,
+};
+static const struct dnt_usage counters_monitor_usage = {
+    .synopsis = "dntrace counters monitor " TARGET_SYNOPSIS " [--plain] [--showDeltas]",
+    .summary = "Show the counters' latest values in a live table (plain lines when not a terminal)",
+    .options = monitor_options,
+};
+static const struct dnt_usage counters_serve_usage = {
+    .synopsis = "dntrace counters serve " TARGET_SYNOPSIS " [--listen ADDR]",
+    .summary = "Answer GET /metrics with the counters' latest values, in the Prometheus text format",
+    .options = serve_options,
 };
 
 /* Returns 0, or an exit code (the error printed; -1 for --help, which exits 0). */
@@ -389,7 +418,10 @@ static int parse_options(enum mode mode, int argc, char **argv, struct options *
   o->max_ts = 1000;
   o->refresh = 1.0;
   o->resume = 1;
-  int rc = dnt_options_parse(&usage_counters, cmdname, argc, argv, o);
+  const struct dnt_usage *usage = mode == MODE_COLLECT   ? &counters_collect_usage
+                                 : mode == MODE_MONITOR ? &counters_monitor_usage
+                                                        : &counters_serve_usage;
+  int rc = dnt_options_parse(usage, cmdname, argc, argv, o);
   if (rc) return rc;
   o->format_given = o->format_opt != DNT_FORMAT_NONE;
   o->format = o->format_opt == DNT_FORMAT_JSON ? FORMAT_JSON : o->format_opt == DNT_FORMAT_PROMETHEUS ? FORMAT_PROMETHEUS : FORMAT_CSV;

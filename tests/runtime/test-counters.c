@@ -659,6 +659,21 @@ Test(counters_cli, errors) {
   cr_expect_eq(dnt_run_dntrace(&r, "counters", "--help", NULL), 0);
   cr_expect(strncmp(r.out, "usage: dntrace counters", 23) == 0 || strstr(r.out, "dntrace counters (collect"), "%s", r.out);
   dnt_run_free(&r);
+  /* each subcommand its own help (item 17): its synopsis, its options, none of the others' */
+  static const struct {
+    const char *sub, *has, *hasnt[3];
+  } own[] = {{"monitor", "--showDeltas", {"--listen", "--format", "--output"}},
+             {"serve", "--listen", {"--plain", "--format", "--showDeltas"}},
+             {"collect", "--format", {"--plain", "--listen", "--showDeltas"}}};
+  for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) {
+    cr_expect_eq(dnt_run_dntrace(&r, "counters", own[i].sub, "--help", NULL), 0);
+    char want[64];
+    snprintf(want, sizeof want, "usage: dntrace counters %s (-p PID", own[i].sub);
+    cr_expect(strncmp(r.out, want, strlen(want)) == 0, "%s", r.out);
+    cr_expect(strstr(r.out, own[i].has) && strstr(r.out, "--counters LIST"), "%s", r.out);
+    for (int k = 0; k < 3; k++) cr_expect_null(strstr(r.out, own[i].hasnt[k]), "%s: %s", own[i].hasnt[k], r.out);
+    dnt_run_free(&r);
+  }
 }
 
 /* ---- the full-screen monitor, in a real terminal (tmux) ---- */
