@@ -9,7 +9,7 @@
 /* The line a user looks for; "" when there was no starvation. Writes it with its newline. */
 static void starvation_line(FILE *fp, const dnt_tp_summary *s) {
   if (!s->starvation) return;
-  fprintf(fp, "thread pool starvation: %zu adjustment%s for Starvation, threads grew from %u to %u over %.1f s "
+  fprintf(fp, "thread pool starvation: %zu adjustment%s for Starvation, the thread goal grew from %u to %u over %.1f s "
               "(from %.3f s to %.3f s of the trace)\n",
           s->starvation, s->starvation == 1 ? "" : "s", s->starvation_from, s->starvation_to,
           (s->starvation_last_ms - s->starvation_first_ms) / 1000.0, s->starvation_first_ms / 1000.0,

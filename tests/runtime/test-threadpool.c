@@ -107,7 +107,7 @@ Test(threadpool_rules, starvation_is_counted_from_the_goal_before_it) {
   FILE *fp = open_memstream(&text, &len);
   dnt_tp_write_text(fp, f.a, 20);
   fclose(fp);
-  cr_expect(strstr(text, "thread pool starvation: 3 adjustments for Starvation, threads grew from 2 to 5 over 2.0 s"),
+  cr_expect(strstr(text, "thread pool starvation: 3 adjustments for Starvation, the thread goal grew from 2 to 5 over 2.0 s"),
             "%s", text);
   cr_expect(strstr(text, "blocked threads: 1 adjustment for CooperativeBlocking"), "%s", text);
   free(text);
