@@ -187,6 +187,22 @@ static void waker_of(const struct dnt_profile *prof, const struct row *row, char
     buf[0] = '\0';
 }
 
+#define BLOCKED_COLS 40
+
+/* s cut to its last cols-1 characters after an ellipsis when longer than cols: a frame's name
+ * says most at its end, the method ("...Threading.Monitor.Wait"). UTF-8 aware. */
+static void keep_end(char *s, size_t cols) {
+  size_t chars = 0;
+  for (const char *p = s; *p; p++) chars += ((unsigned char)*p & 0xC0) != 0x80;
+  if (chars <= cols) return;
+  const char *from = s;
+  for (size_t skip = chars - (cols - 1); skip;) /* past the first chars - (cols - 1) characters */
+    if (((unsigned char)*++from & 0xC0) != 0x80) skip--;
+  size_t len = strlen(from);
+  memmove(s + 3, from, len + 1);
+  memcpy(s, "\xe2\x80\xa6", 3); /* U+2026 */
+}
+
 int dnt_waits_write_table(const struct dnt_profile *prof, size_t top, FILE *fp) {
   struct rows r;
   if (rows_of(prof, &r) != 0) return -ENOMEM;
@@ -207,6 +223,7 @@ int dnt_waits_write_table(const struct dnt_profile *prof, size_t top, FILE *fp) 
     char safe_thread[17], safe_blocked[4 * 1200], safe_waker[23];
     dnt_text_escape(safe_thread, sizeof safe_thread, thread);
     dnt_text_escape(safe_blocked, sizeof safe_blocked, *blocked_in ? blocked_in : "-");
+    keep_end(safe_blocked, BLOCKED_COLS); /* the columns after it stay in place */
     dnt_text_escape(safe_waker, sizeof safe_waker, *waker ? waker : "(none in the process)");
     fprintf(fp, "  %10.1f %5.1f%% %8llu  %-13s  %-16s %-40s  %-22s ", row->ms, total > 0 ? 100 * row->ms / total : 0,
             (unsigned long long)row->count, row_kind(prof, row), safe_thread, safe_blocked, safe_waker);

@@ -479,6 +479,28 @@ Test(waits_runtime, handoff_and_sleep_of_the_sample, .timeout = 240) {
                                                            "SignalWaiter:\n%s", one);
   free(one);
   free(out);
+  /* the text table's columns stay in place whatever the names (issue 28 item 25): "woken by"
+   * begins at the header's column on every row, after two spaces */
+  char *const table[] = {(char *)dnt_bin(), "waits", trace, NULL};
+  cr_assert_eq(dnt_run_argv(&r, table, NULL, 60000), 0, "%s", r.err);
+  const char *hdr = strstr(r.out, "woken by");
+  cr_assert(hdr, "%s", r.out);
+  const char *hl = hdr;
+  while (hl > r.out && hl[-1] != '\n') hl--;
+  size_t col = 0;
+  for (const char *p = hl; p < hdr; p++) col += ((unsigned char)*p & 0xC0) != 0x80;
+  int rows = 0;
+  for (const char *line = strchr(hdr, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
+    const char *p = line + 1;
+    size_t c = 0;
+    char before[2] = {0, 0};
+    for (; *p && *p != '\n' && c < col; p++)
+      if (((unsigned char)*p & 0xC0) != 0x80) before[0] = before[1], before[1] = *p, c++;
+    cr_expect(c == col && before[0] == ' ' && before[1] == ' ' && *p != ' ', "row %d shifted: %.200s", rows, line + 1);
+    rows++;
+  }
+  cr_expect_gt(rows, 0);
+  dnt_run_free(&r);
   /* a thread it has not: the threads it has, by id and name (issue 28 item 15) */
   char *const none[] = {(char *)dnt_bin(), "waits", trace, "--thread", "nosuch", NULL};
   cr_assert_eq(dnt_run_argv(&r, none, NULL, 60000), 1, "%s", r.err);
