@@ -270,7 +270,10 @@ static int take(const struct dnt_usage *u, const struct row *r, const char *arg,
     return dnt_parse_count(spelled(o, name, sizeof name), arg, o->max, (long *)field) < 0 ? DNT_EXIT_USAGE : 0;
   case DNT_OPT_DURATION:
     if ((*(uint64_t *)field = dnt_parse_duration(arg)) != 0) return 0;
-    dnt_error("--%s: '%s' is not dd:hh:mm:ss or a number with s, m or h", o->long_name, arg);
+    if (*arg && strspn(arg, "0:.smh") == strlen(arg) && strchr(arg, '0')) /* 0s, 00:00:00: no time at all */
+      dnt_error("--%s: '%s' is no time; leave --%s out to go on until Ctrl+C", o->long_name, arg, o->long_name);
+    else
+      dnt_error("--%s: '%s' is not dd:hh:mm:ss or a number with s, m or h", o->long_name, arg);
     return DNT_EXIT_USAGE;
   case DNT_OPT_FORMAT:
     if ((*(int *)field = (int)dnt_format_find(arg, o->max)) != DNT_FORMAT_NONE) return 0;

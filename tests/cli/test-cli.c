@@ -470,6 +470,16 @@ Test(cli, a_bad_duration_is_one_error_everywhere) {
       {"counters", "serve", "--duration", "5x", NULL},
   };
   same_error(cases, NCASES(cases), (const char *const[]){"--duration", "'5x'", NULL});
+  /* no time at all (issue 28 item 11): said so, with what to do instead */
+  static const char *const zero[][12] = {
+      {"collect", "--duration", "0s", NULL},
+      {"counters", "monitor", "--duration", "0s", NULL},
+      {"gc", "-p", "1", "--duration", "0s", NULL},
+  };
+  same_error(zero, NCASES(zero), (const char *const[]){"--duration: '0s' is no time; leave --duration out", NULL});
+  char *z = mistake((const char *const[]){"collect", "--duration", "00:00:00", NULL});
+  cr_expect(strstr(z, "'00:00:00' is no time"), "%s", z);
+  free(z);
 }
 
 Test(cli, a_bad_format_is_one_error_everywhere) {
