@@ -160,7 +160,7 @@ int dnt_cpu_states_name(dnt_cpu_states *cs, uint64_t tid, const char *name) {
   return 0;
 }
 
-int dnt_cpu_states_load_names(dnt_cpu_states *cs, const char *path) {
+int dnt_threads_file_each(const char *path, int (*fn)(void *ud, uint64_t tid, const char *name), void *ud) {
   FILE *fp = fopen(path, "re");
   if (!fp) return -errno;
   char line[256];
@@ -178,13 +178,19 @@ int dnt_cpu_states_load_names(dnt_cpu_states *cs, const char *path) {
     char *tab = line;
     uint64_t tid = 0;
     int digits = 0;
-    for (; *tab >= '0' && *tab <= '9' && digits < 19; tab++, digits++) tid = tid * 10 + (uint64_t)(*tab - '0');
-    if (!digits || *tab != '\t' || !tid) continue;
-    rc = dnt_cpu_states_name(cs, tid, tab + 1);
+    for (; *tab >= '0' && *tab <= '9' && digits < 10; tab++, digits++) tid = tid * 10 + (uint64_t)(*tab - '0');
+    if (!digits || *tab != '\t' || !tid || tid > UINT32_MAX) continue;
+    rc = fn(ud, tid, tab + 1);
   }
   if (rc == 0 && ferror(fp)) rc = -EIO;
   fclose(fp);
   return rc;
+}
+
+static int name_state_thread(void *ud, uint64_t tid, const char *name) { return dnt_cpu_states_name(ud, tid, name); }
+
+int dnt_cpu_states_load_names(dnt_cpu_states *cs, const char *path) {
+  return dnt_threads_file_each(path, name_state_thread, cs);
 }
 
 static int by_u64(const void *a, const void *b) {

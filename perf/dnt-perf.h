@@ -425,6 +425,10 @@ int dnt_waits_managed_sample(dnt_waits *w, uint64_t tid, uint64_t t_ns, const ch
 
 /* A thread's name (copied; the last one given wins; else perf's comm). 0 or -ENOMEM. */
 int dnt_waits_name_thread(dnt_waits *w, uint64_t tid, const char *name);
+/* Each name of a `.threads` file (collect --native: "TID<TAB>NAME" lines, the target's /proc at
+ * recording time) given to fn (name borrowed for the call); other lines and lines over 255 bytes
+ * are skipped. 0, -errno when the file cannot be read, or fn's nonzero. */
+int dnt_threads_file_each(const char *path, int (*fn)(void *ud, uint64_t tid, const char *name), void *ud);
 /* The names of a `.threads` file (collect --native: "TID<TAB>NAME" lines, the target's /proc at
  * recording time); other lines and lines over 255 bytes are skipped. 0, -errno when the file
  * cannot be read, or -ENOMEM. */

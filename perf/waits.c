@@ -207,30 +207,9 @@ static int name_thread(dnt_waits *w, uint64_t tid, const char *name, int from_pe
 
 int dnt_waits_name_thread(dnt_waits *w, uint64_t tid, const char *name) { return name_thread(w, tid, name, 0); }
 
-int dnt_waits_load_names(dnt_waits *w, const char *path) {
-  FILE *fp = fopen(path, "re");
-  if (!fp) return -errno;
-  char line[256];
-  int rc = 0, in_long_line = 0;
-  while (rc == 0 && fgets(line, sizeof line, fp)) {
-    size_t n = strlen(line);
-    int ends = n && line[n - 1] == '\n';
-    if (in_long_line || (!ends && !feof(fp))) { /* a piece of a line longer than the buffer */
-      in_long_line = !ends;
-      continue;
-    }
-    if (ends) line[n - 1] = '\0';
-    char *tab = line; /* "TID<TAB>NAME" */
-    uint64_t tid = 0;
-    int digits = 0;
-    for (; *tab >= '0' && *tab <= '9' && digits < 10; tab++, digits++) tid = tid * 10 + (uint64_t)(*tab - '0');
-    if (!digits || *tab != '\t' || !tid || tid > UINT32_MAX) continue;
-    rc = dnt_waits_name_thread(w, tid, tab + 1);
-  }
-  if (rc == 0 && ferror(fp)) rc = -EIO;
-  fclose(fp);
-  return rc;
-}
+static int name_waits_thread(void *ud, uint64_t tid, const char *name) { return dnt_waits_name_thread(ud, tid, name); }
+
+int dnt_waits_load_names(dnt_waits *w, const char *path) { return dnt_threads_file_each(path, name_waits_thread, w); }
 
 static const char *thread_name(const dnt_waits *w, uint32_t tid) {
   for (size_t i = 0; i < w->nthreads; i++)

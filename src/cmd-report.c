@@ -6,7 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <errno.h>
+
 #include "builtin.h"
+#include "collect-native.h"
+#include "dnt-perf.h"
 #include "ntr.h"
 #include "dnt-profile.h"
 #include "dnt-trace.h"
@@ -98,12 +102,21 @@ static void print_table(const struct dnt_profile *prof, size_t thread, int by_in
 
 int dnt_report_load(struct dnt_profile *prof, const char *path) { return dnt_report_loads(&prof, 1, 1, path); }
 
+static int name_profile_thread(void *ud, uint64_t tid, const char *name) {
+  return dnt_profile_name_thread(ud, tid, name) == 0 ? 0 : -ENOMEM;
+}
+
 int dnt_report_loads(struct dnt_profile *const *profs, size_t n, size_t nfinish, const char *path) {
   char msg[1024];
   if (dnt_trace_zip_note(path, msg, sizeof msg) > 0) dnt_warning("%s", msg);
   int rc = dnt_profiles_load(profs, n, nfinish, path, msg, sizeof msg);
   if (rc < 0) dnt_error("%s", msg);
   else if (rc > 0) dnt_warning("%s", msg);
+  /* a `collect --native` recording's thread names, beside the trace (its target's /proc) */
+  char *names = rc >= 0 && strcmp(path, "-") != 0 ? dnt_native_sibling(path, ".threads") : NULL;
+  for (size_t i = 0; names && i < n; i++)
+    if (dnt_threads_file_each(names, name_profile_thread, profs[i]) == -ENOMEM) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  free(names);
   return rc;
 }
 
@@ -117,8 +130,14 @@ void dnt_report_tables(const struct dnt_profile *prof, size_t top, int by_inclus
   for (size_t t = 0; t < dnt_profile_nthreads(prof); t++) {
     uint64_t n = dnt_profile_thread_samples(prof, t);
     double ms = dnt_profile_thread_ms(prof, t);
-    printf("\nThread %llu (%llu samples, %.0f ms):\n", (unsigned long long)dnt_profile_thread_id(prof, t),
-           (unsigned long long)n, ms);
+    uint64_t tid = dnt_profile_thread_id(prof, t);
+    const char *name = dnt_profile_thread_name(prof, tid);
+    printf("\nThread %llu (", (unsigned long long)tid);
+    if (name && *name) {
+      dnt_text_put(stdout, name); /* the target's words */
+      fputs(", ", stdout);
+    }
+    printf("%llu samples, %.0f ms):\n", (unsigned long long)n, ms);
     print_table(prof, t, by_inclusive, top, by_time ? ms : (double)n);
   }
 }

@@ -10,11 +10,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../lib/background-cr.h"
 #include "../lib/record-cr.h"
 #include "../lib/nt-scan.h"
 #include "../lib/run.h"
 #include "../lib/target-cr.h"
 #include "../lib/target.h"
+#include "../lib/v6-trace.h"
 
 /* The table that follows "Thread <tid> (" in the report, up to the next blank line. */
 static char *thread_section(const char *out, unsigned long tid) {
@@ -372,3 +374,36 @@ static void report_times(const char *name) {
 
 Test(report, times_one_thread) { report_times("microsoft__perfview/only_managed_samples.nettrace"); }
 Test(report, times_many_threads) { report_times("microsoft__perfview/eventpipe-dotnetcore3.0-win-x64-objver4.nettrace"); }
+
+/* A `collect --native` recording's thread names, in the `.threads` file beside the trace (issue
+ * 27: "collect --native already writes a thread-name file the other commands ignore"): report
+ * --threads and convert's speedscope name the threads with them, over the trace's own names; a
+ * thread the file does not name keeps the trace's. The trace of lib/v6-trace.h names 4001
+ * cpu-work and 4002 blocking-work (the threads with samples). */
+Test(report, thread_names_beside_the_trace) {
+  char dir[] = "/tmp/dnt-rnames-XXXXXX", trace[64], names[64], ss[64];
+  cr_assert(mkdtemp(dir));
+  snprintf(trace, sizeof trace, "%s/t.nettrace", dir);
+  snprintf(names, sizeof names, "%s/t.threads", dir);
+  snprintf(ss, sizeof ss, "%s/t.speedscope.json", dir);
+  cr_assert_eq(dnt_write_v6_trace(trace), 0);
+  FILE *fp = fopen(names, "w");
+  cr_assert(fp);
+  fputs("4001\tworker-one\n4003\tthird one\nnot a line\n", fp);
+  fclose(fp);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "report", trace, "--threads", NULL), 0, "%s", r.err);
+  cr_assert(strstr(r.out, "\nThread 4001 (worker-one, "), "%s", r.out);
+  cr_assert(strstr(r.out, "\nThread 4002 (blocking-work, "), "%s", r.out);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "speedscope", "-o", ss, NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+  char *json = slurp(ss);
+  cr_assert(strstr(json, "\"name\":\"worker-one\"") && strstr(json, "\"name\":\"blocking-work\""), "%.2000s", json);
+  cr_assert_null(strstr(json, "\"name\":\"cpu-work\""), "%.2000s", json);
+  free(json);
+  unlink(ss);
+  unlink(names);
+  unlink(trace);
+  rmdir(dir);
+}

@@ -1173,13 +1173,16 @@ static double share_ms_of(const char *report, const char *fn, double *ms_out) {
 
 static double share_of(const char *report, const char *fn) { return share_ms_of(report, fn, NULL); }
 
-/* The --threads view's block of thread tid ("Thread TID (N samples, ...):" up to the blank line),
- * its samples in *samples; NULL when the thread is not listed. Points into report. */
+/* The --threads view's block of thread tid ("Thread TID (NAME, N samples, ...):", the name when
+ * known, up to the blank line), its samples in *samples; NULL when the thread is not listed.
+ * Points into report. */
 static const char *thread_block(const char *report, unsigned long tid, long *samples, size_t *len) {
   char head[64];
   snprintf(head, sizeof head, "\nThread %lu (", tid);
-  const char *p = strstr(report, head);
-  if (!p || sscanf(p + strlen(head), "%ld samples", samples) != 1) return NULL;
+  const char *p = strstr(report, head), *eol = p ? strchr(p + 1, '\n') : NULL, *n = p ? strstr(p, " samples, ") : NULL;
+  if (!p || !n || (eol && n > eol)) return NULL;
+  while (n > p && n[-1] >= '0' && n[-1] <= '9') n--;
+  if (sscanf(n, "%ld samples", samples) != 1) return NULL;
   p++;
   const char *end = strstr(p, "\n\n");
   *len = end ? (size_t)(end - p) : strlen(p);
@@ -1262,6 +1265,7 @@ static void perf_on(dnt_target_mode mode, const char *tag) {
   const char *block = thread_block(r.out, cpu_tid, &cpu_samples, &block_len);
   cr_assert(block && cpu_samples > 0, "cpu-work (thread %lu) is in the --threads view (%s):\n%s", cpu_tid,
             dnt_run_context(t.pid), r.out);
+  cr_assert(strncmp(strchr(block, '(') + 1, "cpu-work, ", 10) == 0, "its block is headed by its name: %.80s", block);
   const char *top = strstr(block, "Function\n");
   cr_assert(top && top < block + block_len, "%.*s", (int)block_len, block);
   top += strlen("Function\n");
