@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -222,26 +223,21 @@ static int image_names = 1; /* dnt_profile_image_names */
 
 void dnt_profile_image_names(int on) { image_names = on; }
 
-/* The bytes of the regular file at path, at most max of them (malloc'ed; *len their count), or
- * NULL: a trace names the file, so a FIFO or a device is not waited on, nor a huge file read. */
-static uint8_t *read_file(const char *path, size_t max, size_t *len) {
+/* The regular file at path mapped read-only (at most max bytes; *len its size), or NULL: a trace
+ * names the file, so a FIFO or a device is not waited on, nor a huge file taken. A mapping costs
+ * memory only for the pages the lookups touch: the headers, the tables, the names (a file cut
+ * while mapped would fault; the runtime's images are replaced, never written in place). */
+static uint8_t *map_file(const char *path, size_t max, size_t *len) {
   int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) return NULL;
   struct stat st;
-  uint8_t *bytes = NULL;
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && (uint64_t)st.st_size <= max &&
-      (bytes = malloc((size_t)st.st_size))) {
-    size_t got = 0;
-    ssize_t n;
-    while (got < (size_t)st.st_size && (n = read(fd, bytes + got, (size_t)st.st_size - got)) > 0) got += (size_t)n;
-    if (got != (size_t)st.st_size) {
-      free(bytes);
-      bytes = NULL;
-    }
-    *len = got;
+  void *m = MAP_FAILED;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && (uint64_t)st.st_size <= max) {
+    m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    *len = (size_t)st.st_size;
   }
   close(fd);
-  return bytes;
+  return m == MAP_FAILED ? NULL : m;
 }
 
 /* Reads span's image from its module's file and finds where the runtime mapped it: every
@@ -251,8 +247,8 @@ static void read_image(struct dnt__methods *t, struct dnt__image_span *sp) {
   sp->state = -1;
   const struct dnt__module *m = module_of(t, sp->module_id);
   size_t len;
-  uint8_t *bytes = m && m->path ? read_file(m->path, 1u << 30, &len) : NULL;
-  struct dnt__r2r *r = bytes ? dnt__r2r_open(bytes, len) : NULL;
+  uint8_t *bytes = m && m->path ? map_file(m->path, 1u << 30, &len) : NULL;
+  struct dnt__r2r *r = bytes ? dnt__r2r_open(bytes, len, 1) : NULL;
   if (!r) return;
   uint64_t base = 0;
   int agree = 0;

@@ -29,9 +29,10 @@ int dnt__ecma_method_name(const struct dnt__ecma *e, uint32_t rid, char *buf, si
 
 /* r2r.c: a PE file with ReadyToRun code (its bytes in memory). */
 struct dnt__r2r;
-/* bytes (len, taken: freed by dnt__r2r_free, also on failure): NULL when it is not a PE image
- * with ReadyToRun code for a machine dntrace knows, or out of memory. */
-struct dnt__r2r *dnt__r2r_open(uint8_t *bytes, size_t len);
+/* bytes (len, taken: released by dnt__r2r_free, also on failure: munmap'ed when mapped, else
+ * freed): NULL when it is not a PE image with ReadyToRun code for a machine dntrace knows, or
+ * out of memory. */
+struct dnt__r2r *dnt__r2r_open(uint8_t *bytes, size_t len, int mapped);
 uint32_t dnt__r2r_image_size(const struct dnt__r2r *r);
 /* The RVA where the precompiled code of MethodDef token (0x06xxxxxx) begins, or 0 when it has
  * none. */

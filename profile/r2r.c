@@ -5,6 +5,7 @@
  * NativeFormat, as dotnet/runtime's R2RDump reads them. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "r2r-int.h"
 
@@ -13,6 +14,7 @@ enum { SECTION_RUNTIME_FUNCTIONS = 102, SECTION_METHODDEF_ENTRY_POINTS = 103 };
 struct dnt__r2r {
   uint8_t *bytes;
   size_t len;
+  int mapped; /* bytes are a mapping of the file (munmap), else malloc'ed (free) */
   uint32_t image_size;
   const uint8_t *sections; /* the PE section table */
   uint32_t nsections;
@@ -169,13 +171,14 @@ static uint32_t func_end(const struct dnt__r2r *r, uint32_t i) {
   return i + 1 < r->nfuncs ? func_begin(r, i + 1) : r->image_size;
 }
 
-struct dnt__r2r *dnt__r2r_open(uint8_t *bytes, size_t len) {
+struct dnt__r2r *dnt__r2r_open(uint8_t *bytes, size_t len, int mapped) {
   struct dnt__r2r *r = calloc(1, sizeof *r);
   if (!r) {
-    free(bytes);
+    if (mapped) munmap(bytes, len);
+    else free(bytes);
     return NULL;
   }
-  r->bytes = bytes, r->len = len;
+  r->bytes = bytes, r->len = len, r->mapped = mapped;
   uint32_t cli_rva, count;
   size_t at = 0;
   if (read_pe(r, &cli_rva) != 0 || read_r2r(r, cli_rva) != 0 || r->nfuncs == 0 ||
@@ -216,6 +219,7 @@ int dnt__r2r_name(const struct dnt__r2r *r, uint32_t rva, char *buf, size_t cap)
 void dnt__r2r_free(struct dnt__r2r *r) {
   if (!r) return;
   free(r->entry_rid);
-  free(r->bytes);
+  if (r->mapped) munmap(r->bytes, r->len);
+  else free(r->bytes);
   free(r);
 }

@@ -14,7 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint8_t *bytes = malloc(size ? size : 1);
   if (!bytes) return 0;
   memcpy(bytes, data, size);
-  struct dnt__r2r *r = dnt__r2r_open(bytes, size);
+  struct dnt__r2r *r = dnt__r2r_open(bytes, size, 0);
   if (!r) return 0;
   char name[512];
   for (uint32_t rid = 1; rid <= 4096; rid++) {

@@ -43,7 +43,7 @@ static struct dnt__r2r *open_copy(const uint8_t *b, size_t len) {
   uint8_t *copy = malloc(len ? len : 1);
   cr_assert(copy);
   memcpy(copy, b, len);
-  return dnt__r2r_open(copy, len);
+  return dnt__r2r_open(copy, len, 0);
 }
 
 static const uint8_t *sockets(size_t *len) {
