@@ -222,7 +222,9 @@ static size_t lower_bound(const uint64_t *a, size_t n, uint64_t v) {
 /* The SampleProfiler suspends every running managed thread to walk its stack: each sample of a
  * busy thread sits in a brief sleep that the sampling itself caused, often just after a brief
  * preemption (the sampler taking the thread's CPU). Off-CPU spells up to the window long are
- * taken out of the thread's changes, so that it keeps the state it had before. A sleep ends at
+ * taken out of the thread's changes, so that it keeps the state it had before: preemptions, and
+ * sleeps a thread of the process ended (the sampler resuming it); a sleep nothing in the process
+ * ended is a real one. A sleep ends at
  * the thread's wake-up, or where perf saw it run again when something outside the target woke it
  * (perf records only the target's own wake-ups); a preemption ends where perf saw it run again.
  * The switch-outs that remain prove the thread ran until then and join the cpu-clock samples as
@@ -249,7 +251,11 @@ static int drop_short_spells(struct thread_seen *th, uint64_t window_ns) {
       int woken = c.kind == SWITCHED_OUT_ASLEEP && i + 1 < th->nchanges && th->changes[i + 1].kind == WOKEN &&
                   th->changes[i + 1].t < end;
       if (woken) end = th->changes[i + 1].t;
-      if (end - c.t <= window_ns) {
+      /* a sleep that no thread of the process ended (perf saw no wake-up: a timer, a device or
+       * another process woke it) is not the sampler's: it stays a sleep however short (a loop of
+       * Thread.Sleep(1) is blocked, not on a CPU) */
+      int from_outside = c.kind == SWITCHED_OUT_ASLEEP && !woken;
+      if (end - c.t <= window_ns && !from_outside) {
         if (woken) i++; /* its wake-up goes with it */
         continue;
       }

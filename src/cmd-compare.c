@@ -208,7 +208,8 @@ int cmd_compare(int argc, char **argv) {
            (unsigned long long)cls.totals[DNT_UNCOVERED]);
   if (info.has_switches)
     printf("Each sample is classified by what perf saw its thread do: on a CPU, blocked (asleep) or runnable\n"
-           "(preempted or woken, waiting for a CPU). Off-CPU spells under %.2f ms count as the state before them.\n\n",
+           "(preempted or woken, waiting for a CPU). Off-CPU spells under %.2f ms count as the state before them,\n"
+           "but for sleeps no thread of the process ended.\n\n",
            info.window_ms);
   else
     printf("A sample is on-CPU when perf sampled its thread within %.2f ms of it (no scheduler switches: tracefs\n"

@@ -528,3 +528,26 @@ Test(compare_cli, errors) {
   cr_expect(strstr(r.err, "collect --native"), "says how to record: %s", r.err);
   dnt_run_free(&r);
 }
+
+/* A loop of Thread.Sleep(1) (issue 28 item 4: 47% on a CPU in the true CPU profile, 1.6% by
+ * perf): thread 9 sleeps 1.07 ms at a time and runs a few microseconds between (cpu-clock
+ * catches it now and then), each sleep ended by its timer, which no thread of the process is
+ * (perf records no wake-up): its short sleeps are sleeps, unlike the sampler's suspensions, which
+ * a thread of the process ends. */
+Test(cpu_states, short_sleeps_nothing_in_the_process_ended_are_blocked) {
+  static struct text t;
+  t.len = 0;
+  busy_thread(&t); /* perf's period (1 ms) and span */
+  for (int i = 0; i < 80; i++) {
+    uint64_t out = 1005 * MS + (uint64_t)i * 1070000;
+    if (i % 4 == 1) clock_sample(&t, 9, "sleeper", out - 20000); /* now and then cpu-clock catches it running */
+    switch_out(&t, 9, "sleeper", out, "S");
+  }
+  dnt_cpu_states *cs = states_of(&t, t.len);
+  int blocked = 0;
+  for (int i = 1; i < 79; i++) blocked += dnt_cpu_state_at(cs, 9, 1005 * MS + (uint64_t)i * 1070000 + 500000) == DNT_OFF_BLOCKED;
+  cr_expect_eq(blocked, 78, "%d of 78 points inside a sleep are blocked", blocked);
+  /* the busy thread's own suspension, ended by the sampler (thread 3), stays on a CPU */
+  cr_expect_eq(dnt_cpu_state_at(cs, 7, 1050 * MS + MS / 2 + 30000), DNT_ON_CPU);
+  dnt_cpu_states_free(cs);
+}
