@@ -611,21 +611,6 @@ static void sort_catches(dnt_exception_group *g) {
     }
 }
 
-/* The frames of raw group gi's stack (leaf first, the key's own frame left out) into *ids
- * (malloc'ed; the caller frees it): their count, or (size_t)-1 when out of memory. */
-static size_t group_frames(const struct dnt_exceptions_analysis *a, const uint32_t *stack_of, size_t gi,
-                           uint32_t **ids) {
-  const struct dnt_profile *p = a->base.stacks.prof;
-  *ids = NULL;
-  if (stack_of[gi] == UINT32_MAX) return 0;
-  size_t n = dnt_profile_stack_names(p, stack_of[gi], NULL);
-  if (n <= 1) return 0;
-  if (!(*ids = malloc(n * sizeof **ids))) return (size_t)-1;
-  dnt_profile_stack_names(p, stack_of[gi], *ids);
-  memmove(*ids, *ids + 1, (n - 1) * sizeof **ids);
-  return n - 1;
-}
-
 /* The throw site: the innermost frame of the program's own code, else the innermost managed
  * frame that is not the runtime's dispatch of the exception. */
 static const char *site_of(const struct dnt_profile *p, const uint32_t *ids, size_t n) {
@@ -638,10 +623,67 @@ static const char *site_of(const struct dnt_profile *p, const uint32_t *ids, siz
   return n ? "(no managed frame)" : "(no stack)";
 }
 
+/* What a stack contributes to a shown group's key, worked out once per distinct stack (groups
+ * of one site share their stack: a deep one is walked once, not once per group): the site's
+ * name (profile-owned) by site, the frame ids as text (owned) by stack. */
+struct stack_part {
+  uint32_t stack;
+  const char *site;
+  char *ids;
+};
+
+static int by_stack_part(const void *x, const void *y) {
+  uint32_t a = ((const struct stack_part *)x)->stack, b = ((const struct stack_part *)y)->stack;
+  return (a > b) - (a < b);
+}
+
+/* The parts of the distinct stacks of stack_of (sorted by stack; *n of them): NULL when out of
+ * memory. UINT32_MAX, a group without a stack, has its part too. */
+static struct stack_part *stack_parts(const struct dnt_exceptions_analysis *a, const uint32_t *stack_of, size_t *n) {
+  struct stack_part *v = calloc(a->ngroups ? a->ngroups : 1, sizeof *v);
+  if (!v) return NULL;
+  for (size_t i = 0; i < a->ngroups; i++) v[i].stack = stack_of[i];
+  if (a->ngroups) qsort(v, a->ngroups, sizeof *v, by_stack_part);
+  size_t k = 0;
+  for (size_t i = 0; i < a->ngroups; i++)
+    if (k == 0 || v[k - 1].stack != v[i].stack) v[k++] = v[i];
+  *n = k;
+  const struct dnt_profile *p = a->base.stacks.prof;
+  for (size_t i = 0; i < k; i++) {
+    size_t nf = v[i].stack == UINT32_MAX ? 0 : dnt_profile_stack_names(p, v[i].stack, NULL);
+    uint32_t *ids = nf > 1 ? malloc(nf * sizeof *ids) : NULL;
+    if (nf > 1 && !ids) goto oom;
+    if (ids) dnt_profile_stack_names(p, v[i].stack, ids);
+    const uint32_t *frames = ids ? ids + 1 : NULL; /* the key's own frame left out */
+    size_t n_frames = nf > 1 ? nf - 1 : 0;
+    if (a->by == DNT_EXC_BY_SITE) {
+      v[i].site = site_of(p, frames, n_frames);
+    } else {
+      size_t len = 0;
+      FILE *mem = open_memstream(&v[i].ids, &len);
+      if (!mem) {
+        free(ids);
+        goto oom;
+      }
+      for (size_t f = 0; f < n_frames; f++) fprintf(mem, "%x,", frames[f]);
+      if (fclose(mem) != 0) {
+        free(ids);
+        goto oom;
+      }
+    }
+    free(ids);
+  }
+  return v;
+oom:
+  for (size_t i = 0; i < k; i++) free(v[i].ids);
+  free(v);
+  return NULL;
+}
+
 /* The key of the group shown for raw group gi: malloc'ed, NULL when out of memory; *site the
  * site's name when grouped by site. */
-static char *shown_key(const struct dnt_exceptions_analysis *a, const uint32_t *stack_of, size_t gi,
-                       const char **site) {
+static char *shown_key(const struct dnt_exceptions_analysis *a, const struct stack_part *parts, size_t nparts,
+                       uint32_t stack, size_t gi, const char **site) {
   const struct group *g = &a->groups[gi];
   char *key = NULL;
   size_t len = 0;
@@ -652,18 +694,10 @@ static char *shown_key(const struct dnt_exceptions_analysis *a, const uint32_t *
   if (a->by == DNT_EXC_BY_MESSAGE) {
     fputs(g->message, mem);
   } else if (a->by != DNT_EXC_BY_TYPE) {
-    uint32_t *ids;
-    size_t n = group_frames(a, stack_of, gi, &ids);
-    if (n == (size_t)-1) {
-      fclose(mem);
-      free(key);
-      return NULL;
-    }
-    if (a->by == DNT_EXC_BY_SITE)
-      fputs(*site = site_of(a->base.stacks.prof, ids, n), mem);
-    else
-      for (size_t i = 0; i < n; i++) fprintf(mem, "%x,", ids[i]);
-    free(ids);
+    struct stack_part want = {.stack = stack};
+    const struct stack_part *part = bsearch(&want, parts, nparts, sizeof *parts, by_stack_part);
+    if (part && a->by == DNT_EXC_BY_SITE) fputs(*site = part->site, mem);
+    else if (part && part->ids) fputs(part->ids, mem);
   }
   if (fclose(mem) != 0) {
     free(key);
@@ -773,7 +807,8 @@ static int make_shown(struct dnt_exceptions_analysis *a, size_t top_stacks) {
   int named = !st->oom && dnt_profile_finish(st->prof) == 0; /* the frames' names */
   uint32_t *stack_of = malloc((a->ngroups ? a->ngroups : 1) * sizeof *stack_of);
   long *shown_ix = malloc((a->ngroups ? a->ngroups : 1) * sizeof *shown_ix);
-  size_t *table = NULL, cap = 0;
+  size_t *table = NULL, cap = 0, nparts = 0;
+  struct stack_part *parts = NULL;
   int rc = -1;
   a->shown = calloc(a->ngroups ? a->ngroups : 1, sizeof *a->shown);
   if (!stack_of || !shown_ix || !a->shown) goto out;
@@ -781,9 +816,11 @@ static int make_shown(struct dnt_exceptions_analysis *a, size_t top_stacks) {
   for (size_t i = 0; named && i < st->npairs; i++) /* a raw group's stack is one (by its hash), or any */
     if (st->pairs[i].key < a->ngroups && stack_of[st->pairs[i].key] == UINT32_MAX)
       stack_of[st->pairs[i].key] = st->pairs[i].stack;
+  parts = a->by == DNT_EXC_BY_SITE || a->by == DNT_EXC_BY_STACK ? stack_parts(a, stack_of, &nparts) : NULL;
+  if ((a->by == DNT_EXC_BY_SITE || a->by == DNT_EXC_BY_STACK) && !parts) goto out;
   for (size_t i = 0; i < a->ngroups; i++) {
     const char *site;
-    char *key = shown_key(a, stack_of, i, &site);
+    char *key = shown_key(a, parts, nparts, stack_of[i], i, &site);
     if (!key || (shown_ix[i] = shown_of(a, key, site, &table, &cap)) < 0) goto out;
     add_group(&a->shown[shown_ix[i]].g, &a->groups[i]);
   }
@@ -792,6 +829,8 @@ static int make_shown(struct dnt_exceptions_analysis *a, size_t top_stacks) {
     rc = dnt__event_stacks_finish(st, a->nshown, top_stacks, 0) == 0 ? 0 : -1;
   }
 out:
+  for (size_t i = 0; parts && i < nparts; i++) free(parts[i].ids);
+  free(parts);
   free(stack_of);
   free(shown_ix);
   free(table);
