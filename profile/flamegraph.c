@@ -21,12 +21,16 @@
 struct node {
   uint32_t name;     /* function id, or UINT32_MAX for a "Thread N" level */
   uint64_t thread;
+  const char *tname;  /* a thread level: the threads' name (the profile's), NULL: one unnamed thread */
+  uint64_t *tids;     /* the threads of that name drawn here, and how many */
+  size_t ntids;
   uint64_t samples;  /* samples at or under this node */
   double value;      /* their weight: time (ms), or samples (dnt_profile_set_weight) */
   struct node *child, *next;
 };
 
 struct builder {
+  const struct dnt_profile *prof;
   struct node root;
   size_t depth;
   int by_thread; /* a "Thread N" level under the root: one tower per thread */
@@ -47,6 +51,30 @@ static struct node *child_of(struct node *parent, uint32_t name, uint64_t thread
   return c;
 }
 
+/* The thread level of thread: threads of one name share a tower (40 idle pool workers are one,
+ * "×40"), an unnamed thread has its own. NULL when out of memory. */
+static struct node *thread_node(struct builder *b, uint64_t thread) {
+  const char *name = dnt_profile_thread_name(b->prof, thread);
+  struct node *c = b->root.child;
+  for (; c; c = c->next)
+    if (name && *name ? c->tname && strcmp(c->tname, name) == 0 : !c->tname && c->thread == thread) break;
+  if (!c) {
+    if (!(c = calloc(1, sizeof *c))) return NULL;
+    c->name = UINT32_MAX;
+    c->thread = thread;
+    c->tname = name && *name ? name : NULL;
+    c->next = b->root.child;
+    b->root.child = c;
+  }
+  for (size_t k = 0; k < c->ntids; k++)
+    if (c->tids[k] == thread) return c;
+  uint64_t *t = realloc(c->tids, (c->ntids + 1) * sizeof *t);
+  if (!t) return NULL;
+  c->tids = t;
+  c->tids[c->ntids++] = thread;
+  return c;
+}
+
 static void add_stack(void *ud, uint64_t thread, const uint32_t *frames, size_t n, uint64_t samples, double ms) {
   struct builder *b = ud;
   struct node *cur = &b->root;
@@ -57,7 +85,7 @@ static void add_stack(void *ud, uint64_t thread, const uint32_t *frames, size_t 
   cur->value += value;
   size_t i = 0;
   if (b->by_thread)
-    cur = child_of(cur, UINT32_MAX, thread);
+    cur = thread_node(b, thread);
   else if (n) /* merged across threads: the stacks' own roots under the root */
     cur = child_of(cur, frames[i++], 0);
   for (; cur; i++) {
@@ -78,6 +106,7 @@ static void free_tree(struct node *n) {
   while (c) {
     struct node *next = c->next;
     free_tree(c);
+    free(c->tids);
     free(c);
     c = next;
   }
@@ -186,7 +215,15 @@ static void emit_node(struct emit *e, const struct node *n, double x, size_t lev
   double width = (WIDTH - 2 * PAD_SIDE) * n->value / e->total;
   if (width < MIN_WIDTH_PX) return;
   char label[2400], colour[32], num[64];
-  if (n->name == UINT32_MAX)
+  if (n->name == UINT32_MAX && n->tname && n->ntids > 1) {
+    char safe[1024];
+    dnt_text_escape(safe, sizeof safe, n->tname);
+    snprintf(label, sizeof label, "%s \xc3\x97%zu", safe, n->ntids); /* "idle ×40" */
+  } else if (n->name == UINT32_MAX && n->tname) {
+    char safe[1024];
+    dnt_text_escape(safe, sizeof safe, n->tname);
+    snprintf(label, sizeof label, "%s (%llu)", safe, (unsigned long long)n->thread);
+  } else if (n->name == UINT32_MAX)
     snprintf(label, sizeof label, "Thread %llu", (unsigned long long)n->thread);
   else
     dnt_text_escape(label, sizeof label, dnt_profile_name(e->prof, n->name)); /* XML has no controls */
@@ -298,6 +335,7 @@ int dnt_flamegraph_write(const struct dnt_profile *prof, const struct dnt_flameg
                          char *msg, size_t cap) {
   struct builder b;
   memset(&b, 0, sizeof b);
+  b.prof = prof;
   b.by_thread = o->by_thread;
   b.by_time = dnt_profile_weight(prof) != DNT_WEIGHT_SAMPLES;
   const char *unit = dnt_profile_weight(prof) == DNT_WEIGHT_BYTES ? "bytes" : "ms";

@@ -771,3 +771,61 @@ Test(convert, nettrace_is_refused_with_its_reason) {
   unlink(trace);
   cr_assert_eq(rmdir(dir), 0, "nothing else written beside it");
 }
+
+/* The by-thread flame graph draws threads of one name as one tower, with their count (issue 27:
+ * "idle-* ×40"); a named thread alone says its id. The names: a `.threads` file beside the
+ * trace of lib/v6-trace.h naming its two sampled threads alike, then apart. */
+static char **thread_rows(const char *svg, size_t *n) {
+  xmlDocPtr doc = xmlReadFile(svg, NULL, XML_PARSE_NONET);
+  cr_assert(doc, "%s parses", svg);
+  char **rows = calloc(64, sizeof *rows);
+  *n = 0;
+  for (xmlNodePtr g = xmlDocGetRootElement(doc)->children; g; g = g->next) {
+    if (g->type != XML_ELEMENT_NODE || strcmp((const char *)g->name, "g") != 0) continue;
+    xmlChar *level = xmlGetProp(g, BAD_CAST "data-l"), *title = xmlNodeGetContent(g->children);
+    if (level && strcmp((const char *)level, "1") == 0 && *n < 64) rows[(*n)++] = strdup((const char *)title);
+    xmlFree(level);
+    xmlFree(title);
+  }
+  xmlFreeDoc(doc);
+  return rows;
+}
+
+Test(convert, by_thread_flame_graph_groups_threads_of_one_name) {
+  char dir[] = "/tmp/dnt-fgnames-XXXXXX", trace[64], names[64], svg[64];
+  cr_assert(mkdtemp(dir));
+  snprintf(trace, sizeof trace, "%s/t.nettrace", dir);
+  snprintf(names, sizeof names, "%s/t.threads", dir);
+  snprintf(svg, sizeof svg, "%s/t.svg", dir);
+  cr_assert_eq(dnt_write_v6_trace(trace), 0);
+  for (int apart = 0; apart < 2; apart++) {
+    FILE *fp = fopen(names, "w");
+    cr_assert(fp);
+    fprintf(fp, "4001\tworker\n4002\t%s\n", apart ? "other" : "worker");
+    fclose(fp);
+    struct dnt_run r;
+    cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "flamegraph", "--by-thread", "-o", svg, NULL), 0,
+                 "%s", r.err);
+    dnt_run_free(&r);
+    size_t n;
+    char **rows = thread_rows(svg, &n);
+    if (!apart) {
+      cr_assert_eq(n, 1, "one tower for two threads named worker");
+      cr_assert(strncmp(rows[0], "worker \xc3\x97" "2 (", 10) == 0, "%s", rows[0]);
+    } else {
+      cr_assert_eq(n, 2);
+      int worker = 0, other = 0;
+      for (size_t i = 0; i < n; i++) {
+        worker += strncmp(rows[i], "worker (4001) (", 15) == 0;
+        other += strncmp(rows[i], "other (4002) (", 14) == 0;
+      }
+      cr_assert(worker == 1 && other == 1, "%s | %s", rows[0], rows[1]);
+    }
+    for (size_t i = 0; i < n; i++) free(rows[i]);
+    free(rows);
+  }
+  unlink(svg);
+  unlink(names);
+  unlink(trace);
+  rmdir(dir);
+}
