@@ -1,11 +1,14 @@
 /* dntrace info TRACE: what a trace file holds, from one pass of trace/'s summary: its header,
  * the runtime that wrote it, its time span, its providers, threads and event kinds, drops and
  * truncation. Text for people, --json for scripts. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "builtin.h"
+#include "collect-native.h"
+#include "dnt-perf.h"
 #include "dnt-trace.h"
 #include "util.h"
 
@@ -221,6 +224,18 @@ static void print_json(const struct view *v) {
   fputs(s->nkinds ? "\n  ]\n}\n" : "]\n}\n", stdout);
 }
 
+static int name_summary_thread(void *ud, uint64_t tid, const char *name) {
+  dnt_summary *s = ud;
+  for (size_t i = 0; i < s->nthreads; i++)
+    if (s->threads[i].id == tid) {
+      char *copy = strdup(name);
+      if (!copy) return -ENOMEM;
+      free(s->threads[i].name); /* the summary's, freed with it: the file's name wins */
+      s->threads[i].name = copy;
+    }
+  return 0;
+}
+
 int dnt_info_trace(const char *path, int json, int verbose) {
   char msg[1024];
   if (dnt_trace_zip_note(path, msg, sizeof msg) > 0) dnt_warning("%s", msg);
@@ -240,6 +255,10 @@ int dnt_info_trace(const char *path, int json, int verbose) {
     dnt_summary_release(&s);
     return DNT_EXIT_FAILURE;
   }
+  /* a `collect --native` recording's thread names, beside the trace (its target's /proc) */
+  char *names = strcmp(path, "-") != 0 ? dnt_native_sibling(path, ".threads") : NULL;
+  if (names && dnt_threads_file_each(names, name_summary_thread, &s) == -ENOMEM) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  free(names);
   struct view v = {path, &s, &st, rc, msg, NULL, ""};
   runtime_version(&s, v.version, sizeof v.version);
   char err[512];

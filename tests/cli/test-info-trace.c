@@ -277,6 +277,20 @@ Test(info_trace, v6_thread_names_and_header) {
   cr_assert(strstr(r.out, "NetTrace V6"), "%s", r.out);
   cr_assert(strstr(r.out, "My-Provider/Tick"), "%s", r.out);
   dnt_run_free(&r);
+  /* the names of a `.threads` file beside it (collect --native's) win over the trace's, and name
+   * the thread it left unnamed */
+  char names[96];
+  snprintf(names, sizeof names, "%s/v6.threads", dir);
+  FILE *fp = fopen(names, "w");
+  cr_assert(fp);
+  fputs("4001\tworker-one\n4003\tthird one\n", fp);
+  fclose(fp);
+  cr_assert_eq(dnt_run_dntrace(&r, "info", path, NULL), 0, "%s", r.err);
+  cr_assert(strstr(r.out, "4001 (worker-one)\n") && strstr(r.out, "4002 (blocking-work)\n") &&
+                strstr(r.out, "4003 (third one)\n"),
+            "%s", r.out);
+  dnt_run_free(&r);
+  unlink(names);
   unlink(path);
   rmdir(dir);
 }
