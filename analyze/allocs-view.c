@@ -178,7 +178,7 @@ static int text_stacks(FILE *fp, const struct dnt_allocs_analysis *a, size_t top
   int rc = load_stacks(a, &st);
   for (size_t i = 0; rc == 0 && i < st.n && i < top; i++) {
     const struct named_stack *e = &st.v[i];
-    const uint32_t *f = st.frames + e->off;
+    const uint32_t *f = e->n ? st.frames + e->off : NULL; /* a stack of its type alone: no frames */
     fprintf(fp, "%s%.0f bytes (%.2f%%), %llu samples, from ", i ? "\n" : "", e->bytes, pct(e->bytes, s->bytes),
             (unsigned long long)e->samples);
     dnt_text_put(fp, first_user_frame(p, f, e->n));
@@ -256,7 +256,7 @@ int dnt_allocs_write_json(FILE *fp, const struct dnt_allocs_analysis *a, size_t 
   int rc = load_stacks(a, &st);
   for (size_t i = 0; rc == 0 && i < st.n && i < top; i++) {
     const struct named_stack *e = &st.v[i];
-    const uint32_t *f = st.frames + e->off;
+    const uint32_t *f = e->n ? st.frames + e->off : NULL; /* a stack of its type alone: no frames */
     fputs(i ? ",{\"bytes\":" : "{\"bytes\":", fp);
     jnum(fp, e->bytes);
     fputs(",\"percent\":", fp);
