@@ -374,6 +374,22 @@ int ntr_payload_utf16z(ntr_payload *c, char *out, size_t outsz, size_t *needed);
 /* Byte size of a fixed-size field, or 0 if the field's size depends on its data. */
 size_t ntr_field_fixed_size(const ntr_field *f);
 
+/* ---- thread names, written into a trace ------------------------------------------------- */
+
+/* What ends a complete NetTrace V4/V5 stream naming its threads, so that the names stay with
+ * the trace and every reader of the format (TraceEvent too) reads them as ordinary self-described
+ * events: a MetadataBlock describing event NTR_NAMES_EVENT (id 1) of provider NTR_NAMES_PROVIDER
+ * (fields ThreadId UInt64, Name String), an EventBlock with one such event per thread, then the
+ * stream's end tag. They are written in place of the stream's own end tag (its last byte);
+ * offset: where they begin in the file (the format aligns on it); timestamp: the events' (the
+ * stream's last). names are UTF-8 (invalid bytes become U+FFFD); the events' capture thread is a
+ * made-up id no thread has, so that their sequence numbers count no loss. *out is allocated with
+ * the library's allocator (ntr_replace_allocator): its free. 0, NTR_EINVAL or NTR_ENOMEM. */
+#define NTR_NAMES_PROVIDER "dntrace"
+#define NTR_NAMES_EVENT "ThreadName"
+int ntr_names_tail(uint64_t offset, uint64_t timestamp, const uint64_t *tids, const char *const *names, size_t n,
+                   uint8_t **out, size_t *len);
+
 #ifdef __cplusplus
 }
 #endif

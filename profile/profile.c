@@ -406,7 +406,7 @@ static int profile_on_trace(void *ud, const ntr_trace *t) {
   return 0;
 }
 
-enum { KIND_OTHER, KIND_SAMPLE, KIND_METHOD, KIND_MODULE, KIND_PROCESS, KIND_ALLOC };
+enum { KIND_OTHER, KIND_SAMPLE, KIND_METHOD, KIND_MODULE, KIND_PROCESS, KIND_ALLOC, KIND_THREAD_NAME };
 
 static int kind_of(const struct dnt_profile *p, const ntr_metadata *md) {
   int allocs = p->source == DNT_SOURCE_ALLOCATIONS;
@@ -418,6 +418,8 @@ static int kind_of(const struct dnt_profile *p, const ntr_metadata *md) {
   if ((runtime && md->event_id == 152) || (rundown && (md->event_id == 153 || md->event_id == 154)))
     return KIND_MODULE;
   if (md->event_id == 1 && strcmp(md->provider, EVENTPIPE) == 0) return KIND_PROCESS;
+  if (strcmp(md->provider, NTR_NAMES_PROVIDER) == 0 && strcmp(md->event_name, NTR_NAMES_EVENT) == 0)
+    return KIND_THREAD_NAME; /* dntrace collect's names of the target's threads */
   return KIND_OTHER;
 }
 
@@ -534,6 +536,15 @@ static int profile_on_event(void *ud, const ntr_event *ev) {
     ntr_payload_init(&c, ev->payload, ev->payload_size);
     if (p->command_line || ntr_payload_utf16z(&c, line, sizeof line, NULL) != 0) break;
     if (!(p->command_line = strdup(line))) p->oom = 1;
+    break;
+  }
+  case KIND_THREAD_NAME: { /* ThreadId (UInt64), Name (String) */
+    ntr_payload c;
+    uint64_t tid;
+    char name[256];
+    ntr_payload_init(&c, ev->payload, ev->payload_size);
+    if (ntr_payload_u64(&c, &tid) != 0 || ntr_payload_utf16z(&c, name, sizeof name, NULL) != 0 || !name[0]) break;
+    if (dnt__thread_names_set(&p->thread_names, tid, name) != 0) p->oom = 1;
     break;
   }
   default: break;

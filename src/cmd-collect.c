@@ -159,6 +159,19 @@ struct collect {
   int native; /* 0 no, 1 perf set up, 2 its files written */
   struct dnt_native nat;
   char *profiles_copy; /* --profile without thread-time (owned) */
+  /* the target's thread names (its /proc, by the ids its events carry), written into the trace
+   * at its end; what they need of the stream: its format and last timestamp */
+  struct {
+    uint64_t *tids;
+    char **names;
+    size_t n, cap;
+  } tn;
+  int stream_v4v5;
+  uint64_t last_ts;
+  struct { /* the threads the stream's events are about: only they are named */
+    uint64_t *slot; /* open addressing, 0 empty */
+    size_t n, cap, last;
+  } seen;
 };
 
 static uint64_t now_ms(void) { return uv_hrtime() / 1000000u; }
@@ -177,6 +190,105 @@ static void status_line(struct collect *c, int final) {
 }
 
 /* ---- the session stream ---- */
+
+/* One thread of the target: its latest name kept (a thread names itself once it runs). */
+static void note_thread(void *ud, unsigned long long tid, const char *name) {
+  struct collect *c = ud;
+  if (!*name) return;
+  size_t i = 0;
+  while (i < c->tn.n && c->tn.tids[i] != tid) i++;
+  if (i == c->tn.n) {
+    if (c->tn.n == c->tn.cap) {
+      c->tn.cap = c->tn.cap ? 2 * c->tn.cap : 32;
+      c->tn.tids = dnt_xrealloc(c->tn.tids, c->tn.cap * sizeof *c->tn.tids);
+      c->tn.names = dnt_xrealloc(c->tn.names, c->tn.cap * sizeof *c->tn.names);
+    }
+    c->tn.tids[c->tn.n] = tid;
+    c->tn.names[c->tn.n++] = NULL;
+  }
+  free(c->tn.names[i]);
+  c->tn.names[i] = dnt_xstrdup(name);
+}
+
+/* The target's threads now (at the start, when asked to stop, at the stream's end): gone ones
+ * keep the name they had. */
+static void note_threads(struct collect *c) {
+  if (c->s.target.pid > 0) dnt_process_threads(c->s.target.pid, note_thread, c);
+}
+
+/* What the stream says that the names need (a reader beside the parser). */
+static int seen_trace(void *ud, const ntr_trace *t) {
+  ((struct collect *)ud)->stream_v4v5 = t->format == NTR_FORMAT_V4;
+  return 0;
+}
+static size_t seen_slot(const uint64_t *slot, size_t cap, uint64_t tid) {
+  size_t i = (size_t)(tid * 0x9e3779b97f4a7c15ull) & (cap - 1);
+  while (slot[i] && slot[i] != tid) i = (i + 1) & (cap - 1);
+  return i;
+}
+static int seen_thread(const struct collect *c, uint64_t tid) {
+  return c->seen.cap && c->seen.slot[seen_slot(c->seen.slot, c->seen.cap, tid)] == tid;
+}
+static void see_thread(struct collect *c, uint64_t tid) {
+  if (!tid || tid == c->seen.last) return; /* the same thread as the event before: most of them */
+  c->seen.last = tid;
+  if (2 * (c->seen.n + 1) > c->seen.cap) {
+    size_t cap = c->seen.cap ? 2 * c->seen.cap : 64;
+    uint64_t *slot = dnt_xrealloc(NULL, cap * sizeof *slot);
+    memset(slot, 0, cap * sizeof *slot);
+    for (size_t i = 0; i < c->seen.cap; i++)
+      if (c->seen.slot[i]) slot[seen_slot(slot, cap, c->seen.slot[i])] = c->seen.slot[i];
+    free(c->seen.slot);
+    c->seen.slot = slot, c->seen.cap = cap;
+  }
+  size_t i = seen_slot(c->seen.slot, c->seen.cap, tid);
+  if (!c->seen.slot[i]) c->seen.slot[i] = tid, c->seen.n++;
+}
+static int seen_event(void *ud, const ntr_event *ev) {
+  struct collect *c = ud;
+  if (ev->timestamp > c->last_ts) c->last_ts = ev->timestamp;
+  see_thread(c, ev->thread_id);
+  return 0;
+}
+
+/* Keeps the names of the threads the trace has events of (the others no view shows). */
+static void keep_seen_threads(struct collect *c) {
+  size_t kept = 0;
+  for (size_t i = 0; i < c->tn.n; i++) {
+    if (seen_thread(c, c->tn.tids[i])) {
+      c->tn.tids[kept] = c->tn.tids[i];
+      c->tn.names[kept++] = c->tn.names[i];
+    } else {
+      free(c->tn.names[i]);
+    }
+  }
+  c->tn.n = kept;
+}
+
+/* Writes the thread names into the finished trace at fd (size bytes, ending with the stream's end
+ * tag), as events of our own provider before a new end tag (ntr_names_tail): TraceEvent and
+ * dotnet-trace read them as any self-described event, dntrace names the threads with them. A
+ * failure leaves the trace as it was. 0, or -1 with the reason in why. */
+static int write_names(struct collect *c, int fd, char *why, size_t cap) {
+  struct stat st;
+  uint8_t last, *tail = NULL;
+  size_t len = 0;
+  if (fstat(fd, &st) != 0 || st.st_size < 1 || pread(fd, &last, 1, st.st_size - 1) != 1 || last != 1) {
+    snprintf(why, cap, "the stream does not end with its end tag");
+    return -1;
+  }
+  if (ntr_names_tail((uint64_t)st.st_size - 1, c->last_ts, c->tn.tids, (const char *const *)c->tn.names, c->tn.n,
+                     &tail, &len) != 0)
+    dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  ssize_t w = pwrite(fd, tail, len, st.st_size - 1);
+  int saved = errno;
+  free(tail);
+  if (w == (ssize_t)len) return 0;
+  /* cut back to the trace as it was, its end tag again */
+  if (ftruncate(fd, st.st_size) != 0 || pwrite(fd, &last, 1, st.st_size - 1) != 1) {}
+  snprintf(why, cap, "%s", w < 0 ? strerror(saved) : "a short write");
+  return -1;
+}
 
 static void stop_session(struct collect *c, const char *why);
 static void on_after_end(uv_timer_t *t);
@@ -228,6 +340,7 @@ static void close_handles(struct collect *c) {
 
 static void on_session_end(void *ud) {
   struct collect *c = ud;
+  note_threads(c); /* an ending the target chose (its exit: then /proc has little left) */
   if (c->native) dnt_native_stop(&c->nat, &c->s);
   close_handles(c);
 }
@@ -285,6 +398,7 @@ static void stop_session(struct collect *c, const char *why) {
     printf("%s\n", why);
     fflush(stdout);
   }
+  note_threads(c); /* while the target lives: the threads the trace will name */
   dnt_session_stop(&c->s); /* perf stops with the stream (on_session_end): it sees the last samples */
   if (!c->saw_end) uv_timer_start(&c->stopper_timer, on_stop_deadline, stop_deadline_ms(), 0);
 }
@@ -345,7 +459,7 @@ static int open_output(const char *path, char *tmp, size_t cap) {
       errno = ENAMETOOLONG;
       return -1;
     }
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644); /* read: its end tag (write_names) */
     if (fd < 0) tmp[0] = '\0';
     return fd;
   }
@@ -551,6 +665,8 @@ int cmd_collect(int argc, char **argv) {
     dnt_stop_event_callbacks(&cb);
     ntr_fanout_add(&c.readers, &cb, &c.stop_event);
   }
+  static const ntr_callbacks seen_cb = {.on_trace = seen_trace, .on_event = seen_event};
+  ntr_fanout_add(&c.readers, &seen_cb, &c);
   ntr_fanout_callbacks(&c.readers, &cb);
   if (ntr_parser_new(&c.parser, c.readers.n ? &cb : NULL, &c.readers, NULL) != 0)
     dnt_die(DNT_EXIT_FAILURE, "out of memory");
@@ -598,6 +714,7 @@ int cmd_collect(int argc, char **argv) {
     src = dnt_session_start(&c.s, pick_version(custom_rundown), &cfg, &session_cb, &c);
   }
   free(wire);
+  if (!src) note_threads(&c);
   if (src) {
     close_handles(&c);
     rc = dnt_session_start_failed(&c.s);
@@ -643,6 +760,17 @@ int cmd_collect(int argc, char **argv) {
   if (c.parser && !c.parse_failed) {
     complete = ntr_parser_finish(c.parser) == 0;
     ntr_parser_stats(c.parser, &stats);
+  }
+  keep_seen_threads(&c);
+  if (complete && c.stream_v4v5 && c.tn.n && !c.write_failed) {
+    char why[256];
+    if (write_names(&c, c.out_fd, why, sizeof why) == 0) {
+      c.bytes = (uint64_t)lseek(c.out_fd, 0, SEEK_END);
+      for (size_t i = 0; c.prof && i < c.tn.n; i++) /* and the conversion beside it */
+        if (dnt_profile_name_thread(c.prof, c.tn.tids[i], c.tn.names[i]) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+    } else {
+      dnt_warning("the thread names are not in the trace: %s", why);
+    }
   }
   if (uv_fs_fsync(NULL, &(uv_fs_t){0}, c.out_fd, NULL) < 0 && !c.write_failed) {}
   if (close(c.out_fd) < 0 && !c.write_failed) {
@@ -720,6 +848,10 @@ out:
   dnt_profile_free(c.prof);
   dnt_stop_event_release(&c.stop_event);
   free(c.profiles_copy);
+  for (size_t i = 0; i < c.tn.n; i++) free(c.tn.names[i]);
+  free(c.tn.names);
+  free(c.tn.tids);
+  free(c.seen.slot);
   dnt_providers_release(&providers);
   free(default_out);
   return rc;

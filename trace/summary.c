@@ -224,6 +224,24 @@ static void runtime_info(dnt_summary *s, const ntr_event *ev) {
   s->has_runtime = 1;
 }
 
+/* A ThreadName event (ThreadId UInt64, Name String) names a thread the trace has events of. */
+static void thread_name(dnt_summary *s, const ntr_event *ev) {
+  ntr_payload c;
+  uint64_t tid;
+  char name[256];
+  ntr_payload_init(&c, ev->payload, ev->payload_size);
+  if (ntr_payload_u64(&c, &tid) || ntr_payload_utf16z(&c, name, sizeof name, NULL) || !name[0]) return;
+  uint32_t v = map_get(&s->maps[MAP_THREAD], tid);
+  if (!v) return;
+  char *copy = strdup(name);
+  if (!copy) {
+    s->oom = 1;
+    return;
+  }
+  free(s->threads[v - 1].name);
+  s->threads[v - 1].name = copy;
+}
+
 static int on_event(void *ud, const ntr_event *ev) {
   dnt_summary *s = ud;
   if (s->oom) return -1;
@@ -238,10 +256,15 @@ static int on_event(void *ud, const ntr_event *ev) {
   } else {
     s->unknown_events++;
   }
+  const ntr_metadata *md = ev->metadata;
+  if (md && md->provider && md->event_name && strcmp(md->provider, NTR_NAMES_PROVIDER) == 0 &&
+      strcmp(md->event_name, NTR_NAMES_EVENT) == 0) { /* dntrace collect's names: not the thread's events */
+    thread_name(s, ev);
+    return s->oom ? -1 : 0;
+  }
   dnt_summary_thread *th = thread_of(s, ev->thread_id);
   if (!th) return -1;
   th->events++;
-  const ntr_metadata *md = ev->metadata;
   if (md && md->event_id == 0 && md->provider && strcmp(md->provider, SAMPLER) == 0) {
     th->samples++;
     s->samples++;

@@ -66,6 +66,19 @@ static void write_text(const char *path, const char *text) {
  * `shot SVG PNG` takes a screenshot of the loaded SVG (1400x900) and prints its width, height and
  * the most pixels of one line that are neither white nor the SVG's background (its first rect).
  * Chromium's every answer comes within 150 s of its start, or the helper fails saying so. */
+/* A flame graph row's tooltip names a thread: "Thread 812 (...", "Main (812) (..." or
+ * ".NET TP Worker \xc3\x97" "3 (...". */
+static int thread_label(const char *title) {
+  unsigned long long id;
+  char tail;
+  if (sscanf(title, "Thread %llu %c", &id, &tail) == 2 && tail == '(') return 1;
+  const char *paren = strstr(title, " (");
+  if (paren && paren[2] >= '0' && paren[2] <= '9' && strspn(paren + 2, "0123456789") > 0 &&
+      paren[2 + strspn(paren + 2, "0123456789")] == ')')
+    return 1;
+  return strstr(title, " \xc3\x97") != NULL;
+}
+
 static const char *viewer_py =
     "import base64,fcntl,json,os,re,select,struct,subprocess,sys,tempfile,time,zlib\n"
     "def chromium(url,extra):\n"
@@ -359,15 +372,16 @@ Test(convert, folded_and_speedscope_carry_every_sample, .timeout = 480) {
         countprimes_frames++;
         short_label |= sname && strcmp((const char *)sname, "CpuWork.CountPrimes") == 0;
       }
-      if (strncmp((const char *)title, "Thread ", 7) == 0) {
-        thread_rows++;
-        for (xmlNodePtr c = n->children; c; c = c->next) {
-          xmlChar *fill = c->type == XML_ELEMENT_NODE && strcmp((const char *)c->name, "rect") == 0
-                              ? xmlGetProp(c, BAD_CAST "fill")
-                              : NULL;
-          neutral_rows += fill && strcmp((const char *)fill, "rgb(205,205,220)") == 0;
-          xmlFree(fill);
-        }
+      /* a thread row is labelled "Thread 812", "Main (812)" or ".NET TP Worker ×3" (one tower
+       * for threads of one name); rows under it are frames */
+      int level1 = strcmp((const char *)lvl, "1") == 0;
+      if (level1 && thread_label((const char *)title)) thread_rows++;
+      for (xmlNodePtr c = n->children; c; c = c->next) {
+        xmlChar *fill = c->type == XML_ELEMENT_NODE && strcmp((const char *)c->name, "rect") == 0
+                            ? xmlGetProp(c, BAD_CAST "fill")
+                            : NULL;
+        neutral_rows += level1 && fill && strcmp((const char *)fill, "rgb(205,205,220)") == 0;
+        xmlFree(fill);
       }
       xmlFree(lvl);
       xmlFree(w);
@@ -387,6 +401,7 @@ Test(convert, folded_and_speedscope_carry_every_sample, .timeout = 480) {
       cr_expect_geq(countprimes_frames, 1, "CountPrimes has a frame");
     } else {
       cr_expect_eq(thread_rows, 0, "merged: no thread rows");
+      cr_expect_eq(neutral_rows, 0, "merged: no row in the threads' colour");
       cr_expect_eq(countprimes_frames, 1, "merged: CountPrimes's path once (%d frames)", countprimes_frames);
     }
   }

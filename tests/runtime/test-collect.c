@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../lib/env-cr.h"
 #include "../lib/nt-scan.h"
 #include "../lib/run.h"
 #include "../lib/target-cr.h"
@@ -957,5 +958,48 @@ Test(collect, thread_time_profile_is_native, .timeout = 180) {
   char cmd[160];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   cr_assert_eq(system(cmd), 0);
+  free(dir);
+}
+
+/* The target's thread names go into the trace (issue 27): events of dntrace's own provider after
+ * the runtime's, which every view then uses; the sample's threads as /proc names them. */
+Test(collect, thread_names_are_written_into_the_trace, .timeout = 180) {
+  const char *te = te_oracle_or_skip("collect's thread names");
+  dnt_target t;
+  start(&t);
+  char *dir = temp_dir();
+  char out[128], pid[16], want[96];
+  snprintf(out, sizeof out, "%s/names.nettrace", dir);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  unsigned long cpu = dnt_target_thread_named(t.pid, "cpu-work"), blocking = dnt_target_thread_named(t.pid, "blocking-work");
+  cr_assert(cpu && blocking);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "--duration", "1s", "-o", out, NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+  static struct nt_scan s;
+  cr_assert_eq(nt_scan_file(out, &s), 0);
+  cr_assert(s.complete, "the stream is whole after the names: %s", s.problem);
+  cr_assert_gt(nt_scan_count(&s, "dntrace", 1, 0), 1, "ThreadName events, read by the independent reader");
+  cr_assert_eq(dnt_run_dntrace(&r, "events", out, "--provider", "dntrace", NULL), 0, "%s", r.err);
+  snprintf(want, sizeof want, " dntrace ThreadName ThreadId=%lu Name=cpu-work\n", cpu);
+  cr_assert(strstr(r.out, want), "%s", r.out);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "report", out, "--threads", NULL), 0, "%s", r.err);
+  snprintf(want, sizeof want, "\nThread %lu (cpu-work, ", cpu);
+  cr_assert(strstr(r.out, want), "%s", r.out);
+  snprintf(want, sizeof want, "\nThread %lu (blocking-work, ", blocking);
+  cr_assert(strstr(r.out, want), "%s", r.out);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "info", out, NULL), 0, "%s", r.err);
+  snprintf(want, sizeof want, "  %lu (cpu-work)\n", cpu);
+  cr_assert(strstr(r.out, want), "%s", r.out);
+  dnt_run_free(&r);
+  /* TraceEvent reads them as a self-described event of their own (its Dynamic parser) */
+  cr_assert_eq(te_run(&r, te, out, "names"), 0, "%s", r.err);
+  cr_assert(strstr(r.out, "\ndntrace\t1\t0\tThreadName\n"), "TraceEvent's event names:\n%s", r.out);
+  dnt_run_free(&r);
+  dnt_target_stop(&t);
+  unlink(out);
+  rmdir(dir);
   free(dir);
 }

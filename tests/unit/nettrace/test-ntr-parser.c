@@ -849,3 +849,90 @@ Test(ntr_payload, cursor_reads_and_bounds) {
   cr_assert_eq(ntr_payload_utf16z(&c, s, 3, &need), 0);
   cr_assert_str_eq(s, "H");
 }
+
+/* ---- thread names written into a trace (ntr_names_tail) ---- */
+
+struct named {
+  int metadata_ok, events;
+  uint64_t tids[8];
+  char names[8][64];
+  uint64_t ts;
+};
+
+static int names_md(void *ud, const ntr_metadata *md) {
+  struct named *n = ud;
+  if (strcmp(md->provider, NTR_NAMES_PROVIDER) == 0)
+    n->metadata_ok = strcmp(md->event_name, NTR_NAMES_EVENT) == 0 && md->nfields == 2 &&
+                     md->fields[0].type == NTR_TYPE_UINT64 && strcmp(md->fields[0].name, "ThreadId") == 0 &&
+                     md->fields[1].type == NTR_TYPE_STRING && strcmp(md->fields[1].name, "Name") == 0;
+  return 0;
+}
+
+static int names_ev(void *ud, const ntr_event *ev) {
+  struct named *n = ud;
+  if (strcmp(ev->metadata->provider, NTR_NAMES_PROVIDER) != 0 || n->events >= 8) return 0;
+  ntr_payload c;
+  ntr_payload_init(&c, ev->payload, ev->payload_size);
+  cr_assert_eq(ntr_payload_u64(&c, &n->tids[n->events]), 0);
+  cr_assert_eq(ntr_payload_utf16z(&c, n->names[n->events], sizeof n->names[0], NULL), 0);
+  cr_assert_eq(ev->thread_id, n->tids[n->events], "the event is on the thread it names");
+  n->ts = ev->timestamp;
+  n->events++;
+  return 0;
+}
+
+/* A V5 trace ending with its end tag, the tail written in place of that tag: the stream parses
+ * whole, with the names as events of our provider (a name's invalid UTF-8 as U+FFFD, a
+ * character beyond the BMP as its surrogate pair), no event counted lost, at every split. */
+Test(ntr_names, tail_in_place_of_the_end_tag) {
+  ntrw w;
+  ntrw_trace t = {0, 1000, 8, 1, 1, 0, NULL, 0};
+  ntrw_md m = {1, "P", 1, "E", 0, 0, 4, -1, NULL, 0, 0, 1};
+  ntrw_ev e = {.metadata_id = 1, .seq = 1, .thread = 77, .capture_thread = 77, .ts = 500};
+  ntrw_init(&w, 0);
+  ntrw_trace_hdr(&w, &t);
+  ntrw_md_begin(&w);
+  ntrw_metadata(&w, &m);
+  ntrw_block_end(&w);
+  ntrw_ev_begin(&w, 1);
+  ntrw_event(&w, &e);
+  ntrw_block_end(&w);
+  ntrw_end(&w);
+  cr_assert_eq(w.buf[w.len - 1], 1, "a stream ends with NullReference");
+  const uint64_t tids[] = {77, 78, 79};
+  const char *const names[] = {"cpu-work", "bad\xff" "byte", "\xf0\x9f\x99\x82 smile"};
+  uint8_t *tail;
+  size_t len;
+  cr_assert_eq(ntr_names_tail(w.len - 1, 900, tids, names, 3, &tail, &len), 0);
+  size_t total = w.len - 1 + len;
+  uint8_t *all = malloc(total);
+  cr_assert(all);
+  memcpy(all, w.buf, w.len - 1);
+  memcpy(all + w.len - 1, tail, len);
+  free(tail);
+  for (size_t split = 1; split <= total; split += split < 64 ? 1 : 97) {
+    struct named n = {0};
+    ntr_callbacks cb = {.on_metadata = names_md, .on_event = names_ev};
+    ntr_parser *p;
+    ntr_stats st;
+    cr_assert_eq(ntr_parser_new(&p, &cb, &n, NULL), 0);
+    int rc = ntr_parser_feed(p, all, split < total ? split : total);
+    if (split < total) rc = ntr_parser_feed(p, all + split, total - split);
+    cr_assert_eq(rc, NTR_EOF, "split %zu", split);
+    cr_assert_eq(ntr_parser_finish(p), 0);
+    ntr_parser_stats(p, &st);
+    cr_assert_eq(st.events, 4);
+    cr_assert_eq(st.dropped_events, 0);
+    cr_assert(n.metadata_ok);
+    cr_assert_eq(n.events, 3);
+    cr_assert_eq(n.ts, 900);
+    cr_assert_eq(n.tids[0], 77);
+    cr_assert_str_eq(n.names[0], "cpu-work");
+    cr_assert_str_eq(n.names[1], "bad\xef\xbf\xbd" "byte");
+    cr_assert_str_eq(n.names[2], "\xf0\x9f\x99\x82 smile");
+    ntr_parser_free(p);
+  }
+  free(all);
+  ntrw_release(&w);
+  cr_assert_eq(ntr_names_tail(0, 0, NULL, NULL, 1, &tail, &len), NTR_EINVAL);
+}
