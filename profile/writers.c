@@ -296,6 +296,15 @@ static const char *thread_label(const struct dnt_profile *prof, uint64_t thread,
   return buf;
 }
 
+/* A speedscope profile's name: "NAME (TID)" (speedscope lists names alone, and a pool has forty
+ * threads of one name), else "Thread TID". */
+static const char *profile_label(const struct dnt_profile *prof, uint64_t thread, char *buf, size_t cap) {
+  const char *name = dnt_profile_thread_name(prof, thread);
+  if (name && *name) snprintf(buf, cap, "%s (%llu)", name, (unsigned long long)thread);
+  else snprintf(buf, cap, "Thread %llu", (unsigned long long)thread);
+  return buf;
+}
+
 /* Metadata ("M") events: the names viewers show for the process and each thread. */
 static void chromium_names(FILE *fp, const struct dnt_profile *prof, uint32_t pid, const char *title) {
   char name[1024], buf[64];
@@ -359,9 +368,9 @@ static void timeline_flush(struct timeline *t) {
   t->pending = 0;
   if (t->by_time && !(t->weight > 0)) return;
   if (!t->open) {
-    char buf[64];
+    char buf[600];
     fputs(t->nprofiles++ ? ",{\"type\":\"sampled\",\"name\":" : "{\"type\":\"sampled\",\"name\":", t->fp);
-    dnt_json_string(t->fp, thread_label(t->prof, t->thread, buf, sizeof buf));
+    dnt_json_string(t->fp, profile_label(t->prof, t->thread, buf, sizeof buf));
     /* by time, a thread's profile starts where its first sample is in the trace, as TraceEvent's
      * speedscope files place them: threads line up in time */
     fprintf(t->fp, ",\"unit\":\"%s\",\"startValue\":%.9g,\"samples\":[", unit_name(t->prof),
@@ -470,12 +479,12 @@ static int write_speedscope(FILE *fp, const struct dnt_profile *prof, const char
     for (size_t t = 0; t < dnt_profile_nthreads(prof); t++) {
       /* a thread with no time (one sample: it stands for none) would be an empty profile */
       if (by_time && !(dnt_profile_thread_ms(prof, t) > 0)) continue;
-      char buf[64];
+      char buf[600];
       w.thread = dnt_profile_thread_id(prof, t);
       double weight = by_time ? dnt_profile_thread_ms(prof, t) : (double)dnt_profile_thread_samples(prof, t);
       if (weight > best) best = weight, active = written;
       fputs(written++ ? ",{\"type\":\"sampled\",\"name\":" : "{\"type\":\"sampled\",\"name\":", fp);
-      dnt_json_string(fp, thread_label(prof, w.thread, buf, sizeof buf));
+      dnt_json_string(fp, profile_label(prof, w.thread, buf, sizeof buf));
       /* endValue: the thread's total, its time (ms) or its samples (speedscope's unit "none") */
       fprintf(fp, ",\"unit\":\"%s\",\"startValue\":0,", unit_name(prof));
       if (by_time) fprintf(fp, "\"endValue\":%.9g,\"samples\":[", dnt_profile_thread_ms(prof, t));

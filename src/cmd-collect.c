@@ -416,6 +416,7 @@ static void on_signal(uv_signal_t *h, int signum) {
 static void on_tick(uv_timer_t *t) {
   struct collect *c = t->data;
   status_line(c, 0);
+  note_threads(c); /* threads as they appear (and name themselves): a second's reads of /proc */
 }
 
 static void on_duration(uv_timer_t *t) { stop_session(t->data, "Duration reached: stopping the trace."); }

@@ -570,7 +570,7 @@ Test(convert, timelines_in_time_order_and_in_a_real_viewer, .timeout = 360) {
   cr_assert_eq(dnt_run_argv(&r, oargv, NULL, DNT_HANG_MS), 0, "%s", r.err);
   const char *ra = V6_ROOT ";" V6_LEAF_A, *rb = V6_ROOT ";" V6_LEAF_B;
   char want[512];
-  snprintf(want, sizeof want, "cpu-work:%s=2,%s=2,%s=4|blocking-work:%s=4\n", ra, rb, ra, rb);
+  snprintf(want, sizeof want, "cpu-work (4001):%s=2,%s=2,%s=4|blocking-work (4002):%s=4\n", ra, rb, ra, rb);
   cr_assert_str_eq(r.out, want);
   dnt_run_free(&r);
 

@@ -409,9 +409,10 @@ static void check_speedscope(const char *path, const struct dnt_profile *prof, c
       tid = te->v[j].tid;
       for (end = j; end < te->n && te->v[end].tid == tid; end++) continue;
       const char *given = dnt_profile_thread_name(prof, tid);
-      char label[64];
-      snprintf(label, sizeof label, "Thread %llu", tid);
-      cr_assert_str_eq(line + 2, given && *given ? given : label, "%s: profile %zu", path, profiles);
+      char label[600];
+      if (given && *given) snprintf(label, sizeof label, "%s (%llu)", given, tid);
+      else snprintf(label, sizeof label, "Thread %llu", tid);
+      cr_assert_str_eq(line + 2, label, "%s: profile %zu", path, profiles);
       profiles++;
     } else {
       char *q = line + 2;

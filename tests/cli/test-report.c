@@ -399,8 +399,9 @@ Test(report, thread_names_beside_the_trace) {
   cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "speedscope", "-o", ss, NULL), 0, "%s", r.err);
   dnt_run_free(&r);
   char *json = slurp(ss);
-  cr_assert(strstr(json, "\"name\":\"worker-one\"") && strstr(json, "\"name\":\"blocking-work\""), "%.2000s", json);
-  cr_assert_null(strstr(json, "\"name\":\"cpu-work\""), "%.2000s", json);
+  cr_assert(strstr(json, "\"name\":\"worker-one (4001)\"") && strstr(json, "\"name\":\"blocking-work (4002)\""),
+            "%.2000s", json);
+  cr_assert_null(strstr(json, "\"name\":\"cpu-work"), "%.2000s", json);
   free(json);
   unlink(ss);
   unlink(names);

@@ -49,12 +49,24 @@ static const char *oracle;
 static void need_corpus(void) { corpus_dir(corpus, sizeof corpus); }
 static void need_oracle(void) { oracle = te_oracle_or_skip("the sample weights"); }
 
-/* Our side: per thread, the time of speedscope's profiles ("name":"Thread N", their endValue less
- * their startValue, in ms: a profile starts where its thread's first sample is) */
+/* The thread of a speedscope profile named "Thread N" or "NAME (N)" (p: at its name's quote). */
+static unsigned long long profile_thread(const char *p) {
+  const char *end = strstr(p + 1, "\",\"unit\"");
+  cr_assert(end, "a profile's name: %.80s", p);
+  if (strncmp(p, "\"Thread ", 8) == 0) return strtoull(p + 8, NULL, 10);
+  const char *open = end;
+  while (open > p && *open != '(') open--;
+  cr_assert(open > p && end[-1] == ')', "a profile named NAME (TID): %.*s", (int)(end - p + 1), p);
+  return strtoull(open + 1, NULL, 10);
+}
+
+/* Our side: per thread, the time of speedscope's profiles (named "Thread N", or "NAME (N)" where
+ * the trace names the thread; their endValue less their startValue, in ms: a profile starts where
+ * its thread's first sample is) */
 static void read_speedscope(const char *json, struct totals *tt) {
   const char *p = json;
-  while ((p = strstr(p, "\"name\":\"Thread "))) {
-    unsigned long long tid = strtoull(p + 15, NULL, 10);
+  while ((p = strstr(p, "{\"type\":\"sampled\",\"name\":"))) {
+    unsigned long long tid = profile_thread(p + 25);
     const char *e = strstr(p, "\"endValue\":"), *s = strstr(p, "\"startValue\":");
     cr_assert(e && s && s < e, "a speedscope profile without startValue and endValue");
     struct thread_total *t = thread_of(tt, tid);

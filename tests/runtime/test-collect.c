@@ -994,12 +994,46 @@ Test(collect, thread_names_are_written_into_the_trace, .timeout = 180) {
   snprintf(want, sizeof want, "  %lu (cpu-work)\n", cpu);
   cr_assert(strstr(r.out, want), "%s", r.out);
   dnt_run_free(&r);
+  /* the formats' own places for a thread's name: speedscope's profile, Chromium's thread_name
+   * metadata, pprof's thread_name label (read back by go tool pprof) */
+  char conv[160];
+  snprintf(conv, sizeof conv, "%s/names.speedscope.json", dir);
+  cr_assert_eq(dnt_run_dntrace(&r, "convert", out, "--format", "speedscope", "-o", conv, NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+  char *json = slurp(conv);
+  snprintf(want, sizeof want, "\"name\":\"cpu-work (%lu)\"", cpu);
+  cr_assert(json && strstr(json, want), "speedscope: %s", want);
+  free(json);
+  unlink(conv);
+  snprintf(conv, sizeof conv, "%s/names.chromium.json", dir);
+  cr_assert_eq(dnt_run_dntrace(&r, "convert", out, "--format", "chromium", "-o", conv, NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+  json = slurp(conv);
+  snprintf(want, sizeof want, "\"tid\":%lu,\"args\":{\"name\":\"blocking-work\"}", blocking);
+  cr_assert(json && strstr(json, want), "chromium: %s", want);
+  free(json);
+  unlink(conv);
+  snprintf(conv, sizeof conv, "%s/names.pb.gz", dir);
+  cr_assert_eq(dnt_run_dntrace(&r, "convert", out, "--format", "pprof", "-o", conv, NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+  char home[200], cache[200], tmp[200];
+  snprintf(home, sizeof home, "HOME=%s", dir);
+  snprintf(cache, sizeof cache, "GOCACHE=%s/gocache", dir);
+  snprintf(tmp, sizeof tmp, "PPROF_TMPDIR=%s", dir);
+  const char *genv[] = {home, cache, tmp, NULL};
+  char *pargv[] = {"/usr/bin/env", "go", "tool", "pprof", "-raw", conv, NULL};
+  cr_assert_eq(dnt_run_argv(&r, pargv, genv, DNT_HANG_MS), 0, "go tool pprof: %s", r.err);
+  cr_assert(strstr(r.out, "thread_name:[cpu-work]"), "%.3000s", r.out);
+  dnt_run_free(&r);
+  unlink(conv);
   /* TraceEvent reads them as a self-described event of their own (its Dynamic parser) */
   cr_assert_eq(te_run(&r, te, out, "names"), 0, "%s", r.err);
   cr_assert(strstr(r.out, "\ndntrace\t1\t0\tThreadName\n"), "TraceEvent's event names:\n%s", r.out);
   dnt_run_free(&r);
   dnt_target_stop(&t);
   unlink(out);
-  rmdir(dir);
+  char rm[160];
+  snprintf(rm, sizeof rm, "rm -rf '%s'", dir); /* and go's cache */
+  cr_assert_eq(system(rm), 0);
   free(dir);
 }
