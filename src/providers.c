@@ -111,6 +111,14 @@ static const struct profile {
       {"Microsoft-Diagnostics-DiagnosticSource", 0x3, 5, DATABASE_FILTER}},
      0,
      0},
+    /* what TraceEvent's activity computer stitches async stacks with: task scheduling, start and
+     * completion, waits and await continuations (TaskTransfer|Tasks|TaskStops), with activity
+     * ids flowing from task to task (TasksFlowActivityIds); Verbose for TaskWaitEnd */
+    {"async-tasks",
+     "records the task library's events that join async code's stacks across awaits",
+     {{"System.Threading.Tasks.TplEventSource", 0xC3, 5, NULL}},
+     0,
+     0},
     {"cpu-sampling",
      "dotnet-sampled-thread-time + dotnet-common (the default of dotnet-trace 9 and earlier)",
      {{DNT_SAMPLE_PROVIDER, 0xF00000000000, 4, NULL}, {DNT_RUNTIME_PROVIDER, 0x100003801D, 4, NULL}},

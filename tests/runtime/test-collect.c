@@ -1037,3 +1037,111 @@ Test(collect, thread_names_are_written_into_the_trace, .timeout = 180) {
   cr_assert_eq(system(rm), 0);
   free(dir);
 }
+
+/* One TaskWaitBegin of `dntrace events`: thread, task, behaviour (1 a wait, 2 an await), and the
+ * task that continues it. */
+struct wait_begin {
+  unsigned long thread;
+  long task, behavior, next;
+};
+
+static size_t wait_begins(const char *text, struct wait_begin *v, size_t cap) {
+  size_t n = 0;
+  for (const char *line = text; line && *line && n < cap; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+    double ts;
+    struct wait_begin w;
+    const char *f = strstr(line, " TaskWaitBegin ");
+    const char *eol = strchr(line, '\n');
+    if (!f || (eol && f > eol)) continue;
+    if (sscanf(line, "%lf %lu", &ts, &w.thread) == 2 &&
+        sscanf(f, " TaskWaitBegin OriginatingTaskSchedulerID=%*d OriginatingTaskID=%*d TaskID=%ld Behavior=%ld "
+                  "ContinueWithTaskID=%ld",
+               &w.task, &w.behavior, &w.next) == 3)
+      v[n++] = w;
+  }
+  return n;
+}
+
+/* The async-tasks profile records what stitching async stacks needs (issue 27): on the sample's
+ * --async chain (Outer awaits Middle awaits Inner awaits Task.Delay, all waited for by
+ * async-driver), its four waits in a row on the driver, each continued by the next (awaits
+ * 2, 2, 2, then the driver's blocking wait 1), and the innermost await ended on another thread:
+ * Inner's continuation runs on the pool. Recorded for 2 s, longer if that held no whole chain. */
+Test(collect, async_tasks_profile_records_the_awaits, .timeout = 240) {
+  DNT_REQUIRE_TARGET();
+  dnt_target t;
+  const char *const args[] = {"--async", "--no-cpu", "--no-blocking", "--no-alloc", "--no-exceptions", "--no-counters",
+                              NULL};
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = args, .wait_socket = 1, .timeout_ms = DNT_HANG_MS};
+  char err[512];
+  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "cannot start the sample target: %s", err);
+  unsigned long driver = thread_named(t.pid, "async-driver");
+  char *dir = temp_dir(), out[128], pid[16];
+  snprintf(out, sizeof out, "%s/async.nettrace", dir);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  static struct wait_begin w[200000];
+  int chain = 0;
+  long inner = 0;
+  for (int secs = 2; secs <= 32 && !chain; secs *= 2) {
+    char dur[16];
+    snprintf(dur, sizeof dur, "%ds", secs);
+    struct dnt_run r;
+    cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "-o", out, "--profile", "async-tasks", "--duration", dur,
+                                 NULL),
+                 0, "%s%s", r.out, r.err);
+    dnt_run_free(&r);
+    static struct nt_scan s;
+    cr_assert_eq(nt_scan_file(out, &s), 0);
+    cr_assert(s.complete, "%s", s.problem);
+    uint64_t begins = nt_scan_count(&s, "System.Threading.Tasks.TplEventSource", 10, driver);
+    cr_assert_eq(dnt_run_dntrace(&r, "events", out, "--provider", "System.Threading.Tasks.TplEventSource", "--name",
+                                 "TaskWaitBegin", NULL),
+                 0, "%s", r.err);
+    size_t n = wait_begins(r.out, w, sizeof w / sizeof w[0]);
+    size_t on_driver = 0;
+    for (size_t i = 0; i < n; i++) on_driver += w[i].thread == driver;
+    cr_assert_eq(on_driver, begins, "dntrace events and the independent reader count the driver's waits alike");
+    for (size_t i = 0; i + 3 < n && !chain; i++) {
+      const struct wait_begin *a = &w[i];
+      int ok = 1;
+      for (int k = 0; k < 4; k++) {
+        long want_behavior = k < 3 ? 2 : 1, want_next = k < 3 ? a[k].task + 1 : 0;
+        ok &= a[k].thread == driver && a[k].task == a[0].task + k && a[k].behavior == want_behavior &&
+              a[k].next == want_next;
+      }
+      if (ok) chain = 1, inner = a[2].task;
+    }
+    dnt_run_free(&r);
+    if (!chain) cr_log_info("%s: no whole chain among %zu waits: recording again, for longer", dur, n);
+  }
+  cr_assert(chain, "the four waits of one Outer chain, in a row on async-driver (tid %lu)", driver);
+  /* Inner's await of Task.Delay (the third wait) ends on a pool thread, not on the driver */
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "events", out, "--provider", "System.Threading.Tasks.TplEventSource", "--name",
+                               "TaskWaitEnd", NULL),
+               0, "%s", r.err);
+  char want[64];
+  snprintf(want, sizeof want, " TaskID=%ld\n", inner);
+  const char *end = strstr(r.out, want);
+  cr_assert(end, "the end of the wait on task %ld", inner);
+  const char *line = end;
+  while (line > r.out && line[-1] != '\n') line--;
+  double ts;
+  unsigned long thread = 0;
+  cr_assert_eq(sscanf(line, "%lf %lu", &ts, &thread), 2, "%.200s", line);
+  cr_assert_neq(thread, driver, "Inner's continuation runs on a pool thread, not on the driver");
+  char comm[64];
+  snprintf(comm, sizeof comm, "/proc/%d/task/%lu/comm", (int)t.pid, thread);
+  FILE *fp = fopen(comm, "r");
+  char name[64] = "";
+  if (fp) {
+    if (!fgets(name, sizeof name, fp)) name[0] = '\0';
+    fclose(fp);
+  }
+  cr_expect(!fp || strncmp(name, ".NET TP Worker", 14) == 0, "thread %lu is %s", thread, name);
+  dnt_run_free(&r);
+  dnt_target_stop(&t);
+  unlink(out);
+  rmdir(dir);
+  free(dir);
+}

@@ -11,7 +11,7 @@ namespace Sample
             "              [--no-exceptions] [--no-counters] [--event-rate N] [--gen2 N] [--threads N]\n" +
             "              [--gc-induce N] [--gc-background] [--pool-starve] [--handoff]\n" +
             "              [--alloc TYPE:BYTES_PER_S] [--throw N [--throw-count K] [--throw-delay S]]\n" +
-            "              [--contend] [--crash-after S] [--start-file PATH] [--alloc-total BYTES]\n" +
+            "              [--contend] [--crash-after S] [--start-file PATH] [--alloc-total BYTES] [--async]\n" +
             "  --seconds N      run N seconds, then exit (default: until killed or Ctrl+C)\n" +
             "  --exit-code N    exit with N when done\n" +
             "  --event-rate N   emit about N Sample-Load events per second (0: off; very high: as fast as possible)\n" +
@@ -44,7 +44,10 @@ namespace Sample
             "                   Sample.ContendWork.HoldLock, each holding it about 5 ms; print 'contention N'\n" +
             "                   (Monitor.LockContentionCount, the runtime's count of contended waits) every 250 ms\n" +
             "  --handoff        also start threads waiter and setter: setter wakes waiter every 10 ms from\n" +
-            "                   Sample.Handoff.SignalWaiter";
+            "                   Sample.Handoff.SignalWaiter\n" +
+            "  --async          thread async-driver runs Sample.AsyncWork.Outer, which awaits Middle, which awaits\n" +
+            "                   Inner: Task.Delay(1), then about 5 ms of CountPrimes on a pool thread; over and\n" +
+            "                   over, printing 'async N' (chains completed) every 250 ms";
 
         public double Seconds;
         public int ExitCode;
@@ -64,6 +67,7 @@ namespace Sample
         public string? StartFile;
         public long AllocTotal;
         public bool Handoff;
+        public bool Async;
 
         public static Options Parse(string[] args)
         {
@@ -88,6 +92,7 @@ namespace Sample
                     case "--contend": o.Contend = true; break;
                     case "--crash-after": o.CrashAfter = double.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
                     case "--handoff": o.Handoff = true; break;
+                    case "--async": o.Async = true; break;
                     case "--start-file": o.StartFile = Value(args, ref i); break;
                     case "--alloc-total": o.AllocTotal = long.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
                     case "--no-cpu": o.Cpu = false; break;

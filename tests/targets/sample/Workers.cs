@@ -38,6 +38,7 @@ namespace Sample
             if (_opts.Counters) Spawn("metrics-work", () => Telemetry.Run(_stop));
             if (_opts.EventRate > 0) Spawn("load-work", () => LoadWork.Run(_opts.EventRate, _stop));
             if (_opts.Handoff) Handoff.Start(this, _stop);
+            if (_opts.Async) Spawn("async-driver", () => AsyncWork.Run(_stop));
             for (int i = 1; i <= _opts.IdleThreads; i++) Spawn("idle-" + i, () => IdleWork.Park(_stop));
             if (_opts.PoolStarve) Spawn("pool-starve", () => PoolStarve.Run(_stop));
             if (_opts.ThrowRate > 0)
