@@ -256,10 +256,11 @@ static int on_event(void *ud, const ntr_event *ev) {
   struct events *e = ud;
   const ntr_metadata *md = ev->metadata;
   const dnt_schema_event *se = NULL;
-  char unnamed[32];
+  char unnamed[32], te_name[512];
   const char *provider = md ? md->provider : "(undefined)", *name;
+  uint32_t md_opcode = 0;
   if (md && md->event_name[0]) {
-    name = md->event_name;
+    name = dnt_event_te_name(md, te_name, sizeof te_name, &md_opcode); /* "Request/Start", as TraceEvent */
   } else {
     if (md)
       snprintf(unnamed, sizeof unnamed, "Event(%u)", md->event_id);
@@ -279,6 +280,7 @@ static int on_event(void *ud, const ntr_event *ev) {
     uint32_t n;
     if ((se = dnt_schema_find(e->schema, md->provider, md->event_id, md->version, &n))) {
       name = se->name;
+      md_opcode = md->has_opcode ? md->opcode : se->opcode_value;
       described = 1;
       rc = dnt_record_decode_layout(&e->rec, se->fields, n, e->pointer_size, ev->payload, ev->payload_size);
       if (rc) e->undecodable++;
@@ -286,14 +288,18 @@ static int on_event(void *ud, const ntr_event *ev) {
     }
   }
   if (e->nproviders) note_provider(e, provider);
-  if (!matches(provider, e->providers, e->nproviders) || !name_matches(name, se, e->names, e->nnames)) return 0;
+  /* a name as TraceEvent gives it, or as the metadata has it ("RequestStart") */
+  if (!matches(provider, e->providers, e->nproviders) ||
+      !(name_matches(name, se, e->names, e->nnames) ||
+        (md && md->event_name[0] && matches(md->event_name, e->names, e->nnames))))
+    return 0;
   if (!e->json && !e->header_said) { /* for a reader at a terminal, on stderr: stdout holds nothing but events */
     e->header_said = 1;
     if (isatty(STDOUT_FILENO) && isatty(STDERR_FILENO))
     fprintf(stderr, "columns: seconds since the trace's start, thread, processor (-1: not recorded), level, "
                     "keywords, opcode, provider, event, its fields (Name=value), activity ids (@)\n");
   }
-  uint32_t level = md ? md->level : 0, opcode = md && md->has_opcode ? md->opcode : se ? se->opcode_value : 0;
+  uint32_t level = md ? md->level : 0, opcode = md_opcode;
   uint64_t keywords = md ? md->keywords : 0;
   char act[37] = "", rel[37] = "";
   if (!is_zero_guid(ev->activity_id)) dnt_format_guid(ev->activity_id, act);

@@ -71,7 +71,11 @@ static int on_event(void *ud, const ntr_event *ev) {
     if ((known = dnt_schema_find(se->schema, md->provider, md->event_id, md->version, &n)))
       fields = known->fields, nfields = n, name = known->name;
   }
-  if (se->event && (!name || strcmp(name, se->event) != 0)) return 0;
+  char te_name[512];
+  /* dotnet-trace matches TraceEvent's name ("Request/Start"); the metadata's ("RequestStart") too */
+  if (se->event && (!name || strcmp(name, se->event) != 0) &&
+      (known || strcmp(dnt_event_te_name(md, te_name, sizeof te_name, NULL), se->event) != 0))
+    return 0;
   if (se->nfilters) {
     int rc = known ? dnt_record_decode_layout(&se->rec, fields, nfields, se->pointer_size, ev->payload, ev->payload_size)
                    : dnt_record_decode(&se->rec, fields, nfields, ev->payload, ev->payload_size);

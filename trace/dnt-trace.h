@@ -225,6 +225,15 @@ enum dnt_layout_type {
 const dnt_schema_event *dnt_schema_find(const struct dnt_schema *s, const char *provider, uint32_t event_id,
                                         uint32_t version, uint32_t *nfields);
 
+/* A self-described event's name as TraceEvent gives it (its EventPipe metadata rules): without an
+ * opcode in the metadata, a name ending in Start or Stop (any case) implies opcode 1 or 2; an
+ * opcode 1 or 2 strips that ending; a nonzero opcode follows a slash by its name (Start, Stop,
+ * DataCollectionStart, DataCollectionStop, Extension, Reply, Resume, Suspend, Transfer for 1..9,
+ * else its number): "RequestStart" is "Request/Start", TPL's "TaskWaitBegin" (opcode 9)
+ * "TaskWaitBegin/Transfer". Written into buf (cap bytes, truncated, NUL-terminated); *opcode
+ * (may be NULL): the opcode TraceEvent reports. md->event_name "" gives "". Returns buf. */
+char *dnt_event_te_name(const ntr_metadata *md, char *buf, size_t cap, uint32_t *opcode);
+
 /* Decodes a payload by a schema layout (fields of a dnt_schema_event): like dnt_record_decode,
  * with the layout types above, pointers `pointer_size` (4 or 8) bytes wide. */
 int dnt_record_decode_layout(dnt_record *r, const ntr_field *fields, uint32_t nfields, uint32_t pointer_size,

@@ -355,6 +355,39 @@ static void utf8_encode(uint32_t cp, char *out, size_t *n) {
   }
 }
 
+/* count UTF-16 code units of the payload as one string value (index vi): TraceEvent reads an
+ * EventSource's char[] so. A pair of surrogates is one character, a lone one U+FFFD. */
+static int utf16_units(struct dec *d, const ntr_field *f, size_t vi, uint32_t count) {
+  ntr_payload *c = &d->c;
+  if ((size_t)count * 2 > ntr_payload_left(c)) return short_payload(d, f, (size_t)count * 2);
+  if (text_room(d, (size_t)count * 3 + 1)) return d->rc; /* 3 bytes a unit at most (4 a pair) */
+  dnt_record *r = d->r;
+  char *start = r->text + r->text_len, *o = start;
+  for (uint32_t k = 0; k < count; k++) {
+    uint16_t u, lo = 0;
+    ntr_payload_u16(c, &u);
+    ntr_payload probe = *c;
+    if (u >= 0xd800 && u < 0xdc00 && k + 1 < count && ntr_payload_u16(&probe, &lo) == 0 && lo >= 0xdc00 &&
+        lo < 0xe000) {
+      uint32_t cp = 0x10000 + ((uint32_t)(u - 0xd800) << 10) + (uint32_t)(lo - 0xdc00);
+      ntr_payload_skip(c, 2);
+      k++;
+      *o++ = (char)(0xf0 | cp >> 18), *o++ = (char)(0x80 | ((cp >> 12) & 0x3f));
+      *o++ = (char)(0x80 | ((cp >> 6) & 0x3f)), *o++ = (char)(0x80 | (cp & 0x3f));
+    } else {
+      size_t n;
+      utf8_encode(u >= 0xd800 && u <= 0xdfff ? 0xfffd : u, o, &n);
+      o += n;
+    }
+  }
+  *o = '\0';
+  r->offs[NOFF * vi + 2] = r->text_len;
+  r->values[vi].slen = (size_t)(o - start);
+  r->values[vi].kind = DNT_VALUE_STRING;
+  r->text_len += (size_t)(o - start) + 1;
+  return 0;
+}
+
 /* The count an earlier sibling holds (layouts: DNT_TYPE_COUNTED, DNT_TYPE_BINARY); 0 or an error. */
 static int sibling_count(struct dec *d, const ntr_field *f, const size_t *sib, uint32_t nsib, uint64_t *out) {
   const dnt_value *c = f->fixed_count < nsib && sib ? &d->r->values[sib[f->fixed_count]] : NULL;
@@ -465,6 +498,11 @@ static int value(struct dec *d, const ntr_field *f, const char *key, uint32_t de
       uint16_t n16;
       if (ntr_payload_u16(c, &n16)) return short_payload(d, f, 2);
       count = n16;
+    }
+    if (f->element->type == NTR_TYPE_CHAR) { /* a char[]: one string, as TraceEvent shows it */
+      if (utf16_units(d, f, vi, count)) return d->rc;
+      d->r->values[vi].rawlen = pos(d) - start;
+      return 0; /* a string: no end marker */
     }
     v->kind = DNT_VALUE_ARRAY;
     v->count = count;

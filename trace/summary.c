@@ -175,7 +175,8 @@ static int on_trace(void *ud, const ntr_trace *t) {
 static int on_metadata(void *ud, const ntr_metadata *md) {
   dnt_summary *s = ud;
   if (s->oom) return -1;
-  size_t k = kind_of(s, md->provider ? md->provider : "", md->event_id, md->event_name ? md->event_name : "");
+  char name[512]; /* as TraceEvent names it ("Request/Start"), as `events` shows it */
+  size_t k = kind_of(s, md->provider ? md->provider : "", md->event_id, dnt_event_te_name(md, name, sizeof name, NULL));
   if (k == (size_t)-1 || map_put(&s->maps[MAP_METADATA], md->id, (uint32_t)k + 1)) return s->oom = 1, -1;
   return 0;
 }

@@ -18,6 +18,8 @@
 //   --mode names   no timing: one line per distinct event kind, "provider<TAB>id<TAB>version<TAB>
 //                  name" as TraceEvent names it (the runtime's parsers registered), for the
 //                  expected lists of dntrace's tests (tests/data/traceevent-names/)
+//   --mode kinds   as names with each kind's opcode ("provider<TAB>id<TAB>version<TAB>opcode<TAB>
+//                  name"), the sampler's parser registered too: for tests/cli/test-event-names.c
 using System.Diagnostics;
 using System.Globalization;
 using System.IO.Compression;
@@ -57,7 +59,7 @@ static class Program
         }
         if (args.Length < 1 || (args.Length == 3 && args[1] != "--mode") || args.Length == 2 || args.Length > 3)
         {
-            Console.Error.WriteLine("usage: BenchTraceEvent FILE.nettrace [--mode parse|stacks|gc|jit|allocs|names]\n" +
+            Console.Error.WriteLine("usage: BenchTraceEvent FILE.nettrace [--mode parse|stacks|gc|jit|allocs|names|kinds]\n" +
                                     "       BenchTraceEvent --mode threadtime|samplestacks FILE...");
             return 2;
         }
@@ -69,6 +71,7 @@ static class Program
         }
         double mb = new FileInfo(path).Length / 1e6;
         if (mode == "names") return Names(path);
+        if (mode == "kinds") return Kinds(path);
         try
         {
             var clock = Stopwatch.StartNew();
@@ -117,6 +120,24 @@ static class Program
         source.Clr.All += add;
         new ClrRundownTraceEventParser(source).All += add;
         new ClrPrivateTraceEventParser(source).All += add;
+        source.Dynamic.All += add;
+        source.UnhandledEvents += add;
+        source.Process();
+        foreach (string line in seen) Console.WriteLine(line);
+        return 0;
+    }
+
+    /* --mode kinds: as names, with each kind's opcode, and the sampler's own parser registered (as
+     * TraceLog, dotnet-trace and PerfView have it): "provider<TAB>id<TAB>version<TAB>opcode<TAB>name" */
+    static int Kinds(string path)
+    {
+        var seen = new SortedSet<string>(StringComparer.Ordinal);
+        using var source = new EventPipeEventSource(path);
+        Action<TraceEvent> add = e => seen.Add($"{e.ProviderName}\t{(int)e.ID}\t{e.Version}\t{(int)e.Opcode}\t{e.EventName}");
+        source.Clr.All += add;
+        new ClrRundownTraceEventParser(source).All += add;
+        new ClrPrivateTraceEventParser(source).All += add;
+        new Microsoft.Diagnostics.Tracing.EventPipe.SampleProfilerTraceEventParser(source).All += add;
         source.Dynamic.All += add;
         source.UnhandledEvents += add;
         source.Process();

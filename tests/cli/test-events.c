@@ -263,6 +263,28 @@ Test(fields, every_type) {
   dnt_record_release(&r);
 }
 
+/* An array of chars (an EventSource's char[]) is one string, as TraceEvent shows it: each code
+ * unit a character, a surrogate pair one, a lone surrogate U+FFFD; no element values, no end
+ * marker; cut short, an error. */
+Test(fields, char_array_is_one_string) {
+  static const ntr_field unit = {.name = "", .type = NTR_TYPE_CHAR};
+  static const ntr_field fs[] = {{.name = "chars", .type = NTR_TYPE_ARRAY, .element = &unit},
+                                 {.name = "after", .type = NTR_TYPE_INT32}};
+  /* count 5: 'a', U+00E9, U+1F600 as a pair, a lone high surrogate; then after = 7 */
+  static const uint8_t pl[] = {5, 0, 'a', 0, 0xe9, 0, 0x3d, 0xd8, 0x00, 0xde, 0x00, 0xd8, 7, 0, 0, 0};
+  dnt_record r;
+  dnt_record_init(&r);
+  cr_assert_eq(dnt_record_decode(&r, fs, 2, pl, sizeof pl), 0, "%s", r.err);
+  cr_assert_eq(r.nvalues, 2, "one string, then the next field");
+  cr_assert_eq(dnt_record_get(&r, "chars")->kind, DNT_VALUE_STRING);
+  cr_assert_str_eq(dnt_record_str(&r, "chars"), "a\xc3\xa9\xf0\x9f\x98\x80\xef\xbf\xbd");
+  cr_assert_str_eq(get(&r, "after"), "7");
+  cr_assert_eq(r.trailing, 0);
+  for (size_t cut = 0; cut < 12; cut++)
+    cr_assert_neq(dnt_record_decode(&r, fs, 2, pl, cut), 0, "cut at %zu", cut);
+  dnt_record_release(&r);
+}
+
 /* Every cut of the payload is an error, never a read past its end (the copy is exactly as long
  * as the cut, so ASan sees any over-read). */
 Test(fields, every_truncation_is_an_error) {
@@ -472,13 +494,14 @@ static void build_trace(ntrw *w, int complete) {
   if (complete) ntrw_end(w);
 }
 
-/* Columns: time, thread, processor, level, keywords, opcode, provider, name; fields; activity
- * ids last (a GUID's first three groups little endian, as .NET prints it). */
+/* Columns: time, thread, processor, level, keywords, opcode, provider, name (TraceEvent's: the
+ * metadata's opcode 1 after a slash); fields; activity ids last (a GUID's first three groups
+ * little endian, as .NET prints it). */
 static const char *const EXPECT_TEXT =
-    "1.500000 77 3 4 0x10 1 Test-Provider Every n=-5 s=\"a b\" Payload.Name=cpu-usage Payload.Mean=0.25 arr[0]=1 "
+    "1.500000 77 3 4 0x10 1 Test-Provider Every/Start n=-5 s=\"a b\" Payload.Name=cpu-usage Payload.Mean=0.25 arr[0]=1 "
     "arr[1]=2 @activity=33221100-5544-7766-8899-aabbccddeeff @related=ccddeeff-aabb-8899-7766-554433221100\n"
     "2.000000 77 0 2 0x8000 0 Microsoft-Windows-DotNETRuntime Event(9999) size=4\n"
-    "2.000001 78 0 4 0x10 1 Test-Provider Every n=6 s=\"q\\\"\\\\\\n\" Payload.Name=\"\" Payload.Mean=NaN arr=[]\n";
+    "2.000001 78 0 4 0x10 1 Test-Provider Every/Start n=6 s=\"q\\\"\\\\\\n\" Payload.Name=\"\" Payload.Mean=NaN arr=[]\n";
 
 static void gzip_file(const char *path, const uint8_t *p, size_t n) {
   gzFile gz = gzopen(path, "wb");
@@ -799,7 +822,7 @@ Test(events, text_json_and_filters_on_a_written_trace) {
     cr_assert(json_object_line(l, strcspn(l, "\n")), "%.*s", (int)strcspn(l, "\n"), l);
   /* the fields are members of the event's object, beside its header */
   cr_assert(strstr(r.out, "{\"timestamp\":1.500000,\"thread\":77,\"processor\":3,\"provider\":\"Test-Provider\","
-                          "\"event\":\"Every\",\"eventId\":7,\"version\":0,\"level\":4,\"keywords\":\"0x10\",\"opcode\":1,"
+                          "\"event\":\"Every/Start\",\"eventId\":7,\"version\":0,\"level\":4,\"keywords\":\"0x10\",\"opcode\":1,"
                           "\"activityId\":\"33221100-5544-7766-8899-aabbccddeeff\","
                           "\"relatedActivityId\":\"ccddeeff-aabb-8899-7766-554433221100\","
                           "\"n\":-5,\"s\":\"a b\",\"Payload\":{\"Name\":\"cpu-usage\",\"Mean\":0.25},\"arr\":[1,2]}\n"),
@@ -954,6 +977,19 @@ Test(events_corpus, countercow_event_counters, .timeout = 240) {
   dnt_run_free(&r);
 }
 
+/* The arraytypes trace's TestEvent3 carries a char[] of five code units (05 00, then a3 e7 af 33
+ * 8d 96 ef 1c e4 8b in the file): one string, as TraceEvent reads it. */
+Test(events_corpus, char_array_is_a_string, .timeout = 120) {
+  need_corpus();
+  struct dnt_run r;
+  cr_assert_eq(corpus_events(&r, corpus, "microsoft__perfview/eventpipe-dotnetcore5.0-win-x64-arraytypes.nettrace",
+                             "--provider", "TestEventSource0", "--name", "TestEvent3", NULL),
+               0, "%s", r.err);
+  cr_assert(strstr(r.out, " TestEvent3/24 arg0=\xee\x9e\xa3\xe3\x8e\xaf\xe9\x9a\x8d\xe1\xb3\xaf\xe8\xaf\xa4\n"),
+            "%s", r.out);
+  dnt_run_free(&r);
+}
+
 Test(events_corpus, zipped_voicememo, .timeout = 180) {
   need_corpus();
   struct dnt_run r;
@@ -961,7 +997,7 @@ Test(events_corpus, zipped_voicememo, .timeout = 180) {
                "%s", r.err);
   cr_assert_eq(count_lines(r.out), 50000);
   /* a 32-bit process's trace: its samples decode too */
-  cr_assert(strstr(r.out, " Microsoft-DotNETCore-SampleProfiler ThreadSample Type="), "%.400s", r.out);
+  cr_assert(strstr(r.out, " Microsoft-DotNETCore-SampleProfiler Thread/Sample Type="), "%.400s", r.out);
   cr_assert_null(strstr(r.out, "Event("), "%.400s", strstr(r.out, "Event("));
   dnt_run_free(&r);
   /* every event, counted independently of the command by the parser on the same bytes */

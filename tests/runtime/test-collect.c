@@ -1050,11 +1050,11 @@ static size_t wait_begins(const char *text, struct wait_begin *v, size_t cap) {
   for (const char *line = text; line && *line && n < cap; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
     double ts;
     struct wait_begin w;
-    const char *f = strstr(line, " TaskWaitBegin ");
+    const char *f = strstr(line, " TaskWaitBegin/Transfer ");
     const char *eol = strchr(line, '\n');
     if (!f || (eol && f > eol)) continue;
     if (sscanf(line, "%lf %lu", &ts, &w.thread) == 2 &&
-        sscanf(f, " TaskWaitBegin OriginatingTaskSchedulerID=%*d OriginatingTaskID=%*d TaskID=%ld Behavior=%ld "
+        sscanf(f, " TaskWaitBegin/Transfer OriginatingTaskSchedulerID=%*d OriginatingTaskID=%*d TaskID=%ld Behavior=%ld "
                   "ContinueWithTaskID=%ld",
                &w.task, &w.behavior, &w.next) == 3)
       v[n++] = w;
