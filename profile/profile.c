@@ -73,7 +73,8 @@ struct thread_state {
   uint64_t ts;       /* the pending sample's timestamp */
   uint32_t count;    /* its entry in counts + 1; 0 = filtered out, nothing to weigh */
   uint32_t stack, external; /* its stack: the next sample, often on the same, skips a lookup */
-  uint64_t first, n; /* the sampler's pace on this thread: first timestamp, samples */
+  uint64_t first, n; /* the samples on this thread: first timestamp, how many (allocations too) */
+  uint64_t sampled_first, sampled_last, sampled; /* the sampler's alone: its pace */
 };
 
 /* a timeline sample a view hides (a bit of its external field, which is otherwise 0 or 1) */
@@ -118,6 +119,15 @@ struct dnt_profile {
     uint32_t stack, external;
   } *timeline;
   size_t ntimeline, captimeline;
+  /* samples since the last sequence point, put back in time order there: a thread's allocation
+   * events come from its own buffer, the sampler's from the sampler's (profile_flush) */
+  struct pending {
+    uint64_t thread, ts;
+    uint32_t stack, seq;
+    uint16_t external, allocation; /* an allocation event, counted as a sample of managed code */
+  } *pend;
+  size_t npend, cappend;
+  uint32_t pend_seq;
   uint64_t sync_qpc;
   uint32_t pid; /* the traced process, from the trace's header (0: not said) */
   uint64_t qpc_frequency;
@@ -182,6 +192,7 @@ void dnt_profile_free(struct dnt_profile *p) {
   free(p->threads);
   free(p->thread_samples);
   free(p->timeline);
+  free(p->pend);
   free(p->stack_cache);
   free(p->command_line);
   for (size_t i = 0; i < 2 * p->nlabels; i++) free(p->labels[i]);
@@ -406,13 +417,16 @@ static int profile_on_trace(void *ud, const ntr_trace *t) {
   return 0;
 }
 
-enum { KIND_OTHER, KIND_SAMPLE, KIND_METHOD, KIND_MODULE, KIND_PROCESS, KIND_ALLOC, KIND_THREAD_NAME };
+enum { KIND_OTHER, KIND_SAMPLE, KIND_METHOD, KIND_MODULE, KIND_PROCESS, KIND_ALLOC, KIND_THREAD_NAME, KIND_LOGGED };
 
 static int kind_of(const struct dnt_profile *p, const ntr_metadata *md) {
   int allocs = p->source == DNT_SOURCE_ALLOCATIONS;
   if (md->event_id == 0 && strcmp(md->provider, SAMPLER) == 0) return allocs ? KIND_OTHER : KIND_SAMPLE;
   int runtime = strcmp(md->provider, RUNTIME) == 0, rundown = strcmp(md->provider, RUNDOWN) == 0;
-  if (runtime && md->event_id == 10) return allocs ? KIND_ALLOC : KIND_OTHER; /* GCAllocationTick */
+  /* GCAllocationTick (10), GCSampledObjectAllocationHigh/Low (20, 32): TraceEvent's thread time
+   * counts each as a sample of managed code running, on the event's stack */
+  if (runtime && md->event_id == 10) return allocs ? KIND_ALLOC : KIND_LOGGED;
+  if (runtime && (md->event_id == 20 || md->event_id == 32)) return allocs ? KIND_OTHER : KIND_LOGGED;
   if ((runtime && md->event_id == 143) || (rundown && (md->event_id == 143 || md->event_id == 144)))
     return KIND_METHOD;
   if ((runtime && md->event_id == 152) || (rundown && (md->event_id == 153 || md->event_id == 154)))
@@ -449,9 +463,64 @@ static uint32_t stack_of(struct dnt_profile *p, const ntr_event *ev) {
   return intern_stack(p, ev->stack->frames, ev->stack->nframes);
 }
 
+/* One sample, in its thread's time order: weighs the one before it (weigh), counts it. */
+static void take(struct dnt_profile *p, const struct pending *e) {
+  if (p->source == DNT_SOURCE_THREADS) { /* a thread's first sample only */
+    struct thread_state *s = thread_state(p, e->thread);
+    if (!s || s->n) return;
+  }
+  if (p->keep) {
+    uint64_t hz = p->qpc_frequency;
+    uint64_t ns = hz == 1000000000u || !hz ? e->ts : (uint64_t)((double)e->ts * 1e9 / (double)hz);
+    if (!p->keep(p->keep_ud, e->thread, ns)) {
+      struct thread_state *s = thread_state(p, e->thread);
+      if (s) weigh(p, s, e->ts, 0); /* it still ends the time of the sample before */
+      return;
+    }
+  }
+  if (e->ts > p->last_ts) p->last_ts = e->ts;
+  struct thread_state *s = thread_state(p, e->thread);
+  if (!s || p->oom) return;
+  if (!e->allocation) {
+    if (!s->sampled) s->sampled_first = e->ts;
+    s->sampled_last = e->ts;
+    s->sampled++;
+  }
+  uint32_t count;
+  if (s->count && s->stack == e->stack && s->external == e->external) { /* as the thread's last: no lookup */
+    count = s->count;
+    p->counts[count - 1].samples++;
+    p->samples++;
+  } else {
+    count = add_sample(p, e->thread, e->stack, e->external, 0);
+  }
+  weigh(p, s, e->ts, count);
+  s->stack = e->stack;
+  s->external = e->external;
+  if (p->keep_timeline && !p->oom) {
+    GROW(p, p->timeline, p->ntimeline, p->captimeline);
+    p->timeline[p->ntimeline++] = (struct sample){e->thread, e->ts, e->stack, e->external};
+  }
+}
+
+static int by_time_then_order(const void *a, const void *b) {
+  const struct pending *x = a, *y = b;
+  if (x->ts != y->ts) return x->ts < y->ts ? -1 : 1;
+  return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* The samples since the last sequence point, in time order (the runtime flushes every buffer
+ * before one, so nothing later can be earlier than them), then forgotten. */
+static void profile_flush(struct dnt_profile *p) {
+  if (p->npend > 1) qsort(p->pend, p->npend, sizeof *p->pend, by_time_then_order);
+  for (size_t i = 0; i < p->npend && !p->oom; i++) take(p, &p->pend[i]);
+  p->npend = 0;
+}
+
 static int profile_on_sequence_point(void *ud, const ntr_sequence_point *sp) {
   struct dnt_profile *p = ud;
   (void)sp;
+  profile_flush(p);
   if (p->stack_cache) memset(p->stack_cache, 0, p->stack_cache_cap * sizeof *p->stack_cache);
   return 0;
 }
@@ -481,47 +550,20 @@ static int profile_on_event(void *ud, const ntr_event *ev) {
     if (ev->timestamp > p->last_ts) p->last_ts = ev->timestamp;
     break;
   }
+  case KIND_LOGGED:
   case KIND_SAMPLE: {
     if (p->methods_only) break;
-    if (p->source == DNT_SOURCE_THREADS) { /* a thread's first sample only */
-      struct thread_state *s = thread_state(p, ev->thread_id);
-      if (!s) break;
-      if (s->n) break;
-    }
-    if (p->keep) {
-      uint64_t hz = p->qpc_frequency;
-      uint64_t ns = hz == 1000000000u || !hz ? ev->timestamp : (uint64_t)((double)ev->timestamp * 1e9 / (double)hz);
-      if (!p->keep(p->keep_ud, ev->thread_id, ns)) {
-        struct thread_state *s = thread_state(p, ev->thread_id);
-        if (s) weigh(p, s, ev->timestamp, 0); /* it still ends the time of the sample before */
-        break;
-      }
-    }
-    if (ev->timestamp > p->last_ts) p->last_ts = ev->timestamp;
+    if (p->last_kind == KIND_LOGGED && p->source != DNT_SOURCE_SAMPLER) break; /* threads: the sampler's */
     /* the payload's type: 1 External (native code or waiting), 2 Managed; TraceEvent counts
      * only 2 as running managed code (0, Error, as native); a payload too short for it is taken
-     * as managed code, as before (the runtime always writes it) */
+     * as managed code, as before (the runtime always writes it); an allocation is managed code */
     uint32_t kind = 2;
-    if (ev->payload_size >= 4) memcpy(&kind, ev->payload, 4);
-    uint32_t external = kind != 2;
+    if (p->last_kind == KIND_SAMPLE && ev->payload_size >= 4) memcpy(&kind, ev->payload, 4);
     uint32_t stack = stack_of(p, ev);
-    struct thread_state *s = thread_state(p, ev->thread_id);
-    if (!s || p->oom) break;
-    uint32_t count;
-    if (s->count && s->stack == stack && s->external == external) { /* as the thread's last: no lookup */
-      count = s->count;
-      p->counts[count - 1].samples++;
-      p->samples++;
-    } else {
-      count = add_sample(p, ev->thread_id, stack, external, 0);
-    }
-    weigh(p, s, ev->timestamp, count);
-    s->stack = stack;
-    s->external = external;
-    if (p->keep_timeline && !p->oom) {
-      GROW(p, p->timeline, p->ntimeline, p->captimeline, -1);
-      p->timeline[p->ntimeline++] = (struct sample){ev->thread_id, ev->timestamp, stack, external};
-    }
+    if (p->oom) break;
+    GROW(p, p->pend, p->npend, p->cappend, -1);
+    p->pend[p->npend++] =
+        (struct pending){ev->thread_id, ev->timestamp, stack, p->pend_seq++, kind != 2, p->last_kind == KIND_LOGGED};
     break;
   }
   case KIND_METHOD:
@@ -703,6 +745,7 @@ static void collect_threads(struct dnt_profile *p) {
 
 int dnt_profile_finish(struct dnt_profile *p) {
   if (p->finished) return p->oom ? -1 : 0;
+  profile_flush(p); /* the samples after the last sequence point */
   p->finished = 1;
   p->unmanaged_name = intern_name(p, DNT_UNMANAGED_FRAME);
   if (p->ntimeline) qsort(p->timeline, p->ntimeline, sizeof *p->timeline, by_thread_time);
@@ -727,16 +770,17 @@ int dnt_profile_finish(struct dnt_profile *p) {
 int dnt_profile_failed(const struct dnt_profile *p) { return p->oom; }
 
 
-uint64_t dnt_profile_samples(const struct dnt_profile *p) { return p->samples; }
+uint64_t dnt_profile_samples(const struct dnt_profile *p) { return p->samples + p->npend; } /* while reading: those not yet in order too */
 uint32_t dnt_profile_pid(const struct dnt_profile *p) { return p->pid; }
 double dnt_profile_sample_ms(const struct dnt_profile *p) { return p->sample_ms; }
 
 double dnt_profile_measured_ms(const struct dnt_profile *p) {
   const struct thread_state *best = NULL;
-  for (size_t i = 0; i < p->ntstates; i++)
-    if (!best || p->tstates[i].n > best->n) best = &p->tstates[i];
-  if (!best || best->n < 10 || !p->qpc_frequency || best->ts <= best->first) return 0;
-  return (double)(best->ts - best->first) / (double)(best->n - 1) * 1000.0 / (double)p->qpc_frequency;
+  for (size_t i = 0; i < p->ntstates; i++) /* the sampler's pace, on its busiest thread */
+    if (!best || p->tstates[i].sampled > best->sampled) best = &p->tstates[i];
+  if (!best || best->sampled < 10 || !p->qpc_frequency || best->sampled_last <= best->sampled_first) return 0;
+  return (double)(best->sampled_last - best->sampled_first) / (double)(best->sampled - 1) * 1000.0 /
+         (double)p->qpc_frequency;
 }
 double dnt_profile_total_ms(const struct dnt_profile *p) { return p->oom ? 0 : p->total_ms; }
 double dnt_profile_thread_ms(const struct dnt_profile *p, size_t t) { return p->thread_ms[t]; }

@@ -6,7 +6,8 @@
 // and one for the tests (tests/cli/test-weights.c), the oracle of dntrace's sample weights:
 //   --mode threadtime FILE...  per thread, the samples and the thread time that dotnet-trace's
 //                  speedscope and Chromium exports hold, computed as dotnet-trace computes them
-//                  (SampleProfilerThreadTimeComputer over a TraceLog); no timing line
+//                  (SampleProfilerThreadTimeComputer over a TraceLog, every event); "activities N":
+//                  the events it stitches async stacks with; no timing line
 //   --mode samplestacks FILE...  every sample's thread, time, weight and stack (SampleStacks.cs),
 //                  for tests/cli/test-oracle-stacks.c
 //   --mode gc      TraceEvent's GC analysis, one line per GC (GcStats.cs), for tests/runtime/test-gc.c
@@ -34,6 +35,8 @@ using Microsoft.Diagnostics.Tracing.Parsers.Clr;
 static class Program
 {
     const string Sampler = "Microsoft-DotNETCore-SampleProfiler";
+    static readonly Guid TplGuid = new("2e5dba47-a3d2-4d16-8ee0-6671ffdcd7b5");
+    static readonly Guid FxGuid = new("8e9f5090-2d75-4d03-8a81-e5afbf85daf1"); /* FrameworkEventSource */
     static readonly Guid SamplerGuid = new("3c530d44-97ae-513a-1e6d-783e8f8e03a9");
 
     static int Main(string[] args)
@@ -212,15 +215,28 @@ static class Program
             using (var symbols = new SymbolReader(TextWriter.Null, ""))
             using (var log = new TraceLog(etlx))
             {
-                var samples = log.Events.Filter(e => e.ProviderGuid == SamplerGuid);
-                foreach (TraceEvent e in samples)
+                /* the events the computer logs as samples of a thread: the sampler's, the GC's
+                 * allocation events, the task library's scheduling, starts and waits; and the
+                 * events its activity computer makes activities of (those, the thread pool's
+                 * enqueues and dequeues, the framework's work items and transfers), which move
+                 * samples to the thread that made the work */
+                long activities = 0;
+                foreach (TraceEvent e in log.Events)
                 {
+                    int eid = (int)e.ID;
+                    bool task = e.ProviderGuid == TplGuid && eid is 7 or 8 or 10 or 11 or 12;
+                    bool clr = e.ProviderGuid == ClrTraceEventParser.ProviderGuid;
+                    bool logged = e.ProviderGuid == SamplerGuid || task || (clr && eid is 10 or 20 or 32);
+                    if (task || (clr && eid is >= 61 and <= 65) || (e.ProviderGuid == FxGuid && eid is 30 or 31 or 150 or 151))
+                        activities++;
+                    if (!logged) continue;
                     totals.TryGetValue(e.ThreadID, out var t);
                     totals[e.ThreadID] = (t.events + 1, t.samples, t.ms);
                 }
+                Console.WriteLine(string.Create(CultureInfo.InvariantCulture, $"activities {activities}"));
                 var stacks = new MutableTraceEventStackSource(log) { OnlyManagedCodeStacks = true };
                 var computer = new SampleProfilerThreadTimeComputer(log, symbols) { IncludeEventSourceEvents = false };
-                computer.GenerateThreadTimeStacks(stacks, samples);
+                computer.GenerateThreadTimeStacks(stacks); /* every event, as dotnet-trace convert calls it */
                 var id = new Regex(@"\((\d+)\)");
                 stacks.ForEach(sample =>
                 {

@@ -1,7 +1,7 @@
 // --mode samplestacks FILE...: the oracle of the stack of every sample, for tests/cli/test-oracle-stacks.c.
-// For each trace, "trace PATH", then one line per SampleProfiler event of the TraceLog, in the
-// TraceLog's order:
-//   s TID TIME_MS WEIGHT_MS LEAF<TAB>frame<TAB>frame...
+// For each trace, "trace PATH", then one line per SampleProfiler event (and GC allocation event,
+// which the computer counts as a sample of managed code) of the TraceLog, in the TraceLog's order:
+//   s TID TIME_MS WEIGHT_MS LEAF<TAB>frame<TAB>frame...   ("a" for an allocation event)
 // TIME_MS: the event's TimeStampRelativeMSec ("R", every digit). Frames: root to leaf, the
 // thread's own stack as TraceEvent's stack source names it (TraceEventStackSource.GetFrameName),
 // managed code only as dotnet-trace asks, an address no method covers as "0x..." after its module
@@ -62,6 +62,9 @@ static class SampleStacks
         return null;
     }
 
+    static bool IsAllocation(TraceEvent e) =>
+        e.ProviderGuid == Microsoft.Diagnostics.Tracing.Parsers.ClrTraceEventParser.ProviderGuid && (int)e.ID is 10 or 20 or 32;
+
     static long ThreadId(StackSource src, StackSourceCallStackIndex s)
     {
         for (; s != StackSourceCallStackIndex.Invalid; s = src.GetCallerIndex(s))
@@ -98,7 +101,11 @@ static class SampleStacks
             }
             using var symbols = new SymbolReader(TextWriter.Null, "");
             using var log = new TraceLog(etlx);
-            var events = log.Events.Filter(e => e.ProviderGuid == SamplerGuid);
+            /* the events the computer counts as samples: the sampler's and the GC's allocation
+             * events (GCAllocationTick, GCSampledObjectAllocationHigh/Low), on-CPU on their own
+             * stacks (a trace with the task library's or the thread pool's activities would move
+             * samples between threads: dntrace does not stitch yet, issue 27) */
+            var events = log.Events.Filter(e => e.ProviderGuid == SamplerGuid || IsAllocation(e));
 
             /* the computer's samples, by (thread, time): their weight and extra leaf */
             var computed = new Dictionary<(long, double), (float metric, string leaf, List<string> frames)>();
@@ -121,11 +128,13 @@ static class SampleStacks
 
             /* each event's kind, by (thread, time) */
             var onCpu = new Dictionary<(long, double), bool>();
+            var allocation = new HashSet<(long, double)>();
             foreach (TraceEvent e in events)
             {
                 byte[] payload = e.EventData();
-                bool managed = payload.Length >= 4 && BitConverter.ToInt32(payload, 0) == 2;
+                bool managed = IsAllocation(e) || (payload.Length >= 4 && BitConverter.ToInt32(payload, 0) == 2);
                 onCpu[(e.ThreadID, e.TimeStampRelativeMSec)] = managed;
+                if (IsAllocation(e)) allocation.Add((e.ThreadID, e.TimeStampRelativeMSec));
             }
 
             /* every event, its stack named by the same stack source code (one sample per event) */
@@ -147,7 +156,7 @@ static class SampleStacks
                     weight = c.metric.ToString("R", CultureInfo.InvariantCulture);
                 }
                 Console.WriteLine(string.Create(CultureInfo.InvariantCulture,
-                    $"s {tid} {sample.TimeRelativeMSec:R} {weight} {leaf}\t{string.Join('\t', frames)}"));
+                    $"{(allocation.Contains((tid, sample.TimeRelativeMSec)) ? "a" : "s")} {tid} {sample.TimeRelativeMSec:R} {weight} {leaf}\t{string.Join('\t', frames)}"));
             });
         }
         finally

@@ -215,7 +215,8 @@ static void read_te(const char *text, const char *path, struct samples *out) {
     p++;
   cr_assert(p, "the oracle says nothing of %s", path);
   p = strchr(p, '\n') + 1;
-  while (strncmp(p, "s ", 2) == 0) {
+  while (strncmp(p, "s ", 2) == 0 || strncmp(p, "a ", 2) == 0) { /* a sample, an allocation event */
+    int allocation = *p == 'a';
     const char *eol = strchr(p, '\n');
     cr_assert(eol, "oracle line without its end");
     struct sample *s = add(out);
@@ -227,8 +228,9 @@ static void read_te(const char *text, const char *path, struct samples *out) {
     cr_assert_lt(hlen, sizeof head, "oracle line: %.120s", p);
     memcpy(head, p, hlen);
     head[hlen] = '\0';
-    cr_assert_eq(sscanf(head, "s %llu %lf %63s %63s%n", &s->tid, &s->ms, weight, leaf, &used), 4, "oracle line: %.120s",
-                 p);
+    cr_assert_eq(sscanf(head + 1, " %llu %lf %63s %63s%n", &s->tid, &s->ms, weight, leaf, &used), 4,
+                 "oracle line: %.120s", p);
+    used++;
     s->weight = strcmp(weight, "-") == 0 ? NAN : strtod(weight, NULL);
     struct buf b = {0};
     put(&b, "");
@@ -245,9 +247,9 @@ static void read_te(const char *text, const char *path, struct samples *out) {
     }
     if (strcmp(leaf, "UNMANAGED_CODE_TIME") == 0) put(&b, DNT_UNMANAGED_FRAME); /* P */
     else cr_assert_str_eq(leaf, "CPU_TIME", "oracle line: %.120s", p);
-    if (b.n == 0) { /* P2 */
+    if (b.n == 0) { /* P2 (an allocation event may come without a stack: not counted) */
       put(&b, DNT_UNMANAGED_FRAME);
-      s->stackless = 1;
+      s->stackless = !allocation;
     }
     s->stack = b.p;
     p = eol + 1;

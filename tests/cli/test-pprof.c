@@ -234,27 +234,28 @@ static void expect_same_functions(const struct row *rep, size_t nrep, const stru
   }
 }
 
-/* pprof -raw's samples, per thread, are the SampleProfiler events the independent reader counts
- * in the trace, and weigh what each sample stands for. */
+/* pprof -raw's samples, per thread, are the SampleProfiler events (and allocation events) the
+ * independent reader counts in the trace, and weigh what each sample stands for. */
 static void expect_raw_is_the_trace(const struct raw *raw, const struct nt_scan *s, const char *what) {
   cr_assert_str_eq(raw->types, "samples/count wall/nanoseconds[dflt]", "%s: sample types", what);
   cr_expect_str_eq(raw->period_type, "wall nanoseconds", "%s", what);
   cr_expect_eq(raw->period, s->sampling_ns, "%s: the period is the sampling interval", what);
-  uint64_t total = nt_scan_count(s, SAMPLER, 0, 0);
+  /* the samples: the sampler's, and the allocation events TraceEvent counts as samples too */
+  static struct nt_scan_thread sth[NT_SCAN_MAX];
+  size_t threads = nt_scan_sample_threads(s, sth, NT_SCAN_MAX);
+  uint64_t total = 0;
+  for (size_t i = 0; i < threads; i++) total += sth[i].count;
   cr_assert_gt(total, 0);
   cr_expect_eq(raw->count, total, "%s: %llu samples in pprof, %llu in the trace", what,
                (unsigned long long)raw->count, (unsigned long long)total);
-  size_t threads = 0;
   double all_ns = 0;
-  for (int i = 0; i < s->ncounts; i++) {
-    if (strcmp(s->counts[i].provider, SAMPLER) != 0 || s->counts[i].event_id != 0) continue;
-    threads++;
-    uint64_t th = s->counts[i].thread, want = s->counts[i].count, got = 0, ns = 0;
+  for (size_t i = 0; i < threads; i++) {
+    uint64_t th = sth[i].thread, want = sth[i].count, got = 0, ns = 0;
     for (size_t t = 0; t < raw->nth; t++)
       if (raw->th[t].thread == th) got = raw->th[t].count, ns = raw->th[t].ns;
     cr_expect_eq(got, want, "%s: thread %llu: %llu samples in pprof, %llu in the trace", what,
                  (unsigned long long)th, (unsigned long long)got, (unsigned long long)want);
-    double want_ns = span_ns(s, s->counts[i].first_ts, s->counts[i].last_ts);
+    double want_ns = span_ns(s, sth[i].first_ts, sth[i].last_ts);
     all_ns += want_ns;
     cr_expect(close_ns(ns, want_ns), "%s: thread %llu's time %llu ns, its samples span %.0f ns", what,
               (unsigned long long)th, (unsigned long long)ns, want_ns);

@@ -258,3 +258,24 @@ uint64_t nt_scan_needle_hits(const struct nt_scan *s, const char *provider, long
       n += s->counts[i].needle_hits;
   return n;
 }
+
+size_t nt_scan_sample_threads(const struct nt_scan *s, struct nt_scan_thread *out, size_t cap) {
+  size_t n = 0;
+  for (int i = 0; i < s->ncounts; i++) {
+    const char *prov = s->counts[i].provider;
+    uint32_t id = s->counts[i].event_id;
+    int sample = strcmp(prov, "Microsoft-DotNETCore-SampleProfiler") == 0 && id == 0;
+    int alloc = strcmp(prov, "Microsoft-Windows-DotNETRuntime") == 0 && (id == 10 || id == 20 || id == 32);
+    if (!sample && !alloc) continue;
+    size_t k = 0;
+    while (k < n && out[k].thread != s->counts[i].thread) k++;
+    if (k == n) {
+      if (n == cap) continue;
+      out[n++] = (struct nt_scan_thread){s->counts[i].thread, 0, s->counts[i].first_ts, s->counts[i].last_ts};
+    }
+    out[k].count += s->counts[i].count;
+    if (s->counts[i].first_ts < out[k].first_ts) out[k].first_ts = s->counts[i].first_ts;
+    if (s->counts[i].last_ts > out[k].last_ts) out[k].last_ts = s->counts[i].last_ts;
+  }
+  return n;
+}

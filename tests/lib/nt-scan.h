@@ -51,4 +51,13 @@ uint64_t nt_scan_count(const struct nt_scan *s, const char *provider, long event
 /* The same, of the events stamped inside [window_lo, window_hi]. */
 uint64_t nt_scan_count_in_window(const struct nt_scan *s, const char *provider, long event_id, uint64_t thread);
 
+/* The events TraceEvent's thread time counts as a thread's samples: the SampleProfiler's and the
+ * runtime's allocation events (GCAllocationTick 10, GCSampledObjectAllocationHigh/Low 20, 32).
+ * Per thread, into out (cap entries at most): its count, its first and last timestamps. Returns
+ * how many threads. */
+struct nt_scan_thread {
+  uint64_t thread, count, first_ts, last_ts;
+};
+size_t nt_scan_sample_threads(const struct nt_scan *s, struct nt_scan_thread *out, size_t cap);
+
 #endif
