@@ -38,10 +38,11 @@ void dnt_profile_keep_timeline(struct dnt_profile *p);
 
 /* Walks the samples of each thread in time order (needs dnt_profile_keep_timeline): t_us is
  * microseconds since the trace start (0 for a sample stamped before it, as TraceEvent times it),
- * frames as in dnt_profile_each_stack. A sample a view hides (dnt_profile_set_view) comes with
- * frames NULL and nframes 0: it ends the time of its thread's sample before it, and stands for
- * nothing itself. */
-typedef void (*dnt_profile_sample_fn)(void *ud, uint64_t thread_id, double t_us, const uint32_t *frames,
+ * ms its weight (the time to its thread's next sample, as in the counts; a stitched task's sample
+ * is filed under the thread that made the task, among that thread's own), frames as in
+ * dnt_profile_each_stack. A sample a view hides (dnt_profile_set_view) comes with frames NULL and
+ * nframes 0: it ends the time of its thread's sample before it, and stands for nothing itself. */
+typedef void (*dnt_profile_sample_fn)(void *ud, uint64_t thread_id, double t_us, double ms, const uint32_t *frames,
                                       size_t nframes);
 int dnt_profile_each_sample(const struct dnt_profile *p, dnt_profile_sample_fn fn, void *ud); /* 0, -1: no memory */
 
@@ -145,6 +146,19 @@ void dnt_profile_set_filter(struct dnt_profile *p, dnt_profile_keep_fn keep, voi
 enum dnt_profile_source { DNT_SOURCE_SAMPLER, DNT_SOURCE_ALLOCATIONS, DNT_SOURCE_THREADS };
 void dnt_profile_set_source(struct dnt_profile *p, enum dnt_profile_source source);
 enum dnt_profile_source dnt_profile_source(const struct dnt_profile *p);
+
+/* The task library's and the thread pool's events (a trace recorded with `--profile
+ * async-tasks`), for a SAMPLER profile, as TraceEvent's thread time takes them:
+ * - IGNORED (the default): not read;
+ * - SAMPLES: a task's scheduling, start and waits (TplEventSource 7, 8, 10, 11, 12) are samples
+ *   of running code on their own stacks, as TraceEvent counts them;
+ * - STITCHED: the same, and a task's samples are put under the stack that made the task (its
+ *   creator's, then `STARTING TASK`, then the task's own frames from where the task library
+ *   runs it), in the profile of the thread at the root of the chain of creators; the time each
+ *   awaiting method waited is added as `AWAIT_TIME` samples under its stack
+ *   (docs/async-stacks.md). Set before reading. */
+enum dnt_profile_tasks { DNT_TASKS_IGNORED, DNT_TASKS_SAMPLES, DNT_TASKS_STITCHED };
+void dnt_profile_set_tasks(struct dnt_profile *p, enum dnt_profile_tasks tasks);
 
 /* Labels every sample carries (`serve`: the target's pid, process and --label pairs): n (key,
  * value) pairs kv[2i], kv[2i+1], copied; the pprof writer writes them as string labels after the

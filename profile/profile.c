@@ -11,6 +11,7 @@
 #define RUNDOWN "Microsoft-Windows-DotNETRuntimeRundown"
 #define SAMPLER "Microsoft-DotNETCore-SampleProfiler"
 #define EVENTPIPE "Microsoft-DotNETCore-EventPipe"
+#define TPL "System.Threading.Tasks.TplEventSource"
 
 /* Out of memory is sticky: p->oom is set, every later call does nothing, the load reports it and
  * the queries answer as for an empty profile. */
@@ -30,139 +31,6 @@
       (cap) = cap_;                                                            \
     }                                                                          \
   } while (0)
-
-/* A stack's frames, leaf first: its own n at frames[off], then those of the stack below it, if
- * any. An analysis's stacks share the stack under their key's leaf frame that way (one copy of a
- * deep stack for every exception group thrown from it: dnt_profile_add_stack_under). */
-struct stack {
-  size_t off;       /* into frames */
-  uint32_t n;
-  uint32_t hash;
-  uint32_t below;   /* the stack below this one's frames: its index + 1, 0 for none */
-  uint32_t under;   /* only ever below another: its first frame is a caller too, not a leaf */
-  size_t total;     /* frames with those below */
-};
-
-struct count {
-  uint64_t thread;
-  uint32_t stack;
-  uint32_t external; /* the thread was in native code: the leaf is UNMANAGED_CODE_TIME */
-  uint64_t samples;
-  double ms;         /* the time these samples stand for (see "weights" below) */
-};
-
-/* ---- weights ----
- * A sample stands for the time until the same thread's next sample, as TraceEvent's
- * SampleProfilerThreadTimeComputer has it (the thread time of `dotnet-trace convert`, PerfView):
- *  - each thread on its own: a thread's sample is weighed when that thread's next sample comes,
- *    whatever the other threads do;
- *  - the two kinds alike: a Managed sample (payload type 2: running managed code, TraceEvent's
- *    CPU_TIME) and an External one (1, or anything else: in native code or waiting,
- *    UNMANAGED_CODE_TIME) both last until the next sample, whichever its kind;
- *  - a long gap (a thread the sampler skipped, or suspended) counts in full for the sample
- *    before it: no cap;
- *  - a thread's first sample starts its time (nothing before it is counted); its last sample
- *    stands for no time, since no later sample bounds it (it is counted, with weight 0);
- *  - a sample not after the trace's start (its sync time) passes no time on (TraceEvent's
- *    times relative to the start must be positive);
- *  - samples later filtered out (compare's views) still bound the time of the one before.
- * So one sample per thread is pending, waiting for its successor: memory grows with threads,
- * not samples. Samples from perf (dnt_profile_add_ips) weigh their sampling period each. */
-struct thread_state {
-  uint64_t thread;
-  uint64_t ts;       /* the pending sample's timestamp */
-  uint32_t count;    /* its entry in counts + 1; 0 = filtered out, nothing to weigh */
-  uint32_t stack, external; /* its stack: the next sample, often on the same, skips a lookup */
-  uint64_t first, n; /* the samples on this thread: first timestamp, how many (allocations too) */
-  uint64_t sampled_first, sampled_last, sampled; /* the sampler's alone: its pace */
-};
-
-/* a timeline sample a view hides (a bit of its external field, which is otherwise 0 or 1) */
-#define HIDDEN 0x80000000u
-
-struct dnt_profile {
-  double sample_ms;
-  struct dnt__methods methods; /* the first link of the naming chain */
-  uint64_t *frames;
-  size_t nframes, capframes;
-  struct stack *stacks;
-  size_t nstacks, capstacks;
-  uint32_t *stack_table; /* open addressing: stack index + 1, 0 = empty */
-  size_t stack_table_cap;
-  struct count *counts;
-  size_t ncounts, capcounts;
-  uint32_t *count_table;
-  size_t count_table_cap;
-  uint64_t samples;
-  /* after finish: names of functions, and per stack frame the function index */
-  char **names;
-  size_t nnames, capnames;
-  uint32_t *name_table;
-  size_t name_table_cap;
-  uint32_t *frame_names; /* parallel to frames */
-  uint64_t *threads;
-  uint64_t *thread_samples;
-  size_t nthreads;
-  uint32_t unmanaged_name;
-  int finished;
-  int oom; /* an allocation failed: sticky (see GROW) */
-  /* hot-path caches: the stream's stack ids (valid until the next sequence point, where the
-   * format restarts them) to interned stacks, and the last metadata's kind */
-  uint32_t *stack_cache; /* stack id -> interned index + 1, 0 = not yet */
-  size_t stack_cache_cap;
-  const ntr_metadata *last_md;
-  int last_kind;
-  /* the timeline, when kept: one entry per sample */
-  int keep_timeline;
-  struct sample {
-    uint64_t thread, ts;
-    uint32_t stack, external;
-  } *timeline;
-  size_t ntimeline, captimeline;
-  /* samples since the last sequence point, put back in time order there: a thread's allocation
-   * events come from its own buffer, the sampler's from the sampler's (profile_flush) */
-  struct pending {
-    uint64_t thread, ts;
-    uint32_t stack, seq;
-    uint16_t external, allocation; /* an allocation event, counted as a sample of managed code */
-  } *pend;
-  size_t npend, cappend;
-  uint32_t pend_seq;
-  uint64_t sync_qpc;
-  uint32_t pid; /* the traced process, from the trace's header (0: not said) */
-  uint64_t qpc_frequency;
-  /* per thread: the sample waiting for its weight, and the pace (open addressing: index + 1) */
-  struct thread_state *tstates;
-  size_t ntstates, captstates;
-  uint32_t *tstate_table;
-  size_t tstate_table_cap;
-  size_t last_tstate; /* index + 1 of the last thread looked up: runs of one thread skip the hash */
-  double total_ms;
-  double *thread_ms; /* after finish, parallel to threads */
-  enum dnt_profile_weight weight;
-  /* the rest of the chain: what the trace's methods do not cover (a perf map, perf's symbols) */
-  struct {
-    dnt_profile_namer fn;
-    void *ud;
-  } resolvers[DNT_PROFILE_MAX_RESOLVERS];
-  size_t nresolvers;
-  int methods_only; /* a trace read for its method table: its own samples are not counted */
-  dnt_profile_keep_fn keep; /* which samples count, when set */
-  void *keep_ud;
-  /* names: of threads (V6 thread rows, perf's comm, what a caller knows; the last one given
-   * wins) and the process's command line (EventPipe's ProcessInfo event), for the timelines */
-  struct dnt__thread_names thread_names;
-  char *command_line;
-  int fold_native; /* top tables: native time charged to the innermost managed frame */
-  /* the span of the samples counted (dnt_profile_span) and whose they are */
-  int64_t start_unix_ns; /* the trace's start, UTC (0: not said) */
-  uint64_t last_ts;      /* the last counted sample's time, in the clock's ticks */
-  int cpu_samples;       /* enum dnt_samples_kind: whose samples these are */
-  const char *description; /* what the samples are (dnt_profile_describe), NULL: the sampler's */
-  enum dnt_profile_source source; /* which events are the samples */
-  char **labels;                  /* 2 * nlabels strings: key, value, ... */
-  size_t nlabels;
-};
 
 static uint32_t hash_bytes(const void *p, size_t n, uint32_t h) {
   const uint8_t *b = p;
@@ -200,6 +68,7 @@ void dnt_profile_free(struct dnt_profile *p) {
   free(p->tstates);
   free(p->tstate_table);
   free(p->thread_ms);
+  dnt__acts_release(&p->acts);
   free(p);
 }
 
@@ -264,8 +133,16 @@ static uint32_t intern_chain(struct dnt_profile *p, const uint64_t *frames, uint
   return (uint32_t)p->nstacks - 1;
 }
 
+uint32_t dnt__profile_intern_chain(struct dnt_profile *p, const uint64_t *frames, uint32_t n, uint32_t below, int under) {
+  return intern_chain(p, frames, n, below, under);
+}
+
 static uint32_t intern_stack(struct dnt_profile *p, const uint64_t *frames, uint32_t n) {
   return intern_chain(p, frames, n, 0, 0);
+}
+
+static uint32_t count_hash(uint64_t thread, uint32_t stack, uint32_t external, uint32_t node) {
+  return hash_bytes(&thread, sizeof thread, (stack * 2654435761u ^ external) + node * 0x9e3779b9u);
 }
 
 static int rehash_counts(struct dnt_profile *p) {
@@ -274,7 +151,7 @@ static int rehash_counts(struct dnt_profile *p) {
   if (!t) return p->oom = 1, -1;
   for (size_t i = 0; i < p->ncounts; i++) {
     const struct count *c = &p->counts[i];
-    uint32_t h = hash_bytes(&c->thread, sizeof c->thread, c->stack * 2654435761u ^ c->external);
+    uint32_t h = count_hash(c->thread, c->stack, c->external, c->node);
     size_t j = h & (cap - 1);
     while (t[j]) j = (j + 1) & (cap - 1);
     t[j] = (uint32_t)i + 1;
@@ -285,15 +162,17 @@ static int rehash_counts(struct dnt_profile *p) {
   return 0;
 }
 
-/* Counts one sample of weight ms; returns its entry's index + 1, or 0 when out of memory. */
-static uint32_t add_sample(struct dnt_profile *p, uint64_t thread, uint32_t stack, uint32_t external, double ms) {
+/* Counts one sample of weight ms (node: the task it ran for, 0 for none); returns its entry's
+ * index + 1, or 0 when out of memory. */
+static uint32_t add_sample(struct dnt_profile *p, uint64_t thread, uint32_t stack, uint32_t external, uint32_t node,
+                           double ms) {
   if (p->oom) return 0;
   if ((p->ncounts + 1) * 2 > p->count_table_cap && rehash_counts(p) != 0) return 0;
-  uint32_t h = hash_bytes(&thread, sizeof thread, stack * 2654435761u ^ external);
+  uint32_t h = count_hash(thread, stack, external, node);
   size_t j = h & (p->count_table_cap - 1);
   while (p->count_table[j]) {
     struct count *c = &p->counts[p->count_table[j] - 1];
-    if (c->thread == thread && c->stack == stack && c->external == external) {
+    if (c->thread == thread && c->stack == stack && c->external == external && c->node == node) {
       c->samples++;
       c->ms += ms;
       p->samples++;
@@ -302,7 +181,7 @@ static uint32_t add_sample(struct dnt_profile *p, uint64_t thread, uint32_t stac
     j = (j + 1) & (p->count_table_cap - 1);
   }
   GROW(p, p->counts, p->ncounts, p->capcounts, 0);
-  p->counts[p->ncounts] = (struct count){thread, stack, external, 1, ms};
+  p->counts[p->ncounts] = (struct count){thread, stack, external, node, 1, ms};
   p->count_table[j] = (uint32_t)++p->ncounts;
   p->samples++;
   return (uint32_t)p->ncounts;
@@ -354,9 +233,11 @@ static void weigh(struct dnt_profile *p, struct thread_state *s, uint64_t ts, ui
     double ms = (double)(ts - s->ts) * 1000.0 / (double)p->qpc_frequency;
     p->counts[s->count - 1].ms += ms;
     p->total_ms += ms;
+    if (s->timeline) p->timeline[s->timeline - 1].ms = ms;
   }
   s->ts = ts;
   s->count = count;
+  s->timeline = 0;
   s->n++;
 }
 
@@ -387,6 +268,13 @@ static uint32_t intern_name(struct dnt_profile *p, const char *name) {
   return (uint32_t)p->nnames - 1;
 }
 
+uint32_t dnt__profile_intern_name(struct dnt_profile *p, const char *name) { return intern_name(p, name); }
+
+uint32_t dnt__profile_add_count(struct dnt_profile *p, uint64_t thread, uint32_t stack, uint32_t external,
+                                uint32_t node, double ms) {
+  return add_sample(p, thread, stack, external, node, ms);
+}
+
 /* ---- events ---- */
 
 /* A SYSTEMTIME (UTC: year, month, day of week, day, h, m, s, ms) as ns since 1970, or 0 when a
@@ -414,10 +302,18 @@ static int profile_on_trace(void *ud, const ntr_trace *t) {
   if (t->sampling_interval_ns) p->sample_ms = t->sampling_interval_ns / 1e6;
   p->qpc_frequency = t->qpc_frequency;
   p->sync_qpc = t->sync_time_qpc;
+  p->pointer_size = t->pointer_size;
   return 0;
 }
 
-enum { KIND_OTHER, KIND_SAMPLE, KIND_METHOD, KIND_MODULE, KIND_PROCESS, KIND_ALLOC, KIND_THREAD_NAME, KIND_LOGGED };
+enum {
+  KIND_OTHER, KIND_SAMPLE, KIND_METHOD, KIND_MODULE, KIND_PROCESS, KIND_ALLOC, KIND_THREAD_NAME, KIND_LOGGED,
+  KIND_TASK, /* the task library's (TplEventSource 7-12) */
+  KIND_POOL  /* the thread pool's work items and its workers' waits (runtime 57, 61-65) */
+};
+
+/* what a pending sample is: the sampler's, an event counted as one, else an enum dnt__act_op */
+enum { OP_SAMPLE = 100, OP_LOGGED };
 
 static int kind_of(const struct dnt_profile *p, const ntr_metadata *md) {
   int allocs = p->source == DNT_SOURCE_ALLOCATIONS;
@@ -432,6 +328,10 @@ static int kind_of(const struct dnt_profile *p, const ntr_metadata *md) {
   if ((runtime && md->event_id == 152) || (rundown && (md->event_id == 153 || md->event_id == 154)))
     return KIND_MODULE;
   if (md->event_id == 1 && strcmp(md->provider, EVENTPIPE) == 0) return KIND_PROCESS;
+  if (p->tasks && !allocs && p->source == DNT_SOURCE_SAMPLER) {
+    if (md->event_id >= 7 && md->event_id <= 12 && strcmp(md->provider, TPL) == 0) return KIND_TASK;
+    if (runtime && (md->event_id == 57 || (md->event_id >= 61 && md->event_id <= 65))) return KIND_POOL;
+  }
   if (strcmp(md->provider, NTR_NAMES_PROVIDER) == 0 && strcmp(md->event_name, NTR_NAMES_EVENT) == 0)
     return KIND_THREAD_NAME; /* dntrace collect's names of the target's threads */
   return KIND_OTHER;
@@ -463,8 +363,58 @@ static uint32_t stack_of(struct dnt_profile *p, const ntr_event *ev) {
   return intern_stack(p, ev->stack->frames, ev->stack->nframes);
 }
 
+/* An await ended: the time its code waited, as a sample of its own (TraceEvent's AWAIT_TIME) on
+ * the stack that awaited, beside the threads' time. */
+static void add_await(struct dnt_profile *p, const struct dnt__await *aw) {
+  uint64_t leaf = DNT__FRAME_AWAIT_TIME;
+  uint32_t stack = intern_stack(p, &leaf, 1);
+  if (p->oom || !p->qpc_frequency) return;
+  double ms = aw->started > aw->created ? (double)(aw->started - aw->created) * 1000.0 / (double)p->qpc_frequency : 0;
+  if (!add_sample(p, aw->thread, stack, DNT__NO_FRAMES, aw->node, ms)) return;
+  p->total_ms += ms;
+  if (p->keep_timeline) {
+    GROW(p, p->timeline, p->ntimeline, p->captimeline);
+    p->timeline[p->ntimeline++] = (struct sample){aw->thread, aw->created, stack, DNT__NO_FRAMES, aw->node, ms};
+  }
+}
+
+/* A task event, in time order: what it does to its thread's task (stitched), and whether it is a
+ * sample (TraceEvent's thread time logs a task's scheduling, start and waits as running code): 1
+ * with *stack and *external set, else 0. */
+static int task_event(struct dnt_profile *p, const struct pending *e, uint32_t *stack, uint32_t *external) {
+  int stitch = p->tasks == DNT_TASKS_STITCHED;
+  if (stitch) {
+    struct dnt__act_event ae = {e->thread, e->ts, e->id, e->stack, e->op, e->behavior};
+    struct dnt__await aw;
+    if (dnt__acts_on(&p->acts, &ae, &aw) != 0) return p->oom = 1, 0;
+    if (aw.node) add_await(p, &aw);
+  }
+  switch (e->op) {
+  case DNT__OP_TASK_SCHEDULED:
+  case DNT__OP_TASK_STARTED:
+  case DNT__OP_WAIT_BEGIN:
+  case DNT__OP_WAIT_END:
+  case DNT__OP_AWAIT_SCHEDULED: break;
+  default: return 0;
+  }
+  *external = 0;
+  *stack = e->stack;
+  if (stitch && e->op == DNT__OP_WAIT_END) { /* the continuation's start: its creation alone */
+    *stack = DNT__NO_STACK;
+    *external = DNT__NO_FRAMES;
+  }
+  if (*stack == DNT__NO_STACK) *stack = intern_stack(p, NULL, 0);
+  return !p->oom;
+}
+
 /* One sample, in its thread's time order: weighs the one before it (weigh), counts it. */
 static void take(struct dnt_profile *p, const struct pending *e) {
+  uint32_t stack = e->stack, external = e->external, node = 0;
+  if (e->op != OP_SAMPLE && e->op != OP_LOGGED && !task_event(p, e, &stack, &external)) return;
+  if (p->tasks == DNT_TASKS_STITCHED && dnt__acts_current_node(&p->acts, e->thread, &node) != 0) {
+    p->oom = 1;
+    return;
+  }
   if (p->source == DNT_SOURCE_THREADS) { /* a thread's first sample only */
     struct thread_state *s = thread_state(p, e->thread);
     if (!s || s->n) return;
@@ -481,25 +431,27 @@ static void take(struct dnt_profile *p, const struct pending *e) {
   if (e->ts > p->last_ts) p->last_ts = e->ts;
   struct thread_state *s = thread_state(p, e->thread);
   if (!s || p->oom) return;
-  if (!e->allocation) {
+  if (e->op == OP_SAMPLE) {
     if (!s->sampled) s->sampled_first = e->ts;
     s->sampled_last = e->ts;
     s->sampled++;
   }
   uint32_t count;
-  if (s->count && s->stack == e->stack && s->external == e->external) { /* as the thread's last: no lookup */
+  if (s->count && s->stack == stack && s->external == external && s->node == node) { /* as the thread's last */
     count = s->count;
     p->counts[count - 1].samples++;
     p->samples++;
   } else {
-    count = add_sample(p, e->thread, e->stack, e->external, 0);
+    count = add_sample(p, e->thread, stack, external, node, 0);
   }
   weigh(p, s, e->ts, count);
-  s->stack = e->stack;
-  s->external = e->external;
+  s->stack = stack;
+  s->external = external;
+  s->node = node;
   if (p->keep_timeline && !p->oom) {
     GROW(p, p->timeline, p->ntimeline, p->captimeline);
-    p->timeline[p->ntimeline++] = (struct sample){e->thread, e->ts, e->stack, e->external};
+    p->timeline[p->ntimeline++] = (struct sample){e->thread, e->ts, stack, external, node, 0};
+    s->timeline = p->ntimeline;
   }
 }
 
@@ -525,6 +477,34 @@ static int profile_on_sequence_point(void *ud, const ntr_sequence_point *sp) {
   return 0;
 }
 
+/* What a task library or thread pool event does (e->op), and its task or work item (e->id): 1, or
+ * 0 for an event of no use or too short to say. */
+static int task_op(const struct dnt_profile *p, int tpl, const ntr_event *ev, struct pending *e) {
+  uint32_t id = ev->metadata->event_id;
+  if (tpl) { /* OriginatingTaskSchedulerID, OriginatingTaskID, then TaskID (ContinuationId for 12) */
+    static const uint8_t ops[] = {DNT__OP_TASK_SCHEDULED, DNT__OP_TASK_STARTED, DNT__OP_TASK_COMPLETED,
+                                  DNT__OP_WAIT_BEGIN,     DNT__OP_WAIT_END,     DNT__OP_AWAIT_SCHEDULED};
+    uint32_t task, behavior = 0;
+    if (ev->payload_size < 12) return 0;
+    memcpy(&task, ev->payload + 8, 4);
+    if (id == 10 && ev->payload_size >= 16) memcpy(&behavior, ev->payload + 12, 4); /* 1: a blocking wait */
+    e->op = ops[id - 7];
+    e->id = task;
+    e->behavior = (uint8_t)(behavior == 1);
+    return 1;
+  }
+  if (id == 57) return e->op = DNT__OP_WORKER_WAIT, 1;
+  /* WorkID (62, 61) or NativeOverlapped (63-65) first: a pointer of the trace's width */
+  uint32_t width = p->pointer_size == 4 ? 4 : 8;
+  if (ev->payload_size < width) return 0;
+  uint64_t work = 0;
+  memcpy(&work, ev->payload, width);
+  e->id = work;
+  e->op = id == 61 ? DNT__OP_POOL_ENQUEUE : id == 62 ? DNT__OP_POOL_DEQUEUE : id == 64 ? DNT__OP_IO_DEQUEUE
+                                                                                       : DNT__OP_IO_ENQUEUE;
+  return 1;
+}
+
 static int profile_on_event(void *ud, const ntr_event *ev) {
   struct dnt_profile *p = ud;
   const ntr_metadata *md = ev->metadata;
@@ -545,7 +525,7 @@ static int profile_on_event(void *ud, const ntr_event *ev) {
     if (ev->payload_size >= 18) memcpy(&bytes, ev->payload + 10, 8);
     uint32_t stack = stack_of(p, ev);
     if (p->oom) break;
-    add_sample(p, ev->thread_id, stack, 0, (double)bytes);
+    add_sample(p, ev->thread_id, stack, 0, 0, (double)bytes);
     p->total_ms += (double)bytes;
     if (ev->timestamp > p->last_ts) p->last_ts = ev->timestamp;
     break;
@@ -562,8 +542,20 @@ static int profile_on_event(void *ud, const ntr_event *ev) {
     uint32_t stack = stack_of(p, ev);
     if (p->oom) break;
     GROW(p, p->pend, p->npend, p->cappend, -1);
-    p->pend[p->npend++] =
-        (struct pending){ev->thread_id, ev->timestamp, stack, p->pend_seq++, kind != 2, p->last_kind == KIND_LOGGED};
+    p->pend[p->npend++] = (struct pending){ev->thread_id, ev->timestamp, 0, stack, p->pend_seq++, kind != 2,
+                                           p->last_kind == KIND_LOGGED ? OP_LOGGED : OP_SAMPLE, 0};
+    break;
+  }
+  case KIND_TASK:
+  case KIND_POOL: {
+    if (p->methods_only) break;
+    struct pending e = {ev->thread_id, ev->timestamp, 0, DNT__NO_STACK, 0, 0, DNT__OP_NONE, 0};
+    if (!task_op(p, p->last_kind == KIND_TASK, ev, &e)) break;
+    if (ev->stack) e.stack = stack_of(p, ev);
+    if (p->oom) break;
+    e.seq = p->pend_seq++;
+    GROW(p, p->pend, p->npend, p->cappend, -1);
+    p->pend[p->npend++] = e;
     break;
   }
   case KIND_METHOD:
@@ -617,6 +609,7 @@ const char *dnt_profile_label(const struct dnt_profile *p, size_t i) { return p-
 
 void dnt_profile_set_source(struct dnt_profile *p, enum dnt_profile_source source) { p->source = source; }
 enum dnt_profile_source dnt_profile_source(const struct dnt_profile *p) { return p->source; }
+void dnt_profile_set_tasks(struct dnt_profile *p, enum dnt_profile_tasks tasks) { p->tasks = tasks; }
 
 void dnt_profile_fold_native(struct dnt_profile *p, int on) { p->fold_native = on; }
 
@@ -642,12 +635,12 @@ void dnt_profile_add_ips(struct dnt_profile *p, uint64_t thread, uint64_t time, 
  * stay off the timeline, whose writers weigh a sample by the time to its thread's next. */
 static void add_weighed(struct dnt_profile *p, uint64_t thread, uint64_t time, uint32_t stack, double ms,
                         int on_timeline) {
-  if (p->oom || !add_sample(p, thread, stack, 0, ms)) return;
+  if (p->oom || !add_sample(p, thread, stack, 0, 0, ms)) return;
   p->total_ms += ms;
   if (time > p->last_ts) p->last_ts = time;
   if (on_timeline && p->keep_timeline) {
     GROW(p, p->timeline, p->ntimeline, p->captimeline);
-    p->timeline[p->ntimeline++] = (struct sample){thread, time, stack, 0};
+    p->timeline[p->ntimeline++] = (struct sample){thread, time, stack, 0, 0, ms};
   }
 }
 
@@ -719,6 +712,10 @@ void dnt_profile_callbacks(ntr_callbacks *cb) {
 
 /* A frame's name from the first link of the chain that knows its address, else `?!0xADDR`. */
 static void resolve(struct dnt_profile *p, uint64_t ip, int leaf, char *name, size_t cap) {
+  if (ip == DNT__FRAME_STARTING_TASK || ip == DNT__FRAME_AWAIT_TIME) {
+    snprintf(name, cap, "%s", ip == DNT__FRAME_AWAIT_TIME ? "AWAIT_TIME" : "STARTING TASK");
+    return;
+  }
   if (dnt__methods_name(&p->methods, ip, leaf, name, cap)) return;
   for (size_t r = 0; r < p->nresolvers; r++)
     if (p->resolvers[r].fn(p->resolvers[r].ud, ip, leaf, name, cap)) return;
@@ -748,8 +745,7 @@ int dnt_profile_finish(struct dnt_profile *p) {
   profile_flush(p); /* the samples after the last sequence point */
   p->finished = 1;
   p->unmanaged_name = intern_name(p, DNT_UNMANAGED_FRAME);
-  if (p->ntimeline) qsort(p->timeline, p->ntimeline, sizeof *p->timeline, by_thread_time);
-  p->frame_names = malloc((p->nframes ? p->nframes : 1) * sizeof *p->frame_names);
+  p->frame_names = malloc((p->capframes ? p->capframes : 1) * sizeof *p->frame_names);
   if (!p->frame_names) p->oom = 1;
   for (size_t s = 0; s < p->nstacks && !p->oom; s++) {
     const struct stack *st = &p->stacks[s];
@@ -759,6 +755,8 @@ int dnt_profile_finish(struct dnt_profile *p) {
       p->frame_names[st->off + i] = intern_name(p, name);
     }
   }
+  if (!p->oom && dnt__profile_stitch(p) != 0) p->oom = 1;
+  if (p->ntimeline) qsort(p->timeline, p->ntimeline, sizeof *p->timeline, by_thread_time);
   if (!p->oom) collect_threads(p);
   if (p->oom) { /* answer as an empty profile from here on */
     p->ncounts = p->ntimeline = p->nthreads = 0;
@@ -929,7 +927,8 @@ int dnt_profile_each_sample(const struct dnt_profile *p, dnt_profile_sample_fn f
     const struct sample *s = &p->timeline[i];
     int64_t ticks0 = (int64_t)(s->ts - p->sync_qpc);
     if (s->external & HIDDEN) { /* hidden by the view: it only ends the sample before it */
-      fn(ud, s->thread, p->qpc_frequency && ticks0 > 0 ? (double)ticks0 * 1e6 / (double)p->qpc_frequency : 0, NULL, 0);
+      fn(ud, s->thread, p->qpc_frequency && ticks0 > 0 ? (double)ticks0 * 1e6 / (double)p->qpc_frequency : 0, 0, NULL,
+         0);
       continue;
     }
     size_t n = stack_frames(p, s->stack, s->external, &frames, &cap);
@@ -941,7 +940,7 @@ int dnt_profile_each_sample(const struct dnt_profile *p, dnt_profile_sample_fn f
      * put at the start, as TraceEvent puts any event (QPCTimeToRelMSec): it stands for no time */
     int64_t ticks = (int64_t)(s->ts - p->sync_qpc);
     double t_us = p->qpc_frequency && ticks > 0 ? (double)ticks * 1e6 / (double)p->qpc_frequency : 0;
-    fn(ud, s->thread, t_us, frames, n);
+    fn(ud, s->thread, t_us, s->ms, frames, n);
   }
   free(frames);
   return rc;

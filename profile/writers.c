@@ -238,7 +238,7 @@ static void chromium_apply(struct chromium *c, uint64_t thread, double t_us, con
  * thread's frames all end at it, in one go, so that frames ending together are written outer
  * first (closing the leaf first at that instant would make it a parent's twin, written before
  * it). */
-static void chromium_sample(void *ud, uint64_t thread, double t_us, const uint32_t *frames, size_t n) {
+static void chromium_sample(void *ud, uint64_t thread, double t_us, double ms, const uint32_t *frames, size_t n) {
   struct chromium *c = ud;
   if (c->oom) return;
   if (c->have) {
@@ -336,23 +336,23 @@ static int write_chromium(FILE *fp, const struct dnt_profile *prof, uint32_t pid
 
 /* speedscope, from the timeline: one sampled profile per thread whose samples are in time order
  * (speedscope's "time order" view draws them left to right as they came), a run of samples with
- * the same stack written as one sample of their summed weight. A sample weighs the time to its
- * thread's next (the model's rule, dnt-profile.h: a thread's last stands for none, and a run
- * that stands for no time is left out, as a thread with none is), or 1 with --weight samples.
- * The timeline is sorted by thread, then time; a run is written once the next sample has told
- * its weight, its weight in the list after the profile's samples. */
+ * the same stack written as one sample of their summed weight. A sample weighs what the model
+ * gave it (dnt-profile.h: the time to its thread's next; a thread's last stands for none, and a
+ * run that stands for no time is left out, as a thread with none is), or 1 with --weight samples.
+ * The timeline is sorted by thread, then time; a run is written once the next sample has ended
+ * it, its weight in the list after the profile's samples. */
 struct timeline {
   FILE *fp;
   const struct dnt_profile *prof;
   int by_time;
   int open;          /* a profile is open, for thread */
   size_t nprofiles;
-  /* the run not yet written: its thread, stack and weight so far, and its last sample's time */
+  /* the run not yet written: its thread, stack and weight so far */
   int pending;
   uint64_t thread;
   uint32_t *run;
   size_t nrun, caprun;
-  double weight, last_us;
+  double weight;
   double *weights;   /* of the open profile's samples, written after them */
   size_t nweights, capweights;
   double start_ms;   /* the open profile's first sample, from the trace's start (by time) */
@@ -406,32 +406,22 @@ static void timeline_close(struct timeline *t) {
   t->nweights = 0;
 }
 
-/* The time from the thread's previous sample to t_us, in ms: that sample's weight (none of it
- * before the trace's start, where the model counts none either). */
-static double step_ms(const struct timeline *t, double t_us) {
-  double from = t->last_us > 0 ? t->last_us : 0, to = t_us > 0 ? t_us : 0;
-  return to > from ? (to - from) / 1000.0 : 0;
-}
-
-static void timeline_sample(void *ud, uint64_t thread, double t_us, const uint32_t *frames, size_t n) {
+static void timeline_sample(void *ud, uint64_t thread, double t_us, double ms, const uint32_t *frames, size_t n) {
   struct timeline *t = ud;
   if (t->oom) return;
-  if (t->pending && thread == t->thread) {
-    t->weight += t->by_time ? step_ms(t, t_us) : 0; /* the previous sample's time, now known */
-    t->last_us = t_us;
-    if (frames && n == t->nrun && memcmp(frames, t->run, n * sizeof *frames) == 0) { /* the run goes on */
-      if (!t->by_time) t->weight += 1;
-      return;
-    }
-    timeline_flush(t);
-  } else if (!t->started || thread != t->thread) {
+  if (!t->started || thread != t->thread) {
     timeline_close(t); /* another thread: its profile begins at its first sample shown */
     t->thread = thread;
     t->started = 1;
     t->start_ms = -1;
   }
-  t->last_us = t_us;
   if (!frames) return; /* a sample the view hides: it ended the one before, and stands for nothing */
+  double w = t->by_time ? ms : 1;
+  if (t->pending && n == t->nrun && memcmp(frames, t->run, n * sizeof *frames) == 0) { /* the run goes on */
+    t->weight += w;
+    return;
+  }
+  timeline_flush(t);
   if (t->start_ms < 0) t->start_ms = t_us > 0 ? t_us / 1000.0 : 0;
   if (n > t->caprun) {
     uint32_t *g = realloc(t->run, n * 2 * sizeof *g);
@@ -441,13 +431,13 @@ static void timeline_sample(void *ud, uint64_t thread, double t_us, const uint32
   }
   if (n) memcpy(t->run, frames, n * sizeof *frames);
   t->nrun = n;
-  t->weight = t->by_time ? 0 : 1;
+  t->weight = w;
   t->pending = 1;
 }
 
 /* Counts the samples of the timeline (0 when the profile keeps none). */
-static void count_sample(void *ud, uint64_t thread, double t_us, const uint32_t *frames, size_t n) {
-  (void)thread, (void)t_us, (void)n;
+static void count_sample(void *ud, uint64_t thread, double t_us, double ms, const uint32_t *frames, size_t n) {
+  (void)thread, (void)t_us, (void)ms, (void)n;
   if (frames) ++*(size_t *)ud;
 }
 

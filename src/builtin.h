@@ -73,7 +73,7 @@ extern const struct dnt_usage usage_serve;
 
 /* Converts a trace's samples (see cmd-convert.c), weighed as weight says (enum
  * dnt_profile_weight: 0 time, 1 samples). */
-int dnt_convert(const char *trace, const char *format, const char *output, int weight);
+int dnt_convert(const char *trace, const char *format, const char *output, int weight, int no_async);
 /* The same for a profile already loaded from trace (collect --format builds it from the stream);
  * output NULL: trace's name with the format's extension. 0 or an exit code (errors printed). */
 struct dnt_profile;

@@ -659,6 +659,7 @@ int cmd_collect(int argc, char **argv) {
     if (!(c.prof = dnt_profile_new())) dnt_die(DNT_EXIT_FAILURE, "out of memory");
     if (dnt_convert_needs_timeline(format)) dnt_profile_keep_timeline(c.prof);
     if (o.weight) dnt_profile_set_weight(c.prof, DNT_WEIGHT_SAMPLES);
+    dnt_profile_set_tasks(c.prof, DNT_TASKS_STITCHED); /* as convert makes it of the file */
     dnt_profile_callbacks(&cb);
     ntr_fanout_add(&c.readers, &cb, c.prof);
   }

@@ -21,6 +21,7 @@ struct convert_options {
   int format; /* enum dnt_format */
   int by_thread;
   int weight; /* 0 time, 1 samples (--weight) */
+  int no_async;
   struct dnt_view_opts view;
 };
 
@@ -49,12 +50,19 @@ static const struct dnt_option convert_options[] = {
     DNT_OPT_FLAG(0, "by-thread", O(by_thread), "flamegraph: one tower per thread (default: threads merged)"),
     DNT_OPT_WEIGHT(O(weight), "time (default: each sample the time until its thread's next;\n"
                               "folded in integer microseconds) or samples (plain counts)"),
+    DNT_OPT_FLAG(0, "no-async", O(no_async),
+                 "a task's samples stay on the thread that ran them, under the\n"
+                 "thread pool's dispatch (by default, with the task library's\n"
+                 "events in the trace (collect --profile async-tasks), they are\n"
+                 "put under the code that awaited or started the task, on its\n"
+                 "thread, after a STARTING TASK frame, as dotnet-trace and\n"
+                 "PerfView show them; AWAIT_TIME is the time it waited)"),
     DNT_OPT_GROUP(dnt_options_view, O(view)),
     DNT_OPT_END(),
 };
 
 const struct dnt_usage usage_convert = {
-    .synopsis = "dntrace convert FILE --format FORMAT [-o OUT] [--by-thread] [--weight WEIGHT] [--thread TID|NAME] "
+    .synopsis = "dntrace convert FILE --format FORMAT [-o OUT] [--by-thread] [--weight WEIGHT] [--no-async] [--thread TID|NAME] "
                 "[--focus FRAME] [--exclude FRAME] [--hide-idle]",
     .summary = "Convert a trace's samples to a flame graph, speedscope, Chromium trace, folded stacks or pprof",
     .options = convert_options,
@@ -176,7 +184,7 @@ int dnt_convert_loaded(const struct dnt_profile *prof, const char *path, const c
   return rc;
 }
 
-int dnt_convert(const char *path, const char *format, const char *output, int weight) {
+int dnt_convert(const char *path, const char *format, const char *output, int weight, int no_async) {
   int kind = format_kind(format);
   if (!kind) {
     dnt_format_error(format, DNT_FORMATS_PROFILE);
@@ -187,6 +195,7 @@ int dnt_convert(const char *path, const char *format, const char *output, int we
   if (!prof) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   if (dnt_convert_needs_timeline(format)) dnt_profile_keep_timeline(prof);
   if (weight) dnt_profile_set_weight(prof, DNT_WEIGHT_SAMPLES);
+  dnt_profile_set_tasks(prof, no_async ? DNT_TASKS_SAMPLES : DNT_TASKS_STITCHED);
   if (dnt_report_load(prof, path) >= 0) {
     uint64_t all = dnt_profile_samples(prof);
     if (convert_view) dnt_view_apply(prof, convert_view);
@@ -216,7 +225,7 @@ int cmd_convert(int argc, char **argv) {
   }
   flame_by_thread = o.by_thread;
   convert_view = &o.view;
-  rc = dnt_convert(o.trace, dnt_format_name(o.format), o.output, o.weight);
+  rc = dnt_convert(o.trace, dnt_format_name(o.format), o.output, o.weight, o.no_async);
   convert_view = NULL;
   dnt_view_release(&o.view);
   return rc;

@@ -23,6 +23,7 @@ struct report_options {
   long top;
   int inclusive, threads, fold_native, no_fold_native, verbose, topn;
   int weight; /* 0 time, 1 samples (--weight) */
+  int no_async;
   struct dnt_view_opts view;
 };
 
@@ -40,13 +41,20 @@ static const struct dnt_option report_options[] = {
     DNT_OPT_TEXT("topN", "dotnet-trace's subcommand after FILE: the same table"),
     DNT_OPT_WEIGHT(O(weight), "time (default: each sample the time until its thread's next)\n"
                               "or samples (plain counts)"),
+    DNT_OPT_FLAG(0, "no-async", O(no_async),
+                 "a task's samples stay on the thread that ran them, under the\n"
+                 "thread pool's dispatch (by default, with the task library's\n"
+                 "events in the trace (collect --profile async-tasks), they are\n"
+                 "put under the code that awaited or started the task, on its\n"
+                 "thread, after a STARTING TASK frame, as dotnet-trace and\n"
+                 "PerfView show them; AWAIT_TIME is the time it waited)"),
     DNT_OPT_GROUP(dnt_options_view, O(view)),
     DNT_OPT_END(),
 };
 
 const struct dnt_usage usage_report = {
     .synopsis = "dntrace report FILE [topN] [-n N] [--inclusive] [--threads] [--no-fold-native] [-v] [--weight WEIGHT] "
-                "[--thread TID|NAME] [--focus FRAME] [--exclude FRAME] [--hide-idle]",
+                "[--no-async] [--thread TID|NAME] [--focus FRAME] [--exclude FRAME] [--hide-idle]",
     .summary = "Show the functions that take the most thread time in a trace",
     .options = report_options,
     .operand = 1,
@@ -152,6 +160,7 @@ int cmd_report(int argc, char **argv) {
   const char *path = o.trace;
   struct dnt_profile *prof = dnt_profile_new();
   if (!prof) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  dnt_profile_set_tasks(prof, o.no_async ? DNT_TASKS_SAMPLES : DNT_TASKS_STITCHED);
   if (dnt_report_load(prof, path) < 0) {
     dnt_profile_free(prof);
     return DNT_EXIT_FAILURE;

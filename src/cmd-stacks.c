@@ -133,9 +133,9 @@ struct thread_list {
   size_t n, cap;
 };
 
-static void first_sample(void *ud, uint64_t tid, double t_us, const uint32_t *frames, size_t n) {
+static void first_sample(void *ud, uint64_t tid, double t_us, double ms, const uint32_t *frames, size_t n) {
   struct thread_list *l = ud;
-  (void)t_us;
+  (void)t_us, (void)ms;
   for (size_t i = 0; i < l->n; i++)
     if (l->v[i].tid == tid) return; /* a later sample of a thread already listed */
   if (l->n == l->cap) {

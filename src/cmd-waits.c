@@ -86,8 +86,9 @@ struct managed_feed {
   int failed;
 };
 
-static void feed_sample(void *ud, uint64_t tid, double t_us, const uint32_t *frames, size_t n) {
+static void feed_sample(void *ud, uint64_t tid, double t_us, double ms, const uint32_t *frames, size_t n) {
   struct managed_feed *m = ud;
+  (void)ms;
   const char *names[DNT_PERF_MAX_FRAMES];
   if (n > DNT_PERF_MAX_FRAMES) frames += n - DNT_PERF_MAX_FRAMES, n = DNT_PERF_MAX_FRAMES; /* keep the leaf end */
   for (size_t i = 0; i < n; i++) names[i] = dnt_profile_name(m->ep, frames[i]);

@@ -10,6 +10,8 @@
 //                  the events it stitches async stacks with; no timing line
 //   --mode samplestacks FILE...  every sample's thread, time, weight and stack (SampleStacks.cs),
 //                  for tests/cli/test-oracle-stacks.c
+//   --mode stitched FILE...  the thread time computer's stacks as dotnet-trace files them, async
+//                  tasks stitched (Stitched.cs), for tests/cli/test-oracle-stacks.c
 //   --mode gc      TraceEvent's GC analysis, one line per GC (GcStats.cs), for tests/runtime/test-gc.c
 //   --mode jit     TraceEvent's JIT statistics, one line per method (JitStats.cs), for tests/runtime/test-jit.c
 //   --mode allocs  GCAllocationTick bytes and events per type as TraceEvent decodes them
@@ -43,6 +45,7 @@ static class Program
     {
         /* the oracle takes several traces in one run: one start of the runtime for them all */
         if (args.Length >= 3 && args[0] == "--mode" && args[1] == "samplestacks") return SampleStacks.Run(args.Skip(2));
+        if (args.Length >= 3 && args[0] == "--mode" && args[1] == "stitched") return Stitched.Run(args.Skip(2));
         if (args.Length >= 3 && args[0] == "--mode" && args[1] == "threadtime")
         {
             foreach (string trace in args.Skip(2))
@@ -63,7 +66,7 @@ static class Program
         if (args.Length < 1 || (args.Length == 3 && args[1] != "--mode") || args.Length == 2 || args.Length > 3)
         {
             Console.Error.WriteLine("usage: BenchTraceEvent FILE.nettrace [--mode parse|stacks|gc|jit|allocs|names|kinds]\n" +
-                                    "       BenchTraceEvent --mode threadtime|samplestacks FILE...");
+                                    "       BenchTraceEvent --mode threadtime|samplestacks|stitched FILE...");
             return 2;
         }
         string path = args[0], mode = args.Length == 3 ? args[2] : "parse";

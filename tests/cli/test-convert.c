@@ -721,7 +721,8 @@ Test(convert, flame_graph_title_counts_as_report, .timeout = 120) {
 /* speedscope as TraceEvent writes it (issue 28 item 24): each thread's profile starts where its
  * first sample is in the trace (startValue, in ms from the trace's start), and the profile shown
  * first is the busiest thread's, not the first thread's. A written trace: thread 1 sampled twice
- * (1 ms of time), thread 2 from 5 ms on, ten times (9 ms); the clock counts microseconds. */
+ * from 1 ms on (1 ms of time), thread 2 from 5 ms on, ten times (9 ms); the clock counts
+ * microseconds. */
 Test(convert, speedscope_places_threads_and_opens_the_busiest) {
   char dir[] = "/tmp/dnt-ssplace-XXXXXX", trace[64], out[64];
   cr_assert(mkdtemp(dir));
@@ -743,7 +744,7 @@ Test(convert, speedscope_places_threads_and_opens_the_busiest) {
   ntrw_ev_begin(&w, 1);
   uint32_t seq[3] = {0};
   for (int i = 0; i < 12; i++) {
-    uint64_t th = i < 2 ? 1 : 2, us = i < 2 ? 1000 * (uint64_t)i : 5000 + 1000 * (uint64_t)(i - 2);
+    uint64_t th = i < 2 ? 1 : 2, us = i < 2 ? 1000 * (uint64_t)(i + 1) : 5000 + 1000 * (uint64_t)(i - 2);
     ntrw_ev ev = {.metadata_id = 1, .seq = ++seq[th], .thread = th, .capture_thread = th, .stack_id = 1,
                   .ts = 1000 + us, .payload = managed, .payload_size = 4};
     ntrw_event(&w, &ev);
@@ -764,7 +765,7 @@ Test(convert, speedscope_places_threads_and_opens_the_busiest) {
                    "      '%g %g' % (p[1]['startValue'], p[1]['endValue']), '%g' % p[0]['startValue'])\n";
   char *argv[] = {"/usr/bin/env", "python3", "-c", (char *)py, out, NULL};
   cr_assert_eq(dnt_run_argv(&r, argv, NULL, DNT_HANG_MS), 0, "%s", r.err);
-  cr_expect_str_eq(r.out, "2 1 Thread 2 5 14 0\n", "two profiles, the second (9 ms) shown first, placed at 5 ms");
+  cr_expect_str_eq(r.out, "2 1 Thread 2 5 14 1\n", "two profiles, the second (9 ms) shown first, placed at 5 ms");
   dnt_run_free(&r);
   unlink(out);
   unlink(trace);

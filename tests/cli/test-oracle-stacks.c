@@ -188,7 +188,7 @@ struct ours {
   struct samples *s;
 };
 
-static void our_sample(void *ud, uint64_t thread, double t_us, const uint32_t *frames, size_t n) {
+static void our_sample(void *ud, uint64_t thread, double t_us, double ms, const uint32_t *frames, size_t n) {
   struct ours *o = ud;
   struct sample *s = add(o->s);
   s->tid = thread;
@@ -572,6 +572,210 @@ Test(oracle_stacks, collected_trace_every_sample_equals_traceevent, .timeout = 6
   cr_expect_eq(run_oracle(&tr, 1), 0, "Managed samples without frames (rule P2): see the log");
   unlink(tr.path);
   rmdir(dir);
+}
+
+/* ---- async stacks, stitched ----
+ * With the task library's events in a trace, dotnet-trace files a task's samples under the stack
+ * that made it, on that stack's thread, and adds the time awaits waited (AWAIT_TIME): the
+ * oracle's --mode stitched (Stitched.cs) gives each (thread, stack) the computer fills, with its
+ * samples and their summed Metric. dntrace's profile read with DNT_TASKS_STITCHED must hold the
+ * same pairs, the same time within 0.1% (and 1 us), and the same samples but for each thread's
+ * last, which TraceEvent leaves out (no later one weighs it) and dntrace keeps with no time: in
+ * all, as many more samples as the trace has threads with samples. Rules M1 to P2 as above;
+ * STARTING TASK and AWAIT_TIME are named alike. */
+
+struct keyed {
+  char *key; /* "TID\tframe\tframe..." */
+  unsigned long long n;
+  double ms;
+};
+
+struct keyeds {
+  struct keyed *v;
+  size_t n, cap;
+};
+
+static void keyed_add(struct keyeds *k, char *key, unsigned long long n, double ms) {
+  if (k->n == k->cap) {
+    k->cap = k->cap ? 2 * k->cap : 1024;
+    k->v = realloc(k->v, k->cap * sizeof *k->v);
+    cr_assert(k->v, "out of memory");
+  }
+  k->v[k->n++] = (struct keyed){key, n, ms};
+}
+
+static int by_key(const void *a, const void *b) { return strcmp(((const struct keyed *)a)->key, ((const struct keyed *)b)->key); }
+
+/* Sorts and merges equal keys (two stacks of dntrace's may differ only in what the rules map). */
+static void keyed_merge(struct keyeds *k) {
+  if (k->n) qsort(k->v, k->n, sizeof *k->v, by_key);
+  size_t out = 0;
+  for (size_t i = 0; i < k->n; i++) {
+    if (out && strcmp(k->v[out - 1].key, k->v[i].key) == 0) {
+      k->v[out - 1].n += k->v[i].n;
+      k->v[out - 1].ms += k->v[i].ms;
+      free(k->v[i].key);
+      continue;
+    }
+    k->v[out++] = k->v[i];
+  }
+  k->n = out;
+}
+
+static void keyed_free(struct keyeds *k) {
+  for (size_t i = 0; i < k->n; i++) free(k->v[i].key);
+  free(k->v);
+  memset(k, 0, sizeof *k);
+}
+
+struct stitched_ours {
+  const struct dnt_profile *prof;
+  struct keyeds *k;
+};
+
+static void stitched_stack(void *ud, uint64_t thread, const uint32_t *frames, size_t n, uint64_t samples, double ms) {
+  struct stitched_ours *o = ud;
+  char tid[32];
+  unsigned unnamed = 0;
+  snprintf(tid, sizeof tid, "%llu", (unsigned long long)thread);
+  struct buf b = {0};
+  put(&b, tid);
+  for (size_t i = 0; i < n; i++) {
+    char name[4096];
+    norm_ours(dnt_profile_name(o->prof, frames[i]), name, sizeof name, &unnamed);
+    put(&b, name);
+  }
+  keyed_add(o->k, b.p, samples, ms);
+}
+
+/* The oracle's lines for path: "activities N threads T", then "k TID COUNT MS<TAB>frames...<TAB>LEAF". */
+static void read_stitched(const char *text, const char *path, struct keyeds *k, unsigned long long *activities,
+                          unsigned long long *threads) {
+  size_t plen = strlen(path);
+  const char *p = text;
+  while ((p = strstr(p, "trace ")) && !((p == text || p[-1] == '\n') && strncmp(p + 6, path, plen) == 0 &&
+                                         p[6 + plen] == '\n'))
+    p++;
+  cr_assert(p, "the oracle says nothing of %s", path);
+  p = strchr(p, '\n') + 1;
+  cr_assert_eq(sscanf(p, "activities %llu threads %llu", activities, threads), 2, "oracle line: %.80s", p);
+  p = strchr(p, '\n') + 1;
+  while (strncmp(p, "k ", 2) == 0) {
+    const char *eol = strchr(p, '\n'), *tab = strchr(p, '\t');
+    cr_assert(eol && tab && tab < eol, "oracle line: %.120s", p);
+    unsigned long long tid, n;
+    double ms;
+    cr_assert_eq(sscanf(p, "k %llu %llu %lf", &tid, &n, &ms), 3, "oracle line: %.120s", p);
+    char head[32];
+    unsigned unnamed = 0;
+    snprintf(head, sizeof head, "%llu", tid);
+    struct buf b = {0};
+    put(&b, head);
+    size_t frames = 0;
+    const char *f = tab + 1;
+    while (f < eol) {
+      const char *end = memchr(f, '\t', (size_t)(eol - f));
+      if (!end) end = eol;
+      size_t len = (size_t)(end - f);
+      int last = end == eol;
+      char name[4096];
+      if (last && len == 8 && strncmp(f, "CPU_TIME", 8) == 0) { /* P: a Managed sample adds nothing */
+      } else if ((len == 13 && strncmp(f, "STARTING TASK", 13) == 0) || (len == 10 && strncmp(f, "AWAIT_TIME", 10) == 0) ||
+                 (last && len == 19 && strncmp(f, "UNMANAGED_CODE_TIME", 19) == 0)) {
+        snprintf(name, sizeof name, "%.*s", (int)len, f);
+        put(&b, name), frames++;
+      } else {
+        norm_te(f, len, name, sizeof name, &unnamed);
+        put(&b, name), frames++;
+      }
+      f = end < eol ? end + 1 : eol;
+    }
+    if (!frames) put(&b, DNT_UNMANAGED_FRAME); /* P2 */
+    keyed_add(k, b.p, n, ms);
+    p = eol + 1;
+  }
+}
+
+/* Holds dntrace's stitched profile of each of the n traces to the oracle's; returns how many of
+ * them have events TraceEvent stitches with. */
+static size_t compare_stitched(char *const *paths, size_t n) {
+  char *argv[72] = {"/usr/bin/env", "dotnet", (char *)oracle, "--mode", "stitched"};
+  cr_assert_leq(n, 64);
+  for (size_t i = 0; i < n; i++) argv[5 + i] = paths[i];
+  argv[5 + n] = NULL;
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_argv(&r, argv, NULL, 240000), 0, "the oracle failed: %s", r.err);
+  size_t with = 0;
+  for (size_t i = 0; i < n; i++) {
+    struct keyeds te = {0}, ours = {0};
+    unsigned long long activities, threads;
+    read_stitched(r.out, paths[i], &te, &activities, &threads);
+    struct dnt_profile *prof = dnt_profile_new();
+    cr_assert(prof);
+    dnt_profile_set_tasks(prof, DNT_TASKS_STITCHED);
+    char msg[1024];
+    int rc = dnt_profile_load(prof, paths[i], msg, sizeof msg);
+    cr_assert_eq(rc, 0, "%s: %s", paths[i], msg);
+    struct stitched_ours o = {prof, &ours};
+    cr_assert_eq(dnt_profile_each_stack(prof, stitched_stack, &o), 0);
+    keyed_merge(&te);
+    keyed_merge(&ours);
+    with += activities > 0;
+    size_t diffs = 0, a = 0, b = 0;
+    unsigned long long extra = 0;
+    while (a < ours.n || b < te.n) {
+      int cmp = a == ours.n ? 1 : b == te.n ? -1 : strcmp(ours.v[a].key, te.v[b].key);
+      const struct keyed *x = cmp <= 0 ? &ours.v[a] : NULL, *y = cmp >= 0 ? &te.v[b] : NULL;
+      double xm = x ? x->ms : 0, ym = y ? y->ms : 0;
+      unsigned long long xn = x ? x->n : 0, yn = y ? y->n : 0;
+      extra += xn - (xn >= yn ? yn : xn);
+      if ((fabs(xm - ym) > 0.001 * ym + 0.001 || xn < yn) && diffs++ < 5)
+        cr_log_error("%s: %llu samples %.3f ms in dntrace, %llu %.3f ms in TraceEvent: thread %s", paths[i], xn, xm, yn,
+                     ym, x ? x->key : y->key);
+      a += cmp <= 0;
+      b += cmp >= 0;
+    }
+    cr_log_info("%s: %llu events TraceEvent stitches with; %zu stacks (TraceEvent %zu), %zu differ", paths[i],
+                activities, ours.n, te.n, diffs);
+    cr_expect_eq(diffs, 0, "%s: %zu stacks differ from TraceEvent's", paths[i], diffs);
+    cr_expect_eq(extra, threads, "%s: %llu samples more than TraceEvent's, for %llu threads' last", paths[i], extra,
+                 threads);
+    keyed_free(&te);
+    keyed_free(&ours);
+    dnt_profile_free(prof);
+  }
+  dnt_run_free(&r);
+  return with;
+}
+
+static void add_path(void *ud, const char *path) {
+  struct keyeds *k = ud;
+  keyed_add(k, strdup(path), 0, 0);
+}
+
+/* Every corpus trace with samples, stitched: those without task events must come out as before,
+ * those with them as dotnet-trace files them. */
+Test(oracle_stacks, corpus_stitched_stacks_equal_traceevent, .timeout = 480) {
+  need_corpus();
+  need_oracle();
+  struct keyeds all = {0};
+  corpus_each(corpus, corpus_is_trace, add_path, &all);
+  /* the traces dntrace reads (not the NetPerf ones) with samples: TraceEvent's or its tasks' */
+  char *paths[64];
+  size_t n = 0;
+  for (size_t i = 0; i < all.n; i++) {
+    struct dnt_profile *prof = dnt_profile_new();
+    dnt_profile_set_tasks(prof, DNT_TASKS_STITCHED);
+    char msg[1024];
+    if (dnt_profile_load(prof, all.v[i].key, msg, sizeof msg) == 0 && dnt_profile_samples(prof) && n < 64)
+      paths[n++] = all.v[i].key;
+    dnt_profile_free(prof);
+  }
+  size_t with = compare_stitched(paths, n);
+  cr_log_info("%zu traces compared, %zu with task or work item events", n, with);
+  /* INDEX.md: objver4 (the thread pool's work items) and task_trace (awaits, no sampler) */
+  cr_expect_geq(with, 2, "the corpus has two traces with events TraceEvent stitches with");
+  keyed_free(&all);
 }
 
 /* ---- names, by construction ----
