@@ -185,12 +185,13 @@ static class Program
      * only, and runs SampleProfilerThreadTimeComputer on it without EventSource events; the
      * speedscope writer then files each sample under the "Thread (N)" frame of its stack
      * (StackSourceWriterHelper.GetSortedSamplesPerThread) with its Metric as its duration.
-     * The computer is given the SampleProfiler events only: dotnet-trace also feeds it GC
-     * allocation ticks and TPL task events as extra CPU samples (absent from the default
-     * profiles' traces); dntrace weighs SampleProfiler samples alone.
-     * Printed after a line "trace PATH": one line per thread, sorted by TID, "thread TID EVENTS SAMPLES MS": the thread's
-     * SampleProfiler events in the TraceLog, the samples of its speedscope profile and the sum of
-     * their Metrics (ms). A .zip holds the trace as its one entry (the corpus keeps some zipped). */
+     * The computer is called over every event, as dotnet-trace calls it: the sampler's samples,
+     * the GC's allocation events and the task library's scheduling, starts and waits are its
+     * samples, and its activity computer files a task's samples under the thread that made it.
+     * Printed after a line "trace PATH" and "activities N": one line per thread, sorted by TID,
+     * "thread TID EVENTS SAMPLES MS": the events of the thread the computer logs as samples, and
+     * the samples filed under its "Thread (TID)" frame and the sum of their Metrics (ms). A .zip
+     * holds the trace as its one entry (the corpus keeps some zipped). */
     static void ThreadTime(string path)
     {
         string tmp = Path.Combine(Path.GetTempPath(), $"oracle-te-{Environment.ProcessId}");

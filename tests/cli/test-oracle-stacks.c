@@ -375,7 +375,10 @@ static void check_speedscope(const char *path, const struct dnt_profile *prof, c
   fputs(speedscope_dump, fp);
   fclose(fp);
   struct dnt_run r;
-  cr_assert_eq(dnt_run_dntrace(&r, "convert", path, "--format", "speedscope", "--weight", "samples", "-o", ss, NULL),
+  /* --no-async: each sample on its own thread, as the oracle's samples (the stitched file's
+   * threads are held to TraceEvent's in tests/cli/test-weights.c) */
+  cr_assert_eq(dnt_run_dntrace(&r, "convert", path, "--format", "speedscope", "--weight", "samples", "--no-async", "-o",
+                               ss, NULL),
                0, "%s: %s", path, r.err);
   dnt_run_free(&r);
   char *argv[] = {"/usr/bin/env", "python3", py, ss, NULL};
@@ -776,6 +779,121 @@ Test(oracle_stacks, corpus_stitched_stacks_equal_traceevent, .timeout = 480) {
   /* INDEX.md: objver4 (the thread pool's work items) and task_trace (awaits, no sampler) */
   cr_expect_geq(with, 2, "the corpus has two traces with events TraceEvent stitches with");
   keyed_free(&all);
+}
+
+/* The sample's --async chain (tests/targets/sample/AsyncWork.cs: async-driver waits for Outer,
+ * which awaits Middle, which awaits Inner, which awaits Task.Delay(1) and then counts primes on
+ * a pool thread), recorded with the default profile and async-tasks until the trace holds 200
+ * ends of awaits (about 50 chains). The driver begins a chain only when the last one is over, so
+ * only the chain in flight when the recording began (its awaits began before the trace) cannot
+ * be stitched: every sample of Inner's prime counting after the driver's first await in the
+ * trace must be filed under the driver, below Outer, Middle and STARTING TASK; with --no-async
+ * (DNT_TASKS_SAMPLES) none is, each stays on its pool thread under the pool's dispatch. Then the
+ * same trace, stitched, is held to TraceEvent's stacks and times as the corpus is. */
+
+struct inner_view {
+  const struct dnt_profile *prof;
+  unsigned long long driver;
+  double first_begin_us; /* the driver's first TaskWaitBegin in the trace */
+  size_t stitched, plain, early, wrong;
+};
+
+static int frame_is(const struct dnt_profile *p, uint32_t id, const char *name) {
+  return strcmp(dnt_profile_name(p, id), name) == 0;
+}
+
+static void inner_sample(void *ud, uint64_t thread, double t_us, double ms, const uint32_t *frames, size_t n) {
+  struct inner_view *v = ud;
+  (void)ms;
+  /* Inner's own prime counting: CountPrimes called by Inner's state machine */
+  if (n < 2 || !frame_is(v->prof, frames[n - 1], "Sample!Sample.CpuWork.CountPrimes") ||
+      !frame_is(v->prof, frames[n - 2], "Sample!Sample.AsyncWork+<Inner>d__4.MoveNext"))
+    return;
+  if (t_us < v->first_begin_us) { /* the chain in flight as the recording began */
+    v->early++;
+    return;
+  }
+  int outer = -1, middle = -1, marker = -1, dispatch = -1;
+  for (size_t i = 0; i < n; i++) {
+    const char *f = dnt_profile_name(v->prof, frames[i]);
+    if (outer < 0 && strcmp(f, "Sample!Sample.AsyncWork.Outer") == 0) outer = (int)i;
+    if (middle < 0 && strcmp(f, "Sample!Sample.AsyncWork.Middle") == 0) middle = (int)i;
+    if (strcmp(f, "STARTING TASK") == 0) marker = (int)i;
+    if (strcmp(f, "System.Private.CoreLib!System.Threading.ThreadPoolWorkQueue.Dispatch") == 0) dispatch = (int)i;
+  }
+  if (thread == v->driver && outer >= 0 && outer < middle && middle < marker && marker < (int)n - 2 && dispatch < 0)
+    v->stitched++;
+  else if (thread != v->driver && outer < 0 && marker < 0 && dispatch >= 0)
+    v->plain++;
+  else if (v->wrong++ < 5)
+    cr_log_error("Inner's work at %.3f ms on thread %llu, %zu frames: Outer at %d, Middle at %d, STARTING TASK at %d, "
+                 "the pool's Dispatch at %d",
+                 t_us / 1000, (unsigned long long)thread, n, outer, middle, marker, dispatch);
+}
+
+static void inner_view_of(const char *path, enum dnt_profile_tasks tasks, struct inner_view *v) {
+  struct dnt_profile *prof = dnt_profile_new();
+  cr_assert(prof);
+  dnt_profile_keep_timeline(prof);
+  dnt_profile_set_tasks(prof, tasks);
+  char msg[1024];
+  cr_assert_eq(dnt_profile_load(prof, path, msg, sizeof msg), 0, "%s", msg);
+  v->prof = prof;
+  v->stitched = v->plain = v->early = v->wrong = 0;
+  cr_assert_eq(dnt_profile_each_sample(prof, inner_sample, v), 0);
+  dnt_profile_free(prof);
+}
+
+Test(oracle_stacks, async_chain_stitched_under_its_callers, .timeout = 600) {
+  DNT_REQUIRE_TARGET();
+  need_oracle();
+  dnt_target t;
+  const char *const args[] = {"--async", "--no-cpu", "--no-blocking", "--no-alloc", "--no-exceptions", "--no-counters",
+                              NULL};
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = args, .wait_socket = 1, .timeout_ms = DNT_HANG_MS};
+  char err[512];
+  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
+  unsigned long long driver = dnt_target_thread_named(t.pid, "async-driver");
+  cr_assert(driver, "the sample's async-driver thread");
+  char dir[] = "/tmp/dnt-oracle-async-XXXXXX";
+  cr_assert(mkdtemp(dir));
+  char path[128];
+  snprintf(path, sizeof path, "%s/async.nettrace", dir);
+  static struct nt_scan scan;
+  const char *const extra[] = {"--profile", "cpu-sampling,async-tasks", NULL};
+  dnt_collect_until(t.pid, path, extra, "System.Threading.Tasks.TplEventSource", 11, 0, 200, &scan);
+  dnt_target_stop(&t);
+  /* the driver's first await in the trace: `dntrace events`, "TIME_S TID ..." */
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "events", path, "--provider", "System.Threading.Tasks.TplEventSource", "--name",
+                               "TaskWaitBegin", NULL),
+               0, "%s", r.err);
+  struct inner_view v = {.driver = driver, .first_begin_us = -1};
+  for (const char *line = r.out; *line && v.first_begin_us < 0;) {
+    double secs;
+    unsigned long long tid;
+    if (sscanf(line, "%lf %llu", &secs, &tid) == 2 && tid == driver) v.first_begin_us = secs * 1e6;
+    const char *nl = strchr(line, '\n');
+    line = nl ? nl + 1 : line + strlen(line);
+  }
+  dnt_run_free(&r);
+  cr_assert_geq(v.first_begin_us, 0, "an await of the driver's in the trace");
+
+  inner_view_of(path, DNT_TASKS_STITCHED, &v);
+  cr_log_info("stitched: Inner's work %zu samples under the driver's chain, %zu on pool threads, %zu before the "
+              "driver's first await (at %.3f ms)",
+              v.stitched, v.plain, v.early, v.first_begin_us / 1000);
+  cr_expect_gt(v.stitched, 0, "Inner's work is filed under the driver, below Outer, Middle and STARTING TASK");
+  cr_expect_eq(v.plain + v.wrong, 0, "after the driver's first await, every sample of Inner's work is stitched");
+  size_t stitched = v.stitched;
+  inner_view_of(path, DNT_TASKS_SAMPLES, &v);
+  cr_expect_eq(v.plain, stitched, "--no-async: the same samples, each on its pool thread under the pool's dispatch");
+  cr_expect_eq(v.stitched + v.wrong, 0, "--no-async: nothing stitched");
+
+  char *paths[] = {path};
+  cr_expect_eq(compare_stitched(paths, 1), 1, "the trace has the task library's events");
+  unlink(path);
+  rmdir(dir);
 }
 
 /* ---- names, by construction ----

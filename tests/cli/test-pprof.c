@@ -280,7 +280,9 @@ static void rm_rf(const char *dir) {
   cr_assert_eq(system(cmd), 0);
 }
 
-/* convert a corpus trace; compare with the report (both rankings) and with the file's samples */
+/* convert a corpus trace; compare with the report (both rankings) and with the file's samples,
+ * thread by thread: --no-async, each thread's own samples (stitching moves a task's samples to the
+ * thread that made it: held to TraceEvent in tests/cli/test-oracle-stacks.c) */
 static void convert_and_compare(const char *rel) {
   require_go();
   char trace[4096];
@@ -293,7 +295,8 @@ static void convert_and_compare(const char *rel) {
   snprintf(out, sizeof out, "%s/p", dir);
   snprintf(file, sizeof file, "%s/p.pb.gz", dir);
   struct dnt_run r;
-  cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "pprof", "-o", out, NULL), 0, "%s", r.err);
+  cr_assert_eq(dnt_run_dntrace(&r, "convert", trace, "--format", "pprof", "--no-async", "-o", out, NULL), 0, "%s",
+               r.err);
   dnt_run_free(&r);
   cr_assert(is_gzip(file), "%s is gzip-compressed", file);
 
@@ -315,14 +318,17 @@ static void convert_and_compare(const char *rel) {
   size_t ntop = parse_top(text, top, sizeof top / sizeof top[0]);
   free(text);
   /* pprof's flat column is each frame's own time: report's exclusive view (native time a row) */
-  cr_assert_str_eq(dnt_run_dntrace(&r, "report", trace, "-n", "30", "--no-fold-native", NULL) == 0 ? "" : r.err, "");
+  cr_assert_str_eq(dnt_run_dntrace(&r, "report", trace, "-n", "30", "--no-fold-native", "--no-async", NULL) == 0 ? ""
+                                                                                                         : r.err,
+                   "");
   size_t nrep = parse_report(r.out, rep, 40);
   dnt_run_free(&r);
   expect_same_functions(rep, nrep, top, ntop, "exclusive ranking");
   /* the heaviest function is the same (ties aside: the same time) */
   cr_expect(top[0].flat > rep[0].flat - 0.51 && top[0].flat < rep[0].flat + 0.51, "%s first: pprof %s, report %s",
             rel, top[0].name, rep[0].name);
-  cr_assert_str_eq(dnt_run_dntrace(&r, "report", trace, "-n", "30", "--inclusive", "--no-fold-native", NULL) == 0
+  cr_assert_str_eq(dnt_run_dntrace(&r, "report", trace, "-n", "30", "--inclusive", "--no-fold-native", "--no-async",
+                                   NULL) == 0
                        ? ""
                        : r.err,
                    "");

@@ -6,9 +6,11 @@
  * each thread's time in dntrace's speedscope output (its profile's endValue less its startValue)
  * is the thread time that TraceEvent's SampleProfilerThreadTimeComputer gives it, called over
  * every event as `dotnet-trace convert` calls it, within 0.1%, and its sample count (folded,
- * --weight samples) is the number of those events TraceEvent read on it. Traces with the task
- * library's or the thread pool's work item events are left out until dntrace stitches async
- * stacks with them (issue 27). The oracle is tests/bench-traceevent (--mode threadtime), built
+ * --weight samples) is the number of those events TraceEvent read on it. In a trace with the task
+ * library's or the thread pool's work item events, both move a task's samples to the thread that
+ * made the task and add the time awaits waited (async stacks, issue 27): there each thread's time
+ * is compared, and the samples in all, TraceEvent's plus each thread's last, which it does not
+ * weigh. The oracle is tests/bench-traceevent (--mode threadtime), built
  * by `make check` into tests/oracle-te when the .NET SDK is there; under CI=true its absence is a
  * failure. */
 #include <criterion/criterion.h>
@@ -90,9 +92,9 @@ static void read_folded(char *text, struct totals *tt) {
   }
 }
 
-/* The oracle's lines for one trace, after "trace PATH": "thread TID EVENTS SAMPLES MS" */
-/* TraceEvent's totals of path (and in *activities, the events it stitches async stacks with:
- * the task library's, the thread pool's work items; dntrace does not yet, issue 27) */
+/* The oracle's lines for one trace, after "trace PATH": "activities N", then "thread TID EVENTS
+ * SAMPLES MS": TraceEvent's totals of path (and in *activities, the events it stitches async
+ * stacks with: the task library's, the thread pool's work items) */
 static void read_oracle(const char *text, const char *path, struct totals *tt, unsigned long long *activities) {
   size_t len = strlen(path);
   const char *p = text;
@@ -158,10 +160,25 @@ static int read_ours(struct trace *tr) {
 
 static void compare(struct trace *tr) {
   const char *path = tr->path;
-  if (tr->activities) { /* TraceEvent moves a work item's samples to the thread that made it */
-    cr_log_info("%s: %llu task and work item events: TraceEvent stitches async stacks, dntrace does not yet (issue "
-                "27): not compared",
-                path, tr->activities);
+  if (tr->activities) { /* a task's samples are filed under the thread that made it */
+    unsigned long long ours = 0, theirs = 0, threads = 0;
+    for (size_t i = 0; i < tr->tt.n; i++) {
+      const struct thread_total *t = &tr->tt.t[i];
+      cr_log_info("%s: thread %llu: %llu samples, %.3f ms; TraceEvent %llu events of its own, %llu samples filed "
+                  "under it, %.3f ms",
+                  path, t->tid, t->samples, t->ms, t->te_events, t->te_samples, t->te_ms);
+      ours += t->samples;
+      theirs += t->te_samples;
+      threads += t->te_events > 0;
+      if (tr->truncated) cr_assert_leq(t->te_ms, t->ms * 1.001, "%s: thread %llu", path, t->tid);
+      else if (t->te_ms == 0) cr_assert_eq(t->ms, 0, "%s: thread %llu: %.3f ms, TraceEvent none", path, t->tid, t->ms);
+      else
+        cr_assert(t->ms > t->te_ms * 0.999 && t->ms < t->te_ms * 1.001, "%s: thread %llu: %.3f ms, TraceEvent %.3f ms",
+                  path, t->tid, t->ms, t->te_ms);
+    }
+    cr_log_info("%s: %llu task and work item events; %llu samples, TraceEvent %llu weighed on %llu threads", path,
+                tr->activities, ours, theirs, threads);
+    if (!tr->truncated) cr_assert_eq(ours, theirs + threads, "%s: each thread's last sample is the difference", path);
     return;
   }
   for (size_t i = 0; i < tr->tt.n; i++) {
