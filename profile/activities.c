@@ -9,10 +9,19 @@
 #include "profile-int.h"
 
 /* kinds, as TraceEvent numbers them where it matters: the waits end implicitly */
-enum { K_INITIAL, K_TASK, K_AWAIT_SCHEDULED, K_POOL, K_IO_POOL, K_IMPLIED, K_WAIT, K_WAIT_SYNC };
+enum { K_INITIAL, K_TASK, K_AWAIT_SCHEDULED, K_POOL, K_IO_POOL, K_IMPLIED, K_WAIT, K_WAIT_SYNC, K_FREE };
+
+/* Memory: an activity lives while something refers to it (the map of ids, a thread's current
+ * one, the one above it on its thread, a wait of its own not yet ended), then its slot is reused.
+ * TraceEvent keeps every activity, and a pool thread's stack of them grows by two every time it
+ * waits for work and then runs a continuation (the wait's implied activity, then the
+ * continuation's, above the last continuation, which nothing ends): those below the newest
+ * MAX_DEPTH of a thread are forgotten (their ids too), as only a task's end walks that deep, and
+ * a run of implied activities is one, as they are alike for every rule. */
+#define MAX_DEPTH 256
 
 struct dnt__act {
-  uint64_t id;         /* the key it is known by (type << 60 ^ id), while in the map */
+  uint64_t id;         /* the key it is known by (type << 60 ^ id); 0 for a thread's own */
   uint64_t thread;     /* where it started (the Initial one: its thread) */
   uint64_t created, started;
   uint32_t prev;       /* the activity below it on its thread: index + 1, 0 = none */
@@ -20,13 +29,15 @@ struct dnt__act {
   uint32_t node;       /* its stitching node: 0 when it has no creator */
   uint32_t waits_gen;  /* its creator's wait list generation when it joined it (a wait) */
   uint32_t gen;        /* its own wait list: the generation, bumped when the list is cleared */
-  uint8_t kind, in_waits, has_id, pad;
+  uint32_t refs;       /* see "Memory" above; a free slot's prev is the next free one */
+  uint8_t kind, in_waits;
 };
 
 struct dnt__act_thread {
   uint64_t thread;
   uint32_t cur;        /* index + 1; 0: null (TraceEvent's "use the thread's Initial one") */
   uint32_t initial;    /* index + 1, made on first use */
+  uint32_t depth;      /* of cur on the thread's stack of activities, about */
 };
 
 struct dnt__act_node {
@@ -83,13 +94,19 @@ static struct dnt__act_thread *thread_of(struct dnt__acts *a, uint64_t thread) {
   }
   size_t j = mix64(thread) & (a->thread_table_cap - 1);
   while (a->thread_table[j]) j = (j + 1) & (a->thread_table_cap - 1);
-  a->threads[a->nthreads] = (struct dnt__act_thread){thread, 0, 0};
+  a->threads[a->nthreads] = (struct dnt__act_thread){thread, 0, 0, 0};
   a->thread_table[j] = (uint32_t)++a->nthreads;
   return &a->threads[a->nthreads - 1];
 }
 
-/* A new activity: its index + 1, 0 when out of memory. */
+/* A new activity, referred to by nothing yet: its index + 1, 0 when out of memory. */
 static uint32_t new_act(struct dnt__acts *a, int kind) {
+  if (a->free) {
+    uint32_t i = a->free;
+    a->free = a->v[i - 1].prev;
+    a->v[i - 1] = (struct dnt__act){.kind = (uint8_t)kind};
+    return i;
+  }
   if (a->n == a->cap) {
     size_t cap = a->cap ? a->cap * 2 : 256;
     struct dnt__act *g = realloc(a->v, cap * sizeof *g);
@@ -101,6 +118,34 @@ static uint32_t new_act(struct dnt__acts *a, int kind) {
   return (uint32_t)++a->n;
 }
 
+static void ref(struct dnt__acts *a, uint32_t i) {
+  if (i) a->v[i - 1].refs++;
+}
+
+/* One reference fewer; an activity with none is freed, and so its own references go. */
+static void unref(struct dnt__acts *a, uint32_t i) {
+  while (i) {
+    struct dnt__act *x = &a->v[i - 1];
+    if (--x->refs) return;
+    uint32_t below = x->prev, creator = x->creator;
+    x->kind = K_FREE;
+    x->prev = a->free;
+    a->free = i;
+    /* a creator held is a running activity, whose own creator went when it started: one level */
+    if (creator) unref(a, creator);
+    i = below;
+  }
+}
+
+/* The thread's current activity becomes i (0: none), at the given depth. */
+static void set_cur(struct dnt__acts *a, struct dnt__act_thread *t, uint32_t i, uint32_t depth) {
+  uint32_t old = t->cur;
+  ref(a, i);
+  t->cur = i;
+  t->depth = depth;
+  unref(a, old);
+}
+
 /* TraceEvent's GetCurrentActivity: the thread's activity, its Initial one made current when it
  * has none. Index + 1, 0 when out of memory. */
 static uint32_t current(struct dnt__acts *a, uint64_t thread) {
@@ -110,11 +155,12 @@ static uint32_t current(struct dnt__acts *a, uint64_t thread) {
   if (!t->initial) {
     uint32_t i = new_act(a, K_INITIAL);
     if (!i) return 0;
-    t = thread_of(a, thread); /* new_act does not move threads, but stay safe */
     a->v[i - 1].thread = thread;
+    ref(a, i); /* the thread's for good */
     t->initial = i;
   }
-  return t->cur = t->initial;
+  set_cur(a, t, t->initial, 1);
+  return t->cur;
 }
 
 /* ---- the map of ids to activities (open addressing, deletion by backward shift) ---- */
@@ -128,9 +174,11 @@ static size_t map_find(const struct dnt__acts *a, uint64_t id) {
 
 static int map_put(struct dnt__acts *a, uint64_t id, uint32_t act) {
   size_t j = map_find(a, id);
-  if (j != (size_t)-1) {
-    a->v[a->map[j] - 1].has_id = 0; /* overwritten: that one is no longer known by it */
+  if (j != (size_t)-1) { /* overwritten: the older one is no longer found by its id */
+    uint32_t old = a->map[j];
+    ref(a, act);
     a->map[j] = act;
+    unref(a, old);
     return 0;
   }
   if ((a->map_n + 1) * 2 > a->map_cap) {
@@ -149,6 +197,7 @@ static int map_put(struct dnt__acts *a, uint64_t id, uint32_t act) {
   }
   j = mix64(id) & (a->map_cap - 1);
   while (a->map[j]) j = (j + 1) & (a->map_cap - 1);
+  ref(a, act);
   a->map[j] = act;
   a->map_n++;
   return 0;
@@ -157,7 +206,7 @@ static int map_put(struct dnt__acts *a, uint64_t id, uint32_t act) {
 static void map_remove(struct dnt__acts *a, uint64_t id) {
   size_t j = map_find(a, id);
   if (j == (size_t)-1) return;
-  a->v[a->map[j] - 1].has_id = 0;
+  uint32_t gone = a->map[j];
   a->map[j] = 0;
   a->map_n--;
   /* shift back the entries of the run after j that would no longer be found */
@@ -170,6 +219,7 @@ static void map_remove(struct dnt__acts *a, uint64_t id) {
       j = k;
     }
   }
+  unref(a, gone);
 }
 
 /* ---- nodes ---- */
@@ -245,43 +295,78 @@ static int create(struct dnt__acts *a, const struct dnt__act_event *e, int kind,
   uint32_t i = new_act(a, kind);
   if (!i) return -1;
   struct dnt__act *x = &a->v[i - 1];
-  x->creator = creator;
   x->node = node;
   x->created = e->ts;
   x->id = id;
-  x->has_id = 1;
   if (kind == K_WAIT || kind == K_WAIT_SYNC) { /* remembered by its creator: the first to end is awaited */
+    x->creator = creator;
+    ref(a, creator);
     x->in_waits = 1;
     x->waits_gen = a->v[creator - 1].gen;
   }
-  return map_put(a, id, i);
+  if (map_put(a, id, i) == 0) return 0;
+  ref(a, i), unref(a, i); /* not kept: freed */
+  return -1;
 }
 
 /* TraceEvent's OnStop: pops the thread's activities down to act (0: an unknown one, popping
- * nothing unless the walk finds no Initial activity). */
+ * nothing unless the walk finds no Initial activity). An activity first started on an empty
+ * thread may be started again (TraceEvent's rule: its prev is still none), which can make a
+ * thread's activities a loop: a walk longer than there are activities ends at the thread's own. */
 static void stop(struct dnt__acts *a, uint64_t thread, uint32_t act) {
   struct dnt__act_thread *t = thread_of(a, thread);
   if (!t) return;
+  /* its id, read now: popping may free it when the map no longer holds it */
+  int keyed = act && a->v[act - 1].kind != K_INITIAL && a->v[act - 1].kind != K_IMPLIED;
+  uint64_t id = keyed ? a->v[act - 1].id : 0;
+  if (act) ref(a, act); /* kept while it is walked to */
   uint32_t c = t->cur;
-  for (;;) {
+  for (size_t steps = 0;; steps++) {
+    if (steps > a->n) c = 0;
     if (!c) {
-      t->cur = 0;
+      set_cur(a, t, 0, 0);
       break;
     }
     if (c == act) {
-      t->cur = a->v[c - 1].prev;
+      set_cur(a, t, a->v[c - 1].prev, t->depth ? t->depth - 1 : 0);
       break;
     }
     if (a->v[c - 1].kind == K_INITIAL) break;
     if (act) {
       stop(a, thread, c); /* pops c: it is the current one */
-      t = thread_of(a, thread);
       c = t->cur;
     } else {
       c = a->v[c - 1].prev;
     }
   }
-  if (act && a->v[act - 1].has_id) map_remove(a, a->v[act - 1].id);
+  /* whatever holds its key now goes, even a newer activity of that id (TraceEvent's rule) */
+  if (keyed) map_remove(a, id);
+  if (act) unref(a, act);
+}
+
+/* Pushes i on the thread's activities; those below the newest MAX_DEPTH are forgotten, in
+ * MAX_DEPTH at a time (see "Memory" above). */
+static void push(struct dnt__acts *a, struct dnt__act_thread *t, uint32_t i) {
+  struct dnt__act *x = &a->v[i - 1];
+  x->prev = t->cur;
+  ref(a, x->prev);
+  set_cur(a, t, i, t->depth + 1);
+  if (t->depth <= 2 * MAX_DEPTH) return;
+  uint32_t keep = t->cur;
+  for (int d = 1; d < MAX_DEPTH && a->v[keep - 1].prev; d++) keep = a->v[keep - 1].prev;
+  uint32_t cut = a->v[keep - 1].prev;
+  a->v[keep - 1].prev = 0;
+  t->depth = MAX_DEPTH;
+  for (uint32_t c = cut, n = 0; c && n <= a->n; c = a->v[c - 1].prev, n++) {
+    size_t j = map_find(a, a->v[c - 1].id);
+    if (j != (size_t)-1 && a->map[j] == c && a->v[c - 1].kind != K_INITIAL) {
+      ref(a, c);
+      map_remove(a, a->v[c - 1].id);
+      a->v[c - 1].id = 0;
+      unref(a, c);
+    }
+  }
+  unref(a, cut);
 }
 
 /* TraceEvent's OnStart; await_end: a TaskWaitEnd, which may say how long its creator waited. */
@@ -295,9 +380,6 @@ static int start(struct dnt__acts *a, const struct dnt__act_event *e, uint64_t i
   uint32_t i = a->map[j];
   struct dnt__act *x = &a->v[i - 1];
   if (x->prev) return 0; /* started twice */
-  t = thread_of(a, e->thread);
-  x->prev = t->cur;
-  t->cur = i;
   x->started = e->ts;
   x->thread = e->thread;
   if (await_end && x->creator) {
@@ -310,21 +392,25 @@ static int start(struct dnt__acts *a, const struct dnt__act_event *e, uint64_t i
       c->gen++; /* the list is cleared */
     }
   }
-  if (x->kind == K_WAIT_SYNC) stop(a, e->thread, i);
+  uint32_t creator = x->creator; /* no longer needed */
+  x->creator = 0;
+  push(a, t, i);
+  unref(a, creator);
+  if (a->v[i - 1].kind == K_WAIT_SYNC) stop(a, e->thread, i);
   return 0;
 }
 
 /* ThreadPoolWorkerThreadWait: the worker waits for work; a fresh activity without creator. */
 static int implied(struct dnt__acts *a, const struct dnt__act_event *e) {
-  uint32_t i = new_act(a, K_IMPLIED);
-  if (!i) return -1;
   struct dnt__act_thread *t = thread_of(a, e->thread);
   if (!t) return -1;
+  if (t->cur && a->v[t->cur - 1].kind == K_IMPLIED) return 0; /* one is as good as two */
+  uint32_t i = new_act(a, K_IMPLIED);
+  if (!i) return -1;
   struct dnt__act *x = &a->v[i - 1];
   x->created = x->started = e->ts;
   x->thread = e->thread;
-  x->prev = t->cur;
-  t->cur = i;
+  push(a, t, i);
   return 0;
 }
 

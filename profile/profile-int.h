@@ -81,6 +81,7 @@ struct dnt__act_node;
 struct dnt__acts {
   struct dnt__act *v;
   size_t n, cap;
+  uint32_t free; /* the first free slot of v: index + 1, 0 for none */
   struct dnt__act_thread *threads;
   size_t nthreads, capthreads;
   uint32_t *thread_table;

@@ -330,7 +330,8 @@ static int kind_of(const struct dnt_profile *p, const ntr_metadata *md) {
   if (md->event_id == 1 && strcmp(md->provider, EVENTPIPE) == 0) return KIND_PROCESS;
   if (p->tasks && !allocs && p->source == DNT_SOURCE_SAMPLER) {
     if (md->event_id >= 7 && md->event_id <= 12 && strcmp(md->provider, TPL) == 0) return KIND_TASK;
-    if (runtime && (md->event_id == 57 || (md->event_id >= 61 && md->event_id <= 65))) return KIND_POOL;
+    if (p->tasks == DNT_TASKS_STITCHED && runtime && (md->event_id == 57 || (md->event_id >= 61 && md->event_id <= 65)))
+      return KIND_POOL;
   }
   if (strcmp(md->provider, NTR_NAMES_PROVIDER) == 0 && strcmp(md->event_name, NTR_NAMES_EVENT) == 0)
     return KIND_THREAD_NAME; /* dntrace collect's names of the target's threads */
@@ -551,7 +552,7 @@ static int profile_on_event(void *ud, const ntr_event *ev) {
     if (p->methods_only) break;
     struct pending e = {ev->thread_id, ev->timestamp, 0, DNT__NO_STACK, 0, 0, DNT__OP_NONE, 0};
     if (!task_op(p, p->last_kind == KIND_TASK, ev, &e)) break;
-    if (ev->stack) e.stack = stack_of(p, ev);
+    if (ev->stack && ev->stack->nframes) e.stack = stack_of(p, ev); /* an empty one is none, as TraceEvent has it */
     if (p->oom) break;
     e.seq = p->pend_seq++;
     GROW(p, p->pend, p->npend, p->cappend, -1);

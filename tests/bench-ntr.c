@@ -5,6 +5,8 @@
  *                              benchmarks of whole commands on a big file)
  *   tests/bench-ntr --write-allocs FILE MB   the same of GCAllocationTick V4 events with stacks
  *                              (200 types, 64 stacks, 16 threads): `dntrace allocs`'s bench
+ *   tests/bench-ntr --write-async FILE MB   the same of async chains (the task library's awaits
+ *                              continued on 16 pool threads, samples): stitching's bench
  * For each input: one whole-buffer feed and 64 KiB feeds (what a socket reader does). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -187,6 +189,107 @@ static void generate_allocs(ntrw *w, size_t target) {
   ntrw_end(w);
 }
 
+/* UTF-16LE of an ASCII string, with its NUL, at q: past it. */
+static uint8_t *put_wstr(uint8_t *q, const char *s) {
+  for (;; s++) {
+    *q++ = (uint8_t)*s;
+    *q++ = 0;
+    if (!*s) return q;
+  }
+}
+
+/* Async chains (`dntrace report`'s stitching under load): the driver thread awaits (TplEventSource
+ * TaskWaitBegin) and one of 16 pool threads, waking from the pool's wait (ThreadPoolWorkerThreadWait),
+ * runs the continuation (TaskWaitEnd) and is sampled counting primes under ExecutionContext
+ * .RunInternal; every thread is sampled too. Each task id once: the activities come and go. */
+static void generate_async(ntrw *w, size_t target) {
+  ntrw_trace t = {1000, 1000000000, 8, 4343, 8, 1000000, NULL, 0};
+  ntrw_md md[] = {
+      {1, "Microsoft-DotNETCore-SampleProfiler", 0, "", 0, 0, 0, -1, NULL, 0, 0, 1},
+      {2, "System.Threading.Tasks.TplEventSource", 10, "TaskWaitBegin", 3, 3, 4, -1, NULL, 0, 0, 1},
+      {3, "System.Threading.Tasks.TplEventSource", 11, "TaskWaitEnd", 3, 0, 5, -1, NULL, 0, 0, 1},
+      {4, "Microsoft-Windows-DotNETRuntime", 57, "", 0x10000, 0, 4, -1, NULL, 0, 0, 1},
+      {5, "Microsoft-Windows-DotNETRuntime", 152, "", 0x8, 2, 4, -1, NULL, 0, 0, 1},
+      {6, "Microsoft-Windows-DotNETRuntime", 143, "", 0x10, 1, 5, -1, NULL, 0, 0, 1},
+  };
+  /* methods, 0x100 each: the program's (module 1), the core library's (module 2) */
+  static const struct { uint64_t module, start; const char *ns, *name; } methods[] = {
+      {1, 0x1000, "Bench.Program", "Main"},        {1, 0x1100, "Bench.Work", "Outer"},
+      {1, 0x1200, "Bench.Work+<Inner>d__1", "MoveNext"}, {1, 0x1300, "Bench.Work", "CountPrimes"},
+      {2, 0x2000, "System.Threading.Tasks.TplEventSource", "TaskWaitBegin"},
+      {2, 0x2100, "System.Threading.ExecutionContext", "RunInternal"},
+      {2, 0x2200, "System.Threading.ThreadPoolWorkQueue", "Dispatch"},
+  };
+  static const uint64_t s_await[] = {0x2010, 0x1210, 0x1110, 0x1010}, s_work[] = {0x1310, 0x1220, 0x2110, 0x2210},
+                        s_idle[] = {0x2220};
+  const uint64_t *fp[3] = {s_await, s_work, s_idle};
+  uint32_t nf[3] = {4, 4, 1}, seq[17] = {0}, task = 0;
+  uint64_t ts = 1000, th[17];
+  uint8_t p[512];
+  size_t last_sp = 0;
+  uint32_t next_stack = 1;
+  for (int i = 0; i < 17; i++) th[i] = 40000 + (uint64_t)i; /* 0 the driver, then the pool */
+  ntrw_init(w, 0);
+  ntrw_trace_hdr(w, &t);
+  ntrw_md_begin(w);
+  for (int i = 0; i < 6; i++) ntrw_metadata(w, &md[i]);
+  ntrw_block_end(w);
+  ntrw_ev_begin(w, 1);
+  for (uint64_t m = 1; m <= 2; m++) { /* the modules, then the methods */
+    uint8_t *q = p;
+    uint32_t zero = 0;
+    uint64_t asm_id = 100 + m;
+    memcpy(q, &m, 8), q += 8, memcpy(q, &asm_id, 8), q += 8, memcpy(q, &zero, 4), q += 4, memcpy(q, &zero, 4), q += 4;
+    const char *path = m == 1 ? "/app/Bench.dll" : "/usr/share/dotnet/shared/Microsoft.NETCore.App/10.0.0/System.Private.CoreLib.dll";
+    q = put_wstr(q, path), q = put_wstr(q, path);
+    memset(q, 0, 2 + 16 + 4 + 2 + 16 + 4 + 2), q += 2 + 16 + 4 + 2 + 16 + 4 + 2;
+    ntrw_ev e = {.metadata_id = 5, .seq = ++seq[0], .thread = th[0], .capture_thread = th[0], .proc = 0xffffffffu,
+                 .ts = ts++, .payload = p, .payload_size = (uint32_t)(q - p)};
+    ntrw_event(w, &e);
+  }
+  for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++) {
+    uint8_t *q = p;
+    uint64_t id = 1000 + i, size_flags = 0x100 | (8ull << 32) /* size, token 0 */, token_flags = 8;
+    memcpy(q, &id, 8), q += 8, memcpy(q, &methods[i].module, 8), q += 8, memcpy(q, &methods[i].start, 8), q += 8;
+    memcpy(q, &size_flags, 4), q += 4, memcpy(q, &token_flags, 4), q += 4, memcpy(q, &token_flags, 4), q += 4;
+    q = put_wstr(q, methods[i].ns), q = put_wstr(q, methods[i].name), q = put_wstr(q, "void  ()");
+    memset(q, 0, 2), q += 2;
+    ntrw_ev e = {.metadata_id = 6, .seq = ++seq[0], .thread = th[0], .capture_thread = th[0], .proc = 0xffffffffu,
+                 .ts = ts++, .payload = p, .payload_size = (uint32_t)(q - p)};
+    ntrw_event(w, &e);
+  }
+  ntrw_block_end(w);
+  while (w->len < target) {
+    uint32_t base = next_stack;
+    ntrw_stacks(w, next_stack, 3, fp, nf);
+    next_stack += 3;
+    ntrw_ev_begin(w, 1);
+    size_t start = w->len;
+    while (w->len - start < 100000) {
+      int k = 1 + (int)(task % 16);
+      uint32_t tpl[5] = {1, 0, ++task, 2, 0}, managed = 2, counts[3] = {1, 0, 0};
+      struct { int thread; uint32_t md, stack; const void *payload; uint32_t size; } evs[] = {
+          {0, 2, base, tpl, 20},      {k, 4, 0, counts, 10},       {k, 3, 0, tpl, 12},
+          {k, 1, base + 1, &managed, 4}, {k, 1, base + 1, &managed, 4}, {0, 1, base, &managed, 4},
+          {k, 1, base + 1, &managed, 4}, {k, 1, base + 2, &managed, 4},
+      };
+      for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++) {
+        ntrw_ev e = {.metadata_id = evs[i].md, .seq = ++seq[evs[i].thread], .thread = th[evs[i].thread],
+                     .capture_thread = th[evs[i].thread], .proc = 0xffffffffu, .stack_id = evs[i].stack,
+                     .ts = ts += 20000, .payload = evs[i].payload, .payload_size = evs[i].size};
+        ntrw_event(w, &e);
+      }
+    }
+    ntrw_block_end(w);
+    if (w->len - last_sp > 10u << 20) {
+      ntrw_sp(w, ts, 0, 17, th, seq);
+      last_sp = w->len;
+      next_stack = 1;
+    }
+  }
+  ntrw_end(w);
+}
+
 static void bench(const char *name, const uint8_t *buf, size_t len) {
   static const size_t chunks[] = {0, 65536};
   size_t c;
@@ -231,10 +334,13 @@ static void bench(const char *name, const uint8_t *buf, size_t len) {
 int main(int argc, char **argv) {
   struct rusage ru;
   int i;
-  if (argc == 4 && (strcmp(argv[1], "--write") == 0 || strcmp(argv[1], "--write-allocs") == 0)) {
+  if (argc == 4 && (strcmp(argv[1], "--write") == 0 || strcmp(argv[1], "--write-allocs") == 0 ||
+                    strcmp(argv[1], "--write-async") == 0)) {
     ntrw w;
     if (strcmp(argv[1], "--write") == 0)
       generate(&w, (size_t)atol(argv[3]) << 20);
+    else if (strcmp(argv[1], "--write-async") == 0)
+      generate_async(&w, (size_t)atol(argv[3]) << 20);
     else
       generate_allocs(&w, (size_t)atol(argv[3]) << 20);
     FILE *f = fopen(argv[2], "wb");

@@ -64,6 +64,53 @@ if [ -x "$exe" ]; then
   rm -f $real /tmp/dnt-bench-best
 fi
 
+# async stacks: 512 MB of synthetic async chains (bench-ntr --write-async: 16 pool threads
+# continuing the driver's awaits), report stitched and with --no-async (memory must not grow with
+# the tasks); then a 30 s session of the sample's --async chain with the task library's events
+# (cpu-sampling,async-tasks), its report stitched and with --no-async, and TraceEvent's thread
+# time computer stitching the same file (the oracle's --mode stitched, the runtime's start in it)
+at=/tmp/dnt-bench-async.nettrace
+if "$b/tests/bench-ntr" --write-async "$at" 512 >/dev/null; then
+  size=$(stat -c %s "$at")
+  echo "== async stacks: dntrace report on $((size / 1000000)) MB of synthetic async chains (one core)"
+  for opt in "" --no-async; do
+    /usr/bin/time -f "%e %M" -o /tmp/dnt-bench-time $DNT_BIN report "$at" $opt >/dev/null 2>&1
+    read -r secs kb <<EOF
+$(tail -n 1 /tmp/dnt-bench-time)
+EOF
+    awk -v s="$secs" -v kb="$kb" -v mb="$size" -v o="${opt:-stitched}" \
+      'BEGIN { printf "dntrace report %-10s %6.0f MB/s (%.2f s), peak RSS %d MB\n", o, mb / 1e6 / s, s, kb / 1024 }'
+  done
+  rm -f "$at"
+fi
+if [ -x "$exe" ]; then
+  echo "== async stacks: a 30 s session of the sample's --async chain"
+  "$exe" --async --no-blocking --no-alloc >/dev/null 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do ls /tmp/dotnet-diagnostic-$pid-*-socket >/dev/null 2>&1 && break; sleep 0.1; done
+  sleep 1
+  $DNT_BIN collect -p $pid --profile cpu-sampling,async-tasks --duration 30s -o $at >/dev/null 2>&1
+  kill $pid; wait $pid 2>/dev/null || true
+  size=$(stat -c %s $at 2>/dev/null || echo 0)
+  for opt in "" --no-async; do
+    /usr/bin/time -f "%e %U %S %M" -o /tmp/dnt-bench-time $DNT_BIN report $at --threads $opt >/dev/null 2>&1
+    read -r secs user sys kb <<EOF
+$(tail -n 1 /tmp/dnt-bench-time)
+EOF
+    awk -v s="$secs" -v kb="$kb" -v mb="$size" -v o="${opt:-stitched}" \
+      'BEGIN { printf "dntrace report %-10s on %d MB: %.2f s (%.0f MB/s), peak RSS %d MB\n", o, mb / 1e6, s, mb / 1e6 / s, kb / 1024 }'
+  done
+  if [ -f "$b/tests/oracle-te/out/BenchTraceEvent.dll" ]; then
+    /usr/bin/time -f "%e %M" -o /tmp/dnt-bench-time dotnet "$b/tests/oracle-te/out/BenchTraceEvent.dll" --mode stitched \
+      $at >/dev/null 2>&1
+    read -r secs kb <<EOF
+$(tail -n 1 /tmp/dnt-bench-time)
+EOF
+    echo "traceevent stitched thread time (TraceLog + computer): $secs s, peak RSS $((kb / 1024)) MB"
+  fi
+  rm -f $at
+fi
+
 # dntrace gc: the largest corpus trace with GCs, and a 30 s gc-verbose session of the sample
 # inducing 200 GCs a second while it allocates (rows kept, events not: RSS should not grow with it)
 corpus=${DNT_CORPUS:-${DNT_SRCDIR:-$(dirname "$0")/..}/../shared/corpus}

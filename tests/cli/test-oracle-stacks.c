@@ -1044,3 +1044,270 @@ Test(oracle_stacks, names_follow_traceevent_rules) {
   unlink(tr.path);
   rmdir(dir);
 }
+
+/* ---- async rules, by construction ----
+ * A trace written here puts each rule of docs/async-stacks.md on a few events, the ones the
+ * sample's chain and the corpus do not have among them: a task scheduled, started and completed
+ * (7, 8, 9) with its body under Task.InnerInvoke (the helper is the cut, not the Run frame above
+ * it); a continuation scheduled (12); the pool's work item (61, 62) and its worker's wait (57,
+ * after which samples are plain); a blocking wait (behavior 1: ends as it starts); an await made
+ * from inside a continuation, twice with the same stack (a loop: the recursion guard, and one
+ * node for both turns); an await without a stack (STARTING TASK alone); the end of an await
+ * whose begin the trace lacks (dropped). The driver is thread 1, the pool's threads 2 and 3.
+ * TraceEvent reads it through the oracle and both must agree; two stacks are also worked out by
+ * hand from the rules. */
+
+#define TPL "System.Threading.Tasks.TplEventSource"
+
+/* methods: the program's at 0x1000 (module 1), the core library's at 0x2000 (module 2), 0x100 each */
+enum { M_MAIN = 0x1000, M_OUTER = 0x1100, M_MIDDLE = 0x1200, M_INNER = 0x1300, M_PRIMES = 0x1400, M_WORK = 0x1500,
+       M_LAMBDA = 0x1600, M_WAITBEGIN = 0x2000, M_RUN = 0x2100, M_INVOKE = 0x2200, M_EXECUTE = 0x2300,
+       M_DISPATCH = 0x2400, M_SCHEDULED = 0x2500, M_QUEUE = 0x2600 };
+
+struct async_writer {
+  ntrw w;
+  uint32_t seq[4];
+  uint64_t ts;
+};
+
+static void async_event(struct async_writer *a, uint32_t md, uint64_t thread, uint32_t stack, const void *payload,
+                        uint32_t size) {
+  ntrw_ev ev = {.metadata_id = md, .seq = ++a->seq[thread], .thread = thread, .capture_thread = thread,
+                .stack_id = stack, .ts = a->ts += 100, .payload = payload, .payload_size = size};
+  ntrw_event(&a->w, &ev);
+}
+
+static void async_sample(struct async_writer *a, uint64_t thread, uint32_t stack) {
+  static const uint32_t managed = 2;
+  async_event(a, 1, thread, stack, &managed, 4);
+}
+
+/* a task library event: scheduler 1, originating task 0, then the task (and for a wait its
+ * behavior: 2 an await, 1 a blocking wait) */
+static void async_task(struct async_writer *a, uint32_t md, uint64_t thread, uint32_t stack, uint32_t task,
+                       uint32_t behavior) {
+  uint32_t p[5] = {1, 0, task, behavior, 0};
+  async_event(a, md, thread, stack, p, behavior ? 20 : 12);
+}
+
+static void async_pool(struct async_writer *a, uint32_t md, uint64_t thread, uint32_t stack, uint64_t work) {
+  uint8_t p[10] = {0};
+  memcpy(p, &work, 8);
+  async_event(a, md, thread, stack, p, 10);
+}
+
+static void write_async_trace(const char *path) {
+  static struct async_writer a;
+  memset(&a, 0, sizeof a);
+  ntrw_trace t = {.sync_qpc = 1000, .freq = 1000000, .pointer_size = 8, .pid = 4343, .cpus = 1, .sampling_ns = 1000000};
+  ntrw_md md[] = {
+      {.id = 1, .provider = SAMPLER, .event_id = 0, .name = "", .opcode = -1, .no_fields = 1},
+      {.id = 2, .provider = RUNTIME, .event_id = 152, .version = 2, .level = 4, .keywords = 0x8, .name = "", .opcode = -1, .no_fields = 1},
+      {.id = 3, .provider = RUNTIME, .event_id = 143, .version = 1, .level = 5, .keywords = 0x10, .name = "", .opcode = -1, .no_fields = 1},
+      {.id = 4, .provider = TPL, .event_id = 7, .name = "TaskScheduled", .version = 1, .level = 4, .keywords = 3, .opcode = -1, .no_fields = 1},
+      {.id = 5, .provider = TPL, .event_id = 8, .name = "TaskStarted", .version = 0, .level = 4, .keywords = 3, .opcode = -1, .no_fields = 1},
+      {.id = 6, .provider = TPL, .event_id = 9, .name = "TaskCompleted", .version = 1, .level = 4, .keywords = 3, .opcode = -1, .no_fields = 1},
+      {.id = 7, .provider = TPL, .event_id = 10, .name = "TaskWaitBegin", .version = 3, .level = 4, .keywords = 3, .opcode = -1, .no_fields = 1},
+      {.id = 8, .provider = TPL, .event_id = 11, .name = "TaskWaitEnd", .version = 0, .level = 5, .keywords = 3, .opcode = -1, .no_fields = 1},
+      {.id = 9, .provider = TPL, .event_id = 12, .name = "AwaitTaskContinuationScheduled", .version = 0, .level = 4, .keywords = 3, .opcode = -1, .no_fields = 1},
+      {.id = 10, .provider = RUNTIME, .event_id = 57, .version = 0, .level = 4, .keywords = 0x10000, .name = "", .opcode = -1, .no_fields = 1},
+      {.id = 11, .provider = RUNTIME, .event_id = 61, .version = 0, .level = 5, .keywords = 0x80000000, .name = "", .opcode = -1, .no_fields = 1},
+      {.id = 12, .provider = RUNTIME, .event_id = 62, .version = 0, .level = 5, .keywords = 0x80000000, .name = "", .opcode = -1, .no_fields = 1},
+  };
+  /* leaf first; a caller's frame is a return address inside it */
+  static const uint64_t idle_main[] = {M_MAIN + 0x10};
+  static const uint64_t await_main[] = {M_WAITBEGIN + 0x10, M_INNER + 0x10, M_MIDDLE + 0x10, M_OUTER + 0x10, M_MAIN + 0x10};
+  static const uint64_t counting[] = {M_PRIMES + 0x10, M_INNER + 0x20, M_RUN + 0x10, M_DISPATCH + 0x10};
+  static const uint64_t schedule[] = {M_SCHEDULED + 0x10, M_OUTER + 0x20, M_MAIN + 0x10};
+  static const uint64_t body[] = {M_WORK + 0x10, M_LAMBDA + 0x10, M_INVOKE + 0x10, M_RUN + 0x20, M_EXECUTE + 0x10, M_DISPATCH + 0x10};
+  static const uint64_t queue[] = {M_QUEUE + 0x10, M_MAIN + 0x20};
+  static const uint64_t idle_pool[] = {M_DISPATCH + 0x20};
+  static const uint64_t await_again[] = {M_WAITBEGIN + 0x10, M_INNER + 0x20, M_RUN + 0x10, M_DISPATCH + 0x10};
+  const uint64_t *const frames[] = {idle_main, await_main, counting, schedule, body, queue, idle_pool, await_again};
+  const uint32_t nframes[] = {1, 5, 4, 3, 6, 2, 1, 4};
+  enum { S_IDLE_MAIN = 1, S_AWAIT_MAIN, S_COUNTING, S_SCHEDULE, S_BODY, S_QUEUE, S_IDLE_POOL, S_AWAIT_AGAIN };
+  ntrw_init(&a.w, 0);
+  ntrw_trace_hdr(&a.w, &t);
+  ntrw_md_begin(&a.w);
+  for (size_t i = 0; i < sizeof md / sizeof md[0]; i++) ntrw_metadata(&a.w, &md[i]);
+  ntrw_block_end(&a.w);
+  ntrw_stacks(&a.w, 1, 8, frames, nframes);
+  ntrw_ev_begin(&a.w, 1);
+  a.ts = 2000;
+  static struct bytes p[16];
+  const char *corelib = "/usr/share/dotnet/shared/Microsoft.NETCore.App/10.0.0/System.Private.CoreLib.dll";
+  module_load(&p[0], 1, "/app/Sample.dll", "/app/Sample.dll");
+  module_load(&p[1], 2, corelib, corelib);
+  method_load(&p[2], 1, M_MAIN, "Sample.Program", "Main");
+  method_load(&p[3], 1, M_OUTER, "Sample.AsyncWork", "Outer");
+  method_load(&p[4], 1, M_MIDDLE, "Sample.AsyncWork", "Middle");
+  method_load(&p[5], 1, M_INNER, "Sample.AsyncWork+<Inner>d__4", "MoveNext");
+  method_load(&p[6], 1, M_PRIMES, "Sample.CpuWork", "CountPrimes");
+  method_load(&p[7], 1, M_WORK, "Sample.Jobs", "Work");
+  method_load(&p[8], 1, M_LAMBDA, "Sample.Jobs+<>c", "<Start>b__0_0");
+  method_load(&p[9], 2, M_WAITBEGIN, "System.Threading.Tasks.TplEventSource", "TaskWaitBegin");
+  method_load(&p[10], 2, M_RUN, "System.Threading.ExecutionContext", "RunInternal");
+  method_load(&p[11], 2, M_INVOKE, "System.Threading.Tasks.Task", "InnerInvoke");
+  method_load(&p[12], 2, M_EXECUTE, "System.Threading.Tasks.Task", "ExecuteWithThreadLocal");
+  method_load(&p[13], 2, M_DISPATCH, "System.Threading.ThreadPoolWorkQueue", "Dispatch");
+  method_load(&p[14], 2, M_SCHEDULED, "System.Threading.Tasks.TplEventSource", "TaskScheduled");
+  method_load(&p[15], 2, M_QUEUE, "System.Threading.ThreadPool", "UnsafeQueueUserWorkItem");
+  for (size_t i = 0; i < 16; i++) async_event(&a, i < 2 ? 2 : 3, 1, 0, p[i].b, p[i].n);
+  for (uint64_t th = 1; th <= 3; th++) async_sample(&a, th, th == 1 ? S_IDLE_MAIN : S_IDLE_POOL);
+  /* an await's end whose begin was before the trace: dropped */
+  async_task(&a, 8, 3, 0, 99, 0);
+  async_sample(&a, 3, S_COUNTING);
+  /* the chain: the driver awaits (5); its continuation counts on thread 2, which awaits again
+   * twice from there with one stack (6, then 7: a loop), each continued on thread 2 and 3 */
+  async_task(&a, 7, 1, S_AWAIT_MAIN, 5, 2);
+  async_sample(&a, 1, S_IDLE_MAIN);
+  async_task(&a, 8, 2, 0, 5, 0);
+  async_sample(&a, 2, S_COUNTING);
+  async_sample(&a, 2, S_COUNTING);
+  async_task(&a, 7, 2, S_AWAIT_AGAIN, 6, 2);
+  async_sample(&a, 2, S_IDLE_POOL);
+  async_task(&a, 8, 2, 0, 6, 0);
+  async_sample(&a, 2, S_AWAIT_AGAIN); /* the guard: the same frames as the level above */
+  async_sample(&a, 2, S_COUNTING);
+  async_task(&a, 7, 2, S_AWAIT_AGAIN, 7, 2);
+  async_task(&a, 8, 3, 0, 7, 0);
+  async_sample(&a, 3, S_COUNTING);
+  async_sample(&a, 3, S_COUNTING);
+  /* a blocking wait on the driver: it ends as it starts */
+  async_task(&a, 7, 1, S_AWAIT_MAIN, 8, 1);
+  async_task(&a, 8, 1, 0, 8, 0);
+  async_sample(&a, 1, S_IDLE_MAIN);
+  /* a task: scheduled by the driver, run on thread 3 under InnerInvoke, completed */
+  async_task(&a, 4, 1, S_SCHEDULE, 9, 0);
+  async_sample(&a, 1, S_IDLE_MAIN);
+  async_task(&a, 5, 3, 0, 9, 0);
+  async_sample(&a, 3, S_BODY);
+  async_sample(&a, 3, S_BODY);
+  async_task(&a, 6, 3, 0, 9, 0);
+  async_sample(&a, 3, S_IDLE_POOL);
+  /* a continuation scheduled (12), then its TaskScheduled (7) ignored, run on thread 2 */
+  async_task(&a, 9, 1, S_SCHEDULE, 10, 0);
+  async_task(&a, 4, 1, S_SCHEDULE, 10, 0);
+  async_task(&a, 5, 2, 0, 10, 0);
+  async_sample(&a, 2, S_BODY);
+  async_task(&a, 6, 2, 0, 10, 0);
+  /* a work item queued by the driver, run on thread 3; the worker's wait makes it plain */
+  async_pool(&a, 11, 1, S_QUEUE, 0xabc0);
+  async_pool(&a, 12, 3, 0, 0xabc0);
+  async_sample(&a, 3, S_BODY);
+  async_event(&a, 10, 3, 0, (const uint32_t[3]){1, 0, 0}, 10);
+  async_sample(&a, 3, S_BODY);
+  /* an await without a stack, continued on thread 2 */
+  async_task(&a, 7, 1, 0, 11, 2);
+  async_task(&a, 8, 2, 0, 11, 0);
+  async_sample(&a, 2, S_COUNTING);
+  for (uint64_t th = 1; th <= 3; th++) async_sample(&a, th, th == 1 ? S_IDLE_MAIN : S_IDLE_POOL);
+  ntrw_block_end(&a.w);
+  ntrw_end(&a.w);
+  FILE *fp = fopen(path, "wb");
+  cr_assert(fp, "cannot write %s", path);
+  cr_assert_eq(fwrite(a.w.buf, 1, a.w.len, fp), a.w.len);
+  cr_assert_eq(fclose(fp), 0);
+  ntrw_release(&a.w);
+}
+
+Test(oracle_stacks, async_rules_follow_traceevent) {
+  need_oracle();
+  char dir[] = "/tmp/dnt-async-rules-XXXXXX";
+  cr_assert(mkdtemp(dir));
+  char path[64];
+  snprintf(path, sizeof path, "%s/rules.nettrace", dir);
+  write_async_trace(path);
+  char *paths[] = {path};
+  cr_expect_eq(compare_stitched(paths, 1), 1, "the written trace has the task library's events");
+  /* by hand: the task's body on thread 3 is filed under the driver, after the stack that
+   * scheduled it and STARTING TASK, cut at Task.InnerInvoke (leaving the lambda and Work); the
+   * count in the loop's second turn (thread 3) stands under one STARTING TASK per level: the
+   * driver's await, the first turn's await (the second's is the same node) */
+  struct dnt_profile *prof = dnt_profile_new();
+  dnt_profile_set_tasks(prof, DNT_TASKS_STITCHED);
+  char msg[512];
+  cr_assert_eq(dnt_profile_load(prof, path, msg, sizeof msg), 0, "%s", msg);
+  struct keyeds ours = {0};
+  struct stitched_ours o = {prof, &ours};
+  cr_assert_eq(dnt_profile_each_stack(prof, stitched_stack, &o), 0);
+  static const char *const want[] = {
+      "1\tsample!Sample.Program.Main\tsample!Sample.AsyncWork.Outer\t"
+      "system.private.corelib!System.Threading.Tasks.TplEventSource.TaskScheduled\t"
+      "STARTING TASK\tsample!Sample.Jobs+<>c.<Start>b__0_0\tsample!Sample.Jobs.Work",
+      "1\tsample!Sample.Program.Main\tsample!Sample.AsyncWork.Outer\tsample!Sample.AsyncWork.Middle\t"
+      "sample!Sample.AsyncWork+<Inner>d__4.MoveNext\tsystem.private.corelib!System.Threading.Tasks.TplEventSource.TaskWaitBegin\t"
+      "STARTING TASK\tsample!Sample.AsyncWork+<Inner>d__4.MoveNext\t"
+      "system.private.corelib!System.Threading.Tasks.TplEventSource.TaskWaitBegin\tSTARTING TASK\t"
+      "sample!Sample.AsyncWork+<Inner>d__4.MoveNext\tsample!Sample.CpuWork.CountPrimes",
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    int found = 0;
+    for (size_t k = 0; k < ours.n && !found; k++) found = strcmp(ours.v[k].key, want[i]) == 0;
+    cr_expect(found, "a stack worked out by hand: %s", want[i]);
+  }
+  keyed_free(&ours);
+  dnt_profile_free(prof);
+  unlink(path);
+  rmdir(dir);
+}
+
+/* A task started again on the thread it first started on while that thread had no activity
+ * (TraceEvent's rule lets it: its earlier one below it is still none) puts the thread's
+ * activities in a loop: a task's end then walks them. The walk ends (TraceEvent's would not),
+ * the thread is back to its own code, and its next sample is plain. */
+Test(oracle_stacks, a_task_started_twice_does_not_loop, .timeout = 30) {
+  char dir[] = "/tmp/dnt-async-loop-XXXXXX";
+  cr_assert(mkdtemp(dir));
+  char path[64];
+  snprintf(path, sizeof path, "%s/loop.nettrace", dir);
+  static struct async_writer a;
+  memset(&a, 0, sizeof a);
+  ntrw_trace t = {.sync_qpc = 1000, .freq = 1000000, .pointer_size = 8, .pid = 4444, .cpus = 1, .sampling_ns = 1000000};
+  ntrw_md md[] = {
+      {.id = 1, .provider = SAMPLER, .event_id = 0, .name = "", .opcode = -1, .no_fields = 1},
+      {.id = 4, .provider = TPL, .event_id = 7, .name = "TaskScheduled", .level = 4, .keywords = 3, .opcode = -1, .no_fields = 1},
+      {.id = 5, .provider = TPL, .event_id = 8, .name = "TaskStarted", .level = 4, .keywords = 3, .opcode = -1, .no_fields = 1},
+      {.id = 6, .provider = TPL, .event_id = 9, .name = "TaskCompleted", .level = 4, .keywords = 3, .opcode = -1, .no_fields = 1},
+  };
+  static const uint64_t work[] = {0x1010, 0x2010};
+  const uint64_t *const frames[] = {work};
+  const uint32_t nframes[] = {2};
+  ntrw_init(&a.w, 0);
+  ntrw_trace_hdr(&a.w, &t);
+  ntrw_md_begin(&a.w);
+  for (size_t i = 0; i < sizeof md / sizeof md[0]; i++) ntrw_metadata(&a.w, &md[i]);
+  ntrw_block_end(&a.w);
+  ntrw_stacks(&a.w, 1, 1, frames, nframes);
+  ntrw_ev_begin(&a.w, 1);
+  a.ts = 2000;
+  async_task(&a, 4, 1, 1, 20, 0);
+  async_task(&a, 4, 1, 1, 21, 0);
+  async_task(&a, 5, 2, 0, 20, 0); /* thread 2's first event: it had no activity */
+  async_task(&a, 5, 2, 0, 21, 0);
+  async_task(&a, 5, 2, 0, 20, 0); /* again: 20 above 21 above 20 */
+  async_task(&a, 6, 2, 0, 99, 0); /* an unknown task's end walks them */
+  async_sample(&a, 2, 1);
+  async_sample(&a, 2, 1);
+  ntrw_block_end(&a.w);
+  ntrw_end(&a.w);
+  FILE *fp = fopen(path, "wb");
+  cr_assert(fp);
+  cr_assert_eq(fwrite(a.w.buf, 1, a.w.len, fp), a.w.len);
+  fclose(fp);
+  ntrw_release(&a.w);
+  struct dnt_profile *prof = dnt_profile_new();
+  dnt_profile_set_tasks(prof, DNT_TASKS_STITCHED);
+  char msg[512];
+  cr_assert_eq(dnt_profile_load(prof, path, msg, sizeof msg), 0, "%s", msg);
+  struct keyeds ours = {0};
+  struct stitched_ours o = {prof, &ours};
+  cr_assert_eq(dnt_profile_each_stack(prof, stitched_stack, &o), 0);
+  int plain = 0;
+  for (size_t k = 0; k < ours.n; k++) plain |= strcmp(ours.v[k].key, "2\t?!0x2010\t?!0x1010") == 0;
+  cr_expect(plain, "thread 2's samples after the walk are its own");
+  keyed_free(&ours);
+  dnt_profile_free(prof);
+  unlink(path);
+  rmdir(dir);
+}

@@ -5,7 +5,9 @@
  * public corpus (zips among them) when DNT_CORPUS is set. The events go to the summary of
  * `info TRACE` too (dnt_summary: its tables, thread names and RuntimeInformation decoding), with
  * the property that its counts add up, and to a profile with its timeline (thread names, the
- * ProcessInfo command line), written as speedscope and Chromium files to /dev/null. */
+ * ProcessInfo command line; async stacks stitched from the task library's and the thread pool's
+ * events: seed traces/async-rules, tests/cli/test-oracle-stacks.c's written trace), written as
+ * speedscope and Chromium files to /dev/null. */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -31,6 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   struct dnt_profile *prof = dnt_profile_new();
   if (!prof) return 0;
   dnt_profile_keep_timeline(prof);
+  dnt_profile_set_tasks(prof, DNT_TASKS_STITCHED);
   dnt_profile_callbacks(&profile_cb);
   dnt_summary s;
   dnt_summary_init(&s);
