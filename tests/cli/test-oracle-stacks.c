@@ -1256,7 +1256,8 @@ Test(oracle_stacks, async_rules_follow_traceevent) {
  * (TraceEvent's rule lets it: its earlier one below it is still none) puts the thread's
  * activities in a loop: a task's end then walks them. The walk ends (TraceEvent's would not),
  * the thread is back to its own code, and its next sample is plain. */
-Test(oracle_stacks, a_task_started_twice_does_not_loop, .timeout = 30) {
+/* .timeout: only a loop in the walk reaches it (the test takes milliseconds) */
+Test(oracle_stacks, a_task_started_twice_does_not_loop, .timeout = 60) {
   char dir[] = "/tmp/dnt-async-loop-XXXXXX";
   cr_assert(mkdtemp(dir));
   char path[64];
