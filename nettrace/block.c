@@ -9,7 +9,7 @@ int ntr__trace_v4(ntr_parser *p, const uint8_t *d, uint64_t off) {
   int i, rc = 0;
 
   memset(t, 0, sizeof(*t));
-  t->format = NTR_FORMAT_V4;
+  t->format = p->netperf ? NTR_FORMAT_NETPERF : NTR_FORMAT_V4;
   for (i = 0; i < 8; i++)
     t->start_time[i] = ntr__le16(d + 2 * i);
   t->sync_time_qpc = ntr__le64(d + 16);
@@ -468,4 +468,79 @@ bad_varint:
                    "overlong varint in an event header");
 short_row:
   return ntr__fail(p, NTR_EFORMAT, off + (uint64_t)(q - data), "event header runs past the block");
+}
+
+/* ---- NetPerf V3 events ----
+ * An EventBlock is a run of events, each: EventSize (u32, the bytes after it), MetadataId (u32;
+ * 0 for a metadata record, whose payload is laid out as in a V4/V5 MetadataBlock), ThreadId
+ * (u32), TimeStamp (u64), ActivityId and RelatedActivityId (16 bytes each), PayloadSize (u32),
+ * the payload, then the event's stack: its size in bytes (u32) and that many bytes of IPs of the
+ * trace's pointer size (the rest of EventSize, if any, is padding). No sequence numbers. */
+#define V3_HEADER 56
+
+int ntr__event_block_v3(ntr_parser *p, const uint8_t *data, size_t len, uint64_t off) {
+  const uint8_t *q = data, *end = data + len;
+  const uint32_t ptr = p->trace.pointer_size;
+  int rc;
+
+  while (q < end) {
+    const uint64_t row = off + (uint64_t)(q - data);
+    uint32_t size, payload_size, rest, stack_size, n, k;
+    ntr_event ev;
+
+    if ((size_t)(end - q) < 4)
+      return ntr__fail(p, NTR_EFORMAT, row, "event header runs past the block");
+    size = ntr__le32(q);
+    if (size < V3_HEADER - 4 || size > (size_t)(end - q) - 4)
+      return ntr__fail(p, NTR_EFORMAT, row, "bad event size %u", size);
+    memset(&ev, 0, sizeof(ev));
+    ev.metadata_id = ntr__le32(q + 4);
+    ev.thread_index = ev.thread_id = ntr__le32(q + 8);
+    ev.capture_thread_index = ev.capture_thread_id = ev.thread_id;
+    ev.timestamp = ntr__le64(q + 12);
+    memcpy(ev.activity_id, q + 20, 16);
+    memcpy(ev.related_activity_id, q + 36, 16);
+    payload_size = ntr__le32(q + 52);
+    rest = size + 4 - V3_HEADER; /* payload and stack */
+    if (payload_size > rest || rest - payload_size < 4)
+      return ntr__fail(p, NTR_EFORMAT, row, "event payload of %u bytes leaves no room for its stack in its "
+                       "size %u", payload_size, size);
+    ev.payload = q + V3_HEADER;
+    ev.payload_size = payload_size;
+    stack_size = ntr__le32(ev.payload + payload_size);
+    if (stack_size > rest - payload_size - 4 || stack_size % ptr)
+      return ntr__fail(p, NTR_EFORMAT, row, "bad event stack of %u bytes (pointer size %u)", stack_size, ptr);
+    if (ev.metadata_id == 0) {
+      rc = ntr__metadata_v5(p, ev.payload, payload_size, row + V3_HEADER);
+      if (rc < 0)
+        return rc;
+      q += 4 + (size_t)size;
+      continue;
+    }
+    ev.metadata = ntr__metadata_get(p, ev.metadata_id);
+    n = stack_size / ptr;
+    if (n) {
+      const uint8_t *ips = ev.payload + payload_size + 4;
+      /* the stack table's pool holds it: NetPerf has no stack blocks */
+      if (grow_array((void **)&p->frames, &p->frames_cap, n, sizeof(uint64_t)) < 0)
+        return ntr__fail(p, NTR_ENOMEM, row, "out of memory for an event's stack");
+      for (k = 0; k < n; k++)
+        p->frames[k] = ptr == 8 ? ntr__le64(ips + 8 * k) : ntr__le32(ips + 4 * k);
+      p->st_cur.id = NTR_STACK_INLINE;
+      p->st_cur.nframes = n;
+      p->st_cur.frames = p->frames;
+      ev.stack_id = NTR_STACK_INLINE;
+      ev.stack = &p->st_cur;
+    }
+    p->stats.events++;
+    if (p->cb.on_event) {
+      p->in_callback = 1;
+      rc = p->cb.on_event(p->ud, &ev);
+      p->in_callback = 0;
+      if (rc)
+        return ntr__stopped(p, row, "on_event");
+    }
+    q += 4 + (size_t)size;
+  }
+  return 0;
 }

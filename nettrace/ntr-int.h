@@ -10,10 +10,11 @@
  * States of the outer machine (each "waiting for ..."):
  *
  *   MAGIC ──"Nettrace"──▶ HEADER_WORD ──20──▶ FAST_NAME ──▶ OBJ_TAG ◀────────────────┐
- *     │                       │                                │ 0x05          0x01 │
- *     │ "\x14\0\0\0!Fas"      │ 0                              ▼           (to DONE) │
- *     ▼ (NetPerf)             ▼                            OBJ_TYPE                 │
- *   refused              V6_VERSION                           │                    │
+ *     │                       │                           ▲    │ 0x05          0x01 │
+ *     │ "\x14\0\0\0!Fas"      │ 0                         │    ▼ (NetPerf 0x04) (DONE) │
+ *     ▼ (NetPerf)             ▼                           │ OBJ_TYPE                 │
+ *   NETPERF_NAME ─────────────┼───────────────────────────┘    │                    │
+ *                        V6_VERSION                           │                    │
  *                             │                           OBJ_NAME                  │
  *                             ▼                      "Trace" │   │ *Block           │
  *                        V6_BLOCK_HDR ◀──┐             ▼          ▼                 │
@@ -77,6 +78,7 @@ enum ntr__state {
   NTR_S_MAGIC = 0x4e54,  /* waiting for the 8-byte "Nettrace" magic */
   NTR_S_HEADER_WORD,     /* waiting for the u32 after the magic: 20 (V4/V5) or 0 (V6) */
   NTR_S_FAST_NAME,       /* waiting for "!FastSerialization.1" (20 bytes) */
+  NTR_S_NETPERF_NAME,    /* NetPerf: waiting for the rest of it, "tSerialization.1" (16 bytes) */
   NTR_S_OBJ_TAG,         /* waiting for BeginPrivateObject (0x05) or the NullReference end tag */
   NTR_S_OBJ_TYPE,        /* waiting for 05 01 version minReader nameLen (14 bytes) */
   NTR_S_OBJ_NAME,        /* waiting for the type name and its EndObject tag */
@@ -91,7 +93,7 @@ enum ntr__state {
   NTR_S_MAX
 };
 
-enum ntr__obj { NTR_OBJ_TRACE = 1, NTR_OBJ_EVENT, NTR_OBJ_METADATA, NTR_OBJ_STACK, NTR_OBJ_SP };
+enum ntr__obj { NTR_OBJ_TRACE = 1, NTR_OBJ_EVENT, NTR_OBJ_METADATA, NTR_OBJ_STACK, NTR_OBJ_SP, NTR_OBJ_NETPERF_OLD };
 
 #define NTR__PARSER_MAGIC 0x6e747270u /* "ntrp" */
 
@@ -120,6 +122,8 @@ struct ntr_parser {
   uint32_t v6_kind;
 
   int have_trace;
+  int netperf;           /* a NetPerf V3 stream (no Nettrace magic, BeginObject tags) */
+  uint32_t obj_version;  /* the version in the type of the object being read */
   ntr_trace trace;
   ntr_keyvalue *trace_kv; /* V6 key/values, one allocation with their strings */
 
@@ -174,6 +178,8 @@ int ntr__stopped(ntr_parser *p, uint64_t off, const char *what);
 /* ---- block decoders ---- */
 /* V4/V5 object payloads and V6 blocks share these; `off` is the absolute offset of data[0]. */
 int ntr__event_block(ntr_parser *p, const uint8_t *data, size_t len, uint64_t off, int metadata);
+/* A NetPerf V3 EventBlock: events and metadata records, each event with its stack. */
+int ntr__event_block_v3(ntr_parser *p, const uint8_t *data, size_t len, uint64_t off);
 int ntr__stack_block(ntr_parser *p, const uint8_t *data, size_t len, uint64_t off);
 int ntr__sp_block_v4(ntr_parser *p, const uint8_t *data, size_t len, uint64_t off);
 int ntr__trace_v4(ntr_parser *p, const uint8_t *data, uint64_t off);

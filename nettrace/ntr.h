@@ -6,8 +6,9 @@
  * for every trace header, metadata record, stack, event and sequence point it completes.
  * It never does I/O and never learns where its bytes come from.
  *
- * Versions: NetTrace V4 and "V5" (FastSerialization framing) and NetTrace V6 (block framing).
- * NetPerf (.NET Core 2.x, V1-V3) is recognised and refused with NTR_EUNSUPPORTED.
+ * Versions: NetTrace V4 and "V5" (FastSerialization framing), NetTrace V6 (block framing) and
+ * NetPerf V3 (.NET Core 2.1 and 2.2: FastSerialization, events with their stacks inline); NetPerf
+ * V1/V2 (.NET Core 2.0) is recognised and refused with NTR_EUNSUPPORTED.
  * docs/nettrace-format.md describes the format and the limits enforced.
  *
  * Conventions
@@ -91,9 +92,15 @@ void ntr_limits_default(ntr_limits *lim);
 /* ---- what the callbacks receive --------------------------------------------------------- */
 
 enum ntr_format {
+  NTR_FORMAT_NETPERF = 3, /* NetPerf V3 (.NET Core 2.x): FastSerialization, events and their
+                           * metadata inline in EventBlocks, each event with its own stack
+                           * (stack_id NTR_STACK_INLINE), no sequence numbers or points */
   NTR_FORMAT_V4 = 4, /* FastSerialization framing; also what people call "V5" */
   NTR_FORMAT_V6 = 6
 };
+
+/* The stack_id of a NetPerf event that has a stack: it comes with the event, from no table. */
+#define NTR_STACK_INLINE 0xffffffffu
 
 typedef struct ntr_keyvalue {
   const char *key;   /* UTF-8, NUL-terminated */

@@ -125,6 +125,7 @@ static const char *waiting_for(int state) {
   case NTR_S_MAGIC: return "the Nettrace magic";
   case NTR_S_HEADER_WORD: return "the stream header";
   case NTR_S_FAST_NAME: return "the FastSerialization preamble";
+  case NTR_S_NETPERF_NAME: return "the FastSerialization preamble";
   case NTR_S_OBJ_TAG: return "the next object or the end-of-stream tag";
   case NTR_S_OBJ_TYPE: return "an object's type header";
   case NTR_S_OBJ_NAME: return "an object's type name";
@@ -143,6 +144,7 @@ static int object_kind(const uint8_t *name, size_t len) {
       {"Trace", NTR_OBJ_TRACE},          {"EventBlock", NTR_OBJ_EVENT},
       {"MetadataBlock", NTR_OBJ_METADATA}, {"StackBlock", NTR_OBJ_STACK},
       {"SPBlock", NTR_OBJ_SP},
+      {"Microsoft.DotNet.Runtime.EventPipeFile", NTR_OBJ_NETPERF_OLD},
   };
   size_t i;
   for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
@@ -179,10 +181,18 @@ static int step(ntr_parser *p, const uint8_t *d) {
       set_state(p, NTR_S_HEADER_WORD, 4);
       return 0;
     }
-    if (memcmp(d, "\x14\0\0\0!Fas", 8) == 0)
-      return ntr__fail(p, NTR_EUNSUPPORTED, off,
-                       "NetPerf (.NET Core 2.x) traces are not supported");
+    if (memcmp(d, "\x14\0\0\0!Fas", 8) == 0) { /* NetPerf: the FastSerialization header alone */
+      p->netperf = 1;
+      set_state(p, NTR_S_NETPERF_NAME, 16);
+      return 0;
+    }
     return ntr__fail(p, NTR_EFORMAT, off, "bad magic: not a nettrace stream");
+
+  case NTR_S_NETPERF_NAME:
+    if (memcmp(d, "tSerialization.1", 16) != 0)
+      return ntr__fail(p, NTR_EFORMAT, off, "bad FastSerialization preamble");
+    set_state(p, NTR_S_OBJ_TAG, 1);
+    return 0;
 
   case NTR_S_HEADER_WORD:
     v = ntr__le32(d);
@@ -208,14 +218,17 @@ static int step(ntr_parser *p, const uint8_t *d) {
         return ntr__fail(p, NTR_EFORMAT, off, "end of stream before the Trace object");
       return reach_end(p, off);
     }
-    if (d[0] != 0x05)
-      return ntr__fail(p, NTR_EFORMAT, off, "bad object tag 0x%02x (want 0x05 or 0x01)", d[0]);
+    /* NetPerf's objects begin with BeginObject (4), NetTrace's with BeginPrivateObject (5) */
+    if (d[0] != (p->netperf ? 0x04 : 0x05))
+      return ntr__fail(p, NTR_EFORMAT, off, "bad object tag 0x%02x (want 0x%02x or 0x01)", d[0],
+                       p->netperf ? 0x04 : 0x05);
     set_state(p, NTR_S_OBJ_TYPE, 14);
     return 0;
 
   case NTR_S_OBJ_TYPE:
-    if (d[0] != 0x05 || d[1] != 0x01)
+    if (d[0] != (p->netperf ? 0x04 : 0x05) || d[1] != 0x01)
       return ntr__fail(p, NTR_EFORMAT, off, "bad type header tags 0x%02x 0x%02x", d[0], d[1]);
+    p->obj_version = ntr__le32(d + 2);
     v = ntr__le32(d + 10);
     /* Type names are short identifiers; a long one is garbage, not a name. */
     if (v == 0 || v > 64)
@@ -230,6 +243,16 @@ static int step(ntr_parser *p, const uint8_t *d) {
       return ntr__fail(p, NTR_EFORMAT, off, "unknown object type '%.*s'", (int)n, (const char *)d);
     if (d[n] != 0x06)
       return ntr__fail(p, NTR_EFORMAT, off + n, "missing EndObject after type name");
+    if (kind == NTR_OBJ_NETPERF_OLD)
+      return ntr__fail(p, NTR_EUNSUPPORTED, off,
+                       "NetPerf V1/V2 (.NET Core 2.0) traces are not supported (this reader knows NetPerf V3 "
+                       "and NetTrace 4 to 6)");
+    if (p->netperf && kind == NTR_OBJ_TRACE && p->obj_version != 3)
+      return ntr__fail(p, NTR_EUNSUPPORTED, off, "NetPerf Trace object version %u is not supported (this "
+                       "reader knows 3)", p->obj_version);
+    if (p->netperf && kind != NTR_OBJ_TRACE && kind != NTR_OBJ_EVENT)
+      return ntr__fail(p, NTR_EFORMAT, off, "a '%.*s' object in a NetPerf stream (which has only events)",
+                       (int)n, (const char *)d);
     if (kind == NTR_OBJ_TRACE && p->have_trace)
       return ntr__fail(p, NTR_EFORMAT, off, "second Trace object");
     if (kind != NTR_OBJ_TRACE && !p->have_trace)
@@ -274,7 +297,7 @@ static int step(ntr_parser *p, const uint8_t *d) {
                        "missing EndObject after a block (block size wrong?)");
     p->stats.blocks++;
     switch (p->obj_kind) {
-    case NTR_OBJ_EVENT: rc = ntr__event_block(p, b, n, boff, 0); break;
+    case NTR_OBJ_EVENT: rc = p->netperf ? ntr__event_block_v3(p, b, n, boff) : ntr__event_block(p, b, n, boff, 0); break;
     case NTR_OBJ_METADATA: rc = ntr__event_block(p, b, n, boff, 1); break;
     case NTR_OBJ_STACK: rc = ntr__stack_block(p, b, n, boff); break;
     case NTR_OBJ_SP: rc = ntr__sp_block_v4(p, b, n, boff); break;

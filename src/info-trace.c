@@ -83,6 +83,8 @@ static void print_text(const struct view *v, int verbose) {
   print_safe("Trace               : ", v->path, "\n");
   if (h->format == NTR_FORMAT_V6)
     printf("Format              : NetTrace V6.%u\n", h->minor_version);
+  else if (h->format == NTR_FORMAT_NETPERF)
+    printf("Format              : NetPerf V3 (.NET Core 2.x)\n");
   else
     printf("Format              : NetTrace V4/V5 (FastSerialization)\n");
   printf("Pointer size        : %u bytes\n", h->pointer_size);

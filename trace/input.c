@@ -374,9 +374,7 @@ static int verdict(struct reader *r, char *err, size_t errlen) {
     return have_header ? DNT_TRACE_DAMAGED : -1;
   }
   if (!have_header) {
-    if (prc == NTR_EUNSUPPORTED && strstr(msg, "NetPerf"))
-      setmsg(err, errlen, "%s: NetPerf traces (.NET Core 2.x) are not supported", r->name);
-    else if (prc == NTR_EUNSUPPORTED)
+    if (prc == NTR_EUNSUPPORTED)
       setmsg(err, errlen, "%s: %s", r->name, after_offset(msg));
     else if (!looks_like_start(r))
       setmsg(err, errlen, "%s is not a nettrace file", r->name);

@@ -140,6 +140,50 @@ static void hostile_keys(const char *dir) {
   ntrw_release(&w);
 }
 
+/* A NetPerf V3 stream (.NET Core 2.x): no Nettrace magic, objects begun by tag 4, a Trace of
+ * version 3, one EventBlock of V3 rows: a metadata record (metadata id 0), then two events of it
+ * on two threads, the first with a two-frame stack. */
+static void v3_row(ntrw *w, uint32_t meta, uint32_t thread, uint64_t ts, const uint8_t *payload, uint32_t n,
+                   const uint64_t *frames, uint32_t nframes) {
+  uint8_t zero[32] = {0};
+  ntrw_u32(w, 52 + n + 4 + 8 * nframes);
+  ntrw_u32(w, meta), ntrw_u32(w, thread), ntrw_u64(w, ts);
+  ntrw_bytes(w, zero, 32);
+  ntrw_u32(w, n);
+  ntrw_bytes(w, payload, n);
+  ntrw_u32(w, 8 * nframes);
+  for (uint32_t i = 0; i < nframes; i++) ntrw_u64(w, frames[i]);
+}
+
+static void netperf(ntrw *w) {
+  static const uint64_t frames[] = {0x7f0000001010, 0x7f0000002020};
+  uint8_t md[256], ev[8] = {1, 0, 0, 0, 2, 0, 0, 0};
+  size_t n = 0;
+  ntrw_init(w, 0);
+  ntrw_u32(w, 20);
+  ntrw_bytes(w, "!FastSerialization.1", 20);
+  ntrw_bytes(w, "\x04\x04\x01", 3), ntrw_u32(w, 3), ntrw_u32(w, 0), ntrw_u32(w, 5), ntrw_bytes(w, "Trace", 5);
+  ntrw_u8(w, 6);
+  for (int i = 0; i < 8; i++) ntrw_u16(w, (uint16_t)(i == 0 ? 2018 : 1));
+  ntrw_u64(w, 1000), ntrw_u64(w, 1000000000), ntrw_u32(w, 8), ntrw_u32(w, 77), ntrw_u32(w, 2), ntrw_u32(w, 1000000);
+  ntrw_u8(w, 6);
+  put32(md, &n, 1), putws(md, &n, "Seed-Provider"), put32(md, &n, 3), putws(md, &n, "SeedEvent");
+  put64(md, &n, 0x10), put32(md, &n, 1), put32(md, &n, 4), put32(md, &n, 0);
+  ntrw_bytes(w, "\x04\x04\x01", 3), ntrw_u32(w, 2), ntrw_u32(w, 0), ntrw_u32(w, 10), ntrw_bytes(w, "EventBlock", 10);
+  ntrw_u8(w, 6);
+  size_t size_at = w->len;
+  ntrw_u32(w, 0);
+  while (w->len & 3) ntrw_u8(w, 0);
+  size_t start = w->len;
+  v3_row(w, 0, 5, 1100, md, (uint32_t)n, NULL, 0);
+  v3_row(w, 1, 5, 1200, ev, 8, frames, 2);
+  v3_row(w, 1, 6, 1300, ev, 8, NULL, 0);
+  uint32_t size = (uint32_t)(w->len - start);
+  for (int i = 0; i < 4; i++) w->buf[size_at + (size_t)i] = (uint8_t)(size >> (8 * i));
+  ntrw_u8(w, 6);
+  ntrw_u8(w, 1);
+}
+
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : ".";
   if (argc > 2) hostile_keys(argv[2]);
@@ -160,6 +204,10 @@ int main(int argc, char **argv) {
   ntrw_release(&w);
   stream(&w, 0, 1, 1);
   save(dir, "v4-empty-stacks", 0, &w);
+  ntrw_release(&w);
+  netperf(&w);
+  save(dir, "netperf-v3", 0, &w);
+  save(dir, "netperf-v3-split5", 5, &w);
   ntrw_release(&w);
   return 0;
 }

@@ -60,7 +60,7 @@ static inline int corpus_events(struct dnt_run *r, const char *corpus, const cha
 static inline int corpus_is_trace(const char *name) {
   size_t n = strlen(name);
   return (n > 9 && strcmp(name + n - 9, ".nettrace") == 0) || (n > 13 && strcmp(name + n - 13, ".nettrace.zip") == 0) ||
-         (n > 7 && strcmp(name + n - 7, ".netperf") == 0) || (n > 11 && strcmp(name + n - 11, ".netperf.zip") == 0);
+         (n > 8 && strcmp(name + n - 8, ".netperf") == 0) || (n > 12 && strcmp(name + n - 12, ".netperf.zip") == 0);
 }
 
 /* Calls fn with the path of every file of the corpus's folders (one level down: OWNER__REPO/FILE)

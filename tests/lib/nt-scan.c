@@ -119,6 +119,33 @@ static void scan_blobs(struct nt_scan *s, struct cur *c, size_t end, int is_meta
   }
 }
 
+/* NetPerf V3's events: no block header, each row its own size, metadata records among them
+ * (metadata id 0), then the payload and the event's stack (skipped with the rest of the row). */
+static void scan_v3(struct nt_scan *s, struct cur *c, size_t end) {
+  while (c->off < end && !c->bad) {
+    size_t row = c->off;
+    uint32_t size = u32(c), meta = u32(c), thread = u32(c);
+    uint64_t ts = (uint64_t)u32(c);
+    ts |= (uint64_t)u32(c) << 32;
+    skip(c, 32);
+    uint32_t payload = u32(c);
+    if (c->bad || size < 52 || size > end - row - 4 || payload > size - 52) {
+      c->bad = 1;
+      return;
+    }
+    if (meta == 0 && s->nmeta < NT_SCAN_MAX) {
+      struct cur m = {c->p + c->off, payload, 0, 0};
+      s->meta[s->nmeta].id = u32(&m);
+      provider_of(&m, s->meta[s->nmeta].provider, sizeof s->meta[0].provider);
+      s->meta[s->nmeta].event_id = u32(&m);
+      if (!m.bad) s->nmeta++;
+    } else if (meta != 0) {
+      count(s, meta, thread, ts, has_needle(s, c->p + c->off, payload));
+    }
+    c->off = row + 4 + size;
+  }
+}
+
 void nt_scan(const uint8_t *p, size_t len, struct nt_scan *s) {
   char needle[sizeof s->needle];
   memcpy(needle, s->needle, sizeof needle);
@@ -129,12 +156,15 @@ void nt_scan(const uint8_t *p, size_t len, struct nt_scan *s) {
   s->window_hi = hi;
   struct cur c = {p, len, 0, 0};
   static const char magic[] = "Nettrace\x14\0\0\0!FastSerialization.1";
-  if (len < 32 || memcmp(p, magic, 32) != 0) {
+  /* NetPerf (.NET Core 2.x): the FastSerialization header alone, objects begun by tag 4 */
+  int netperf = len >= 24 && memcmp(p, magic + 8, 24) == 0;
+  if (!netperf && (len < 32 || memcmp(p, magic, 32) != 0)) {
     snprintf(s->problem, sizeof s->problem, "no Nettrace/FastSerialization header");
     return;
   }
   s->magic_ok = 1;
-  c.off = 32;
+  c.off = netperf ? 24 : 32;
+  const uint8_t begin = netperf ? 0x04 : 0x05;
   for (;;) {
     size_t obj_start = c.off;
     uint8_t tag = u8(&c);
@@ -145,7 +175,7 @@ void nt_scan(const uint8_t *p, size_t len, struct nt_scan *s) {
       s->stopped_at = c.off;
       return;
     }
-    if (tag != 0x05 || u8(&c) != 0x05 || u8(&c) != 0x01) {
+    if (tag != begin || u8(&c) != begin || u8(&c) != 0x01) {
       if (!c.bad) snprintf(s->problem, sizeof s->problem, "bad object tag at %zu", obj_start);
       c.bad = 1;
       break;
@@ -180,7 +210,15 @@ void nt_scan(const uint8_t *p, size_t len, struct nt_scan *s) {
       }
       size_t end = c.off + size;
       int is_event = strcmp(name, "EventBlock") == 0, is_meta = strcmp(name, "MetadataBlock") == 0;
-      if (is_event || is_meta) {
+      if (is_event && netperf) {
+        struct cur h = c;
+        scan_v3(s, &h, end);
+        if (h.bad) {
+          snprintf(s->problem, sizeof s->problem, "bad event data in %s at %zu", name, h.off);
+          c.bad = 1;
+          break;
+        }
+      } else if (is_event || is_meta) {
         struct cur h = c;
         uint16_t header_size = (uint16_t)(p[c.off] | p[c.off + 1] << 8);
         uint16_t flags = (uint16_t)(p[c.off + 2] | p[c.off + 3] << 8);

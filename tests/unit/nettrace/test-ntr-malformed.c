@@ -73,13 +73,91 @@ Test(ntr_malformed, bad_magic) {
   expect(b, sizeof(b) - 1, NULL, NTR_EFORMAT, "byte 0:", "bad magic");
 }
 
-Test(ntr_malformed, netperf_is_refused_clearly) {
+/* NetPerf: the FastSerialization preamble without the Nettrace magic, objects begun by tag 4. */
+static void netperf_object(ntrw *w, uint32_t version, const char *name) {
+  ntrw_bytes(w, "\x04\x04\x01", 3);
+  ntrw_u32(w, version);
+  ntrw_u32(w, 0);
+  ntrw_u32(w, (uint32_t)strlen(name));
+  ntrw_bytes(w, name, strlen(name));
+  ntrw_u8(w, 0x06);
+}
+
+static void netperf_start(ntrw *w, uint32_t trace_version) {
+  ntrw_init(w, 0);
+  ntrw_u32(w, 20);
+  ntrw_bytes(w, "!FastSerialization.1", 20);
+  netperf_object(w, trace_version, "Trace");
+  for (int i = 0; i < 8; i++) ntrw_u16(w, 1);
+  ntrw_u64(w, 1000), ntrw_u64(w, 1000000), ntrw_u32(w, 8), ntrw_u32(w, 7), ntrw_u32(w, 2), ntrw_u32(w, 1000000);
+  ntrw_u8(w, 0x06);
+}
+
+/* An EventBlock of one V3 event: size (after itself), metadata id, thread, time, two activity
+ * ids, payload size, payload, stack size, stack. */
+static void netperf_event_block(ntrw *w, uint32_t size, uint32_t payload, uint32_t stack) {
+  netperf_object(w, 2, "EventBlock");
+  ntrw_u32(w, size + 4);
+  while (w->len & 3) ntrw_u8(w, 0);
+  ntrw_u32(w, size);
+  if (size < 52) { /* too short for its header: zeros */
+    for (uint32_t i = 0; i < size; i++) ntrw_u8(w, 0);
+  } else {
+    ntrw_u32(w, 1), ntrw_u32(w, 9), ntrw_u64(w, 2000);
+    for (int i = 0; i < 32; i++) ntrw_u8(w, 0);
+    ntrw_u32(w, payload);
+    for (uint32_t i = 0; i < size - 52; i++) ntrw_u8(w, 0);
+    if (size >= 52 + payload + 4) set32(w, w->len - (size - 52) + payload, stack);
+  }
+  ntrw_u8(w, 0x06);
+}
+
+Test(ntr_malformed, netperf_framing_errors_are_clear) {
   ntrw w;
   ntrw_init(&w, 0);
   ntrw_u32(&w, 20);
+  ntrw_bytes(&w, "!FastSerialization.2", 20);
+  expect(w.buf, w.len, NULL, NTR_EFORMAT, "byte 8:", "bad FastSerialization preamble");
+  ntrw_release(&w);
+  /* .NET Core 2.0's first versions */
+  ntrw_init(&w, 0);
+  ntrw_u32(&w, 20);
   ntrw_bytes(&w, "!FastSerialization.1", 20);
-  ntrw_bytes(&w, "\x04\x04\x01", 3);
-  expect(w.buf, w.len, NULL, NTR_EUNSUPPORTED, "byte 0:", "NetPerf (.NET Core 2.x) traces are not supported");
+  netperf_object(&w, 2, "Microsoft.DotNet.Runtime.EventPipeFile");
+  expect(w.buf, w.len, NULL, NTR_EUNSUPPORTED, NULL, "NetPerf V1/V2 (.NET Core 2.0) traces are not supported");
+  ntrw_release(&w);
+  netperf_start(&w, 4);
+  expect(w.buf, w.len, NULL, NTR_EUNSUPPORTED, NULL, "NetPerf Trace object version 4 is not supported");
+  ntrw_release(&w);
+  /* a NetPerf stream has no metadata blocks (its metadata come as events) */
+  netperf_start(&w, 3);
+  netperf_object(&w, 2, "MetadataBlock");
+  expect(w.buf, w.len, NULL, NTR_EFORMAT, NULL, "a 'MetadataBlock' object in a NetPerf stream");
+  ntrw_release(&w);
+  /* NetTrace's tag in a NetPerf stream */
+  netperf_start(&w, 3);
+  ntrw_u8(&w, 0x05);
+  expect(w.buf, w.len, NULL, NTR_EFORMAT, NULL, "bad object tag 0x05 (want 0x04 or 0x01)");
+  ntrw_release(&w);
+}
+
+Test(ntr_malformed, netperf_event_rows_are_checked) {
+  ntrw w;
+  netperf_start(&w, 3);
+  netperf_event_block(&w, 40, 0, 0); /* shorter than its header */
+  expect(w.buf, w.len, NULL, NTR_EFORMAT, NULL, "bad event size 40");
+  ntrw_release(&w);
+  netperf_start(&w, 3);
+  netperf_event_block(&w, 60, 6, 0); /* 8 bytes after the header: a 6-byte payload leaves 2 */
+  expect(w.buf, w.len, NULL, NTR_EFORMAT, NULL, "leaves no room for its stack");
+  ntrw_release(&w);
+  netperf_start(&w, 3);
+  netperf_event_block(&w, 64, 4, 16); /* 4 bytes of stack room, 16 said */
+  expect(w.buf, w.len, NULL, NTR_EFORMAT, NULL, "bad event stack of 16 bytes");
+  ntrw_release(&w);
+  netperf_start(&w, 3);
+  netperf_event_block(&w, 68, 4, 4); /* not a multiple of the pointer size, 8 */
+  expect(w.buf, w.len, NULL, NTR_EFORMAT, NULL, "bad event stack of 4 bytes (pointer size 8)");
   ntrw_release(&w);
 }
 
