@@ -129,6 +129,7 @@ struct dnt_allocs_analysis *dnt_allocs_analysis_new(const struct dnt_schema *sch
       return NULL;
     }
     dnt_profile_methods_only(a->profiles[s], 1); /* its samples are the allocations given to it */
+    dnt_profile_set_tasks(a->profiles[s], DNT_TASKS_STITCHED); /* an async task's under its creator */
     dnt_profile_set_weight(a->profiles[s], DNT_WEIGHT_BYTES);
     a->leaves[s].table = &a->tables[s];
     dnt_profile_add_resolver(a->profiles[s], name_type, &a->leaves[s]);
@@ -470,3 +471,7 @@ const dnt_alloc_type *dnt_allocs_types(const struct dnt_allocs_analysis *a, size
 const dnt_allocs_summary *dnt_allocs_get_summary(const struct dnt_allocs_analysis *a) { return &a->summary; }
 
 const struct dnt_profile *dnt_allocs_profile(const struct dnt_allocs_analysis *a) { return a->profiles[a->chosen]; }
+
+void dnt_allocs_analysis_stitch(struct dnt_allocs_analysis *a, int on) {
+  for (int s = 0; s < SOURCES; s++) dnt_profile_set_tasks(a->profiles[s], on ? DNT_TASKS_STITCHED : DNT_TASKS_IGNORED);
+}

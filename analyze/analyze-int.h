@@ -174,6 +174,10 @@ int dnt__event_stacks_init(struct dnt__event_stacks *s, dnt__stack_label_fn labe
 int dnt__event_stacks_on_trace(struct dnt__event_stacks *s, const ntr_trace *t);
 int dnt__event_stacks_on_event(struct dnt__event_stacks *s, const ntr_event *ev);
 int dnt__event_stacks_on_thread(struct dnt__event_stacks *s, const ntr_thread *t);
+/* Whether the events' stacks are stitched under their async tasks' creators (the default). */
+void dnt__event_stacks_stitch(struct dnt__event_stacks *s, int on);
+/* Sequence points reach the profile: its stack ids and the events it holds in time order. */
+int dnt__event_stacks_on_sequence_point(struct dnt__event_stacks *s, const ntr_sequence_point *sp);
 /* One event's stack (frames leaf first, borrowed; n may be 0: the leaf frame alone) counted under
  * key with weight ms. */
 void dnt__event_stacks_add(struct dnt__event_stacks *s, size_t key, uint64_t thread, uint64_t time,
@@ -205,6 +209,7 @@ void dnt__stacked_release(struct dnt__stacked *s);
  * with a struct dnt__stacked); nonzero when out of memory. */
 int dnt__stacked_on_trace(void *ud, const ntr_trace *t);
 int dnt__stacked_on_thread(void *ud, const ntr_thread *t);
+int dnt__stacked_on_sequence_point(void *ud, const ntr_sequence_point *sp);
 /* What every event goes through first, in the analysis's on_event: the clock, the stacks' method
  * table. 1 when ev is a runtime event for the analysis to look at, 0 when not, -1 when the
  * analysis has failed (on_event returns nonzero). */

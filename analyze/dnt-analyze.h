@@ -319,6 +319,10 @@ struct dnt_allocs_analysis;
  * out of memory. Free with dnt_allocs_analysis_free (NULL is fine). */
 struct dnt_allocs_analysis *dnt_allocs_analysis_new(const struct dnt_schema *schema, enum dnt_allocs_source source);
 void dnt_allocs_analysis_free(struct dnt_allocs_analysis *a);
+/* Whether an allocation made by an async task is put under the stack that made the task, as the
+ * profile's samples are (dnt_profile_set_tasks; on by default, where the trace has the task
+ * library's events). Before the events. */
+void dnt_allocs_analysis_stitch(struct dnt_allocs_analysis *a, int on);
 
 /* The parser callbacks to feed it (ud: the analysis). They return nonzero only when out of
  * memory; dnt_allocs_analysis_failed says so afterwards. */
@@ -423,6 +427,8 @@ struct dnt_exceptions_analysis;
  * out of memory. Free with dnt_exceptions_analysis_free (NULL is fine). */
 struct dnt_exceptions_analysis *dnt_exceptions_analysis_new(const struct dnt_schema *schema);
 void dnt_exceptions_analysis_free(struct dnt_exceptions_analysis *a);
+/* As dnt_allocs_analysis_stitch, for the throws' stacks (the groups' stacks stay the threads'). */
+void dnt_exceptions_analysis_stitch(struct dnt_exceptions_analysis *a, int on);
 /* The parser callbacks to feed it (ud: the analysis). They return nonzero only when out of
  * memory; dnt_exceptions_analysis_failed says so afterwards (-ENOMEM, sticky, else 0). */
 void dnt_exceptions_analysis_callbacks(ntr_callbacks *cb);
@@ -491,6 +497,8 @@ struct dnt_locks_analysis;
  * out of memory. Free with dnt_locks_analysis_free (NULL is fine). */
 struct dnt_locks_analysis *dnt_locks_analysis_new(const struct dnt_schema *schema);
 void dnt_locks_analysis_free(struct dnt_locks_analysis *a);
+/* As dnt_allocs_analysis_stitch, for the waits' stacks. */
+void dnt_locks_analysis_stitch(struct dnt_locks_analysis *a, int on);
 /* The parser callbacks to feed it (ud: the analysis); nonzero only when out of memory, which
  * dnt_locks_analysis_failed says afterwards (-ENOMEM, sticky, else 0). */
 void dnt_locks_analysis_callbacks(ntr_callbacks *cb);

@@ -75,6 +75,7 @@ int dnt__event_stacks_init(struct dnt__event_stacks *s, dnt__stack_label_fn labe
   s->ud = ud;
   if (!(s->prof = dnt_profile_new())) return -ENOMEM;
   dnt_profile_methods_only(s->prof, 1); /* its own samples are not what is counted */
+  dnt_profile_set_tasks(s->prof, DNT_TASKS_STITCHED); /* an async task's events under its creator */
   dnt_profile_set_weight(s->prof, by_time ? DNT_WEIGHT_TIME : DNT_WEIGHT_SAMPLES);
   dnt_profile_add_resolver(s->prof, name_leaf, s);
   dnt_profile_describe(s->prof, what);
@@ -91,6 +92,16 @@ int dnt__event_stacks_on_event(struct dnt__event_stacks *s, const ntr_event *ev)
   ntr_callbacks cb;
   dnt_profile_callbacks(&cb);
   return cb.on_event(s->prof, ev);
+}
+
+void dnt__event_stacks_stitch(struct dnt__event_stacks *s, int on) {
+  dnt_profile_set_tasks(s->prof, on ? DNT_TASKS_STITCHED : DNT_TASKS_IGNORED);
+}
+
+int dnt__event_stacks_on_sequence_point(struct dnt__event_stacks *s, const ntr_sequence_point *sp) {
+  ntr_callbacks cb;
+  dnt_profile_callbacks(&cb);
+  return cb.on_sequence_point(s->prof, sp);
 }
 
 int dnt__event_stacks_on_thread(struct dnt__event_stacks *s, const ntr_thread *t) {
@@ -360,6 +371,11 @@ int dnt__stacked_on_trace(void *ud, const ntr_trace *t) {
   struct dnt__stacked *s = ud;
   dnt__clock_on_trace(&s->clock, t);
   return dnt__event_stacks_on_trace(&s->stacks, t) ? 1 : 0;
+}
+
+int dnt__stacked_on_sequence_point(void *ud, const ntr_sequence_point *sp) {
+  struct dnt__stacked *s = ud;
+  return dnt__event_stacks_on_sequence_point(&s->stacks, sp) ? 1 : 0;
 }
 
 int dnt__stacked_on_thread(void *ud, const ntr_thread *t) {

@@ -584,6 +584,7 @@ static void exc_callbacks(ntr_callbacks *cb) {
   memset(cb, 0, sizeof *cb);
   cb->on_trace = dnt__stacked_on_trace;
   cb->on_thread = dnt__stacked_on_thread;
+  cb->on_sequence_point = dnt__stacked_on_sequence_point;
   cb->on_event = exc_on_event;
 }
 
@@ -909,4 +910,8 @@ const dnt_analysis_stack *dnt_exceptions_stacks(const struct dnt_exceptions_anal
 
 const struct dnt_profile *dnt_exceptions_profile(const struct dnt_exceptions_analysis *a) {
   return a->base.stacks.prof;
+}
+
+void dnt_exceptions_analysis_stitch(struct dnt_exceptions_analysis *a, int on) {
+  dnt__event_stacks_stitch(&a->base.stacks, on);
 }

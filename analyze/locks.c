@@ -237,6 +237,7 @@ void dnt_locks_analysis_callbacks(ntr_callbacks *cb) {
   memset(cb, 0, sizeof *cb);
   cb->on_trace = dnt__stacked_on_trace;
   cb->on_thread = dnt__stacked_on_thread;
+  cb->on_sequence_point = dnt__stacked_on_sequence_point;
   cb->on_event = locks_on_event;
 }
 
@@ -300,3 +301,5 @@ const dnt_analysis_stack *dnt_locks_stacks(const struct dnt_locks_analysis *a, s
 }
 
 const struct dnt_profile *dnt_locks_profile(const struct dnt_locks_analysis *a) { return a->base.stacks.prof; }
+
+void dnt_locks_analysis_stitch(struct dnt_locks_analysis *a, int on) { dnt__event_stacks_stitch(&a->base.stacks, on); }

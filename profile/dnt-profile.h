@@ -76,7 +76,10 @@ void dnt_profile_add_stack(struct dnt_profile *p, uint64_t thread, uint64_t time
  * names (an analysis's key made into a frame: the exception thrown, the lock waited for). The
  * stack under it (ips, n, leaf first, borrowed) is stored once however many leaves share it, so
  * the profile grows with the distinct stacks and leaves, not with their product. Returns the id
- * of that stack under the leaf (for dnt_profile_stack_names), UINT32_MAX when out of memory. */
+ * of that stack under the leaf (for dnt_profile_stack_names), UINT32_MAX when out of memory.
+ * In a profile with DNT_TASKS_STITCHED (fed the trace's events through its callbacks, sequence
+ * points included), the stack is counted in time order among the task events, and stitched under
+ * the task it ran for as a sampler's would be. */
 uint32_t dnt_profile_add_stack_under(struct dnt_profile *p, uint64_t thread, uint64_t time, uint64_t leaf,
                                      const uint64_t *ips, size_t n, double ms);
 

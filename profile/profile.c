@@ -312,8 +312,10 @@ enum {
   KIND_POOL  /* the thread pool's work items and its workers' waits (runtime 57, 61-65) */
 };
 
-/* what a pending sample is: the sampler's, an event counted as one, else an enum dnt__act_op */
-enum { OP_SAMPLE = 100, OP_LOGGED };
+/* what a pending sample is: the sampler's, an event counted as one, an analysis's stack with its
+ * own weight (dnt_profile_add_stack_under of a stitched profile: its id holds the weight's
+ * bits), else an enum dnt__act_op */
+enum { OP_SAMPLE = 100, OP_LOGGED, OP_WEIGHED };
 
 static int kind_of(const struct dnt_profile *p, const ntr_metadata *md) {
   int allocs = p->source == DNT_SOURCE_ALLOCATIONS;
@@ -388,8 +390,9 @@ static int task_event(struct dnt_profile *p, const struct pending *e, uint32_t *
     struct dnt__act_event ae = {e->thread, e->ts, e->id, e->stack, e->op, e->behavior};
     struct dnt__await aw;
     if (dnt__acts_on(&p->acts, &ae, &aw) != 0) return p->oom = 1, 0;
-    if (aw.node) add_await(p, &aw);
+    if (aw.node && !p->methods_only) add_await(p, &aw);
   }
+  if (p->methods_only) return 0; /* an analysis's profile: its samples are its events */
   switch (e->op) {
   case DNT__OP_TASK_SCHEDULED:
   case DNT__OP_TASK_STARTED:
@@ -408,9 +411,23 @@ static int task_event(struct dnt_profile *p, const struct pending *e, uint32_t *
   return !p->oom;
 }
 
+/* An analysis's event, in time order: counted with its own weight under its thread's task. */
+static void take_weighed(struct dnt_profile *p, const struct pending *e) {
+  uint32_t node = 0;
+  double w;
+  memcpy(&w, &e->id, sizeof w);
+  if (dnt__acts_current_node(&p->acts, e->thread, &node) != 0 || !add_sample(p, e->thread, e->stack, 0, node, w)) {
+    p->oom = 1;
+    return;
+  }
+  p->total_ms += w;
+  if (e->ts > p->last_ts) p->last_ts = e->ts;
+}
+
 /* One sample, in its thread's time order: weighs the one before it (weigh), counts it. */
 static void take(struct dnt_profile *p, const struct pending *e) {
   uint32_t stack = e->stack, external = e->external, node = 0;
+  if (e->op == OP_WEIGHED) return take_weighed(p, e);
   if (e->op != OP_SAMPLE && e->op != OP_LOGGED && !task_event(p, e, &stack, &external)) return;
   if (p->tasks == DNT_TASKS_STITCHED && dnt__acts_current_node(&p->acts, e->thread, &node) != 0) {
     p->oom = 1;
@@ -548,8 +565,7 @@ static int profile_on_event(void *ud, const ntr_event *ev) {
     break;
   }
   case KIND_TASK:
-  case KIND_POOL: {
-    if (p->methods_only) break;
+  case KIND_POOL: { /* an analysis's profile (methods_only) follows the tasks too */
     struct pending e = {ev->thread_id, ev->timestamp, 0, DNT__NO_STACK, 0, 0, DNT__OP_NONE, 0};
     if (!task_op(p, p->last_kind == KIND_TASK, ev, &e)) break;
     if (ev->stack && ev->stack->nframes) e.stack = stack_of(p, ev); /* an empty one is none, as TraceEvent has it */
@@ -656,7 +672,16 @@ uint32_t dnt_profile_add_stack_under(struct dnt_profile *p, uint64_t thread, uin
   if (n > UINT32_MAX) n = UINT32_MAX;
   uint32_t below = intern_chain(p, ips, (uint32_t)n, 0, 1);
   if (p->oom) return UINT32_MAX;
-  add_weighed(p, thread, time, intern_chain(p, &leaf, 1, below + 1, 0), ms, 0);
+  uint32_t stack = intern_chain(p, &leaf, 1, below + 1, 0);
+  if (p->oom) return UINT32_MAX;
+  if (p->tasks == DNT_TASKS_STITCHED) { /* counted in time order, under the task it ran for */
+    struct pending e = {thread, time, 0, stack, p->pend_seq++, 0, OP_WEIGHED, 0};
+    memcpy(&e.id, &ms, sizeof ms);
+    GROW(p, p->pend, p->npend, p->cappend, UINT32_MAX);
+    p->pend[p->npend++] = e;
+    return below;
+  }
+  add_weighed(p, thread, time, stack, ms, 0);
   return p->oom ? UINT32_MAX : below;
 }
 

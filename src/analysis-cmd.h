@@ -28,6 +28,7 @@ struct dnt_analysis_options {
   long top;
   uint64_t duration_ms;
   struct dnt_view_opts view; /* a profile format's --thread, --focus, --exclude, --hide-idle */
+  int no_async;              /* a profile format's --no-async */
 };
 
 #define DNT_ANALYSIS_OFFSET(f) offsetof(struct dnt_analysis_options, f)
@@ -60,6 +61,10 @@ struct dnt_analysis_options {
   DNT_ANALYSIS_OPT_INPUT(),                                                                                       \
       DNT_OPT_FORMAT("FORMAT", DNT_ANALYSIS_OFFSET(format), DNT_ANALYSIS_FORMATS_PROFILE, format_help),           \
       DNT_OPT_OUTPUT("FILE", DNT_ANALYSIS_OFFSET(output), "write to FILE (default: standard output)"),            \
+      DNT_OPT_FLAG(0, "no-async", DNT_ANALYSIS_OFFSET(no_async),                                                  \
+                   "the stacks of events in async tasks as taken, on the pool's\n"                                 \
+                   "threads (by default, with the task library's events in the\n"                                  \
+                   "trace, under the code that awaited or started the task)"),                                    \
       DNT_OPT_GROUP(dnt_options_view, DNT_ANALYSIS_OFFSET(view))
 
 /* The operand rules of a struct dnt_usage: a trace file, or a process */

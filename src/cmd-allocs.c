@@ -66,7 +66,9 @@ const struct dnt_usage usage_allocs = {
 /* ---- the analysis, as the runner sees it (o is a struct allocs_options) ---- */
 
 static void *allocs_new(const struct dnt_schema *schema, const struct dnt_analysis_options *o) {
-  return dnt_allocs_analysis_new(schema, ((const struct allocs_options *)o)->source);
+  struct dnt_allocs_analysis *a = dnt_allocs_analysis_new(schema, ((const struct allocs_options *)o)->source);
+  if (a) dnt_allocs_analysis_stitch(a, !o->no_async);
+  return a;
 }
 static void allocs_free(void *a) { dnt_allocs_analysis_free(a); }
 static int allocs_failed(const void *a) { return dnt_allocs_analysis_failed(a); }

@@ -57,6 +57,7 @@ const struct dnt_usage usage_exceptions = {
 static void *exc_new(const struct dnt_schema *schema, const struct dnt_analysis_options *o) {
   struct dnt_exceptions_analysis *a = dnt_exceptions_analysis_new(schema);
   if (a) dnt_exceptions_analysis_group_by(a, (dnt_exc_grouping)((const struct exc_options *)o)->by);
+  if (a) dnt_exceptions_analysis_stitch(a, !o->no_async);
   return a;
 }
 static void exc_free(void *a) { dnt_exceptions_analysis_free(a); }

@@ -31,8 +31,9 @@ const struct dnt_usage usage_locks = {
 /* ---- the analysis, as the runner sees it ---- */
 
 static void *locks_new(const struct dnt_schema *schema, const struct dnt_analysis_options *o) {
-  (void)o;
-  return dnt_locks_analysis_new(schema);
+  struct dnt_locks_analysis *a = dnt_locks_analysis_new(schema);
+  if (a) dnt_locks_analysis_stitch(a, !o->no_async);
+  return a;
 }
 static void locks_free(void *a) { dnt_locks_analysis_free(a); }
 static int locks_failed(const void *a) { return dnt_locks_analysis_failed(a); }

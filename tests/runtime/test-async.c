@@ -186,3 +186,39 @@ Test(async, pprof_and_the_flame_graph_show_it, .timeout = 300) {
   unlink(pb);
   unlink(svg);
 }
+
+/* The analyses that keep their events' stacks stitch them too: Inner's throw (InnerCheck, once a
+ * chain) sits under the driver's Outer, Middle and STARTING TASK in `dntrace exceptions`'s folded
+ * stacks, and on the pool's threads with --no-async; every throw is in both, once. */
+Test(async, exceptions_thrown_in_tasks_sit_under_their_callers, .timeout = 300) {
+  record();
+  char mine[64];
+  snprintf(mine, sizeof mine, "Thread %llu;", driver);
+  unsigned long long totals[2] = {0, 0};
+  for (int no_async = 0; no_async < 2; no_async++) {
+    struct dnt_run r;
+    if (no_async)
+      cr_assert_eq(dnt_run_dntrace(&r, "exceptions", trace, "--format", "folded", "--no-async", "-o", "-", NULL), 0,
+                   "%s", r.err);
+    else
+      cr_assert_eq(dnt_run_dntrace(&r, "exceptions", trace, "--format", "folded", "-o", "-", NULL), 0, "%s", r.err);
+    unsigned long long stitched = 0, pooled = 0, other = 0;
+    for (char *line = strtok(r.out, "\n"); line; line = strtok(NULL, "\n")) {
+      if (!strstr(line, ";Sample!Sample.AsyncWork.InnerCheck;")) continue;
+      unsigned long long n = strtoull(strrchr(line, ' ') + 1, NULL, 10);
+      const char *outer = strstr(line, ";Sample!Sample.AsyncWork.Outer;"), *marker = strstr(line, ";STARTING_TASK;");
+      if (strncmp(line, mine, strlen(mine)) == 0 && outer && marker && outer < marker) stitched += n;
+      else if (strncmp(line, mine, strlen(mine)) != 0 && !marker && strstr(line, "ThreadPoolWorkQueue.Dispatch;")) pooled += n;
+      else other += n;
+    }
+    totals[no_async] = stitched + pooled + other;
+    cr_log_info("%s: Inner's throws: %llu under the driver, %llu on pool threads, %llu elsewhere",
+                no_async ? "--no-async" : "stitched", stitched, pooled, other);
+    cr_expect_eq(other, 0, "each throw either under the driver's chain or on a pool thread");
+    if (no_async) cr_expect_eq(stitched, 0, "--no-async: nothing stitched");
+    else cr_expect_gt(stitched, 0, "Inner's throws under the driver's Outer and STARTING TASK");
+    dnt_run_free(&r);
+  }
+  cr_expect_gt(totals[0], 0);
+  cr_expect_eq(totals[0], totals[1], "every throw once, stitched or not");
+}
