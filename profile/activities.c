@@ -64,7 +64,41 @@ void dnt__acts_release(struct dnt__acts *a) {
   memset(a, 0, sizeof *a);
 }
 
+/* ---- the tables: rows in a growing array, found by an open-addressing index (row + 1) ---- */
+
+/* Room for one more row in *rows (n of them in *cap): 0, or -1 when out of memory. */
+static int grow_rows(void **rows, size_t *cap, size_t n, size_t size, size_t first) {
+  if (n < *cap) return 0;
+  size_t want = *cap ? *cap * 2 : first;
+  void *g = realloc(*rows, want * size);
+  if (!g) return -1;
+  *rows = g;
+  *cap = want;
+  return 0;
+}
+
+/* The index of n rows rebuilt with twice the slots when it would be over half full, each row at
+ * its hash's slot (hash_of: row i's hash): 0, or -1 when out of memory. */
+static int reindex(uint32_t **table, size_t *cap, size_t n, const struct dnt__acts *a,
+                   uint32_t (*hash_of)(const struct dnt__acts *a, size_t i)) {
+  if ((n + 1) * 2 <= *cap) return 0;
+  size_t want = *cap ? *cap * 2 : 64;
+  uint32_t *t = calloc(want, sizeof *t);
+  if (!t) return -1;
+  for (size_t i = 0; i < n; i++) {
+    size_t j = hash_of(a, i) & (want - 1);
+    while (t[j]) j = (j + 1) & (want - 1);
+    t[j] = (uint32_t)i + 1;
+  }
+  free(*table);
+  *table = t;
+  *cap = want;
+  return 0;
+}
+
 /* ---- the threads ---- */
+
+static uint32_t thread_hash(const struct dnt__acts *a, size_t i) { return mix64(a->threads[i].thread); }
 
 static struct dnt__act_thread *thread_of(struct dnt__acts *a, uint64_t thread) {
   if (a->thread_table_cap) {
@@ -72,26 +106,9 @@ static struct dnt__act_thread *thread_of(struct dnt__acts *a, uint64_t thread) {
     for (; a->thread_table[j]; j = (j + 1) & (a->thread_table_cap - 1))
       if (a->threads[a->thread_table[j] - 1].thread == thread) return &a->threads[a->thread_table[j] - 1];
   }
-  if ((a->nthreads + 1) * 2 > a->thread_table_cap) {
-    size_t cap = a->thread_table_cap ? a->thread_table_cap * 2 : 64;
-    uint32_t *t = calloc(cap, sizeof *t);
-    if (!t) return NULL;
-    for (size_t i = 0; i < a->nthreads; i++) {
-      size_t j = mix64(a->threads[i].thread) & (cap - 1);
-      while (t[j]) j = (j + 1) & (cap - 1);
-      t[j] = (uint32_t)i + 1;
-    }
-    free(a->thread_table);
-    a->thread_table = t;
-    a->thread_table_cap = cap;
-  }
-  if (a->nthreads == a->capthreads) {
-    size_t cap = a->capthreads ? a->capthreads * 2 : 64;
-    struct dnt__act_thread *g = realloc(a->threads, cap * sizeof *g);
-    if (!g) return NULL;
-    a->threads = g;
-    a->capthreads = cap;
-  }
+  if (reindex(&a->thread_table, &a->thread_table_cap, a->nthreads, a, thread_hash) != 0 ||
+      grow_rows((void **)&a->threads, &a->capthreads, a->nthreads, sizeof *a->threads, 64) != 0)
+    return NULL;
   size_t j = mix64(thread) & (a->thread_table_cap - 1);
   while (a->thread_table[j]) j = (j + 1) & (a->thread_table_cap - 1);
   a->threads[a->nthreads] = (struct dnt__act_thread){thread, 0, 0, 0};
@@ -107,13 +124,7 @@ static uint32_t new_act(struct dnt__acts *a, int kind) {
     a->v[i - 1] = (struct dnt__act){.kind = (uint8_t)kind};
     return i;
   }
-  if (a->n == a->cap) {
-    size_t cap = a->cap ? a->cap * 2 : 256;
-    struct dnt__act *g = realloc(a->v, cap * sizeof *g);
-    if (!g) return 0;
-    a->v = g;
-    a->cap = cap;
-  }
+  if (grow_rows((void **)&a->v, &a->cap, a->n, sizeof *a->v, 256) != 0) return 0;
   a->v[a->n] = (struct dnt__act){.kind = (uint8_t)kind};
   return (uint32_t)++a->n;
 }
@@ -228,6 +239,8 @@ static uint32_t node_hash(uint32_t parent, uint32_t stack, uint64_t thread) {
   return mix64(((uint64_t)parent << 32 | stack) ^ (thread * 0x9E3779B97F4A7C15ull));
 }
 
+static uint32_t node_row_hash(const struct dnt__acts *a, size_t i) { return a->nodes[i].hash; }
+
 /* The node of an activity created on thread by the stack, its creator's node being parent:
  * id + 1, 0 when out of memory. */
 static uint32_t intern_node(struct dnt__acts *a, uint32_t parent, uint32_t stack, uint64_t thread) {
@@ -245,26 +258,9 @@ static uint32_t intern_node(struct dnt__acts *a, uint32_t parent, uint32_t stack
       if (n->hash == h && n->parent == parent && n->stack == stack && n->thread == thread) return a->node_table[j];
     }
   }
-  if ((a->nnodes + 1) * 2 > a->node_table_cap) {
-    size_t cap = a->node_table_cap ? a->node_table_cap * 2 : 256;
-    uint32_t *t = calloc(cap, sizeof *t);
-    if (!t) return 0;
-    for (size_t i = 0; i < a->nnodes; i++) {
-      size_t j = a->nodes[i].hash & (cap - 1);
-      while (t[j]) j = (j + 1) & (cap - 1);
-      t[j] = (uint32_t)i + 1;
-    }
-    free(a->node_table);
-    a->node_table = t;
-    a->node_table_cap = cap;
-  }
-  if (a->nnodes == a->capnodes) {
-    size_t cap = a->capnodes ? a->capnodes * 2 : 256;
-    struct dnt__act_node *g = realloc(a->nodes, cap * sizeof *g);
-    if (!g) return 0;
-    a->nodes = g;
-    a->capnodes = cap;
-  }
+  if (reindex(&a->node_table, &a->node_table_cap, a->nnodes, a, node_row_hash) != 0 ||
+      grow_rows((void **)&a->nodes, &a->capnodes, a->nnodes, sizeof *a->nodes, 256) != 0)
+    return 0;
   size_t j = h & (a->node_table_cap - 1);
   while (a->node_table[j]) j = (j + 1) & (a->node_table_cap - 1);
   a->nodes[a->nnodes] = (struct dnt__act_node){thread, parent, stack, h};
