@@ -520,4 +520,44 @@ const struct dnt_profile *dnt_locks_profile(const struct dnt_locks_analysis *a);
 void dnt_locks_write_text(FILE *fp, const struct dnt_locks_analysis *a, size_t top);
 void dnt_locks_write_json(FILE *fp, const struct dnt_locks_analysis *a, size_t top);
 
+/* ---- heap snapshots ----
+ * The runtime's heap walk (a session with the runtime provider at Verbose and the GCHeapSnapshot
+ * keywords 0x1980001: `collect --profile gc-heap-snapshot`) read as it streams: per type the
+ * objects and their bytes. The walk is complete only when its GC ended, no node or edge event
+ * was lost and the references add up (a lost event shifts every later object's references). */
+
+typedef struct dnt_heap_type {
+  const char *name;   /* as the runtime names it; owned by the analysis */
+  uint64_t count;     /* objects */
+  uint64_t bytes;     /* their sizes, added */
+} dnt_heap_type;
+
+typedef struct dnt_heap_summary {
+  uint64_t objects, bytes, references, roots;
+  uint64_t lost_events;   /* node and edge events missing from their sequences (their Index) */
+  int walked;             /* the trace has a heap walk */
+  int complete;           /* ... its GC ended, nothing lost, the references add up */
+  int reference_mismatch; /* the references are not what the objects said */
+} dnt_heap_summary;
+
+struct dnt_heap_analysis;
+
+/* NULL when out of memory; free(NULL) is fine. */
+struct dnt_heap_analysis *dnt_heap_analysis_new(void);
+void dnt_heap_analysis_free(struct dnt_heap_analysis *a);
+/* The parser callbacks (ud: the analysis); nonzero only when out of memory (then -ENOMEM from
+ * dnt_heap_analysis_failed, sticky). */
+void dnt_heap_analysis_callbacks(ntr_callbacks *cb);
+int dnt_heap_analysis_failed(const struct dnt_heap_analysis *a);
+/* While reading: 1 once the heap walk's GC has ended (a live session can stop). */
+int dnt_heap_analysis_walked(const struct dnt_heap_analysis *a);
+/* Once the trace is read. Call once. */
+void dnt_heap_analysis_finish(struct dnt_heap_analysis *a);
+/* After finish: the summary; the types with objects, most bytes first (valid until freed). */
+const dnt_heap_summary *dnt_heap_get_summary(const struct dnt_heap_analysis *a);
+const dnt_heap_type *dnt_heap_types(const struct dnt_heap_analysis *a, size_t *n);
+/* The views: the summary and the `top` types by bytes, as a text table or one JSON object. */
+void dnt_heap_write_text(FILE *fp, const struct dnt_heap_analysis *a, size_t top);
+void dnt_heap_write_json(FILE *fp, const struct dnt_heap_analysis *a, size_t top);
+
 #endif

@@ -48,6 +48,8 @@ struct live {
   uv_signal_t sigint, sigterm;
   uv_timer_t duration;
   int handles_closed; /* on_end ran: the stream is over */
+  const struct dnt_analysis_recording *rec;
+  const void *analysis; /* the callbacks' ud, for rec->done */
 };
 
 static void on_data(void *ud, const uint8_t *p, size_t n) {
@@ -58,6 +60,8 @@ static void on_data(void *ud, const uint8_t *p, size_t n) {
     l->parse_failed = 1;
     snprintf(l->parse_error, sizeof l->parse_error, "%s", ntr_parser_errmsg(l->parser));
     dnt_session_stop(&l->s);
+  } else if (l->rec->done && !l->s.stopping && l->rec->done(l->analysis)) {
+    dnt_session_stop(&l->s); /* the analysis has what it came for */
   }
 }
 
@@ -118,10 +122,12 @@ static int session_config(const struct dnt_analysis_recording *rec, struct dnt_p
 }
 
 static int record(const struct dnt_analysis_input *in, const struct dnt_analysis_recording *rec, const char *noun,
-                  ntr_parser *p, struct dnt_analysis_outcome *out) {
+                  ntr_parser *p, const void *analysis, struct dnt_analysis_outcome *out) {
   struct live l;
   memset(&l, 0, sizeof l);
   l.parser = p;
+  l.rec = rec;
+  l.analysis = analysis;
   l.loop = uv_default_loop();
   struct dnt_providers providers = {0};
   dsipc_provider wire[MAX_PROVIDERS];
@@ -190,7 +196,7 @@ int dnt_analysis_feed(const struct dnt_analysis_input *in, const struct dnt_anal
   if (in->trace) return read_file(in->trace, noun, cb, ud, out);
   ntr_parser *p;
   if (ntr_parser_new(&p, cb, ud, NULL) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  int rc = record(in, rec, noun, p, out);
+  int rc = record(in, rec, noun, p, ud, out);
   ntr_parser_free(p);
   return rc;
 }

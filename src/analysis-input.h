@@ -18,6 +18,9 @@ struct dnt_analysis_recording {
   int stacks;            /* a stack with each event (allocations, exceptions, contention) */
   int rundown;           /* the method and module rundown at the end, to name the stacks' frames */
   unsigned buffer_mb;    /* the session's buffer; 0: 64 MB */
+  /* when set, asked after each piece of the stream with the analysis (the callbacks' ud): 1 when
+   * it has what it came for (a heap walk's end), and the session stops (its rundown follows) */
+  int (*done)(const void *analysis);
 };
 
 struct dnt_analysis_input {

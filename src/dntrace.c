@@ -30,6 +30,7 @@ static const struct dnt_cmd commands[] = {
     {"gc", cmd_gc, &usage_gc},
     {"jit", cmd_jit, &usage_jit},
     {"threadpool", cmd_threadpool, &usage_threadpool},
+    {"gcdump", cmd_gcdump, &usage_gcdump},
     {"allocs", cmd_allocs, &usage_allocs},
     {"exceptions", cmd_exceptions, &usage_exceptions},
     {"locks", cmd_locks, &usage_locks},

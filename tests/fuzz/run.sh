@@ -45,7 +45,7 @@ for fuzzer in "$@"; do
         [ -f "$f" ] && [ "$(wc -c <"$f")" -le "$max_len" ] && [ "$(wc -c <"$f")" -ge 20000 ] && cp "$f" "$dirs/"
       done
       ;;
-    fuzz-fields | fuzz-counters | fuzz-trace-read | fuzz-gc | fuzz-jitpool | fuzz-allocs | fuzz-exclocks)
+    fuzz-fields | fuzz-counters | fuzz-trace-read | fuzz-gc | fuzz-jitpool | fuzz-allocs | fuzz-exclocks | fuzz-heap)
       dirs="$seeds/traces"
       # the public corpus of real traces, when it is there (read only: new finds go to fuzz-corpus)
       if [ -n "$corpus" ] && [ -d "$corpus" ]; then

@@ -12,6 +12,7 @@ namespace Sample
             "              [--gc-induce N] [--gc-background] [--pool-starve] [--handoff]\n" +
             "              [--alloc TYPE:BYTES_PER_S] [--throw N [--throw-count K] [--throw-delay S]]\n" +
             "              [--contend] [--crash-after S] [--start-file PATH] [--alloc-total BYTES] [--async]\n" +
+            "              [--heap N:K[:M]]\n" +
             "  --seconds N      run N seconds, then exit (default: until killed or Ctrl+C)\n" +
             "  --exit-code N    exit with N when done\n" +
             "  --event-rate N   emit about N Sample-Load events per second (0: off; very high: as fast as possible)\n" +
@@ -47,7 +48,11 @@ namespace Sample
             "                   Sample.Handoff.SignalWaiter\n" +
             "  --async          thread async-driver runs Sample.AsyncWork.Outer, which awaits Middle, which awaits\n" +
             "                   Inner: Task.Delay(1), then about 5 ms of CountPrimes on a pool thread; over and\n" +
-            "                   over, printing 'async N' (chains completed) every 250 ms";
+            "                   over, printing 'async N' (chains completed) every 250 ms\n" +
+            "  --heap N:K[:M]   a static Sample.Cache of N Sample.CacheEntry objects, each owning a byte[] of K bytes\n" +
+            "                   (the first one's bytes pinned, the last the key of a ConditionalWeakTable entry), 10 Sample.Finalizable, and\n" +
+            "                   thread heap-growth adding M Sample.GrowthItem a second to a static list; prints\n" +
+            "                   'heap N K' once built, then 'heap-growth COUNT' every 250 ms";
 
         public double Seconds;
         public int ExitCode;
@@ -68,6 +73,8 @@ namespace Sample
         public long AllocTotal;
         public bool Handoff;
         public bool Async;
+        public int HeapEntries = -1, HeapBytes;
+        public double HeapGrowth;
 
         public static Options Parse(string[] args)
         {
@@ -93,6 +100,7 @@ namespace Sample
                     case "--crash-after": o.CrashAfter = double.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
                     case "--handoff": o.Handoff = true; break;
                     case "--async": o.Async = true; break;
+                    case "--heap": ParseHeap(o, Value(args, ref i)); break;
                     case "--start-file": o.StartFile = Value(args, ref i); break;
                     case "--alloc-total": o.AllocTotal = long.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
                     case "--no-cpu": o.Cpu = false; break;
@@ -116,6 +124,16 @@ namespace Sample
             o.AllocType = v.Substring(0, colon);
             if (!RatedAlloc.Known(o.AllocType))
                 throw new ArgumentException("--alloc: unknown type '" + o.AllocType + "' (byte[], string or Sample.Payload)");
+        }
+
+        private static void ParseHeap(Options o, string v)
+        {
+            string[] p = v.Split(':');
+            if (p.Length < 2 || p.Length > 3 || !int.TryParse(p[0], out o.HeapEntries) || o.HeapEntries < 0 ||
+                !int.TryParse(p[1], out o.HeapBytes) || o.HeapBytes < 0 ||
+                (p.Length == 3 && (!double.TryParse(p[2], NumberStyles.Float, CultureInfo.InvariantCulture, out o.HeapGrowth) ||
+                                   o.HeapGrowth < 0)))
+                throw new ArgumentException("--heap wants N:K[:M] (entries, bytes each, growth a second), not '" + v + "'");
         }
 
         private static string Value(string[] args, ref int i)

@@ -39,6 +39,11 @@ namespace Sample
             if (_opts.EventRate > 0) Spawn("load-work", () => LoadWork.Run(_opts.EventRate, _stop));
             if (_opts.Handoff) Handoff.Start(this, _stop);
             if (_opts.Async) Spawn("async-driver", () => AsyncWork.Run(_stop));
+            if (_opts.HeapEntries >= 0)
+            {
+                HeapWork.Build(_opts.HeapEntries, _opts.HeapBytes);
+                if (_opts.HeapGrowth > 0) Spawn("heap-growth", () => HeapWork.Grow(_opts.HeapGrowth, _stop));
+            }
             for (int i = 1; i <= _opts.IdleThreads; i++) Spawn("idle-" + i, () => IdleWork.Park(_stop));
             if (_opts.PoolStarve) Spawn("pool-starve", () => PoolStarve.Run(_stop));
             if (_opts.ThrowRate > 0)

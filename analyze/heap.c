@@ -1,0 +1,292 @@
+/* heap.c: a heap snapshot from the runtime's heap walk (issue 24), as the events stream. A
+ * session with the runtime provider at Verbose and the GCHeapSnapshot keywords makes the runtime
+ * force a blocking gen-2 GC and, during it only, send its objects (GCBulkNode: address, size,
+ * type, how many references), their references in the same order (GCBulkEdge: the targets, read
+ * EdgeCount at a time per object), the roots (GCBulkRootEdge, GCBulkRootStaticVar) and the types
+ * (BulkType: id and name). ../shared/reference/heap-snapshots.md has the recipe and the layouts.
+ *
+ * Held: per object its address, size, type id and reference count (28 bytes), per reference its
+ * target (8 bytes), per type its name; never the events. Edges carry no source: one lost node or
+ * edge event shifts every later object's references, so the walk is complete only when the
+ * node and edge events' indexes run without a gap, the edges add up to the objects' counts, and
+ * the forced GC's end arrived. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze-int.h"
+#include "dnt-analyze.h"
+#include "dnt-trace.h"
+
+enum { EV_GC_START = 1, EV_GC_END = 2, EV_BULK_TYPE = 15, EV_ROOT_EDGE = 16, EV_NODE = 18, EV_EDGE = 19, EV_STATIC = 38 };
+
+struct node {
+  uint64_t address, size, type;
+  uint32_t edges;
+};
+
+struct type_row {
+  uint64_t id;
+  char *name;
+};
+
+struct dnt_heap_analysis {
+  uint32_t pointer_size;
+  int walking, complete, failed, finished;
+  uint32_t gc; /* the forced GC's Count */
+  struct node *nodes;
+  size_t nnodes, capnodes;
+  uint64_t *edges; /* targets, in the nodes' order */
+  size_t nedges, capedges;
+  uint64_t edges_wanted; /* the nodes' EdgeCounts, added */
+  struct type_row *types;
+  size_t ntypes, captypes;
+  uint32_t next_node_index, next_edge_index; /* the indexes the next events should carry */
+  uint64_t lost_node_events, lost_edge_events, roots, statics;
+  dnt_heap_type *rows; /* after finish */
+  size_t nrows;
+  dnt_heap_summary summary;
+};
+
+struct dnt_heap_analysis *dnt_heap_analysis_new(void) { return calloc(1, sizeof(struct dnt_heap_analysis)); }
+
+void dnt_heap_analysis_free(struct dnt_heap_analysis *a) {
+  if (!a) return;
+  for (size_t i = 0; i < a->ntypes; i++) free(a->types[i].name);
+  free(a->types);
+  free(a->nodes);
+  free(a->edges);
+  free(a->rows);
+  free(a);
+}
+
+int dnt_heap_analysis_failed(const struct dnt_heap_analysis *a) { return a->failed ? -ENOMEM : 0; }
+
+static int grow(void **v, size_t *cap, size_t n, size_t size) {
+  if (n < *cap) return 0;
+  size_t want = *cap ? *cap * 2 : 1024;
+  void *g = realloc(*v, want * size);
+  if (!g) return -1;
+  *v = g;
+  *cap = want;
+  return 0;
+}
+
+static uint64_t le(const uint8_t *p, size_t n) {
+  uint64_t v = 0;
+  for (size_t i = n; i-- > 0;) v = v << 8 | p[i];
+  return v;
+}
+
+/* BulkType: Count (u32), ClrInstanceID (u16), then per type TypeID (u64), ModuleID (u64),
+ * TypeNameID (u32), Flags (u32), CorElementType (u8), Name (UTF-16, NUL-ended),
+ * TypeParameterCount (u32), that many u64. A record cut short ends the event. */
+static int on_bulk_type(struct dnt_heap_analysis *a, const uint8_t *p, size_t n) {
+  if (n < 6) return 0;
+  uint32_t count = (uint32_t)le(p, 4);
+  size_t off = 6;
+  for (uint32_t k = 0; k < count; k++) {
+    if (n - off < 25) return 0;
+    uint64_t id = le(p + off, 8);
+    off += 25;
+    size_t start = off, units = 0;
+    while (n - off >= 2 && (p[off] || p[off + 1])) off += 2, units++;
+    if (n - off < 2) return 0;
+    off += 2;
+    char *name = malloc(units * 3 + 1), *o = name;
+    if (!name) return -1;
+    for (size_t i = 0; i < units; i++) { /* UTF-16 to UTF-8 (a lone surrogate as U+FFFD) */
+      uint32_t c = (uint32_t)le(p + start + 2 * i, 2);
+      if (c >= 0xd800 && c <= 0xdfff) c = 0xfffd;
+      if (c < 0x80) *o++ = (char)c;
+      else if (c < 0x800) *o++ = (char)(0xc0 | c >> 6), *o++ = (char)(0x80 | (c & 0x3f));
+      else *o++ = (char)(0xe0 | c >> 12), *o++ = (char)(0x80 | (c >> 6 & 0x3f)), *o++ = (char)(0x80 | (c & 0x3f));
+    }
+    *o = '\0';
+    if (n - off < 4) {
+      free(name);
+      return 0;
+    }
+    uint32_t params = (uint32_t)le(p + off, 4);
+    off += 4;
+    if (params > (n - off) / 8) {
+      free(name);
+      return 0;
+    }
+    off += (size_t)params * 8;
+    if (grow((void **)&a->types, &a->captypes, a->ntypes, sizeof *a->types) != 0) {
+      free(name);
+      return -1;
+    }
+    a->types[a->ntypes++] = (struct type_row){id, name};
+  }
+  return 0;
+}
+
+/* GCBulkNode and GCBulkEdge: Index (u32), Count (u32), ClrInstanceID (u16), then Count values. A
+ * gap in the indexes is events lost (counted); an event shorter than its count says is lost too. */
+static int on_bulk(struct dnt_heap_analysis *a, int node, const uint8_t *p, size_t n) {
+  uint32_t ptr = a->pointer_size == 4 ? 4 : 8;
+  size_t each = node ? ptr + 24 : ptr + 4;
+  uint32_t *next = node ? &a->next_node_index : &a->next_edge_index;
+  uint64_t *lost = node ? &a->lost_node_events : &a->lost_edge_events;
+  if (n < 10) return ++*lost, 0;
+  uint32_t index = (uint32_t)le(p, 4), count = (uint32_t)le(p + 4, 4);
+  if (index != *next) *lost += index > *next ? index - *next : 1;
+  *next = index + 1;
+  if (count > (n - 10) / each) return ++*lost, 0;
+  for (uint32_t k = 0; k < count; k++) {
+    const uint8_t *v = p + 10 + (size_t)k * each;
+    if (node) {
+      if (grow((void **)&a->nodes, &a->capnodes, a->nnodes, sizeof *a->nodes) != 0) return -1;
+      uint64_t edges = le(v + ptr + 16, 8);
+      a->nodes[a->nnodes++] = (struct node){le(v, ptr), le(v + ptr, 8), le(v + ptr + 8, 8),
+                                             edges > UINT32_MAX ? UINT32_MAX : (uint32_t)edges};
+      a->edges_wanted += edges;
+    } else {
+      if (grow((void **)&a->edges, &a->capedges, a->nedges, sizeof *a->edges) != 0) return -1;
+      a->edges[a->nedges++] = le(v, ptr);
+    }
+  }
+  return 0;
+}
+
+static int heap_on_trace(void *ud, const ntr_trace *t) {
+  ((struct dnt_heap_analysis *)ud)->pointer_size = t->pointer_size;
+  return 0;
+}
+
+static int heap_on_event(void *ud, const ntr_event *ev) {
+  struct dnt_heap_analysis *a = ud;
+  const ntr_metadata *md = ev->metadata;
+  if (a->failed || !md || strcmp(md->provider, DNT__RUNTIME_PROVIDER) != 0) return a->failed;
+  const uint8_t *p = ev->payload;
+  size_t n = ev->payload_size;
+  int rc = 0;
+  switch (md->event_id) {
+  case EV_GC_START: /* Count, Depth, Reason, Type: the forced walk is a blocking, induced gen 2 */
+    if (n >= 16 && !a->walking && !a->complete && le(p + 4, 4) == 2 && le(p + 8, 4) == 1 && le(p + 12, 4) == 0) {
+      a->walking = 1;
+      a->gc = (uint32_t)le(p, 4);
+    }
+    break;
+  case EV_GC_END:
+    if (n >= 4 && a->walking && le(p, 4) == a->gc) a->walking = 0, a->complete = 1;
+    break;
+  case EV_BULK_TYPE: rc = on_bulk_type(a, p, n); break;
+  case EV_NODE: rc = a->walking ? on_bulk(a, 1, p, n) : 0; break;
+  case EV_EDGE: rc = a->walking ? on_bulk(a, 0, p, n) : 0; break;
+  case EV_ROOT_EDGE:
+    if (a->walking && n >= 8) a->roots += le(p + 4, 4);
+    break;
+  case EV_STATIC:
+    if (a->walking && n >= 4) a->statics += le(p, 4);
+    break;
+  default: break;
+  }
+  if (rc) a->failed = 1;
+  return a->failed;
+}
+
+void dnt_heap_analysis_callbacks(ntr_callbacks *cb) {
+  memset(cb, 0, sizeof *cb);
+  cb->on_trace = heap_on_trace;
+  cb->on_event = heap_on_event;
+}
+
+int dnt_heap_analysis_walked(const struct dnt_heap_analysis *a) { return a->complete; }
+
+static int by_id(const void *x, const void *y) {
+  uint64_t a = ((const struct type_row *)x)->id, b = ((const struct type_row *)y)->id;
+  return a < b ? -1 : a > b;
+}
+
+static int by_bytes(const void *x, const void *y) {
+  const dnt_heap_type *a = x, *b = y;
+  if (a->bytes != b->bytes) return a->bytes > b->bytes ? -1 : 1;
+  if (a->count != b->count) return a->count > b->count ? -1 : 1;
+  return strcmp(a->name, b->name);
+}
+
+void dnt_heap_analysis_finish(struct dnt_heap_analysis *a) {
+  if (a->finished || a->failed) return;
+  a->finished = 1;
+  /* the types by id (a type logged twice keeps its first name) */
+  if (a->ntypes) qsort(a->types, a->ntypes, sizeof *a->types, by_id);
+  a->rows = calloc(a->ntypes + 1, sizeof *a->rows);
+  if (!a->rows) {
+    a->failed = 1;
+    return;
+  }
+  size_t unknown = a->ntypes; /* the row of objects whose type no BulkType named */
+  for (size_t i = 0; i < a->ntypes; i++) a->rows[i].name = a->types[i].name;
+  a->rows[unknown].name = "(unknown type)";
+  dnt_heap_summary *s = &a->summary;
+  for (size_t i = 0; i < a->nnodes; i++) {
+    const struct node *nd = &a->nodes[i];
+    size_t lo = 0, hi = a->ntypes;
+    while (lo < hi) {
+      size_t mid = (lo + hi) / 2;
+      if (a->types[mid].id < nd->type) lo = mid + 1;
+      else hi = mid;
+    }
+    size_t r = lo < a->ntypes && a->types[lo].id == nd->type ? lo : unknown;
+    a->rows[r].count++;
+    a->rows[r].bytes += nd->size;
+    s->objects++;
+    s->bytes += nd->size;
+  }
+  s->references = a->nedges;
+  s->roots = a->roots + a->statics;
+  s->lost_events = a->lost_node_events + a->lost_edge_events;
+  s->walked = a->complete || a->walking || a->nnodes;
+  s->complete = a->complete && s->lost_events == 0 && a->nedges == a->edges_wanted;
+  s->reference_mismatch = a->nedges != a->edges_wanted;
+  /* the rows with objects, most bytes first */
+  size_t out = 0;
+  for (size_t i = 0; i <= a->ntypes; i++)
+    if (a->rows[i].count) a->rows[out++] = a->rows[i];
+  a->nrows = out;
+  if (out) qsort(a->rows, out, sizeof *a->rows, by_bytes);
+}
+
+const dnt_heap_summary *dnt_heap_get_summary(const struct dnt_heap_analysis *a) { return &a->summary; }
+
+const dnt_heap_type *dnt_heap_types(const struct dnt_heap_analysis *a, size_t *n) {
+  *n = a->nrows;
+  return a->rows;
+}
+
+/* ---- views ---- */
+
+static const char *state_of(const dnt_heap_summary *s) {
+  return s->complete ? "complete" : s->walked ? "incomplete" : "no heap walk";
+}
+
+void dnt_heap_write_text(FILE *fp, const struct dnt_heap_analysis *a, size_t top) {
+  const dnt_heap_summary *s = &a->summary;
+  fprintf(fp, "Heap snapshot: %llu objects, %llu bytes, %llu references, %llu roots (%s)\n",
+          (unsigned long long)s->objects, (unsigned long long)s->bytes, (unsigned long long)s->references,
+          (unsigned long long)s->roots, state_of(s));
+  fprintf(fp, "\n%15s %12s  %s\n", "Bytes", "Objects", "Type");
+  for (size_t i = 0; i < a->nrows && i < top; i++) {
+    fprintf(fp, "%15llu %12llu  ", (unsigned long long)a->rows[i].bytes, (unsigned long long)a->rows[i].count);
+    dnt_text_put(fp, a->rows[i].name);
+    fputc('\n', fp);
+  }
+}
+
+void dnt_heap_write_json(FILE *fp, const struct dnt_heap_analysis *a, size_t top) {
+  const dnt_heap_summary *s = &a->summary;
+  fprintf(fp, "{\"objects\":%llu,\"bytes\":%llu,\"references\":%llu,\"roots\":%llu,\"lostEvents\":%llu,\"state\":\"%s\","
+              "\"types\":[",
+          (unsigned long long)s->objects, (unsigned long long)s->bytes, (unsigned long long)s->references,
+          (unsigned long long)s->roots, (unsigned long long)s->lost_events, state_of(s));
+  for (size_t i = 0; i < a->nrows && i < top; i++) {
+    fputs(i ? ",{\"type\":" : "{\"type\":", fp);
+    dnt_json_string(fp, a->rows[i].name);
+    fprintf(fp, ",\"count\":%llu,\"bytes\":%llu}", (unsigned long long)a->rows[i].count,
+            (unsigned long long)a->rows[i].bytes);
+  }
+  fputs("]}\n", fp);
+}

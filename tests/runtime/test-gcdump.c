@@ -1,0 +1,201 @@
+/* test-gcdump.c: heap snapshots from the runtime's heap walk (issue 24, first part). The sample's
+ * --heap N:K builds a heap whose shape is known (tests/targets/sample/HeapWork.cs): N
+ * Sample.CacheEntry objects each owning a byte[] of K bytes, 10 Sample.Finalizable, one
+ * Sample.TableValue. `dntrace gcdump -p` and a recorded file both count them exactly; traces written
+ * here hold the walk's checks (a lost event, references that do not add up, a walk cut short, no
+ * walk) to one line and exit 1, no report. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../lib/env-cr.h"
+#include "../lib/ntr-writer.h"
+#include "../lib/record-cr.h"
+#include "../lib/run.h"
+#include "../lib/target-cr.h"
+#include "../lib/target.h"
+
+#define ENTRIES "3000"
+#define BYTES "500"
+
+/* The known answers of the sample's --heap 3000:500, held to a JSON report (sys.argv[1]). */
+static const char *known =
+    "import json, sys\n"
+    "d = json.load(open(sys.argv[1]))\n"
+    "assert d['state'] == 'complete', d['state']\n"
+    "t = {x['type']: x for x in d['types']}\n"
+    "assert t['Sample.CacheEntry']['count'] == 3000, t.get('Sample.CacheEntry')\n"
+    "assert t['Sample.Finalizable']['count'] == 10, t.get('Sample.Finalizable')\n"
+    "assert t['Sample.TableValue']['count'] == 1, t.get('Sample.TableValue')\n"
+    "b = t['System.Byte[]']\n"
+    "assert b['count'] >= 3000 and b['bytes'] >= 3000 * 500, b\n"
+    "assert sum(x['count'] for x in d['types']) == d['objects']\n"
+    "assert sum(x['bytes'] for x in d['types']) == d['bytes']\n"
+    "assert d['references'] >= 3000 and d['roots'] > 0, d\n";
+
+static void start_heap(dnt_target *t) {
+  DNT_REQUIRE_TARGET();
+  require_python();
+  const char *const args[] = {"--heap", ENTRIES ":" BYTES, "--no-cpu", "--no-blocking", "--no-alloc",
+                              "--no-exceptions", "--no-counters", NULL};
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = args, .wait_socket = 1, .timeout_ms = DNT_HANG_MS};
+  char err[512];
+  cr_assert_eq(dnt_target_start(t, &o, err, sizeof err), 0, "%s", err);
+}
+
+/* A live process: the session ends with the walk's collection, the counts are the heap's. */
+Test(gcdump, a_process_heap_counts_are_exact, .timeout = 120) {
+  dnt_target t;
+  start_heap(&t);
+  char dir[] = "/tmp/dnt-gcdump-XXXXXX", out[64], pid[16];
+  cr_assert(mkdtemp(dir));
+  snprintf(out, sizeof out, "%s/heap.json", dir);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "gcdump", "-p", pid, "--format", "json", "--top", "100000", "-o", out, NULL), 0,
+               "%s", r.err);
+  dnt_run_free(&r);
+  expect_python(known, out, NULL);
+  /* dotnet-gcdump's verb, and the text table: the cache's entries on their row */
+  cr_assert_eq(dnt_run_dntrace(&r, "gcdump", "report", "-p", pid, "--top", "100000", NULL), 0, "%s", r.err);
+  cr_expect(strstr(r.out, "(complete)"), "%s", r.out);
+  cr_expect(strstr(r.out, "         3000  Sample.CacheEntry\n"), "%s", r.out);
+  dnt_run_free(&r);
+  dnt_target_stop(&t);
+  unlink(out);
+  rmdir(dir);
+}
+
+/* A trace recorded with collect's gc-heap-snapshot profile gives the same answers. */
+Test(gcdump, a_recorded_walk_reads_the_same, .timeout = 120) {
+  dnt_target t;
+  start_heap(&t);
+  char dir[] = "/tmp/dnt-gcdump-XXXXXX", trace[64], out[64], pid[16];
+  cr_assert(mkdtemp(dir));
+  snprintf(trace, sizeof trace, "%s/heap.nettrace", dir);
+  snprintf(out, sizeof out, "%s/heap.json", dir);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  struct dnt_run r;
+  /* the walk happens as the session starts; 2 s holds its end */
+  cr_assert_eq(dnt_run_dntrace(&r, "collect", "-p", pid, "--profile", "gc-heap-snapshot", "--duration", "2s", "-o",
+                               trace, NULL),
+               0, "%s", r.err);
+  dnt_run_free(&r);
+  dnt_target_stop(&t);
+  cr_assert_eq(dnt_run_dntrace(&r, "gcdump", trace, "--format", "json", "--top", "100000", "-o", out, NULL), 0, "%s",
+               r.err);
+  dnt_run_free(&r);
+  expect_python(known, out, NULL);
+  unlink(trace);
+  unlink(out);
+  rmdir(dir);
+}
+
+/* ---- walks written here ---- */
+
+#define RUNTIME "Microsoft-Windows-DotNETRuntime"
+
+struct walk {
+  ntrw w;
+  uint32_t seq;
+  uint64_t ts;
+};
+
+static void put(struct walk *k, uint32_t md, const uint8_t *p, uint32_t n) {
+  ntrw_ev e = {.metadata_id = md, .seq = ++k->seq, .thread = 5, .capture_thread = 5, .ts = k->ts += 10,
+               .payload = p, .payload_size = n};
+  ntrw_event(&k->w, &e);
+}
+
+static void le(uint8_t *p, uint64_t v, int n) {
+  for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* GCStart (Count 7, Depth 2, Reason 1 induced, Type 0 blocking; none when nodes < 0), a type, `nodes` node events of
+ * one object with `edges` references each (their Index from 0, but skip_node leaves one out),
+ * one edge event per node with `edges_sent` references, and GCEnd unless cut. */
+static void write_walk(const char *path, int nodes, int edges, int edges_sent, int skip_node, int cut) {
+  struct walk k;
+  memset(&k, 0, sizeof k);
+  ntrw_trace t = {.sync_qpc = 1000, .freq = 1000000, .pointer_size = 8, .pid = 4545, .cpus = 1, .sampling_ns = 1000000};
+  ntrw_md md[] = {
+      {.id = 1, .provider = RUNTIME, .event_id = 1, .version = 2, .level = 4, .keywords = 1, .name = "", .opcode = -1, .no_fields = 1},
+      {.id = 2, .provider = RUNTIME, .event_id = 2, .version = 1, .level = 4, .keywords = 1, .name = "", .opcode = -1, .no_fields = 1},
+      {.id = 3, .provider = RUNTIME, .event_id = 15, .version = 0, .level = 4, .keywords = 0x80000, .name = "", .opcode = -1, .no_fields = 1},
+      {.id = 4, .provider = RUNTIME, .event_id = 18, .version = 0, .level = 4, .keywords = 0x100000, .name = "", .opcode = -1, .no_fields = 1},
+      {.id = 5, .provider = RUNTIME, .event_id = 19, .version = 0, .level = 4, .keywords = 0x100000, .name = "", .opcode = -1, .no_fields = 1},
+  };
+  ntrw_init(&k.w, 0);
+  ntrw_trace_hdr(&k.w, &t);
+  ntrw_md_begin(&k.w);
+  for (size_t i = 0; i < 5; i++) ntrw_metadata(&k.w, &md[i]);
+  ntrw_block_end(&k.w);
+  ntrw_ev_begin(&k.w, 1);
+  k.ts = 2000;
+  uint8_t p[256];
+  if (nodes >= 0) { /* else no collection at all: no walk */
+    le(p, 7, 4), le(p + 4, 2, 4), le(p + 8, 1, 4), le(p + 12, 0, 4), le(p + 16, 0, 2);
+    put(&k, 1, p, 26);
+  }
+  /* BulkType: Count 1, ClrInstanceID, then TypeID 0x100, ModuleID, TypeNameID, Flags,
+   * CorElementType, "T\0" in UTF-16, TypeParameterCount 0 */
+  memset(p, 0, sizeof p);
+  le(p, 1, 4), le(p + 6, 0x100, 8), p[31] = 'T', le(p + 35, 0, 4);
+  put(&k, 3, p, 39);
+  for (int i = 0, index = 0; i < nodes; i++, index++) {
+    if (i == skip_node) index++; /* an event of the sequence never comes */
+    memset(p, 0, sizeof p);
+    le(p, (uint64_t)index, 4), le(p + 4, 1, 4);
+    le(p + 10, 0x10000 + 0x20 * (uint64_t)i, 8), le(p + 18, 24, 8), le(p + 26, 0x100, 8), le(p + 34, (uint64_t)edges, 8);
+    put(&k, 4, p, 42);
+    memset(p, 0, sizeof p);
+    le(p, (uint64_t)i, 4), le(p + 4, (uint64_t)edges_sent, 4);
+    for (int e = 0; e < edges_sent; e++) le(p + 10 + 12 * e, 0x10000, 8);
+    put(&k, 5, p, 10 + 12 * (uint32_t)edges_sent);
+  }
+  if (!cut) {
+    le(p, 7, 4), le(p + 4, 2, 4), le(p + 8, 0, 2);
+    put(&k, 2, p, 10);
+  }
+  ntrw_block_end(&k.w);
+  ntrw_end(&k.w);
+  FILE *fp = fopen(path, "wb");
+  cr_assert(fp);
+  cr_assert_eq(fwrite(k.w.buf, 1, k.w.len, fp), k.w.len);
+  fclose(fp);
+  ntrw_release(&k.w);
+}
+
+static void expect_gcdump(const char *path, int status, const char *what) {
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "gcdump", path, NULL), status, "%s: %s%s", what, r.out, r.err);
+  if (status == 0) {
+    cr_expect(strstr(r.out, "Heap snapshot: 4 objects, 96 bytes, 8 references, 0 roots (complete)\n"), "%s", r.out);
+    cr_expect(strstr(r.out, "             96            4  T\n"), "%s", r.out);
+  } else {
+    cr_expect_str_eq(r.out, "", "no report");
+    cr_expect(strstr(r.err, what), "'%s' in: %s", what, r.err);
+    cr_expect_eq(strchr(r.err, '\n'), strrchr(r.err, '\n'), "one line: %s", r.err);
+  }
+  dnt_run_free(&r);
+}
+
+Test(gcdump, a_walk_is_complete_or_no_report) {
+  char dir[] = "/tmp/dnt-gcdump-XXXXXX", path[64];
+  cr_assert(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/w.nettrace", dir);
+  write_walk(path, 4, 2, 2, -1, 0);
+  expect_gcdump(path, 0, "a whole walk");
+  write_walk(path, 4, 2, 2, 2, 0);
+  expect_gcdump(path, 1, "the heap walk is incomplete: 1 of its object and reference events were lost");
+  write_walk(path, 4, 2, 1, -1, 0);
+  expect_gcdump(path, 1, "its references do not add up to what its objects said");
+  write_walk(path, 4, 2, 2, -1, 1);
+  expect_gcdump(path, 1, "the trace ends before its garbage collection does");
+  write_walk(path, -1, 0, 0, -1, 1);
+  expect_gcdump(path, 1, "no heap walk in this trace");
+  unlink(path);
+  rmdir(dir);
+}
