@@ -48,6 +48,8 @@ fi
 SPEEDSCOPE_VERSION=1.25.0
 DNT_SPEEDSCOPE=${DNT_SPEEDSCOPE:-$top/build-tools/speedscope}
 export DNT_SPEEDSCOPE
+DNT_DOTNET_TOOLS=${DNT_DOTNET_TOOLS:-$top/build-tools/dotnet-tools}
+export DNT_DOTNET_TOOLS
 
 speedscope() {
   [ -f "$DNT_SPEEDSCOPE/.version-$SPEEDSCOPE_VERSION" ] && return 0
@@ -91,6 +93,24 @@ deps() {
     say "warning: no 'dotnet' on PATH: the sample target cannot be built, so runtime tests will skip"
   fi
   speedscope
+  dotnet_gcdump
+}
+
+# dotnet-gcdump (from NuGet, Microsoft's): the oracle that tests/runtime/test-gcdump.c holds dntrace
+# gcdump's counts to, in $DNT_DOTNET_TOOLS (a tool path of the build's: nothing of the machine's)
+GCDUMP_VERSION=10.0.750501
+dotnet_gcdump() {
+  command -v dotnet >/dev/null 2>&1 || return 0
+  [ -x "$DNT_DOTNET_TOOLS/dotnet-gcdump" ] && return 0
+  say "dotnet tool install dotnet-gcdump $GCDUMP_VERSION ($DNT_DOTNET_TOOLS)"
+  if ! DOTNET_CLI_TELEMETRY_OPTOUT=1 DOTNET_NOLOGO=1 dotnet tool install --tool-path "$DNT_DOTNET_TOOLS" dotnet-gcdump \
+    --version "$GCDUMP_VERSION" >/dev/null; then
+    if [ "${CI:-}" = true ]; then
+      echo "bootstrap: cannot install dotnet-gcdump from NuGet (CI needs it: the heap snapshots' oracle)" >&2
+      exit 1
+    fi
+    say "warning: dotnet-gcdump not installed: the heap snapshots' comparison with it will skip"
+  fi
 }
 
 # What podman needs on these machines, as a drop-in of its own (the distribution's files are left

@@ -78,6 +78,30 @@ static uint64_t le(const uint8_t *p, size_t n) {
   return v;
 }
 
+/* A type's name as dotnet-gcdump and PerfView show it, in place: the generic arity dropped
+ * ("List`1[T]" is "List<T>"), brackets as angle brackets but for arrays' ("T[]" stays). */
+static void pretty(char *name) {
+  char *o = name;
+  for (const char *c = name; *c;) {
+    if (*c == '`' && c[1] >= '0' && c[1] <= '9') {
+      for (c++; *c >= '0' && *c <= '9';) c++;
+      continue;
+    }
+    if (*c == '[' && c[1] == ']') { /* an array: kept */
+      *o++ = '[', *o++ = ']', c += 2;
+      continue;
+    }
+    if (*c == '[' && c[1] == ',') { /* a multi-dimensional array's rank: kept */
+      for (; *c && *c != ']'; c++) *o++ = *c;
+      if (*c) *o++ = *c++;
+      continue;
+    }
+    *o++ = *c == '[' ? '<' : *c == ']' ? '>' : *c;
+    c++;
+  }
+  *o = '\0';
+}
+
 /* BulkType: Count (u32), ClrInstanceID (u16), then per type TypeID (u64), ModuleID (u64),
  * TypeNameID (u32), Flags (u32), CorElementType (u8), Name (UTF-16, NUL-ended),
  * TypeParameterCount (u32), that many u64. A record cut short ends the event. */
@@ -103,6 +127,7 @@ static int on_bulk_type(struct dnt_heap_analysis *a, const uint8_t *p, size_t n)
       else *o++ = (char)(0xe0 | c >> 12), *o++ = (char)(0x80 | (c >> 6 & 0x3f)), *o++ = (char)(0x80 | (c & 0x3f));
     }
     *o = '\0';
+    pretty(name);
     if (n - off < 4) {
       free(name);
       return 0;

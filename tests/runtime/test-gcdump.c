@@ -93,6 +93,62 @@ Test(gcdump, a_recorded_walk_reads_the_same, .timeout = 120) {
   rmdir(dir);
 }
 
+/* ---- dotnet-gcdump, the reference ----
+ * Microsoft's dotnet-gcdump (NuGet, installed by ./bootstrap.sh into build-tools/dotnet-tools, or
+ * $DNT_DOTNET_TOOLS) walks the same quiescent --heap process: every Sample.* type has the same
+ * object count in both reports. Its rows are "BYTES COUNT TYPE[ (Bytes > N)]  [MODULE]", a type
+ * split over rows by its objects' sizes; the walks differ in the objects the sessions themselves
+ * leave in the runtime, not in the sample's. */
+
+static const char *gcdump_tool(void) {
+  static char path[4200];
+  const char *dir = getenv("DNT_DOTNET_TOOLS"), *src = getenv("DNT_SRCDIR");
+  if (dir && *dir) snprintf(path, sizeof path, "%s/dotnet-gcdump", dir);
+  else snprintf(path, sizeof path, "%s/build-tools/dotnet-tools/dotnet-gcdump", src ? src : ".");
+  if (access(path, X_OK) != 0) {
+    if (in_ci()) cr_assert_fail("no dotnet-gcdump (CI=true: ./bootstrap.sh deps installs it): %s", path);
+    cr_skip_test("no dotnet-gcdump (./bootstrap.sh deps installs it): %s", path);
+  }
+  return path;
+}
+
+static const char *compare_py =
+    "import json, re, sys\n"
+    "ours = {t['type']: t['count'] for t in json.load(open(sys.argv[1]))['types']}\n"
+    "theirs = {}\n"
+    "for line in open(sys.argv[2]):\n"
+    "    m = re.match(r'\\s*[\\d,]+\\s+([\\d,]+)\\s+(\\S.*?)(?: \\(Bytes > \\w+\\))?\\s+\\[[^\\]]*\\]\\s*$', line)\n"
+    "    if m: theirs[m.group(2)] = theirs.get(m.group(2), 0) + int(m.group(1).replace(',', ''))\n"
+    "mine = sorted(k for k in set(ours) | set(theirs) if k.startswith('Sample.'))\n"
+    "assert 'Sample.CacheEntry' in mine and theirs.get('Sample.CacheEntry') == 3000, theirs.get('Sample.CacheEntry')\n"
+    "bad = [(k, ours.get(k), theirs.get(k)) for k in mine if ours.get(k) != theirs.get(k)]\n"
+    "assert not bad, bad\n"
+    "print(len(mine), 'Sample types alike')\n";
+
+Test(gcdump, sample_types_count_as_dotnet_gcdump_counts, .timeout = 240) {
+  const char *tool = gcdump_tool();
+  dnt_target t;
+  start_heap(&t);
+  char dir[] = "/tmp/dnt-gcdump-XXXXXX", ours[64], theirs[64], pid[16], cmd[8400];
+  cr_assert(mkdtemp(dir));
+  snprintf(ours, sizeof ours, "%s/ours.json", dir);
+  snprintf(theirs, sizeof theirs, "%s/theirs.txt", dir);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "gcdump", "-p", pid, "--format", "json", "--top", "100000", "-o", ours, NULL), 0,
+               "%s", r.err);
+  dnt_run_free(&r);
+  snprintf(cmd, sizeof cmd, "DOTNET_CLI_TELEMETRY_OPTOUT=1 '%s' report -p %s > '%s'", tool, pid, theirs);
+  char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+  cr_assert_eq(dnt_run_argv(&r, argv, NULL, 120000), 0, "dotnet-gcdump: %s", r.err);
+  dnt_run_free(&r);
+  dnt_target_stop(&t);
+  expect_python(compare_py, ours, theirs, NULL);
+  unlink(ours);
+  unlink(theirs);
+  rmdir(dir);
+}
+
 /* ---- walks written here ---- */
 
 #define RUNTIME "Microsoft-Windows-DotNETRuntime"
