@@ -111,6 +111,33 @@ EOF
   rm -f $at
 fi
 
+# heap snapshots: the sample's --heap of 2,000,000 objects (1,000,000 Sample.CacheEntry, each with
+# a 16-byte byte[]), walked by dntrace gcdump and by dotnet-gcdump (when ./bootstrap.sh installed
+# it): wall time and the client's peak RSS, per object too
+if [ -x "$exe" ]; then
+  echo "== heap snapshots: a 2,000,000-object heap (the sample's --heap 1000000:16)"
+  "$exe" --heap 1000000:16 --no-cpu --no-blocking --no-alloc --no-exceptions --no-counters >/tmp/dnt-bench-heap.out 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do grep -q '^heap' /tmp/dnt-bench-heap.out 2>/dev/null && break; sleep 0.1; done
+  /usr/bin/time -f "%e %M" -o /tmp/dnt-bench-time $DNT_BIN gcdump -p $pid --top 3 >/tmp/dnt-bench-heap.txt 2>/dev/null
+  read -r secs kb <<EOF
+$(tail -n 1 /tmp/dnt-bench-time)
+EOF
+  objects=$(sed -n 's/^Heap snapshot: \([0-9]*\) objects.*/\1/p' /tmp/dnt-bench-heap.txt)
+  awk -v s="$secs" -v kb="$kb" -v n="${objects:-0}" \
+    'BEGIN { printf "dntrace gcdump: %d objects in %.2f s, peak RSS %d MB (%.0f bytes an object)\n", n, s, kb / 1024, n ? kb * 1024 / n : 0 }'
+  tool=${DNT_DOTNET_TOOLS:-${DNT_SRCDIR:-$(dirname "$0")/..}/build-tools/dotnet-tools}/dotnet-gcdump
+  if [ -x "$tool" ]; then
+    /usr/bin/time -f "%e %M" -o /tmp/dnt-bench-time "$tool" report -p $pid >/dev/null 2>&1
+    read -r secs kb <<EOF
+$(tail -n 1 /tmp/dnt-bench-time)
+EOF
+    echo "dotnet-gcdump report: $secs s, peak RSS $((kb / 1024)) MB"
+  fi
+  kill $pid; wait $pid 2>/dev/null || true
+  rm -f /tmp/dnt-bench-heap.out /tmp/dnt-bench-heap.txt
+fi
+
 # dntrace gc: the largest corpus trace with GCs, and a 30 s gc-verbose session of the sample
 # inducing 200 GCs a second while it allocates (rows kept, events not: RSS should not grow with it)
 corpus=${DNT_CORPUS:-${DNT_SRCDIR:-$(dirname "$0")/..}/../shared/corpus}
