@@ -264,6 +264,18 @@ static uint64_t thread_os_id(ntr_parser *p, uint64_t index) {
   return p->threads[*v - 1].t.os_thread_id;
 }
 
+/* An event counted and handed to on_event: 0, or the stop's error when the callback asks. */
+static int deliver(ntr_parser *p, const ntr_event *ev, uint64_t row) {
+  int rc;
+  p->stats.events++;
+  if (!p->cb.on_event)
+    return 0;
+  p->in_callback = 1;
+  rc = p->cb.on_event(p->ud, ev);
+  p->in_callback = 0;
+  return rc ? ntr__stopped(p, row, "on_event") : 0;
+}
+
 /* Decodes the event rows of an EventBlock (metadata == 0) or the metadata records of a
  * MetadataBlock (metadata == 1, V4/V5). V6 rows differ only in the fields noted. */
 int ntr__event_block(ntr_parser *p, const uint8_t *data, size_t len, uint64_t off, int metadata) {
@@ -449,14 +461,8 @@ int ntr__event_block(ntr_parser *p, const uint8_t *data, size_t len, uint64_t of
     rc = ntr__seq_event(p, ev.capture_thread_index, ev.sequence, row);
     if (rc < 0)
       return rc;
-    p->stats.events++;
-    if (p->cb.on_event) {
-      p->in_callback = 1;
-      rc = p->cb.on_event(p->ud, &ev);
-      p->in_callback = 0;
-      if (rc)
-        return ntr__stopped(p, row, "on_event");
-    }
+    if ((rc = deliver(p, &ev, row)) < 0)
+      return rc;
     q = next;
   }
   return 0;
@@ -532,14 +538,8 @@ int ntr__event_block_v3(ntr_parser *p, const uint8_t *data, size_t len, uint64_t
       ev.stack_id = NTR_STACK_INLINE;
       ev.stack = &p->st_cur;
     }
-    p->stats.events++;
-    if (p->cb.on_event) {
-      p->in_callback = 1;
-      rc = p->cb.on_event(p->ud, &ev);
-      p->in_callback = 0;
-      if (rc)
-        return ntr__stopped(p, row, "on_event");
-    }
+    if ((rc = deliver(p, &ev, row)) < 0)
+      return rc;
     q += 4 + (size_t)size;
   }
   return 0;

@@ -41,13 +41,7 @@ static const struct dnt_option report_options[] = {
     DNT_OPT_TEXT("topN", "dotnet-trace's subcommand after FILE: the same table"),
     DNT_OPT_WEIGHT(O(weight), "time (default: each sample the time until its thread's next)\n"
                               "or samples (plain counts)"),
-    DNT_OPT_FLAG(0, "no-async", O(no_async),
-                 "a task's samples stay on the thread that ran them, under the\n"
-                 "thread pool's dispatch (by default, with the task library's\n"
-                 "events in the trace (collect --profile async-tasks), they are\n"
-                 "put under the code that awaited or started the task, on its\n"
-                 "thread, after a STARTING TASK frame, as dotnet-trace and\n"
-                 "PerfView show them; AWAIT_TIME is the time it waited)"),
+    DNT_OPT_NO_ASYNC(O(no_async)),
     DNT_OPT_GROUP(dnt_options_view, O(view)),
     DNT_OPT_END(),
 };

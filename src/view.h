@@ -13,6 +13,16 @@ struct dnt_view_opts {
   int hide_idle;
 };
 
+/* report's and convert's --no-async: an int of the options at off */
+#define DNT_OPT_NO_ASYNC(off)                                                                                     \
+  DNT_OPT_FLAG(0, "no-async", off,                                                                                \
+               "a task's samples stay on the thread that ran them, under the\n"                                    \
+               "thread pool's dispatch (by default, with the task library's\n"                                     \
+               "events in the trace (collect --profile async-tasks), they are\n"                                   \
+               "put under the code that awaited or started the task, on its\n"                                     \
+               "thread, after a STARTING TASK frame, as dotnet-trace and\n"                                        \
+               "PerfView show them; AWAIT_TIME is the time it waited)")
+
 /* The rows, relative to a struct dnt_view_opts (include with DNT_OPT_GROUP). */
 extern const struct dnt_option dnt_options_view[];
 

@@ -16,7 +16,6 @@
 // A .zip holds the trace as its one entry; a truncated trace is read with ContinueOnError, as
 // dotnet-trace does.
 using System.Globalization;
-using System.IO.Compression;
 using Microsoft.Diagnostics.Symbols;
 using Microsoft.Diagnostics.Tracing;
 using Microsoft.Diagnostics.Tracing.Etlx;
@@ -83,22 +82,7 @@ static class SampleStacks
         Directory.CreateDirectory(tmp);
         try
         {
-            string trace = path;
-            if (path.EndsWith(".zip", StringComparison.OrdinalIgnoreCase))
-            {
-                using var zip = ZipFile.OpenRead(path);
-                trace = Path.Combine(tmp, "trace.nettrace");
-                zip.Entries.First(e => e.Name.Length > 0).ExtractToFile(trace);
-            }
-            string etlx = Path.Combine(tmp, "trace.etlx");
-            try
-            {
-                TraceLog.CreateFromEventPipeDataFile(trace, etlx, new TraceLogOptions() { ContinueOnError = false });
-            }
-            catch (Exception e) when (e.ToString().Contains("Read past end of stream."))
-            {
-                TraceLog.CreateFromEventPipeDataFile(trace, etlx, new TraceLogOptions() { ContinueOnError = true });
-            }
+            string etlx = OracleTrace.Etlx(path, tmp);
             using var symbols = new SymbolReader(TextWriter.Null, "");
             using var log = new TraceLog(etlx);
             /* the events the computer counts as samples: the sampler's and the GC's allocation

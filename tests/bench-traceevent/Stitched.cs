@@ -13,7 +13,6 @@
 // the computer's pseudo-frame (CPU_TIME, UNMANAGED_CODE_TIME, AWAIT_TIME). Samples without a
 // thread frame (none on EventPipe traces) are left out, as the speedscope writer leaves them.
 using System.Globalization;
-using System.IO.Compression;
 using Microsoft.Diagnostics.Symbols;
 using Microsoft.Diagnostics.Tracing;
 using Microsoft.Diagnostics.Tracing.Etlx;
@@ -49,22 +48,7 @@ static class Stitched
         Directory.CreateDirectory(tmp);
         try
         {
-            string trace = path;
-            if (path.EndsWith(".zip", StringComparison.OrdinalIgnoreCase))
-            {
-                using var zip = ZipFile.OpenRead(path);
-                trace = Path.Combine(tmp, "trace.nettrace");
-                zip.Entries.First(e => e.Name.Length > 0).ExtractToFile(trace);
-            }
-            string etlx = Path.Combine(tmp, "trace.etlx");
-            try
-            {
-                TraceLog.CreateFromEventPipeDataFile(trace, etlx, new TraceLogOptions() { ContinueOnError = false });
-            }
-            catch (Exception e) when (e.ToString().Contains("Read past end of stream."))
-            {
-                TraceLog.CreateFromEventPipeDataFile(trace, etlx, new TraceLogOptions() { ContinueOnError = true });
-            }
+            string etlx = OracleTrace.Etlx(path, tmp);
             using var symbols = new SymbolReader(TextWriter.Null, "");
             using var log = new TraceLog(etlx);
             var stacks = new MutableTraceEventStackSource(log) { OnlyManagedCodeStacks = true, ShowUnknownAddresses = true };
