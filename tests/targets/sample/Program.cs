@@ -25,6 +25,8 @@ namespace Sample
                 return 0;
             }
 
+            // first: a session may attach as soon as the runtime runs (serve follows a restart by name)
+            EventSourcesFirst();
             Console.WriteLine("pid " + Environment.ProcessId);
             Console.Out.Flush();
 
@@ -36,7 +38,6 @@ namespace Sample
             var workers = new Workers(opts, stop.Token, stop.Cancel);
             workers.Start();
             for (int i = 0; i < opts.Gen2; i++) GC.Collect(2, GCCollectionMode.Forced, blocking: true);
-            EventSourcesFirst();
             Console.WriteLine("ready");
             Console.Out.Flush();
             if (opts.Gen2 >= 0) workers.Spawn("gc-report", () => GcReport(stop.Token));
@@ -58,7 +59,8 @@ namespace Sample
         // static constructor, and the callback waits for the constructor: the runtime never answers
         // the session (.NET 10.0.12 and ArrayPoolEventSource, dotnet/runtime#119014, fixed upstream by
         // creating it at startup, #131501; about 1 in 100 counters sessions on a loaded machine).
-        // So those EventSources are made here, before anyone attaches.
+        // So those EventSources are made here, first thing in Main, before the workers run (a tool that
+        // follows the process by name, as `serve -n` does, attaches without waiting for "ready").
         private static void EventSourcesFirst()
         {
             System.Buffers.ArrayPool<char>.Shared.Return(System.Buffers.ArrayPool<char>.Shared.Rent(1));
