@@ -215,6 +215,15 @@ int dnt__stacked_on_sequence_point(void *ud, const ntr_sequence_point *sp);
  * analysis has failed (on_event returns nonzero). */
 int dnt__stacked_on_event(struct dnt__stacked *s, const ntr_event *ev);
 
+/* dominators.c: the dominator tree of nodes 0..n-1 reached from a virtual root n whose
+ * successors are roots[0..nroots); v's successors are succ[start[v]..start[v+1]) (entries of
+ * DNT__NO_NODE or >= n are skipped: references outside the graph). Fills idom[0..n-1] (the
+ * immediate dominator; n: only the virtual root; DNT__NO_NODE: not reached) and order[0..*nreached)
+ * (the reached nodes, a dominator before what it dominates). 0, or -1 when out of memory. */
+#define DNT__NO_NODE UINT32_MAX
+int dnt__dominators(uint32_t n, const uint64_t *start, const uint32_t *succ, const uint32_t *roots, uint64_t nroots,
+                    uint32_t *idom, uint32_t *order, uint32_t *nreached);
+
 /* The views' common part: one stack as text lines (a head line of lead and its count, then its
  * frames leaf first, under indent) or as a JSON object; with_ms: its weight is a wait. */
 void dnt__write_stack_text(FILE *fp, const dnt_analysis_stack *st, const char *indent, const char *lead, int with_ms);

@@ -523,17 +523,19 @@ void dnt_locks_write_json(FILE *fp, const struct dnt_locks_analysis *a, size_t t
 /* ---- heap snapshots ----
  * The runtime's heap walk (a session with the runtime provider at Verbose and the GCHeapSnapshot
  * keywords 0x1980001: `collect --profile gc-heap-snapshot`) read as it streams: per type the
- * objects and their bytes. The walk is complete only when its GC ended, no node or edge event
+ * objects, their bytes and what they retain (the dominator tree). The walk is complete only when its GC ended, no node or edge event
  * was lost and the references add up (a lost event shifts every later object's references). */
 
 typedef struct dnt_heap_type {
   const char *name;   /* as the runtime names it; owned by the analysis */
   uint64_t count;     /* objects */
   uint64_t bytes;     /* their sizes, added */
+  uint64_t retained;  /* what only they keep alive, their own bytes included (a complete walk) */
 } dnt_heap_type;
 
 typedef struct dnt_heap_summary {
   uint64_t objects, bytes, references, roots;
+  uint64_t reachable;     /* objects reached from the roots (the others were garbage) */
   uint64_t lost_events;   /* node and edge events missing from their sequences (their Index) */
   int walked;             /* the trace has a heap walk */
   int complete;           /* ... its GC ended, nothing lost, the references add up */

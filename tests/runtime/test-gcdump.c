@@ -33,7 +33,14 @@ static const char *known =
     "assert b['count'] >= 3000 and b['bytes'] >= 3000 * 500, b\n"
     "assert sum(x['count'] for x in d['types']) == d['objects']\n"
     "assert sum(x['bytes'] for x in d['types']) == d['bytes']\n"
-    "assert d['references'] >= 3000 and d['roots'] > 0, d\n";
+    "assert d['references'] >= 3000 and d['roots'] > 0, d\n"
+    /* retained: the cache's array keeps its entries and their arrays alive, but the first entry's
+     * array, which a pinning handle holds too: (bytes of the 2,999 arrays) = 2,999 x one array's */
+    "e, a = t['Sample.CacheEntry'], t['Sample.CacheEntry[]']\n"
+    "rest = a['retainedBytes'] - a['bytes'] - e['bytes']\n"
+    "assert rest % 2999 == 0 and 500 <= rest // 2999 < 540, (a, e)\n"
+    "assert e['retainedBytes'] == e['bytes'] + rest, (e, rest)\n"
+    "assert t['Sample.TableValue']['retainedBytes'] == t['Sample.TableValue']['bytes']\n";
 
 static void start_heap(dnt_target *t) {
   DNT_REQUIRE_TARGET();
@@ -229,7 +236,9 @@ static void expect_gcdump(const char *path, int status, const char *what) {
   cr_assert_eq(dnt_run_dntrace(&r, "gcdump", path, NULL), status, "%s: %s%s", what, r.out, r.err);
   if (status == 0) {
     cr_expect(strstr(r.out, "Heap snapshot: 4 objects, 96 bytes, 8 references, 0 roots (complete)\n"), "%s", r.out);
-    cr_expect(strstr(r.out, "             96            4  T\n"), "%s", r.out);
+    /* no root: nothing reached, nothing retained */
+    cr_expect(strstr(r.out, "\n0 objects reached from the roots;"), "%s", r.out);
+    cr_expect(strstr(r.out, "             96               0            4  T\n"), "%s", r.out);
   } else {
     cr_expect_str_eq(r.out, "", "no report");
     cr_expect(strstr(r.err, what), "'%s' in: %s", what, r.err);
@@ -253,5 +262,104 @@ Test(gcdump, a_walk_is_complete_or_no_report) {
   write_walk(path, -1, 0, 0, -1, 1);
   expect_gcdump(path, 1, "no heap walk in this trace");
   unlink(path);
+  rmdir(dir);
+}
+
+/* ---- retained sizes, by construction ----
+ * Types TA..TF; objects A (100 bytes, TA), B (10, TB), C (20, TC), D (30, TD), E (40, TE),
+ * F (50, TF), G (60, TA), H (5, TB); references A→B, A→C, B→D, B→H, C→D, D→E, F→E, G→A; roots A
+ * and F, and a weak one to G (left out, so G is garbage). Dominators: D by A (reached through B
+ * and through C), E by the roots alone (through A and through F), H by B. Retained: A 100+15+20+30
+ * = 165, B 10+5 = 15, C 20, D 30, E 40, F 50, G nothing. Per type: TA 165 (G retains nothing),
+ * TB 15 (H is B's: counted once), TC 20, TD 30, TE 40, TF 50. */
+static void write_graph(const char *path) {
+  struct walk k;
+  memset(&k, 0, sizeof k);
+  ntrw_trace t = {.sync_qpc = 1000, .freq = 1000000, .pointer_size = 8, .pid = 4646, .cpus = 1, .sampling_ns = 1000000};
+  ntrw_md md[] = {
+      {.id = 1, .provider = RUNTIME, .event_id = 1, .version = 2, .level = 4, .keywords = 1, .name = "", .opcode = -1, .no_fields = 1},
+      {.id = 2, .provider = RUNTIME, .event_id = 2, .version = 1, .level = 4, .keywords = 1, .name = "", .opcode = -1, .no_fields = 1},
+      {.id = 3, .provider = RUNTIME, .event_id = 15, .version = 0, .level = 4, .keywords = 0x80000, .name = "", .opcode = -1, .no_fields = 1},
+      {.id = 4, .provider = RUNTIME, .event_id = 18, .version = 0, .level = 4, .keywords = 0x100000, .name = "", .opcode = -1, .no_fields = 1},
+      {.id = 5, .provider = RUNTIME, .event_id = 19, .version = 0, .level = 4, .keywords = 0x100000, .name = "", .opcode = -1, .no_fields = 1},
+      {.id = 6, .provider = RUNTIME, .event_id = 16, .version = 0, .level = 4, .keywords = 0x100000, .name = "", .opcode = -1, .no_fields = 1},
+  };
+  ntrw_init(&k.w, 0);
+  ntrw_trace_hdr(&k.w, &t);
+  ntrw_md_begin(&k.w);
+  for (size_t i = 0; i < 6; i++) ntrw_metadata(&k.w, &md[i]);
+  ntrw_block_end(&k.w);
+  ntrw_ev_begin(&k.w, 1);
+  k.ts = 2000;
+  static uint8_t p[1024];
+  memset(p, 0, sizeof p);
+  le(p, 7, 4), le(p + 4, 2, 4), le(p + 8, 1, 4), le(p + 12, 0, 4);
+  put(&k, 1, p, 26);
+  /* the types: TypeID 0x100 * (i + 1), named "TA".."TF" */
+  size_t n = 6;
+  memset(p, 0, sizeof p);
+  le(p, 6, 4);
+  for (int i = 0; i < 6; i++) {
+    le(p + n, 0x100 * (uint64_t)(i + 1), 8), n += 25;
+    p[n] = 'T', p[n + 2] = (uint8_t)('A' + i), n += 6; /* "T?" and its NUL, UTF-16 */
+    le(p + n, 0, 4), n += 4;
+  }
+  put(&k, 3, p, (uint32_t)n);
+  static const struct { uint64_t size, type, edges; } obj[8] = {
+      {100, 1, 2}, {10, 2, 2}, {20, 3, 1}, {30, 4, 1}, {40, 5, 0}, {50, 6, 1}, {60, 1, 1}, {5, 2, 0}};
+  memset(p, 0, sizeof p);
+  le(p, 0, 4), le(p + 4, 8, 4);
+  for (int i = 0; i < 8; i++) {
+    uint8_t *v = p + 10 + 32 * i;
+    le(v, 0x1000 * (uint64_t)(i + 1), 8), le(v + 8, obj[i].size, 8), le(v + 16, 0x100 * obj[i].type, 8);
+    le(v + 24, obj[i].edges, 8);
+  }
+  put(&k, 4, p, 10 + 32 * 8);
+  /* A→B, A→C, B→D, B→H, C→D, D→E, F→E, G→A: targets by address (A is 0x1000 .. H 0x8000) */
+  static const uint64_t to[8] = {0x2000, 0x3000, 0x4000, 0x8000, 0x4000, 0x5000, 0x5000, 0x1000};
+  memset(p, 0, sizeof p);
+  le(p, 0, 4), le(p + 4, 8, 4);
+  for (int i = 0; i < 8; i++) le(p + 10 + 12 * i, to[i], 8);
+  put(&k, 5, p, 10 + 12 * 8);
+  /* roots: A and F strong (a handle, kind 2), G weak (flag 2) */
+  static const uint64_t rooted[3] = {0x1000, 0x6000, 0x7000};
+  memset(p, 0, sizeof p);
+  le(p, 0, 4), le(p + 4, 3, 4);
+  for (int i = 0; i < 3; i++) {
+    uint8_t *v = p + 10 + 21 * i;
+    le(v, rooted[i], 8), v[8] = 2, le(v + 9, i == 2 ? 2 : 0, 4), le(v + 13, 0x900 + (uint64_t)i, 8);
+  }
+  put(&k, 6, p, 10 + 21 * 3);
+  le(p, 7, 4), le(p + 4, 2, 4), le(p + 8, 0, 2);
+  put(&k, 2, p, 10);
+  ntrw_block_end(&k.w);
+  ntrw_end(&k.w);
+  FILE *fp = fopen(path, "wb");
+  cr_assert(fp);
+  cr_assert_eq(fwrite(k.w.buf, 1, k.w.len, fp), k.w.len);
+  fclose(fp);
+  ntrw_release(&k.w);
+}
+
+Test(gcdump, retained_sizes_follow_the_dominator_tree) {
+  require_python();
+  char dir[] = "/tmp/dnt-gcdump-XXXXXX", path[64], out[64];
+  cr_assert(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/g.nettrace", dir);
+  snprintf(out, sizeof out, "%s/g.json", dir);
+  write_graph(path);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "gcdump", path, "--format", "json", "-o", out, NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+  expect_python("import json, sys\n"
+                "d = json.load(open(sys.argv[1]))\n"
+                "assert d['state'] == 'complete' and d['objects'] == 8 and d['reachable'] == 7, d\n"
+                "got = {t['type']: (t['count'], t['bytes'], t['retainedBytes']) for t in d['types']}\n"
+                "want = {'TA': (2, 160, 165), 'TB': (2, 15, 15), 'TC': (1, 20, 20), 'TD': (1, 30, 30),\n"
+                "        'TE': (1, 40, 40), 'TF': (1, 50, 50)}\n"
+                "assert got == want, got\n",
+                out, NULL);
+  unlink(path);
+  unlink(out);
   rmdir(dir);
 }
