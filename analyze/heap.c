@@ -2,15 +2,16 @@
  * session with the runtime provider at Verbose and the GCHeapSnapshot keywords makes the runtime
  * force a blocking gen-2 GC and, during it only, send its objects (GCBulkNode: address, size,
  * type, how many references), their references in the same order (GCBulkEdge: the targets, read
- * EdgeCount at a time per object), the roots (GCBulkRootEdge, GCBulkRootStaticVar) and the types
- * (BulkType: id and name). ../shared/reference/heap-snapshots.md has the recipe and the layouts.
+ * EdgeCount at a time per object), the roots (GCBulkRootEdge, the ConditionalWeakTable's entries,
+ * GCBulkRootStaticVar) and the types (BulkType: id and name). ../shared/reference/heap-snapshots.md
+ * has the recipe and the layouts.
  *
  * Held: per object its address, size, type id and reference count (32 bytes), per reference its
  * target (8 bytes), per root its object, per type its name; never the events. At the end, for the
- * retained sizes, about 50 bytes more an object for a moment (retain()). Edges carry no source: one lost node or
- * edge event shifts every later object's references, so the walk is complete only when the
- * node and edge events' indexes run without a gap, the edges add up to the objects' counts, and
- * the forced GC's end arrived. */
+ * retained sizes, about 50 bytes more an object for a moment (retain()). Edges carry no source:
+ * one lost node or edge event shifts every later object's references, so the walk is complete
+ * only when the node and edge events' indexes run without a gap, the edges add up to the
+ * objects' counts, and the forced GC's end arrived. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
