@@ -114,39 +114,23 @@ static void pretty(char *name) {
  * TypeNameID (u32), Flags (u32), CorElementType (u8), Name (UTF-16, NUL-ended),
  * TypeParameterCount (u32), that many u64. A record cut short ends the event. */
 static int on_bulk_type(struct dnt_heap_analysis *a, const uint8_t *p, size_t n) {
-  if (n < 6) return 0;
-  uint32_t count = (uint32_t)le(p, 4);
-  size_t off = 6;
+  ntr_payload c;
+  uint32_t count, params;
+  ntr_payload_init(&c, p, n);
+  if (ntr_payload_u32(&c, &count) || ntr_payload_skip(&c, 2)) return 0;
   for (uint32_t k = 0; k < count; k++) {
-    if (n - off < 25) return 0;
-    uint64_t id = le(p + off, 8);
-    off += 25;
-    size_t start = off, units = 0;
-    while (n - off >= 2 && (p[off] || p[off + 1])) off += 2, units++;
-    if (n - off < 2) return 0;
-    off += 2;
-    char *name = malloc(units * 3 + 1), *o = name;
+    uint64_t id;
+    size_t len;
+    ntr_payload name_at;
+    if (ntr_payload_u64(&c, &id) || ntr_payload_skip(&c, 17)) return 0; /* to the name */
+    name_at = c;
+    if (ntr_payload_utf16z(&c, NULL, 0, &len)) return 0;
+    if (ntr_payload_u32(&c, &params) || params > ntr_payload_left(&c) / 8 || ntr_payload_skip(&c, (size_t)params * 8))
+      return 0;
+    char *name = malloc(len + 1);
     if (!name) return -1;
-    for (size_t i = 0; i < units; i++) { /* UTF-16 to UTF-8 (a lone surrogate as U+FFFD) */
-      uint32_t c = (uint32_t)le(p + start + 2 * i, 2);
-      if (c >= 0xd800 && c <= 0xdfff) c = 0xfffd;
-      if (c < 0x80) *o++ = (char)c;
-      else if (c < 0x800) *o++ = (char)(0xc0 | c >> 6), *o++ = (char)(0x80 | (c & 0x3f));
-      else *o++ = (char)(0xe0 | c >> 12), *o++ = (char)(0x80 | (c >> 6 & 0x3f)), *o++ = (char)(0x80 | (c & 0x3f));
-    }
-    *o = '\0';
+    ntr_payload_utf16z(&name_at, name, len + 1, NULL);
     pretty(name);
-    if (n - off < 4) {
-      free(name);
-      return 0;
-    }
-    uint32_t params = (uint32_t)le(p + off, 4);
-    off += 4;
-    if (params > (n - off) / 8) {
-      free(name);
-      return 0;
-    }
-    off += (size_t)params * 8;
     if (grow((void **)&a->types, &a->captypes, a->ntypes, sizeof *a->types) != 0) {
       free(name);
       return -1;
@@ -199,16 +183,15 @@ static int add_root(struct dnt_heap_analysis *a, uint64_t address) {
 static int on_roots(struct dnt_heap_analysis *a, int id, const uint8_t *p, size_t n) {
   uint32_t ptr = a->pointer_size == 4 ? 4 : 8;
   if (id == EV_STATIC) {
-    if (n < 14) return 0;
-    uint32_t count = (uint32_t)le(p, 4);
-    size_t off = 14;
+    ntr_payload c;
+    uint32_t count;
+    ntr_payload_init(&c, p, n);
+    if (ntr_payload_u32(&c, &count) || ntr_payload_skip(&c, 10)) return 0;
     for (uint32_t k = 0; k < count; k++) {
-      if (n - off < 28) return 0;
-      uint64_t object = le(p + off + 8, 8);
-      off += 28;
-      while (n - off >= 2 && (p[off] || p[off + 1])) off += 2;
-      if (n - off < 2) return 0;
-      off += 2;
+      uint64_t object;
+      if (ntr_payload_skip(&c, 8) || ntr_payload_u64(&c, &object) || ntr_payload_skip(&c, 12) ||
+          ntr_payload_utf16z(&c, NULL, 0, NULL))
+        return 0;
       a->statics++;
       if (add_root(a, object) != 0) return -1;
     }
