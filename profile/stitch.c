@@ -59,18 +59,23 @@ static int frame_class(struct stitcher *s, uint32_t name) {
   return s->cls[name];
 }
 
+/* Room for n frames in the scratch arrays: 0, or -1 when out of memory. */
+static int reserve(struct stitcher *s, size_t n) {
+  if (n <= s->cap) return 0;
+  uint64_t *a = realloc(s->addrs, n * sizeof *a);
+  if (a) s->addrs = a;
+  uint32_t *nm = realloc(s->names, n * sizeof *nm);
+  if (nm) s->names = nm;
+  if (!a || !nm) return -1;
+  s->cap = n;
+  return 0;
+}
+
 /* A stack's frames into the scratch arrays, leaf first: how many, or -1 when out of memory. */
 static long flatten(struct stitcher *s, uint32_t stack) {
   const struct dnt_profile *p = s->p;
   size_t total = p->stacks[stack].total;
-  if (total > s->cap) {
-    uint64_t *a = realloc(s->addrs, total * sizeof *a);
-    if (a) s->addrs = a;
-    uint32_t *n = realloc(s->names, total * sizeof *n);
-    if (n) s->names = n;
-    if (!a || !n) return -1;
-    s->cap = total;
-  }
+  if (reserve(s, total)) return -1;
   size_t k = 0;
   for (const struct stack *st = &p->stacks[stack]; st; st = st->below ? &p->stacks[st->below - 1] : NULL)
     for (uint32_t f = 0; f < st->n; f++, k++) {
@@ -113,14 +118,7 @@ static int recursive(const struct stitcher *s, size_t t, uint32_t chain) {
 static uint32_t push(struct stitcher *s, size_t n, int marker, uint32_t chain) {
   struct dnt_profile *p = s->p;
   if (marker) {
-    if (n + 1 > s->cap) {
-      uint64_t *a = realloc(s->addrs, (n + 1) * sizeof *a);
-      if (a) s->addrs = a;
-      uint32_t *nm = realloc(s->names, (n + 1) * sizeof *nm);
-      if (nm) s->names = nm;
-      if (!a || !nm) return 0;
-      s->cap = n + 1;
-    }
+    if (reserve(s, n + 1)) return 0;
     s->addrs[n] = DNT__FRAME_STARTING_TASK;
     s->names[n] = dnt__profile_intern_name(p, "STARTING TASK");
     n++;
