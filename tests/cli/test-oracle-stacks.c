@@ -33,6 +33,7 @@
 #include "dnt-profile.h"
 #include "../lib/record-cr.h"
 #include "../lib/env-cr.h"
+#include "../lib/files-cr.h"
 #include "../lib/nt-scan.h"
 #include "../lib/ntr-writer.h"
 #include "../lib/run.h"
@@ -1016,10 +1017,7 @@ static void write_modules_trace(const char *path) {
   }
   ntrw_block_end(&w);
   ntrw_end(&w);
-  FILE *fp = fopen(path, "wb");
-  cr_assert(fp, "cannot write %s", path);
-  cr_assert_eq(fwrite(w.buf, 1, w.len, fp), w.len);
-  cr_assert_eq(fclose(fp), 0);
+  dnt_write_file(path, w.buf, w.len);
   ntrw_release(&w);
 }
 
@@ -1204,10 +1202,7 @@ static void write_async_trace(const char *path) {
   for (uint64_t th = 1; th <= 3; th++) async_sample(&a, th, th == 1 ? S_IDLE_MAIN : S_IDLE_POOL);
   ntrw_block_end(&a.w);
   ntrw_end(&a.w);
-  FILE *fp = fopen(path, "wb");
-  cr_assert(fp, "cannot write %s", path);
-  cr_assert_eq(fwrite(a.w.buf, 1, a.w.len, fp), a.w.len);
-  cr_assert_eq(fclose(fp), 0);
+  dnt_write_file(path, a.w.buf, a.w.len);
   ntrw_release(&a.w);
 }
 
@@ -1292,10 +1287,7 @@ Test(oracle_stacks, a_task_started_twice_does_not_loop, .timeout = 60) {
   async_sample(&a, 2, 1);
   ntrw_block_end(&a.w);
   ntrw_end(&a.w);
-  FILE *fp = fopen(path, "wb");
-  cr_assert(fp);
-  cr_assert_eq(fwrite(a.w.buf, 1, a.w.len, fp), a.w.len);
-  fclose(fp);
+  dnt_write_file(path, a.w.buf, a.w.len);
   ntrw_release(&a.w);
   struct dnt_profile *prof = dnt_profile_new();
   dnt_profile_set_tasks(prof, DNT_TASKS_STITCHED);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../lib/env-cr.h"
+#include "../lib/files-cr.h"
 #include "../lib/ntr-writer.h"
 #include "../lib/record-cr.h"
 #include "../lib/run.h"
@@ -224,10 +225,7 @@ static void write_walk(const char *path, int nodes, int edges, int edges_sent, i
   }
   ntrw_block_end(&k.w);
   ntrw_end(&k.w);
-  FILE *fp = fopen(path, "wb");
-  cr_assert(fp);
-  cr_assert_eq(fwrite(k.w.buf, 1, k.w.len, fp), k.w.len);
-  fclose(fp);
+  dnt_write_file(path, k.w.buf, k.w.len);
   ntrw_release(&k.w);
 }
 
@@ -334,10 +332,7 @@ static void write_graph(const char *path) {
   put(&k, 2, p, 10);
   ntrw_block_end(&k.w);
   ntrw_end(&k.w);
-  FILE *fp = fopen(path, "wb");
-  cr_assert(fp);
-  cr_assert_eq(fwrite(k.w.buf, 1, k.w.len, fp), k.w.len);
-  fclose(fp);
+  dnt_write_file(path, k.w.buf, k.w.len);
   ntrw_release(&k.w);
 }
 
