@@ -177,32 +177,59 @@ static void le(uint8_t *p, uint64_t v, int n) {
   for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
-/* GCStart (Count 7, Depth 2, Reason 1 induced, Type 0 blocking; none when nodes < 0), a type, `nodes` node events of
- * one object with `edges` references each (their Index from 0, but skip_node leaves one out),
- * one edge event per node with `edges_sent` references, and GCEnd unless cut. */
-static void write_walk(const char *path, int nodes, int edges, int edges_sent, int skip_node, int cut) {
-  struct walk k;
-  memset(&k, 0, sizeof k);
-  ntrw_trace t = {.sync_qpc = 1000, .freq = 1000000, .pointer_size = 8, .pid = 4545, .cpus = 1, .sampling_ns = 1000000};
+/* A trace of process pid with the metadata of the walk's events (1 GCStart, 2 GCEnd, 3 BulkType,
+ * 4 BulkNode, 5 BulkEdge, 6 BulkRootEdge), its event block begun. */
+static void walk_begin(struct walk *k, uint32_t pid) {
+  memset(k, 0, sizeof *k);
+  ntrw_trace t = {.sync_qpc = 1000, .freq = 1000000, .pointer_size = 8, .pid = pid, .cpus = 1, .sampling_ns = 1000000};
   ntrw_md md[] = {
       {.id = 1, .provider = RUNTIME, .event_id = 1, .version = 2, .level = 4, .keywords = 1, .name = "", .opcode = -1, .no_fields = 1},
       {.id = 2, .provider = RUNTIME, .event_id = 2, .version = 1, .level = 4, .keywords = 1, .name = "", .opcode = -1, .no_fields = 1},
       {.id = 3, .provider = RUNTIME, .event_id = 15, .version = 0, .level = 4, .keywords = 0x80000, .name = "", .opcode = -1, .no_fields = 1},
       {.id = 4, .provider = RUNTIME, .event_id = 18, .version = 0, .level = 4, .keywords = 0x100000, .name = "", .opcode = -1, .no_fields = 1},
       {.id = 5, .provider = RUNTIME, .event_id = 19, .version = 0, .level = 4, .keywords = 0x100000, .name = "", .opcode = -1, .no_fields = 1},
+      {.id = 6, .provider = RUNTIME, .event_id = 16, .version = 0, .level = 4, .keywords = 0x100000, .name = "", .opcode = -1, .no_fields = 1},
   };
-  ntrw_init(&k.w, 0);
-  ntrw_trace_hdr(&k.w, &t);
-  ntrw_md_begin(&k.w);
-  for (size_t i = 0; i < 5; i++) ntrw_metadata(&k.w, &md[i]);
-  ntrw_block_end(&k.w);
-  ntrw_ev_begin(&k.w, 1);
-  k.ts = 2000;
+  ntrw_init(&k->w, 0);
+  ntrw_trace_hdr(&k->w, &t);
+  ntrw_md_begin(&k->w);
+  for (size_t i = 0; i < sizeof md / sizeof md[0]; i++) ntrw_metadata(&k->w, &md[i]);
+  ntrw_block_end(&k->w);
+  ntrw_ev_begin(&k->w, 1);
+  k->ts = 2000;
+}
+
+/* GCStart v2: Count 7, Depth 2, Reason 1 (induced), Type 0 (blocking), ClrInstanceID and
+ * ClientSequenceNumber 0. */
+static void gc_start(struct walk *k) {
+  uint8_t p[26] = {0};
+  le(p, 7, 4), le(p + 4, 2, 4), le(p + 8, 1, 4), le(p + 12, 0, 4);
+  put(k, 1, p, sizeof p);
+}
+
+/* GCEnd v1: Count 7, Depth 2, ClrInstanceID 0. */
+static void gc_end(struct walk *k) {
+  uint8_t p[10] = {0};
+  le(p, 7, 4), le(p + 4, 2, 4);
+  put(k, 2, p, sizeof p);
+}
+
+/* The trace ended and saved to path. */
+static void walk_end(struct walk *k, const char *path) {
+  ntrw_block_end(&k->w);
+  ntrw_end(&k->w);
+  dnt_write_file(path, k->w.buf, k->w.len);
+  ntrw_release(&k->w);
+}
+
+/* GCStart (Count 7, Depth 2, Reason 1 induced, Type 0 blocking; none when nodes < 0), a type, `nodes` node events of
+ * one object with `edges` references each (their Index from 0, but skip_node leaves one out),
+ * one edge event per node with `edges_sent` references, and GCEnd unless cut. */
+static void write_walk(const char *path, int nodes, int edges, int edges_sent, int skip_node, int cut) {
+  struct walk k;
+  walk_begin(&k, 4545);
   uint8_t p[256];
-  if (nodes >= 0) { /* else no collection at all: no walk */
-    le(p, 7, 4), le(p + 4, 2, 4), le(p + 8, 1, 4), le(p + 12, 0, 4), le(p + 16, 0, 2);
-    put(&k, 1, p, 26);
-  }
+  if (nodes >= 0) gc_start(&k); /* else no collection at all: no walk */
   /* BulkType: Count 1, ClrInstanceID, then TypeID 0x100, ModuleID, TypeNameID, Flags,
    * CorElementType, "T\0" in UTF-16, TypeParameterCount 0 */
   memset(p, 0, sizeof p);
@@ -219,14 +246,8 @@ static void write_walk(const char *path, int nodes, int edges, int edges_sent, i
     for (int e = 0; e < edges_sent; e++) le(p + 10 + 12 * e, 0x10000, 8);
     put(&k, 5, p, 10 + 12 * (uint32_t)edges_sent);
   }
-  if (!cut) {
-    le(p, 7, 4), le(p + 4, 2, 4), le(p + 8, 0, 2);
-    put(&k, 2, p, 10);
-  }
-  ntrw_block_end(&k.w);
-  ntrw_end(&k.w);
-  dnt_write_file(path, k.w.buf, k.w.len);
-  ntrw_release(&k.w);
+  if (!cut) gc_end(&k);
+  walk_end(&k, path);
 }
 
 static void expect_gcdump(const char *path, int status, const char *what) {
@@ -272,27 +293,9 @@ Test(gcdump, a_walk_is_complete_or_no_report) {
  * TB 15 (H is B's: counted once), TC 20, TD 30, TE 40, TF 50. */
 static void write_graph(const char *path) {
   struct walk k;
-  memset(&k, 0, sizeof k);
-  ntrw_trace t = {.sync_qpc = 1000, .freq = 1000000, .pointer_size = 8, .pid = 4646, .cpus = 1, .sampling_ns = 1000000};
-  ntrw_md md[] = {
-      {.id = 1, .provider = RUNTIME, .event_id = 1, .version = 2, .level = 4, .keywords = 1, .name = "", .opcode = -1, .no_fields = 1},
-      {.id = 2, .provider = RUNTIME, .event_id = 2, .version = 1, .level = 4, .keywords = 1, .name = "", .opcode = -1, .no_fields = 1},
-      {.id = 3, .provider = RUNTIME, .event_id = 15, .version = 0, .level = 4, .keywords = 0x80000, .name = "", .opcode = -1, .no_fields = 1},
-      {.id = 4, .provider = RUNTIME, .event_id = 18, .version = 0, .level = 4, .keywords = 0x100000, .name = "", .opcode = -1, .no_fields = 1},
-      {.id = 5, .provider = RUNTIME, .event_id = 19, .version = 0, .level = 4, .keywords = 0x100000, .name = "", .opcode = -1, .no_fields = 1},
-      {.id = 6, .provider = RUNTIME, .event_id = 16, .version = 0, .level = 4, .keywords = 0x100000, .name = "", .opcode = -1, .no_fields = 1},
-  };
-  ntrw_init(&k.w, 0);
-  ntrw_trace_hdr(&k.w, &t);
-  ntrw_md_begin(&k.w);
-  for (size_t i = 0; i < 6; i++) ntrw_metadata(&k.w, &md[i]);
-  ntrw_block_end(&k.w);
-  ntrw_ev_begin(&k.w, 1);
-  k.ts = 2000;
+  walk_begin(&k, 4646);
   static uint8_t p[1024];
-  memset(p, 0, sizeof p);
-  le(p, 7, 4), le(p + 4, 2, 4), le(p + 8, 1, 4), le(p + 12, 0, 4);
-  put(&k, 1, p, 26);
+  gc_start(&k);
   /* the types: TypeID 0x100 * (i + 1), named "TA".."TF" */
   size_t n = 6;
   memset(p, 0, sizeof p);
@@ -328,12 +331,8 @@ static void write_graph(const char *path) {
     le(v, rooted[i], 8), v[8] = 2, le(v + 9, i == 2 ? 2 : 0, 4), le(v + 13, 0x900 + (uint64_t)i, 8);
   }
   put(&k, 6, p, 10 + 21 * 3);
-  le(p, 7, 4), le(p + 4, 2, 4), le(p + 8, 0, 2);
-  put(&k, 2, p, 10);
-  ntrw_block_end(&k.w);
-  ntrw_end(&k.w);
-  dnt_write_file(path, k.w.buf, k.w.len);
-  ntrw_release(&k.w);
+  gc_end(&k);
+  walk_end(&k, path);
 }
 
 Test(gcdump, retained_sizes_follow_the_dominator_tree) {
