@@ -25,7 +25,6 @@
 //                  name"), the sampler's parser registered too: for tests/cli/test-event-names.c
 using System.Diagnostics;
 using System.Globalization;
-using System.IO.Compression;
 using System.Text.RegularExpressions;
 using Microsoft.Diagnostics.Symbols;
 using Microsoft.Diagnostics.Tracing;
@@ -37,32 +36,13 @@ using Microsoft.Diagnostics.Tracing.Parsers.Clr;
 static class Program
 {
     const string Sampler = "Microsoft-DotNETCore-SampleProfiler";
-    static readonly Guid TplGuid = new("2e5dba47-a3d2-4d16-8ee0-6671ffdcd7b5");
-    static readonly Guid FxGuid = new("8e9f5090-2d75-4d03-8a81-e5afbf85daf1"); /* FrameworkEventSource */
-    static readonly Guid SamplerGuid = new("3c530d44-97ae-513a-1e6d-783e8f8e03a9");
 
     static int Main(string[] args)
     {
         /* the oracle takes several traces in one run: one start of the runtime for them all */
         if (args.Length >= 3 && args[0] == "--mode" && args[1] == "samplestacks") return SampleStacks.Run(args.Skip(2));
         if (args.Length >= 3 && args[0] == "--mode" && args[1] == "stitched") return Stitched.Run(args.Skip(2));
-        if (args.Length >= 3 && args[0] == "--mode" && args[1] == "threadtime")
-        {
-            foreach (string trace in args.Skip(2))
-            {
-                try
-                {
-                    Console.WriteLine($"trace {trace}");
-                    ThreadTime(trace);
-                }
-                catch (Exception e)
-                {
-                    Console.Error.WriteLine($"BenchTraceEvent: {trace}: {e.Message}");
-                    return 1;
-                }
-            }
-            return 0;
-        }
+        if (args.Length >= 3 && args[0] == "--mode" && args[1] == "threadtime") return OracleTrace.Each(args.Skip(2), ThreadTime);
         if (args.Length < 1 || (args.Length == 3 && args[1] != "--mode") || args.Length == 2 || args.Length > 3)
         {
             Console.Error.WriteLine("usage: BenchTraceEvent FILE.nettrace [--mode parse|stacks|gc|jit|allocs|names|kinds]\n" +
@@ -111,7 +91,7 @@ static class Program
         {
             events++;
             bytes += e.EventDataLength;
-            if (e.ProviderGuid == SamplerGuid) samples++; /* no parser registered: by its GUID */
+            if (e.ProviderGuid == OracleTrace.SamplerGuid) samples++; /* no parser registered: by its GUID */
         };
         source.Process();
         return $"{events} events ({bytes} payload bytes), {samples} samples";
@@ -198,23 +178,7 @@ static class Program
         Directory.CreateDirectory(tmp);
         try
         {
-            string trace = path;
-            if (path.EndsWith(".zip", StringComparison.OrdinalIgnoreCase))
-            {
-                using var zip = ZipFile.OpenRead(path);
-                var entry = zip.Entries.First(e => e.Name.Length > 0);
-                trace = Path.Combine(tmp, "trace.nettrace");
-                entry.ExtractToFile(trace);
-            }
-            string etlx = Path.Combine(tmp, "trace.etlx");
-            try
-            {
-                TraceLog.CreateFromEventPipeDataFile(trace, etlx, new TraceLogOptions() { ContinueOnError = false });
-            }
-            catch (Exception e) when (e.ToString().Contains("Read past end of stream."))
-            {
-                TraceLog.CreateFromEventPipeDataFile(trace, etlx, new TraceLogOptions() { ContinueOnError = true });
-            }
+            string etlx = OracleTrace.Etlx(path, tmp);
             var totals = new SortedDictionary<long, (long events, long samples, double ms)>();
             using (var symbols = new SymbolReader(TextWriter.Null, ""))
             using (var log = new TraceLog(etlx))
@@ -227,13 +191,8 @@ static class Program
                 long activities = 0;
                 foreach (TraceEvent e in log.Events)
                 {
-                    int eid = (int)e.ID;
-                    bool task = e.ProviderGuid == TplGuid && eid is 7 or 8 or 10 or 11 or 12;
-                    bool clr = e.ProviderGuid == ClrTraceEventParser.ProviderGuid;
-                    bool logged = e.ProviderGuid == SamplerGuid || task || (clr && eid is 10 or 20 or 32);
-                    if (task || (clr && eid is >= 61 and <= 65) || (e.ProviderGuid == FxGuid && eid is 30 or 31 or 150 or 151))
-                        activities++;
-                    if (!logged) continue;
+                    if (OracleTrace.IsActivity(e)) activities++;
+                    if (!OracleTrace.IsLogged(e)) continue;
                     totals.TryGetValue(e.ThreadID, out var t);
                     totals[e.ThreadID] = (t.events + 1, t.samples, t.ms);
                 }

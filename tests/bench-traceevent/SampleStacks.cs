@@ -23,24 +23,9 @@ using Microsoft.Diagnostics.Tracing.Stacks;
 
 static class SampleStacks
 {
-    static readonly Guid SamplerGuid = new("3c530d44-97ae-513a-1e6d-783e8f8e03a9");
-
     public static int Run(IEnumerable<string> paths)
     {
-        foreach (string path in paths)
-        {
-            try
-            {
-                Console.WriteLine($"trace {path}");
-                Print(path);
-            }
-            catch (Exception e)
-            {
-                Console.Error.WriteLine($"BenchTraceEvent: {path}: {e.Message}");
-                return 1;
-            }
-        }
-        return 0;
+        return OracleTrace.Each(paths, Print);
     }
 
     /* The frames of a stack source's sample below its "Thread (" frame, root first; null when it
@@ -60,9 +45,6 @@ static class SampleStacks
         }
         return null;
     }
-
-    static bool IsAllocation(TraceEvent e) =>
-        e.ProviderGuid == Microsoft.Diagnostics.Tracing.Parsers.ClrTraceEventParser.ProviderGuid && (int)e.ID is 10 or 20 or 32;
 
     static long ThreadId(StackSource src, StackSourceCallStackIndex s)
     {
@@ -89,7 +71,7 @@ static class SampleStacks
              * events (GCAllocationTick, GCSampledObjectAllocationHigh/Low), on-CPU on their own
              * stacks (a trace with the task library's or the thread pool's activities would move
              * samples between threads: dntrace does not stitch yet, issue 27) */
-            var events = log.Events.Filter(e => e.ProviderGuid == SamplerGuid || IsAllocation(e));
+            var events = log.Events.Filter(e => e.ProviderGuid == OracleTrace.SamplerGuid || OracleTrace.IsAllocation(e));
 
             /* the computer's samples, by (thread, time): their weight and extra leaf */
             var computed = new Dictionary<(long, double), (float metric, string leaf, List<string> frames)>();
@@ -116,9 +98,9 @@ static class SampleStacks
             foreach (TraceEvent e in events)
             {
                 byte[] payload = e.EventData();
-                bool managed = IsAllocation(e) || (payload.Length >= 4 && BitConverter.ToInt32(payload, 0) == 2);
+                bool managed = OracleTrace.IsAllocation(e) || (payload.Length >= 4 && BitConverter.ToInt32(payload, 0) == 2);
                 onCpu[(e.ThreadID, e.TimeStampRelativeMSec)] = managed;
-                if (IsAllocation(e)) allocation.Add((e.ThreadID, e.TimeStampRelativeMSec));
+                if (OracleTrace.IsAllocation(e)) allocation.Add((e.ThreadID, e.TimeStampRelativeMSec));
             }
 
             /* every event, its stack named by the same stack source code (one sample per event) */

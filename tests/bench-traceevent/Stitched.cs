@@ -20,26 +20,9 @@ using Microsoft.Diagnostics.Tracing.Stacks;
 
 static class Stitched
 {
-    static readonly Guid TplGuid = new("2e5dba47-a3d2-4d16-8ee0-6671ffdcd7b5");
-    static readonly Guid FxGuid = new("8e9f5090-2d75-4d03-8a81-e5afbf85daf1"); /* FrameworkEventSource */
-    static readonly Guid SamplerGuid = new("3c530d44-97ae-513a-1e6d-783e8f8e03a9");
-
     public static int Run(IEnumerable<string> paths)
     {
-        foreach (string path in paths)
-        {
-            try
-            {
-                Console.WriteLine($"trace {path}");
-                Print(path);
-            }
-            catch (Exception e)
-            {
-                Console.Error.WriteLine($"BenchTraceEvent: {path}: {e.Message}");
-                return 1;
-            }
-        }
-        return 0;
+        return OracleTrace.Each(paths, Print);
     }
 
     static void Print(string path)
@@ -61,12 +44,8 @@ static class Stitched
             long activities = 0;
             foreach (TraceEvent e in log.Events)
             {
-                int eid = (int)e.ID;
-                bool task = e.ProviderGuid == TplGuid && eid is 7 or 8 or 10 or 11 or 12;
-                bool clr = e.ProviderGuid == Microsoft.Diagnostics.Tracing.Parsers.ClrTraceEventParser.ProviderGuid;
-                if (e.ProviderGuid == SamplerGuid || task || (clr && eid is 10 or 20 or 32)) logging.Add(e.ThreadID);
-                if (task || (clr && eid is >= 61 and <= 65) || (e.ProviderGuid == FxGuid && eid is 30 or 31 or 150 or 151))
-                    activities++;
+                if (OracleTrace.IsLogged(e)) logging.Add(e.ThreadID);
+                if (OracleTrace.IsActivity(e)) activities++;
             }
             Console.WriteLine(string.Create(CultureInfo.InvariantCulture, $"activities {activities} threads {logging.Count}"));
             var sums = new Dictionary<string, (long count, double ms)>();
