@@ -88,6 +88,16 @@ static void count(struct nt_scan *s, uint32_t meta_id, uint64_t thread, uint64_t
   s->ncounts++;
 }
 
+/* A metadata record's id, provider and event id, kept while there is room. */
+static void add_metadata(struct nt_scan *s, const uint8_t *p, size_t n) {
+  if (s->nmeta >= NT_SCAN_MAX) return;
+  struct cur m = {p, n, 0, 0};
+  s->meta[s->nmeta].id = u32(&m);
+  provider_of(&m, s->meta[s->nmeta].provider, sizeof s->meta[0].provider);
+  s->meta[s->nmeta].event_id = u32(&m);
+  if (!m.bad) s->nmeta++;
+}
+
 /* Event or metadata blobs with header compression; the state resets per block. */
 static void scan_blobs(struct nt_scan *s, struct cur *c, size_t end, int is_meta) {
   uint32_t meta = 0, payload = 0;
@@ -106,15 +116,8 @@ static void scan_blobs(struct nt_scan *s, struct cur *c, size_t end, int is_meta
       c->bad = 1;
       return;
     }
-    if (is_meta && s->nmeta < NT_SCAN_MAX) {
-      struct cur m = {c->p + c->off, payload, 0, 0};
-      s->meta[s->nmeta].id = u32(&m);
-      provider_of(&m, s->meta[s->nmeta].provider, sizeof s->meta[0].provider);
-      s->meta[s->nmeta].event_id = u32(&m);
-      if (!m.bad) s->nmeta++;
-    } else if (!is_meta) {
-      count(s, meta, thread, ts, has_needle(s, c->p + c->off, payload));
-    }
+    if (is_meta) add_metadata(s, c->p + c->off, payload);
+    else count(s, meta, thread, ts, has_needle(s, c->p + c->off, payload));
     c->off += payload;
   }
 }
@@ -133,15 +136,8 @@ static void scan_v3(struct nt_scan *s, struct cur *c, size_t end) {
       c->bad = 1;
       return;
     }
-    if (meta == 0 && s->nmeta < NT_SCAN_MAX) {
-      struct cur m = {c->p + c->off, payload, 0, 0};
-      s->meta[s->nmeta].id = u32(&m);
-      provider_of(&m, s->meta[s->nmeta].provider, sizeof s->meta[0].provider);
-      s->meta[s->nmeta].event_id = u32(&m);
-      if (!m.bad) s->nmeta++;
-    } else if (meta != 0) {
-      count(s, meta, thread, ts, has_needle(s, c->p + c->off, payload));
-    }
+    if (meta == 0) add_metadata(s, c->p + c->off, payload);
+    else count(s, meta, thread, ts, has_needle(s, c->p + c->off, payload));
     c->off = row + 4 + size;
   }
 }
