@@ -33,6 +33,19 @@ app.MapGet("/work", async () => Results.Text((await Work.Chain(20000)).ToString(
 app.MapGet("/big", () => Results.Text(Big.Text()));
 app.MapGet("/order/{id:long}", (long id) => Orders.Handle(id));
 
+// A thread that only waits for the shutdown, as a service's signal listener does: it runs no
+// managed code once it is waiting (before "ready"), so every trace has a thread that only waits
+// (the views' test hides it with --hide-idle); the pool's and Kestrel's own waiting threads wake
+// now and then, and a busy machine's sampler can catch each of them awake.
+using var waiting = new ManualResetEventSlim();
+var listener = new Thread(() =>
+{
+    WaitHandle stopping = app.Lifetime.ApplicationStopping.WaitHandle;
+    waiting.Set();
+    stopping.WaitOne();
+}) { IsBackground = true, Name = "shutdown-listener" };
+listener.Start();
+waiting.Wait();
 await app.StartAsync();
 var bound = app.Urls.Select(u => new Uri(u).Port).FirstOrDefault();
 if (portFile != null) File.WriteAllText(portFile, bound + "\n");
