@@ -9,6 +9,7 @@
 #include "dnt-profile.h"
 
 #define DNT__RUNTIME_PROVIDER "Microsoft-Windows-DotNETRuntime"
+#define DNT__RUNDOWN_PROVIDER "Microsoft-Windows-DotNETRuntimeRundown"
 
 /* ms since the trace's sync time, from a timestamp in the trace's ticks (0 without a clock). */
 double dnt__ms_of(uint64_t ts, uint64_t sync_qpc, uint64_t qpc_freq);
@@ -223,6 +224,63 @@ int dnt__stacked_on_event(struct dnt__stacked *s, const ntr_event *ev);
 #define DNT__NO_NODE UINT32_MAX
 int dnt__dominators(uint32_t n, const uint64_t *start, const uint32_t *succ, const uint32_t *roots, uint64_t nroots,
                     uint32_t *idom, uint32_t *order, uint32_t *nreached);
+
+/* ---- heap snapshots (heap.c builds one from a walk, gcdump-file.c reads and writes files,
+ * heap-graph.c and heap-view.c answer from it) ----
+ * A heap's object graph: nodes 0..nnodes-1, the objects and, above them, the nodes PerfView's
+ * graphs put in to name the roots ("[.NET Roots]", "[static vars]", "[static var T.f]"...: nodes
+ * of a synthetic type). v's references are succ[start[v] .. start[v + 1]), node indexes. */
+struct dnt__heap_type_info {
+  char *name;    /* as the reports show it ("List<T>"); owned */
+  char *module;  /* the module's file name, or NULL; owned */
+  int synthetic; /* a root's name, not objects' */
+};
+
+struct dnt_heap {
+  uint32_t nnodes, root;
+  uint32_t *type;    /* per node, into types */
+  uint64_t *size;    /* per node, bytes (0 for a synthetic node) */
+  uint64_t *address; /* per node (0 for a synthetic node) */
+  uint64_t *start;   /* nnodes + 1 */
+  uint32_t *succ;
+  struct dnt__heap_type_info *types;
+  uint32_t ntypes;
+  uint32_t pointer_size; /* 8, or 4 (a 32-bit process's) */
+  dnt_heap_origin origin;
+  char *process_name;    /* origin.process points here */
+  /* computed on demand (heap-graph.c) */
+  int rows_done, failed;
+  dnt_heap_type *rows;
+  size_t nrows;
+  dnt_heap_summary summary;
+};
+
+/* A new empty graph (calloc'd, pointer size 8), NULL when out of memory. */
+struct dnt_heap *dnt__heap_new(void);
+/* Adds a type; its index, or UINT32_MAX when out of memory. name and module copied (module may be
+ * NULL). */
+uint32_t dnt__heap_add_type(struct dnt_heap *h, const char *name, const char *module, int synthetic);
+
+/* The graph's dominator tree from its root (dnt__dominators): idom[] and order[] (nnodes each,
+ * the caller's to free), the count reached. 0, or -1 when out of memory. */
+int dnt__heap_dominators(const struct dnt_heap *h, uint32_t **idom, uint32_t **order, uint32_t *reached);
+
+/* Paths of types, as a tree (heap-paths.c, heap-profile.c): each path is its parent path and one
+ * more type, with what ends there. Zeroed to begin. */
+struct dnt__type_path {
+  uint32_t parent, type;
+  uint64_t objects, bytes;
+};
+struct dnt__type_paths {
+  struct dnt__type_path *v;
+  size_t n, cap;
+  uint32_t *slot; /* open-addressed (parent, type) -> index + 1 */
+  size_t nslots;
+};
+/* The path `parent` + type (parent UINT32_MAX: a path of one type), added when new: its index,
+ * UINT32_MAX when out of memory. */
+uint32_t dnt__path_of(struct dnt__type_paths *p, uint32_t parent, uint32_t type);
+void dnt__type_paths_release(struct dnt__type_paths *p);
 
 /* The views' common part: one stack as text lines (a head line of lead and its count, then its
  * frames leaf first, under indent) or as a JSON object; with_ms: its weight is a wait. */

@@ -521,16 +521,19 @@ void dnt_locks_write_text(FILE *fp, const struct dnt_locks_analysis *a, size_t t
 void dnt_locks_write_json(FILE *fp, const struct dnt_locks_analysis *a, size_t top);
 
 /* ---- heap snapshots ----
- * The runtime's heap walk (a session with the runtime provider at Verbose and the GCHeapSnapshot
- * keywords 0x1980001: `collect --profile gc-heap-snapshot`) read as it streams: per type the
- * objects, their bytes and what they retain (the dominator tree). The walk is complete only when its GC ended, no node or edge event
- * was lost and the references add up (a lost event shifts every later object's references). */
+ * A heap's object graph, from the runtime's heap walk (a session with the runtime provider at
+ * Verbose and the GCHeapSnapshot keywords 0x1980001: `collect --profile gc-heap-snapshot`, read
+ * as it streams) or from a .gcdump file (dotnet-gcdump's and PerfView's, read and written here);
+ * per type the objects, their bytes and what they retain (the dominator tree); the shortest
+ * paths from the roots to an object; two snapshots' difference. A walk is complete only when its
+ * GC ended, no node or edge event was lost and the references add up (a lost event shifts every
+ * later object's references): only a complete walk gives a graph. */
 
 typedef struct dnt_heap_type {
-  const char *name;   /* as the runtime names it; owned by the analysis */
+  const char *name;   /* as dotnet-gcdump names it ("List<T>"); owned by the graph */
   uint64_t count;     /* objects */
   uint64_t bytes;     /* their sizes, added */
-  uint64_t retained;  /* what only they keep alive, their own bytes included (a complete walk) */
+  uint64_t retained;  /* what only they keep alive, their own bytes included */
 } dnt_heap_type;
 
 typedef struct dnt_heap_summary {
@@ -542,9 +545,18 @@ typedef struct dnt_heap_summary {
   int reference_mismatch; /* the references are not what the objects said */
 } dnt_heap_summary;
 
+/* Where a snapshot came from, as a .gcdump keeps it: the process and when (UTC ns since 1970; 0
+ * when unknown). process is borrowed where it is given, owned by the graph where it is read. */
+typedef struct dnt_heap_origin {
+  uint32_t pid;
+  const char *process;
+  int64_t time_unix_ns;
+} dnt_heap_origin;
+
+struct dnt_heap;
 struct dnt_heap_analysis;
 
-/* NULL when out of memory; free(NULL) is fine. */
+/* The walk. NULL when out of memory; free(NULL) is fine. */
 struct dnt_heap_analysis *dnt_heap_analysis_new(void);
 void dnt_heap_analysis_free(struct dnt_heap_analysis *a);
 /* The parser callbacks (ud: the analysis); nonzero only when out of memory (then -ENOMEM from
@@ -553,13 +565,65 @@ void dnt_heap_analysis_callbacks(ntr_callbacks *cb);
 int dnt_heap_analysis_failed(const struct dnt_heap_analysis *a);
 /* While reading: 1 once the heap walk's GC has ended (a live session can stop). */
 int dnt_heap_analysis_walked(const struct dnt_heap_analysis *a);
-/* Once the trace is read. Call once. */
+/* Once the trace is read: the graph is built (the events' arrays freed as it is). Call once. */
 void dnt_heap_analysis_finish(struct dnt_heap_analysis *a);
-/* After finish: the summary; the types with objects, most bytes first (valid until freed). */
-const dnt_heap_summary *dnt_heap_get_summary(const struct dnt_heap_analysis *a);
-const dnt_heap_type *dnt_heap_types(const struct dnt_heap_analysis *a, size_t *n);
+/* After finish: what the walk was (complete or why not). */
+const dnt_heap_summary *dnt_heap_analysis_summary(const struct dnt_heap_analysis *a);
+/* After finish: a complete walk's graph, handed to the caller (free with dnt_heap_free), or NULL
+ * (no complete walk, out of memory, or taken already). */
+struct dnt_heap *dnt_heap_analysis_take(struct dnt_heap_analysis *a);
+
+/* .gcdump files (FastSerialization: a GCHeapDump holding a MemoryGraph). Whether the first bytes
+ * of a file (n of them, 64 are enough) are a .gcdump's. */
+int dnt_heap_is_gcdump(const void *head, size_t n);
+/* Reads a whole .gcdump from fp (the caller's, read to its end): the graph, or NULL with the
+ * reason in err (caller's, cap bytes). */
+struct dnt_heap *dnt_heap_read_gcdump(FILE *fp, char *err, size_t cap);
+/* Writes h as a .gcdump to fp (the caller's; write errors are its to check), as dotnet-gcdump 10
+ * writes one (its report and PerfView read it), with origin (NULL: the graph's own). 0, or -1 with
+ * the reason in err (out of memory, a graph too big for the format's 32-bit offsets). */
+int dnt_heap_write_gcdump(FILE *fp, const struct dnt_heap *h, const dnt_heap_origin *origin, char *err, size_t cap);
+
+void dnt_heap_free(struct dnt_heap *h); /* NULL is fine */
+/* What the snapshot says of itself (set by the walk's reader from the trace, or read from the
+ * file); the caller may set it before writing. origin's strings are copied. 0, or -1 when out of
+ * memory. */
+int dnt_heap_set_origin(struct dnt_heap *h, const dnt_heap_origin *origin);
+const dnt_heap_origin *dnt_heap_get_origin(const struct dnt_heap *h);
+
+/* The summary and the types with objects, most bytes first, a type's rows merged by name; the
+ * retained sizes are computed on the first call (the dominator tree: about 50 bytes an object
+ * for a moment). Valid until the graph is freed. NULL / 0 when out of memory
+ * (dnt_heap_failed). */
+const dnt_heap_summary *dnt_heap_summary_of(struct dnt_heap *h);
+const dnt_heap_type *dnt_heap_types(struct dnt_heap *h, size_t *n);
+int dnt_heap_failed(const struct dnt_heap *h);
+
+/* What keeps objects alive: the shortest paths from the roots to the objects `target` names (an
+ * address "0x...", else a type's name: exact, else every type whose name holds it), as text or
+ * (json) one object: the `top` distinct paths of types, most objects first, each with its
+ * objects and their bytes (an address: its one path, each step's address). Roots are named by
+ * the nodes above them ("[static var Sample.Cache.Entries]"). 0; -1 when nothing matches; -2 when
+ * out of memory; err (caller's, cap bytes) says which. */
+int dnt_heap_write_paths(FILE *fp, struct dnt_heap *h, const char *target, size_t top, int json, char *err,
+                         size_t cap);
+/* Whether target names something in h (as above, without the walk): 0, -1 or -2, err set. */
+int dnt_heap_paths_target(const struct dnt_heap *h, const char *target, char *err, size_t cap);
+
+/* What changed from base to h, per type name (objects, bytes, retained bytes; types new or gone
+ * included), the `top` most grown in bytes first, as text or (json) one object. 0, or -1 when out
+ * of memory. */
+int dnt_heap_write_diff(FILE *fp, struct dnt_heap *h, struct dnt_heap *base, size_t top, int json);
+
+/* The heap as a profile (every profile writer draws it: pprof with inuse_objects and
+ * inuse_space, a flame graph of retained bytes): each object reached from the roots a sample of
+ * its bytes under the path of its dominators' types from the root (a type met again on the way
+ * folds the path back to it). The caller's (dnt_profile_free); h must outlive it. NULL when out
+ * of memory. */
+struct dnt_profile *dnt_heap_profile(struct dnt_heap *h);
+
 /* The views: the summary and the `top` types by bytes, as a text table or one JSON object. */
-void dnt_heap_write_text(FILE *fp, const struct dnt_heap_analysis *a, size_t top);
-void dnt_heap_write_json(FILE *fp, const struct dnt_heap_analysis *a, size_t top);
+void dnt_heap_write_text(FILE *fp, struct dnt_heap *h, size_t top);
+void dnt_heap_write_json(FILE *fp, struct dnt_heap *h, size_t top);
 
 #endif

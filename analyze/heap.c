@@ -6,12 +6,13 @@
  * GCBulkRootStaticVar) and the types (BulkType: id and name). ../shared/reference/heap-snapshots.md
  * has the recipe and the layouts.
  *
- * Held: per object its address, size, type id and reference count (32 bytes), per reference its
- * target (8 bytes), per root its object, per type its name; never the events. At the end, for the
- * retained sizes, about 50 bytes more an object for a moment (retain()). Edges carry no source:
- * one lost node or edge event shifts every later object's references, so the walk is complete
- * only when the node and edge events' indexes run without a gap, the edges add up to the
- * objects' counts, and the forced GC's end arrived. */
+ * Held while reading: per object its address, size, type and reference count (24 bytes), per
+ * reference its target (8 bytes), per root its object; never the events. At the end the graph
+ * (struct dnt_heap) is made in the same arrays: the references resolved to object indexes in
+ * place (4 bytes each), the roots put under the nodes that name them as PerfView's graphs do.
+ * Edges carry no source: one lost node or edge event shifts every later object's references, so
+ * the walk is complete only when the node and edge events' indexes run without a gap, the edges
+ * add up to the objects' counts, and the forced GC's end arrived. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,49 +23,107 @@
 
 enum {
   EV_GC_START = 1, EV_GC_END = 2, EV_BULK_TYPE = 15, EV_ROOT_EDGE = 16, EV_CWT = 17, EV_NODE = 18, EV_EDGE = 19,
-  EV_STATIC = 38
+  EV_STATIC = 38, EV_MODULE_LOAD = 152
 };
 
-struct node {
-  uint64_t address, size, type;
-  uint32_t edges;
+/* The nodes that name the roots, as dotnet-gcdump's graph has them (DotNetHeapDumpGraphReader):
+ * the root, its groups, and under each group the objects its roots hold. A static's own node
+ * ("[static var T.f]") is one per static, under "[static vars]". */
+enum group {
+  G_ROOT, G_LOCALS, G_OTHER, G_FINALIZER, G_PINNING, G_STRONG, G_OTHER_HANDLES, G_DEPENDENT, G_STATICS,
+  G_THREAD_STATICS, GROUPS
+};
+static const struct {
+  const char *name;
+  enum group parent;
+} groups[GROUPS] = {
+    [G_ROOT] = {"[.NET Roots]", G_ROOT},
+    [G_LOCALS] = {"[local vars]", G_ROOT},
+    [G_OTHER] = {"[other roots]", G_ROOT},
+    [G_FINALIZER] = {"[finalizer Handles]", G_OTHER},
+    [G_PINNING] = {"[pinning Handles]", G_OTHER},
+    [G_STRONG] = {"[strong Handles]", G_OTHER},
+    [G_OTHER_HANDLES] = {"[other Handles]", G_OTHER},
+    [G_DEPENDENT] = {"[Dependent Handles]", G_OTHER},
+    [G_STATICS] = {"[static vars]", G_ROOT},
+    [G_THREAD_STATICS] = {"[thread static vars]", G_ROOT},
 };
 
-struct type_row {
+struct wtype {
+  uint64_t id, module;
+  char *name; /* NULL until a BulkType names it */
+};
+
+struct wmodule {
   uint64_t id;
-  char *name;
+  char *file; /* the module's file name, without its directory */
+};
+
+struct wroot {
+  uint64_t object;
+  uint32_t group;
+  uint32_t var; /* a static's index in statics[] (G_STATICS, G_THREAD_STATICS) */
+};
+
+struct wstatic {
+  uint64_t type; /* the declaring type's runtime id */
+  char *field;
 };
 
 struct dnt_heap_analysis {
   uint32_t pointer_size;
   int walking, complete, failed, finished;
   uint32_t gc; /* the forced GC's Count */
-  struct node *nodes;
+  /* the objects, in the walk's order */
+  uint64_t *address, *size;
+  uint32_t *type, *refs;
   size_t nnodes, capnodes;
-  uint64_t *edges; /* targets, in the nodes' order */
+  uint64_t *edges; /* targets, in the objects' order */
   size_t nedges, capedges;
-  uint64_t edges_wanted; /* the nodes' EdgeCounts, added */
-  struct type_row *types;
+  uint64_t edges_wanted; /* the objects' EdgeCounts, added */
+  /* the types by runtime id: an open-addressed table of index + 1 */
+  struct wtype *types;
   size_t ntypes, captypes;
+  uint32_t *type_slots;
+  size_t nslots;
+  struct wroot *roots;
+  size_t nroots, caproots;
+  struct wstatic *statics;
+  size_t nstatics, capstatics;
+  struct wmodule *modules;
+  size_t nmodules, capmodules;
   uint32_t next_node_index, next_edge_index; /* the indexes the next events should carry */
-  uint64_t lost_node_events, lost_edge_events, roots, statics;
-  uint64_t *root_addrs; /* what the roots hold (weak ones left out), as PerfView's graph takes them */
-  size_t nroot_addrs, caproot_addrs;
-  dnt_heap_type *rows; /* after finish */
-  size_t nrows;
+  uint64_t lost_node_events, lost_edge_events, root_values;
+  uint32_t pid;
+  int64_t start_unix_ns;
   dnt_heap_summary summary;
+  struct dnt_heap *graph; /* after finish, a complete walk's */
 };
 
 struct dnt_heap_analysis *dnt_heap_analysis_new(void) { return calloc(1, sizeof(struct dnt_heap_analysis)); }
 
+static void free_walk(struct dnt_heap_analysis *a) {
+  free(a->address), free(a->size), free(a->type), free(a->refs), free(a->edges);
+  a->address = a->size = a->edges = NULL;
+  a->type = a->refs = NULL;
+  for (size_t i = 0; i < a->ntypes; i++) free(a->types[i].name);
+  free(a->types), free(a->type_slots), free(a->roots);
+  a->types = NULL, a->type_slots = NULL, a->roots = NULL;
+  for (size_t i = 0; i < a->nstatics; i++) free(a->statics[i].field);
+  free(a->statics);
+  a->statics = NULL;
+  for (size_t i = 0; i < a->nmodules; i++) free(a->modules[i].file);
+  free(a->modules);
+  a->modules = NULL;
+  a->nmodules = a->capmodules = 0;
+  a->nnodes = a->capnodes = a->nedges = a->capedges = a->ntypes = a->captypes = a->nslots = 0;
+  a->nroots = a->caproots = a->nstatics = a->capstatics = 0;
+}
+
 void dnt_heap_analysis_free(struct dnt_heap_analysis *a) {
   if (!a) return;
-  for (size_t i = 0; i < a->ntypes; i++) free(a->types[i].name);
-  free(a->types);
-  free(a->nodes);
-  free(a->edges);
-  free(a->root_addrs);
-  free(a->rows);
+  free_walk(a);
+  dnt_heap_free(a->graph);
   free(a);
 }
 
@@ -80,14 +139,58 @@ static int grow(void **v, size_t *cap, size_t n, size_t size) {
   return 0;
 }
 
+/* The objects' arrays, grown together. */
+static int grow_nodes(struct dnt_heap_analysis *a) {
+  if (a->nnodes < a->capnodes) return 0;
+  size_t want = a->capnodes ? a->capnodes * 2 : 4096;
+  uint64_t *address = realloc(a->address, want * sizeof *address);
+  if (address) a->address = address;
+  uint64_t *size = realloc(a->size, want * sizeof *size);
+  if (size) a->size = size;
+  uint32_t *type = realloc(a->type, want * sizeof *type);
+  if (type) a->type = type;
+  uint32_t *refs = realloc(a->refs, want * sizeof *refs);
+  if (refs) a->refs = refs;
+  if (!address || !size || !type || !refs) return -1;
+  a->capnodes = want;
+  return 0;
+}
+
 static uint64_t le(const uint8_t *p, size_t n) {
   uint64_t v = 0;
   for (size_t i = n; i-- > 0;) v = v << 8 | p[i];
   return v;
 }
 
-/* A type's name as dotnet-gcdump and PerfView show it, in place: the generic arity dropped
- * ("List`1[T]" is "List<T>"), brackets as angle brackets but for arrays' ("T[]" stays). */
+static size_t hash64(uint64_t v, size_t mask) { return (size_t)((v * 0x9E3779B97F4A7C15ull) >> 17) & mask; }
+
+/* The index of the type with runtime id `id`, added unnamed when new; UINT32_MAX when out of
+ * memory. */
+static uint32_t type_index(struct dnt_heap_analysis *a, uint64_t id) {
+  if ((a->ntypes + 1) * 2 > a->nslots) {
+    size_t n = a->nslots ? a->nslots * 2 : 1024;
+    uint32_t *slots = calloc(n, sizeof *slots);
+    if (!slots) return UINT32_MAX;
+    for (size_t i = 0; i < a->ntypes; i++) {
+      size_t j = hash64(a->types[i].id, n - 1);
+      while (slots[j]) j = (j + 1) & (n - 1);
+      slots[j] = (uint32_t)i + 1;
+    }
+    free(a->type_slots);
+    a->type_slots = slots, a->nslots = n;
+  }
+  size_t j = hash64(id, a->nslots - 1);
+  for (; a->type_slots[j]; j = (j + 1) & (a->nslots - 1))
+    if (a->types[a->type_slots[j] - 1].id == id) return a->type_slots[j] - 1;
+  if (grow((void **)&a->types, &a->captypes, a->ntypes, sizeof *a->types) != 0) return UINT32_MAX;
+  a->types[a->ntypes] = (struct wtype){id, 0, NULL};
+  a->type_slots[j] = (uint32_t)++a->ntypes;
+  return (uint32_t)a->ntypes - 1;
+}
+
+/* A type's name as dotnet-gcdump and PerfView show it, in place, by their rules: the generic
+ * arity dropped, brackets made angle brackets, then "<>" made "[]" again ("List`1[System.String[]]"
+ * is "List<System.String[]>", a closure class "<>c" is "[]c", "Int32[,]" is "Int32<,>"). */
 static void pretty(char *name) {
   char *o = name;
   for (const char *c = name; *c;) {
@@ -95,47 +198,40 @@ static void pretty(char *name) {
       for (c++; *c >= '0' && *c <= '9';) c++;
       continue;
     }
-    if (*c == '[' && c[1] == ']') { /* an array: kept */
-      *o++ = '[', *o++ = ']', c += 2;
-      continue;
-    }
-    if (*c == '[' && c[1] == ',') { /* a multi-dimensional array's rank: kept */
-      for (; *c && *c != ']'; c++) *o++ = *c;
-      if (*c) *o++ = *c++;
-      continue;
-    }
     *o++ = *c == '[' ? '<' : *c == ']' ? '>' : *c;
     c++;
   }
   *o = '\0';
+  for (char *c = name; (c = strstr(c, "<>")) != NULL; c += 2) c[0] = '[', c[1] = ']';
 }
 
 /* BulkType: Count (u32), ClrInstanceID (u16), then per type TypeID (u64), ModuleID (u64),
  * TypeNameID (u32), Flags (u32), CorElementType (u8), Name (UTF-16, NUL-ended),
- * TypeParameterCount (u32), that many u64. A record cut short ends the event. */
+ * TypeParameterCount (u32), that many u64. A record cut short ends the event. A type logged
+ * twice keeps its first name. */
 static int on_bulk_type(struct dnt_heap_analysis *a, const uint8_t *p, size_t n) {
   ntr_payload c;
   uint32_t count, params;
   ntr_payload_init(&c, p, n);
   if (ntr_payload_u32(&c, &count) || ntr_payload_skip(&c, 2)) return 0;
   for (uint32_t k = 0; k < count; k++) {
-    uint64_t id;
+    uint64_t id, module;
     size_t len;
     ntr_payload name_at;
-    if (ntr_payload_u64(&c, &id) || ntr_payload_skip(&c, 17)) return 0; /* to the name */
+    if (ntr_payload_u64(&c, &id) || ntr_payload_u64(&c, &module) || ntr_payload_skip(&c, 9)) return 0; /* to the name */
     name_at = c;
     if (ntr_payload_utf16z(&c, NULL, 0, &len)) return 0;
     if (ntr_payload_u32(&c, &params) || params > ntr_payload_left(&c) / 8 || ntr_payload_skip(&c, (size_t)params * 8))
       return 0;
+    uint32_t t = type_index(a, id);
+    if (t == UINT32_MAX) return -1;
+    if (a->types[t].name) continue;
+    a->types[t].module = module;
     char *name = malloc(len + 1);
     if (!name) return -1;
     ntr_payload_utf16z(&name_at, name, len + 1, NULL);
     pretty(name);
-    if (grow((void **)&a->types, &a->captypes, a->ntypes, sizeof *a->types) != 0) {
-      free(name);
-      return -1;
-    }
-    a->types[a->ntypes++] = (struct type_row){id, name};
+    a->types[t].name = name;
   }
   return 0;
 }
@@ -155,10 +251,13 @@ static int on_bulk(struct dnt_heap_analysis *a, int node, const uint8_t *p, size
   for (uint32_t k = 0; k < count; k++) {
     const uint8_t *v = p + 10 + (size_t)k * each;
     if (node) {
-      if (grow((void **)&a->nodes, &a->capnodes, a->nnodes, sizeof *a->nodes) != 0) return -1;
+      if (grow_nodes(a) != 0) return -1;
       uint64_t edges = le(v + ptr + 16, 8);
-      a->nodes[a->nnodes++] = (struct node){le(v, ptr), le(v + ptr, 8), le(v + ptr + 8, 8),
-                                             edges > UINT32_MAX ? UINT32_MAX : (uint32_t)edges};
+      uint32_t t = type_index(a, le(v + ptr + 8, 8));
+      if (t == UINT32_MAX) return -1;
+      size_t i = a->nnodes++;
+      a->address[i] = le(v, ptr), a->size[i] = le(v + ptr, 8), a->type[i] = t;
+      a->refs[i] = edges > UINT32_MAX ? UINT32_MAX : (uint32_t)edges;
       a->edges_wanted += edges;
     } else {
       if (grow((void **)&a->edges, &a->capedges, a->nedges, sizeof *a->edges) != 0) return -1;
@@ -168,58 +267,121 @@ static int on_bulk(struct dnt_heap_analysis *a, int node, const uint8_t *p, size
   return 0;
 }
 
-static int add_root(struct dnt_heap_analysis *a, uint64_t address) {
-  if (!address) return 0;
-  if (grow((void **)&a->root_addrs, &a->caproot_addrs, a->nroot_addrs, sizeof *a->root_addrs) != 0) return -1;
-  a->root_addrs[a->nroot_addrs++] = address;
+static int add_root(struct dnt_heap_analysis *a, uint64_t object, enum group g, uint32_t var) {
+  if (!object) return 0;
+  if (grow((void **)&a->roots, &a->caproots, a->nroots, sizeof *a->roots) != 0) return -1;
+  a->roots[a->nroots++] = (struct wroot){object, (uint32_t)g, var};
   return 0;
 }
 
-/* The roots: GCBulkRootEdge (Index, Count, ClrInstanceID; per root its object, kind (u8), flags
- * (u32: 2 a weak reference, left out), id), the ConditionalWeakTable's entries (Index, Count,
- * ClrInstanceID; per entry key, value, id: the value is held while its key lives, taken as a
- * root as PerfView's "[Dependent Handles]"), the statics (Count, AppDomainID, ClrInstanceID; per
- * static its id, object, type, flags, field name). */
+/* GCBulkRootEdge's kind (Stack 0, Finalizer 1, Handle 2, Older 3, SizedRef 4, Overflow 5) and
+ * flags (Pinning 1, WeakRef 2, Interior 4, RefCounted 8): the group its object goes under, or
+ * GROUPS for a weak reference (it keeps nothing alive: left out, as PerfView leaves it). */
+static enum group root_group(uint32_t kind, uint32_t flags) {
+  if (flags & 2) return GROUPS;
+  if (kind == 0) return G_LOCALS;
+  if (kind == 1) return G_FINALIZER;
+  if (kind == 2) return flags & 1 ? G_PINNING : flags & 8 ? G_OTHER_HANDLES : G_STRONG;
+  return G_OTHER_HANDLES;
+}
+
+/* GCBulkRootStaticVar: Count, AppDomainID (u64), ClrInstanceID; per static its GCRootID (u64),
+ * object (u64), declaring type (u64), flags (u32: 1 thread-local), field name (UTF-16z). */
+static int on_statics(struct dnt_heap_analysis *a, const uint8_t *p, size_t n) {
+  ntr_payload c;
+  uint32_t count, flags;
+  ntr_payload_init(&c, p, n);
+  if (ntr_payload_u32(&c, &count) || ntr_payload_skip(&c, 10)) return 0;
+  for (uint32_t k = 0; k < count; k++) {
+    uint64_t object, type;
+    size_t len;
+    if (ntr_payload_skip(&c, 8) || ntr_payload_u64(&c, &object) || ntr_payload_u64(&c, &type) ||
+        ntr_payload_u32(&c, &flags))
+      return 0;
+    ntr_payload name_at = c;
+    if (ntr_payload_utf16z(&c, NULL, 0, &len)) return 0;
+    a->root_values++;
+    if (!object) continue;
+    if (grow((void **)&a->statics, &a->capstatics, a->nstatics, sizeof *a->statics) != 0) return -1;
+    char *field = malloc(len + 1);
+    if (!field) return -1;
+    ntr_payload_utf16z(&name_at, field, len + 1, NULL);
+    a->statics[a->nstatics] = (struct wstatic){type, field};
+    if (add_root(a, object, flags & 1 ? G_THREAD_STATICS : G_STATICS, (uint32_t)a->nstatics++) != 0) return -1;
+  }
+  return 0;
+}
+
+/* GCBulkRootEdge (Index, Count, ClrInstanceID; per root its object, kind (u8), flags (u32), id)
+ * and the ConditionalWeakTable's entries (Index, Count, ClrInstanceID; per entry key, value, id:
+ * the value is held while its key lives, taken as a root as PerfView's "[Dependent Handles]"). */
 static int on_roots(struct dnt_heap_analysis *a, int id, const uint8_t *p, size_t n) {
   uint32_t ptr = a->pointer_size == 4 ? 4 : 8;
-  if (id == EV_STATIC) {
-    ntr_payload c;
-    uint32_t count;
-    ntr_payload_init(&c, p, n);
-    if (ntr_payload_u32(&c, &count) || ntr_payload_skip(&c, 10)) return 0;
-    for (uint32_t k = 0; k < count; k++) {
-      uint64_t object;
-      if (ntr_payload_skip(&c, 8) || ntr_payload_u64(&c, &object) || ntr_payload_skip(&c, 12) ||
-          ntr_payload_utf16z(&c, NULL, 0, NULL))
-        return 0;
-      a->statics++;
-      if (add_root(a, object) != 0) return -1;
-    }
-    return 0;
-  }
   if (n < 10) return 0;
   uint32_t count = (uint32_t)le(p + 4, 4);
   size_t each = id == EV_ROOT_EDGE ? ptr + 5 + ptr : 3 * (size_t)ptr;
   if (count > (n - 10) / each) return 0;
   for (uint32_t k = 0; k < count; k++) {
     const uint8_t *v = p + 10 + (size_t)k * each;
-    a->roots++;
-    if (id == EV_ROOT_EDGE && (le(v + ptr + 1, 4) & 2)) continue; /* weak */
-    if (id == EV_CWT && !le(v, ptr)) continue;                     /* an entry without a key */
-    if (add_root(a, le(v + (id == EV_ROOT_EDGE ? 0 : ptr), ptr)) != 0) return -1;
+    a->root_values++;
+    if (id == EV_ROOT_EDGE) {
+      enum group g = root_group(v[ptr], (uint32_t)le(v + ptr + 1, 4));
+      if (g != GROUPS && add_root(a, le(v, ptr), g, 0) != 0) return -1;
+    } else if (le(v, ptr) && add_root(a, le(v + ptr, ptr), G_DEPENDENT, 0) != 0) { /* an entry with a key */
+      return -1;
+    }
   }
   return 0;
 }
 
+/* ModuleLoad (the runtime's 152) and the rundown's ModuleDCStart/End (153, 154): ModuleID (u64),
+ * AssemblyID (u64), flags (u32), a reserved u32, the IL file's path (UTF-16z), ...: which file a
+ * type's module is, as dotnet-gcdump's rows say it. The first path of a module is kept. */
+static int on_module(struct dnt_heap_analysis *a, const uint8_t *p, size_t n) {
+  ntr_payload c;
+  uint64_t id;
+  size_t len;
+  ntr_payload_init(&c, p, n);
+  if (ntr_payload_u64(&c, &id) || ntr_payload_skip(&c, 16)) return 0;
+  ntr_payload path_at = c;
+  if (ntr_payload_utf16z(&c, NULL, 0, &len) || !len) return 0;
+  for (size_t i = 0; i < a->nmodules; i++)
+    if (a->modules[i].id == id) return 0;
+  if (grow((void **)&a->modules, &a->capmodules, a->nmodules, sizeof *a->modules) != 0) return -1;
+  char *path = malloc(len + 1);
+  if (!path) return -1;
+  ntr_payload_utf16z(&path_at, path, len + 1, NULL);
+  const char *file = path;
+  for (const char *q = path; *q; q++)
+    if (*q == '/' || *q == '\\') file = q + 1;
+  memmove(path, file, strlen(file) + 1);
+  a->modules[a->nmodules++] = (struct wmodule){id, path};
+  return 0;
+}
+
+static const char *module_file(const struct dnt_heap_analysis *a, uint64_t id) {
+  for (size_t i = 0; id && i < a->nmodules; i++)
+    if (a->modules[i].id == id) return a->modules[i].file;
+  return NULL;
+}
+
 static int heap_on_trace(void *ud, const ntr_trace *t) {
-  ((struct dnt_heap_analysis *)ud)->pointer_size = t->pointer_size;
+  struct dnt_heap_analysis *a = ud;
+  a->pointer_size = t->pointer_size;
+  a->pid = t->process_id;
   return 0;
 }
 
 static int heap_on_event(void *ud, const ntr_event *ev) {
   struct dnt_heap_analysis *a = ud;
   const ntr_metadata *md = ev->metadata;
-  if (a->failed || !md || strcmp(md->provider, DNT__RUNTIME_PROVIDER) != 0) return a->failed;
+  if (a->failed || !md) return a->failed;
+  if (strcmp(md->provider, DNT__RUNTIME_PROVIDER) != 0) {
+    if ((md->event_id == 153 || md->event_id == 154) && strcmp(md->provider, DNT__RUNDOWN_PROVIDER) == 0 &&
+        on_module(a, ev->payload, ev->payload_size) != 0)
+      a->failed = 1;
+    return a->failed;
+  }
   const uint8_t *p = ev->payload;
   size_t n = ev->payload_size;
   int rc = 0;
@@ -237,8 +399,9 @@ static int heap_on_event(void *ud, const ntr_event *ev) {
   case EV_NODE: rc = a->walking ? on_bulk(a, 1, p, n) : 0; break;
   case EV_EDGE: rc = a->walking ? on_bulk(a, 0, p, n) : 0; break;
   case EV_ROOT_EDGE:
-  case EV_CWT:
-  case EV_STATIC: rc = a->walking ? on_roots(a, (int)md->event_id, p, n) : 0; break;
+  case EV_CWT: rc = a->walking ? on_roots(a, (int)md->event_id, p, n) : 0; break;
+  case EV_STATIC: rc = a->walking ? on_statics(a, p, n) : 0; break;
+  case EV_MODULE_LOAD: rc = on_module(a, p, n); break;
   default: break;
   }
   if (rc) a->failed = 1;
@@ -253,207 +416,204 @@ void dnt_heap_analysis_callbacks(ntr_callbacks *cb) {
 
 int dnt_heap_analysis_walked(const struct dnt_heap_analysis *a) { return a->complete; }
 
-static int by_id(const void *x, const void *y) {
-  uint64_t a = ((const struct type_row *)x)->id, b = ((const struct type_row *)y)->id;
-  return a < b ? -1 : a > b;
-}
+/* ---- the graph ---- */
 
-static int by_bytes(const void *x, const void *y) {
-  const dnt_heap_type *a = x, *b = y;
-  if (a->bytes != b->bytes) return a->bytes > b->bytes ? -1 : 1;
-  if (a->count != b->count) return a->count > b->count ? -1 : 1;
-  return strcmp(a->name, b->name);
-}
-
-struct by_address {
-  uint64_t address;
-  uint32_t node;
+/* The object at each address: an open-addressed table of index + 1 (8 bytes an object, for the
+ * moment the references are resolved). */
+struct address_table {
+  uint32_t *slot;
+  size_t mask;
+  const uint64_t *address;
 };
 
-static int cmp_address(const void *x, const void *y) {
-  uint64_t a = ((const struct by_address *)x)->address, b = ((const struct by_address *)y)->address;
-  return a < b ? -1 : a > b;
-}
-
-/* The object at address: its index, DNT__NO_NODE for none (a reference outside the walk). */
-static uint32_t node_at(const struct by_address *v, size_t n, uint64_t address) {
-  size_t lo = 0, hi = n;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (v[mid].address < address) lo = mid + 1;
-    else hi = mid;
+static int table_build(struct address_table *t, const uint64_t *address, size_t n) {
+  size_t cap = 1024;
+  while (cap < 2 * n) cap *= 2;
+  t->slot = calloc(cap, sizeof *t->slot);
+  if (!t->slot) return -1;
+  t->mask = cap - 1, t->address = address;
+  for (size_t i = 0; i < n; i++) {
+    size_t j = hash64(address[i], t->mask);
+    for (; t->slot[j]; j = (j + 1) & t->mask)
+      if (address[t->slot[j] - 1] == address[i]) break; /* an address twice: the first object */
+    if (!t->slot[j]) t->slot[j] = (uint32_t)i + 1;
   }
-  return lo < n && v[lo].address == address ? v[lo].node : DNT__NO_NODE;
+  return 0;
 }
 
-/* Retained sizes, into the rows (row[i]: node i's): the references and roots resolved to
- * objects, the dominator tree over them; an object's retained bytes are its own and those of
- * the objects it dominates (kept alive only through it); a type's are those of its objects that
- * no object of the same type dominates, so a list's nodes are counted once. Unreached objects
- * (garbage the walk saw) retain nothing. 0, or -1 when out of memory. */
-static int retain(struct dnt_heap_analysis *a, const uint32_t *row) {
+static uint32_t table_find(const struct address_table *t, uint64_t address) {
+  for (size_t j = hash64(address, t->mask); t->slot[j]; j = (j + 1) & t->mask)
+    if (t->address[t->slot[j] - 1] == address) return t->slot[j] - 1;
+  return DNT__NO_NODE;
+}
+
+static int by_root_place(const void *x, const void *y) {
+  const struct wroot *a = x, *b = y;
+  if (a->group != b->group) return a->group < b->group ? -1 : 1;
+  return a->var < b->var ? -1 : a->var > b->var;
+}
+
+/* The graph, from a complete walk: the objects (nodes 0..n-1, the walk's arrays handed over),
+ * their references resolved in place (a target outside the walk, a frozen string literal, left
+ * out), then the nodes naming the roots: the groups present, each static's own. 0, or -1 when
+ * out of memory. */
+static int build_graph(struct dnt_heap_analysis *a) {
   size_t n = a->nnodes;
-  if (n >= DNT__NO_NODE || a->nedges != a->edges_wanted) return 0; /* beyond ids, or a walk not whole */
-  struct by_address *at = malloc((n ? n : 1) * sizeof *at);
-  uint64_t *start = malloc((n + 1) * sizeof *start), *ret = calloc(n ? n : 1, sizeof *ret);
-  uint32_t *succ = malloc((a->nedges ? a->nedges : 1) * sizeof *succ);
-  uint32_t *roots = malloc((a->nroot_addrs ? a->nroot_addrs : 1) * sizeof *roots);
-  uint32_t *idom = malloc((n ? n : 1) * sizeof *idom), *order = malloc((n ? n : 1) * sizeof *order);
-  uint32_t *cstart = calloc(n + 2, sizeof *cstart), *child = malloc((n ? n : 1) * sizeof *child);
-  uint32_t *inside = calloc(a->ntypes + 1, sizeof *inside);
-  struct walk {
-    uint32_t v, next;
-  } *stack = malloc((n + 1) * sizeof *stack);
+  if (n + GROUPS + a->nstatics >= DNT__NO_NODE) return 0; /* beyond the node ids: no graph (said as incomplete) */
+  struct dnt_heap *h = dnt__heap_new();
+  if (!h) return -1;
+  h->pointer_size = a->pointer_size == 4 ? 4 : 8;
+  struct address_table at = {0};
   int rc = -1;
-  if (!at || !start || !ret || !succ || !roots || !idom || !order || !cstart || !child || !inside || !stack) goto out;
-  for (size_t i = 0; i < n; i++) at[i] = (struct by_address){a->nodes[i].address, (uint32_t)i};
-  qsort(at, n, sizeof *at, cmp_address);
-  start[0] = 0;
-  for (size_t i = 0; i < n; i++) start[i + 1] = start[i] + a->nodes[i].edges;
-  for (size_t i = 0; i < a->nedges; i++) succ[i] = node_at(at, n, a->edges[i]);
-  for (size_t i = 0; i < a->nroot_addrs; i++) roots[i] = node_at(at, n, a->root_addrs[i]);
-  free(at);
-  at = NULL;
-  uint32_t reached = 0;
-  if (dnt__dominators((uint32_t)n, start, succ, roots, a->nroot_addrs, idom, order, &reached) != 0) goto out;
-  /* an object's own bytes, then (dominated before dominators, backwards) up to its dominator */
-  for (uint32_t k = 0; k < reached; k++) ret[order[k]] = a->nodes[order[k]].size;
-  for (uint32_t k = reached; k-- > 0;) {
-    uint32_t v = order[k];
-    if (idom[v] < n) ret[idom[v]] += ret[v];
-  }
-  /* the dominator tree's children (the virtual root's at index n), walked depth first with a
-   * count per type of the objects of that type on the path */
-  for (uint32_t k = 0; k < reached; k++) cstart[(idom[order[k]] < n ? idom[order[k]] : n) + 1]++;
-  for (size_t v = 0; v <= n; v++) cstart[v + 1] += cstart[v];
-  for (uint32_t k = 0; k < reached; k++) {
-    uint32_t v = order[k], d = idom[v] < n ? idom[v] : (uint32_t)n;
-    child[cstart[d]++] = v;
-  }
-  for (size_t v = n + 1; v > 0; v--) cstart[v] = cstart[v - 1];
-  cstart[0] = 0;
-  size_t depth = 0;
-  stack[depth++] = (struct walk){(uint32_t)n, cstart[n]};
-  while (depth) {
-    struct walk *w = &stack[depth - 1];
-    if (w->next < cstart[w->v + 1]) {
-      uint32_t c = child[w->next++];
-      if (!inside[row[c]]) a->rows[row[c]].retained += ret[c];
-      inside[row[c]]++;
-      stack[depth++] = (struct walk){c, cstart[c]};
-      continue;
+  /* the types: the walk's, then one per group and per static */
+  for (size_t i = 0; i < a->ntypes; i++)
+    if (dnt__heap_add_type(h, a->types[i].name ? a->types[i].name : "(unknown type)",
+                           module_file(a, a->types[i].module), 0) == UINT32_MAX)
+      goto out;
+  /* the references, resolved: succ[] over the edges' own memory, each object's count kept */
+  if (table_build(&at, a->address, n) != 0) goto out;
+  uint32_t *succ = (uint32_t *)a->edges; /* written behind where it reads: index k's 4 bytes at k*4 <= k*8 */
+  size_t e = 0, kept = 0;
+  for (size_t v = 0; v < n; v++) {
+    uint32_t wanted = a->refs[v], resolved = 0;
+    for (uint32_t k = 0; k < wanted; k++, e++) {
+      uint32_t w = table_find(&at, a->edges[e]);
+      if (w != DNT__NO_NODE) succ[kept++] = w, resolved++;
     }
-    if (w->v < n) inside[row[w->v]]--;
-    depth--;
+    a->refs[v] = resolved;
   }
-  a->summary.reachable = reached;
+  /* the roots, sorted by their place (group, static); each resolved, or dropped */
+  if (a->nroots) qsort(a->roots, a->nroots, sizeof *a->roots, by_root_place);
+  size_t nroots = 0;
+  for (size_t r = 0; r < a->nroots; r++) {
+    uint32_t w = table_find(&at, a->roots[r].object);
+    if (w == DNT__NO_NODE) continue;
+    a->roots[nroots] = a->roots[r];
+    a->roots[nroots++].object = w;
+  }
+  free(at.slot);
+  at.slot = NULL;
+  /* which groups and statics have something: a group has its roots or a present child group */
+  uint32_t present[GROUPS] = {0}, node_of[GROUPS];
+  for (size_t r = 0; r < nroots; r++) present[a->roots[r].group] = 1;
+  for (int g = GROUPS - 1; g > 0; g--)
+    if (present[g]) present[groups[g].parent] = 1;
+  present[G_ROOT] = 1;
+  size_t nsynthetic = 0;
+  for (int g = 0; g < GROUPS; g++) node_of[g] = present[g] ? (uint32_t)(n + nsynthetic++) : DNT__NO_NODE;
+  /* a node per static holding something (the roots of one static are together, sorted) */
+  size_t nstatic_nodes = 0;
+  for (size_t r = 0; r < nroots; r++)
+    if ((a->roots[r].group == G_STATICS || a->roots[r].group == G_THREAD_STATICS) &&
+        (r == 0 || a->roots[r - 1].var != a->roots[r].var || a->roots[r - 1].group != a->roots[r].group))
+      nstatic_nodes++;
+  size_t total = n + nsynthetic + nstatic_nodes;
+  /* the arrays, grown for the synthetic nodes; the edges for their children */
+  size_t sedges = nroots + nsynthetic + nstatic_nodes; /* each root, group and static under its parent */
+  uint64_t *address = realloc(a->address, (total ? total : 1) * sizeof *address);
+  if (address) a->address = address;
+  uint64_t *size = realloc(a->size, (total ? total : 1) * sizeof *size);
+  if (size) a->size = size;
+  uint32_t *type = realloc(a->type, (total ? total : 1) * sizeof *type);
+  if (type) a->type = type;
+  uint32_t *edges = realloc(a->edges, (kept + sedges ? kept + sedges : 1) * sizeof *edges);
+  if (edges) a->edges = (uint64_t *)edges;
+  uint64_t *start = malloc((total + 1) * sizeof *start);
+  if (!address || !size || !type || !edges || !start) {
+    free(start);
+    goto out;
+  }
+  start[0] = 0;
+  for (size_t v = 0; v < n; v++) start[v + 1] = start[v] + a->refs[v];
+  free(a->refs);
+  a->refs = NULL;
+  uint32_t group_type[GROUPS];
+  for (int g = 0; g < GROUPS; g++)
+    if (present[g] && (group_type[g] = dnt__heap_add_type(h, groups[g].name, NULL, 1)) == UINT32_MAX) goto out_start;
+  /* the synthetic nodes' children, in node order: a group's child groups, its statics' nodes,
+   * its roots; a static's node, its roots */
+  size_t out_e = kept;
+  uint32_t static_node = (uint32_t)(n + nsynthetic);
+  size_t v = n;
+  for (int g = 0; g < GROUPS; g++) {
+    if (!present[g]) continue;
+    a->address[v] = 0, a->size[v] = 0, a->type[v] = group_type[g];
+    for (int c = 1; c < GROUPS; c++)
+      if (present[c] && groups[c].parent == (enum group)g && c != g) edges[out_e++] = node_of[c];
+    for (size_t r = 0; r < nroots; r++) {
+      if (a->roots[r].group != (uint32_t)g) continue;
+      int is_static = g == G_STATICS || g == G_THREAD_STATICS;
+      if (!is_static) edges[out_e++] = (uint32_t)a->roots[r].object;
+      else if (r == 0 || a->roots[r - 1].var != a->roots[r].var || a->roots[r - 1].group != a->roots[r].group)
+        edges[out_e++] = static_node++;
+    }
+    start[++v] = out_e;
+  }
+  for (size_t r = 0; r < nroots; r++) { /* each static's node, its object(s) under it */
+    if (a->roots[r].group != G_STATICS && a->roots[r].group != G_THREAD_STATICS) continue;
+    int first = r == 0 || a->roots[r - 1].var != a->roots[r].var || a->roots[r - 1].group != a->roots[r].group;
+    if (first) {
+      const struct wstatic *s = &a->statics[a->roots[r].var];
+      uint32_t t = type_index(a, s->type); /* known, or added unnamed */
+      const char *tn = t != UINT32_MAX && a->types[t].name ? a->types[t].name : "?";
+      size_t len = strlen(tn) + strlen(s->field) + 32;
+      char *name = malloc(len);
+      if (!name) goto out_start;
+      snprintf(name, len, "[%sstatic var %s.%s]", a->roots[r].group == G_THREAD_STATICS ? "thread " : "", tn,
+               s->field);
+      uint32_t st = dnt__heap_add_type(h, name, NULL, 1);
+      free(name);
+      if (st == UINT32_MAX) goto out_start;
+      a->address[v] = 0, a->size[v] = 0, a->type[v] = st;
+      v++;
+    }
+    edges[out_e++] = (uint32_t)a->roots[r].object;
+    start[v] = out_e;
+  }
+  h->nnodes = (uint32_t)total;
+  h->root = node_of[G_ROOT];
+  h->address = a->address, h->size = a->size, h->type = a->type, h->start = start, h->succ = edges;
+  a->address = a->size = a->edges = NULL;
+  a->type = NULL;
+  a->graph = h;
+  h = NULL;
   rc = 0;
-out:
-  free(at);
+  goto out;
+out_start:
   free(start);
-  free(ret);
-  free(succ);
-  free(roots);
-  free(idom);
-  free(order);
-  free(cstart);
-  free(child);
-  free(inside);
-  free(stack);
+out:
+  free(at.slot);
+  dnt_heap_free(h);
   return rc;
 }
 
 void dnt_heap_analysis_finish(struct dnt_heap_analysis *a) {
   if (a->finished || a->failed) return;
   a->finished = 1;
-  /* the types by id (a type logged twice keeps its first name) */
-  if (a->ntypes) qsort(a->types, a->ntypes, sizeof *a->types, by_id);
-  a->rows = calloc(a->ntypes + 1, sizeof *a->rows);
-  if (!a->rows) {
-    a->failed = 1;
-    return;
-  }
-  size_t unknown = a->ntypes; /* the row of objects whose type no BulkType named */
-  for (size_t i = 0; i < a->ntypes; i++) a->rows[i].name = a->types[i].name;
-  a->rows[unknown].name = "(unknown type)";
   dnt_heap_summary *s = &a->summary;
-  uint32_t *row = malloc((a->nnodes ? a->nnodes : 1) * sizeof *row); /* each object's */
-  if (!row) {
-    a->failed = 1;
-    return;
-  }
-  for (size_t i = 0; i < a->nnodes; i++) {
-    const struct node *nd = &a->nodes[i];
-    size_t lo = 0, hi = a->ntypes;
-    while (lo < hi) {
-      size_t mid = (lo + hi) / 2;
-      if (a->types[mid].id < nd->type) lo = mid + 1;
-      else hi = mid;
-    }
-    size_t r = lo < a->ntypes && a->types[lo].id == nd->type ? lo : unknown;
-    row[i] = (uint32_t)r;
-    a->rows[r].count++;
-    a->rows[r].bytes += nd->size;
-    s->objects++;
-    s->bytes += nd->size;
-  }
+  s->objects = a->nnodes;
+  for (size_t i = 0; i < a->nnodes; i++) s->bytes += a->size[i];
   s->references = a->nedges;
-  s->roots = a->roots + a->statics;
+  s->roots = a->root_values;
   s->lost_events = a->lost_node_events + a->lost_edge_events;
   s->walked = a->complete || a->walking || a->nnodes;
-  s->complete = a->complete && s->lost_events == 0 && a->nedges == a->edges_wanted;
   s->reference_mismatch = a->nedges != a->edges_wanted;
-  if (s->complete && retain(a, row) != 0) a->failed = 1;
-  free(row);
-  /* the rows with objects, most bytes first */
-  size_t out = 0;
-  for (size_t i = 0; i <= a->ntypes; i++)
-    if (a->rows[i].count) a->rows[out++] = a->rows[i];
-  a->nrows = out;
-  if (out) qsort(a->rows, out, sizeof *a->rows, by_bytes);
-}
-
-const dnt_heap_summary *dnt_heap_get_summary(const struct dnt_heap_analysis *a) { return &a->summary; }
-
-const dnt_heap_type *dnt_heap_types(const struct dnt_heap_analysis *a, size_t *n) {
-  *n = a->nrows;
-  return a->rows;
-}
-
-/* ---- views ---- */
-
-static const char *state_of(const dnt_heap_summary *s) {
-  return s->complete ? "complete" : s->walked ? "incomplete" : "no heap walk";
-}
-
-void dnt_heap_write_text(FILE *fp, const struct dnt_heap_analysis *a, size_t top) {
-  const dnt_heap_summary *s = &a->summary;
-  fprintf(fp, "Heap snapshot: %llu objects, %llu bytes, %llu references, %llu roots (%s)\n",
-          (unsigned long long)s->objects, (unsigned long long)s->bytes, (unsigned long long)s->references,
-          (unsigned long long)s->roots, state_of(s));
-  fprintf(fp, "%llu objects reached from the roots; a type's retained bytes are what only its objects keep alive\n",
-          (unsigned long long)s->reachable);
-  fprintf(fp, "\n%15s %15s %12s  %s\n", "Bytes", "Retained", "Objects", "Type");
-  for (size_t i = 0; i < a->nrows && i < top; i++) {
-    fprintf(fp, "%15llu %15llu %12llu  ", (unsigned long long)a->rows[i].bytes, (unsigned long long)a->rows[i].retained,
-            (unsigned long long)a->rows[i].count);
-    dnt_text_put(fp, a->rows[i].name);
-    fputc('\n', fp);
+  s->complete = a->complete && s->lost_events == 0 && !s->reference_mismatch;
+  if (s->complete) {
+    if (build_graph(a) != 0) a->failed = 1;
+    else if (!a->graph) s->complete = 0; /* more objects than a graph's ids */
   }
+  if (a->graph) {
+    dnt_heap_origin o = {a->pid, NULL, 0};
+    if (dnt_heap_set_origin(a->graph, &o) != 0) a->failed = 1;
+  }
+  free_walk(a);
 }
 
-void dnt_heap_write_json(FILE *fp, const struct dnt_heap_analysis *a, size_t top) {
-  const dnt_heap_summary *s = &a->summary;
-  fprintf(fp, "{\"objects\":%llu,\"bytes\":%llu,\"references\":%llu,\"roots\":%llu,\"reachable\":%llu,"
-              "\"lostEvents\":%llu,\"state\":\"%s\",\"types\":[",
-          (unsigned long long)s->objects, (unsigned long long)s->bytes, (unsigned long long)s->references,
-          (unsigned long long)s->roots, (unsigned long long)s->reachable, (unsigned long long)s->lost_events,
-          state_of(s));
-  for (size_t i = 0; i < a->nrows && i < top; i++) {
-    fputs(i ? ",{\"type\":" : "{\"type\":", fp);
-    dnt_json_string(fp, a->rows[i].name);
-    fprintf(fp, ",\"count\":%llu,\"bytes\":%llu,\"retainedBytes\":%llu}", (unsigned long long)a->rows[i].count,
-            (unsigned long long)a->rows[i].bytes, (unsigned long long)a->rows[i].retained);
-  }
-  fputs("]}\n", fp);
+const dnt_heap_summary *dnt_heap_analysis_summary(const struct dnt_heap_analysis *a) { return &a->summary; }
+
+struct dnt_heap *dnt_heap_analysis_take(struct dnt_heap_analysis *a) {
+  struct dnt_heap *h = a->failed ? NULL : a->graph;
+  if (h) a->graph = NULL;
+  return h;
 }

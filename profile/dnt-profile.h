@@ -144,9 +144,11 @@ void dnt_profile_set_filter(struct dnt_profile *p, dnt_profile_keep_fn keep, voi
  *   profile's "ms" (dnt_profile_total_ms, each stack's ms) are then bytes;
  * - THREADS: the SampleProfiler's first sample of each thread only: what every thread does now
  *   (one sample per thread, weighing no time), as Go's goroutine profile.
+ * - HEAP: no event: a heap snapshot's objects, given by dnt_profile_add_objects.
  * The pprof writer names its sample types after the source: samples/count and wall (cpu for
- * perf's)/nanoseconds; alloc_objects/count and alloc_space/bytes; threads/count. */
-enum dnt_profile_source { DNT_SOURCE_SAMPLER, DNT_SOURCE_ALLOCATIONS, DNT_SOURCE_THREADS };
+ * perf's)/nanoseconds; alloc_objects/count and alloc_space/bytes; threads/count; inuse_objects/count
+ * and inuse_space/bytes (Go's heap profile's names). */
+enum dnt_profile_source { DNT_SOURCE_SAMPLER, DNT_SOURCE_ALLOCATIONS, DNT_SOURCE_THREADS, DNT_SOURCE_HEAP };
 void dnt_profile_set_source(struct dnt_profile *p, enum dnt_profile_source source);
 enum dnt_profile_source dnt_profile_source(const struct dnt_profile *p);
 
@@ -201,6 +203,12 @@ enum dnt_profile_weight dnt_profile_weight(const struct dnt_profile *p);
  * dnt_profile_methods_only, so that the SampleProfiler's own samples do not count). ev is
  * borrowed for the call. */
 void dnt_profile_add_event(struct dnt_profile *p, const ntr_event *ev, double weight);
+
+/* A heap snapshot's objects (a DNT_SOURCE_HEAP profile weighed in DNT_WEIGHT_BYTES): `objects`
+ * objects of `bytes` bytes in all under one stack (ips leaf first, borrowed for the call; each a
+ * frame a resolver names: a type), counted as that many samples weighing those bytes, on thread
+ * 0 (no thread: the folded and pprof writers leave it out). Call before dnt_profile_finish. */
+void dnt_profile_add_objects(struct dnt_profile *p, const uint64_t *ips, size_t n, uint64_t objects, double bytes);
 
 /* Totals. */
 uint64_t dnt_profile_samples(const struct dnt_profile *p);

@@ -8,7 +8,9 @@
  *   bytes (DNT_WEIGHT_BYTES: `allocs`), its period the runtime's mean 102400 bytes between
  *   allocation events; [alloc_objects/count, alloc_space/bytes] for serve's allocs endpoint
  *   (DNT_SOURCE_ALLOCATIONS), the space the default, as Go's allocs profile; a threads profile:
- *   [threads/count] (Go's goroutine profile has [goroutine/count]).
+ *   [threads/count] (Go's goroutine profile has [goroutine/count]); a heap snapshot:
+ *   [inuse_objects/count, inuse_space/bytes], Go's heap profile's names, the space the default,
+ *   period 1 (no object left out), no thread label.
  *   The blocked time of `waits` (one sample a wait, weighing its length) is wall time too.
  * - sample: one per distinct (thread, stack) of the profile, locations leaf first, the labels
  *   thread_id (a number) and thread_name where the profile knows it (perf's comm, the names
@@ -220,10 +222,12 @@ static void sample(void *ud, uint64_t thread, const uint32_t *frames, size_t n, 
                                           : (uint64_t)stack_time_ns(ms)};
   dnt__pb_packed(&w->msg, SAMPLE_LOCATION_ID, w->ids, n);
   dnt__pb_packed(&w->msg, SAMPLE_VALUE, values, (size_t)w->nvalues);
-  dnt__pb_reset(&w->sub);
-  dnt__pb_int(&w->sub, LABEL_KEY, S_THREAD_ID);
-  dnt__pb_int(&w->sub, LABEL_NUM, (int64_t)thread);
-  dnt__pb_message(&w->msg, SAMPLE_LABEL, &w->sub);
+  if (dnt_profile_source(w->prof) != DNT_SOURCE_HEAP) { /* a heap's objects are no thread's */
+    dnt__pb_reset(&w->sub);
+    dnt__pb_int(&w->sub, LABEL_KEY, S_THREAD_ID);
+    dnt__pb_int(&w->sub, LABEL_NUM, (int64_t)thread);
+    dnt__pb_message(&w->msg, SAMPLE_LABEL, &w->sub);
+  }
   struct thread key = {.id = thread}, *t = bsearch(&key, w->threads, w->nthreads, sizeof key, by_thread);
   if (t && t->name) {
     dnt__pb_reset(&w->sub);
@@ -312,7 +316,7 @@ static int write_pprof(struct pprof *w, const char *title) {
   enum dnt_profile_source source = dnt_profile_source(prof);
   w->sample_ms = dnt_profile_sample_ms(prof);
   w->nvalues = source == DNT_SOURCE_THREADS ? 1 : 2;
-  w->bytes = source == DNT_SOURCE_ALLOCATIONS || dnt_profile_weight(prof) == DNT_WEIGHT_BYTES;
+  w->bytes = source == DNT_SOURCE_ALLOCATIONS || source == DNT_SOURCE_HEAP || dnt_profile_weight(prof) == DNT_WEIGHT_BYTES;
   w->used = calloc(nnames ? nnames : 1, 1);
   w->mapping_of = calloc(nnames ? nnames : 1, sizeof *w->mapping_of);
   if (!w->used || !w->mapping_of) return -1;
@@ -362,9 +366,10 @@ static int write_pprof(struct pprof *w, const char *title) {
   /* the string table, in the order of the indexes used above */
   static const char *const fixed[S_TITLE] = {"", "samples", "count", NULL, "nanoseconds", "thread_id", "thread_name"};
   for (int i = 0; i < S_TITLE; i++) {
-    const char *s = i == S_TIME ? (w->bytes ? "alloc_space" : cpu ? "cpu" : "wall")
+    const char *s = i == S_TIME ? (source == DNT_SOURCE_HEAP ? "inuse_space" : w->bytes ? "alloc_space" : cpu ? "cpu" : "wall")
                     : i == S_NANOSECONDS && w->bytes ? "bytes" : fixed[i];
     if (source == DNT_SOURCE_ALLOCATIONS && i == S_SAMPLES) s = "alloc_objects";
+    else if (source == DNT_SOURCE_HEAP && i == S_SAMPLES) s = "inuse_objects";
     else if (source == DNT_SOURCE_THREADS && i == S_SAMPLES) s = "threads";
     emit_string(w, s, strlen(s));
   }
@@ -374,6 +379,8 @@ static int write_pprof(struct pprof *w, const char *title) {
                          ? "dntrace " PACKAGE_VERSION ": allocations, from the runtime's GCAllocationTick events (one per ~100 KB)"
                      : source == DNT_SOURCE_THREADS
                          ? "dntrace " PACKAGE_VERSION ": every managed thread's stack, from its first SampleProfiler sample"
+                     : source == DNT_SOURCE_HEAP
+                         ? "dntrace " PACKAGE_VERSION ": the managed heap, each object under the types that keep it alive (its dominators)"
                      : w->bytes ? "dntrace " PACKAGE_VERSION ": allocated bytes, from the runtime's allocation events"
                      : kind == DNT_SAMPLES_BLOCKED
                          ? "dntrace " PACKAGE_VERSION ": blocked time of waits, from perf's scheduler records"
@@ -399,8 +406,8 @@ static int write_pprof(struct pprof *w, const char *title) {
     const char *name = dnt_profile_name(prof, (uint32_t)f) + module_len(dnt_profile_name(prof, (uint32_t)f)) + 1;
     emit_string(w, name, strlen(name));
   }
-  int64_t space = sys; /* the last string: an allocation profile's period type */
-  if (source == DNT_SOURCE_ALLOCATIONS) emit_string(w, "space", 5);
+  int64_t space = sys; /* the last string: an allocation or heap profile's period type */
+  if (source == DNT_SOURCE_ALLOCATIONS || source == DNT_SOURCE_HEAP) emit_string(w, "space", 5);
 
   int64_t start_ns;
   uint64_t duration_ns;
@@ -410,6 +417,9 @@ static int write_pprof(struct pprof *w, const char *title) {
   if (source == DNT_SOURCE_ALLOCATIONS) { /* the runtime's tick: about every 100 KB allocated */
     value_type(w, &w->msg, PROFILE_PERIOD_TYPE, space, S_NANOSECONDS); /* space/bytes, as Go's */
     dnt__pb_int(&w->msg, PROFILE_PERIOD, 100 * 1024);
+  } else if (source == DNT_SOURCE_HEAP) { /* every object, none sampled */
+    value_type(w, &w->msg, PROFILE_PERIOD_TYPE, space, S_NANOSECONDS);
+    dnt__pb_int(&w->msg, PROFILE_PERIOD, 1);
   } else if (source == DNT_SOURCE_THREADS) {
     value_type(w, &w->msg, PROFILE_PERIOD_TYPE, S_SAMPLES, S_COUNT);
     dnt__pb_int(&w->msg, PROFILE_PERIOD, 1);

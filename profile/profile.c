@@ -162,10 +162,10 @@ static int rehash_counts(struct dnt_profile *p) {
   return 0;
 }
 
-/* Counts one sample of weight ms (node: the task it ran for, 0 for none); returns its entry's
+/* Counts `count` samples weighing ms in all (node: the task they ran for, 0 for none); returns its entry's
  * index + 1, or 0 when out of memory. */
-static uint32_t add_sample(struct dnt_profile *p, uint64_t thread, uint32_t stack, uint32_t external, uint32_t node,
-                           double ms) {
+static uint32_t add_samples(struct dnt_profile *p, uint64_t thread, uint32_t stack, uint32_t external, uint32_t node,
+                            uint64_t count, double ms) {
   if (p->oom) return 0;
   if ((p->ncounts + 1) * 2 > p->count_table_cap && rehash_counts(p) != 0) return 0;
   uint32_t h = count_hash(thread, stack, external, node);
@@ -173,18 +173,23 @@ static uint32_t add_sample(struct dnt_profile *p, uint64_t thread, uint32_t stac
   while (p->count_table[j]) {
     struct count *c = &p->counts[p->count_table[j] - 1];
     if (c->thread == thread && c->stack == stack && c->external == external && c->node == node) {
-      c->samples++;
+      c->samples += count;
       c->ms += ms;
-      p->samples++;
+      p->samples += count;
       return p->count_table[j];
     }
     j = (j + 1) & (p->count_table_cap - 1);
   }
   GROW(p, p->counts, p->ncounts, p->capcounts, 0);
-  p->counts[p->ncounts] = (struct count){thread, stack, external, node, 1, ms};
+  p->counts[p->ncounts] = (struct count){thread, stack, external, node, count, ms};
   p->count_table[j] = (uint32_t)++p->ncounts;
-  p->samples++;
+  p->samples += count;
   return (uint32_t)p->ncounts;
+}
+
+static uint32_t add_sample(struct dnt_profile *p, uint64_t thread, uint32_t stack, uint32_t external, uint32_t node,
+                           double ms) {
+  return add_samples(p, thread, stack, external, node, 1, ms);
 }
 
 static uint32_t hash_thread(uint64_t thread) { return (uint32_t)((thread * 0x9E3779B97F4A7C15ull) >> 32); }
@@ -683,6 +688,13 @@ uint32_t dnt_profile_add_stack_under(struct dnt_profile *p, uint64_t thread, uin
   }
   add_weighed(p, thread, time, stack, ms, 0);
   return p->oom ? UINT32_MAX : below;
+}
+
+void dnt_profile_add_objects(struct dnt_profile *p, const uint64_t *ips, size_t n, uint64_t objects, double bytes) {
+  if (n > UINT32_MAX) n = UINT32_MAX;
+  uint32_t stack = intern_stack(p, ips, (uint32_t)n);
+  if (p->oom || !add_samples(p, 0, stack, 0, 0, objects, bytes)) return;
+  p->total_ms += bytes;
 }
 
 void dnt_profile_add_ips_ms(struct dnt_profile *p, uint64_t thread, uint64_t time, const uint64_t *ips, size_t n,

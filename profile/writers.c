@@ -142,9 +142,10 @@ static void folded_line(void *ud, uint64_t thread, const uint32_t *frames, size_
   /* a weight past what an integer holds (a hostile trace's amounts) is written as the largest */
   uint64_t value = !w->by_time ? samples : v < 1.8e19 ? (uint64_t)v : UINT64_MAX;
   if (value == 0) return;
-  fprintf(w->fp, "Thread %llu", (unsigned long long)thread);
+  int heap = dnt_profile_source(w->prof) == DNT_SOURCE_HEAP; /* no thread: the heap's root first */
+  if (!heap) fprintf(w->fp, "Thread %llu", (unsigned long long)thread);
   for (size_t i = 0; i < n; i++) {
-    fputc(';', w->fp);
+    if (i || !heap) fputc(';', w->fp);
     /* ';' separates frames, ' ' ends them and a newline the stack: keep names from breaking the
      * format (and a terminal reading it from acting on them) */
     char name[4 * 1200 + 1];

@@ -157,8 +157,8 @@ static int record(const struct dnt_analysis_input *in, const struct dnt_analysis
   dnt_session_resume(&l.s); /* a command, or a runtime that dialled a listener, waits for this */
   char *safe_name = dnt_safe_text(l.s.target.name);
   if (in->duration_ms)
-    fprintf(stderr, "Recording %s of process %d (%s) for %.0f s (Ctrl+C stops sooner)\n", rec->what,
-            l.s.target.pid, safe_name, (double)in->duration_ms / 1000);
+    fprintf(stderr, "Recording %s of process %d (%s) for %s%.0f s (Ctrl+C stops sooner)\n", rec->what,
+            l.s.target.pid, safe_name, rec->duration_is_timeout ? "at most " : "", (double)in->duration_ms / 1000);
   else
     fprintf(stderr, "Recording %s of process %d (%s): Ctrl+C stops\n", rec->what, l.s.target.pid, safe_name);
   free(safe_name);

@@ -21,6 +21,7 @@ struct dnt_analysis_recording {
   /* when set, asked after each piece of the stream with the analysis (the callbacks' ud): 1 when
    * it has what it came for (a heap walk's end), and the session stops (its rundown follows) */
   int (*done)(const void *analysis);
+  int duration_is_timeout; /* with done: the input's duration is how long to wait for it at most */
 };
 
 struct dnt_analysis_input {

@@ -26,6 +26,7 @@ static const struct {
     {DNT_FORMAT_JSON, "json", NULL},
     {DNT_FORMAT_PROMETHEUS, "prometheus", NULL},
     {DNT_FORMAT_TEXT, "text", NULL},
+    {DNT_FORMAT_GCDUMP, "gcdump", NULL},
 };
 #define NFORMATS (sizeof formats / sizeof formats[0])
 

@@ -90,7 +90,8 @@ enum dnt_format {
   DNT_FORMAT_JSON,
   DNT_FORMAT_PROMETHEUS,
   DNT_FORMAT_PPROF,
-  DNT_FORMAT_TEXT /* a table for people (gc) */
+  DNT_FORMAT_TEXT, /* a table for people (gc) */
+  DNT_FORMAT_GCDUMP /* a heap snapshot, as dotnet-gcdump writes it */
 };
 #define DNT_FORMAT_BIT(f) (1L << (f))
 /* The conversions of a profile (convert, perf, compare, and collect beside its .nettrace). */

@@ -121,12 +121,13 @@ static const struct profile {
      0},
     /* the runtime's heap walk (dotnet-gcdump's session): its start forces a blocking gen-2 GC
      * that logs every object, reference, root and type (GC | Type | GCHeapDump | GCHeapCollect |
-     * GCHeapAndTypeNames, Verbose) */
+     * GCHeapAndTypeNames, Verbose); the rundown's modules (Loader | End: not every method) name
+     * where the types come from */
     {"gc-heap-snapshot",
      "walks the managed heap once: every object, reference, root and type (dntrace gcdump's)",
      {{DNT_RUNTIME_PROVIDER, 0x1980001, 5, NULL}},
-     0,
-     0},
+     1,
+     0x108},
     {"cpu-sampling",
      "dotnet-sampled-thread-time + dotnet-common (the default of dotnet-trace 9 and earlier)",
      {{DNT_SAMPLE_PROVIDER, 0xF00000000000, 4, NULL}, {DNT_RUNTIME_PROVIDER, 0x100003801D, 4, NULL}},

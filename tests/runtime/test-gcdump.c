@@ -1,4 +1,4 @@
-/* test-gcdump.c: heap snapshots from the runtime's heap walk (issue 24, first part). The sample's
+/* test-gcdump.c: heap snapshots from the runtime's heap walk (issue 24), and .gcdump files. The sample's
  * --heap N:K builds a heap whose shape is known (tests/targets/sample/HeapWork.cs): N
  * Sample.CacheEntry objects each owning a byte[] of K bytes, 10 Sample.Finalizable, one
  * Sample.TableValue. `dntrace gcdump -p` and a recorded file both count them exactly; traces written
@@ -10,16 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../lib/env-cr.h"
-#include "../lib/files-cr.h"
-#include "../lib/ntr-writer.h"
-#include "../lib/record-cr.h"
-#include "../lib/run.h"
-#include "../lib/target-cr.h"
-#include "../lib/target.h"
-
-#define ENTRIES "3000"
-#define BYTES "500"
+#include "../lib/heap-walk-cr.h"
 
 /* The known answers of the sample's --heap 3000:500, held to a JSON report (sys.argv[1]). */
 static const char *known =
@@ -42,16 +33,6 @@ static const char *known =
     "assert rest % 2999 == 0 and 500 <= rest // 2999 < 540, (a, e)\n"
     "assert e['retainedBytes'] == e['bytes'] + rest, (e, rest)\n"
     "assert t['Sample.TableValue']['retainedBytes'] == t['Sample.TableValue']['bytes']\n";
-
-static void start_heap(dnt_target *t) {
-  DNT_REQUIRE_TARGET();
-  require_python();
-  const char *const args[] = {"--heap", ENTRIES ":" BYTES, "--no-cpu", "--no-blocking", "--no-alloc",
-                              "--no-exceptions", "--no-counters", NULL};
-  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = args, .wait_socket = 1, .timeout_ms = DNT_HANG_MS};
-  char err[512];
-  cr_assert_eq(dnt_target_start(t, &o, err, sizeof err), 0, "%s", err);
-}
 
 /* A live process: the session ends with the walk's collection, the counts are the heap's. */
 Test(gcdump, a_process_heap_counts_are_exact, .timeout = 120) {
@@ -101,125 +82,83 @@ Test(gcdump, a_recorded_walk_reads_the_same, .timeout = 120) {
   rmdir(dir);
 }
 
-/* ---- dotnet-gcdump, the reference ----
- * Microsoft's dotnet-gcdump (NuGet, installed by ./bootstrap.sh into build-tools/dotnet-tools, or
- * $DNT_DOTNET_TOOLS) walks the same quiescent --heap process: every Sample.* type has the same
- * object count in both reports. Its rows are "BYTES COUNT TYPE[ (Bytes > N)]  [MODULE]", a type
- * split over rows by its objects' sizes; the walks differ in the objects the sessions themselves
- * leave in the runtime, not in the sample's. */
-
-static const char *gcdump_tool(void) {
-  static char path[4200];
-  const char *dir = getenv("DNT_DOTNET_TOOLS"), *src = getenv("DNT_SRCDIR");
-  if (dir && *dir) snprintf(path, sizeof path, "%s/dotnet-gcdump", dir);
-  else snprintf(path, sizeof path, "%s/build-tools/dotnet-tools/dotnet-gcdump", src ? src : ".");
-  if (access(path, X_OK) != 0) {
-    if (in_ci()) cr_assert_fail("no dotnet-gcdump (CI=true: ./bootstrap.sh deps installs it): %s", path);
-    cr_skip_test("no dotnet-gcdump (./bootstrap.sh deps installs it): %s", path);
-  }
-  return path;
-}
+/* ---- dotnet-gcdump, the reference, and .gcdump both ways ----
+ * dotnet-gcdump and dntrace walk the same quiescent --heap process, each writing a .gcdump; each
+ * reports the other's file. Every Sample.* type has the same object count in the four reports
+ * (and in dntrace's live one), and each file's total bytes are what both tools read in it. The
+ * walks differ in the objects the sessions themselves leave in the runtime, not in the sample's. */
 
 static const char *compare_py =
     "import json, re, sys\n"
-    "ours = {t['type']: t['count'] for t in json.load(open(sys.argv[1]))['types']}\n"
-    "theirs = {}\n"
-    "for line in open(sys.argv[2]):\n"
-    "    m = re.match(r'\\s*[\\d,]+\\s+([\\d,]+)\\s+(\\S.*?)(?: \\(Bytes > \\w+\\))?\\s+\\[[^\\]]*\\]\\s*$', line)\n"
-    "    if m: theirs[m.group(2)] = theirs.get(m.group(2), 0) + int(m.group(1).replace(',', ''))\n"
-    "mine = sorted(k for k in set(ours) | set(theirs) if k.startswith('Sample.'))\n"
-    "assert 'Sample.CacheEntry' in mine and theirs.get('Sample.CacheEntry') == 3000, theirs.get('Sample.CacheEntry')\n"
-    "bad = [(k, ours.get(k), theirs.get(k)) for k in mine if ours.get(k) != theirs.get(k)]\n"
+    "def ours(path):\n"
+    "    d = json.load(open(path))\n"
+    "    return {t['type']: t['count'] for t in d['types']}, d['bytes']\n"
+    "def theirs(path):\n"
+    "    rows, total = {}, None\n"
+    "    for line in open(path):\n"
+    "        m = re.match(r'\\s*([\\d,]+)  GC Heap bytes$', line)\n"
+    "        if m: total = int(m.group(1).replace(',', ''))\n"
+    "        m = re.match(r'\\s*[\\d,]+\\s+([\\d,]+)\\s+(\\S.*?)(?: \\(Bytes > \\w+\\))?(?:  \\[[^\\]]*\\])?\\s*$', line)\n"
+    "        if m: rows[m.group(2)] = rows.get(m.group(2), 0) + int(m.group(1).replace(',', ''))\n"
+    "    return rows, total\n"
+    "live, _ = ours(sys.argv[1])\n"
+    "our_file, our_bytes = ours(sys.argv[2])\n"
+    "they_on_ours, their_bytes_of_ours = theirs(sys.argv[3])\n"
+    "we_on_theirs, our_bytes_of_theirs = ours(sys.argv[4])\n"
+    "they_on_theirs, their_bytes = theirs(sys.argv[5])\n"
+    "assert our_bytes == their_bytes_of_ours, (our_bytes, their_bytes_of_ours)\n"
+    "assert our_bytes_of_theirs == their_bytes, (our_bytes_of_theirs, their_bytes)\n"
+    "reports = [live, our_file, they_on_ours, we_on_theirs, they_on_theirs]\n"
+    "names = sorted({k for r in reports for k in r if k.startswith('Sample.')})\n"
+    "assert 'Sample.CacheEntry' in names and live.get('Sample.CacheEntry') == 3000, live.get('Sample.CacheEntry')\n"
+    "bad = [(k, [r.get(k) for r in reports]) for k in names if len({r.get(k) for r in reports}) != 1]\n"
     "assert not bad, bad\n"
-    "print(len(mine), 'Sample types alike')\n";
+    "print(len(names), 'Sample types alike in five reports')\n";
 
-Test(gcdump, sample_types_count_as_dotnet_gcdump_counts, .timeout = 240) {
+static void run_tool(const char *tool, const char *args, const char *out) {
+  char cmd[9000];
+  snprintf(cmd, sizeof cmd, "DOTNET_CLI_TELEMETRY_OPTOUT=1 '%s' %s > '%s'", tool, args, out);
+  char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_argv(&r, argv, NULL, 120000), 0, "dotnet-gcdump %s: %s", args, r.err);
+  dnt_run_free(&r);
+}
+
+Test(gcdump, gcdump_files_read_both_ways_with_dotnet_gcdump, .timeout = 300) {
   const char *tool = gcdump_tool();
   dnt_target t;
   start_heap(&t);
-  char dir[] = "/tmp/dnt-gcdump-XXXXXX", ours[64], theirs[64], pid[16], cmd[8400];
-  cr_assert(mkdtemp(dir));
-  snprintf(ours, sizeof ours, "%s/ours.json", dir);
-  snprintf(theirs, sizeof theirs, "%s/theirs.txt", dir);
+  char *dir = dnt_temp_dir("dnt-gcdump"), f[6][4200], pid[16], args[4400];
+  static const char *const names[6] = {"live.json", "ours.gcdump", "ours.json", "they-on-ours.txt", "theirs.gcdump",
+                                       "we-on-theirs.json"};
+  for (int i = 0; i < 6; i++) snprintf(f[i], sizeof f[i], "%s/%s", dir, names[i]);
   snprintf(pid, sizeof pid, "%d", (int)t.pid);
   struct dnt_run r;
-  cr_assert_eq(dnt_run_dntrace(&r, "gcdump", "-p", pid, "--format", "json", "--top", "100000", "-o", ours, NULL), 0,
+  cr_assert_eq(dnt_run_dntrace(&r, "gcdump", "-p", pid, "--format", "json", "--top", "100000", "-o", f[0], NULL), 0,
                "%s", r.err);
   dnt_run_free(&r);
-  snprintf(cmd, sizeof cmd, "DOTNET_CLI_TELEMETRY_OPTOUT=1 '%s' report -p %s > '%s'", tool, pid, theirs);
-  char *argv[] = {"/bin/sh", "-c", cmd, NULL};
-  cr_assert_eq(dnt_run_argv(&r, argv, NULL, 120000), 0, "dotnet-gcdump: %s", r.err);
+  /* dotnet-gcdump's verb writes the snapshot */
+  cr_assert_eq(dnt_run_dntrace(&r, "gcdump", "collect", "-p", pid, "-o", f[1], NULL), 0, "%s", r.err);
+  cr_expect(strstr(r.err, "Wrote "), "%s", r.err);
   dnt_run_free(&r);
+  snprintf(args, sizeof args, "collect -p %s -o '%s'", pid, f[4]);
+  run_tool(tool, args, "/dev/null");
   dnt_target_stop(&t);
-  expect_python(compare_py, ours, theirs, NULL);
-  unlink(ours);
-  unlink(theirs);
-  rmdir(dir);
-}
-
-/* ---- walks written here ---- */
-
-#define RUNTIME "Microsoft-Windows-DotNETRuntime"
-
-struct walk {
-  ntrw w;
-  uint32_t seq;
-  uint64_t ts;
-};
-
-static void put(struct walk *k, uint32_t md, const uint8_t *p, uint32_t n) {
-  ntrw_ev e = {.metadata_id = md, .seq = ++k->seq, .thread = 5, .capture_thread = 5, .ts = k->ts += 10,
-               .payload = p, .payload_size = n};
-  ntrw_event(&k->w, &e);
-}
-
-static void le(uint8_t *p, uint64_t v, int n) {
-  for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-/* A trace of process pid with the metadata of the walk's events (1 GCStart, 2 GCEnd, 3 BulkType,
- * 4 BulkNode, 5 BulkEdge, 6 BulkRootEdge), its event block begun. */
-static void walk_begin(struct walk *k, uint32_t pid) {
-  memset(k, 0, sizeof *k);
-  ntrw_trace t = {.sync_qpc = 1000, .freq = 1000000, .pointer_size = 8, .pid = pid, .cpus = 1, .sampling_ns = 1000000};
-  ntrw_md md[] = {
-      {.id = 1, .provider = RUNTIME, .event_id = 1, .version = 2, .level = 4, .keywords = 1, .name = "", .opcode = -1, .no_fields = 1},
-      {.id = 2, .provider = RUNTIME, .event_id = 2, .version = 1, .level = 4, .keywords = 1, .name = "", .opcode = -1, .no_fields = 1},
-      {.id = 3, .provider = RUNTIME, .event_id = 15, .version = 0, .level = 4, .keywords = 0x80000, .name = "", .opcode = -1, .no_fields = 1},
-      {.id = 4, .provider = RUNTIME, .event_id = 18, .version = 0, .level = 4, .keywords = 0x100000, .name = "", .opcode = -1, .no_fields = 1},
-      {.id = 5, .provider = RUNTIME, .event_id = 19, .version = 0, .level = 4, .keywords = 0x100000, .name = "", .opcode = -1, .no_fields = 1},
-      {.id = 6, .provider = RUNTIME, .event_id = 16, .version = 0, .level = 4, .keywords = 0x100000, .name = "", .opcode = -1, .no_fields = 1},
-  };
-  ntrw_init(&k->w, 0);
-  ntrw_trace_hdr(&k->w, &t);
-  ntrw_md_begin(&k->w);
-  for (size_t i = 0; i < sizeof md / sizeof md[0]; i++) ntrw_metadata(&k->w, &md[i]);
-  ntrw_block_end(&k->w);
-  ntrw_ev_begin(&k->w, 1);
-  k->ts = 2000;
-}
-
-/* GCStart v2: Count 7, Depth 2, Reason 1 (induced), Type 0 (blocking), ClrInstanceID and
- * ClientSequenceNumber 0. */
-static void gc_start(struct walk *k) {
-  uint8_t p[26] = {0};
-  le(p, 7, 4), le(p + 4, 2, 4), le(p + 8, 1, 4), le(p + 12, 0, 4);
-  put(k, 1, p, sizeof p);
-}
-
-/* GCEnd v1: Count 7, Depth 2, ClrInstanceID 0. */
-static void gc_end(struct walk *k) {
-  uint8_t p[10] = {0};
-  le(p, 7, 4), le(p + 4, 2, 4);
-  put(k, 2, p, sizeof p);
-}
-
-/* The trace ended and saved to path. */
-static void walk_end(struct walk *k, const char *path) {
-  ntrw_block_end(&k->w);
-  ntrw_end(&k->w);
-  dnt_write_file(path, k->w.buf, k->w.len);
-  ntrw_release(&k->w);
+  cr_assert_eq(dnt_run_dntrace(&r, "gcdump", "report", f[1], "--format", "json", "--top", "100000", "-o", f[2], NULL),
+               0, "%s", r.err);
+  dnt_run_free(&r);
+  snprintf(args, sizeof args, "report '%s'", f[1]);
+  char they_on_theirs[4300];
+  run_tool(tool, args, f[3]);
+  cr_assert_eq(dnt_run_dntrace(&r, "gcdump", f[4], "--format", "json", "--top", "100000", "-o", f[5], NULL), 0, "%s",
+               r.err);
+  dnt_run_free(&r);
+  snprintf(they_on_theirs, sizeof they_on_theirs, "%s/they-on-theirs.txt", dir);
+  snprintf(args, sizeof args, "report '%s'", f[4]);
+  run_tool(tool, args, they_on_theirs);
+  expect_python(compare_py, f[0], f[2], f[3], f[5], they_on_theirs, NULL);
+  dnt_rm_rf(dir);
+  free(dir);
 }
 
 /* GCStart (Count 7, Depth 2, Reason 1 induced, Type 0 blocking; none when nodes < 0), a type, `nodes` node events of
@@ -282,57 +221,6 @@ Test(gcdump, a_walk_is_complete_or_no_report) {
   expect_gcdump(path, 1, "no heap walk in this trace");
   unlink(path);
   rmdir(dir);
-}
-
-/* ---- retained sizes, by construction ----
- * Types TA..TF; objects A (100 bytes, TA), B (10, TB), C (20, TC), D (30, TD), E (40, TE),
- * F (50, TF), G (60, TA), H (5, TB); references A→B, A→C, B→D, B→H, C→D, D→E, F→E, G→A; roots A
- * and F, and a weak one to G (left out, so G is garbage). Dominators: D by A (reached through B
- * and through C), E by the roots alone (through A and through F), H by B. Retained: A 100+15+20+30
- * = 165, B 10+5 = 15, C 20, D 30, E 40, F 50, G nothing. Per type: TA 165 (G retains nothing),
- * TB 15 (H is B's: counted once), TC 20, TD 30, TE 40, TF 50. */
-static void write_graph(const char *path) {
-  struct walk k;
-  walk_begin(&k, 4646);
-  static uint8_t p[1024];
-  gc_start(&k);
-  /* the types: TypeID 0x100 * (i + 1), named "TA".."TF" */
-  size_t n = 6;
-  memset(p, 0, sizeof p);
-  le(p, 6, 4);
-  for (int i = 0; i < 6; i++) {
-    le(p + n, 0x100 * (uint64_t)(i + 1), 8), n += 25;
-    p[n] = 'T', p[n + 2] = (uint8_t)('A' + i), n += 6; /* "T?" and its NUL, UTF-16 */
-    le(p + n, 0, 4), n += 4;
-  }
-  put(&k, 3, p, (uint32_t)n);
-  static const struct { uint64_t size, type, edges; } obj[8] = {
-      {100, 1, 2}, {10, 2, 2}, {20, 3, 1}, {30, 4, 1}, {40, 5, 0}, {50, 6, 1}, {60, 1, 1}, {5, 2, 0}};
-  memset(p, 0, sizeof p);
-  le(p, 0, 4), le(p + 4, 8, 4);
-  for (int i = 0; i < 8; i++) {
-    uint8_t *v = p + 10 + 32 * i;
-    le(v, 0x1000 * (uint64_t)(i + 1), 8), le(v + 8, obj[i].size, 8), le(v + 16, 0x100 * obj[i].type, 8);
-    le(v + 24, obj[i].edges, 8);
-  }
-  put(&k, 4, p, 10 + 32 * 8);
-  /* A→B, A→C, B→D, B→H, C→D, D→E, F→E, G→A: targets by address (A is 0x1000 .. H 0x8000) */
-  static const uint64_t to[8] = {0x2000, 0x3000, 0x4000, 0x8000, 0x4000, 0x5000, 0x5000, 0x1000};
-  memset(p, 0, sizeof p);
-  le(p, 0, 4), le(p + 4, 8, 4);
-  for (int i = 0; i < 8; i++) le(p + 10 + 12 * i, to[i], 8);
-  put(&k, 5, p, 10 + 12 * 8);
-  /* roots: A and F strong (a handle, kind 2), G weak (flag 2) */
-  static const uint64_t rooted[3] = {0x1000, 0x6000, 0x7000};
-  memset(p, 0, sizeof p);
-  le(p, 0, 4), le(p + 4, 3, 4);
-  for (int i = 0; i < 3; i++) {
-    uint8_t *v = p + 10 + 21 * i;
-    le(v, rooted[i], 8), v[8] = 2, le(v + 9, i == 2 ? 2 : 0, 4), le(v + 13, 0x900 + (uint64_t)i, 8);
-  }
-  put(&k, 6, p, 10 + 21 * 3);
-  gc_end(&k);
-  walk_end(&k, path);
 }
 
 Test(gcdump, retained_sizes_follow_the_dominator_tree) {
