@@ -29,13 +29,17 @@
 enum { TAG_NULL = 1, TAG_OBJECT_REF = 2, TAG_BEGIN = 4, TAG_END = 6, TAG_BYTE = 8, TAG_SKIP_REGION = 12, TAG_STRING = 13 };
 
 int dnt_heap_is_gcdump(const void *head, size_t n) {
-  /* the signature, then a GCHeapDump object: 04 04 01 version minReader "GCHeapDump" */
-  static const uint8_t sig[] = {20, 0, 0, 0, '!', 'F', 'a', 's', 't', 'S', 'e', 'r', 'i', 'a', 'l', 'i', 'z', 'a',
-                                't', 'i', 'o', 'n', '.', '1', TAG_BEGIN, TAG_BEGIN, TAG_NULL};
+  /* the signature, then a GCHeapDump object: 04 04 01, version and minReader (any), its name; a
+   * file cut short is one when what it has is (its reader then says where it ends) */
+  static const uint8_t start[] = {20,  0,   0,   0,   '!', 'F', 'a', 's', 't', 'S', 'e', 'r', 'i', 'a', 'l', 'i', 'z',
+                                  'a', 't', 'i', 'o', 'n', '.', '1', TAG_BEGIN, TAG_BEGIN, TAG_NULL, 0,   0,   0,   0,
+                                  0,   0,   0,   0,   10,  0,   0,   0,   'G', 'C', 'H', 'e', 'a', 'p', 'D', 'u', 'm', 'p'};
   const uint8_t *p = head;
-  if (n < sizeof sig + 8 + 4 + 10 || memcmp(p, sig, sizeof sig) != 0) return 0;
-  p += sizeof sig + 8;
-  return p[0] == 10 && !p[1] && !p[2] && !p[3] && memcmp(p + 4, DUMP_TYPE, 10) == 0;
+  size_t k = n < sizeof start ? n : sizeof start;
+  if (k < 4) return 0;
+  for (size_t i = 0; i < k; i++)
+    if (p[i] != start[i] && !(i >= 27 && i < 35)) return 0; /* 27..34: the version numbers */
+  return 1;
 }
 
 /* ---- reading ---- */
@@ -335,7 +339,8 @@ struct dnt_heap *dnt_heap_read_gcdump(FILE *fp, char *err, size_t cap) {
   int64_t total;
   rc = h ? 0 : -2;
   if (!rc && !dnt_heap_is_gcdump(buf, len)) rc = fail(&r, "no GCHeapDump after the FastSerialization signature");
-  r.at = 24;
+  if (!rc && len < 24) rc = fail(&r, "the file ends in its signature");
+  if (!rc) r.at = 24;
   if (!rc) rc = expect(&r, TAG_BEGIN, "the heap dump");
   if (!rc) rc = type_object(&r, DUMP_TYPE, &version, &min_reader);
   if (!rc && (version < DUMP_OLDEST || min_reader > DUMP_VERSION)) {

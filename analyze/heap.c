@@ -26,27 +26,28 @@ enum {
   EV_STATIC = 38, EV_MODULE_LOAD = 152
 };
 
-/* The nodes that name the roots, as dotnet-gcdump's graph has them (DotNetHeapDumpGraphReader):
- * the root, its groups, and under each group the objects its roots hold. A static's own node
- * ("[static var T.f]") is one per static, under "[static vars]". */
+/* The nodes that name the roots, as dotnet-gcdump's graph has them (DotNetHeapDumpGraphReader),
+ * in its order: the root, its groups, and under each group the objects its roots hold. A static's
+ * own node ("[static var T.f]", T its object's type as the event names it) is one per name, under
+ * "[static vars]". */
 enum group {
-  G_ROOT, G_LOCALS, G_OTHER, G_FINALIZER, G_PINNING, G_STRONG, G_OTHER_HANDLES, G_DEPENDENT, G_STATICS,
-  G_THREAD_STATICS, GROUPS
+  G_ROOT, G_STATICS, G_LOCALS, G_THREAD_STATICS, G_OTHER, G_FINALIZER, G_STRONG, G_PINNING, G_OTHER_HANDLES,
+  G_DEPENDENT, GROUPS
 };
 static const struct {
   const char *name;
-  enum group parent;
+  enum group parent; /* always before it */
 } groups[GROUPS] = {
     [G_ROOT] = {"[.NET Roots]", G_ROOT},
+    [G_STATICS] = {"[static vars]", G_ROOT},
     [G_LOCALS] = {"[local vars]", G_ROOT},
+    [G_THREAD_STATICS] = {"[thread static vars]", G_ROOT},
     [G_OTHER] = {"[other roots]", G_ROOT},
     [G_FINALIZER] = {"[finalizer Handles]", G_OTHER},
-    [G_PINNING] = {"[pinning Handles]", G_OTHER},
     [G_STRONG] = {"[strong Handles]", G_OTHER},
+    [G_PINNING] = {"[pinning Handles]", G_OTHER},
     [G_OTHER_HANDLES] = {"[other Handles]", G_OTHER},
     [G_DEPENDENT] = {"[Dependent Handles]", G_OTHER},
-    [G_STATICS] = {"[static vars]", G_ROOT},
-    [G_THREAD_STATICS] = {"[thread static vars]", G_ROOT},
 };
 
 struct wtype {
@@ -66,8 +67,9 @@ struct wroot {
 };
 
 struct wstatic {
-  uint64_t type; /* the declaring type's runtime id */
+  uint64_t type; /* its object's type's runtime id (the event's TypeID) */
   char *field;
+  char *name; /* at the end: "[static var T.field]" */
 };
 
 struct dnt_heap_analysis {
@@ -109,7 +111,7 @@ static void free_walk(struct dnt_heap_analysis *a) {
   for (size_t i = 0; i < a->ntypes; i++) free(a->types[i].name);
   free(a->types), free(a->type_slots), free(a->roots);
   a->types = NULL, a->type_slots = NULL, a->roots = NULL;
-  for (size_t i = 0; i < a->nstatics; i++) free(a->statics[i].field);
+  for (size_t i = 0; i < a->nstatics; i++) free(a->statics[i].field), free(a->statics[i].name);
   free(a->statics);
   a->statics = NULL;
   for (size_t i = 0; i < a->nmodules; i++) free(a->modules[i].file);
@@ -306,7 +308,7 @@ static int on_statics(struct dnt_heap_analysis *a, const uint8_t *p, size_t n) {
     char *field = malloc(len + 1);
     if (!field) return -1;
     ntr_payload_utf16z(&name_at, field, len + 1, NULL);
-    a->statics[a->nstatics] = (struct wstatic){type, field};
+    a->statics[a->nstatics] = (struct wstatic){type, field, NULL};
     if (add_root(a, object, flags & 1 ? G_THREAD_STATICS : G_STATICS, (uint32_t)a->nstatics++) != 0) return -1;
   }
   return 0;
@@ -453,6 +455,44 @@ static int by_root_place(const void *x, const void *y) {
   return a->var < b->var ? -1 : a->var > b->var;
 }
 
+struct named {
+  const char *name;
+  uint32_t i;
+};
+
+static int by_static_name(const void *x, const void *y) {
+  const struct named *a = x, *b = y;
+  int c = strcmp(a->name, b->name);
+  return c ? c : (a->i > b->i) - (a->i < b->i);
+}
+
+/* Each static's node name, "[static var T.field]", and its roots moved to the first static of
+ * that name (one node a name, as dotnet-gcdump makes them). 0, or -1 when out of memory. */
+static int name_statics(struct dnt_heap_analysis *a) {
+  for (size_t i = 0; i < a->nstatics; i++) {
+    struct wstatic *st = &a->statics[i];
+    uint32_t t = type_index(a, st->type); /* known, or added unnamed */
+    const char *tn = t != UINT32_MAX && a->types[t].name ? a->types[t].name : "?";
+    size_t len = strlen(tn) + strlen(st->field) + 16;
+    if (!(st->name = malloc(len))) return -1;
+    snprintf(st->name, len, "[static var %s.%s]", tn, st->field);
+  }
+  struct named *order = malloc((a->nstatics ? a->nstatics : 1) * sizeof *order);
+  uint32_t *first = malloc((a->nstatics ? a->nstatics : 1) * sizeof *first);
+  if (!order || !first) {
+    free(order), free(first);
+    return -1;
+  }
+  for (size_t i = 0; i < a->nstatics; i++) order[i] = (struct named){a->statics[i].name, (uint32_t)i};
+  if (a->nstatics) qsort(order, a->nstatics, sizeof *order, by_static_name);
+  for (size_t k = 0; k < a->nstatics; k++)
+    first[order[k].i] = k && strcmp(order[k].name, order[k - 1].name) == 0 ? first[order[k - 1].i] : order[k].i;
+  for (size_t r = 0; r < a->nroots; r++)
+    if (a->roots[r].group == G_STATICS || a->roots[r].group == G_THREAD_STATICS) a->roots[r].var = first[a->roots[r].var];
+  free(order), free(first);
+  return 0;
+}
+
 /* The graph, from a complete walk: the objects (nodes 0..n-1, the walk's arrays handed over),
  * their references resolved in place (a target outside the walk, a frozen string literal, left
  * out), then the nodes naming the roots: the groups present, each static's own. 0, or -1 when
@@ -482,6 +522,7 @@ static int build_graph(struct dnt_heap_analysis *a) {
     }
     a->refs[v] = resolved;
   }
+  if (name_statics(a) != 0) goto out;
   /* the roots, sorted by their place (group, static); each resolved, or dropped */
   if (a->nroots) qsort(a->roots, a->nroots, sizeof *a->roots, by_root_place);
   size_t nroots = 0;
@@ -553,16 +594,7 @@ static int build_graph(struct dnt_heap_analysis *a) {
     if (a->roots[r].group != G_STATICS && a->roots[r].group != G_THREAD_STATICS) continue;
     int first = r == 0 || a->roots[r - 1].var != a->roots[r].var || a->roots[r - 1].group != a->roots[r].group;
     if (first) {
-      const struct wstatic *s = &a->statics[a->roots[r].var];
-      uint32_t t = type_index(a, s->type); /* known, or added unnamed */
-      const char *tn = t != UINT32_MAX && a->types[t].name ? a->types[t].name : "?";
-      size_t len = strlen(tn) + strlen(s->field) + 32;
-      char *name = malloc(len);
-      if (!name) goto out_start;
-      snprintf(name, len, "[%sstatic var %s.%s]", a->roots[r].group == G_THREAD_STATICS ? "thread " : "", tn,
-               s->field);
-      uint32_t st = dnt__heap_add_type(h, name, NULL, 1);
-      free(name);
+      uint32_t st = dnt__heap_add_type(h, a->statics[a->roots[r].var].name, NULL, 1);
       if (st == UINT32_MAX) goto out_start;
       a->address[v] = 0, a->size[v] = 0, a->type[v] = st;
       v++;

@@ -161,34 +161,6 @@ Test(gcdump, gcdump_files_read_both_ways_with_dotnet_gcdump, .timeout = 300) {
   free(dir);
 }
 
-/* GCStart (Count 7, Depth 2, Reason 1 induced, Type 0 blocking; none when nodes < 0), a type, `nodes` node events of
- * one object with `edges` references each (their Index from 0, but skip_node leaves one out),
- * one edge event per node with `edges_sent` references, and GCEnd unless cut. */
-static void write_walk(const char *path, int nodes, int edges, int edges_sent, int skip_node, int cut) {
-  struct walk k;
-  walk_begin(&k, 4545);
-  uint8_t p[256];
-  if (nodes >= 0) gc_start(&k); /* else no collection at all: no walk */
-  /* BulkType: Count 1, ClrInstanceID, then TypeID 0x100, ModuleID, TypeNameID, Flags,
-   * CorElementType, "T\0" in UTF-16, TypeParameterCount 0 */
-  memset(p, 0, sizeof p);
-  le(p, 1, 4), le(p + 6, 0x100, 8), p[31] = 'T', le(p + 35, 0, 4);
-  put(&k, 3, p, 39);
-  for (int i = 0, index = 0; i < nodes; i++, index++) {
-    if (i == skip_node) index++; /* an event of the sequence never comes */
-    memset(p, 0, sizeof p);
-    le(p, (uint64_t)index, 4), le(p + 4, 1, 4);
-    le(p + 10, 0x10000 + 0x20 * (uint64_t)i, 8), le(p + 18, 24, 8), le(p + 26, 0x100, 8), le(p + 34, (uint64_t)edges, 8);
-    put(&k, 4, p, 42);
-    memset(p, 0, sizeof p);
-    le(p, (uint64_t)i, 4), le(p + 4, (uint64_t)edges_sent, 4);
-    for (int e = 0; e < edges_sent; e++) le(p + 10 + 12 * e, 0x10000, 8);
-    put(&k, 5, p, 10 + 12 * (uint32_t)edges_sent);
-  }
-  if (!cut) gc_end(&k);
-  walk_end(&k, path);
-}
-
 static void expect_gcdump(const char *path, int status, const char *what) {
   struct dnt_run r;
   cr_assert_eq(dnt_run_dntrace(&r, "gcdump", path, NULL), status, "%s: %s%s", what, r.out, r.err);
