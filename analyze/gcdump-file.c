@@ -451,10 +451,16 @@ static size_t put_cint(struct out *w, int32_t v) {
 
 static int32_t clamp(uint64_t v) { return v > INT32_MAX ? INT32_MAX : (int32_t)v; }
 
-/* Node v's record: type (its index in the file, the graph's + 1, with the size bit), size when it
- * differs from its type's, children as differences from v. Its length when w is NULL. */
+/* Whether the graph's type 0 is the file's UNDEFINED already (a graph read from a .gcdump): then
+ * the types are written as they are, else after one. */
+static uint32_t type_shift(const struct dnt_heap *h) {
+  return h->ntypes && h->types[0].synthetic && strcmp(h->types[0].name, "UNDEFINED") == 0 ? 0 : 1;
+}
+
+/* Node v's record: type (its index in the file, with the size bit), size when it differs from
+ * its type's, children as differences from v. Its length when w is NULL. */
 static size_t record(struct out *w, const struct dnt_heap *h, const int32_t *type_size, uint32_t v) {
-  uint32_t t = h->type[v] + 1;
+  uint32_t t = h->type[v] + type_shift(h);
   int32_t size = clamp(h->size[v]);
   int differs = size != type_size[t];
   int32_t count = clamp(h->start[v + 1] - h->start[v]);
@@ -483,12 +489,13 @@ int dnt_heap_write_gcdump(FILE *fp, const struct dnt_heap *h, const dnt_heap_ori
     snprintf(err, cap, "out of memory");
     return -1;
   }
+  uint32_t shift = type_shift(h);
   type_size[0] = 0;
-  for (uint32_t t = 0; t < h->ntypes; t++) type_size[t + 1] = h->types[t].synthetic ? 0 : -1;
+  for (uint32_t t = 0; t < h->ntypes; t++) type_size[t + shift] = h->types[t].synthetic ? 0 : -1;
   uint64_t total = 0;
   for (uint32_t v = 0; v < h->nnodes; v++) {
     total += h->size[v];
-    if (type_size[h->type[v] + 1] == -1) type_size[h->type[v] + 1] = clamp(h->size[v]);
+    if (type_size[h->type[v] + shift] == -1) type_size[h->type[v] + shift] = clamp(h->size[v]);
   }
   /* the blob's length first: the labels come before it */
   uint64_t bloblen = 2;
@@ -507,11 +514,11 @@ int dnt_heap_write_gcdump(FILE *fp, const struct dnt_heap *h, const dnt_heap_ori
   put_type_object(&w, 1, 0, GRAPH_TYPE);
   put_le(&w, total, 8);
   put_le(&w, h->root, 4);
-  put_le(&w, h->ntypes + 1, 4);
-  put_string(&w, "UNDEFINED"), put_le(&w, 0, 4), put_string(&w, NULL);
+  put_le(&w, h->ntypes + shift, 4);
+  if (shift) put_string(&w, "UNDEFINED"), put_le(&w, 0, 4), put_string(&w, NULL);
   for (uint32_t t = 0; t < h->ntypes; t++) {
     put_string(&w, h->types[t].name);
-    put_le(&w, (uint32_t)type_size[t + 1], 4);
+    put_le(&w, (uint32_t)type_size[t + shift], 4);
     put_string(&w, h->types[t].module);
   }
   put_le(&w, h->nnodes, 4);

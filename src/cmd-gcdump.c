@@ -125,7 +125,7 @@ static int walked(const void *a) { return dnt_heap_analysis_walked(a); }
 
 /* The snapshot of a trace file, a .gcdump or a live process: the graph, or NULL with *rc the exit
  * code (the error said). */
-static struct dnt_heap *load(const struct gcdump_options *o, int *rc) {
+static struct dnt_heap *load(const struct gcdump_options *o, int *rc, int *command_exit) {
   const char *file = o->a.trace;
   if (file && is_gcdump_file(file)) return read_gcdump(file, rc);
   static const struct dnt_analysis_recording rec = {
@@ -140,6 +140,7 @@ static struct dnt_heap *load(const struct gcdump_options *o, int *rc) {
   struct dnt_analysis_outcome outcome;
   struct dnt_heap *h = NULL;
   int r = dnt_analysis_feed(&in, &rec, "heap walk events", &cb, a, &outcome);
+  if (command_exit && outcome.command_ran) *command_exit = outcome.command_exit;
   if (r) {
     *rc = r;
     goto out;
@@ -257,7 +258,7 @@ static int write_profile(struct dnt_heap *h, const struct gcdump_options *o) {
 /* The base of --diff: a file's snapshot (a .gcdump, or a trace with a complete walk). */
 static struct dnt_heap *load_base(const char *path, int *rc) {
   struct gcdump_options b = {.a.trace = path};
-  return load(&b, rc);
+  return load(&b, rc, NULL);
 }
 
 static int ends_with(const char *s, const char *suffix) {
@@ -310,8 +311,10 @@ int cmd_gcdump(int argc, char **argv) {
   rc = 0;
   struct dnt_heap *base = NULL, *h = NULL;
   if (o.diff && !(base = load_base(o.diff, &rc))) return rc; /* a bad base is said before a session */
-  if ((h = load(&o, &rc)))
+  int command_exit = -1;
+  if ((h = load(&o, &rc, &command_exit)))
     rc = snapshot ? write_snapshot(h, o.a.output) : profile ? write_profile(h, &o) : write_report(h, base, &o);
+  if (!rc && command_exit >= 0) rc = command_exit; /* dotnet-trace's rule, as collect's: the command's exit code */
   dnt_heap_free(h);
   dnt_heap_free(base);
   return rc;

@@ -33,6 +33,7 @@ for fuzzer in "$@"; do
     fuzz-perf-script) dirs="$seeds/perf-script" ;;
     fuzz-perfmap) dirs="$seeds/perfmap" ;;
     fuzz-perfdata) dirs="$seeds/perfdata" ;;
+    fuzz-gcdump) dirs="$seeds/gcdump" max_len=262144 ;;
     fuzz-schema) dirs="$src/data $seeds/schema" ;;
     fuzz-r2r)
       # the shared framework's small ReadyToRun assemblies, when .NET is installed (not committed:
