@@ -483,7 +483,8 @@ int dnt_heap_write_gcdump(FILE *fp, const struct dnt_heap *h, const dnt_heap_ori
     return -1;
   }
   /* each type's size in the file: its first object's (a node whose size differs says its own),
-   * -1 for a type with none; type 0 is UNDEFINED, the graph's types follow */
+   * -1 for a type with none; 0 for the synthetic ones; type 0 is UNDEFINED, the graph's types
+   * follow */
   int32_t *type_size = malloc(((size_t)h->ntypes + 1) * sizeof *type_size);
   if (!type_size) {
     snprintf(err, cap, "out of memory");
@@ -495,7 +496,8 @@ int dnt_heap_write_gcdump(FILE *fp, const struct dnt_heap *h, const dnt_heap_ori
   uint64_t total = 0;
   for (uint32_t v = 0; v < h->nnodes; v++) {
     total += h->size[v];
-    if (type_size[h->type[v] + shift] == -1) type_size[h->type[v] + shift] = clamp(h->size[v]);
+    /* an objects' type never gets size 0, which marks the nodes that name roots */
+    if (type_size[h->type[v] + shift] == -1 && h->size[v]) type_size[h->type[v] + shift] = clamp(h->size[v]);
   }
   /* the blob's length first: the labels come before it */
   uint64_t bloblen = 2;

@@ -14,7 +14,7 @@
  *             a restart), --all (every process with a diagnostic socket; a rescan every
  *             --rescan adds new ones, exited ones are dropped)
  *   labels    pid, process and each --label k=v, on every series and every profile's samples
- *   bounds    one profile, one allocs and one threads request per target at a time (429),
+ *   bounds    one profile, one allocs, one threads and one heap request per target at a time (429),
  *             MAX_JOBS in all (429), seconds <= MAX_SECONDS (400), the HTTP server's own
  *             request-size and connection caps */
 #include <errno.h>
@@ -141,7 +141,8 @@ static void target_free(struct target *t) {
 static void drop_ended(struct serve *sv) {
   for (struct target **pp = &sv->targets; *pp;) {
     struct target *t = *pp;
-    int busy = t->jobs[0] || t->jobs[1] || t->jobs[2];
+    int busy = 0;
+    for (int k = 0; k < JOB_KINDS; k++) busy |= t->jobs[k] != NULL;
     if (t->ended && !busy) {
       *pp = t->next;
       sv->ntargets--;
@@ -215,7 +216,9 @@ static void write_index(struct serve *sv, FILE *fp) {
         "/debug/pprof/profile?seconds=N&pid=P      %s over N s (pprof; default 30, at most 300)\n"
         "/debug/pprof/allocs?seconds=N&pid=P       allocation samples with stacks over N s (pprof; default 5)\n"
         "/debug/pprof/threads?pid=P[&debug=1]      every managed thread's stack now (pprof, or text with debug=1)\n"
-        "/debug/pprof/goroutine                    the same as threads (the name Go's scrapers ask for)\n\n"
+        "/debug/pprof/goroutine                    the same as threads (the name Go's scrapers ask for)\n"
+        "/debug/pprof/heap?pid=P                   a heap snapshot: every object under its dominators' types\n"
+        "                                          (pprof inuse_space, inuse_objects), one at a time per target\n\n"
         "pid= may be left out when there is one target.\n\ntargets:\n",
         sv->o->cpu ? "time on a CPU (perf cpu-clock), JIT frames named" : "thread time of managed stacks");
   for (struct target *t = sv->targets; t; t = t->next) {
@@ -301,13 +304,15 @@ static void on_http(void *ud, const char *path, struct dnt_http_reply *rep) {
     kind = JOB_ALLOCS;
   } else if (path_is(path, "/debug/pprof/threads") || path_is(path, "/debug/pprof/goroutine")) {
     kind = JOB_THREADS;
+  } else if (path_is(path, "/debug/pprof/heap")) {
+    kind = JOB_HEAP;
   } else {
     rep->status = 404;
     fputs("not found: see /debug/pprof/ for the endpoints\n", fp);
   }
   if (kind != JOB_KINDS) {
     int status = 0;
-    long seconds = kind == JOB_THREADS ? 0
+    long seconds = kind == JOB_THREADS || kind == JOB_HEAP ? 0 /* a snapshot: no window */
                    : request_seconds(path, kind == JOB_ALLOCS ? DEFAULT_ALLOCS_SECONDS : DEFAULT_SECONDS, fp);
     char dbg[8];
     int debug = dnt_http_query_get(path, "debug", dbg, sizeof dbg) > 0 && strcmp(dbg, "0") != 0;
@@ -324,7 +329,9 @@ static void on_http(void *ud, const char *path, struct dnt_http_reply *rep) {
       fprintf(fp, "%d profile requests are already running\n", MAX_JOBS);
     } else {
       char err[700];
-      uint64_t window = kind == JOB_THREADS ? THREADS_WINDOW_MS : (uint64_t)seconds * 1000;
+      uint64_t window = kind == JOB_THREADS ? THREADS_WINDOW_MS
+                        : kind == JOB_HEAP  ? HEAP_TIMEOUT_MS /* stopped sooner: when the walk is over */
+                                            : (uint64_t)seconds * 1000;
       status = serve_job_start(sv, t, kind, window, debug, rep, err, sizeof err);
       if (status) {
         rep->status = status;

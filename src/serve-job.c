@@ -12,7 +12,7 @@
 #include "target.h"
 #include "util.h"
 
-const char *const serve_job_names[JOB_KINDS] = {"profile", "allocs", "threads"};
+const char *const serve_job_names[JOB_KINDS] = {"profile", "allocs", "threads", "heap"};
 
 /* ---- one profile request ---- */
 
@@ -23,6 +23,7 @@ static void on_job_timer_closed(uv_handle_t *h) {
   struct job *j = h->data;
   ntr_parser_free(j->parser);
   dnt_profile_free(j->prof);
+  dnt_heap_analysis_free(j->heap);
   free(j->in);
   free(j->busy);
   free(j->answer.body);
@@ -145,6 +146,40 @@ static void answer_text(struct dnt_http_reply *rep, int status, const char *text
   rep->body_len = strlen(rep->body);
 }
 
+/* A heap request's end: the walk made a graph, the graph a heap profile (each object under its
+ * dominators' types: inuse_space, inuse_objects), or why not. */
+static void heap_finish(struct job *j, struct dnt_http_reply *rep) {
+  char text[400];
+  dnt_heap_analysis_finish(j->heap);
+  const dnt_heap_summary *s = dnt_heap_analysis_summary(j->heap);
+  struct dnt_heap *h = dnt_heap_analysis_failed(j->heap) ? NULL : dnt_heap_analysis_take(j->heap);
+  if (!h && !dnt_heap_analysis_failed(j->heap)) {
+    if (s->lost_events)
+      snprintf(text, sizeof text, "process %d: the heap walk is incomplete: %llu of its events were lost\n", j->pid,
+               (unsigned long long)s->lost_events);
+    else
+      snprintf(text, sizeof text, "process %d: no complete heap walk within %d s\n", j->pid, HEAP_TIMEOUT_MS / 1000);
+    answer_text(rep, 502, text);
+    return;
+  }
+  struct dnt_profile *prof = h ? dnt_heap_profile(h) : NULL;
+  if (prof) serve_job_labels(j->sv, j->t, prof);
+  FILE *fp = prof ? open_memstream(&rep->body, &rep->body_len) : NULL;
+  char title[320];
+  snprintf(title, sizeof title, "heap of process %d (%s)", j->pid, j->name);
+  int rc = fp ? dnt_profile_write(prof, DNT_PROFILE_PPROF, title, fp) : -1;
+  if (fp && fclose(fp) != 0) rc = -1;
+  dnt_profile_free(prof);
+  dnt_heap_free(h);
+  if (rc != 0) {
+    if (fp) free(rep->body);
+    answer_text(rep, 500, "out of memory\n");
+    return;
+  }
+  rep->status = 200;
+  rep->content_type = "application/octet-stream";
+}
+
 /* The end of the stream: the profile finished and written (or why not) into j->answer. */
 static void work_finish(uv_work_t *w) {
   struct job *j = w->data;
@@ -164,6 +199,10 @@ static void work_finish(uv_work_t *w) {
     snprintf(text, sizeof text, "process %d ended the session before the profile was complete (it exited?)\n",
              j->pid);
     answer_text(rep, 502, text);
+    return;
+  }
+  if (j->kind == JOB_HEAP) {
+    heap_finish(j, rep);
     return;
   }
   if (j->kind == JOB_THREADS) dnt_process_threads(j->pid, name_profile_thread, j->prof);
@@ -216,6 +255,7 @@ static void after_work(uv_work_t *w, int status) {
     serve_job_release(j);
     return;
   }
+  if (j->heap && !j->stopped && dnt_heap_analysis_walked(j->heap)) serve_job_timer(&j->timer); /* the walk is over */
   job_kick(j);
 }
 
@@ -265,6 +305,7 @@ static void on_job_end(void *ud) {
     serve_job_release(j);
     return;
   }
+  if (j->heap && !j->stopped && dnt_heap_analysis_walked(j->heap)) serve_job_timer(&j->timer); /* the walk is over */
   job_kick(j);
 }
 
@@ -360,15 +401,21 @@ int serve_job_start(struct serve *sv, struct target *t, enum job_kind kind, uint
   j->window_ms = window_ms;
   j->pid = t->pid;
   snprintf(j->name, sizeof j->name, "%s", t->name);
-  if (!(j->prof = dnt_profile_new())) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  if (cpu) dnt_profile_methods_only(j->prof, 1); /* the session's events name perf's frames, no more */
-  dnt_profile_set_source(j->prof, kind == JOB_ALLOCS    ? DNT_SOURCE_ALLOCATIONS
-                                  : kind == JOB_THREADS ? DNT_SOURCE_THREADS
-                                                        : DNT_SOURCE_SAMPLER);
-  serve_job_labels(sv, t, j->prof);
   ntr_callbacks cb;
-  dnt_profile_callbacks(&cb);
-  if (ntr_parser_new(&j->parser, &cb, j->prof, NULL) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  if (kind == JOB_HEAP) { /* the walk, read into its graph; the profile is made from it at the end */
+    if (!(j->heap = dnt_heap_analysis_new())) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+    dnt_heap_analysis_callbacks(&cb);
+    if (ntr_parser_new(&j->parser, &cb, j->heap, NULL) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  } else {
+    if (!(j->prof = dnt_profile_new())) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+    if (cpu) dnt_profile_methods_only(j->prof, 1); /* the session's events name perf's frames, no more */
+    dnt_profile_set_source(j->prof, kind == JOB_ALLOCS    ? DNT_SOURCE_ALLOCATIONS
+                                    : kind == JOB_THREADS ? DNT_SOURCE_THREADS
+                                                          : DNT_SOURCE_SAMPLER);
+    serve_job_labels(sv, t, j->prof);
+    dnt_profile_callbacks(&cb);
+    if (ntr_parser_new(&j->parser, &cb, j->prof, NULL) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  }
   uv_timer_init(sv->loop, &j->timer);
   j->timer.data = j;
   j->push = rep == NULL;
@@ -389,13 +436,17 @@ int serve_job_start(struct serve *sv, struct target *t, enum job_kind kind, uint
   /* the sampler for stacks, or the GC keyword at verbose level for GCAllocationTick with its
    * stack; the method rundown at the end names the frames either way */
   /* --cpu: the method events, for names, as `dntrace perf` asks for them */
+  /* a heap: the walk's keywords at verbose level (its start forces the walk's GC); the rundown
+   * names the types' modules */
   dsipc_provider prov = cpu ? (dsipc_provider){.name = RUNTIME_PROVIDER, .keywords = METHOD_KEYWORDS, .level = 5, .args = NULL}
+                        : kind == JOB_HEAP
+                            ? (dsipc_provider){.name = RUNTIME_PROVIDER, .keywords = HEAP_KEYWORDS, .level = 5, .args = NULL}
                         : kind == JOB_ALLOCS
                             ? (dsipc_provider){.name = RUNTIME_PROVIDER, .keywords = 0x1, .level = 5, .args = NULL}
                             : (dsipc_provider){.name = SAMPLE_PROFILER, .keywords = 0, .level = 4, .args = NULL};
-  dsipc_session_config cfg = {.buffer_mb = PROFILE_BUFFER_MB, .format = 1, .request_rundown = 1,
-                              .rundown_keyword = DSIPC_DEFAULT_RUNDOWN_KEYWORD, .request_stackwalk = !cpu,
-                              .providers = &prov, .n_providers = 1};
+  dsipc_session_config cfg = {.buffer_mb = kind == JOB_HEAP ? HEAP_BUFFER_MB : PROFILE_BUFFER_MB, .format = 1,
+                              .request_rundown = 1, .rundown_keyword = DSIPC_DEFAULT_RUNDOWN_KEYWORD,
+                              .request_stackwalk = !cpu && kind != JOB_HEAP, .providers = &prov, .n_providers = 1};
   if (dnt_session_start_async(&j->s, 2, &cfg, &job_cb, j, on_job_started) != 0) {
     snprintf(err, cap, "cannot start a session on process %d: %s\n", t->pid, j->s.reply_msg);
     serve_job_release(j);

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "dnt-analyze.h"
 #include "dnt-counters.h"
 #include "dnt-perf.h"
 #include "dnt-profile.h"
@@ -24,6 +25,9 @@
 #define MAX_SECONDS 300
 #define MAX_JOBS 8          /* profile sessions at once, all targets together */
 #define THREADS_WINDOW_MS 20 /* the sampler runs this long for a threads snapshot (as `stacks`) */
+#define HEAP_TIMEOUT_MS 120000 /* a heap walk not over by then is given up (gcdump's --timeout) */
+#define HEAP_KEYWORDS 0x1980001 /* GC | Type | GCHeapDump | GCHeapCollect | GCHeapAndTypeNames */
+#define HEAP_BUFFER_MB 1024 /* the walk is a burst: dotnet-gcdump asks for as much */
 #define STOP_GRACE_MS 30000 /* how long the runtime may take to send its rundown after StopTracing */
 #define SAMPLE_PROFILER "Microsoft-DotNETCore-SampleProfiler"
 #define RUNTIME_PROVIDER "Microsoft-Windows-DotNETRuntime"
@@ -35,8 +39,8 @@ struct job;
 struct pusher;
 struct serve;
 
-enum job_kind { JOB_PROFILE, JOB_ALLOCS, JOB_THREADS, JOB_KINDS };
-extern const char *const serve_job_names[JOB_KINDS]; /* "profile", "allocs", "threads" */
+enum job_kind { JOB_PROFILE, JOB_ALLOCS, JOB_THREADS, JOB_HEAP, JOB_KINDS };
+extern const char *const serve_job_names[JOB_KINDS]; /* "profile", "allocs", "threads", "heap" */
 
 struct serve_options {
   const char *pids, *name, *listen, *push;
@@ -91,6 +95,7 @@ struct job {
   dnt_session s;
   ntr_parser *parser;
   struct dnt_profile *prof;
+  struct dnt_heap_analysis *heap; /* a heap request's walk (and no prof) */
   dnt_http_pending *pending;
   uv_timer_t timer;
   int pid;        /* the target's, kept: the work below never looks at the target */

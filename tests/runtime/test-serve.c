@@ -327,6 +327,56 @@ Test(serve, profiles_threads_and_allocs_of_the_sample_while_metrics_are_answered
   rm_rf(dir);
 }
 
+/* ---- a heap snapshot ----
+ * /debug/pprof/heap of the sample's --heap 3000:500: a heap profile go tool pprof reads, each
+ * object under its dominators' types, labelled as every profile; the 3,000 cache entries exact;
+ * /metrics answered after it. */
+Test(serve, heap_is_a_pprof_heap_profile_of_the_walk, .timeout = 240) {
+  DNT_REQUIRE_TARGET();
+  require_tool("go", "golang-go");
+  char dir[] = "/tmp/dnt-serve-XXXXXX";
+  cr_assert(mkdtemp(dir));
+  dnt_target t;
+  char pid[16];
+  const char *const args[] = {"--heap", "3000:500", "--no-cpu", "--no-blocking", "--no-alloc", "--no-exceptions", NULL};
+  dnt_start_sample(&t, args, pid, sizeof pid);
+  int port = dnt_free_port();
+  char listen[64], log[300], url[256], pidlabel[64];
+  snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+  snprintf(log, sizeof log, "%s/serve.log", dir);
+  char *argv[] = {"dntrace", "serve", "-p", pid, "--label", "env=test", "--listen", listen, NULL};
+  pid_t serve = spawn_dntrace(log, argv);
+  snprintf(pidlabel, sizeof pidlabel, "pid=\"%s\"", pid);
+  cr_assert(wait_for(port, "/metrics", 200, pidlabel), "serve answers /metrics with the sample's pid");
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/debug/pprof/heap?pid=%s", port, pid);
+  char *top = go_pprof(dir, "-top", "-sample_index=inuse_objects", url);
+  cr_expect(strstr(top, "Type: inuse_objects"), "%s", top);
+  /* CacheEntry's own 3,000 (flat), and under them their arrays (cum) but the first one's, which a
+   * pinning handle holds too */
+  const char *row = strstr(top, "  Sample.CacheEntry\n");
+  const char *line = row;
+  while (line && line > top && line[-1] != '\n') line--;
+  unsigned long flat = 0, cum = 0;
+  cr_expect(line && sscanf(line, " %lu %*s %*s %lu", &flat, &cum) == 2 && flat == 3000 && cum == 5999,
+            "Sample.CacheEntry: 3000 objects, and their arrays under them:\n%s", top);
+  /* every object reached is under the root's node */
+  cr_expect(strstr(top, "100%  [.NET Roots]\n"), "the root holds all:\n%s", top);
+  free(top);
+  char *traces = go_pprof(dir, "-traces", NULL, url);
+  cr_expect(strstr(traces, "Type: inuse_space"), "the space by default:\n%s", traces);
+  cr_expect(trace_label(traces, "pid", pid), "samples labelled pid %s:\n%s", pid, traces);
+  cr_expect(trace_label(traces, "env", "test"), "samples labelled env test:\n%s", traces);
+  free(traces);
+  cr_expect(wait_for(port, "/metrics", 200, pidlabel), "/metrics still answered");
+  char *index;
+  cr_expect_eq(get(port, "/debug/pprof/", &index), 200);
+  cr_expect(strstr(body_of(index), "/debug/pprof/heap"), "the index lists heap:\n%s", body_of(index));
+  free(index);
+  cr_expect_eq(stop_serve(serve), 0, "serve ends with 0 on Ctrl+C");
+  dnt_target_stop(&t);
+  rm_rf(dir);
+}
+
 /* ---- serve --cpu ---- */
 
 /* The directories named dntrace-perf-PID-* in $TMPDIR or /tmp (perf's control fifos, serve's
