@@ -239,7 +239,12 @@ struct dnt__heap_type_info {
 struct dnt_heap {
   uint32_t nnodes, root;
   uint32_t *type;    /* per node, into types */
-  uint64_t *size;    /* per node, bytes (0 for a synthetic node) */
+  uint32_t *size;    /* per node, bytes (0 for a synthetic node); UINT32_MAX: in big[] */
+  struct dnt__big_size {
+    uint32_t node;
+    uint64_t size;
+  } *big; /* the objects of 4 GiB and more (a very large array), by node */
+  size_t nbig;
   uint64_t *address; /* per node (0 for a synthetic node) */
   uint64_t *start;   /* nnodes + 1 */
   uint32_t *succ;
@@ -254,6 +259,12 @@ struct dnt_heap {
   size_t nrows;
   dnt_heap_summary summary;
 };
+
+/* Node v's bytes (dnt__heap_size: also those of 4 GiB and more). */
+uint64_t dnt__heap_big_size(const struct dnt_heap *h, uint32_t v);
+static inline uint64_t dnt__heap_size(const struct dnt_heap *h, uint32_t v) {
+  return h->size[v] != UINT32_MAX ? h->size[v] : dnt__heap_big_size(h, v);
+}
 
 /* A new empty graph (calloc'd, pointer size 8), NULL when out of memory. */
 struct dnt_heap *dnt__heap_new(void);

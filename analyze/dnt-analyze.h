@@ -598,6 +598,8 @@ const dnt_heap_origin *dnt_heap_get_origin(const struct dnt_heap *h);
 const dnt_heap_summary *dnt_heap_summary_of(struct dnt_heap *h);
 const dnt_heap_type *dnt_heap_types(struct dnt_heap *h, size_t *n);
 int dnt_heap_failed(const struct dnt_heap *h);
+/* The objects and their bytes alone, without the rest of the summary's work. */
+void dnt_heap_count(const struct dnt_heap *h, uint64_t *objects, uint64_t *bytes);
 
 /* What keeps objects alive: the shortest paths from the roots to the objects `target` names (an
  * address "0x...", else a type's name: exact, else every type whose name holds it), as text or

@@ -259,7 +259,7 @@ static int read_nodes(struct in *r, struct dnt_heap *h, const int32_t *type_size
         return fail(r, "a node's child");
     }
     h->type[v] = t;
-    h->size[v] = (uint64_t)size;
+    h->size[v] = (uint32_t)size; /* at most INT32_MAX */
     h->start[v + 1] = h->start[v] + (uint64_t)children;
   }
   h->succ = malloc((h->start[n] ? h->start[n] : 1) * sizeof *h->succ);
@@ -461,7 +461,7 @@ static uint32_t type_shift(const struct dnt_heap *h) {
  * its type's, children as differences from v. Its length when w is NULL. */
 static size_t record(struct out *w, const struct dnt_heap *h, const int32_t *type_size, uint32_t v) {
   uint32_t t = h->type[v] + type_shift(h);
-  int32_t size = clamp(h->size[v]);
+  int32_t size = clamp(dnt__heap_size(h, v));
   int differs = size != type_size[t];
   int32_t count = clamp(h->start[v + 1] - h->start[v]);
   size_t n = 0;
@@ -495,9 +495,10 @@ int dnt_heap_write_gcdump(FILE *fp, const struct dnt_heap *h, const dnt_heap_ori
   for (uint32_t t = 0; t < h->ntypes; t++) type_size[t + shift] = h->types[t].synthetic ? 0 : -1;
   uint64_t total = 0;
   for (uint32_t v = 0; v < h->nnodes; v++) {
-    total += h->size[v];
+    uint64_t size = dnt__heap_size(h, v);
+    total += size;
     /* an objects' type never gets size 0, which marks the nodes that name roots */
-    if (type_size[h->type[v] + shift] == -1 && h->size[v]) type_size[h->type[v] + shift] = clamp(h->size[v]);
+    if (type_size[h->type[v] + shift] == -1 && size) type_size[h->type[v] + shift] = clamp(size);
   }
   /* the blob's length first: the labels come before it */
   uint64_t bloblen = 2;

@@ -36,7 +36,7 @@ uint32_t dnt__heap_add_type(struct dnt_heap *h, const char *name, const char *mo
 
 void dnt_heap_free(struct dnt_heap *h) {
   if (!h) return;
-  free(h->type), free(h->size), free(h->address), free(h->start), free(h->succ);
+  free(h->type), free(h->size), free(h->address), free(h->start), free(h->succ), free(h->big);
   for (uint32_t i = 0; i < h->ntypes; i++) free(h->types[i].name), free(h->types[i].module);
   free(h->types);
   free(h->process_name);
@@ -57,6 +57,22 @@ int dnt_heap_set_origin(struct dnt_heap *h, const dnt_heap_origin *origin) {
 const dnt_heap_origin *dnt_heap_get_origin(const struct dnt_heap *h) { return &h->origin; }
 
 int dnt_heap_failed(const struct dnt_heap *h) { return h->failed; }
+
+uint64_t dnt__heap_big_size(const struct dnt_heap *h, uint32_t v) {
+  size_t lo = 0, hi = h->nbig;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (h->big[mid].node < v) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < h->nbig && h->big[lo].node == v ? h->big[lo].size : UINT32_MAX;
+}
+
+void dnt_heap_count(const struct dnt_heap *h, uint64_t *objects, uint64_t *bytes) {
+  *objects = *bytes = 0;
+  for (uint32_t v = 0; v < h->nnodes; v++)
+    if (!h->types[h->type[v]].synthetic) ++*objects, *bytes += dnt__heap_size(h, v);
+}
 
 static size_t path_hash(uint32_t parent, uint32_t type, size_t mask) {
   return (size_t)((((uint64_t)parent << 32 | type) * 0x9E3779B97F4A7C15ull) >> 20) & mask;
@@ -143,7 +159,7 @@ static int retain(struct dnt_heap *h, const uint32_t *row_of_type, size_t nrows)
   int rc = -1;
   if (!ret || !cstart || !child || !inside || !stack || dnt__heap_dominators(h, &idom, &order, &reached) != 0) goto out;
   /* an object's own bytes, then (dominated before dominators, backwards) up to its dominator */
-  for (uint32_t k = 0; k < reached; k++) ret[order[k]] = h->size[order[k]];
+  for (uint32_t k = 0; k < reached; k++) ret[order[k]] = dnt__heap_size(h, order[k]);
   for (uint32_t k = reached; k-- > 0;) {
     uint32_t v = order[k];
     if (idom[v] < n) ret[idom[v]] += ret[v];
@@ -218,9 +234,10 @@ static int make_rows(struct dnt_heap *h) {
       continue;
     }
     h->rows[r].count++;
-    h->rows[r].bytes += h->size[v];
+    uint64_t size = dnt__heap_size(h, v);
+    h->rows[r].bytes += size;
     s->objects++;
-    s->bytes += h->size[v];
+    s->bytes += size;
     s->references += refs;
   }
   if (retain(h, row_of_type, nrows) != 0) goto out;

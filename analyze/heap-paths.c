@@ -103,11 +103,11 @@ static int find(struct dnt_heap *h, const char *target, struct found *f, char *e
   for (uint32_t v = 0; v < n; v++) {
     int wanted = f->node != DNT__NO_NODE ? v == f->node : want[h->type[v]];
     if (!wanted) continue;
-    f->objects++, f->bytes += h->size[v];
+    f->objects++, f->bytes += dnt__heap_size(h, v);
     if (f->parent[v] == DNT__NO_NODE) continue;
     f->reached++;
     f->paths.v[pathid[v]].objects++;
-    f->paths.v[pathid[v]].bytes += h->size[v];
+    f->paths.v[pathid[v]].bytes += dnt__heap_size(h, v);
   }
   if (!(f->order = malloc((f->paths.n ? f->paths.n : 1) * sizeof *f->order))) goto out;
   for (size_t i = 0; i < f->paths.n; i++)

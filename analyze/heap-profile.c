@@ -45,7 +45,7 @@ struct dnt_profile *dnt_heap_profile(struct dnt_heap *h) {
     uint32_t q = fold(&ps, d < n ? path[d] : UINT32_MAX, h->type[v]);
     if (q == UINT32_MAX) goto out;
     path[v] = q;
-    if (!h->types[h->type[v]].synthetic) ps.v[q].objects++, ps.v[q].bytes += h->size[v];
+    if (!h->types[h->type[v]].synthetic) ps.v[q].objects++, ps.v[q].bytes += dnt__heap_size(h, v);
   }
   size_t depth = 1;
   for (size_t i = 0; i < ps.n; i++) { /* the deepest path, for the frames' buffer */

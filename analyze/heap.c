@@ -6,7 +6,7 @@
  * GCBulkRootStaticVar) and the types (BulkType: id and name). ../shared/reference/heap-snapshots.md
  * has the recipe and the layouts.
  *
- * Held while reading: per object its address, size, type and reference count (24 bytes), per
+ * Held while reading: per object its address, size, type and reference count (20 bytes), per
  * reference its target (8 bytes), per root its object; never the events. At the end the graph
  * (struct dnt_heap) is made in the same arrays: the references resolved to object indexes in
  * place (4 bytes each), the roots put under the nodes that name them as PerfView's graphs do.
@@ -77,8 +77,11 @@ struct dnt_heap_analysis {
   int walking, complete, failed, finished;
   uint32_t gc; /* the forced GC's Count */
   /* the objects, in the walk's order */
-  uint64_t *address, *size;
+  uint64_t *address;
+  uint32_t *size; /* UINT32_MAX: in big[] (an object of 4 GiB or more) */
   uint32_t *type, *refs;
+  struct dnt__big_size *big;
+  size_t nbig, capbig;
   size_t nnodes, capnodes;
   uint64_t *edges; /* targets, in the objects' order */
   size_t nedges, capedges;
@@ -105,9 +108,11 @@ struct dnt_heap_analysis {
 struct dnt_heap_analysis *dnt_heap_analysis_new(void) { return calloc(1, sizeof(struct dnt_heap_analysis)); }
 
 static void free_walk(struct dnt_heap_analysis *a) {
-  free(a->address), free(a->size), free(a->type), free(a->refs), free(a->edges);
-  a->address = a->size = a->edges = NULL;
-  a->type = a->refs = NULL;
+  free(a->address), free(a->size), free(a->type), free(a->refs), free(a->edges), free(a->big);
+  a->address = a->edges = NULL;
+  a->size = a->type = a->refs = NULL;
+  a->big = NULL;
+  a->nbig = a->capbig = 0;
   for (size_t i = 0; i < a->ntypes; i++) free(a->types[i].name);
   free(a->types), free(a->type_slots), free(a->roots);
   a->types = NULL, a->type_slots = NULL, a->roots = NULL;
@@ -147,7 +152,7 @@ static int grow_nodes(struct dnt_heap_analysis *a) {
   size_t want = a->capnodes ? a->capnodes * 2 : 4096;
   uint64_t *address = realloc(a->address, want * sizeof *address);
   if (address) a->address = address;
-  uint64_t *size = realloc(a->size, want * sizeof *size);
+  uint32_t *size = realloc(a->size, want * sizeof *size);
   if (size) a->size = size;
   uint32_t *type = realloc(a->type, want * sizeof *type);
   if (type) a->type = type;
@@ -258,7 +263,13 @@ static int on_bulk(struct dnt_heap_analysis *a, int node, const uint8_t *p, size
       uint32_t t = type_index(a, le(v + ptr + 8, 8));
       if (t == UINT32_MAX) return -1;
       size_t i = a->nnodes++;
-      a->address[i] = le(v, ptr), a->size[i] = le(v + ptr, 8), a->type[i] = t;
+      uint64_t size = le(v + ptr, 8);
+      a->address[i] = le(v, ptr), a->type[i] = t;
+      a->size[i] = size < UINT32_MAX ? (uint32_t)size : UINT32_MAX;
+      if (size >= UINT32_MAX) { /* a very large array: its size beside */
+        if (grow((void **)&a->big, &a->capbig, a->nbig, sizeof *a->big) != 0) return -1;
+        a->big[a->nbig++] = (struct dnt__big_size){(uint32_t)i, size};
+      }
       a->refs[i] = edges > UINT32_MAX ? UINT32_MAX : (uint32_t)edges;
       a->edges_wanted += edges;
     } else {
@@ -420,23 +431,28 @@ int dnt_heap_analysis_walked(const struct dnt_heap_analysis *a) { return a->comp
 
 /* ---- the graph ---- */
 
-/* The object at each address: an open-addressed table of index + 1 (8 bytes an object, for the
- * moment the references are resolved). */
+/* The object at each address: an open-addressed table of index + 1, half again as many slots as
+ * objects (6 bytes an object, for the moment the references are resolved); a slot from the
+ * hash's high bits scaled to the table (no power of two to round up to). */
 struct address_table {
   uint32_t *slot;
-  size_t mask;
+  size_t cap;
   const uint64_t *address;
 };
 
+static size_t table_slot(const struct address_table *t, uint64_t address) {
+  uint32_t h = (uint32_t)((address * 0x9E3779B97F4A7C15ull) >> 32);
+  return (size_t)(((uint64_t)h * t->cap) >> 32);
+}
+
 static int table_build(struct address_table *t, const uint64_t *address, size_t n) {
-  size_t cap = 1024;
-  while (cap < 2 * n) cap *= 2;
-  t->slot = calloc(cap, sizeof *t->slot);
+  t->cap = n + n / 2 + 1024;
+  t->slot = calloc(t->cap, sizeof *t->slot);
   if (!t->slot) return -1;
-  t->mask = cap - 1, t->address = address;
+  t->address = address;
   for (size_t i = 0; i < n; i++) {
-    size_t j = hash64(address[i], t->mask);
-    for (; t->slot[j]; j = (j + 1) & t->mask)
+    size_t j = table_slot(t, address[i]);
+    for (; t->slot[j]; j = j + 1 == t->cap ? 0 : j + 1)
       if (address[t->slot[j] - 1] == address[i]) break; /* an address twice: the first object */
     if (!t->slot[j]) t->slot[j] = (uint32_t)i + 1;
   }
@@ -444,7 +460,7 @@ static int table_build(struct address_table *t, const uint64_t *address, size_t 
 }
 
 static uint32_t table_find(const struct address_table *t, uint64_t address) {
-  for (size_t j = hash64(address, t->mask); t->slot[j]; j = (j + 1) & t->mask)
+  for (size_t j = table_slot(t, address); t->slot[j]; j = j + 1 == t->cap ? 0 : j + 1)
     if (t->address[t->slot[j] - 1] == address) return t->slot[j] - 1;
   return DNT__NO_NODE;
 }
@@ -522,6 +538,8 @@ static int build_graph(struct dnt_heap_analysis *a) {
     }
     a->refs[v] = resolved;
   }
+  uint32_t *shrunk = realloc(a->edges, (kept ? kept : 1) * sizeof *shrunk); /* half of it, given back now */
+  if (shrunk) a->edges = (uint64_t *)shrunk;
   if (name_statics(a) != 0) goto out;
   /* the roots, sorted by their place (group, static); each resolved, or dropped */
   if (a->nroots) qsort(a->roots, a->nroots, sizeof *a->roots, by_root_place);
@@ -553,7 +571,7 @@ static int build_graph(struct dnt_heap_analysis *a) {
   size_t sedges = nroots + nsynthetic + nstatic_nodes; /* each root, group and static under its parent */
   uint64_t *address = realloc(a->address, (total ? total : 1) * sizeof *address);
   if (address) a->address = address;
-  uint64_t *size = realloc(a->size, (total ? total : 1) * sizeof *size);
+  uint32_t *size = realloc(a->size, (total ? total : 1) * sizeof *size);
   if (size) a->size = size;
   uint32_t *type = realloc(a->type, (total ? total : 1) * sizeof *type);
   if (type) a->type = type;
@@ -605,8 +623,11 @@ static int build_graph(struct dnt_heap_analysis *a) {
   h->nnodes = (uint32_t)total;
   h->root = node_of[G_ROOT];
   h->address = a->address, h->size = a->size, h->type = a->type, h->start = start, h->succ = edges;
-  a->address = a->size = a->edges = NULL;
-  a->type = NULL;
+  h->big = a->big, h->nbig = a->nbig;
+  a->address = a->edges = NULL;
+  a->size = a->type = NULL;
+  a->big = NULL;
+  a->nbig = 0;
   a->graph = h;
   h = NULL;
   rc = 0;
@@ -625,6 +646,7 @@ void dnt_heap_analysis_finish(struct dnt_heap_analysis *a) {
   dnt_heap_summary *s = &a->summary;
   s->objects = a->nnodes;
   for (size_t i = 0; i < a->nnodes; i++) s->bytes += a->size[i];
+  for (size_t i = 0; i < a->nbig; i++) s->bytes += a->big[i].size - UINT32_MAX;
   s->references = a->nedges;
   s->roots = a->root_values;
   s->lost_events = a->lost_node_events + a->lost_edge_events;

@@ -193,11 +193,11 @@ static int write_snapshot(struct dnt_heap *h, const char *output) {
     goto done;
   }
   if (dnt_output_commit(&out) < 0) goto done;
-  if (strcmp(name, "-") != 0) {
-    const dnt_heap_summary *s = dnt_heap_summary_of(h);
-    if (!s) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-    fprintf(stderr, "Wrote %s: %llu objects, %llu bytes\n", name, (unsigned long long)s->objects,
-            (unsigned long long)s->bytes);
+  if (strcmp(name, "-") != 0) { /* counted alone: no retained sizes (their memory) for a file */
+    uint64_t objects, bytes;
+    dnt_heap_count(h, &objects, &bytes);
+    fprintf(stderr, "Wrote %s: %llu objects, %llu bytes\n", name, (unsigned long long)objects,
+            (unsigned long long)bytes);
   }
   rc = 0;
 done:
