@@ -111,31 +111,57 @@ EOF
   rm -f $at
 fi
 
-# heap snapshots: the sample's --heap of 2,000,000 objects (1,000,000 Sample.CacheEntry, each with
-# a 16-byte byte[]), walked by dntrace gcdump and by dotnet-gcdump (when ./bootstrap.sh installed
-# it): wall time and the client's peak RSS, per object too
+# heap snapshots: the sample's --heap N:16 (N Sample.CacheEntry, each with a 16-byte byte[]: 2N
+# objects), 2,000,000 and 10,000,000 objects (beyond dotnet-gcdump's cap), snapshot to a file and
+# reported, by dntrace gcdump and by dotnet-gcdump (when ./bootstrap.sh installed it): wall time
+# and the client's peak RSS (per object too), and the target's pause in the walk's GC as the
+# runtime reports it to a second, light session (GC keyword) beside each snapshot
+heap_pause() { # $1: the light session's trace: the induced gen-2 GC's pause, ms
+  $DNT_BIN gc "$1" --format json 2>/dev/null |
+    python3 -c 'import json,sys; g=[x for x in json.load(sys.stdin)["gcs"] if x["reason"]=="Induced" and x["generation"]==2]; print("%.0f" % g[0]["pauseMSec"] if g else "?")'
+}
+timed() { # $1: what; the rest: the command; prints "what: S s, peak RSS M MB (B bytes an object)"
+  what=$1
+  shift
+  /usr/bin/time -f "%e %M" -o /tmp/dnt-bench-time "$@" >/dev/null 2>&1
+  tail -n 1 /tmp/dnt-bench-time | awk -v w="$what" -v n="$objects" \
+    '{ printf "  %-46s %6.2f s, peak RSS %5d MB (%.0f bytes an object)\n", w, $1, $2 / 1024, n ? $2 * 1024 / n : 0 }'
+}
+light_session() { # a session of the GC keyword alone beside a snapshot, in the background ($light)
+  $DNT_BIN collect -p "$1" --providers Microsoft-Windows-DotNETRuntime:0x1:4 --duration 180s \
+    -o /tmp/dnt-bench-gcs.nettrace >/dev/null 2>&1 &
+  light=$!
+  sleep 2
+}
 if [ -x "$exe" ]; then
-  echo "== heap snapshots: a 2,000,000-object heap (the sample's --heap 1000000:16)"
-  "$exe" --heap 1000000:16 --no-cpu --no-blocking --no-alloc --no-exceptions --no-counters >/tmp/dnt-bench-heap.out 2>&1 &
-  pid=$!
-  for _ in $(seq 100); do grep -q '^heap' /tmp/dnt-bench-heap.out 2>/dev/null && break; sleep 0.1; done
-  /usr/bin/time -f "%e %M" -o /tmp/dnt-bench-time $DNT_BIN gcdump -p $pid --top 3 >/tmp/dnt-bench-heap.txt 2>/dev/null
-  read -r secs kb <<EOF
-$(tail -n 1 /tmp/dnt-bench-time)
-EOF
-  objects=$(sed -n 's/^Heap snapshot: \([0-9]*\) objects.*/\1/p' /tmp/dnt-bench-heap.txt)
-  awk -v s="$secs" -v kb="$kb" -v n="${objects:-0}" \
-    'BEGIN { printf "dntrace gcdump: %d objects in %.2f s, peak RSS %d MB (%.0f bytes an object)\n", n, s, kb / 1024, n ? kb * 1024 / n : 0 }'
   tool=${DNT_DOTNET_TOOLS:-${DNT_SRCDIR:-$(dirname "$0")/..}/build-tools/dotnet-tools}/dotnet-gcdump
-  if [ -x "$tool" ]; then
-    /usr/bin/time -f "%e %M" -o /tmp/dnt-bench-time "$tool" report -p $pid >/dev/null 2>&1
-    read -r secs kb <<EOF
-$(tail -n 1 /tmp/dnt-bench-time)
-EOF
-    echo "dotnet-gcdump report: $secs s, peak RSS $((kb / 1024)) MB"
-  fi
-  kill $pid; wait $pid 2>/dev/null || true
-  rm -f /tmp/dnt-bench-heap.out /tmp/dnt-bench-heap.txt
+  for entries in 1000000 5000000; do
+    echo "== heap snapshots: the sample's --heap $entries:16 ($((2 * entries)) objects and the runtime's)"
+    "$exe" --heap $entries:16 --no-cpu --no-blocking --no-alloc --no-exceptions --no-counters >/tmp/dnt-bench-heap.out 2>&1 &
+    pid=$!
+    for _ in $(seq 600); do grep -q '^heap' /tmp/dnt-bench-heap.out 2>/dev/null && break; sleep 0.1; done
+    objects=$((2 * entries))
+    light_session $pid
+    timed "dntrace gcdump collect (a .gcdump)" $DNT_BIN gcdump collect -p $pid -o /tmp/dnt-bench-heap.gcdump
+    kill -INT $light
+    wait $light 2>/dev/null
+    walked=$($DNT_BIN gcdump /tmp/dnt-bench-heap.gcdump --format json --top 1 2>/dev/null | sed -n 's/^{"objects":\([0-9]*\),.*/\1/p')
+    echo "  $walked objects walked; the walk's GC paused the target $(heap_pause /tmp/dnt-bench-gcs.nettrace) ms"
+    timed "dntrace gcdump -p (report, retained sizes)" $DNT_BIN gcdump -p $pid --top 3
+    timed "dntrace gcdump FILE (report, retained sizes)" $DNT_BIN gcdump /tmp/dnt-bench-heap.gcdump --top 3
+    if [ -x "$tool" ]; then
+      light_session $pid
+      timed "dotnet-gcdump collect" "$tool" collect -p $pid -o /tmp/dnt-bench-heap-theirs.gcdump
+      kill -INT $light
+      wait $light 2>/dev/null
+      theirs=$("$tool" report /tmp/dnt-bench-heap-theirs.gcdump 2>/dev/null | sed -n 's/^ *\([0-9,]*\)  GC Heap objects$/\1/p')
+      echo "  dotnet-gcdump's file: $theirs nodes (root nodes included; it stops at 10,000,000); the walk's GC paused the target $(heap_pause /tmp/dnt-bench-gcs.nettrace) ms"
+      timed "dotnet-gcdump report FILE" "$tool" report /tmp/dnt-bench-heap-theirs.gcdump
+    fi
+    kill $pid
+    wait $pid 2>/dev/null || true
+    rm -f /tmp/dnt-bench-heap.out /tmp/dnt-bench-heap.gcdump /tmp/dnt-bench-heap-theirs.gcdump /tmp/dnt-bench-gcs.nettrace
+  done
 fi
 
 # dntrace gc: the largest corpus trace with GCs, and a 30 s gc-verbose session of the sample
