@@ -565,6 +565,8 @@ void dnt_heap_analysis_callbacks(ntr_callbacks *cb);
 int dnt_heap_analysis_failed(const struct dnt_heap_analysis *a);
 /* While reading: 1 once the heap walk's GC has ended (a live session can stop). */
 int dnt_heap_analysis_walked(const struct dnt_heap_analysis *a);
+/* While reading: the objects and references read so far (a progress line). */
+void dnt_heap_analysis_progress(const struct dnt_heap_analysis *a, uint64_t *objects, uint64_t *references);
 /* Once the trace is read: the graph is built (the events' arrays freed as it is). Call once. */
 void dnt_heap_analysis_finish(struct dnt_heap_analysis *a);
 /* After finish: what the walk was (complete or why not). */

@@ -184,8 +184,9 @@ static const char *base_name(const char *path) {
   return slash ? slash + 1 : path;
 }
 
-/* The types: name, size (0 for the nodes that name roots and for UNDEFINED: no object has size 0),
- * module (its file name kept). type_size[] gets each type's size. */
+/* The types: name, size, module (its file name kept). type_size[] gets each type's size. Each is
+ * taken for one that names roots (or UNDEFINED) until one of its nodes has a size (read_nodes):
+ * no object is 0 bytes, and the types' own sizes do not tell (PerfView's dumps leave them 0). */
 static int read_types(struct in *r, struct dnt_heap *h, int32_t **type_size) {
   int32_t ntypes;
   if (i32(r, &ntypes, "the type count")) return -1;
@@ -202,7 +203,7 @@ static int read_types(struct in *r, struct dnt_heap *h, int32_t **type_size) {
       return rc ? rc : -1;
     }
     if (name) cut_size_bucket(name);
-    uint32_t k = dnt__heap_add_type(h, name ? name : "?", module ? base_name(module) : NULL, size == 0);
+    uint32_t k = dnt__heap_add_type(h, name ? name : "?", module ? base_name(module) : NULL, 1); /* see read_nodes */
     free(name);
     free(module);
     if (k == UINT32_MAX) return -2;
@@ -260,6 +261,7 @@ static int read_nodes(struct in *r, struct dnt_heap *h, const int32_t *type_size
     }
     h->type[v] = t;
     h->size[v] = (uint32_t)size; /* at most INT32_MAX */
+    if (size) h->types[t].synthetic = 0; /* a type with an object of some size holds objects */
     h->start[v + 1] = h->start[v] + (uint64_t)children;
   }
   h->succ = malloc((h->start[n] ? h->start[n] : 1) * sizeof *h->succ);

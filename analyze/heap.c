@@ -429,6 +429,10 @@ void dnt_heap_analysis_callbacks(ntr_callbacks *cb) {
 
 int dnt_heap_analysis_walked(const struct dnt_heap_analysis *a) { return a->complete; }
 
+void dnt_heap_analysis_progress(const struct dnt_heap_analysis *a, uint64_t *objects, uint64_t *references) {
+  *objects = a->nnodes, *references = a->nedges;
+}
+
 /* ---- the graph ---- */
 
 /* The object at each address: an open-addressed table of index + 1, half again as many slots as

@@ -2,6 +2,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "analysis-input.h"
@@ -50,7 +51,21 @@ struct live {
   int handles_closed; /* on_end ran: the stream is over */
   const struct dnt_analysis_recording *rec;
   const void *analysis; /* the callbacks' ud, for rec->done */
+  int show_progress;    /* rec->progress, on a terminal */
+  uint64_t progress_at; /* the loop's ms of the last progress line, 0: none shown */
 };
+
+/* The progress line, rewritten in place (at most twice a second, and once more at the end). */
+static void progress(struct live *l, int last) {
+  if (!l->show_progress) return;
+  uint64_t now = uv_now(l->loop);
+  if (!last && l->progress_at && now - l->progress_at < 500) return;
+  if (last && !l->progress_at) return;
+  char line[200];
+  l->rec->progress(l->analysis, line, sizeof line);
+  fprintf(stderr, "\r%s\033[K%s", line, last ? "\n" : "");
+  l->progress_at = now ? now : 1;
+}
 
 static void on_data(void *ud, const uint8_t *p, size_t n) {
   struct live *l = ud;
@@ -63,6 +78,7 @@ static void on_data(void *ud, const uint8_t *p, size_t n) {
   } else if (l->rec->done && !l->s.stopping && l->rec->done(l->analysis)) {
     dnt_session_stop(&l->s); /* the analysis has what it came for */
   }
+  progress(l, 0);
 }
 
 static void on_end(void *ud) {
@@ -163,7 +179,9 @@ static int record(const struct dnt_analysis_input *in, const struct dnt_analysis
     fprintf(stderr, "Recording %s of process %d (%s): Ctrl+C stops\n", rec->what, l.s.target.pid, safe_name);
   free(safe_name);
   if (in->duration_ms && !l.handles_closed) uv_timer_start(&l.duration, on_duration, in->duration_ms, 0);
+  l.show_progress = rec->progress && isatty(STDERR_FILENO);
   dnt_loop_run(l.loop, UV_RUN_DEFAULT, __func__);
+  progress(&l, 1);
   rc = 0;
   if (l.parse_failed) {
     dnt_error("the stream does not parse as nettrace: %s", l.parse_error);

@@ -22,6 +22,9 @@ struct dnt_analysis_recording {
    * it has what it came for (a heap walk's end), and the session stops (its rundown follows) */
   int (*done)(const void *analysis);
   int duration_is_timeout; /* with done: the input's duration is how long to wait for it at most */
+  /* when set, and stderr is a terminal: what the analysis has so far, written into buf (cap
+   * bytes), shown on one line rewritten twice a second while the session runs */
+  void (*progress)(const void *analysis, char *buf, size_t cap);
 };
 
 struct dnt_analysis_input {

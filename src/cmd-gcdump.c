@@ -28,6 +28,7 @@
 struct gcdump_options {
   struct dnt_analysis_options a; /* first: the shared rows' offsets hold */
   uint64_t timeout_ms;
+  long buffer_mb;
   const char *paths_to, *diff;
 };
 
@@ -47,6 +48,9 @@ static const struct dnt_option gcdump_options[] = {
                  "with --: let CMD use this terminal (else its output is discarded)"),
     {.kind = DNT_OPT_DURATION, .long_name = "timeout", .argh = "TIME", .offset = O(timeout_ms),
      .help = "give up on a heap walk that has not ended after TIME (default 120s)"},
+    DNT_OPT_COUNT(0, "buffersize", "MB", O(buffer_mb), 65536,
+                  "the session's buffer in MB (default 1024): a walk that\n"
+                  "overflows it loses events and is refused, so raise it"),
     DNT_OPT_FORMAT("FORMAT", DNT_ANALYSIS_OFFSET(format), GCDUMP_FORMATS,
                    "text (default: a table), json; gcdump: the snapshot itself (what\n"
                    "'collect' and -o FILE.gcdump write); flamegraph, pprof, speedscope\n"
@@ -68,7 +72,7 @@ static const struct dnt_option gcdump_options[] = {
 
 const struct dnt_usage usage_gcdump = {
     .synopsis = "dntrace gcdump [collect | report] (FILE | -p PID | -n NAME | --diagnostic-port PATH | -- CMD...) "
-                "[--paths-to TYPE|ADDR | --diff BASE] [--format FORMAT] [-o FILE] [--top N] [--timeout TIME]",
+                "[--paths-to TYPE|ADDR | --diff BASE] [--format FORMAT] [-o FILE] [--top N] [--timeout TIME] [--buffersize MB]",
     .summary = "Show what fills the managed heap, by type, from the runtime's heap walk",
     .options = gcdump_options,
     DNT_ANALYSIS_OPERAND,
@@ -76,15 +80,19 @@ const struct dnt_usage usage_gcdump = {
 
 /* No walk, or one that cannot be trusted: the line to say so (references carry no source object,
  * so after a lost event every later object's would be wrong). */
-static void say_incomplete(const dnt_heap_summary *s, int live, uint64_t timeout_ms) {
+static void say_incomplete(const dnt_heap_summary *s, int live, uint64_t timeout_ms, long buffer_mb) {
   if (!s->walked && live)
     dnt_error("no heap walk came from the process within %.0f s (--timeout)", (double)timeout_ms / 1000);
   else if (!s->walked)
     dnt_error("no heap walk in this trace (record one with 'dntrace gcdump -p PID', or 'dntrace collect --profile "
               "gc-heap-snapshot')");
+  else if (s->lost_events && live)
+    dnt_error("the heap walk is incomplete: %llu of its object and reference events were lost (the session's buffer "
+              "overflowed), so no report: take it again with a larger --buffersize (it was %ld MB)",
+              (unsigned long long)s->lost_events, buffer_mb);
   else if (s->lost_events)
     dnt_error("the heap walk is incomplete: %llu of its object and reference events were lost (the session's buffer "
-              "overflowed), so no report",
+              "overflowed), so no report: record it again with a larger --buffersize",
               (unsigned long long)s->lost_events);
   else if (s->reference_mismatch)
     dnt_error("the heap walk is incomplete: its references do not add up to what its objects said, so no report");
@@ -123,14 +131,21 @@ static struct dnt_heap *read_gcdump(const char *path, int *rc) {
 
 static int walked(const void *a) { return dnt_heap_analysis_walked(a); }
 
+static void walk_progress(const void *a, char *buf, size_t cap) {
+  uint64_t objects, references;
+  dnt_heap_analysis_progress(a, &objects, &references);
+  snprintf(buf, cap, "Walking the heap: %llu objects, %llu references", (unsigned long long)objects,
+           (unsigned long long)references);
+}
+
 /* The snapshot of a trace file, a .gcdump or a live process: the graph, or NULL with *rc the exit
  * code (the error said). */
 static struct dnt_heap *load(const struct gcdump_options *o, int *rc, int *command_exit) {
   const char *file = o->a.trace;
   if (file && is_gcdump_file(file)) return read_gcdump(file, rc);
-  static const struct dnt_analysis_recording rec = {
-      .what = "the heap", .profiles = "gc-heap-snapshot", .buffer_mb = BUFFER_MB,
-      .done = walked, .duration_is_timeout = 1};
+  const struct dnt_analysis_recording rec = {
+      .what = "the heap", .profiles = "gc-heap-snapshot", .buffer_mb = o->buffer_mb ? (unsigned)o->buffer_mb : BUFFER_MB,
+      .done = walked, .duration_is_timeout = 1, .progress = walk_progress};
   struct dnt_heap_analysis *a = dnt_heap_analysis_new();
   if (!a) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   ntr_callbacks cb;
@@ -150,7 +165,7 @@ static struct dnt_heap *load(const struct gcdump_options *o, int *rc, int *comma
   if (dnt_heap_analysis_failed(a)) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   const dnt_heap_summary *s = dnt_heap_analysis_summary(a);
   if (!s->complete) {
-    say_incomplete(s, !file, timeout);
+    say_incomplete(s, !file, timeout, o->buffer_mb ? o->buffer_mb : BUFFER_MB);
     *rc = DNT_EXIT_FAILURE;
     goto out;
   }
@@ -159,6 +174,7 @@ static struct dnt_heap *load(const struct gcdump_options *o, int *rc, int *comma
   if (!file) { /* the process, as dotnet-gcdump's file says it */
     char name[256];
     dnt_heap_origin origin = *dnt_heap_get_origin(h);
+    if (o->a.target.pid > 0) origin.pid = (uint32_t)o->a.target.pid; /* as seen from here, not from its namespace */
     origin.process = origin.pid ? dnt_process_name((int)origin.pid, name, sizeof name) : NULL;
     origin.time_unix_ns = (int64_t)time(NULL) * 1000000000;
     if (dnt_heap_set_origin(h, &origin) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
@@ -273,8 +289,8 @@ int cmd_gcdump(int argc, char **argv) {
   struct gcdump_options o = {.a.top = DEFAULT_TOP};
   int rc = dnt_options_parse(&usage_gcdump, "gcdump", argc, argv, &o);
   if (rc) return rc == DNT_OPTIONS_DONE ? 0 : rc;
-  if (o.timeout_ms && o.a.trace) {
-    dnt_error("--timeout goes with a process (-p or -n), not with a file");
+  if ((o.timeout_ms || o.buffer_mb) && o.a.trace) {
+    dnt_error("--%s goes with a process (-p or -n), not with a file", o.timeout_ms ? "timeout" : "buffersize");
     return DNT_EXIT_USAGE;
   }
   if (collect && o.a.format && o.a.format != DNT_FORMAT_GCDUMP) {

@@ -23,17 +23,19 @@
 #define ENTRIES "3000"
 #define BYTES "500"
 
-/* The sample with --heap 3000:500 (and args, e.g. a growth rate, appended), quiet otherwise. */
-static inline void start_heap_with(dnt_target *t, const char *heap) {
+/* The sample with --heap HEAP (N:K[:M]), quiet otherwise, started as mode says (plainly, or in
+ * namespaces of its own). */
+static inline void start_heap_in(dnt_target *t, const char *heap, dnt_target_mode mode) {
   DNT_REQUIRE_TARGET();
   require_python();
   const char *const args[] = {"--heap", heap, "--no-cpu", "--no-blocking", "--no-alloc",
                               "--no-exceptions", "--no-counters", NULL};
-  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = args, .wait_socket = 1, .timeout_ms = DNT_HANG_MS};
+  dnt_target_opts o = {.mode = mode, .args = args, .wait_socket = 1, .timeout_ms = DNT_HANG_MS};
   char err[512];
   cr_assert_eq(dnt_target_start(t, &o, err, sizeof err), 0, "%s", err);
 }
 
+static inline void start_heap_with(dnt_target *t, const char *heap) { start_heap_in(t, heap, DNT_TARGET_PLAIN); }
 static inline void start_heap(dnt_target *t) { start_heap_with(t, ENTRIES ":" BYTES); }
 
 /* ---- dotnet-gcdump, the reference ----

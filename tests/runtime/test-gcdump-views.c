@@ -307,3 +307,42 @@ Test(gcdump_views, a_damaged_gcdump_is_refused) {
   dnt_rm_rf(dir);
   free(dir);
 }
+
+/* ---- PerfView's own test file ----
+ * The public corpus's test1.gcdump (a JavaScript heap PerfView dumped) with the XML PerfView's
+ * test expects of its graph: every node of some size is an object; per type name the objects and
+ * their bytes, and the references of all, equal what dntrace reads. Its types' own sizes are 0 (as
+ * PerfView leaves them): the objects are told by their nodes' sizes. */
+Test(gcdump_views, perfviews_test_file_reads_as_its_baseline_says, .timeout = 120) {
+  require_python();
+  char corpus[4096], file[4300], xml[4300];
+  corpus_dir(corpus, sizeof corpus);
+  snprintf(file, sizeof file, "%s/microsoft__perfview/test1.gcdump", corpus);
+  snprintf(xml, sizeof xml, "%s/microsoft__perfview/test1_baseline.gcdump.xml", corpus);
+  cr_assert(access(file, R_OK) == 0 && access(xml, R_OK) == 0, "the corpus has test1.gcdump and its baseline");
+  char *dir = dnt_temp_dir("dnt-gcdump"), out[4300];
+  snprintf(out, sizeof out, "%s/t1.json", dir);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "gcdump", file, "--format", "json", "--top", "100000", "-o", out, NULL), 0, "%s",
+               r.err);
+  dnt_run_free(&r);
+  expect_python("import json, sys, xml.etree.ElementTree as ET\n"
+                "ours = json.load(open(sys.argv[1]))\n"
+                "graph = ET.parse(sys.argv[2]).getroot().find('MemoryGraph')\n"
+                "want, refs, objects = {}, 0, 0\n"
+                "for n in graph.iter('Node'):\n"
+                "    size = int(n.get('Size'))\n"
+                "    if size == 0: continue\n"
+                "    objects += 1\n"
+                "    refs += int(n.get('NumChildren'))\n"
+                "    c, b = want.get(n.get('Type'), (0, 0))\n"
+                "    want[n.get('Type')] = (c + 1, b + size)\n"
+                "assert (ours['objects'], ours['references']) == (objects, refs) == (6479, 15016), (ours['objects'], objects, refs)\n"
+                "assert ours['bytes'] == int(graph.get('TotalSize')), ours['bytes']\n"
+                "got = {t['type']: (t['count'], t['bytes']) for t in ours['types']}\n"
+                "bad = [(k, want.get(k), got.get(k)) for k in set(want) | set(got) if want.get(k) != got.get(k)]\n"
+                "assert not bad and len(got) == 1991, (len(got), bad[:5])\n",
+                out, xml, NULL);
+  dnt_rm_rf(dir);
+  free(dir);
+}

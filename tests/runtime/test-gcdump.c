@@ -82,6 +82,41 @@ Test(gcdump, a_recorded_walk_reads_the_same, .timeout = 120) {
   rmdir(dir);
 }
 
+/* From beside a container: the sample in a PID namespace of its own (its socket reached through
+ * /proc/PID/root), snapshot to dotnet-gcdump's default name in the current directory, with the
+ * pid the user gave (not the one inside the namespace). */
+Test(gcdump, a_process_in_its_own_pid_namespace, .timeout = 120) {
+  dnt_target t;
+  start_heap_in(&t, ENTRIES ":" BYTES, DNT_TARGET_PIDNS);
+  cr_assert_neq(t.pid, t.ns_pid);
+  char *dir = dnt_temp_dir("dnt-gcdump"), pid[16], cmd[4400], out[4300];
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  cr_assert_eq(chdir(dir), 0);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "gcdump", "collect", "-p", pid, NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+  dnt_target_stop(&t);
+  /* YYYYMMDD_HHMMSS_PID.gcdump, the only file there */
+  snprintf(cmd, sizeof cmd, "ls '%s'", dir);
+  char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+  cr_assert_eq(dnt_run_argv(&r, argv, NULL, 10000), 0);
+  char name[256];
+  int year, n = 0;
+  cr_assert(sscanf(r.out, "%4d%*4d_%*6d_%255[0-9].gcdump%n", &year, name, &n) == 2 && n && strcmp(name, pid) == 0,
+            "dotnet-gcdump's name with pid %s: %s", pid, r.out);
+  snprintf(out, sizeof out, "%s/heap.json", dir);
+  char file[4400];
+  snprintf(file, sizeof file, "%s/%.*s", dir, n, r.out);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "gcdump", file, "--format", "json", "--top", "100000", "-o", out, NULL), 0, "%s",
+               r.err);
+  dnt_run_free(&r);
+  expect_python(known, out, NULL);
+  cr_assert_eq(chdir("/"), 0);
+  dnt_rm_rf(dir);
+  free(dir);
+}
+
 /* ---- dotnet-gcdump, the reference, and .gcdump both ways ----
  * dotnet-gcdump and dntrace walk the same quiescent --heap process, each writing a .gcdump; each
  * reports the other's file. Every Sample.* type has the same object count in the four reports

@@ -188,6 +188,20 @@ static const char *trace_label(const char *traces, const char *key, const char *
   return NULL;
 }
 
+/* `dntrace serve -p PID --label env=test` on a free port (*port), its log in dir, once it answers
+ * /metrics with the target's pid. */
+static pid_t serve_one(const char *dir, const char *pid, int *port) {
+  *port = dnt_free_port();
+  char listen[64], log[300], pidlabel[64];
+  snprintf(listen, sizeof listen, "127.0.0.1:%d", *port);
+  snprintf(log, sizeof log, "%s/serve.log", dir);
+  char *argv[] = {"dntrace", "serve", "-p", (char *)pid, "--label", "env=test", "--listen", listen, NULL};
+  pid_t serve = spawn_dntrace(log, argv);
+  snprintf(pidlabel, sizeof pidlabel, "pid=\"%s\"", pid);
+  cr_assert(wait_for(*port, "/metrics", 200, pidlabel), "serve answers /metrics with the sample's pid");
+  return serve;
+}
+
 /* ---- one sample, every endpoint ---- */
 
 Test(serve, profiles_threads_and_allocs_of_the_sample_while_metrics_are_answered, .timeout = 300) {
@@ -205,14 +219,9 @@ Test(serve, profiles_threads_and_allocs_of_the_sample_while_metrics_are_answered
     usleep(50 * 1000);
   cr_assert(hog, "the sample has a cpu-work thread");
   cr_assert_eq(setpriority(PRIO_PROCESS, (id_t)hog, 19), 0, "%s", strerror(errno));
-  int port = dnt_free_port();
-  char listen[64], log[300], url[256], path[128], pidlabel[64];
-  snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
-  snprintf(log, sizeof log, "%s/serve.log", dir);
-  char *argv[] = {"dntrace", "serve", "-p", pid, "--label", "env=test", "--listen", listen, NULL};
-  pid_t serve = spawn_dntrace(log, argv);
-  snprintf(pidlabel, sizeof pidlabel, "pid=\"%s\"", pid);
-  cr_assert(wait_for(port, "/metrics", 200, pidlabel), "serve answers /metrics with the sample's pid");
+  int port;
+  char url[256], path[128];
+  pid_t serve = serve_one(dir, pid, &port);
 
   /* scrapes without a profile, a figure to print beside the ones during profiles (bench) */
   struct dnt_scraper base = {.port = port, .every_ms = SCRAPE_EVERY_MS, .phase = "no profile"};
@@ -340,14 +349,10 @@ Test(serve, heap_is_a_pprof_heap_profile_of_the_walk, .timeout = 240) {
   char pid[16];
   const char *const args[] = {"--heap", "3000:500", "--no-cpu", "--no-blocking", "--no-alloc", "--no-exceptions", NULL};
   dnt_start_sample(&t, args, pid, sizeof pid);
-  int port = dnt_free_port();
-  char listen[64], log[300], url[256], pidlabel[64];
-  snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
-  snprintf(log, sizeof log, "%s/serve.log", dir);
-  char *argv[] = {"dntrace", "serve", "-p", pid, "--label", "env=test", "--listen", listen, NULL};
-  pid_t serve = spawn_dntrace(log, argv);
+  int port;
+  char url[256], pidlabel[64];
+  pid_t serve = serve_one(dir, pid, &port);
   snprintf(pidlabel, sizeof pidlabel, "pid=\"%s\"", pid);
-  cr_assert(wait_for(port, "/metrics", 200, pidlabel), "serve answers /metrics with the sample's pid");
   snprintf(url, sizeof url, "http://127.0.0.1:%d/debug/pprof/heap?pid=%s", port, pid);
   char *top = go_pprof(dir, "-top", "-sample_index=inuse_objects", url);
   cr_expect(strstr(top, "Type: inuse_objects"), "%s", top);
