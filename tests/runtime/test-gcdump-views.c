@@ -343,6 +343,18 @@ Test(gcdump_views, perfviews_test_file_reads_as_its_baseline_says, .timeout = 12
                 "bad = [(k, want.get(k), got.get(k)) for k in set(want) | set(got) if want.get(k) != got.get(k)]\n"
                 "assert not bad and len(got) == 1991, (len(got), bad[:5])\n",
                 out, xml, NULL);
+  /* written again by dntrace, read again: the same report, to the byte */
+  char again[4300];
+  snprintf(again, sizeof again, "%s/t1.gcdump", dir);
+  cr_assert_eq(dnt_run_dntrace(&r, "gcdump", file, "-o", again, NULL), 0, "%s", r.err);
+  dnt_run_free(&r);
+  struct dnt_run first, second;
+  cr_assert_eq(dnt_run_dntrace(&first, "gcdump", file, "--format", "json", "--top", "100000", NULL), 0);
+  cr_assert_eq(dnt_run_dntrace(&second, "gcdump", again, "--format", "json", "--top", "100000", NULL), 0, "%s",
+               second.err);
+  cr_expect_str_eq(second.out, first.out);
+  dnt_run_free(&first);
+  dnt_run_free(&second);
   dnt_rm_rf(dir);
   free(dir);
 }
