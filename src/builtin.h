@@ -49,6 +49,7 @@ int cmd_gcdump(int argc, char **argv);
 int cmd_allocs(int argc, char **argv);
 int cmd_waits(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_watch(int argc, char **argv);
 
 extern const struct dnt_usage usage_ps;
 extern const struct dnt_usage usage_info;
@@ -72,6 +73,7 @@ extern const struct dnt_usage usage_exceptions;
 extern const struct dnt_usage usage_locks;
 extern const struct dnt_usage usage_waits;
 extern const struct dnt_usage usage_serve;
+extern const struct dnt_usage usage_watch;
 
 /* Converts a trace's samples (see cmd-convert.c), weighed as weight says (enum
  * dnt_profile_weight: 0 time, 1 samples). */

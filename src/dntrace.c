@@ -36,6 +36,7 @@ static const struct dnt_cmd commands[] = {
     {"locks", cmd_locks, &usage_locks},
     {"waits", cmd_waits, &usage_waits},
     {"serve", cmd_serve, &usage_serve},
+    {"watch", cmd_watch, &usage_watch},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

@@ -1,0 +1,112 @@
+/* agent/: the long-running side of dntrace: rules that watch a process and say when to act
+ * (`dntrace watch`, issue 26). A rule is a trigger and its actions, written as one line:
+ *
+ *   TRIGGER => ACTION[, ACTION]...
+ *
+ *   TRIGGER  [PROVIDER/]COUNTER (> | >= | < | <=) NUMBER[UNIT] [for DURATION]
+ *                 a counter (System.Runtime when no provider is named) past a value, in each
+ *                 of its values over DURATION (none: its first value past it); UNIT, when the
+ *                 counter's own is of the same kind, is converted to it (B, KB, MB, GB; ms, s;
+ *                 %)
+ *            exception [TYPE] COUNT in DURATION
+ *                 COUNT exceptions thrown (of TYPE, its full name, when given) within DURATION
+ *            gc-pause > NUMBER ms
+ *                 a garbage collection that paused the process longer than that
+ *   ACTION   collect DURATION [PROFILE] | dump [mini|heap|triage|full] | gcdump | stacks
+ *            | exec COMMAND... (the rest of the line: the last action)
+ *   DURATION a number with ms, s, m or h (30s, 5m)
+ *
+ * The library parses rules and decides when they fire from the values and events given to it,
+ * each with its own time (the events' timestamps, not a clock read here), within limits: each
+ * rule fires at most `max_fires` times in any `limit_ms` (default once in 10 minutes) and not
+ * within `cooldown_ms` of its last firing; what the limits held back is counted. It never prints
+ * and never exits; the command runs the actions. One public header. */
+#ifndef DNT_AGENT_H
+#define DNT_AGENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum dnt_trigger_kind { DNT_TRIGGER_COUNTER, DNT_TRIGGER_EXCEPTION, DNT_TRIGGER_GC_PAUSE };
+enum dnt_action_kind { DNT_ACTION_COLLECT, DNT_ACTION_DUMP, DNT_ACTION_GCDUMP, DNT_ACTION_STACKS, DNT_ACTION_EXEC };
+
+#define DNT_RULE_MAX_ACTIONS 8
+
+struct dnt_action {
+  enum dnt_action_kind kind;
+  uint64_t duration_ms; /* collect */
+  char *arg;            /* collect's profile, dump's type, exec's command; NULL when none */
+};
+
+struct dnt_rule {
+  char *text; /* as written, owned */
+  enum dnt_trigger_kind kind;
+  /* a counter */
+  char *provider, *counter; /* owned */
+  int op;                   /* '>', 'G' (>=), '<', 'L' (<=) */
+  double threshold;
+  char unit[8];             /* the threshold's unit as written ("" when none) */
+  uint64_t for_ms;
+  /* an exception: type (owned; NULL for any), count, window */
+  char *type;
+  uint32_t count;
+  uint64_t window_ms;
+  /* a GC pause: threshold in ms (threshold) */
+  struct dnt_action actions[DNT_RULE_MAX_ACTIONS];
+  size_t nactions;
+};
+
+/* Parses one rule. 0, or -1 with err (caller's, cap bytes) saying what is wrong and *column its
+ * place (1-based, in text). r is the caller's, filled (free with dnt_rule_release, also after a
+ * failure). */
+int dnt_rule_parse(const char *text, struct dnt_rule *r, char *err, size_t cap, size_t *column);
+void dnt_rule_release(struct dnt_rule *r);
+
+/* The trigger as a phrase ("System.Runtime/cpu-usage > 80 for 30 s"), into buf. */
+const char *dnt_rule_trigger_text(const struct dnt_rule *r, char *buf, size_t cap);
+/* An action as a word or two ("dump mini", "collect 30 s"), into buf. */
+const char *dnt_action_text(const struct dnt_action *a, char *buf, size_t cap);
+
+/* ---- the engine ---- */
+
+struct dnt_rules;
+
+/* What a rule's firing was: the rule (borrowed from the engine), its index, when (the event's ms),
+ * what held ("cpu-usage = 93.2 % > 80 for 30 s"), and how many firings the limits held back
+ * since its last one. */
+struct dnt_firing {
+  const struct dnt_rule *rule;
+  size_t index;
+  uint64_t time_ms;
+  char why[256];
+  uint64_t held_back;
+};
+typedef void (*dnt_rule_fired_fn)(void *ud, const struct dnt_firing *f);
+
+/* A new engine (NULL when out of memory) calling fired (ud: the caller's) when a rule fires.
+ * Free with dnt_rules_free. */
+struct dnt_rules *dnt_rules_new(dnt_rule_fired_fn fired, void *ud);
+void dnt_rules_free(struct dnt_rules *e);
+/* Adds a parsed rule, taken (r is zeroed). 0, or -1 when out of memory (r released). */
+int dnt_rules_add(struct dnt_rules *e, struct dnt_rule *r);
+size_t dnt_rules_count(const struct dnt_rules *e);
+const struct dnt_rule *dnt_rules_get(const struct dnt_rules *e, size_t i);
+/* The limits, for every rule: at most max_fires firings in any limit_ms, none within cooldown_ms
+ * of the last. Defaults 1, 600000, 0. */
+void dnt_rules_set_limits(struct dnt_rules *e, uint32_t max_fires, uint64_t limit_ms, uint64_t cooldown_ms);
+
+/* A counter's value at time_ms (unit: the counter's, "MB", "%", "ms", "By"...). */
+void dnt_rules_counter(struct dnt_rules *e, const char *provider, const char *name, const char *unit, double value,
+                       uint64_t time_ms);
+/* An exception thrown (type: its full name) at time_ms. */
+void dnt_rules_exception(struct dnt_rules *e, const char *type, uint64_t time_ms);
+/* A garbage collection that paused the process pause_ms, ending at time_ms. */
+void dnt_rules_gc_pause(struct dnt_rules *e, double pause_ms, uint64_t time_ms);
+/* Whether rule i, a counter's, has had a value of its counter (to say which never report). */
+int dnt_rules_counter_seen(const struct dnt_rules *e, size_t i);
+/* How many times rule i has fired, and how many firings the limits held back, in all. */
+void dnt_rules_totals(const struct dnt_rules *e, size_t i, uint64_t *fired, uint64_t *held_back);
+/* Whether any rule wants exceptions, GC pauses (the session's runtime events). */
+int dnt_rules_want(const struct dnt_rules *e, enum dnt_trigger_kind kind);
+
+#endif

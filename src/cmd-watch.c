@@ -1,0 +1,539 @@
+/* dntrace watch: rules on a live process (agent/: their grammar and when they fire); this file
+ * runs the session that feeds them and the actions they call for. One EventPipe session carries
+ * what the rules need: the counters they name (counters/'s providers and decoder), and the
+ * runtime's exception and GC events when a rule wants them. A firing's actions run one after the
+ * other as this program's own commands (dump, gcdump, stacks, collect) or a shell command, each a
+ * child process watched by the loop, its file named after the process, the rule and the time; a
+ * line says what fired and what was written. Command-line glue: it prints. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "builtin.h"
+#include "dnt-agent.h"
+#include "dnt-counters.h"
+#include "dnt-trace.h"
+#include "options.h"
+#include "session.h"
+#include "target.h"
+#include "util.h"
+
+extern char **environ;
+
+#define BUFFER_MB 16
+#define REFRESH_S 1.0
+#define RUNTIME "Microsoft-Windows-DotNETRuntime"
+#define KW_GC 0x1
+#define KW_EXCEPTION 0x8000
+#define EV_RESTART_END 3   /* GCRestartEEEnd */
+#define EV_SUSPEND_BEGIN 9 /* GCSuspendEEBegin */
+#define EV_EXCEPTION 80    /* ExceptionThrown_V1 */
+
+struct options {
+  struct dnt_session_target target;
+  struct dnt_strlist rules;
+  const char *rules_file, *output_dir;
+  int format;
+  uint64_t duration_ms, limit_ms, cooldown_ms;
+  long max_fires;
+};
+
+#define O(f) offsetof(struct options, f)
+
+static const struct dnt_option watch_options[] = {
+    DNT_OPT_GROUP(dnt_options_target_pid, O(target)),
+    DNT_OPT_LIST(0, "rule", "RULE", O(rules),
+                 "'TRIGGER => ACTION[, ACTION]...' (see dntrace-watch(1)); repeatable"),
+    DNT_OPT_STRING(0, "rules", "FILE", O(rules_file), "rules from FILE, one a line ('#' starts a comment)"),
+    DNT_OPT_STRING('o', "output", "DIR", O(output_dir), "where the actions' files go (default: the current directory)"),
+    DNT_OPT_FORMAT("FORMAT", O(format), DNT_FORMAT_BIT(DNT_FORMAT_TEXT) | DNT_FORMAT_BIT(DNT_FORMAT_JSON),
+                   "text (default: a line per firing) or json (an object a line)"),
+    DNT_OPT_COUNT(0, "max-actions", "N", O(max_fires), 1000, "a rule fires at most N times per --limit-window (default 1)"),
+    {.kind = DNT_OPT_DURATION, .long_name = "limit-window", .argh = "TIME", .offset = O(limit_ms),
+     .help = "the window of --max-actions (default 10m)"},
+    {.kind = DNT_OPT_DURATION, .long_name = "cooldown", .argh = "TIME", .offset = O(cooldown_ms),
+     .help = "no firing of a rule within TIME of its last (default none)"},
+    DNT_OPT_GROUP(dnt_options_duration, O(duration_ms)),
+    DNT_OPT_END(),
+};
+
+const struct dnt_usage usage_watch = {
+    .synopsis = "dntrace watch (-p PID | -n NAME) (--rule RULE... | --rules FILE) [-o DIR] [--format FORMAT] "
+                "[--max-actions N] [--limit-window TIME] [--cooldown TIME] [--duration TIME]",
+    .summary = "Act when a rule holds: a counter past a value, a burst of exceptions, a long GC pause",
+    .options = watch_options,
+};
+
+/* ---- incidents: a firing and its actions, run one at a time ---- */
+
+struct incident {
+  struct incident *next;
+  size_t rule;          /* 1-based, as the log says it */
+  const struct dnt_rule *r;
+  char why[256];
+  uint64_t held_back;
+  int64_t when_unix_ms;
+  size_t next_action;
+  char files[DNT_RULE_MAX_ACTIONS][4096];
+  int status[DNT_RULE_MAX_ACTIONS];
+};
+
+struct watch {
+  const struct options *o;
+  uv_loop_t *loop;
+  dnt_session s;
+  ntr_parser *parser;
+  dnt_counters_decoder *decoder;
+  struct dnt_counter_specs specs;
+  struct dnt_rules *rules;
+  uv_signal_t sigint, sigterm;
+  uv_timer_t stopper, unseen;
+  uv_process_t child;
+  int child_busy, stream_over, stopping, handles_closed; /* child_busy: spawned, not yet closed */
+  struct incident *queue, *last;
+  /* the trace's clock: its ticks to Unix ms */
+  uint64_t sync_qpc, freq;
+  int64_t start_unix_ms;
+  uint64_t suspend_ts;
+  char self[4096];
+  unsigned fired, written;
+};
+
+static int64_t unix_ms_of(const struct watch *w, uint64_t ts) {
+  if (!w->freq) return 0;
+  double d = ((double)ts - (double)w->sync_qpc) * 1000.0 / (double)w->freq;
+  return w->start_unix_ms + (int64_t)d;
+}
+
+/* A time as the log says it (iso: 2026-11-28T01:30:00) or as a file name has it (20261128-013000). */
+static void stamp(int64_t unix_ms, int iso, char *buf, size_t cap) {
+  time_t t = (time_t)(unix_ms / 1000);
+  struct tm tm;
+  localtime_r(&t, &tm);
+  if (iso) strftime(buf, cap, "%Y-%m-%dT%H:%M:%S", &tm);
+  else strftime(buf, cap, "%Y%m%d-%H%M%S", &tm);
+}
+
+static void run_next(struct watch *w);
+
+static void log_incident(struct watch *w, const struct incident *in) {
+  char when[40];
+  stamp(in->when_unix_ms, 1, when, sizeof when);
+  char *name = dnt_safe_text(w->s.target.name);
+  if (w->o->format == DNT_FORMAT_JSON) {
+    printf("{\"time\":\"%s\",\"rule\":%zu,\"text\":", when, in->rule);
+    dnt_json_string(stdout, in->r->text);
+    printf(",\"pid\":%d,\"process\":", w->s.target.pid);
+    dnt_json_string(stdout, w->s.target.name);
+    printf(",\"why\":");
+    dnt_json_string(stdout, in->why);
+    printf(",\"heldBack\":%llu,\"actions\":[", (unsigned long long)in->held_back);
+    for (size_t i = 0; i < in->r->nactions; i++) {
+      char a[300];
+      printf("%s{\"action\":", i ? "," : "");
+      dnt_json_string(stdout, dnt_action_text(&in->r->actions[i], a, sizeof a));
+      printf(",\"file\":");
+      if (in->files[i][0]) dnt_json_string(stdout, in->files[i]);
+      else fputs("null", stdout);
+      printf(",\"status\":%d}", in->status[i]);
+    }
+    printf("]}\n");
+  } else {
+    printf("%s rule %zu fired on process %d (%s): %s", when, in->rule, w->s.target.pid, name, in->why);
+    if (in->held_back) printf("; %llu firings held back by the limits before it", (unsigned long long)in->held_back);
+    for (size_t i = 0; i < in->r->nactions; i++) {
+      char a[300];
+      printf("%s%s", i ? ", " : "; ", dnt_action_text(&in->r->actions[i], a, sizeof a));
+      if (in->files[i][0] && in->status[i] == 0) printf(": wrote %s", in->files[i]);
+      else if (in->status[i]) printf(": failed (exit %d)", in->status[i]);
+    }
+    putchar('\n');
+  }
+  fflush(stdout);
+  free(name);
+}
+
+/* The file an action writes: DIR/PROCESS-PID-ruleN-YYYYMMDD-HHMMSS[-k].EXT, one not there yet. */
+static void file_for(struct watch *w, struct incident *in, size_t k, const char *ext) {
+  char when[32], proc[128];
+  stamp(in->when_unix_ms, 0, when, sizeof when);
+  snprintf(proc, sizeof proc, "%.100s", w->s.target.name);
+  for (char *c = proc; *c; c++)
+    if (*c == '/' || *c == ' ' || (unsigned char)*c < 0x20) *c = '_';
+  const char *dir = w->o->output_dir ? w->o->output_dir : ".";
+  snprintf(in->files[k], sizeof in->files[k], "%s/%s-%d-rule%zu-%s.%s", dir, proc, w->s.target.pid, in->rule, when, ext);
+  for (int n = 2; access(in->files[k], F_OK) == 0 && n < 1000; n++)
+    snprintf(in->files[k], sizeof in->files[k], "%s/%s-%d-rule%zu-%s-%d.%s", dir, proc, w->s.target.pid, in->rule,
+             when, n, ext);
+}
+
+/* After the child's handle is closed: the next action, or the incident said and the next one. */
+static void on_child_closed(uv_handle_t *h) {
+  struct watch *w = h->data;
+  w->child_busy = 0;
+  run_next(w);
+}
+
+static void on_child_exit(uv_process_t *p, int64_t status, int signal) {
+  struct watch *w = p->data;
+  struct incident *in = w->queue;
+  in->status[in->next_action] = signal ? 128 + signal : (int)status;
+  if (in->status[in->next_action] == 0 && in->files[in->next_action][0]) w->written++;
+  in->next_action++;
+  uv_close((uv_handle_t *)p, on_child_closed);
+}
+
+/* Starts the current incident's next action, or ends the incident. */
+static void run_next(struct watch *w) {
+  while (w->queue && !w->child_busy) {
+    struct incident *in = w->queue;
+    if (in->next_action == in->r->nactions) {
+      log_incident(w, in);
+      w->queue = in->next;
+      if (!w->queue) w->last = NULL;
+      free(in);
+      continue;
+    }
+    const struct dnt_action *a = &in->r->actions[in->next_action];
+    size_t k = in->next_action;
+    char pid[24], dur[32];
+    snprintf(pid, sizeof pid, "%d", w->s.target.pid);
+    char *argv[16];
+    int n = 0, out_fd = -1;
+    char *env[8], e_file[4200], e_pid[40], e_rule[40], e_proc[300];
+    int nenv = 0;
+    argv[n++] = w->self;
+    switch (a->kind) {
+    case DNT_ACTION_DUMP:
+      file_for(w, in, k, "dmp");
+      argv[n++] = "dump", argv[n++] = "-p", argv[n++] = pid, argv[n++] = "--type";
+      argv[n++] = a->arg ? a->arg : "full";
+      argv[n++] = "-o", argv[n++] = in->files[k];
+      break;
+    case DNT_ACTION_GCDUMP:
+      file_for(w, in, k, "gcdump");
+      argv[n++] = "gcdump", argv[n++] = "collect", argv[n++] = "-p", argv[n++] = pid, argv[n++] = "-o";
+      argv[n++] = in->files[k];
+      break;
+    case DNT_ACTION_COLLECT:
+      file_for(w, in, k, "nettrace");
+      snprintf(dur, sizeof dur, "%llums", (unsigned long long)a->duration_ms);
+      argv[n++] = "collect", argv[n++] = "-p", argv[n++] = pid, argv[n++] = "--duration", argv[n++] = dur;
+      if (a->arg) argv[n++] = "--profile", argv[n++] = a->arg;
+      argv[n++] = "-o", argv[n++] = in->files[k];
+      break;
+    case DNT_ACTION_STACKS:
+      file_for(w, in, k, "txt");
+      argv[n++] = "stacks", argv[n++] = "-p", argv[n++] = pid;
+      out_fd = open(in->files[k], O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      if (out_fd < 0) {
+        in->status[k] = 1, in->next_action++;
+        continue;
+      }
+      break;
+    case DNT_ACTION_EXEC: { /* the shell, with the files written before it */
+      argv[0] = "/bin/sh", argv[n++] = "-c", argv[n++] = a->arg;
+      const char *prev = "";
+      for (size_t i = k; i-- > 0;)
+        if (in->files[i][0] && in->status[i] == 0) {
+          prev = in->files[i];
+          break;
+        }
+      snprintf(e_file, sizeof e_file, "DNTRACE_FILE=%s", prev);
+      snprintf(e_pid, sizeof e_pid, "DNTRACE_PID=%d", w->s.target.pid);
+      snprintf(e_rule, sizeof e_rule, "DNTRACE_RULE=%zu", in->rule);
+      snprintf(e_proc, sizeof e_proc, "DNTRACE_PROCESS=%s", w->s.target.name);
+      env[nenv++] = e_file, env[nenv++] = e_pid, env[nenv++] = e_rule, env[nenv++] = e_proc;
+      break;
+    }
+    }
+    argv[n] = NULL;
+    /* the child's environment: ours, and for exec the DNTRACE_ variables */
+    size_t nours = 0;
+    while (environ[nours]) nours++;
+    char **envp = dnt_xmalloc((nours + (size_t)nenv + 1) * sizeof *envp);
+    size_t m = 0;
+    for (int i = 0; i < nenv; i++) envp[m++] = env[i];
+    for (size_t i = 0; i < nours; i++)
+      if (strncmp(environ[i], "DNTRACE_", 8) != 0) envp[m++] = environ[i];
+    envp[m] = NULL;
+    /* stdout: the stacks' file, or for a command ours for errors (ours is the log's) */
+    int child_out = out_fd >= 0 ? out_fd : a->kind == DNT_ACTION_EXEC ? STDERR_FILENO : -1;
+    uv_stdio_container_t stdio[3] = {{.flags = UV_IGNORE},
+                                     child_out >= 0 ? (uv_stdio_container_t){.flags = UV_INHERIT_FD, .data.fd = child_out}
+                                                    : (uv_stdio_container_t){.flags = UV_IGNORE},
+                                     {.flags = UV_INHERIT_FD, .data.fd = STDERR_FILENO}};
+    uv_process_options_t po = {.exit_cb = on_child_exit, .file = argv[0], .args = argv, .env = envp,
+                               .stdio_count = 3, .stdio = stdio};
+    w->child.data = w;
+    int rc = uv_spawn(w->loop, &w->child, &po);
+    free(envp);
+    if (out_fd >= 0) close(out_fd);
+    w->child_busy = 1; /* until its handle is closed, even when it did not start */
+    if (rc != 0) {
+      dnt_warning("rule %zu: cannot start %s: %s", in->rule, argv[0], uv_strerror(rc));
+      in->status[k] = 127, in->next_action++;
+      uv_close((uv_handle_t *)&w->child, on_child_closed);
+    }
+  }
+}
+
+static void on_fired(void *ud, const struct dnt_firing *f) {
+  struct watch *w = ud;
+  struct incident *in = dnt_xmalloc(sizeof *in);
+  memset(in, 0, sizeof *in);
+  in->rule = f->index + 1;
+  in->r = f->rule;
+  snprintf(in->why, sizeof in->why, "%s", f->why);
+  in->held_back = f->held_back;
+  in->when_unix_ms = (int64_t)f->time_ms;
+  w->fired++;
+  if (w->last) w->last->next = in;
+  else w->queue = in;
+  w->last = in;
+  run_next(w);
+}
+
+/* ---- the session ---- */
+
+static int on_value(void *ud, const dnt_counter_value *v) {
+  struct watch *w = ud;
+  dnt_rules_counter(w->rules, v->provider, v->name, v->unit, v->value, (uint64_t)(v->time_s * 1000.0));
+  return 0;
+}
+
+static int watch_on_trace(void *ud, const ntr_trace *t) {
+  struct watch *w = ud;
+  w->sync_qpc = t->sync_time_qpc, w->freq = t->qpc_frequency;
+  struct tm tm = {.tm_year = t->start_time[0] - 1900, .tm_mon = t->start_time[1] - 1, .tm_mday = t->start_time[3],
+                  .tm_hour = t->start_time[4], .tm_min = t->start_time[5], .tm_sec = t->start_time[6]};
+  w->start_unix_ms = (int64_t)timegm(&tm) * 1000 + t->start_time[7];
+  return dnt_counters_decoder_callbacks()->on_trace(w->decoder, t);
+}
+
+static int watch_on_metadata(void *ud, const ntr_metadata *md) {
+  struct watch *w = ud;
+  const ntr_callbacks *cb = dnt_counters_decoder_callbacks();
+  return cb->on_metadata ? cb->on_metadata(w->decoder, md) : 0;
+}
+
+static int watch_on_event(void *ud, const ntr_event *ev) {
+  struct watch *w = ud;
+  const ntr_metadata *md = ev->metadata;
+  if (md && strcmp(md->provider, RUNTIME) == 0) {
+    if (md->event_id == EV_EXCEPTION) { /* ExceptionType (UTF-16z) first */
+      ntr_payload c;
+      char type[512];
+      ntr_payload_init(&c, ev->payload, ev->payload_size);
+      if (ntr_payload_utf16z(&c, type, sizeof type, NULL) == 0)
+        dnt_rules_exception(w->rules, type, (uint64_t)unix_ms_of(w, ev->timestamp));
+    } else if (md->event_id == EV_SUSPEND_BEGIN) {
+      w->suspend_ts = ev->timestamp;
+    } else if (md->event_id == EV_RESTART_END && w->suspend_ts && w->freq) {
+      double pause = (double)(ev->timestamp - w->suspend_ts) * 1000.0 / (double)w->freq;
+      w->suspend_ts = 0;
+      dnt_rules_gc_pause(w->rules, pause, (uint64_t)unix_ms_of(w, ev->timestamp));
+    }
+    return 0;
+  }
+  return dnt_counters_decoder_callbacks()->on_event(w->decoder, ev);
+}
+
+static void close_handles(struct watch *w) {
+  if (w->handles_closed) return;
+  w->handles_closed = 1;
+  uv_close((uv_handle_t *)&w->sigint, NULL);
+  uv_close((uv_handle_t *)&w->sigterm, NULL);
+  uv_close((uv_handle_t *)&w->stopper, NULL);
+  uv_close((uv_handle_t *)&w->unseen, NULL);
+}
+
+static void on_data(void *ud, const uint8_t *p, size_t n) {
+  struct watch *w = ud;
+  int rc = ntr_parser_feed(w->parser, p, n);
+  if (rc < 0 && rc != NTR_EOF) {
+    dnt_error("the stream does not parse as nettrace: %s", ntr_parser_errmsg(w->parser));
+    dnt_session_abandon(&w->s);
+  }
+}
+
+static void on_end(void *ud) {
+  struct watch *w = ud;
+  w->stream_over = 1;
+  close_handles(w); /* the actions under way finish; the loop ends after them */
+}
+
+static void stop(struct watch *w) {
+  if (w->stopping) {
+    dnt_session_abandon(&w->s);
+    return;
+  }
+  w->stopping = 1;
+  dnt_session_stop(&w->s);
+}
+
+static void on_signal(uv_signal_t *h, int signum) {
+  (void)signum;
+  stop(h->data);
+}
+
+static void on_stopper(uv_timer_t *t) { stop(t->data); }
+
+/* After a few intervals: the counter rules whose counter has said nothing (a name misspelt?). */
+static void on_unseen(uv_timer_t *t) {
+  struct watch *w = t->data;
+  for (size_t i = 0; i < dnt_rules_count(w->rules); i++) {
+    const struct dnt_rule *r = dnt_rules_get(w->rules, i);
+    if (r->kind == DNT_TRIGGER_COUNTER && !dnt_rules_counter_seen(w->rules, i))
+      dnt_warning("rule %zu: counter '%s' of '%s' has not reported after %.0f s: is it named right?", i + 1, r->counter,
+                  r->provider, 3 * REFRESH_S);
+  }
+}
+
+/* ---- the rules ---- */
+
+static int add_rule(struct watch *w, const char *text, const char *where) {
+  struct dnt_rule r;
+  char err[200];
+  size_t col;
+  if (dnt_rule_parse(text, &r, err, sizeof err, &col) != 0) {
+    dnt_rule_release(&r);
+    dnt_error("%s, column %zu: expected %s", where, col, err);
+    return DNT_EXIT_USAGE;
+  }
+  if (r.kind == DNT_TRIGGER_COUNTER) {
+    char spec[600];
+    snprintf(spec, sizeof spec, "%s[%s]", r.provider, r.counter);
+    if (dnt_counter_specs_parse(&w->specs, spec, err, sizeof err) != 0) {
+      dnt_rule_release(&r);
+      dnt_error("%s: %s", where, err);
+      return DNT_EXIT_USAGE;
+    }
+  }
+  if (dnt_rules_add(w->rules, &r) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  return 0;
+}
+
+static int read_rules(struct watch *w, const struct options *o) {
+  char where[4200];
+  for (size_t i = 0; i < o->rules.n; i++) {
+    snprintf(where, sizeof where, "--rule '%s'", o->rules.v[i]);
+    int rc = add_rule(w, o->rules.v[i], where);
+    if (rc) return rc;
+  }
+  if (o->rules_file) {
+    FILE *fp = fopen(o->rules_file, "r");
+    if (!fp) {
+      dnt_error("cannot read '%s': %s", o->rules_file, strerror(errno));
+      return DNT_EXIT_USAGE;
+    }
+    char line[4096];
+    for (int n = 1; fgets(line, sizeof line, fp); n++) {
+      line[strcspn(line, "\r\n")] = '\0';
+      const char *p = line + strspn(line, " \t");
+      if (!*p || *p == '#') continue;
+      snprintf(where, sizeof where, "%s:%d", o->rules_file, n);
+      int rc = add_rule(w, line, where);
+      if (rc) {
+        fclose(fp);
+        return rc;
+      }
+    }
+    fclose(fp);
+  }
+  if (!dnt_rules_count(w->rules)) {
+    dnt_error("no rule: give --rule 'TRIGGER => ACTION' or --rules FILE");
+    return DNT_EXIT_USAGE;
+  }
+  return 0;
+}
+
+int cmd_watch(int argc, char **argv) {
+  struct options o = {0};
+  int rc = dnt_options_parse(&usage_watch, "watch", argc, argv, &o);
+  if (rc) return rc == DNT_OPTIONS_DONE ? 0 : rc;
+  struct watch w = {.o = &o};
+  if (!(w.rules = dnt_rules_new(on_fired, &w))) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  dnt_rules_set_limits(w.rules, o.max_fires ? (uint32_t)o.max_fires : 1, o.limit_ms ? o.limit_ms : 600000, o.cooldown_ms);
+  struct dnt_counters_wire wire = {0};
+  dsipc_provider *providers = NULL;
+  if ((rc = read_rules(&w, &o)) != 0) goto out;
+  if (o.output_dir && mkdir(o.output_dir, 0755) != 0 && errno != EEXIST) {
+    dnt_error("cannot make '%s': %s", o.output_dir, strerror(errno));
+    rc = DNT_EXIT_FAILURE;
+    goto out;
+  }
+  ssize_t len = readlink("/proc/self/exe", w.self, sizeof w.self - 1);
+  if (len <= 0) dnt_die(DNT_EXIT_FAILURE, "cannot find this program's own file: %s", strerror(errno));
+  w.self[len] = '\0';
+  w.loop = uv_default_loop();
+  if ((rc = dnt_session_open(&w.s, w.loop, &o.target)) != 0) goto out;
+  /* the counters' providers, then the runtime's events some rules want */
+  if (w.specs.n && dnt_counters_wire_build(&wire, &w.specs, REFRESH_S, 1000, 10) != 0)
+    dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  providers = dnt_xmalloc((wire.n + 1) * sizeof *providers);
+  size_t np = 0;
+  for (size_t i = 0; i < wire.n; i++) providers[np++] = wire.v[i];
+  uint64_t kw = (dnt_rules_want(w.rules, DNT_TRIGGER_EXCEPTION) ? KW_EXCEPTION : 0) |
+                (dnt_rules_want(w.rules, DNT_TRIGGER_GC_PAUSE) ? KW_GC : 0);
+  if (kw) providers[np++] = (dsipc_provider){.name = RUNTIME, .keywords = kw, .level = 4, .args = NULL};
+  w.decoder = dnt_counters_decoder_new(&w.specs, wire.session_id[0] ? wire.session_id : NULL, on_value, &w);
+  static const ntr_callbacks cb = {.on_trace = watch_on_trace, .on_metadata = watch_on_metadata,
+                                   .on_event = watch_on_event};
+  if (!w.decoder || ntr_parser_new(&w.parser, &cb, &w, NULL) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  dsipc_session_config cfg = {.buffer_mb = BUFFER_MB, .format = 1, .providers = providers, .n_providers = np};
+  static const dnt_session_cb scb = {on_data, on_end};
+  if (dnt_session_start(&w.s, 2, &cfg, &scb, &w) != 0) {
+    rc = dnt_session_start_failed(&w.s);
+    goto out;
+  }
+  uv_signal_init(w.loop, &w.sigint);
+  uv_signal_init(w.loop, &w.sigterm);
+  w.sigint.data = w.sigterm.data = &w;
+  uv_signal_start(&w.sigint, on_signal, SIGINT);
+  uv_signal_start(&w.sigterm, on_signal, SIGTERM);
+  uv_timer_init(w.loop, &w.stopper);
+  uv_timer_init(w.loop, &w.unseen);
+  w.stopper.data = w.unseen.data = &w;
+  if (o.duration_ms) uv_timer_start(&w.stopper, on_stopper, o.duration_ms, 0);
+  if (w.specs.n) uv_timer_start(&w.unseen, on_unseen, (uint64_t)(3000 * REFRESH_S), 0);
+  w.child.data = &w;
+  char *name = dnt_safe_text(w.s.target.name);
+  fprintf(stderr, "Watching process %d (%s) with %zu rule%s: Ctrl+C stops\n", w.s.target.pid, name,
+          dnt_rules_count(w.rules), dnt_rules_count(w.rules) == 1 ? "" : "s");
+  free(name);
+  dnt_loop_run(w.loop, UV_RUN_DEFAULT, __func__);
+  for (size_t i = 0; i < dnt_rules_count(w.rules); i++) { /* what each rule did, and what the limits held back */
+    uint64_t fired, held;
+    dnt_rules_totals(w.rules, i, &fired, &held);
+    fprintf(stderr, "rule %zu: fired %llu time%s, %llu more held back by the limits\n", i + 1,
+            (unsigned long long)fired, fired == 1 ? "" : "s", (unsigned long long)held);
+  }
+  rc = 0;
+out:
+  while (w.queue) { /* a session that never ran: nothing queued; else the loop ran them all */
+    struct incident *in = w.queue;
+    w.queue = in->next;
+    free(in);
+  }
+  dnt_session_close(&w.s);
+  if (w.loop) {
+    while (dnt_loop_run(w.loop, UV_RUN_NOWAIT, __func__)) {}
+    uv_loop_close(w.loop);
+  }
+  ntr_parser_free(w.parser);
+  dnt_counters_decoder_free(w.decoder);
+  dnt_counters_wire_release(&wire);
+  dnt_counter_specs_release(&w.specs);
+  free(providers);
+  dnt_rules_free(w.rules);
+  free(o.rules.v);
+  return rc;
+}

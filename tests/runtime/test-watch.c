@@ -1,0 +1,162 @@
+/* test-watch.c: `dntrace watch` on the sample (issue 26, rules). A burst of exceptions makes a rule
+ * fire once, its limit holding back the rest (the sample throws 200 once the session runs: 40
+ * bursts of 5, one firing, 39 held back), its dump written; a counter rule writes a heap snapshot
+ * that a command then gets in $DNTRACE_FILE; a rule that does not parse is one line at its
+ * column, exit 2; a counter that never reports is said. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../lib/background-cr.h"
+#include "../lib/env-cr.h"
+#include "../lib/files-cr.h"
+#include "../lib/run.h"
+#include "../lib/target-cr.h"
+#include "../lib/target.h"
+
+static void on_thrown(void *ud, const char *line) {
+  long *made = ud;
+  if (strncmp(line, "thrown ", 7) == 0) *made = strtol(line + 7, NULL, 10);
+}
+
+static int thrown_printed(void *ud) { return *(long *)ud >= 0; }
+
+/* The files of dir whose names end with suffix: how many, the last one's path in path. */
+static int files_ending(const char *dir, const char *suffix, char *path, size_t cap) {
+  char cmd[4400];
+  snprintf(cmd, sizeof cmd, "ls '%s'", dir);
+  FILE *p = popen(cmd, "r");
+  cr_assert(p);
+  char line[4096];
+  int n = 0;
+  while (fgets(line, sizeof line, p)) {
+    line[strcspn(line, "\n")] = '\0';
+    size_t len = strlen(line), k = strlen(suffix);
+    if (len >= k && strcmp(line + len - k, suffix) == 0) {
+      n++;
+      snprintf(path, cap, "%s/%s", dir, line);
+    }
+  }
+  pclose(p);
+  return n;
+}
+
+Test(watch, a_burst_of_exceptions_fires_once, .timeout = 300) {
+  DNT_REQUIRE_TARGET();
+  char *dir = dnt_temp_dir("dnt-watch"), pid[32], go[4200], out[4200];
+  snprintf(go, sizeof go, "%s/go", dir);
+  snprintf(out, sizeof out, "%s/out", dir);
+  const char *const args[] = {"--throw", "100", "--throw-count", "200", "--start-file", go, "--no-cpu",
+                              "--no-blocking", "--no-alloc", "--no-exceptions", "--no-counters", NULL};
+  dnt_target t;
+  dnt_start_sample(&t, args, pid, sizeof pid);
+  struct bg b;
+  const char *const wargs[] = {"watch", "-p", pid, "-o", out, "--rule",
+                               "exception Sample.SampleException 5 in 10s => dump mini", NULL};
+  bg_start(&b, wargs);
+  int up = bg_wait_text(&b, "Watching process");
+  char *err = slurp(b.err);
+  cr_assert(up, "dntrace watch did not start (status %d): %s", b.status, err);
+  free(err);
+  int fd = open(go, O_WRONLY | O_CREAT | O_EXCL, 0644);
+  cr_assert_geq(fd, 0);
+  close(fd);
+  struct lines sl = {.fd = t.stdout_fd};
+  long made = -1;
+  int done = lines_until(&sl, on_thrown, &made, thrown_printed);
+  /* the firing said (its dump written) before Ctrl+C: the session's stop would end the actions' target too */
+  int fired = bg_wait_text(&b, "rule 1 fired on process");
+  int status = bg_finish(&b, SIGINT);
+  char *o = slurp(b.out), *e = slurp(b.err);
+  bg_remove(&b);
+  dnt_target_stop(&t);
+  cr_assert(done && made == 200, "the sample threw %ld", made);
+  cr_assert(fired, "no firing: %s%s", o, e);
+  cr_assert_eq(status, 0, "watch, stopped by Ctrl+C: status %d: %s", status, e);
+  /* one line, its dump written; the limit (once in 10 minutes) held back the other 39 bursts */
+  cr_expect_eq(strchr(o, '\n'), strrchr(o, '\n'), "one firing: %s", o);
+  cr_expect(strstr(o, ": exception Sample.SampleException 5 in 10 s (5 Sample.SampleException in "), "%s", o);
+  cr_expect(strstr(o, "; dump mini: wrote "), "%s", o);
+  cr_expect(strstr(e, "rule 1: fired 1 time, 39 more held back by the limits\n"), "%s", e);
+  char dump[4400];
+  cr_assert_eq(files_ending(out, ".dmp", dump, sizeof dump), 1, "one dump in %s", out);
+  FILE *fp = fopen(dump, "rb");
+  cr_assert(fp);
+  unsigned char magic[4] = {0};
+  cr_expect_eq(fread(magic, 1, 4, fp), 4);
+  fclose(fp);
+  cr_expect(magic[0] == 0x7f && magic[1] == 'E' && magic[2] == 'L' && magic[3] == 'F', "an ELF core: %s", dump);
+  free(o), free(e);
+  dnt_rm_rf(dir);
+  free(dir);
+}
+
+/* gc-heap-size is above 0 from its first value: held 1 s, the rule fires; its heap snapshot is the
+ * file the command after it gets ($DNTRACE_FILE), and a .gcdump dntrace reads. JSON lines. */
+Test(watch, a_counter_rule_hands_its_file_to_a_command, .timeout = 300) {
+  DNT_REQUIRE_TARGET();
+  char *dir = dnt_temp_dir("dnt-watch"), pid[32], copy[4200], rule[4400];
+  snprintf(copy, sizeof copy, "%s/copy.gcdump", dir);
+  snprintf(rule, sizeof rule, "gc-heap-size > 0 for 1s => gcdump, exec cp \"$DNTRACE_FILE\" '%s'", copy);
+  const char *const args[] = {"--heap", "100:100", "--no-cpu", "--no-blocking", "--no-alloc", "--no-exceptions", NULL};
+  dnt_target t;
+  dnt_start_sample(&t, args, pid, sizeof pid);
+  struct bg b;
+  const char *const wargs[] = {"watch", "-p", pid, "-o", dir, "--format", "json", "--rule", rule, "--rule",
+                               "System.Runtime/no-such-counter > 1 => stacks", NULL};
+  bg_start(&b, wargs);
+  int fired = bg_wait_text(&b, "\"rule\":1");
+  int unseen = bg_wait_text(&b, "rule 2: counter 'no-such-counter' of 'System.Runtime' has not reported");
+  int status = bg_finish(&b, SIGINT);
+  char *o = slurp(b.out), *e = slurp(b.err);
+  bg_remove(&b);
+  dnt_target_stop(&t);
+  cr_assert(fired, "no firing: %s%s", o, e);
+  cr_expect(unseen, "%s", e);
+  cr_assert_eq(status, 0, "%s", e);
+  char path[4400];
+  cr_assert_eq(files_ending(dir, ".gcdump", path, sizeof path), 2, "the snapshot and its copy");
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "gcdump", copy, "--format", "json", NULL), 0, "%s", r.err);
+  cr_expect(strstr(r.out, "\"state\":\"complete\""), "%s", r.out);
+  dnt_run_free(&r);
+  char py[] = "import json, sys\n"
+              "lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]\n"
+              "assert len(lines) == 1, lines\n"
+              "f = lines[0]\n"
+              "assert f['rule'] == 1 and f['why'].startswith('System.Runtime/gc-heap-size > 0 for 1 s (gc-heap-size = '), f\n"
+              "assert [a['action'] for a in f['actions']][0] == 'gcdump' and f['actions'][0]['file'].endswith('.gcdump'), f\n"
+              "assert all(a['status'] == 0 for a in f['actions']), f\n";
+  char log[4400];
+  snprintf(log, sizeof log, "%s/log.json", dir);
+  dnt_write_file(log, o, strlen(o));
+  expect_python(py, log, NULL);
+  free(o), free(e);
+  dnt_rm_rf(dir);
+  free(dir);
+}
+
+Test(watch, a_rule_that_does_not_parse_is_one_line) {
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "watch", "-p", "1", "--rule", "cpu-usage > 80 => reboot", NULL), 2);
+  cr_expect_str_eq(r.err, "dntrace: error: --rule 'cpu-usage > 80 => reboot', column 19: expected an action: "
+                          "collect, dump, gcdump, stacks or exec\n");
+  dnt_run_free(&r);
+  char *dir = dnt_temp_dir("dnt-watch"), file[4200];
+  snprintf(file, sizeof file, "%s/rules", dir);
+  const char text[] = "# two rules\ncpu-usage > 80 for 30s => stacks\n\nexception 5 => dump\n";
+  dnt_write_file(file, text, sizeof text - 1);
+  cr_assert_eq(dnt_run_dntrace(&r, "watch", "-p", "1", "--rules", file, NULL), 2);
+  char want[4400];
+  snprintf(want, sizeof want, "dntrace: error: %s:4, column 13: expected 'in' and a time ('5 in 10s')\n", file);
+  cr_expect_str_eq(r.err, want);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "watch", "-p", "1", NULL), 2);
+  cr_expect(strstr(r.err, "no rule"), "%s", r.err);
+  dnt_run_free(&r);
+  dnt_rm_rf(dir);
+  free(dir);
+}
