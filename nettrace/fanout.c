@@ -33,6 +33,16 @@ FORWARD(on_event, const ntr_event *)
 FORWARD(on_sequence_point, const ntr_sequence_point *)
 FORWARD(on_thread, const ntr_thread *)
 
+static int fan_on_block(void *ud, int kind, const uint8_t *body, size_t n) {
+  ntr_fanout *f = ud;
+  for (size_t i = 0; i < f->n; i++) {
+    if (!f->to[i].cb.on_block) continue;
+    int rc = f->to[i].cb.on_block(f->to[i].ud, kind, body, n);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
 static int fan_on_end(void *ud) {
   ntr_fanout *f = ud;
   for (size_t i = 0; i < f->n; i++) {
@@ -54,5 +64,6 @@ void ntr_fanout_callbacks(const ntr_fanout *f, ntr_callbacks *cb) {
     if (c->on_sequence_point) cb->on_sequence_point = fan_on_sequence_point;
     if (c->on_thread) cb->on_thread = fan_on_thread;
     if (c->on_end) cb->on_end = fan_on_end;
+    if (c->on_block) cb->on_block = fan_on_block;
   }
 }

@@ -23,6 +23,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -275,7 +276,44 @@ typedef struct ntr_callbacks {
   /* Called once, when the end-of-stream marker has been read. Not called for a truncated
    * stream (ntr_parser_finish reports that). */
   int (*on_end)(void *ud);
+  /* NetTrace V4/V5 only: each object's body as the stream has it, once what it holds has been
+   * delivered through the callbacks above: kind NTR_BLOCK_TRACE (the Trace object's 48 bytes),
+   * _EVENT, _METADATA, _STACK or _SP. For a consumer that keeps the blocks themselves (the flight
+   * recorder, ntr_ring). */
+  int (*on_block)(void *ud, int kind, const uint8_t *body, size_t n);
 } ntr_callbacks;
+
+enum ntr_block_kind { NTR_BLOCK_TRACE = 1, NTR_BLOCK_EVENT, NTR_BLOCK_METADATA, NTR_BLOCK_STACK, NTR_BLOCK_SP };
+
+/* ---- the flight recorder ---------------------------------------------------------------- */
+
+/* A ring of a NetTrace V4/V5 stream's blocks (nettrace/ring.c): fed by the parser through
+ * ntr_ring_callbacks (with ntr_fanout beside other consumers), it keeps the last window_ms of
+ * event blocks by the caller's clock (ntr_ring_now) and at most max_bytes (0: no bound; the
+ * metadata blocks are always kept), and writes what it keeps as a stream every reader takes whole:
+ * the Trace object, the metadata, a sequence point giving the threads whose first events were
+ * dropped their numbers, the stack blocks the kept events refer to, the events. NULL when out of
+ * memory; free with ntr_ring_free. */
+typedef struct ntr_ring ntr_ring;
+ntr_ring *ntr_ring_new(uint64_t window_ms, uint64_t max_bytes);
+void ntr_ring_free(ntr_ring *r);
+/* The callbacks to hand the parser (on_event, on_block), with the ring as their ud. */
+void ntr_ring_callbacks(ntr_callbacks *cb);
+/* The caller's clock in ms: the blocks that arrive from now on are stamped with it. */
+void ntr_ring_now(ntr_ring *r, uint64_t ms);
+/* 1 when memory ran out while keeping (the ring then keeps nothing more). */
+int ntr_ring_failed(const ntr_ring *r);
+typedef struct ntr_ring_info {
+  uint64_t bytes;          /* the blocks kept */
+  uint64_t event_blocks;   /* event blocks kept */
+  uint64_t oldest_ms;      /* when the oldest kept one arrived (the caller's clock) */
+  uint64_t dropped_blocks; /* event blocks dropped but still listed */
+  size_t threads_cut;      /* threads whose first events were dropped */
+} ntr_ring_info;
+void ntr_ring_stats(const ntr_ring *r, ntr_ring_info *info);
+/* Writes the kept stream to fp (the caller's; write errors are its to check). 0, or -1 when there
+ * is nothing to write (no Trace object yet) or memory ran out. */
+int ntr_ring_write(const ntr_ring *r, FILE *fp);
 
 /* ---- one parse, several consumers -------------------------------------------------------- */
 

@@ -171,6 +171,16 @@ static int reach_end(ntr_parser *p, uint64_t off) {
 }
 
 /* One step: `d` holds exactly p->need bytes starting at absolute offset p->offset. */
+/* The object's body to on_block, when there is one. */
+static int give_block(ntr_parser *p, int kind, const uint8_t *body, size_t n, uint64_t off) {
+  if (!p->cb.on_block)
+    return 0;
+  p->in_callback = 1;
+  int rc = p->cb.on_block(p->ud, kind, body, n);
+  p->in_callback = 0;
+  return rc ? ntr__stopped(p, off, "on_block") : 0;
+}
+
 static int step(ntr_parser *p, const uint8_t *d) {
   uint64_t off = p->offset;
   uint32_t v;
@@ -272,6 +282,8 @@ static int step(ntr_parser *p, const uint8_t *d) {
     rc = ntr__trace_v4(p, d, off);
     if (rc < 0)
       return rc;
+    if (!p->netperf && (rc = give_block(p, NTR_BLOCK_TRACE, d, 48, off)) < 0)
+      return rc;
     set_state(p, NTR_S_OBJ_TAG, 1);
     return 0;
   }
@@ -303,6 +315,9 @@ static int step(ntr_parser *p, const uint8_t *d) {
     case NTR_OBJ_SP: rc = ntr__sp_block_v4(p, b, n, boff); break;
     }
     if (rc < 0)
+      return rc;
+    /* the object kinds are numbered as the blocks' kinds */
+    if (!p->netperf && (rc = give_block(p, (int)p->obj_kind, b, n, boff)) < 0)
       return rc;
     set_state(p, NTR_S_OBJ_TAG, 1);
     return 0;

@@ -166,7 +166,7 @@ static int on_end(void *ud) {
 }
 
 static const ntr_callbacks cbs = {on_trace, on_metadata, on_stack, on_event, on_sp, on_thread,
-                                  on_end};
+                                  on_end, NULL};
 
 const ntr_callbacks *ntr_transcript_callbacks(void) { return &cbs; }
 

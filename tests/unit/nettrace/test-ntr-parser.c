@@ -292,7 +292,7 @@ static int s_end(void *ud) {
   ((struct seen *)ud)->nend++;
   return 0;
 }
-static const ntr_callbacks seen_cb = {s_trace, s_md, s_stack, s_event, s_sp, NULL, s_end};
+static const ntr_callbacks seen_cb = {s_trace, s_md, s_stack, s_event, s_sp, NULL, s_end, NULL};
 
 static void check_seen(struct seen *s, int v6) {
   int i;
@@ -416,7 +416,7 @@ static int v6_md(void *ud, const ntr_metadata *m) {
 }
 
 Test(ntr_values, v6_matches_what_was_written) {
-  static const ntr_callbacks cb = {s_trace, v6_md, s_stack, v6_event, s_sp, NULL, s_end};
+  static const ntr_callbacks cb = {s_trace, v6_md, s_stack, v6_event, s_sp, NULL, s_end, NULL};
   ntrw w;
   struct seen s;
   ntr_parser *p;
@@ -778,7 +778,7 @@ static int reenter(void *ud, const ntr_trace *t) {
 }
 
 Test(ntr_api, misuse_is_detected) {
-  static const ntr_callbacks cb = {reenter, NULL, NULL, NULL, NULL, NULL, NULL};
+  static const ntr_callbacks cb = {reenter, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
   ntr_parser *p;
   uint64_t junk[64];
   ntrw w;
