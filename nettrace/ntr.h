@@ -301,6 +301,9 @@ void ntr_ring_free(ntr_ring *r);
 void ntr_ring_callbacks(ntr_callbacks *cb);
 /* The caller's clock in ms: the blocks that arrive from now on are stamped with it. */
 void ntr_ring_now(ntr_ring *r, uint64_t ms);
+/* From now on nothing is dropped for its age (the byte bound still holds): a save is under way,
+ * and what comes after the window (the rundown) must not push it out. */
+void ntr_ring_hold(ntr_ring *r);
 /* 1 when memory ran out while keeping (the ring then keeps nothing more). */
 int ntr_ring_failed(const ntr_ring *r);
 typedef struct ntr_ring_info {

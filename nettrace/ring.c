@@ -38,6 +38,7 @@ struct block {
 
 struct ntr_ring {
   uint64_t window_ms, max_bytes, now;
+  int held; /* ntr_ring_hold: nothing more dropped for its age */
   uint8_t trace[48];
   int have_trace, failed;
   struct block *meta;
@@ -75,6 +76,8 @@ void ntr_ring_free(ntr_ring *r) {
 }
 
 void ntr_ring_now(ntr_ring *r, uint64_t ms) { r->now = ms; }
+
+void ntr_ring_hold(ntr_ring *r) { r->held = 1; }
 
 int ntr_ring_failed(const ntr_ring *r) { return r->failed; }
 
@@ -134,7 +137,7 @@ static void prune(ntr_ring *r) {
   uint64_t cutoff = r->now > r->window_ms ? r->now - r->window_ms : 0;
   for (;;) {
     size_t f = first_event(r);
-    if (f == r->n || (r->bytes <= r->max_bytes && r->q[f].ms >= cutoff)) break;
+    if (f == r->n || (r->bytes <= r->max_bytes && (r->held || r->q[f].ms >= cutoff))) break;
     drop(r, &r->q[f]);
     if (r->failed) return;
   }

@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "builtin.h"
+#include "collect-ring.h"
 #include "collect-native.h"
 #include "collect-stop.h"
 #include "dnt-profile.h"
@@ -44,6 +45,8 @@ struct collect_options {
   const char *output, *profiles, *clrevents;
   const char *stop_provider, *stop_event, *stop_filter;
   struct dnt_providers providers;
+  uint64_t ring_ms; /* --ring: the flight recorder's window */
+  long ring_mb;
 };
 
 static int parse_providers(void *field, const char *arg) {
@@ -120,6 +123,9 @@ static const struct dnt_option collect_options[] = {
     DNT_OPT_STRING(0, "stopping-event-event-name", "NAME", O(stop_event), "... and of this name"),
     DNT_OPT_STRING(0, "stopping-event-payload-filter", "FIELD:VALUE,...", O(stop_filter),
                    "... and with these payload values"),
+    {.kind = DNT_OPT_DURATION, .long_name = "ring", .argh = "TIME", .offset = O(ring_ms),
+     .help = "a flight recorder: keep the last TIME (60s), save it on SIGUSR1,\nEnter or Ctrl+C into the directory -o (default .)"},
+    DNT_OPT_COUNT(0, "ring-size", "MB", O(ring_mb), 1048576, "with --ring: keep at most MB of the stream (default 256)"),
     DNT_OPT_ACTION("list-profiles", list_profiles, "print the profiles and exit"),
     DNT_OPT_END(),
 };
@@ -132,6 +138,7 @@ const struct dnt_usage usage_collect = {
 #undef O
 
 #define DEFAULT_BUFFER_MB 256
+#define RING_DEFAULT_MB 256
 
 struct collect {
   uv_loop_t *loop;
@@ -611,6 +618,15 @@ int cmd_collect(int argc, char **argv) {
     custom_rundown = 0;
   }
 
+  if (o.ring_mb && !o.ring_ms) {
+    dnt_error("--ring-size goes with --ring");
+    goto out;
+  }
+  if (o.ring_ms && (format || native || stopping == 1 || child_argv)) {
+    dnt_error("--ring keeps a stream to save later: not with %s", format ? "--format" : native ? "--native"
+                                                              : child_argv ? "-- CMD" : "a stopping event");
+    goto out;
+  }
   if (output && strcmp(output, "-") == 0) {
     dnt_error("-o -: collect writes its trace to a file (convert it with 'dntrace convert FILE -o -')");
     rc = DNT_EXIT_USAGE;
@@ -621,6 +637,21 @@ int cmd_collect(int argc, char **argv) {
                                     .show_child_io = show_child_io};
   rc = dnt_session_open(&c.s, c.loop, &want);
   if (rc) goto out;
+  if (o.ring_ms) { /* the flight recorder: -o is the directory of its windows */
+    dsipc_provider *rw = dnt_xmalloc(providers.n * sizeof *rw);
+    for (size_t i = 0; i < providers.n; i++)
+      rw[i] = (dsipc_provider){.name = providers.v[i].name, .keywords = providers.v[i].keywords,
+                               .level = providers.v[i].level, .args = providers.v[i].args};
+    dsipc_session_config rcfg = {.buffer_mb = buffer_mb, .format = 1, .request_rundown = 1,
+                                 .rundown_keyword = rundown_keyword, .request_stackwalk = 1, .providers = rw,
+                                 .n_providers = providers.n};
+    struct dnt_ring_opts ro = {.window_ms = o.ring_ms,
+                               .max_bytes = (uint64_t)(o.ring_mb ? o.ring_mb : RING_DEFAULT_MB) << 20,
+                               .duration_ms = duration_ms, .dir = output ? output : "."};
+    rc = dnt_collect_ring(&c.s, c.loop, &rcfg, pick_version(custom_rundown), &ro);
+    free(rw);
+    goto out;
+  }
   rc = DNT_EXIT_FAILURE;
   char *chosen = default_output(c.s.target.name), *inside = output ? dnt_output_in_dir(output, chosen) : NULL;
   if (!output) /* the name dotnet-trace chooses; inside a directory given as -o, the same */

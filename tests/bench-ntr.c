@@ -299,7 +299,7 @@ static void bench(const char *name, const uint8_t *buf, size_t len) {
     struct sink s;
     ntr_stats st;
     for (rep = 0; rep < 3; rep++) {
-      static const ntr_callbacks cb = {NULL, NULL, NULL, on_event, NULL, NULL, NULL};
+      static const ntr_callbacks cb = {NULL, NULL, NULL, on_event, NULL, NULL, NULL, NULL};
       ntr_parser *p;
       size_t off = 0;
       double t0, dt;

@@ -654,7 +654,7 @@ static void stack_event(ntrw *w, uint32_t seq, uint32_t stack_id) {
 }
 
 static void parse_stacks(const ntrw *w, struct seen_stacks *s) {
-  static const ntr_callbacks cb = {NULL, NULL, seen_stack, seen_event, NULL, NULL, NULL};
+  static const ntr_callbacks cb = {NULL, NULL, seen_stack, seen_event, NULL, NULL, NULL, NULL};
   ntr_parser *p;
   memset(s, 0, sizeof(*s));
   cr_assert_eq(ntr_parser_new(&p, &cb, s, NULL), 0);
