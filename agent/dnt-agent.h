@@ -12,8 +12,8 @@
  *                 COUNT exceptions thrown (of TYPE, its full name, when given) within DURATION
  *            gc-pause > NUMBER ms
  *                 a garbage collection that paused the process longer than that
- *   ACTION   collect DURATION [PROFILE] | dump [mini|heap|triage|full] | gcdump | stacks
- *            | exec COMMAND... (the rest of the line: the last action)
+ *   ACTION   save-ring | collect DURATION [PROFILE] | dump [mini|heap|triage|full] | gcdump
+ *            | stacks | exec COMMAND... (the rest of the line: the last action)
  *   DURATION a number with ms, s, m or h (30s, 5m)
  *
  * The library parses rules and decides when they fire from the values and events given to it,
@@ -28,7 +28,9 @@
 #include <stdint.h>
 
 enum dnt_trigger_kind { DNT_TRIGGER_COUNTER, DNT_TRIGGER_EXCEPTION, DNT_TRIGGER_GC_PAUSE };
-enum dnt_action_kind { DNT_ACTION_COLLECT, DNT_ACTION_DUMP, DNT_ACTION_GCDUMP, DNT_ACTION_STACKS, DNT_ACTION_EXEC };
+enum dnt_action_kind {
+  DNT_ACTION_COLLECT, DNT_ACTION_DUMP, DNT_ACTION_GCDUMP, DNT_ACTION_STACKS, DNT_ACTION_EXEC, DNT_ACTION_SAVE_RING
+};
 
 #define DNT_RULE_MAX_ACTIONS 8
 

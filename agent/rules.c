@@ -163,7 +163,7 @@ static int trigger(struct reader *r, struct dnt_rule *rule) {
 static int action(struct reader *r, struct dnt_action *a) {
   char w[256];
   const char *at = (blanks(r), r->at);
-  if (!word(r, w, sizeof w)) return fail(r, at, "an action: collect, dump, gcdump, stacks or exec");
+  if (!word(r, w, sizeof w)) return fail(r, at, "an action: save-ring, collect, dump, gcdump, stacks or exec");
   if (strcmp(w, "exec") == 0) { /* the rest of the line */
     a->kind = DNT_ACTION_EXEC;
     blanks(r);
@@ -200,7 +200,8 @@ static int action(struct reader *r, struct dnt_action *a) {
   }
   if (strcmp(w, "gcdump") == 0) a->kind = DNT_ACTION_GCDUMP;
   else if (strcmp(w, "stacks") == 0) a->kind = DNT_ACTION_STACKS;
-  else return fail(r, at, "an action: collect, dump, gcdump, stacks or exec");
+  else if (strcmp(w, "save-ring") == 0) a->kind = DNT_ACTION_SAVE_RING;
+  else return fail(r, at, "an action: save-ring, collect, dump, gcdump, stacks or exec");
   return 0;
 }
 
@@ -263,6 +264,7 @@ const char *dnt_action_text(const struct dnt_action *a, char *buf, size_t cap) {
   case DNT_ACTION_DUMP: snprintf(buf, cap, "dump %s", a->arg ? a->arg : "full"); break;
   case DNT_ACTION_GCDUMP: snprintf(buf, cap, "gcdump"); break;
   case DNT_ACTION_STACKS: snprintf(buf, cap, "stacks"); break;
+  case DNT_ACTION_SAVE_RING: snprintf(buf, cap, "save-ring"); break;
   default: snprintf(buf, cap, "exec %s", a->arg); break;
   }
   return buf;

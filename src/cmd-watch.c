@@ -21,6 +21,8 @@
 #include "dnt-counters.h"
 #include "dnt-trace.h"
 #include "options.h"
+#include "output.h"
+#include "providers.h"
 #include "session.h"
 #include "target.h"
 #include "util.h"
@@ -41,8 +43,9 @@ struct options {
   struct dnt_strlist rules;
   const char *rules_file, *output_dir;
   int format;
-  uint64_t duration_ms, limit_ms, cooldown_ms;
-  long max_fires;
+  uint64_t duration_ms, limit_ms, cooldown_ms, ring_ms;
+  long max_fires, ring_mb;
+  const char *ring_profile;
 };
 
 #define O(f) offsetof(struct options, f)
@@ -60,13 +63,19 @@ static const struct dnt_option watch_options[] = {
      .help = "the window of --max-actions (default 10m)"},
     {.kind = DNT_OPT_DURATION, .long_name = "cooldown", .argh = "TIME", .offset = O(cooldown_ms),
      .help = "no firing of a rule within TIME of its last (default none)"},
+    {.kind = DNT_OPT_DURATION, .long_name = "ring", .argh = "TIME", .offset = O(ring_ms),
+     .help = "keep the last TIME of a recording, for the save-ring action"},
+    DNT_OPT_COUNT(0, "ring-size", "MB", O(ring_mb), 1048576, "with --ring: at most MB of it (default 256)"),
+    DNT_OPT_STRING(0, "ring-profile", "LIST", O(ring_profile),
+                   "with --ring: what it records (default dotnet-common,\ndotnet-sampled-thread-time, as collect's)"),
     DNT_OPT_GROUP(dnt_options_duration, O(duration_ms)),
     DNT_OPT_END(),
 };
 
 const struct dnt_usage usage_watch = {
     .synopsis = "dntrace watch (-p PID | -n NAME) (--rule RULE... | --rules FILE) [-o DIR] [--format FORMAT] "
-                "[--max-actions N] [--limit-window TIME] [--cooldown TIME] [--duration TIME]",
+                "[--max-actions N] [--limit-window TIME] [--cooldown TIME] [--ring TIME [--ring-size MB] [--ring-profile LIST]] "
+                "[--duration TIME]",
     .summary = "Act when a rule holds: a counter past a value, a burst of exceptions, a long GC pause",
     .options = watch_options,
 };
@@ -90,6 +99,12 @@ struct watch {
   uv_loop_t *loop;
   dnt_session s;
   ntr_parser *parser;
+  ntr_fanout fan;  /* the parser's consumers: the rules' decoding, and the ring */
+  ntr_ring *ring;  /* --ring: the stream's last blocks, for save-ring */
+  int ring_saving; /* a save-ring under way: the session stops, then starts again */
+  uv_timer_t restart;
+  dsipc_session_config cfg;
+  const char *session_id;
   dnt_counters_decoder *decoder;
   struct dnt_counter_specs specs;
   struct dnt_rules *rules;
@@ -104,6 +119,7 @@ struct watch {
   uint64_t suspend_ts;
   char self[4096];
   unsigned fired, written;
+  int pid;
 };
 
 static int64_t unix_ms_of(const struct watch *w, uint64_t ts) {
@@ -238,6 +254,18 @@ static void run_next(struct watch *w) {
         continue;
       }
       break;
+    case DNT_ACTION_SAVE_RING: /* in this process: the session stops, on_restart saves and goes on */
+      if (!w->ring || w->stopping || !w->s.running) {
+        in->status[k] = 1, in->next_action++;
+        if (!w->ring) dnt_warning("rule %zu: save-ring without --ring: nothing kept to save", in->rule);
+        continue;
+      }
+      file_for(w, in, k, "nettrace");
+      w->ring_saving = 1;
+      w->child_busy = 1; /* the incident waits for the save */
+      ntr_ring_hold(w->ring);
+      dnt_session_stop(&w->s);
+      return;
     case DNT_ACTION_EXEC: { /* the shell, with the files written before it */
       argv[0] = "/bin/sh", argv[n++] = "-c", argv[n++] = a->arg;
       const char *prev = "";
@@ -353,10 +381,12 @@ static void close_handles(struct watch *w) {
   uv_close((uv_handle_t *)&w->sigterm, NULL);
   uv_close((uv_handle_t *)&w->stopper, NULL);
   uv_close((uv_handle_t *)&w->unseen, NULL);
+  uv_close((uv_handle_t *)&w->restart, NULL);
 }
 
 static void on_data(void *ud, const uint8_t *p, size_t n) {
   struct watch *w = ud;
+  if (w->ring) ntr_ring_now(w->ring, uv_now(w->loop));
   int rc = ntr_parser_feed(w->parser, p, n);
   if (rc < 0 && rc != NTR_EOF) {
     dnt_error("the stream does not parse as nettrace: %s", ntr_parser_errmsg(w->parser));
@@ -364,11 +394,88 @@ static void on_data(void *ud, const uint8_t *p, size_t n) {
   }
 }
 
+static const dnt_session_cb session_cb;
+
+/* A fresh parser for a new session's stream: the rules' decoding and, with --ring, a new ring. */
+static void make_parser(struct watch *w) {
+  static const ntr_callbacks cb = {.on_trace = watch_on_trace, .on_metadata = watch_on_metadata,
+                                   .on_event = watch_on_event};
+  ntr_parser_free(w->parser);
+  dnt_counters_decoder_free(w->decoder);
+  ntr_ring_free(w->ring);
+  w->parser = NULL, w->ring = NULL;
+  w->suspend_ts = 0;
+  w->decoder = dnt_counters_decoder_new(&w->specs, w->session_id, on_value, w);
+  if (!w->decoder) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  ntr_fanout_init(&w->fan);
+  ntr_fanout_add(&w->fan, &cb, w);
+  if (w->o->ring_ms) {
+    uint64_t mb = w->o->ring_mb ? (uint64_t)w->o->ring_mb : 256;
+    if (!(w->ring = ntr_ring_new(w->o->ring_ms, mb << 20))) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+    ntr_callbacks rcb;
+    ntr_ring_callbacks(&rcb);
+    ntr_fanout_add(&w->fan, &rcb, w->ring);
+  }
+  ntr_callbacks fcb;
+  ntr_fanout_callbacks(&w->fan, &fcb);
+  if (ntr_parser_new(&w->parser, &fcb, &w->fan, NULL) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+}
+
+static void on_restarted(void *ud, int rc) {
+  struct watch *w = ud;
+  if (rc) {
+    dnt_error("process %d refused the next session: %s", w->s.target.pid, w->s.reply_msg);
+    close_handles(w);
+  }
+}
+
+/* After a save-ring's session ended (a timer: not inside the session's callback): the window
+ * saved as the action's file, the action done, then the next session. */
+static void on_restart(uv_timer_t *t) {
+  struct watch *w = t->data;
+  struct incident *in = w->queue;
+  size_t k = in ? in->next_action : 0;
+  struct dnt_output out = {0};
+  int ok = in && dnt_output_open(&out, in->files[k], DNT_OUTPUT_REPLACE) == 0;
+  if (ok && ntr_ring_write(w->ring, out.fp) != 0) {
+    dnt_output_abort(&out);
+    ok = 0;
+  } else if (ok && dnt_output_commit(&out) < 0) {
+    ok = 0;
+  }
+  if (in) {
+    in->status[k] = ok ? 0 : 1;
+    if (ok) w->written++;
+    in->next_action++;
+  }
+  w->ring_saving = 0;
+  w->child_busy = 0;
+  if (w->stopping || w->stream_over) {
+    close_handles(w);
+  } else {
+    dnt_session_close(&w->s);
+    struct dnt_session_target want = {.pid = w->pid};
+    make_parser(w);
+    if (dnt_session_open(&w->s, w->loop, &want) != 0 ||
+        dnt_session_start_async(&w->s, 2, &w->cfg, &session_cb, w, on_restarted) != 0) {
+      dnt_error("cannot start the next session on process %d", w->pid);
+      close_handles(w);
+    }
+  }
+  run_next(w);
+}
+
 static void on_end(void *ud) {
   struct watch *w = ud;
+  if (w->ring_saving && !w->handles_closed) { /* a save-ring: the session's end closed the window */
+    uv_timer_start(&w->restart, on_restart, 0, 0);
+    return;
+  }
   w->stream_over = 1;
   close_handles(w); /* the actions under way finish; the loop ends after them */
 }
+
+static const dnt_session_cb session_cb = {on_data, on_end};
 
 static void stop(struct watch *w) {
   if (w->stopping) {
@@ -463,6 +570,7 @@ int cmd_watch(int argc, char **argv) {
   if (!(w.rules = dnt_rules_new(on_fired, &w))) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   dnt_rules_set_limits(w.rules, o.max_fires ? (uint32_t)o.max_fires : 1, o.limit_ms ? o.limit_ms : 600000, o.cooldown_ms);
   struct dnt_counters_wire wire = {0};
+  struct dnt_providers extra = {0};
   dsipc_provider *providers = NULL;
   if ((rc = read_rules(&w, &o)) != 0) goto out;
   if (o.output_dir && mkdir(o.output_dir, 0755) != 0 && errno != EEXIST) {
@@ -475,22 +583,36 @@ int cmd_watch(int argc, char **argv) {
   w.self[len] = '\0';
   w.loop = uv_default_loop();
   if ((rc = dnt_session_open(&w.s, w.loop, &o.target)) != 0) goto out;
-  /* the counters' providers, then the runtime's events some rules want */
+  w.pid = w.s.target.pid;
+  /* the counters' providers, then the runtime's events the rules want, and what the ring records */
   if (w.specs.n && dnt_counters_wire_build(&wire, &w.specs, REFRESH_S, 1000, 10) != 0)
     dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  providers = dnt_xmalloc((wire.n + 1) * sizeof *providers);
-  size_t np = 0;
-  for (size_t i = 0; i < wire.n; i++) providers[np++] = wire.v[i];
+  w.session_id = wire.session_id[0] ? wire.session_id : NULL;
+  char err[512];
+  if (o.ring_ms &&
+      dnt_providers_add_profiles(&extra, o.ring_profile ? o.ring_profile : "dotnet-common,dotnet-sampled-thread-time",
+                                 err, sizeof err) != 0) {
+    dnt_error("--ring-profile: %s", err);
+    rc = DNT_EXIT_USAGE;
+    goto out;
+  }
   uint64_t kw = (dnt_rules_want(w.rules, DNT_TRIGGER_EXCEPTION) ? KW_EXCEPTION : 0) |
                 (dnt_rules_want(w.rules, DNT_TRIGGER_GC_PAUSE) ? KW_GC : 0);
-  if (kw) providers[np++] = (dsipc_provider){.name = RUNTIME, .keywords = kw, .level = 4, .args = NULL};
-  w.decoder = dnt_counters_decoder_new(&w.specs, wire.session_id[0] ? wire.session_id : NULL, on_value, &w);
-  static const ntr_callbacks cb = {.on_trace = watch_on_trace, .on_metadata = watch_on_metadata,
-                                   .on_event = watch_on_event};
-  if (!w.decoder || ntr_parser_new(&w.parser, &cb, &w, NULL) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  dsipc_session_config cfg = {.buffer_mb = BUFFER_MB, .format = 1, .providers = providers, .n_providers = np};
-  static const dnt_session_cb scb = {on_data, on_end};
-  if (dnt_session_start(&w.s, 2, &cfg, &scb, &w) != 0) {
+  if (kw) { /* merged with the ring's runtime provider, when it has one */
+    char spec[128];
+    snprintf(spec, sizeof spec, "%s:0x%llx:4", RUNTIME, (unsigned long long)kw);
+    if (dnt_providers_parse(&extra, spec, err, sizeof err) != 0) dnt_die(DNT_EXIT_FAILURE, "%s", err);
+  }
+  providers = dnt_xmalloc((wire.n + extra.n + 1) * sizeof *providers);
+  size_t np = 0;
+  for (size_t i = 0; i < wire.n; i++) providers[np++] = wire.v[i];
+  for (size_t i = 0; i < extra.n; i++)
+    providers[np++] = (dsipc_provider){.name = extra.v[i].name, .keywords = extra.v[i].keywords,
+                                       .level = extra.v[i].level, .args = extra.v[i].args};
+  make_parser(&w);
+  w.cfg = (dsipc_session_config){.buffer_mb = o.ring_ms ? 256 : BUFFER_MB, .format = 1, .request_rundown = o.ring_ms != 0,
+                                 .request_stackwalk = o.ring_ms != 0, .providers = providers, .n_providers = np};
+  if (dnt_session_start(&w.s, 2, &w.cfg, &session_cb, &w) != 0) {
     rc = dnt_session_start_failed(&w.s);
     goto out;
   }
@@ -501,13 +623,16 @@ int cmd_watch(int argc, char **argv) {
   uv_signal_start(&w.sigterm, on_signal, SIGTERM);
   uv_timer_init(w.loop, &w.stopper);
   uv_timer_init(w.loop, &w.unseen);
-  w.stopper.data = w.unseen.data = &w;
+  uv_timer_init(w.loop, &w.restart);
+  w.stopper.data = w.unseen.data = w.restart.data = &w;
   if (o.duration_ms) uv_timer_start(&w.stopper, on_stopper, o.duration_ms, 0);
   if (w.specs.n) uv_timer_start(&w.unseen, on_unseen, (uint64_t)(3000 * REFRESH_S), 0);
   w.child.data = &w;
   char *name = dnt_safe_text(w.s.target.name);
-  fprintf(stderr, "Watching process %d (%s) with %zu rule%s: Ctrl+C stops\n", w.s.target.pid, name,
-          dnt_rules_count(w.rules), dnt_rules_count(w.rules) == 1 ? "" : "s");
+  fprintf(stderr, "Watching process %d (%s) with %zu rule%s", w.s.target.pid, name, dnt_rules_count(w.rules),
+          dnt_rules_count(w.rules) == 1 ? "" : "s");
+  if (o.ring_ms) fprintf(stderr, ", keeping the last %.0f s for save-ring", (double)o.ring_ms / 1000);
+  fprintf(stderr, ": Ctrl+C stops\n");
   free(name);
   dnt_loop_run(w.loop, UV_RUN_DEFAULT, __func__);
   for (size_t i = 0; i < dnt_rules_count(w.rules); i++) { /* what each rule did, and what the limits held back */
@@ -530,6 +655,8 @@ out:
   }
   ntr_parser_free(w.parser);
   dnt_counters_decoder_free(w.decoder);
+  ntr_ring_free(w.ring);
+  dnt_providers_release(&extra);
   dnt_counters_wire_release(&wire);
   dnt_counter_specs_release(&w.specs);
   free(providers);

@@ -143,7 +143,7 @@ Test(watch, a_rule_that_does_not_parse_is_one_line) {
   struct dnt_run r;
   cr_assert_eq(dnt_run_dntrace(&r, "watch", "-p", "1", "--rule", "cpu-usage > 80 => reboot", NULL), 2);
   cr_expect_str_eq(r.err, "dntrace: error: --rule 'cpu-usage > 80 => reboot', column 19: expected an action: "
-                          "collect, dump, gcdump, stacks or exec\n");
+                          "save-ring, collect, dump, gcdump, stacks or exec\n");
   dnt_run_free(&r);
   char *dir = dnt_temp_dir("dnt-watch"), file[4200];
   snprintf(file, sizeof file, "%s/rules", dir);
@@ -157,6 +157,79 @@ Test(watch, a_rule_that_does_not_parse_is_one_line) {
   cr_assert_eq(dnt_run_dntrace(&r, "watch", "-p", "1", NULL), 2);
   cr_expect(strstr(r.err, "no rule"), "%s", r.err);
   dnt_run_free(&r);
+  dnt_rm_rf(dir);
+  free(dir);
+}
+
+/* ---- save-ring: the minutes before the incident ----
+ * The sample's --spike-at 8 (from the start file, made once the watch runs): CPU in
+ * Sample.SpikeWork.Burn from 8 s, a burst of 10 exceptions 1.5 s into it. The rule on the burst
+ * saves the 6 s ring: its events begin seconds after the session began (the ring cut its start),
+ * span the window, hold the spike's hot method, and read the same in TraceEvent. */
+static void on_spike(void *ud, const char *line) {
+  if (strcmp(line, "spike over") == 0) *(int *)ud = 1;
+}
+
+static int spike_over(void *ud) { return *(int *)ud; }
+
+Test(watch, save_ring_keeps_what_came_before, .timeout = 300) {
+  DNT_REQUIRE_TARGET();
+  char *dir = dnt_temp_dir("dnt-watch"), pid[32], go[4200], out[4200];
+  snprintf(go, sizeof go, "%s/go", dir);
+  snprintf(out, sizeof out, "%s/out", dir);
+  const char *const args[] = {"--spike-at", "8", "--start-file", go, "--no-cpu", "--no-blocking", "--no-alloc",
+                              "--no-exceptions", NULL};
+  dnt_target t;
+  dnt_start_sample(&t, args, pid, sizeof pid);
+  struct bg b;
+  const char *const wargs[] = {"watch", "-p", pid, "-o", out, "--ring", "6s", "--rule",
+                               "exception Sample.SampleException 5 in 10s => save-ring", NULL};
+  bg_start(&b, wargs);
+  int up = bg_wait_text(&b, "keeping the last 6 s for save-ring");
+  char *err = slurp(b.err);
+  cr_assert(up, "watch --ring did not start (status %d): %s", b.status, err);
+  free(err);
+  int fd = open(go, O_WRONLY | O_CREAT | O_EXCL, 0644);
+  cr_assert_geq(fd, 0);
+  close(fd);
+  struct lines sl = {.fd = t.stdout_fd};
+  int over = 0;
+  int done = lines_until(&sl, on_spike, &over, spike_over);
+  int fired = bg_wait_text(&b, "save-ring: wrote ");
+  int status = bg_finish(&b, SIGINT);
+  char *o = slurp(b.out), *e = slurp(b.err);
+  bg_remove(&b);
+  dnt_target_stop(&t);
+  cr_assert(done, "the sample's spike did not end");
+  cr_assert(fired && status == 0, "status %d: %s%s", status, o, e);
+  char ring[4400];
+  cr_assert_eq(files_ending(out, ".nettrace", ring, sizeof ring), 1, "%s", o);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "info", ring, NULL), 0, "%s", r.err);
+  double span = -1, first_at = -1;
+  const char *d = strstr(r.out, "Duration            : ");
+  cr_assert(d && sscanf(d, "Duration            : %lf s (first to last event; the first at +%lf s)", &span,
+                        &first_at) == 2,
+            "%s", r.out);
+  /* the session ran 8 s and more before the burst; the ring kept its last 6: timing: the trace's own clock */
+  cr_expect_geq(first_at, 1.0, "the ring cut the session's start: %s", r.out);
+  cr_expect_geq(span, 5.0, "the window spans the ring: %s", r.out); /* timing: the trace's own clock */
+  cr_expect_eq(strstr(r.err, "misses"), NULL, "%s", r.err);
+  const char *ev = strstr(r.out, "Events              : ");
+  long events = -1;
+  cr_assert(ev && sscanf(ev, "Events              : %ld", &events) == 1, "%s", r.out);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "report", ring, "--hide-idle", NULL), 0, "%s", r.err);
+  cr_expect(strstr(r.out, "Sample.SpikeWork.Burn"), "the spike's hot method: %s", r.out);
+  dnt_run_free(&r);
+  const char *dll = te_oracle_or_skip("save-ring's files");
+  cr_assert_eq(te_run(&r, dll, ring, "parse"), 0, "TraceEvent: %s", r.err);
+  long te_events = -1;
+  const char *parsed = strstr(r.out, "parse: ");
+  cr_expect(parsed && sscanf(parsed, "parse: %ld events", &te_events) == 1 && te_events == events,
+            "TraceEvent %ld, dntrace %ld: %s", te_events, events, r.out);
+  dnt_run_free(&r);
+  free(o), free(e);
   dnt_rm_rf(dir);
   free(dir);
 }

@@ -11,7 +11,7 @@ namespace Sample
             "              [--no-exceptions] [--no-counters] [--event-rate N] [--gen2 N] [--threads N]\n" +
             "              [--gc-induce N] [--gc-background] [--pool-starve] [--handoff]\n" +
             "              [--alloc TYPE:BYTES_PER_S] [--throw N [--throw-count K] [--throw-delay S]]\n" +
-            "              [--contend] [--crash-after S] [--start-file PATH] [--alloc-total BYTES] [--async]\n" +
+            "              [--contend] [--crash-after S] [--spike-at S] [--start-file PATH] [--alloc-total BYTES] [--async]\n" +
             "              [--heap N:K[:M]]\n" +
             "  --seconds N      run N seconds, then exit (default: until killed or Ctrl+C)\n" +
             "  --exit-code N    exit with N when done\n" +
@@ -39,7 +39,10 @@ namespace Sample
             "  --throw-delay S  with --throw: begin S seconds after 'ready' (for a session to start first)\n" +
             "  --crash-after S  thread crash-work throws a Sample.SampleException that nothing catches, S\n" +
             "                   seconds after 'ready' (the process dies of it, a second later)\n" +
-            "  --start-file PATH  --throw and --crash-after begin once the file PATH exists, not at 'ready' (a\n" +
+            "  --spike-at S     S seconds after 'ready' (or the start file), an incident: for 3 s thread spike-burn\n" +
+            "                   spins in Sample.SpikeWork.Burn and spike-alloc allocates; 1.5 s in, spike-burn\n" +
+            "                   throws and catches 10 Sample.SampleException; prints 'spike' and 'spike over'\n" +
+            "  --start-file PATH  --throw, --crash-after and --spike-at begin once the file PATH exists, not at 'ready' (a\n" +
             "                   test makes it once its session runs); their delays count from then\n" +
             "  --contend        threads contend-a and contend-b take turns at one lock in\n" +
             "                   Sample.ContendWork.HoldLock, each holding it about 5 ms; print 'contention N'\n" +
@@ -69,6 +72,7 @@ namespace Sample
         public long ThrowCount;
         public bool Contend;
         public double CrashAfter = -1;
+        public double SpikeAt = -1;
         public string? StartFile;
         public long AllocTotal;
         public bool Handoff;
@@ -98,6 +102,7 @@ namespace Sample
                     case "--throw-delay": o.ThrowDelay = double.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
                     case "--contend": o.Contend = true; break;
                     case "--crash-after": o.CrashAfter = double.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
+                    case "--spike-at": o.SpikeAt = double.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
                     case "--handoff": o.Handoff = true; break;
                     case "--async": o.Async = true; break;
                     case "--heap": ParseHeap(o, Value(args, ref i)); break;

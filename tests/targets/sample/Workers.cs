@@ -57,6 +57,11 @@ namespace Sample
                 {
                     if (StartFile.Wait(_opts.StartFile, _stop)) ThrowWork.Crash(_opts.CrashAfter, _stop);
                 });
+            if (_opts.SpikeAt >= 0)
+                Spawn("spike-burn", () =>
+                {
+                    if (StartFile.Wait(_opts.StartFile, _stop)) SpikeWork.Run(_opts.SpikeAt, this, _stop);
+                });
             if (_opts.Contend)
             {
                 Spawn("contend-a", () => ContendWork.Run(_stop));
@@ -89,6 +94,55 @@ namespace Sample
             while (!System.IO.File.Exists(path))
                 if (stop.WaitHandle.WaitOne(10)) return false;
             return true;
+        }
+    }
+
+    // --spike-at: an incident at a known time, for rules and the flight recorder: CPU, allocations
+    // and a burst of exceptions in the middle.
+    public static class SpikeWork
+    {
+        public static void Run(double delay, Workers workers, CancellationToken stop)
+        {
+            if (stop.WaitHandle.WaitOne(TimeSpan.FromSeconds(delay))) return;
+            Console.WriteLine("spike");
+            Console.Out.Flush();
+            var until = DateTime.UtcNow.AddSeconds(3);
+            workers.Spawn("spike-alloc", () =>
+            {
+                while (DateTime.UtcNow < until && !stop.IsCancellationRequested) Churn();
+            });
+            var burst = DateTime.UtcNow.AddSeconds(1.5);
+            bool thrown = false;
+            long total = 0;
+            while (DateTime.UtcNow < until && !stop.IsCancellationRequested)
+            {
+                total += Burn(5000);
+                if (!thrown && DateTime.UtcNow >= burst)
+                {
+                    for (int i = 0; i < 10; i++) ThrowWork.Catch();
+                    thrown = true;
+                }
+            }
+            GC.KeepAlive(total);
+            Console.WriteLine("spike over");
+            Console.Out.Flush();
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        public static long Burn(int n)
+        {
+            long x = 0;
+            for (int i = 1; i < n; i++)
+                for (int j = 1; j < 200; j++) x += (i * j) % 7;
+            return x;
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        public static int Churn()
+        {
+            int sum = 0;
+            for (int i = 0; i < 100; i++) sum += new byte[1024].Length;
+            return sum;
         }
     }
 
