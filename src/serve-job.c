@@ -163,7 +163,15 @@ static void heap_finish(struct job *j, struct dnt_http_reply *rep) {
     return;
   }
   struct dnt_profile *prof = h ? dnt_heap_profile(h) : NULL;
-  if (prof) serve_job_labels(j->sv, j->t, prof);
+  if (prof) { /* the labels the job's own profile took on the loop (no loop data read here) */
+    const char *kv[2 * (MAX_LABELS + 2)];
+    size_t n = dnt_profile_nlabels(j->prof);
+    for (size_t i = 0; i < 2 * n && i < sizeof kv / sizeof kv[0]; i++) kv[i] = dnt_profile_label(j->prof, i);
+    if (dnt_profile_set_labels(prof, kv, n < MAX_LABELS + 2 ? n : MAX_LABELS + 2) != 0) {
+      dnt_profile_free(prof);
+      prof = NULL;
+    }
+  }
   FILE *fp = prof ? open_memstream(&rep->body, &rep->body_len) : NULL;
   char title[320];
   snprintf(title, sizeof title, "heap of process %d (%s)", j->pid, j->name);
@@ -403,7 +411,8 @@ int serve_job_start(struct serve *sv, struct target *t, enum job_kind kind, uint
   snprintf(j->name, sizeof j->name, "%s", t->name);
   ntr_callbacks cb;
   if (kind == JOB_HEAP) { /* the walk, read into its graph; the profile is made from it at the end */
-    if (!(j->heap = dnt_heap_analysis_new())) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+    if (!(j->heap = dnt_heap_analysis_new()) || !(j->prof = dnt_profile_new())) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+    serve_job_labels(sv, t, j->prof); /* only its labels: the heap's profile takes them */
     dnt_heap_analysis_callbacks(&cb);
     if (ntr_parser_new(&j->parser, &cb, j->heap, NULL) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   } else {

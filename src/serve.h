@@ -95,7 +95,7 @@ struct job {
   dnt_session s;
   ntr_parser *parser;
   struct dnt_profile *prof;
-  struct dnt_heap_analysis *heap; /* a heap request's walk (and no prof) */
+  struct dnt_heap_analysis *heap; /* a heap request's walk (prof then holds only the labels) */
   dnt_http_pending *pending;
   uv_timer_t timer;
   int pid;        /* the target's, kept: the work below never looks at the target */
