@@ -166,4 +166,35 @@ static inline int te_run(struct dnt_run *te, const char *dll, const char *trace,
   return dnt_run_argv(te, argv, NULL, 120000);
 }
 
+/* How many events TraceEvent reads in trace (its "parse" mode): the count, -1 when it failed (the
+ * test fails then, with TraceEvent's words). */
+static inline long te_event_count(const char *dll, const char *trace) {
+  struct dnt_run r;
+  cr_assert_eq(te_run(&r, dll, trace, "parse"), 0, "TraceEvent: %s", r.err);
+  long n = -1;
+  const char *parsed = strstr(r.out, "parse: ");
+  if (!parsed || sscanf(parsed, "parse: %ld events", &n) != 1) n = -1;
+  dnt_run_free(&r);
+  return n;
+}
+
+/* What `dntrace info` says of trace: its events, and (may be NULL) its span and when its first
+ * event came after the trace began, in seconds of the trace's own clock. The test fails when info
+ * does, or says an event was lost. */
+static inline long trace_info_events(const char *trace, double *span, double *first_at) {
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "info", trace, NULL), 0, "%s", r.err);
+  cr_expect_eq(strstr(r.err, "misses"), NULL, "no event counted lost: %s", r.err);
+  long events = -1;
+  double s = -1, at = -1;
+  const char *ev = strstr(r.out, "Events              : "), *d = strstr(r.out, "Duration            : ");
+  cr_assert(ev && sscanf(ev, "Events              : %ld", &events) == 1, "%s", r.out);
+  cr_assert(d && sscanf(d, "Duration            : %lf s (first to last event; the first at +%lf s)", &s, &at) == 2,
+            "%s", r.out);
+  if (span) *span = s;
+  if (first_at) *first_at = at;
+  dnt_run_free(&r);
+  return events;
+}
+
 #endif
