@@ -16,6 +16,7 @@
 
 #include "builtin.h"
 #include "dnt-counters.h"
+#include "dnt-http.h"
 #include "dnt-trace.h"
 #include "ntr.h"
 #include "options.h"

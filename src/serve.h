@@ -9,6 +9,7 @@
 
 #include "dnt-analyze.h"
 #include "dnt-counters.h"
+#include "dnt-http.h"
 #include "dnt-perf.h"
 #include "dnt-profile.h"
 #include "ntr.h"

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "dnt-counters.h"
+#include "dnt-http.h"
 
 /* The query parser's properties on target (NUL-terminated). */
 static void check_query(const char *target) {

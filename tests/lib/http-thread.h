@@ -12,6 +12,7 @@
 #include <uv.h>
 
 #include "dnt-counters.h"
+#include "dnt-http.h"
 
 struct server_thread {
   pthread_t thread;

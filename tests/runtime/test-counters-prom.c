@@ -24,6 +24,7 @@
 #include <uv.h>
 
 #include "dnt-counters.h"
+#include "dnt-http.h"
 #include "../lib/http-thread.h"
 #include "../lib/loopback.h"
 #include "../lib/prom-check.h"

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "dnt-counters.h"
+#include "dnt-http.h"
 #include "../lib/loopback.h"
 #include "../lib/prom-check.h"
 #include "../lib/run.h"

@@ -6,7 +6,7 @@
 #include <sys/socket.h>
 #include <sys/resource.h>
 
-#include "dnt-counters.h"
+#include "dnt-http.h"
 
 struct client;
 

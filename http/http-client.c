@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dnt-counters.h"
+#include "dnt-http.h"
 
 struct dnt_http_post {
   uv_loop_t *loop;
