@@ -5,6 +5,7 @@
  * other as this program's own commands (dump, gcdump, stacks, collect) or a shell command, each a
  * child process watched by the loop, its file named after the process, the rule and the time; a
  * line says what fired and what was written. Command-line glue: it prints. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -44,7 +45,7 @@ struct options {
   const char *rules_file, *output_dir;
   int format;
   uint64_t duration_ms, limit_ms, cooldown_ms, ring_ms;
-  long max_fires, ring_mb;
+  long max_fires, ring_mb, max_disk_mb;
   const char *ring_profile;
 };
 
@@ -63,6 +64,8 @@ static const struct dnt_option watch_options[] = {
      .help = "the window of --max-actions (default 10m)"},
     {.kind = DNT_OPT_DURATION, .long_name = "cooldown", .argh = "TIME", .offset = O(cooldown_ms),
      .help = "no firing of a rule within TIME of its last (default none)"},
+    DNT_OPT_COUNT(0, "max-disk", "MB", O(max_disk_mb), 16777216,
+                  "keep the actions' files in -o under MB in all: the oldest\nincidents' files go first (the newest stays)"),
     {.kind = DNT_OPT_DURATION, .long_name = "ring", .argh = "TIME", .offset = O(ring_ms),
      .help = "keep the last TIME of a recording, for the save-ring action"},
     DNT_OPT_COUNT(0, "ring-size", "MB", O(ring_mb), 1048576, "with --ring: at most MB of it (default 256)"),
@@ -74,7 +77,8 @@ static const struct dnt_option watch_options[] = {
 
 const struct dnt_usage usage_watch = {
     .synopsis = "dntrace watch (-p PID | -n NAME) (--rule RULE... | --rules FILE) [-o DIR] [--format FORMAT] "
-                "[--max-actions N] [--limit-window TIME] [--cooldown TIME] [--ring TIME [--ring-size MB] [--ring-profile LIST]] "
+                "[--max-actions N] [--limit-window TIME] [--cooldown TIME] [--max-disk MB] "
+                "[--ring TIME [--ring-size MB] [--ring-profile LIST]] "
                 "[--duration TIME]",
     .summary = "Act when a rule holds: a counter past a value, a burst of exceptions, a long GC pause",
     .options = watch_options,
@@ -138,6 +142,60 @@ static void stamp(int64_t unix_ms, int iso, char *buf, size_t cap) {
 }
 
 static void run_next(struct watch *w);
+
+/* ---- the disk budget ---- */
+
+struct kept_file {
+  char *path;
+  off_t size;
+  struct timespec mtime;
+};
+
+static int by_age(const void *x, const void *y) {
+  const struct kept_file *a = x, *b = y;
+  if (a->mtime.tv_sec != b->mtime.tv_sec) return a->mtime.tv_sec < b->mtime.tv_sec ? -1 : 1;
+  if (a->mtime.tv_nsec != b->mtime.tv_nsec) return a->mtime.tv_nsec < b->mtime.tv_nsec ? -1 : 1;
+  return strcmp(a->path, b->path);
+}
+
+/* --max-disk: the actions' files in the output directory (PROCESS-PID-ruleN-... of any process)
+ * over the budget: the oldest go first, each said; those of the incident just written (newest)
+ * stay whatever their size. */
+static void keep_budget(struct watch *w, const struct incident *newest) {
+  if (!w->o->max_disk_mb) return;
+  const char *dir = w->o->output_dir ? w->o->output_dir : ".";
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct kept_file *v = NULL;
+  size_t n = 0, cap = 0;
+  uint64_t total = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (!strstr(e->d_name, "-rule") || e->d_name[0] == '.') continue;
+    char path[4200];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (n == cap) v = dnt_xrealloc(v, (cap = cap ? 2 * cap : 32) * sizeof *v);
+    v[n++] = (struct kept_file){dnt_xstrdup(path), st.st_size, st.st_mtim};
+    total += (uint64_t)st.st_size;
+  }
+  closedir(d);
+  if (n) qsort(v, n, sizeof *v, by_age);
+  uint64_t budget = (uint64_t)w->o->max_disk_mb << 20;
+  for (size_t i = 0; i < n && total > budget; i++) {
+    int ours_now = 0;
+    for (size_t k = 0; k < newest->r->nactions; k++) ours_now |= strcmp(newest->files[k], v[i].path) == 0;
+    if (ours_now) continue;
+    if (unlink(v[i].path) == 0) {
+      total -= (uint64_t)v[i].size;
+      fprintf(stderr, "Removed %s (%.1f MB): the output directory is over --max-disk %ld MB\n", v[i].path,
+              (double)v[i].size / 1e6, w->o->max_disk_mb);
+    }
+  }
+  for (size_t i = 0; i < n; i++) free(v[i].path);
+  free(v);
+}
 
 static void log_incident(struct watch *w, const struct incident *in) {
   char when[40];
@@ -212,6 +270,7 @@ static void run_next(struct watch *w) {
     struct incident *in = w->queue;
     if (in->next_action == in->r->nactions) {
       log_incident(w, in);
+      keep_budget(w, in);
       w->queue = in->next;
       if (!w->queue) w->last = NULL;
       free(in);

@@ -219,3 +219,50 @@ Test(watch, save_ring_keeps_what_came_before, .timeout = 300) {
   dnt_rm_rf(dir);
   free(dir);
 }
+
+/* --max-disk: three firings (--max-actions 3), each a mini dump of several MB, under a 1 MB
+ * budget: the older dumps are removed as the next are written, said on stderr; the newest stays. */
+Test(watch, a_disk_budget_removes_the_oldest, .timeout = 300) {
+  DNT_REQUIRE_TARGET();
+  char *dir = dnt_temp_dir("dnt-watch"), pid[32], go[4200], out[4200];
+  snprintf(go, sizeof go, "%s/go", dir);
+  snprintf(out, sizeof out, "%s/out", dir);
+  const char *const args[] = {"--throw", "100", "--throw-count", "200", "--start-file", go, "--no-cpu",
+                              "--no-blocking", "--no-alloc", "--no-exceptions", "--no-counters", NULL};
+  dnt_target t;
+  dnt_start_sample(&t, args, pid, sizeof pid);
+  struct bg b;
+  const char *const wargs[] = {"watch", "-p", pid, "-o", out, "--max-actions", "3", "--max-disk", "1", "--rule",
+                               "exception Sample.SampleException 5 in 10s => dump mini", NULL};
+  bg_start(&b, wargs);
+  int up = bg_wait_text(&b, "Watching process");
+  char *err = slurp(b.err);
+  cr_assert(up, "dntrace watch did not start (status %d): %s", b.status, err);
+  free(err);
+  int fd = open(go, O_WRONLY | O_CREAT | O_EXCL, 0644);
+  cr_assert_geq(fd, 0);
+  close(fd);
+  struct lines sl = {.fd = t.stdout_fd};
+  long made = -1;
+  int done = lines_until(&sl, on_thrown, &made, thrown_printed);
+  int third = bg_wait_text(&b, "Removed "); /* the second dump's budget check removes the first */
+  int status = bg_finish(&b, SIGINT);
+  char *o = slurp(b.out), *e = slurp(b.err);
+  bg_remove(&b);
+  dnt_target_stop(&t);
+  cr_assert(done && made == 200, "the sample threw %ld", made);
+  cr_assert(third, "nothing removed: %s%s", o, e);
+  cr_assert_eq(status, 0, "%s", e);
+  int firings = 0;
+  for (const char *p = o; (p = strstr(p, " fired on process ")); p++) firings++;
+  cr_expect_eq(firings, 3, "three firings: %s", o);
+  cr_expect(strstr(e, "rule 1: fired 3 times, 37 more held back by the limits\n"), "%s", e);
+  char dump[4400];
+  cr_expect_eq(files_ending(out, ".dmp", dump, sizeof dump), 1, "the newest dump alone stays: %s", e);
+  int removed = 0;
+  for (const char *p = e; (p = strstr(p, "Removed ")); p++) removed++;
+  cr_expect_eq(removed, 2, "%s", e);
+  free(o), free(e);
+  dnt_rm_rf(dir);
+  free(dir);
+}
