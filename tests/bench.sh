@@ -455,3 +455,31 @@ EOF
 else
   echo "(no sample target, or perf cannot record: waits timings skipped)"
 fi
+
+# incidents (issue 26): `watch` with three counter rules on the sample for 60 s (CPU time and peak
+# RSS of dntrace), and `collect --ring 10s` at 100,000 events a second for 30 s beside a plain
+# collect of the same stream
+if [ -x "$exe" ]; then
+  echo "== watch: three counter rules, 60 s"
+  "$exe" --no-cpu --no-blocking --no-alloc >/dev/null 2>&1 &
+  pid=$!
+  sleep 3
+  /usr/bin/time -f "  dntrace watch: %U s user + %S s system CPU in %e s, peak RSS %M KB" $DNT_BIN watch -p $pid \
+    --duration 60s -o /tmp/dnt-bench-watch --rule 'cpu-usage > 95 for 30s => stacks' \
+    --rule 'gc-heap-size > 4000MB => gcdump' --rule 'threadpool-queue-length > 1000 for 10s => stacks' 2>&1 |
+    grep 'dntrace watch:'
+  kill $pid
+  wait $pid 2>/dev/null || true
+  rm -rf /tmp/dnt-bench-watch
+  echo "== collect --ring 10s at 100,000 events a second, 30 s"
+  "$exe" --event-rate 100000 --no-cpu --no-blocking --no-alloc --no-exceptions >/dev/null 2>&1 &
+  pid=$!
+  sleep 3
+  /usr/bin/time -f "  ring:  %U s user + %S s system CPU in %e s, peak RSS %M KB" $DNT_BIN collect -p $pid \
+    --providers Sample-Load --ring 10s --duration 30s -o /tmp/dnt-bench-ring 2>&1 | grep -E 'ring:|Saved'
+  /usr/bin/time -f "  plain: %U s user + %S s system CPU in %e s, peak RSS %M KB" $DNT_BIN collect -p $pid \
+    --providers Sample-Load --duration 30s -o /tmp/dnt-bench-plain.nettrace 2>&1 | grep -E 'plain:'
+  kill $pid
+  wait $pid 2>/dev/null || true
+  rm -rf /tmp/dnt-bench-ring /tmp/dnt-bench-plain.nettrace
+fi
