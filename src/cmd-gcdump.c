@@ -73,7 +73,7 @@ static const struct dnt_option gcdump_options[] = {
 const struct dnt_usage usage_gcdump = {
     .synopsis = "dntrace gcdump [collect | report] (FILE | -p PID | -n NAME | --diagnostic-port PATH | -- CMD...) "
                 "[--paths-to TYPE|ADDR | --diff BASE] [--format FORMAT] [-o FILE] [--top N] [--timeout TIME] [--buffersize MB]",
-    .summary = "Show what fills the managed heap, by type, from the runtime's heap walk",
+    .summary = "Heap snapshots: what fills the managed heap, what keeps it alive, .gcdump files",
     .options = gcdump_options,
     DNT_ANALYSIS_OPERAND,
 };
