@@ -140,7 +140,7 @@ static void walk_progress(const void *a, char *buf, size_t cap) {
 
 /* The snapshot of a trace file, a .gcdump or a live process: the graph, or NULL with *rc the exit
  * code (the error said). */
-static struct dnt_heap *load(const struct gcdump_options *o, int *rc, int *command_exit) {
+static struct dnt_heap *load(const struct gcdump_options *o, int *rc, int *command_exit, int *damaged) {
   const char *file = o->a.trace;
   if (file && is_gcdump_file(file)) return read_gcdump(file, rc);
   const struct dnt_analysis_recording rec = {
@@ -156,6 +156,7 @@ static struct dnt_heap *load(const struct gcdump_options *o, int *rc, int *comma
   struct dnt_heap *h = NULL;
   int r = dnt_analysis_feed(&in, &rec, "heap walk events", &cb, a, &outcome);
   if (command_exit && outcome.command_ran) *command_exit = outcome.command_exit;
+  if (damaged) *damaged = outcome.damaged; /* what came before the damage is reported, exit 1 */
   if (r) {
     *rc = r;
     goto out;
@@ -274,7 +275,7 @@ static int write_profile(struct dnt_heap *h, const struct gcdump_options *o) {
 /* The base of --diff: a file's snapshot (a .gcdump, or a trace with a complete walk). */
 static struct dnt_heap *load_base(const char *path, int *rc) {
   struct gcdump_options b = {.a.trace = path};
-  return load(&b, rc, NULL);
+  return load(&b, rc, NULL, NULL);
 }
 
 static int ends_with(const char *s, const char *suffix) {
@@ -327,9 +328,10 @@ int cmd_gcdump(int argc, char **argv) {
   rc = 0;
   struct dnt_heap *base = NULL, *h = NULL;
   if (o.diff && !(base = load_base(o.diff, &rc))) return rc; /* a bad base is said before a session */
-  int command_exit = -1;
-  if ((h = load(&o, &rc, &command_exit)))
+  int command_exit = -1, damaged = 0;
+  if ((h = load(&o, &rc, &command_exit, &damaged)))
     rc = snapshot ? write_snapshot(h, o.a.output) : profile ? write_profile(h, &o) : write_report(h, base, &o);
+  if (!rc && damaged) rc = DNT_EXIT_FAILURE;
   if (!rc && command_exit >= 0) rc = command_exit; /* dotnet-trace's rule, as collect's: the command's exit code */
   dnt_heap_free(h);
   dnt_heap_free(base);
