@@ -21,14 +21,13 @@
 #include "dnt-agent.h"
 #include "dnt-counters.h"
 #include "dnt-trace.h"
+#include "incidents.h"
 #include "options.h"
 #include "output.h"
 #include "providers.h"
 #include "session.h"
 #include "target.h"
 #include "util.h"
-
-extern char **environ;
 
 #define BUFFER_MB 16
 #define REFRESH_S 1.0
@@ -84,20 +83,6 @@ const struct dnt_usage usage_watch = {
     .options = watch_options,
 };
 
-/* ---- incidents: a firing and its actions, run one at a time ---- */
-
-struct incident {
-  struct incident *next;
-  size_t rule;          /* 1-based, as the log says it */
-  const struct dnt_rule *r;
-  char why[256];
-  uint64_t held_back;
-  int64_t when_unix_ms;
-  size_t next_action;
-  char files[DNT_RULE_MAX_ACTIONS][4096];
-  int status[DNT_RULE_MAX_ACTIONS];
-};
-
 struct watch {
   const struct options *o;
   uv_loop_t *loop;
@@ -106,23 +91,21 @@ struct watch {
   ntr_fanout fan;  /* the parser's consumers: the rules' decoding, and the ring */
   ntr_ring *ring;  /* --ring: the stream's last blocks, for save-ring */
   int ring_saving; /* a save-ring under way: the session stops, then starts again */
+  char *ring_path; /* ... into this file */
   uv_timer_t restart;
   dsipc_session_config cfg;
   const char *session_id;
   dnt_counters_decoder *decoder;
   struct dnt_counter_specs specs;
   struct dnt_rules *rules;
+  struct dnt_incidents *incidents;
   uv_signal_t sigint, sigterm;
   uv_timer_t stopper, unseen;
-  uv_process_t child;
-  int child_busy, stream_over, stopping, handles_closed; /* child_busy: spawned, not yet closed */
-  struct incident *queue, *last;
+  int stream_over, stopping, handles_closed;
   /* the trace's clock: its ticks to Unix ms */
   uint64_t sync_qpc, freq;
   int64_t start_unix_ms;
   uint64_t suspend_ts;
-  char self[4096];
-  unsigned fired, written;
   int pid;
 };
 
@@ -132,260 +115,21 @@ static int64_t unix_ms_of(const struct watch *w, uint64_t ts) {
   return w->start_unix_ms + (int64_t)d;
 }
 
-/* A time as the log says it (iso: 2026-11-28T01:30:00) or as a file name has it (20261128-013000). */
-static void stamp(int64_t unix_ms, int iso, char *buf, size_t cap) {
-  time_t t = (time_t)(unix_ms / 1000);
-  struct tm tm;
-  localtime_r(&t, &tm);
-  if (iso) strftime(buf, cap, "%Y-%m-%dT%H:%M:%S", &tm);
-  else strftime(buf, cap, "%Y%m%d-%H%M%S", &tm);
-}
-
-static void run_next(struct watch *w);
-
-/* ---- the disk budget ---- */
-
-struct kept_file {
-  char *path;
-  off_t size;
-  struct timespec mtime;
-};
-
-static int by_age(const void *x, const void *y) {
-  const struct kept_file *a = x, *b = y;
-  if (a->mtime.tv_sec != b->mtime.tv_sec) return a->mtime.tv_sec < b->mtime.tv_sec ? -1 : 1;
-  if (a->mtime.tv_nsec != b->mtime.tv_nsec) return a->mtime.tv_nsec < b->mtime.tv_nsec ? -1 : 1;
-  return strcmp(a->path, b->path);
-}
-
-/* --max-disk: the actions' files in the output directory (PROCESS-PID-ruleN-... of any process)
- * over the budget: the oldest go first, each said; those of the incident just written (newest)
- * stay whatever their size. */
-static void keep_budget(struct watch *w, const struct incident *newest) {
-  if (!w->o->max_disk_mb) return;
-  const char *dir = w->o->output_dir ? w->o->output_dir : ".";
-  DIR *d = opendir(dir);
-  if (!d) return;
-  struct kept_file *v = NULL;
-  size_t n = 0, cap = 0;
-  uint64_t total = 0;
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    if (!strstr(e->d_name, "-rule") || e->d_name[0] == '.') continue;
-    char path[4200];
-    struct stat st;
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    if (n == cap) v = dnt_xrealloc(v, (cap = cap ? 2 * cap : 32) * sizeof *v);
-    v[n++] = (struct kept_file){dnt_xstrdup(path), st.st_size, st.st_mtim};
-    total += (uint64_t)st.st_size;
-  }
-  closedir(d);
-  if (n) qsort(v, n, sizeof *v, by_age);
-  uint64_t budget = (uint64_t)w->o->max_disk_mb << 20;
-  for (size_t i = 0; i < n && total > budget; i++) {
-    int ours_now = 0;
-    for (size_t k = 0; k < newest->r->nactions; k++) ours_now |= strcmp(newest->files[k], v[i].path) == 0;
-    if (ours_now) continue;
-    if (unlink(v[i].path) == 0) {
-      total -= (uint64_t)v[i].size;
-      fprintf(stderr, "Removed %s (%.1f MB): the output directory is over --max-disk %ld MB\n", v[i].path,
-              (double)v[i].size / 1e6, w->o->max_disk_mb);
-    }
-  }
-  for (size_t i = 0; i < n; i++) free(v[i].path);
-  free(v);
-}
-
-static void log_incident(struct watch *w, const struct incident *in) {
-  char when[40];
-  stamp(in->when_unix_ms, 1, when, sizeof when);
-  char *name = dnt_safe_text(w->s.target.name);
-  if (w->o->format == DNT_FORMAT_JSON) {
-    printf("{\"time\":\"%s\",\"rule\":%zu,\"text\":", when, in->rule);
-    dnt_json_string(stdout, in->r->text);
-    printf(",\"pid\":%d,\"process\":", w->s.target.pid);
-    dnt_json_string(stdout, w->s.target.name);
-    printf(",\"why\":");
-    dnt_json_string(stdout, in->why);
-    printf(",\"heldBack\":%llu,\"actions\":[", (unsigned long long)in->held_back);
-    for (size_t i = 0; i < in->r->nactions; i++) {
-      char a[300];
-      printf("%s{\"action\":", i ? "," : "");
-      dnt_json_string(stdout, dnt_action_text(&in->r->actions[i], a, sizeof a));
-      printf(",\"file\":");
-      if (in->files[i][0]) dnt_json_string(stdout, in->files[i]);
-      else fputs("null", stdout);
-      printf(",\"status\":%d}", in->status[i]);
-    }
-    printf("]}\n");
-  } else {
-    printf("%s rule %zu fired on process %d (%s): %s", when, in->rule, w->s.target.pid, name, in->why);
-    if (in->held_back) printf("; %llu firings held back by the limits before it", (unsigned long long)in->held_back);
-    for (size_t i = 0; i < in->r->nactions; i++) {
-      char a[300];
-      printf("%s%s", i ? ", " : "; ", dnt_action_text(&in->r->actions[i], a, sizeof a));
-      if (in->files[i][0] && in->status[i] == 0) printf(": wrote %s", in->files[i]);
-      else if (in->status[i]) printf(": failed (exit %d)", in->status[i]);
-    }
-    putchar('\n');
-  }
-  fflush(stdout);
-  free(name);
-}
-
-/* The file an action writes: DIR/PROCESS-PID-ruleN-YYYYMMDD-HHMMSS[-k].EXT, one not there yet. */
-static void file_for(struct watch *w, struct incident *in, size_t k, const char *ext) {
-  char when[32], proc[128];
-  stamp(in->when_unix_ms, 0, when, sizeof when);
-  snprintf(proc, sizeof proc, "%.100s", w->s.target.name);
-  for (char *c = proc; *c; c++)
-    if (*c == '/' || *c == ' ' || (unsigned char)*c < 0x20) *c = '_';
-  const char *dir = w->o->output_dir ? w->o->output_dir : ".";
-  snprintf(in->files[k], sizeof in->files[k], "%s/%s-%d-rule%zu-%s.%s", dir, proc, w->s.target.pid, in->rule, when, ext);
-  for (int n = 2; access(in->files[k], F_OK) == 0 && n < 1000; n++)
-    snprintf(in->files[k], sizeof in->files[k], "%s/%s-%d-rule%zu-%s-%d.%s", dir, proc, w->s.target.pid, in->rule,
-             when, n, ext);
-}
-
-/* After the child's handle is closed: the next action, or the incident said and the next one. */
-static void on_child_closed(uv_handle_t *h) {
-  struct watch *w = h->data;
-  w->child_busy = 0;
-  run_next(w);
-}
-
-static void on_child_exit(uv_process_t *p, int64_t status, int signal) {
-  struct watch *w = p->data;
-  struct incident *in = w->queue;
-  in->status[in->next_action] = signal ? 128 + signal : (int)status;
-  if (in->status[in->next_action] == 0 && in->files[in->next_action][0]) w->written++;
-  in->next_action++;
-  uv_close((uv_handle_t *)p, on_child_closed);
-}
-
-/* Starts the current incident's next action, or ends the incident. */
-static void run_next(struct watch *w) {
-  while (w->queue && !w->child_busy) {
-    struct incident *in = w->queue;
-    if (in->next_action == in->r->nactions) {
-      log_incident(w, in);
-      keep_budget(w, in);
-      w->queue = in->next;
-      if (!w->queue) w->last = NULL;
-      free(in);
-      continue;
-    }
-    const struct dnt_action *a = &in->r->actions[in->next_action];
-    size_t k = in->next_action;
-    char pid[24], dur[32];
-    snprintf(pid, sizeof pid, "%d", w->s.target.pid);
-    char *argv[16];
-    int n = 0, out_fd = -1;
-    char *env[8], e_file[4200], e_pid[40], e_rule[40], e_proc[300];
-    int nenv = 0;
-    argv[n++] = w->self;
-    switch (a->kind) {
-    case DNT_ACTION_DUMP:
-      file_for(w, in, k, "dmp");
-      argv[n++] = "dump", argv[n++] = "-p", argv[n++] = pid, argv[n++] = "--type";
-      argv[n++] = a->arg ? a->arg : "full";
-      argv[n++] = "-o", argv[n++] = in->files[k];
-      break;
-    case DNT_ACTION_GCDUMP:
-      file_for(w, in, k, "gcdump");
-      argv[n++] = "gcdump", argv[n++] = "collect", argv[n++] = "-p", argv[n++] = pid, argv[n++] = "-o";
-      argv[n++] = in->files[k];
-      break;
-    case DNT_ACTION_COLLECT:
-      file_for(w, in, k, "nettrace");
-      snprintf(dur, sizeof dur, "%llums", (unsigned long long)a->duration_ms);
-      argv[n++] = "collect", argv[n++] = "-p", argv[n++] = pid, argv[n++] = "--duration", argv[n++] = dur;
-      if (a->arg) argv[n++] = "--profile", argv[n++] = a->arg;
-      argv[n++] = "-o", argv[n++] = in->files[k];
-      break;
-    case DNT_ACTION_STACKS:
-      file_for(w, in, k, "txt");
-      argv[n++] = "stacks", argv[n++] = "-p", argv[n++] = pid;
-      out_fd = open(in->files[k], O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-      if (out_fd < 0) {
-        in->status[k] = 1, in->next_action++;
-        continue;
-      }
-      break;
-    case DNT_ACTION_SAVE_RING: /* in this process: the session stops, on_restart saves and goes on */
-      if (!w->ring || w->stopping || !w->s.running) {
-        in->status[k] = 1, in->next_action++;
-        if (!w->ring) dnt_warning("rule %zu: save-ring without --ring: nothing kept to save", in->rule);
-        continue;
-      }
-      file_for(w, in, k, "nettrace");
-      w->ring_saving = 1;
-      w->child_busy = 1; /* the incident waits for the save */
-      ntr_ring_hold(w->ring);
-      dnt_session_stop(&w->s);
-      return;
-    case DNT_ACTION_EXEC: { /* the shell, with the files written before it */
-      argv[0] = "/bin/sh", argv[n++] = "-c", argv[n++] = a->arg;
-      const char *prev = "";
-      for (size_t i = k; i-- > 0;)
-        if (in->files[i][0] && in->status[i] == 0) {
-          prev = in->files[i];
-          break;
-        }
-      snprintf(e_file, sizeof e_file, "DNTRACE_FILE=%s", prev);
-      snprintf(e_pid, sizeof e_pid, "DNTRACE_PID=%d", w->s.target.pid);
-      snprintf(e_rule, sizeof e_rule, "DNTRACE_RULE=%zu", in->rule);
-      snprintf(e_proc, sizeof e_proc, "DNTRACE_PROCESS=%s", w->s.target.name);
-      env[nenv++] = e_file, env[nenv++] = e_pid, env[nenv++] = e_rule, env[nenv++] = e_proc;
-      break;
-    }
-    }
-    argv[n] = NULL;
-    /* the child's environment: ours, and for exec the DNTRACE_ variables */
-    size_t nours = 0;
-    while (environ[nours]) nours++;
-    char **envp = dnt_xmalloc((nours + (size_t)nenv + 1) * sizeof *envp);
-    size_t m = 0;
-    for (int i = 0; i < nenv; i++) envp[m++] = env[i];
-    for (size_t i = 0; i < nours; i++)
-      if (strncmp(environ[i], "DNTRACE_", 8) != 0) envp[m++] = environ[i];
-    envp[m] = NULL;
-    /* stdout: the stacks' file, or for a command ours for errors (ours is the log's) */
-    int child_out = out_fd >= 0 ? out_fd : a->kind == DNT_ACTION_EXEC ? STDERR_FILENO : -1;
-    uv_stdio_container_t stdio[3] = {{.flags = UV_IGNORE},
-                                     child_out >= 0 ? (uv_stdio_container_t){.flags = UV_INHERIT_FD, .data.fd = child_out}
-                                                    : (uv_stdio_container_t){.flags = UV_IGNORE},
-                                     {.flags = UV_INHERIT_FD, .data.fd = STDERR_FILENO}};
-    uv_process_options_t po = {.exit_cb = on_child_exit, .file = argv[0], .args = argv, .env = envp,
-                               .stdio_count = 3, .stdio = stdio};
-    w->child.data = w;
-    int rc = uv_spawn(w->loop, &w->child, &po);
-    free(envp);
-    if (out_fd >= 0) close(out_fd);
-    w->child_busy = 1; /* until its handle is closed, even when it did not start */
-    if (rc != 0) {
-      dnt_warning("rule %zu: cannot start %s: %s", in->rule, argv[0], uv_strerror(rc));
-      in->status[k] = 127, in->next_action++;
-      uv_close((uv_handle_t *)&w->child, on_child_closed);
-    }
-  }
-}
-
 static void on_fired(void *ud, const struct dnt_firing *f) {
   struct watch *w = ud;
-  struct incident *in = dnt_xmalloc(sizeof *in);
-  memset(in, 0, sizeof *in);
-  in->rule = f->index + 1;
-  in->r = f->rule;
-  snprintf(in->why, sizeof in->why, "%s", f->why);
-  in->held_back = f->held_back;
-  in->when_unix_ms = (int64_t)f->time_ms;
-  w->fired++;
-  if (w->last) w->last->next = in;
-  else w->queue = in;
-  w->last = in;
-  run_next(w);
+  dnt_incidents_fire(w->incidents, f, w->s.target.pid, w->s.target.name);
+}
+
+/* save-ring (incidents.h): the session stops; its end saves the window and starts the next. */
+static int save_ring(void *ud, const char *path) {
+  struct watch *w = ud;
+  if (!w->ring || w->stopping || !w->s.running || w->ring_saving) return -1;
+  free(w->ring_path);
+  w->ring_path = dnt_xstrdup(path);
+  w->ring_saving = 1;
+  ntr_ring_hold(w->ring);
+  dnt_session_stop(&w->s);
+  return 0;
 }
 
 /* ---- the session ---- */
@@ -492,23 +236,15 @@ static void on_restarted(void *ud, int rc) {
  * saved as the action's file, the action done, then the next session. */
 static void on_restart(uv_timer_t *t) {
   struct watch *w = t->data;
-  struct incident *in = w->queue;
-  size_t k = in ? in->next_action : 0;
   struct dnt_output out = {0};
-  int ok = in && dnt_output_open(&out, in->files[k], DNT_OUTPUT_REPLACE) == 0;
+  int ok = dnt_output_open(&out, w->ring_path, DNT_OUTPUT_REPLACE) == 0;
   if (ok && ntr_ring_write(w->ring, out.fp) != 0) {
     dnt_output_abort(&out);
     ok = 0;
   } else if (ok && dnt_output_commit(&out) < 0) {
     ok = 0;
   }
-  if (in) {
-    in->status[k] = ok ? 0 : 1;
-    if (ok) w->written++;
-    in->next_action++;
-  }
   w->ring_saving = 0;
-  w->child_busy = 0;
   if (w->stopping || w->stream_over) {
     close_handles(w);
   } else {
@@ -521,7 +257,7 @@ static void on_restart(uv_timer_t *t) {
       close_handles(w);
     }
   }
-  run_next(w);
+  dnt_incidents_saved(w->incidents, ok);
 }
 
 static void on_end(void *ud) {
@@ -637,10 +373,10 @@ int cmd_watch(int argc, char **argv) {
     rc = DNT_EXIT_FAILURE;
     goto out;
   }
-  ssize_t len = readlink("/proc/self/exe", w.self, sizeof w.self - 1);
-  if (len <= 0) dnt_die(DNT_EXIT_FAILURE, "cannot find this program's own file: %s", strerror(errno));
-  w.self[len] = '\0';
   w.loop = uv_default_loop();
+  struct dnt_incident_opts io = {.dir = o.output_dir, .json = o.format == DNT_FORMAT_JSON, .max_disk_mb = o.max_disk_mb};
+  if (!(w.incidents = dnt_incidents_new(w.loop, &io, save_ring, &w)))
+    dnt_die(DNT_EXIT_FAILURE, "cannot find this program's own file: %s", strerror(errno));
   if ((rc = dnt_session_open(&w.s, w.loop, &o.target)) != 0) goto out;
   w.pid = w.s.target.pid;
   /* the counters' providers, then the runtime's events the rules want, and what the ring records */
@@ -686,7 +422,6 @@ int cmd_watch(int argc, char **argv) {
   w.stopper.data = w.unseen.data = w.restart.data = &w;
   if (o.duration_ms) uv_timer_start(&w.stopper, on_stopper, o.duration_ms, 0);
   if (w.specs.n) uv_timer_start(&w.unseen, on_unseen, (uint64_t)(3000 * REFRESH_S), 0);
-  w.child.data = &w;
   char *name = dnt_safe_text(w.s.target.name);
   fprintf(stderr, "Watching process %d (%s) with %zu rule%s", w.s.target.pid, name, dnt_rules_count(w.rules),
           dnt_rules_count(w.rules) == 1 ? "" : "s");
@@ -702,11 +437,6 @@ int cmd_watch(int argc, char **argv) {
   }
   rc = 0;
 out:
-  while (w.queue) { /* a session that never ran: nothing queued; else the loop ran them all */
-    struct incident *in = w.queue;
-    w.queue = in->next;
-    free(in);
-  }
   dnt_session_close(&w.s);
   if (w.loop) {
     while (dnt_loop_run(w.loop, UV_RUN_NOWAIT, __func__)) {}
@@ -720,6 +450,8 @@ out:
   dnt_counter_specs_release(&w.specs);
   free(providers);
   dnt_rules_free(w.rules);
+  dnt_incidents_free(w.incidents);
+  free(w.ring_path);
   free(o.rules.v);
   return rc;
 }
