@@ -34,9 +34,6 @@
 #define RUNTIME "Microsoft-Windows-DotNETRuntime"
 #define KW_GC 0x1
 #define KW_EXCEPTION 0x8000
-#define EV_RESTART_END 3   /* GCRestartEEEnd */
-#define EV_SUSPEND_BEGIN 9 /* GCSuspendEEBegin */
-#define EV_EXCEPTION 80    /* ExceptionThrown_V1 */
 
 struct options {
   struct dnt_session_target target;
@@ -95,25 +92,15 @@ struct watch {
   uv_timer_t restart;
   dsipc_session_config cfg;
   const char *session_id;
-  dnt_counters_decoder *decoder;
+  struct dnt_rule_feed feed; /* the rules and the counters' decoder, fed by the parser */
   struct dnt_counter_specs specs;
   struct dnt_rules *rules;
   struct dnt_incidents *incidents;
   uv_signal_t sigint, sigterm;
   uv_timer_t stopper, unseen;
   int stream_over, stopping, handles_closed;
-  /* the trace's clock: its ticks to Unix ms */
-  uint64_t sync_qpc, freq;
-  int64_t start_unix_ms;
-  uint64_t suspend_ts;
   int pid;
 };
-
-static int64_t unix_ms_of(const struct watch *w, uint64_t ts) {
-  if (!w->freq) return 0;
-  double d = ((double)ts - (double)w->sync_qpc) * 1000.0 / (double)w->freq;
-  return w->start_unix_ms + (int64_t)d;
-}
 
 static void on_fired(void *ud, const struct dnt_firing *f) {
   struct watch *w = ud;
@@ -136,45 +123,8 @@ static int save_ring(void *ud, const char *path) {
 
 static int on_value(void *ud, const dnt_counter_value *v) {
   struct watch *w = ud;
-  dnt_rules_counter(w->rules, v->provider, v->name, v->unit, v->value, (uint64_t)(v->time_s * 1000.0));
+  dnt_rule_feed_value(&w->feed, v);
   return 0;
-}
-
-static int watch_on_trace(void *ud, const ntr_trace *t) {
-  struct watch *w = ud;
-  w->sync_qpc = t->sync_time_qpc, w->freq = t->qpc_frequency;
-  struct tm tm = {.tm_year = t->start_time[0] - 1900, .tm_mon = t->start_time[1] - 1, .tm_mday = t->start_time[3],
-                  .tm_hour = t->start_time[4], .tm_min = t->start_time[5], .tm_sec = t->start_time[6]};
-  w->start_unix_ms = (int64_t)timegm(&tm) * 1000 + t->start_time[7];
-  return dnt_counters_decoder_callbacks()->on_trace(w->decoder, t);
-}
-
-static int watch_on_metadata(void *ud, const ntr_metadata *md) {
-  struct watch *w = ud;
-  const ntr_callbacks *cb = dnt_counters_decoder_callbacks();
-  return cb->on_metadata ? cb->on_metadata(w->decoder, md) : 0;
-}
-
-static int watch_on_event(void *ud, const ntr_event *ev) {
-  struct watch *w = ud;
-  const ntr_metadata *md = ev->metadata;
-  if (md && strcmp(md->provider, RUNTIME) == 0) {
-    if (md->event_id == EV_EXCEPTION) { /* ExceptionType (UTF-16z) first */
-      ntr_payload c;
-      char type[512];
-      ntr_payload_init(&c, ev->payload, ev->payload_size);
-      if (ntr_payload_utf16z(&c, type, sizeof type, NULL) == 0)
-        dnt_rules_exception(w->rules, type, (uint64_t)unix_ms_of(w, ev->timestamp));
-    } else if (md->event_id == EV_SUSPEND_BEGIN) {
-      w->suspend_ts = ev->timestamp;
-    } else if (md->event_id == EV_RESTART_END && w->suspend_ts && w->freq) {
-      double pause = (double)(ev->timestamp - w->suspend_ts) * 1000.0 / (double)w->freq;
-      w->suspend_ts = 0;
-      dnt_rules_gc_pause(w->rules, pause, (uint64_t)unix_ms_of(w, ev->timestamp));
-    }
-    return 0;
-  }
-  return dnt_counters_decoder_callbacks()->on_event(w->decoder, ev);
 }
 
 static void close_handles(struct watch *w) {
@@ -201,17 +151,15 @@ static const dnt_session_cb session_cb;
 
 /* A fresh parser for a new session's stream: the rules' decoding and, with --ring, a new ring. */
 static void make_parser(struct watch *w) {
-  static const ntr_callbacks cb = {.on_trace = watch_on_trace, .on_metadata = watch_on_metadata,
-                                   .on_event = watch_on_event};
   ntr_parser_free(w->parser);
-  dnt_counters_decoder_free(w->decoder);
+  dnt_counters_decoder_free(w->feed.decoder);
   ntr_ring_free(w->ring);
   w->parser = NULL, w->ring = NULL;
-  w->suspend_ts = 0;
-  w->decoder = dnt_counters_decoder_new(&w->specs, w->session_id, on_value, w);
-  if (!w->decoder) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  w->feed = (struct dnt_rule_feed){.rules = w->rules};
+  w->feed.decoder = dnt_counters_decoder_new(&w->specs, w->session_id, on_value, w);
+  if (!w->feed.decoder) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   ntr_fanout_init(&w->fan);
-  ntr_fanout_add(&w->fan, &cb, w);
+  ntr_fanout_add(&w->fan, dnt_rule_feed_callbacks(), &w->feed);
   if (w->o->ring_ms) {
     uint64_t mb = w->o->ring_mb ? (uint64_t)w->o->ring_mb : 256;
     if (!(w->ring = ntr_ring_new(w->o->ring_ms, mb << 20))) dnt_die(DNT_EXIT_FAILURE, "out of memory");
@@ -443,7 +391,7 @@ out:
     uv_loop_close(w.loop);
   }
   ntr_parser_free(w.parser);
-  dnt_counters_decoder_free(w.decoder);
+  dnt_counters_decoder_free(w.feed.decoder);
   ntr_ring_free(w.ring);
   dnt_providers_release(&extra);
   dnt_counters_wire_release(&wire);

@@ -373,3 +373,63 @@ void dnt_incidents_fire(struct dnt_incidents *r, const struct dnt_firing *f, int
   r->last = in;
   run_next(r);
 }
+
+/* ---- a session's events to the rules ---- */
+
+#define RUNTIME "Microsoft-Windows-DotNETRuntime"
+#define EV_RESTART_END 3   /* GCRestartEEEnd */
+#define EV_SUSPEND_BEGIN 9 /* GCSuspendEEBegin */
+#define EV_EXCEPTION 80    /* ExceptionThrown_V1 */
+
+static int64_t unix_ms_of(const struct dnt_rule_feed *f, uint64_t ts) {
+  if (!f->freq) return 0;
+  double d = ((double)ts - (double)f->sync_qpc) * 1000.0 / (double)f->freq;
+  return f->start_unix_ms + (int64_t)d;
+}
+
+static int feed_on_trace(void *ud, const ntr_trace *t) {
+  struct dnt_rule_feed *f = ud;
+  f->sync_qpc = t->sync_time_qpc, f->freq = t->qpc_frequency, f->suspend_ts = 0;
+  struct tm tm = {.tm_year = t->start_time[0] - 1900, .tm_mon = t->start_time[1] - 1, .tm_mday = t->start_time[3],
+                  .tm_hour = t->start_time[4], .tm_min = t->start_time[5], .tm_sec = t->start_time[6]};
+  f->start_unix_ms = (int64_t)timegm(&tm) * 1000 + t->start_time[7];
+  return dnt_counters_decoder_callbacks()->on_trace(f->decoder, t);
+}
+
+static int feed_on_metadata(void *ud, const ntr_metadata *md) {
+  struct dnt_rule_feed *f = ud;
+  const ntr_callbacks *cb = dnt_counters_decoder_callbacks();
+  return cb->on_metadata ? cb->on_metadata(f->decoder, md) : 0;
+}
+
+static int feed_on_event(void *ud, const ntr_event *ev) {
+  struct dnt_rule_feed *f = ud;
+  const ntr_metadata *md = ev->metadata;
+  if (md && strcmp(md->provider, RUNTIME) == 0) {
+    if (md->event_id == EV_EXCEPTION) { /* ExceptionType (UTF-16z) first */
+      ntr_payload c;
+      char type[512];
+      ntr_payload_init(&c, ev->payload, ev->payload_size);
+      if (ntr_payload_utf16z(&c, type, sizeof type, NULL) == 0)
+        dnt_rules_exception(f->rules, type, (uint64_t)unix_ms_of(f, ev->timestamp));
+    } else if (md->event_id == EV_SUSPEND_BEGIN) {
+      f->suspend_ts = ev->timestamp;
+    } else if (md->event_id == EV_RESTART_END && f->suspend_ts && f->freq && ev->timestamp >= f->suspend_ts) {
+      double pause = (double)(ev->timestamp - f->suspend_ts) * 1000.0 / (double)f->freq;
+      f->suspend_ts = 0;
+      dnt_rules_gc_pause(f->rules, pause, (uint64_t)unix_ms_of(f, ev->timestamp));
+    }
+    return 0;
+  }
+  return dnt_counters_decoder_callbacks()->on_event(f->decoder, ev);
+}
+
+const ntr_callbacks *dnt_rule_feed_callbacks(void) {
+  static const ntr_callbacks cb = {.on_trace = feed_on_trace, .on_metadata = feed_on_metadata,
+                                   .on_event = feed_on_event};
+  return &cb;
+}
+
+void dnt_rule_feed_value(struct dnt_rule_feed *f, const dnt_counter_value *v) {
+  dnt_rules_counter(f->rules, v->provider, v->name, v->unit, v->value, (uint64_t)(v->time_s * 1000.0));
+}

@@ -12,6 +12,8 @@
 #include <uv.h>
 
 #include "dnt-agent.h"
+#include "dnt-counters.h"
+#include "ntr.h"
 
 struct dnt_incidents;
 
@@ -48,5 +50,23 @@ const char *dnt_incidents_json(const struct dnt_incidents *r, size_t i);
 /* Whether path (a name inside the output directory, no '/') is a file an incident wrote: 1 or 0. */
 int dnt_incidents_wrote(const struct dnt_incidents *r, const char *name);
 const char *dnt_incidents_dir(const struct dnt_incidents *r);
+
+/* ---- a session's events to the rules ---- */
+
+/* What a rules engine is fed from a session's stream: its counters through a counters decoder,
+ * and the runtime's ExceptionThrown and GC suspension events, each on the trace's own clock (Unix
+ * ms). Caller-owned, zeroed; rules and decoder set by the caller (the decoder's on_value calls
+ * dnt_rule_feed_value). Reset the clock (zero it again) for a new stream. */
+struct dnt_rule_feed {
+  struct dnt_rules *rules;
+  dnt_counters_decoder *decoder;
+  uint64_t sync_qpc, freq;
+  int64_t start_unix_ms;
+  uint64_t suspend_ts;
+};
+/* The parser's callbacks, with the feed as their ud. */
+const ntr_callbacks *dnt_rule_feed_callbacks(void);
+/* A counter's value (the decoder's on_value) to the rules. */
+void dnt_rule_feed_value(struct dnt_rule_feed *f, const dnt_counter_value *v);
 
 #endif
