@@ -25,10 +25,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <uv.h>
 
 #include "builtin.h"
 #include "collect-native.h"
+#include "dnt-trace.h"
 #include "serve.h"
 #include "target.h"
 #include "util.h"
@@ -38,7 +40,29 @@
 static int on_value(void *ud, const dnt_counter_value *v) {
   struct target *t = ud;
   if (dnt_counter_table_put(&t->table, v) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  if (t->feed.rules) dnt_rule_feed_value(&t->feed, v);
   return 0;
+}
+
+/* --rule: a rule of this target fired; its actions run among every target's (incidents.c). */
+static void on_fired(void *ud, const struct dnt_firing *f) {
+  struct target *t = ud;
+  dnt_incidents_fire(t->sv->incidents, f, t->pid, t->name);
+}
+
+/* The target's own engine of the rules (they were checked when serve started). */
+static struct dnt_rules *target_rules(struct serve *sv, struct target *t) {
+  struct dnt_rules *e = dnt_rules_new(on_fired, t);
+  if (!e) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  for (size_t i = 0; i < sv->nrules; i++) {
+    struct dnt_rule r;
+    char err[200];
+    size_t col;
+    if (dnt_rule_parse(sv->rule_texts[i], &r, err, sizeof err, &col) != 0 || dnt_rules_add(e, &r) != 0)
+      dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  }
+  dnt_rules_set_limits(e, sv->o->max_fires ? (uint32_t)sv->o->max_fires : 1, 600000, 0);
+  return e;
 }
 
 static void on_counters_data(void *ud, const uint8_t *p, size_t n) {
@@ -102,11 +126,14 @@ static struct target *target_add(struct serve *sv, int pid, unsigned long long k
     t->push->retry.data = t;
   }
   const char *sid = sv->wire.session_id[0] ? sv->wire.session_id : NULL;
-  if (!(t->decoder = dnt_counters_decoder_new(&sv->o->specs, sid, on_value, t)) ||
-      ntr_parser_new(&t->parser, dnt_counters_decoder_callbacks(), t->decoder, NULL) != 0)
+  if (sv->nrules) t->feed.rules = target_rules(sv, t);
+  /* the counters' decoder, behind the rules' feed when there are rules (their runtime events) */
+  if (!(t->feed.decoder = dnt_counters_decoder_new(&sv->o->specs, sid, on_value, t)) ||
+      ntr_parser_new(&t->parser, t->feed.rules ? dnt_rule_feed_callbacks() : dnt_counters_decoder_callbacks(),
+                     t->feed.rules ? (void *)&t->feed : (void *)t->feed.decoder, NULL) != 0)
     dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  dsipc_session_config cfg = {.buffer_mb = COUNTERS_BUFFER_MB, .format = 1, .providers = sv->wire.v,
-                              .n_providers = sv->wire.n};
+  dsipc_session_config cfg = {.buffer_mb = COUNTERS_BUFFER_MB, .format = 1, .providers = sv->providers,
+                              .n_providers = sv->nproviders};
   if (dnt_session_start_async(&t->s, 2, &cfg, &counters_cb, t, on_counters_started) != 0) {
     dnt_warning("cannot start a session on process %d: %s", pid, t->s.reply_msg);
     goto fail;
@@ -119,7 +146,8 @@ fail:
   dnt_session_close(&t->s);
   serve_pusher_free(t);
   ntr_parser_free(t->parser);
-  dnt_counters_decoder_free(t->decoder);
+  dnt_counters_decoder_free(t->feed.decoder);
+  dnt_rules_free(t->feed.rules);
   free(t->prom_labels);
   free(t);
   return NULL;
@@ -131,7 +159,8 @@ static void target_free(struct target *t) {
   serve_pusher_free(t);
   dnt_session_close(&t->s);
   ntr_parser_free(t->parser);
-  dnt_counters_decoder_free(t->decoder);
+  dnt_counters_decoder_free(t->feed.decoder);
+  dnt_rules_free(t->feed.rules); /* its incidents under way keep their own copy of their rule */
   dnt_counter_table_release(&t->table);
   free(t->prom_labels);
   free(t);
@@ -218,7 +247,9 @@ static void write_index(struct serve *sv, FILE *fp) {
         "/debug/pprof/threads?pid=P[&debug=1]      every managed thread's stack now (pprof, or text with debug=1)\n"
         "/debug/pprof/goroutine                    the same as threads (the name Go's scrapers ask for)\n"
         "/debug/pprof/heap?pid=P                   a heap snapshot: every object under its dominators' types\n"
-        "                                          (pprof inuse_space, inuse_objects), one at a time per target\n\n"
+        "                                          (pprof inuse_space, inuse_objects), one at a time per target\n"
+        "/debug/dntrace/incidents                  what --rule fired, and the files it wrote (JSON; each file\n"
+        "                                          at /debug/dntrace/incidents/NAME)\n\n"
         "pid= may be left out when there is one target.\n\ntargets:\n",
         sv->o->cpu ? "time on a CPU (perf cpu-clock), JIT frames named" : "thread time of managed stacks");
   for (struct target *t = sv->targets; t; t = t->next) {
@@ -287,6 +318,56 @@ static int path_is(const char *path, const char *want) {
   return strlen(want) == n && strncmp(path, want, n) == 0;
 }
 
+/* /debug/dntrace/incidents: what the rules fired and the files they wrote, as JSON. */
+#define INCIDENT_FILES "/debug/dntrace/incidents/"
+#define MAX_INCIDENT_FILE (1024L << 20) /* a file answered whole, from memory: larger ones are fetched otherwise */
+
+static void write_incidents(struct serve *sv, FILE *fp, struct dnt_http_reply *rep) {
+  rep->content_type = "application/json";
+  fputs("{\"rules\":[", fp);
+  for (size_t i = 0; i < sv->nrules; i++) {
+    if (i) fputc(',', fp);
+    dnt_json_string(fp, sv->rule_texts[i]);
+  }
+  fprintf(fp, "],\"files\":\"%s\",\"incidents\":[", INCIDENT_FILES);
+  size_t n = sv->incidents ? dnt_incidents_done(sv->incidents) : 0;
+  for (size_t i = 0; i < n; i++) fprintf(fp, "%s%s", i ? "," : "", dnt_incidents_json(sv->incidents, i));
+  fputs("]}\n", fp);
+}
+
+/* /debug/dntrace/incidents/NAME: a file an incident wrote (a name in the output directory). */
+static void write_incident_file(struct serve *sv, const char *rest, FILE *fp, struct dnt_http_reply *rep) {
+  char name[1024];
+  size_t len = strcspn(rest, "?");
+  snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name ? len : sizeof name - 1), rest);
+  if (!dnt_incidents_wrote(sv->incidents, name)) {
+    rep->status = 404;
+    fputs("not a file an incident wrote: see /debug/dntrace/incidents\n", fp);
+    return;
+  }
+  char path[4200];
+  snprintf(path, sizeof path, "%s/%s", dnt_incidents_dir(sv->incidents), name);
+  FILE *in = fopen(path, "rb");
+  struct stat st;
+  if (!in || fstat(fileno(in), &st) != 0) {
+    if (in) fclose(in);
+    rep->status = 404;
+    fprintf(fp, "%s is gone (the disk budget, or removed by hand)\n", name);
+    return;
+  }
+  if (st.st_size > MAX_INCIDENT_FILE) {
+    fclose(in);
+    rep->status = 413;
+    fprintf(fp, "%s is %lld MB: fetch it from %s on the host\n", name, (long long)st.st_size >> 20, path);
+    return;
+  }
+  rep->content_type = "application/octet-stream";
+  char buf[65536];
+  size_t k;
+  while ((k = fread(buf, 1, sizeof buf, in)) > 0) fwrite(buf, 1, k, fp);
+  fclose(in);
+}
+
 static void on_http(void *ud, const char *path, struct dnt_http_reply *rep) {
   struct serve *sv = ud;
   FILE *fp = open_memstream(&rep->body, &rep->body_len);
@@ -306,6 +387,10 @@ static void on_http(void *ud, const char *path, struct dnt_http_reply *rep) {
     kind = JOB_THREADS;
   } else if (path_is(path, "/debug/pprof/heap")) {
     kind = JOB_HEAP;
+  } else if (path_is(path, "/debug/dntrace/incidents")) {
+    write_incidents(sv, fp, rep);
+  } else if (strncmp(path, INCIDENT_FILES, strlen(INCIDENT_FILES)) == 0 && sv->incidents) {
+    write_incident_file(sv, path + strlen(INCIDENT_FILES), fp, rep);
   } else {
     rep->status = 404;
     fputs("not found: see /debug/pprof/ for the endpoints\n", fp);
@@ -384,12 +469,18 @@ static const struct dnt_option serve_options[] = {
     DNT_OPT_STRING(0, "push", "URL", O(push), "send thread-time windows to Pyroscope at URL (http://HOST:PORT)"),
     {.kind = DNT_OPT_DURATION, .long_name = "push-interval", .argh = "TIME", .offset = O(push_interval_ms),
      .help = "--push: the length of a window (default 10s)"},
+    DNT_OPT_LIST(0, "rule", "RULE", O(rules), "a rule of 'dntrace watch' on every target (repeatable); what\n"
+                                             "fired is at /debug/dntrace/incidents"),
+    DNT_OPT_STRING(0, "rules", "FILE", O(rules_file), "rules from FILE, one a line"),
+    DNT_OPT_STRING('o', "output", "DIR", O(output_dir), "where the rules' actions write (default: the current directory)"),
+    DNT_OPT_COUNT(0, "max-actions", "N", O(max_fires), 1000, "a rule fires at most N times in 10 minutes per target (default 1)"),
+    DNT_OPT_COUNT(0, "max-disk", "MB", O(max_disk_mb), 16777216, "keep the actions' files under MB in all (see dntrace-watch(1))"),
     DNT_OPT_END(),
 };
 #undef O
 
 const struct dnt_usage usage_serve = {
-    .synopsis = "dntrace serve (-p PID[,PID..] | -n NAME | --all) [--label KEY=VALUE]... [--listen ADDR] [--counters LIST] [--refresh-interval SEC] [--rescan TIME] [--cpu] [--push URL [--push-interval TIME]]",
+    .synopsis = "dntrace serve (-p PID[,PID..] | -n NAME | --all) [--label KEY=VALUE]... [--listen ADDR] [--counters LIST] [--refresh-interval SEC] [--rescan TIME] [--cpu] [--push URL [--push-interval TIME]] [--rule RULE... | --rules FILE [-o DIR] [--max-actions N] [--max-disk MB]]",
     .summary = "Serve /metrics and Go's /debug/pprof endpoints for .NET processes (an agent)",
     .options = serve_options,
 };
@@ -431,6 +522,74 @@ static int check_labels(struct serve *sv, const struct dnt_strlist *l) {
     sv->label_kv[2 * i] = key;
     sv->label_kv[2 * i + 1] = dnt_xstrdup(eq + 1);
     sv->nlabels = i + 1;
+  }
+  return 0;
+}
+
+/* ---- the rules ---- */
+
+/* A rule checked (one line at its column when it does not parse), its counter added to the
+ * session's, its text kept for every target's engine. 0 or DNT_EXIT_USAGE. */
+static int add_rule(struct serve *sv, struct serve_options *o, const char *text, const char *where, uint64_t *kw) {
+  struct dnt_rule r;
+  char err[200];
+  size_t col;
+  int rc = 0;
+  if (dnt_rule_parse(text, &r, err, sizeof err, &col) != 0) {
+    dnt_error("%s, column %zu: expected %s", where, col, err);
+    rc = DNT_EXIT_USAGE;
+  } else if (r.kind == DNT_TRIGGER_COUNTER) {
+    char spec[600];
+    snprintf(spec, sizeof spec, "%s[%s]", r.provider, r.counter);
+    if (dnt_counter_specs_parse(&o->specs, spec, err, sizeof err) != 0) {
+      dnt_error("%s: %s", where, err);
+      rc = DNT_EXIT_USAGE;
+    }
+  } else {
+    *kw |= r.kind == DNT_TRIGGER_EXCEPTION ? 0x8000 : 0x1; /* Exception, GC */
+  }
+  for (size_t i = 0; !rc && i < r.nactions; i++)
+    if (r.actions[i].kind == DNT_ACTION_SAVE_RING) {
+      dnt_error("%s: save-ring needs a ring, which serve does not keep (use 'dntrace watch --ring')", where);
+      rc = DNT_EXIT_USAGE;
+    }
+  dnt_rule_release(&r);
+  if (rc) return rc;
+  sv->rule_texts = dnt_xrealloc(sv->rule_texts, (sv->nrules + 1) * sizeof *sv->rule_texts);
+  sv->rule_texts[sv->nrules++] = dnt_xstrdup(text);
+  return 0;
+}
+
+static int read_rules(struct serve *sv, struct serve_options *o, uint64_t *kw) {
+  char where[4200];
+  for (size_t i = 0; i < o->rules.n; i++) {
+    snprintf(where, sizeof where, "--rule '%s'", o->rules.v[i]);
+    int rc = add_rule(sv, o, o->rules.v[i], where, kw);
+    if (rc) return rc;
+  }
+  if (o->rules_file) {
+    FILE *fp = fopen(o->rules_file, "r");
+    if (!fp) {
+      dnt_error("cannot read '%s': %s", o->rules_file, strerror(errno));
+      return DNT_EXIT_USAGE;
+    }
+    char line[4096];
+    for (int n = 1; fgets(line, sizeof line, fp); n++) {
+      line[strcspn(line, "\r\n")] = '\0';
+      const char *p = line + strspn(line, " \t");
+      if (!*p || *p == '#') continue;
+      snprintf(where, sizeof where, "%s:%d", o->rules_file, n);
+      int rc = add_rule(sv, o, line, where, kw);
+      if (rc) {
+        fclose(fp);
+        return rc;
+      }
+    }
+    fclose(fp);
+  }
+  if (!sv->nrules && (o->output_dir || o->max_disk_mb || o->max_fires)) {
+    dnt_error("-o, --max-actions and --max-disk go with --rule or --rules");
+    return DNT_EXIT_USAGE;
   }
   return 0;
 }
@@ -497,8 +656,23 @@ int cmd_serve(int argc, char **argv) {
   }
   rc = DNT_EXIT_FAILURE;
   if (o.specs.n == 0 && dnt_counter_specs_parse(&o.specs, DNT_COUNTERS_DEFAULT, err, sizeof err) < 0) goto out;
+  uint64_t kw = 0; /* the runtime's keywords the rules want */
+  if ((rc = read_rules(&sv, &o, &kw)) != 0) goto out;
+  rc = DNT_EXIT_FAILURE;
   if (dnt_counters_wire_build(&sv.wire, &o.specs, o.refresh, 1000, 10) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  sv.providers = dnt_xmalloc((sv.wire.n + 1) * sizeof *sv.providers);
+  for (size_t i = 0; i < sv.wire.n; i++) sv.providers[sv.nproviders++] = sv.wire.v[i];
+  if (kw) sv.providers[sv.nproviders++] = (dsipc_provider){.name = RUNTIME_PROVIDER, .keywords = kw, .level = 4, .args = NULL};
   sv.loop = uv_default_loop();
+  if (sv.nrules) {
+    struct dnt_incident_opts io = {.dir = o.output_dir, .json = 0, .max_disk_mb = o.max_disk_mb};
+    if (o.output_dir && mkdir(o.output_dir, 0755) != 0 && errno != EEXIST) {
+      dnt_error("cannot make '%s': %s", o.output_dir, strerror(errno));
+      goto out;
+    }
+    if (!(sv.incidents = dnt_incidents_new(sv.loop, &io, NULL, NULL)))
+      dnt_die(DNT_EXIT_FAILURE, "cannot find this program's own file: %s", strerror(errno));
+  }
 #if defined(__GLIBC__)
   /* the thread pool's workers would each get a malloc arena of their own, and an agent's RSS
    * would creep up for minutes (10.2 MB after 2 min of 1 s push windows, 8.4 MB with one arena) */
@@ -578,6 +752,11 @@ out:
   free(o.labels.v);
   dnt_counters_wire_release(&sv.wire);
   dnt_counter_specs_release(&o.specs);
+  free(sv.providers);
+  dnt_incidents_free(sv.incidents);
+  for (size_t i = 0; i < sv.nrules; i++) free(sv.rule_texts[i]);
+  free(sv.rule_texts);
+  free(o.rules.v);
   int out = dnt_finish_stdout();
   return rc ? rc : out;
 }

@@ -21,7 +21,8 @@ extern char **environ;
 struct incident {
   struct incident *next;
   size_t rule; /* 1-based, as the log says it */
-  const struct dnt_rule *r;
+  const struct dnt_rule *r; /* &own */
+  struct dnt_rule own;      /* the rule, read again from its text: its engine may go first */
   char why[256];
   uint64_t held_back;
   int64_t when_unix_ms;
@@ -69,6 +70,7 @@ void dnt_incidents_free(struct dnt_incidents *r) {
   while (r->queue) {
     struct incident *in = r->queue;
     r->queue = in->next;
+    dnt_rule_release(&in->own);
     free(in);
   }
   for (size_t i = 0; i < r->ndone; i++) free(r->done[i]);
@@ -261,6 +263,7 @@ static void run_next(struct dnt_incidents *r) {
       keep_budget(r, in);
       r->queue = in->next;
       if (!r->queue) r->last = NULL;
+      dnt_rule_release(&in->own);
       free(in);
       continue;
     }
@@ -362,7 +365,10 @@ void dnt_incidents_fire(struct dnt_incidents *r, const struct dnt_firing *f, int
   struct incident *in = dnt_xmalloc(sizeof *in);
   memset(in, 0, sizeof *in);
   in->rule = f->index + 1;
-  in->r = f->rule;
+  char err[200];
+  size_t col;
+  if (dnt_rule_parse(f->rule->text, &in->own, err, sizeof err, &col) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  in->r = &in->own;
   snprintf(in->why, sizeof in->why, "%s", f->why);
   in->held_back = f->held_back;
   in->when_unix_ms = (int64_t)f->time_ms;

@@ -35,8 +35,8 @@ struct dnt_incidents *dnt_incidents_new(uv_loop_t *loop, const struct dnt_incide
 void dnt_incidents_free(struct dnt_incidents *r);
 
 /* A firing of process pid (process: its name), queued; its actions start when those of the ones
- * before it are done. f and its rule are borrowed: the rule must outlive the incident (the
- * engine's). */
+ * before it are done. f is borrowed for the call (the incident reads its rule again from the
+ * rule's text: the engine may be gone before the actions are done). */
 void dnt_incidents_fire(struct dnt_incidents *r, const struct dnt_firing *f, int pid, const char *process);
 /* The caller's save-ring is over: ok, the file written. */
 void dnt_incidents_saved(struct dnt_incidents *r, int ok);

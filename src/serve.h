@@ -12,6 +12,7 @@
 #include "dnt-http.h"
 #include "dnt-perf.h"
 #include "dnt-profile.h"
+#include "incidents.h"
 #include "ntr.h"
 #include "options.h"
 #include "session.h"
@@ -51,6 +52,9 @@ struct serve_options {
   uint64_t rescan_ms;
   double refresh;
   struct dnt_counter_specs specs;
+  struct dnt_strlist rules; /* --rule: watch's rules, on every target */
+  const char *rules_file, *output_dir;
+  long max_disk_mb, max_fires;
 };
 
 struct target {
@@ -62,7 +66,7 @@ struct target {
   dnt_session s;          /* the counters session */
   int opened;             /* s was opened (dnt_session_close owes it) */
   ntr_parser *parser;
-  dnt_counters_decoder *decoder;
+  struct dnt_rule_feed feed; /* its counters' decoder, and with --rule its own rules engine */
   struct dnt_counter_table table;
   char *prom_labels; /* pid="..",process="..",k="v" */
   int live, ended, seen;
@@ -85,6 +89,13 @@ struct serve {
   int push_port;
   uv_signal_t sigint, sigterm;
   int quitting;
+  /* --rule, --rules: their texts (each target parses its own engine), the incidents they make, and
+   * the session's providers (the counters', and the runtime's when a rule wants its events) */
+  char **rule_texts;
+  size_t nrules;
+  struct dnt_incidents *incidents;
+  dsipc_provider *providers;
+  size_t nproviders;
 };
 
 struct job {

@@ -383,6 +383,81 @@ Test(serve, heap_is_a_pprof_heap_profile_of_the_walk, .timeout = 240) {
   rm_rf(dir);
 }
 
+/* ---- rules in the agent ----
+ * serve --rule on the sample, which throws 50 exceptions once its start file is there: the rule
+ * fires once; /debug/dntrace/incidents lists it with its file, which is served from there (and
+ * nothing else is); /metrics answered meanwhile. */
+Test(serve, rules_fire_and_their_files_are_served, .timeout = 240) {
+  DNT_REQUIRE_TARGET();
+  char dir[] = "/tmp/dnt-serve-XXXXXX";
+  cr_assert(mkdtemp(dir));
+  char go[128], out[128];
+  snprintf(go, sizeof go, "%s/go", dir);
+  snprintf(out, sizeof out, "%s/out", dir);
+  dnt_target t;
+  char pid[16];
+  const char *const args[] = {"--throw", "100", "--throw-count", "50", "--start-file", go, "--no-cpu", "--no-blocking",
+                              "--no-alloc", "--no-exceptions", NULL};
+  dnt_start_sample(&t, args, pid, sizeof pid);
+  int port = dnt_free_port();
+  char listen[64], log[300], pidlabel[64];
+  snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+  snprintf(log, sizeof log, "%s/serve.log", dir);
+  char *argv[] = {"dntrace", "serve", "-p", pid, "--listen", listen, "-o", out, "--rule",
+                  "exception Sample.SampleException 5 in 10s => stacks", NULL};
+  pid_t serve = spawn_dntrace(log, argv);
+  snprintf(pidlabel, sizeof pidlabel, "pid=\"%s\"", pid);
+  cr_assert(wait_for(port, "/metrics", 200, pidlabel), "serve answers /metrics with the sample's pid");
+  int fd = open(go, O_WRONLY | O_CREAT | O_EXCL, 0644);
+  cr_assert_geq(fd, 0);
+  close(fd);
+  cr_assert(wait_for(port, "/debug/dntrace/incidents", 200, "\"status\":0}"), "an incident, its stacks written");
+  char *list;
+  cr_assert_eq(get(port, "/debug/dntrace/incidents", &list), 200);
+  const char *body = body_of(list);
+  cr_expect(strstr(body, "\"rules\":[\"exception Sample.SampleException 5 in 10s => stacks\"]"), "%s", body);
+  cr_expect(strstr(body, "\"why\":\"exception Sample.SampleException 5 in 10 s (5 Sample.SampleException in "), "%s",
+            body);
+  const char *file = strstr(body, "\"file\":\"");
+  cr_assert(file, "%s", body);
+  file += 8;
+  const char *slash = strrchr(file, '/'), *q = strchr(file, '"');
+  cr_assert(slash && q && slash < q, "%s", body);
+  char path[600];
+  snprintf(path, sizeof path, "/debug/dntrace/incidents/%.*s", (int)(q - slash - 1), slash + 1);
+  free(list);
+  char *stacks;
+  cr_expect_eq(get(port, path, &stacks), 200, "%s", path);
+  cr_expect(strstr(body_of(stacks), "managed threads"), "the stacks file: %s", body_of(stacks));
+  free(stacks);
+  cr_expect_eq(get(port, "/debug/dntrace/incidents/serve.log", NULL), 404, "only the incidents' files are served");
+  cr_expect_eq(get(port, "/debug/dntrace/incidents/..%2Fserve.log", NULL), 404);
+  cr_expect(wait_for(port, "/metrics", 200, pidlabel), "/metrics still answered");
+  cr_expect_eq(stop_serve(serve), 0, "serve ends with 0 on Ctrl+C");
+  dnt_target_stop(&t);
+  static char text[65536];
+  FILE *lf = fopen(log, "r");
+  cr_assert(lf);
+  text[fread(text, 1, sizeof text - 1, lf)] = '\0';
+  fclose(lf);
+  cr_expect(strstr(text, " rule 1 fired on process "), "the log line: %s", text);
+  rm_rf(dir);
+}
+
+/* A rule that does not parse, save-ring (serve keeps no ring): one line, exit 2. */
+Test(serve, rules_that_cannot_run_are_refused) {
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "serve", "-p", "1", "--rule", "cpu-usage > => stacks", NULL), 2);
+  cr_expect(strstr(r.err, "--rule 'cpu-usage > => stacks', column 13: expected a number"), "%s", r.err);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "serve", "-p", "1", "--rule", "exception 5 in 10s => save-ring", NULL), 2);
+  cr_expect(strstr(r.err, "save-ring needs a ring"), "%s", r.err);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "serve", "-p", "1", "--max-disk", "10", NULL), 2);
+  cr_expect(strstr(r.err, "go with --rule or --rules"), "%s", r.err);
+  dnt_run_free(&r);
+}
+
 /* ---- serve --cpu ---- */
 
 /* The directories named dntrace-perf-PID-* in $TMPDIR or /tmp (perf's control fifos, serve's
