@@ -3,11 +3,12 @@
  *
  *   TRIGGER => ACTION[, ACTION]...
  *
- *   TRIGGER  [PROVIDER/]COUNTER (> | >= | < | <=) NUMBER[UNIT] [for DURATION]
+ *   TRIGGER  [PROVIDER/]COUNTER[[pNN]] (> | >= | < | <=) NUMBER[UNIT] [for DURATION]
  *                 a counter (System.Runtime when no provider is named) past a value, in each
  *                 of its values over DURATION (none: its first value past it); UNIT, when the
  *                 counter's own is of the same kind, is converted to it (B, KB, MB, GB; ms, s;
- *                 %)
+ *                 %); a histogram's percentile NN (its values carry Percentile=NN; p50 when
+ *                 none is named)
  *            exception [TYPE] COUNT in DURATION
  *                 COUNT exceptions thrown (of TYPE, its full name, when given) within DURATION
  *            gc-pause > NUMBER ms
@@ -45,6 +46,7 @@ struct dnt_rule {
   enum dnt_trigger_kind kind;
   /* a counter */
   char *provider, *counter; /* owned */
+  double percentile;        /* [pNN]: a histogram's percentile; 0 when none was named */
   int op;                   /* '>', 'G' (>=), '<', 'L' (<=) */
   double threshold;
   char unit[8];             /* the threshold's unit as written ("" when none) */
@@ -100,6 +102,10 @@ void dnt_rules_set_limits(struct dnt_rules *e, uint32_t max_fires, uint64_t limi
 /* A counter's value at time_ms (unit: the counter's, "MB", "%", "ms", "By"...). */
 void dnt_rules_counter(struct dnt_rules *e, const char *provider, const char *name, const char *unit, double value,
                        uint64_t time_ms);
+/* The same with the value's tags ("route=/a,Percentile=95", NULL for none): a histogram's
+ * percentile goes to the rules that name it ([p95]; p50 to those that name none). */
+void dnt_rules_counter_tagged(struct dnt_rules *e, const char *provider, const char *name, const char *tags,
+                              const char *unit, double value, uint64_t time_ms);
 /* An exception thrown (type: its full name) at time_ms. */
 void dnt_rules_exception(struct dnt_rules *e, const char *type, uint64_t time_ms);
 /* A garbage collection that paused the process pause_ms, ending at time_ms. */

@@ -5,6 +5,7 @@
  * within its window (their times kept, at most count of them); a GC rule on one pause past its
  * threshold. A firing then passes the limits (max_fires in limit_ms, cooldown_ms after the last)
  * or is counted as held back. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,14 +146,28 @@ static int holds(int op, double v, double t) {
   return op == '>' ? v > t : op == 'G' ? v >= t : op == '<' ? v < t : v <= t;
 }
 
+/* The percentile a value's tags give (Percentile=NN), 0 when none. */
+static double percentile_of(const char *tags) {
+  const char *p = tags ? strstr(tags, "Percentile=") : NULL;
+  return p ? strtod(p + 11, NULL) : 0;
+}
+
 void dnt_rules_counter(struct dnt_rules *e, const char *provider, const char *name, const char *unit, double value,
                        uint64_t time_ms) {
+  dnt_rules_counter_tagged(e, provider, name, NULL, unit, value, time_ms);
+}
+
+void dnt_rules_counter_tagged(struct dnt_rules *e, const char *provider, const char *name, const char *tags,
+                              const char *unit, double value, uint64_t time_ms) {
   uint64_t t = time_ms + 1; /* 0 is "not holding" */
+  double pct = percentile_of(tags);
   for (size_t i = 0; i < e->n; i++) {
     struct state *s = &e->v[i];
     const struct dnt_rule *r = &s->rule;
     if (r->kind != DNT_TRIGGER_COUNTER || strcmp(r->counter, name) != 0 || strcmp(r->provider, provider) != 0)
       continue;
+    /* a histogram's values: the one percentile the rule names (p50 when it names none) */
+    if (pct > 0 ? fabs(pct - (r->percentile > 0 ? r->percentile : 50)) > 1e-9 : r->percentile > 0) continue;
     s->seen = 1;
     s->last = value;
     double th = threshold_in(r, unit);

@@ -130,6 +130,16 @@ static int trigger(struct reader *r, struct dnt_rule *rule) {
     r->at = at + (cmp - w);
     *cmp = '\0';
   }
+  char *bracket = strchr(w, '[');
+  if (bracket) { /* a histogram's percentile: name[p95] */
+    char *end = bracket + 2;
+    errno = 0;
+    double p = bracket[1] == 'p' ? strtod(bracket + 2, &end) : -1;
+    if (bracket[1] != 'p' || errno || end == bracket + 2 || *end != ']' || end[1] || !(p > 0 && p < 100))
+      return fail(r, at + (bracket - w), "a percentile after the counter's name ([p50], [p95], [p99])");
+    rule->percentile = p;
+    *bracket = '\0';
+  }
   for (const char *c = w; *c; c++)
     if (!isalnum((unsigned char)*c) && !strchr("._-/", *c))
       return fail(r, at, "a counter ([PROVIDER/]NAME), exception or gc-pause");
@@ -247,7 +257,9 @@ const char *dnt_rule_trigger_text(const struct dnt_rule *r, char *buf, size_t ca
   case DNT_TRIGGER_GC_PAUSE: snprintf(buf, cap, "gc-pause > %g ms", r->threshold); break;
   default:
     put_ms(t, sizeof t, r->for_ms);
-    snprintf(buf, cap, "%s/%s %s %g%s%s%s", r->provider, r->counter, op_text(r->op), r->threshold, r->unit,
+    char pct[32] = "";
+    if (r->percentile > 0) snprintf(pct, sizeof pct, "[p%g]", r->percentile);
+    snprintf(buf, cap, "%s/%s%s %s %g%s%s%s", r->provider, r->counter, pct, op_text(r->op), r->threshold, r->unit,
              r->for_ms ? " for " : "", r->for_ms ? t : "");
     break;
   }

@@ -437,5 +437,5 @@ const ntr_callbacks *dnt_rule_feed_callbacks(void) {
 }
 
 void dnt_rule_feed_value(struct dnt_rule_feed *f, const dnt_counter_value *v) {
-  dnt_rules_counter(f->rules, v->provider, v->name, v->unit, v->value, (uint64_t)(v->time_s * 1000.0));
+  dnt_rules_counter_tagged(f->rules, v->provider, v->name, v->tags, v->unit, v->value, (uint64_t)(v->time_s * 1000.0));
 }

@@ -139,6 +139,33 @@ Test(watch, a_counter_rule_hands_its_file_to_a_command, .timeout = 300) {
   free(dir);
 }
 
+/* A histogram's percentile: the sample's Meter records sample.latency (5 to 50 ms) all along; its
+ * p95 is past 1 ms from its first value, and the rule on it fires. */
+Test(watch, a_histograms_percentile_fires, .timeout = 240) {
+  DNT_REQUIRE_TARGET();
+  char *dir = dnt_temp_dir("dnt-watch"), pid[32];
+  const char *const args[] = {"--no-cpu", "--no-blocking", "--no-alloc", "--no-exceptions", NULL};
+  dnt_target t;
+  dnt_start_sample(&t, args, pid, sizeof pid);
+  struct bg b;
+  const char *const wargs[] = {"watch", "-p", pid, "-o", dir, "--rule",
+                               "Sample.Meter/sample.latency[p95] > 1ms for 1s => stacks", NULL};
+  bg_start(&b, wargs);
+  int fired = bg_wait_text(&b, "rule 1 fired on process");
+  int status = bg_finish(&b, SIGINT);
+  char *o = slurp(b.out), *e = slurp(b.err);
+  bg_remove(&b);
+  dnt_target_stop(&t);
+  cr_assert(fired, "no firing: %s%s", o, e);
+  cr_assert_eq(status, 0, "%s", e);
+  cr_expect(strstr(o, ": Sample.Meter/sample.latency[p95] > 1ms for 1 s (sample.latency = "), "%s", o);
+  char path[4400];
+  cr_expect_eq(files_ending(dir, ".txt", path, sizeof path), 1, "the stacks: %s", o);
+  free(o), free(e);
+  dnt_rm_rf(dir);
+  free(dir);
+}
+
 Test(watch, a_rule_that_does_not_parse_is_one_line) {
   struct dnt_run r;
   cr_assert_eq(dnt_run_dntrace(&r, "watch", "-p", "1", "--rule", "cpu-usage > 80 => reboot", NULL), 2);

@@ -70,6 +70,23 @@ Test(rules, a_counter_rule_reads_as_written) {
   dnt_rule_release(&r);
 }
 
+Test(rules, a_histograms_percentile_is_named) {
+  struct dnt_rule r = parse_ok("Sample.Meter/sample.latency[p95] > 40ms for 2s => stacks");
+  cr_expect_str_eq(r.provider, "Sample.Meter");
+  cr_expect_str_eq(r.counter, "sample.latency");
+  cr_expect_eq(r.percentile, 95);
+  char buf[200];
+  cr_expect_str_eq(dnt_rule_trigger_text(&r, buf, sizeof buf), "Sample.Meter/sample.latency[p95] > 40ms for 2 s");
+  dnt_rule_release(&r);
+  r = parse_ok("x/lat[p99.9]>1 => stacks");
+  cr_expect_eq(r.percentile, 99.9);
+  cr_expect_eq(r.op, '>');
+  dnt_rule_release(&r);
+  parse_bad("lat[q9] > 1 => stacks", 4, "a percentile");
+  parse_bad("lat[p95 > 1 => stacks", 4, "a percentile");
+  parse_bad("lat[p100] > 1 => stacks", 4, "a percentile");
+}
+
 Test(rules, a_mistake_is_said_at_its_column) {
   parse_bad("", 1, "a trigger");
   parse_bad("cpu-usage 80 => stacks", 11, "a comparison");
@@ -147,6 +164,24 @@ Test(rules, units_are_converted_to_the_counters) {
   dnt_rules_counter(e, "Meter", "heap", "By", 1000000001, 2000);
   dnt_rules_counter(e, "x", "lat", "ms", 1001, 2000);
   cr_expect_eq(x.n, 3);
+  dnt_rules_free(e);
+}
+
+/* A histogram's values come one per percentile: a rule takes the one it names, p50 by default. */
+Test(rules, percentiles_go_to_the_rules_that_name_them) {
+  struct fired x;
+  const char *const rules[] = {"m/lat[p95] > 40 => stacks", "m/lat > 40 => stacks", "m/plain[p95] > 0 => stacks"};
+  struct dnt_rules *e = engine(&x, rules, 3);
+  dnt_rules_counter_tagged(e, "m", "lat", "route=/a,Percentile=50", "ms", 30, 1000);
+  dnt_rules_counter_tagged(e, "m", "lat", "route=/a,Percentile=95", "ms", 45, 1000);
+  dnt_rules_counter_tagged(e, "m", "lat", "route=/a,Percentile=99", "ms", 49, 1000);
+  dnt_rules_counter_tagged(e, "m", "plain", "", "ms", 10, 1000); /* no percentile: not a p95 */
+  cr_assert_eq(x.n, 1, "%d firings", x.n);
+  cr_expect_eq(x.index[0], 0);
+  cr_expect(!dnt_rules_counter_seen(e, 2));
+  dnt_rules_counter_tagged(e, "m", "lat", "route=/a,Percentile=50", "ms", 41, 2000);
+  cr_assert_eq(x.n, 2);
+  cr_expect_eq(x.index[1], 1);
   dnt_rules_free(e);
 }
 
