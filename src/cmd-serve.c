@@ -528,65 +528,34 @@ static int check_labels(struct serve *sv, const struct dnt_strlist *l) {
 
 /* ---- the rules ---- */
 
-/* A rule checked (one line at its column when it does not parse), its counter added to the
- * session's, its text kept for every target's engine. 0 or DNT_EXIT_USAGE. */
-static int add_rule(struct serve *sv, struct serve_options *o, const char *text, const char *where, uint64_t *kw) {
-  struct dnt_rule r;
-  char err[200];
-  size_t col;
+struct rule_reading {
+  struct serve *sv;
+  uint64_t *kw;
+};
+
+/* A rule that parsed: its events asked for, its text kept for every target's engine (save-ring
+ * refused: serve keeps no ring). */
+static int take_rule(void *ud, struct dnt_rule *r, const char *text, const char *where) {
+  struct rule_reading *rd = ud;
   int rc = 0;
-  if (dnt_rule_parse(text, &r, err, sizeof err, &col) != 0) {
-    dnt_error("%s, column %zu: expected %s", where, col, err);
-    rc = DNT_EXIT_USAGE;
-  } else if (r.kind == DNT_TRIGGER_COUNTER) {
-    char spec[600];
-    snprintf(spec, sizeof spec, "%s[%s]", r.provider, r.counter);
-    if (dnt_counter_specs_parse(&o->specs, spec, err, sizeof err) != 0) {
-      dnt_error("%s: %s", where, err);
-      rc = DNT_EXIT_USAGE;
-    }
-  } else {
-    *kw |= r.kind == DNT_TRIGGER_EXCEPTION ? 0x8000 : 0x1; /* Exception, GC */
-  }
-  for (size_t i = 0; !rc && i < r.nactions; i++)
-    if (r.actions[i].kind == DNT_ACTION_SAVE_RING) {
+  if (r->kind != DNT_TRIGGER_COUNTER) *rd->kw |= r->kind == DNT_TRIGGER_EXCEPTION ? 0x8000 : 0x1; /* Exception, GC */
+  for (size_t i = 0; !rc && i < r->nactions; i++)
+    if (r->actions[i].kind == DNT_ACTION_SAVE_RING) {
       dnt_error("%s: save-ring needs a ring, which serve does not keep (use 'dntrace watch --ring')", where);
       rc = DNT_EXIT_USAGE;
     }
-  dnt_rule_release(&r);
+  dnt_rule_release(r);
   if (rc) return rc;
+  struct serve *sv = rd->sv;
   sv->rule_texts = dnt_xrealloc(sv->rule_texts, (sv->nrules + 1) * sizeof *sv->rule_texts);
   sv->rule_texts[sv->nrules++] = dnt_xstrdup(text);
   return 0;
 }
 
 static int read_rules(struct serve *sv, struct serve_options *o, uint64_t *kw) {
-  char where[4200];
-  for (size_t i = 0; i < o->rules.n; i++) {
-    snprintf(where, sizeof where, "--rule '%s'", o->rules.v[i]);
-    int rc = add_rule(sv, o, o->rules.v[i], where, kw);
-    if (rc) return rc;
-  }
-  if (o->rules_file) {
-    FILE *fp = fopen(o->rules_file, "r");
-    if (!fp) {
-      dnt_error("cannot read '%s': %s", o->rules_file, strerror(errno));
-      return DNT_EXIT_USAGE;
-    }
-    char line[4096];
-    for (int n = 1; fgets(line, sizeof line, fp); n++) {
-      line[strcspn(line, "\r\n")] = '\0';
-      const char *p = line + strspn(line, " \t");
-      if (!*p || *p == '#') continue;
-      snprintf(where, sizeof where, "%s:%d", o->rules_file, n);
-      int rc = add_rule(sv, o, line, where, kw);
-      if (rc) {
-        fclose(fp);
-        return rc;
-      }
-    }
-    fclose(fp);
-  }
+  struct rule_reading rd = {sv, kw};
+  int rc = dnt_rules_read(&o->rules, o->rules_file, &o->specs, take_rule, &rd);
+  if (rc) return rc;
   if (!sv->nrules && (o->output_dir || o->max_disk_mb || o->max_fires)) {
     dnt_error("-o, --max-actions and --max-disk go with --rule or --rules");
     return DNT_EXIT_USAGE;

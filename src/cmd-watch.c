@@ -249,55 +249,17 @@ static void on_unseen(uv_timer_t *t) {
 
 /* ---- the rules ---- */
 
-static int add_rule(struct watch *w, const char *text, const char *where) {
-  struct dnt_rule r;
-  char err[200];
-  size_t col;
-  if (dnt_rule_parse(text, &r, err, sizeof err, &col) != 0) {
-    dnt_rule_release(&r);
-    dnt_error("%s, column %zu: expected %s", where, col, err);
-    return DNT_EXIT_USAGE;
-  }
-  if (r.kind == DNT_TRIGGER_COUNTER) {
-    char spec[600];
-    snprintf(spec, sizeof spec, "%s[%s]", r.provider, r.counter);
-    if (dnt_counter_specs_parse(&w->specs, spec, err, sizeof err) != 0) {
-      dnt_rule_release(&r);
-      dnt_error("%s: %s", where, err);
-      return DNT_EXIT_USAGE;
-    }
-  }
-  if (dnt_rules_add(w->rules, &r) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+/* A rule that parsed, to the engine. */
+static int take_rule(void *ud, struct dnt_rule *r, const char *text, const char *where) {
+  (void)text, (void)where;
+  struct watch *w = ud;
+  if (dnt_rules_add(w->rules, r) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   return 0;
 }
 
 static int read_rules(struct watch *w, const struct options *o) {
-  char where[4200];
-  for (size_t i = 0; i < o->rules.n; i++) {
-    snprintf(where, sizeof where, "--rule '%s'", o->rules.v[i]);
-    int rc = add_rule(w, o->rules.v[i], where);
-    if (rc) return rc;
-  }
-  if (o->rules_file) {
-    FILE *fp = fopen(o->rules_file, "r");
-    if (!fp) {
-      dnt_error("cannot read '%s': %s", o->rules_file, strerror(errno));
-      return DNT_EXIT_USAGE;
-    }
-    char line[4096];
-    for (int n = 1; fgets(line, sizeof line, fp); n++) {
-      line[strcspn(line, "\r\n")] = '\0';
-      const char *p = line + strspn(line, " \t");
-      if (!*p || *p == '#') continue;
-      snprintf(where, sizeof where, "%s:%d", o->rules_file, n);
-      int rc = add_rule(w, line, where);
-      if (rc) {
-        fclose(fp);
-        return rc;
-      }
-    }
-    fclose(fp);
-  }
+  int rc = dnt_rules_read(&o->rules, o->rules_file, &w->specs, take_rule, w);
+  if (rc) return rc;
   if (!dnt_rules_count(w->rules)) {
     dnt_error("no rule: give --rule 'TRIGGER => ACTION' or --rules FILE");
     return DNT_EXIT_USAGE;

@@ -439,3 +439,54 @@ const ntr_callbacks *dnt_rule_feed_callbacks(void) {
 void dnt_rule_feed_value(struct dnt_rule_feed *f, const dnt_counter_value *v) {
   dnt_rules_counter_tagged(f->rules, v->provider, v->name, v->tags, v->unit, v->value, (uint64_t)(v->time_s * 1000.0));
 }
+
+/* ---- the rules of a command line ---- */
+
+static int read_one_rule(const char *text, const char *where, struct dnt_counter_specs *specs, dnt_rule_take_fn take,
+                         void *ud) {
+  struct dnt_rule r;
+  char err[200];
+  size_t col;
+  if (dnt_rule_parse(text, &r, err, sizeof err, &col) != 0) {
+    dnt_rule_release(&r);
+    dnt_error("%s, column %zu: expected %s", where, col, err);
+    return DNT_EXIT_USAGE;
+  }
+  if (r.kind == DNT_TRIGGER_COUNTER) { /* the session asks for the rule's counter */
+    char spec[600];
+    snprintf(spec, sizeof spec, "%s[%s]", r.provider, r.counter);
+    if (dnt_counter_specs_parse(specs, spec, err, sizeof err) != 0) {
+      dnt_rule_release(&r);
+      dnt_error("%s: %s", where, err);
+      return DNT_EXIT_USAGE;
+    }
+  }
+  return take(ud, &r, text, where);
+}
+
+int dnt_rules_read(const struct dnt_strlist *texts, const char *file, struct dnt_counter_specs *specs,
+                   dnt_rule_take_fn take, void *ud) {
+  char where[4200];
+  for (size_t i = 0; i < texts->n; i++) {
+    snprintf(where, sizeof where, "--rule '%s'", texts->v[i]);
+    int rc = read_one_rule(texts->v[i], where, specs, take, ud);
+    if (rc) return rc;
+  }
+  if (!file) return 0;
+  FILE *fp = fopen(file, "r");
+  if (!fp) {
+    dnt_error("cannot read '%s': %s", file, strerror(errno));
+    return DNT_EXIT_USAGE;
+  }
+  char line[4096];
+  int rc = 0;
+  for (int n = 1; !rc && fgets(line, sizeof line, fp); n++) {
+    line[strcspn(line, "\r\n")] = '\0';
+    const char *p = line + strspn(line, " \t");
+    if (!*p || *p == '#') continue;
+    snprintf(where, sizeof where, "%s:%d", file, n);
+    rc = read_one_rule(line, where, specs, take, ud);
+  }
+  fclose(fp);
+  return rc;
+}

@@ -14,6 +14,7 @@
 #include "dnt-agent.h"
 #include "dnt-counters.h"
 #include "ntr.h"
+#include "options.h"
 
 struct dnt_incidents;
 
@@ -68,5 +69,18 @@ struct dnt_rule_feed {
 const ntr_callbacks *dnt_rule_feed_callbacks(void);
 /* A counter's value (the decoder's on_value) to the rules. */
 void dnt_rule_feed_value(struct dnt_rule_feed *f, const dnt_counter_value *v);
+
+/* ---- the rules of a command line ---- */
+
+/* Takes a rule that parsed (r, the callee's: added to an engine or released), with its text and
+ * where it was given ("--rule '...'" or "FILE:N"). 0, or DNT_EXIT_USAGE with one error line printed. */
+typedef int (*dnt_rule_take_fn)(void *ud, struct dnt_rule *r, const char *text, const char *where);
+
+/* Each of texts (borrowed), then each line of file (NULL: none; blank and '#' lines skipped),
+ * parsed; the counter of a counter rule added to specs; then given to take. The first that does
+ * not parse, whose counter specs refuses, or that take refuses stops the reading with one error
+ * line ("WHERE, column N: expected ..."). 0 or DNT_EXIT_USAGE. */
+int dnt_rules_read(const struct dnt_strlist *texts, const char *file, struct dnt_counter_specs *specs,
+                   dnt_rule_take_fn take, void *ud);
 
 #endif
