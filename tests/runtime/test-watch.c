@@ -44,6 +44,19 @@ static int files_ending(const char *dir, const char *suffix, char *path, size_t 
   return n;
 }
 
+/* watch started (wargs) and its line ready seen, then the sample let go (its start
+ * file go created): the sample's work begins only once watch listens. */
+static void watch_then_go(struct bg *b, const char *const *wargs, const char *ready, const char *go) {
+  bg_start(b, wargs);
+  int up = bg_wait_text(b, ready);
+  char *err = slurp(b->err);
+  cr_assert(up, "dntrace watch did not start (status %d): %s", b->status, err);
+  free(err);
+  int fd = open(go, O_WRONLY | O_CREAT | O_EXCL, 0644);
+  cr_assert_geq(fd, 0);
+  close(fd);
+}
+
 Test(watch, a_burst_of_exceptions_fires_once, .timeout = 300) {
   DNT_REQUIRE_TARGET();
   char *dir = dnt_temp_dir("dnt-watch"), pid[32], go[4200], out[4200];
@@ -56,14 +69,7 @@ Test(watch, a_burst_of_exceptions_fires_once, .timeout = 300) {
   struct bg b;
   const char *const wargs[] = {"watch", "-p", pid, "-o", out, "--rule",
                                "exception Sample.SampleException 5 in 10s => dump mini", NULL};
-  bg_start(&b, wargs);
-  int up = bg_wait_text(&b, "Watching process");
-  char *err = slurp(b.err);
-  cr_assert(up, "dntrace watch did not start (status %d): %s", b.status, err);
-  free(err);
-  int fd = open(go, O_WRONLY | O_CREAT | O_EXCL, 0644);
-  cr_assert_geq(fd, 0);
-  close(fd);
+  watch_then_go(&b, wargs, "Watching process", go);
   struct lines sl = {.fd = t.stdout_fd};
   long made = -1;
   int done = lines_until(&sl, on_thrown, &made, thrown_printed);
@@ -211,14 +217,7 @@ Test(watch, save_ring_keeps_what_came_before, .timeout = 300) {
   struct bg b;
   const char *const wargs[] = {"watch", "-p", pid, "-o", out, "--ring", "6s", "--rule",
                                "exception Sample.SampleException 5 in 10s => save-ring", NULL};
-  bg_start(&b, wargs);
-  int up = bg_wait_text(&b, "keeping the last 6 s for save-ring");
-  char *err = slurp(b.err);
-  cr_assert(up, "watch --ring did not start (status %d): %s", b.status, err);
-  free(err);
-  int fd = open(go, O_WRONLY | O_CREAT | O_EXCL, 0644);
-  cr_assert_geq(fd, 0);
-  close(fd);
+  watch_then_go(&b, wargs, "keeping the last 6 s for save-ring", go);
   struct lines sl = {.fd = t.stdout_fd};
   int over = 0;
   int done = lines_until(&sl, on_spike, &over, spike_over);
@@ -261,14 +260,7 @@ Test(watch, a_disk_budget_removes_the_oldest, .timeout = 300) {
   struct bg b;
   const char *const wargs[] = {"watch", "-p", pid, "-o", out, "--max-actions", "3", "--max-disk", "1", "--rule",
                                "exception Sample.SampleException 5 in 10s => dump mini", NULL};
-  bg_start(&b, wargs);
-  int up = bg_wait_text(&b, "Watching process");
-  char *err = slurp(b.err);
-  cr_assert(up, "dntrace watch did not start (status %d): %s", b.status, err);
-  free(err);
-  int fd = open(go, O_WRONLY | O_CREAT | O_EXCL, 0644);
-  cr_assert_geq(fd, 0);
-  close(fd);
+  watch_then_go(&b, wargs, "Watching process", go);
   struct lines sl = {.fd = t.stdout_fd};
   long made = -1;
   int done = lines_until(&sl, on_thrown, &made, thrown_printed);
