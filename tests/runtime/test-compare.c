@@ -434,12 +434,19 @@ static void compare_run(int with_switches) {
    * period compare measures is the median gap between a thread's samples, which its short
    * off-CPU spells lengthen), give or take what the hypervisor stole (in perf's clock, not in the
    * kernel's account) */
-  double c_lo = c_run - 3 - c_err - stolen, c_hi = c_run * period_ms / ps.period_ms + 3 + c_err + stolen;
-  cr_expect(cpu.perf_cpu >= c_lo && cpu.perf_cpu <= c_hi, "perf CPU of cpu-work %.1f%%, expected %.1f..%.1f; %s",
-            cpu.perf_cpu, c_lo, c_hi, seen);
-  double b_lo = b_run - 3 - b_err - stolen, b_hi = b_run * period_ms / ps.period_ms + 3 + b_err + stolen;
+  /* Below, at least the kernel's share, unless perf itself recorded less: its cpu-clock is a
+   * timer, and a timer that fires late (interrupts held off on a machine busy with I/O) skips
+   * periods, which nothing downstream can put back; then compare's column holds at least what
+   * perf's own records do */
+  double c_perf = 100 * (double)ps.clock[0] * ps.period_ms / span_ms, b_perf = 100 * (double)ps.clock[1] * ps.period_ms / span_ms;
+  double c_lo = (c_run < c_perf ? c_run : c_perf) - 3 - c_err - stolen, c_hi = c_run * period_ms / ps.period_ms + 3 + c_err + stolen;
+  cr_expect(cpu.perf_cpu >= c_lo && cpu.perf_cpu <= c_hi,
+            "perf CPU of cpu-work %.1f%%, expected %.1f..%.1f (perf's own records: %.1f%%); %s", cpu.perf_cpu, c_lo,
+            c_hi, c_perf, seen);
+  double b_lo = (b_run < b_perf ? b_run : b_perf) - 3 - b_err - stolen, b_hi = b_run * period_ms / ps.period_ms + 3 + b_err + stolen;
   cr_expect(blocking.perf_cpu >= b_lo && blocking.perf_cpu <= b_hi,
-            "perf CPU of blocking-work %.1f%%, expected %.1f..%.1f; %s", blocking.perf_cpu, b_lo, b_hi, seen);
+            "perf CPU of blocking-work %.1f%%, expected %.1f..%.1f (perf's own records: %.1f%%); %s",
+            blocking.perf_cpu, b_lo, b_hi, b_perf, seen);
 
   /* the classification, against the kernel's account of the same window. cpu-work: the sampler
    * must let a thread in managed code run to a safe point before it samples it, so its samples
