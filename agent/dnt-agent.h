@@ -13,6 +13,10 @@
  *                 COUNT exceptions thrown (of TYPE, its full name, when given) within DURATION
  *            gc-pause > NUMBER ms
  *                 a garbage collection that paused the process longer than that
+ *            event PROVIDER[/NAME] [FIELD:VALUE[,FIELD:VALUE]...] [COUNT in DURATION]
+ *                 an event of that provider (and name, as TraceEvent names it: GC/Start, and
+ *                 payload fields' values, as collect's --stopping-event-* options match them);
+ *                 COUNT of them within DURATION when given, else each one
  *   ACTION   save-ring | collect DURATION [PROFILE] | dump [mini|heap|triage|full] | gcdump
  *            | stacks | exec COMMAND... (the rest of the line: the last action)
  *   DURATION a number with ms, s, m or h (30s, 5m)
@@ -28,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum dnt_trigger_kind { DNT_TRIGGER_COUNTER, DNT_TRIGGER_EXCEPTION, DNT_TRIGGER_GC_PAUSE };
+enum dnt_trigger_kind { DNT_TRIGGER_COUNTER, DNT_TRIGGER_EXCEPTION, DNT_TRIGGER_GC_PAUSE, DNT_TRIGGER_EVENT };
 enum dnt_action_kind {
   DNT_ACTION_COLLECT, DNT_ACTION_DUMP, DNT_ACTION_GCDUMP, DNT_ACTION_STACKS, DNT_ACTION_EXEC, DNT_ACTION_SAVE_RING
 };
@@ -44,17 +48,21 @@ struct dnt_action {
 struct dnt_rule {
   char *text; /* as written, owned */
   enum dnt_trigger_kind kind;
-  /* a counter */
+  /* a counter; an event's provider */
   char *provider, *counter; /* owned */
   double percentile;        /* [pNN]: a histogram's percentile; 0 when none was named */
   int op;                   /* '>', 'G' (>=), '<', 'L' (<=) */
   double threshold;
   char unit[8];             /* the threshold's unit as written ("" when none) */
   uint64_t for_ms;
-  /* an exception: type (owned; NULL for any), count, window */
+  /* an exception: type (owned; NULL for any), count, window; an event: count and window too (1
+   * and 0 when none was given) */
   char *type;
   uint32_t count;
   uint64_t window_ms;
+  /* an event: its name (owned; NULL for any of the provider's) and payload filter (owned,
+   * "FIELD:VALUE[,FIELD:VALUE]..."; NULL for none) */
+  char *event, *filter;
   /* a GC pause: threshold in ms (threshold) */
   struct dnt_action actions[DNT_RULE_MAX_ACTIONS];
   size_t nactions;
@@ -110,6 +118,9 @@ void dnt_rules_counter_tagged(struct dnt_rules *e, const char *provider, const c
 void dnt_rules_exception(struct dnt_rules *e, const char *type, uint64_t time_ms);
 /* A garbage collection that paused the process pause_ms, ending at time_ms. */
 void dnt_rules_gc_pause(struct dnt_rules *e, double pause_ms, uint64_t time_ms);
+/* An event that rule i (an event rule) matches arrived at time_ms (name: the event's, for the
+ * log; the caller matches: the library reads no payloads). */
+void dnt_rules_event(struct dnt_rules *e, size_t i, const char *name, uint64_t time_ms);
 /* Whether rule i, a counter's, has had a value of its counter (to say which never report). */
 int dnt_rules_counter_seen(const struct dnt_rules *e, size_t i);
 /* How many times rule i has fired, and how many firings the limits held back, in all. */

@@ -1,7 +1,7 @@
 /* engine.c: when rules fire. Every value and event comes with its own time (the runtime's
  * timestamps), so what fires depends on what the process did, not on when it was read. A counter
  * rule holds from its first value past the threshold and fires once it has held `for` long (each
- * value in between past it too); an exception rule fires when `count` matching exceptions fall
+ * value in between past it too); an exception or event rule fires when `count` matching ones fall
  * within its window (their times kept, at most count of them); a GC rule on one pause past its
  * threshold. A firing then passes the limits (max_fires in limit_ms, cooldown_ms after the last)
  * or is counted as held back. */
@@ -66,7 +66,7 @@ int dnt_rules_add(struct dnt_rules *e, struct dnt_rule *r) {
   }
   struct state *s = &e->v[e->n];
   memset(s, 0, sizeof *s);
-  if (r->kind == DNT_TRIGGER_EXCEPTION && !(s->times = calloc(r->count, sizeof *s->times))) {
+  if ((r->kind == DNT_TRIGGER_EXCEPTION || r->kind == DNT_TRIGGER_EVENT) && !(s->times = calloc(r->count, sizeof *s->times))) {
     dnt_rule_release(r);
     return -1;
   }
@@ -185,22 +185,35 @@ void dnt_rules_counter_tagged(struct dnt_rules *e, const char *provider, const c
   }
 }
 
+/* One more of what rule i counts (an exception, an event: what) at time_ms: the ring keeps the
+ * latest `count` times; the rule fires when the oldest of them is within its window (a rule with
+ * no window: each one). */
+static void count_one(struct dnt_rules *e, size_t i, const char *what, uint64_t time_ms) {
+  struct state *s = &e->v[i];
+  const struct dnt_rule *r = &s->rule;
+  if (s->ntimes < r->count) s->times[(s->head + s->ntimes++) % r->count] = time_ms;
+  else s->times[s->head] = time_ms, s->head = (s->head + 1) % r->count;
+  uint64_t oldest = s->times[s->head];
+  if (s->ntimes < r->count || (r->window_ms && time_ms - oldest >= r->window_ms)) return;
+  char why[256], trig[160];
+  if (r->window_ms)
+    snprintf(why, sizeof why, "%s (%u %s in %.3f s)", dnt_rule_trigger_text(r, trig, sizeof trig), r->count, what,
+             (double)(time_ms - oldest) / 1000);
+  else
+    snprintf(why, sizeof why, "%s (%s)", dnt_rule_trigger_text(r, trig, sizeof trig), what);
+  s->ntimes = s->head = 0; /* another firing needs as many again */
+  fire(e, i, time_ms, why);
+}
+
 void dnt_rules_exception(struct dnt_rules *e, const char *type, uint64_t time_ms) {
   for (size_t i = 0; i < e->n; i++) {
-    struct state *s = &e->v[i];
-    const struct dnt_rule *r = &s->rule;
-    if (r->kind != DNT_TRIGGER_EXCEPTION || (r->type && strcmp(r->type, type) != 0)) continue;
-    /* the ring keeps the latest `count` times; the oldest of them within the window fires */
-    if (s->ntimes < r->count) s->times[(s->head + s->ntimes++) % r->count] = time_ms;
-    else s->times[s->head] = time_ms, s->head = (s->head + 1) % r->count;
-    uint64_t oldest = s->times[s->head];
-    if (s->ntimes < r->count || time_ms - oldest >= r->window_ms) continue;
-    char why[256], trig[160];
-    snprintf(why, sizeof why, "%s (%u %s in %.3f s)", dnt_rule_trigger_text(r, trig, sizeof trig), r->count, type,
-             (double)(time_ms - oldest) / 1000);
-    s->ntimes = s->head = 0; /* another firing needs as many again */
-    fire(e, i, time_ms, why);
+    const struct dnt_rule *r = &e->v[i].rule;
+    if (r->kind == DNT_TRIGGER_EXCEPTION && (!r->type || strcmp(r->type, type) == 0)) count_one(e, i, type, time_ms);
   }
+}
+
+void dnt_rules_event(struct dnt_rules *e, size_t i, const char *name, uint64_t time_ms) {
+  if (i < e->n && e->v[i].rule.kind == DNT_TRIGGER_EVENT) count_one(e, i, name && *name ? name : "an event", time_ms);
 }
 
 void dnt_rules_gc_pause(struct dnt_rules *e, double pause_ms, uint64_t time_ms) {

@@ -85,33 +85,79 @@ static int is_name(const char *w) {
   return 1;
 }
 
+/* "COUNT in DURATION" into rule's count and window (what is the trigger's, for the message). */
+static int count_in(struct reader *r, struct dnt_rule *rule, const char *what) {
+  char w[256], msg[128];
+  const char *at = (blanks(r), r->at);
+  word(r, w, sizeof w);
+  char *end;
+  unsigned long n = strtoul(w, &end, 10);
+  snprintf(msg, sizeof msg, "a count of %s (1 or more)", what);
+  if (*end || !*w || n == 0 || n > 1000000) return fail(r, at, msg);
+  rule->count = (uint32_t)n;
+  at = (blanks(r), r->at);
+  if (!word(r, w, sizeof w) || strcmp(w, "in") != 0) return fail(r, at, "'in' and a time ('5 in 10s')");
+  at = (blanks(r), r->at);
+  word(r, w, sizeof w);
+  if (duration(w, &rule->window_ms) != 0 || !rule->window_ms) return fail(r, at, "a time (a number with ms, s, m or h)");
+  return 0;
+}
+
+/* event PROVIDER[/NAME] [FIELD:VALUE[,...]] [COUNT in DURATION]: the provider ends at the first
+ * '/' (a provider's name has none; an event's, TraceEvent's, may: GC/Start). */
+static int event_trigger(struct reader *r, struct dnt_rule *rule) {
+  char w[256];
+  rule->kind = DNT_TRIGGER_EVENT;
+  rule->count = 1;
+  const char *at = (blanks(r), r->at);
+  word(r, w, sizeof w);
+  for (const char *c = w; *c; c++)
+    if (!isalnum((unsigned char)*c) && !strchr("._-/", *c)) return fail(r, at + (c - w), "a provider's name, then /EVENT");
+  char *slash = strchr(w, '/');
+  if (!*w || slash == w) return fail(r, at, "a provider's name ('event PROVIDER[/EVENT]')");
+  if (slash && !slash[1]) return fail(r, at + (slash - w) + 1, "an event's name after '/'");
+  rule->provider = slash ? dup_n(w, (size_t)(slash - w)) : strdup(w);
+  if (!rule->provider || (slash && !(rule->event = strdup(slash + 1)))) return fail(r, at, "out of memory");
+  /* a payload filter: one word of FIELD:VALUE pairs, commas inside it */
+  at = (blanks(r), r->at);
+  const char *p = r->at;
+  while (*p && *p != ' ' && *p != '\t' && !(p[0] == '=' && p[1] == '>')) p++;
+  if (p > at && memchr(at, ':', (size_t)(p - at))) {
+    if (!rule->event) return fail(r, at, "an event's name before a payload filter ('event PROVIDER/EVENT FIELD:VALUE')");
+    for (const char *pair = at; pair < p;) {
+      const char *comma = memchr(pair, ',', (size_t)(p - pair)), *stop = comma ? comma : p;
+      const char *colon = memchr(pair, ':', (size_t)(stop - pair));
+      if (!colon || colon == pair) return fail(r, pair, "FIELD:VALUE (payload filters, comma-separated)");
+      pair = comma ? comma + 1 : p;
+      if (comma && pair == p) return fail(r, comma, "another FIELD:VALUE after ','");
+    }
+    if (!(rule->filter = dup_n(at, (size_t)(p - at)))) return fail(r, at, "out of memory");
+    r->at = p;
+    at = (blanks(r), r->at);
+  }
+  if (*r->at && !(r->at[0] == '=' && r->at[1] == '>')) return count_in(r, rule, "events");
+  return 0;
+}
+
 static int trigger(struct reader *r, struct dnt_rule *rule) {
   char w[256];
   const char *at = (blanks(r), r->at);
-  if (!word(r, w, sizeof w)) return fail(r, at, "a trigger (a counter, exception or gc-pause) before '=>'");
+  if (!word(r, w, sizeof w)) return fail(r, at, "a trigger (a counter, exception, gc-pause or event) before '=>'");
   if (strcmp(w, "exception") == 0) {
     rule->kind = DNT_TRIGGER_EXCEPTION;
     at = (blanks(r), r->at);
     word(r, w, sizeof w);
     char *end;
-    unsigned long n = strtoul(w, &end, 10);
+    strtoul(w, &end, 10);
     if (*end || !*w) { /* a type first */
       if (!is_name(w)) return fail(r, at, "an exception's type or a count ('exception [TYPE] COUNT in TIME')");
       if (!(rule->type = strdup(w))) return fail(r, at, "out of memory");
-      at = (blanks(r), r->at);
-      word(r, w, sizeof w);
-      n = strtoul(w, &end, 10);
+    } else {
+      r->at = at;
     }
-    if (*end || !*w || n == 0 || n > 1000000) return fail(r, at, "a count of exceptions (1 or more)");
-    rule->count = (uint32_t)n;
-    at = (blanks(r), r->at);
-    if (!word(r, w, sizeof w) || strcmp(w, "in") != 0) return fail(r, at, "'in' and a time ('5 in 10s')");
-    at = (blanks(r), r->at);
-    word(r, w, sizeof w);
-    if (duration(w, &rule->window_ms) != 0 || !rule->window_ms)
-      return fail(r, at, "a time (a number with ms, s, m or h)");
-    return 0;
+    return count_in(r, rule, "exceptions");
   }
+  if (strcmp(w, "event") == 0) return event_trigger(r, rule);
   if (strcmp(w, "gc-pause") == 0) {
     rule->kind = DNT_TRIGGER_GC_PAUSE;
     at = (blanks(r), r->at);
@@ -235,7 +281,7 @@ int dnt_rule_parse(const char *text, struct dnt_rule *rule, char *err, size_t ca
 }
 
 void dnt_rule_release(struct dnt_rule *r) {
-  free(r->text), free(r->provider), free(r->counter), free(r->type);
+  free(r->text), free(r->provider), free(r->counter), free(r->type), free(r->event), free(r->filter);
   for (size_t i = 0; i < r->nactions; i++) free(r->actions[i].arg);
   memset(r, 0, sizeof *r);
 }
@@ -255,6 +301,14 @@ const char *dnt_rule_trigger_text(const struct dnt_rule *r, char *buf, size_t ca
     snprintf(buf, cap, "exception%s%s %u in %s", r->type ? " " : "", r->type ? r->type : "", r->count, t);
     break;
   case DNT_TRIGGER_GC_PAUSE: snprintf(buf, cap, "gc-pause > %g ms", r->threshold); break;
+  case DNT_TRIGGER_EVENT: {
+    char n[64] = "";
+    put_ms(t, sizeof t, r->window_ms);
+    if (r->window_ms) snprintf(n, sizeof n, " %u in %s", r->count, t);
+    snprintf(buf, cap, "event %s%s%s%s%s%s", r->provider, r->event ? "/" : "", r->event ? r->event : "",
+             r->filter ? " " : "", r->filter ? r->filter : "", n);
+    break;
+  }
   default:
     put_ms(t, sizeof t, r->for_ms);
     char pct[32] = "";

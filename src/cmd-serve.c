@@ -160,6 +160,7 @@ static void target_free(struct target *t) {
   dnt_session_close(&t->s);
   ntr_parser_free(t->parser);
   dnt_counters_decoder_free(t->feed.decoder);
+  dnt_rule_feed_release(&t->feed);
   dnt_rules_free(t->feed.rules); /* its incidents under way keep their own copy of their rule */
   dnt_counter_table_release(&t->table);
   free(t->prom_labels);
@@ -528,17 +529,11 @@ static int check_labels(struct serve *sv, const struct dnt_strlist *l) {
 
 /* ---- the rules ---- */
 
-struct rule_reading {
-  struct serve *sv;
-  uint64_t *kw;
-};
-
-/* A rule that parsed: its events asked for, its text kept for every target's engine (save-ring
- * refused: serve keeps no ring). */
+/* A rule that parsed: its text kept for every target's engine (save-ring refused: serve keeps
+ * no ring). */
 static int take_rule(void *ud, struct dnt_rule *r, const char *text, const char *where) {
-  struct rule_reading *rd = ud;
+  struct serve *sv = ud;
   int rc = 0;
-  if (r->kind != DNT_TRIGGER_COUNTER) *rd->kw |= r->kind == DNT_TRIGGER_EXCEPTION ? 0x8000 : 0x1; /* Exception, GC */
   for (size_t i = 0; !rc && i < r->nactions; i++)
     if (r->actions[i].kind == DNT_ACTION_SAVE_RING) {
       dnt_error("%s: save-ring needs a ring, which serve does not keep (use 'dntrace watch --ring')", where);
@@ -546,15 +541,14 @@ static int take_rule(void *ud, struct dnt_rule *r, const char *text, const char 
     }
   dnt_rule_release(r);
   if (rc) return rc;
-  struct serve *sv = rd->sv;
   sv->rule_texts = dnt_xrealloc(sv->rule_texts, (sv->nrules + 1) * sizeof *sv->rule_texts);
   sv->rule_texts[sv->nrules++] = dnt_xstrdup(text);
   return 0;
 }
 
-static int read_rules(struct serve *sv, struct serve_options *o, uint64_t *kw) {
-  struct rule_reading rd = {sv, kw};
-  int rc = dnt_rules_read(&o->rules, o->rules_file, &o->specs, take_rule, &rd);
+/* The rules, and the events they want into wanted. */
+static int read_rules(struct serve *sv, struct serve_options *o, struct dnt_providers *wanted) {
+  int rc = dnt_rules_read(&o->rules, o->rules_file, &o->specs, wanted, take_rule, sv);
   if (rc) return rc;
   if (!sv->nrules && (o->output_dir || o->max_disk_mb || o->max_fires)) {
     dnt_error("-o, --max-actions and --max-disk go with --rule or --rules");
@@ -625,13 +619,14 @@ int cmd_serve(int argc, char **argv) {
   }
   rc = DNT_EXIT_FAILURE;
   if (o.specs.n == 0 && dnt_counter_specs_parse(&o.specs, DNT_COUNTERS_DEFAULT, err, sizeof err) < 0) goto out;
-  uint64_t kw = 0; /* the runtime's keywords the rules want */
-  if ((rc = read_rules(&sv, &o, &kw)) != 0) goto out;
+  if ((rc = read_rules(&sv, &o, &sv.wanted)) != 0) goto out;
   rc = DNT_EXIT_FAILURE;
   if (dnt_counters_wire_build(&sv.wire, &o.specs, o.refresh, 1000, 10) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  sv.providers = dnt_xmalloc((sv.wire.n + 1) * sizeof *sv.providers);
+  sv.providers = dnt_xmalloc((sv.wire.n + sv.wanted.n) * sizeof *sv.providers);
   for (size_t i = 0; i < sv.wire.n; i++) sv.providers[sv.nproviders++] = sv.wire.v[i];
-  if (kw) sv.providers[sv.nproviders++] = (dsipc_provider){.name = RUNTIME_PROVIDER, .keywords = kw, .level = 4, .args = NULL};
+  for (size_t i = 0; i < sv.wanted.n; i++)
+    sv.providers[sv.nproviders++] = (dsipc_provider){.name = sv.wanted.v[i].name, .keywords = sv.wanted.v[i].keywords,
+                                                     .level = sv.wanted.v[i].level, .args = NULL};
   sv.loop = uv_default_loop();
   if (sv.nrules) {
     struct dnt_incident_opts io = {.dir = o.output_dir, .json = 0, .max_disk_mb = o.max_disk_mb};
@@ -722,6 +717,7 @@ out:
   dnt_counters_wire_release(&sv.wire);
   dnt_counter_specs_release(&o.specs);
   free(sv.providers);
+  dnt_providers_release(&sv.wanted);
   dnt_incidents_free(sv.incidents);
   for (size_t i = 0; i < sv.nrules; i++) free(sv.rule_texts[i]);
   free(sv.rule_texts);

@@ -31,9 +31,6 @@
 
 #define BUFFER_MB 16
 #define REFRESH_S 1.0
-#define RUNTIME "Microsoft-Windows-DotNETRuntime"
-#define KW_GC 0x1
-#define KW_EXCEPTION 0x8000
 
 struct options {
   struct dnt_session_target target;
@@ -76,7 +73,7 @@ const struct dnt_usage usage_watch = {
                 "[--max-actions N] [--limit-window TIME] [--cooldown TIME] [--max-disk MB] "
                 "[--ring TIME [--ring-size MB] [--ring-profile LIST]] "
                 "[--duration TIME]",
-    .summary = "Act when a rule holds: a counter past a value, a burst of exceptions, a long GC pause",
+    .summary = "Act when a rule holds: a counter past a value, a burst of exceptions, a long GC pause, an event",
     .options = watch_options,
 };
 
@@ -94,6 +91,7 @@ struct watch {
   const char *session_id;
   struct dnt_rule_feed feed; /* the rules and the counters' decoder, fed by the parser */
   struct dnt_counter_specs specs;
+  struct dnt_providers wanted; /* the events the rules want */
   struct dnt_rules *rules;
   struct dnt_incidents *incidents;
   uv_signal_t sigint, sigterm;
@@ -153,6 +151,7 @@ static const dnt_session_cb session_cb;
 static void make_parser(struct watch *w) {
   ntr_parser_free(w->parser);
   dnt_counters_decoder_free(w->feed.decoder);
+  dnt_rule_feed_release(&w->feed);
   ntr_ring_free(w->ring);
   w->parser = NULL, w->ring = NULL;
   w->feed = (struct dnt_rule_feed){.rules = w->rules};
@@ -258,7 +257,7 @@ static int take_rule(void *ud, struct dnt_rule *r, const char *text, const char 
 }
 
 static int read_rules(struct watch *w, const struct options *o) {
-  int rc = dnt_rules_read(&o->rules, o->rules_file, &w->specs, take_rule, w);
+  int rc = dnt_rules_read(&o->rules, o->rules_file, &w->specs, &w->wanted, take_rule, w);
   if (rc) return rc;
   if (!dnt_rules_count(w->rules)) {
     dnt_error("no rule: give --rule 'TRIGGER => ACTION' or --rules FILE");
@@ -301,13 +300,8 @@ int cmd_watch(int argc, char **argv) {
     rc = DNT_EXIT_USAGE;
     goto out;
   }
-  uint64_t kw = (dnt_rules_want(w.rules, DNT_TRIGGER_EXCEPTION) ? KW_EXCEPTION : 0) |
-                (dnt_rules_want(w.rules, DNT_TRIGGER_GC_PAUSE) ? KW_GC : 0);
-  if (kw) { /* merged with the ring's runtime provider, when it has one */
-    char spec[128];
-    snprintf(spec, sizeof spec, "%s:0x%llx:4", RUNTIME, (unsigned long long)kw);
-    if (dnt_providers_parse(&extra, spec, err, sizeof err) != 0) dnt_die(DNT_EXIT_FAILURE, "%s", err);
-  }
+  if (dnt_providers_merge(&extra, &w.wanted, err, sizeof err) != 0) /* with the ring's, when it has them */
+    dnt_die(DNT_EXIT_FAILURE, "%s", err);
   providers = dnt_xmalloc((wire.n + extra.n + 1) * sizeof *providers);
   size_t np = 0;
   for (size_t i = 0; i < wire.n; i++) providers[np++] = wire.v[i];
@@ -354,8 +348,10 @@ out:
   }
   ntr_parser_free(w.parser);
   dnt_counters_decoder_free(w.feed.decoder);
+  dnt_rule_feed_release(&w.feed);
   ntr_ring_free(w.ring);
   dnt_providers_release(&extra);
+  dnt_providers_release(&w.wanted);
   dnt_counters_wire_release(&wire);
   dnt_counter_specs_release(&w.specs);
   free(providers);

@@ -7,17 +7,12 @@
 #include <stddef.h>
 
 #include "dnt-trace.h"
-
-#define DNT_STOP_MAX_FILTERS 16
+#include "event-match.h"
 
 struct dnt_stop_event {
-  const char *provider, *event;     /* borrowed (argv); event may be NULL */
-  char *filter;                     /* a copy of FIELD:VALUE[,FIELD:VALUE...], cut up in place */
-  const char *keys[DNT_STOP_MAX_FILTERS], *values[DNT_STOP_MAX_FILTERS];
-  size_t nfilters;
+  struct dnt_event_match match;
   struct dnt_schema *schema;        /* layouts of the runtime's own events (no fields in metadata) */
   uint32_t pointer_size;            /* the trace header's, for the layouts' pointers */
-  dnt_record rec;
   int fired;
   void (*on_match)(void *ud, const char *provider, const char *event);
   void *ud;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -393,9 +394,36 @@ static int64_t unix_ms_of(const struct dnt_rule_feed *f, uint64_t ts) {
   return f->start_unix_ms + (int64_t)d;
 }
 
+void dnt_rule_feed_release(struct dnt_rule_feed *f) {
+  for (size_t i = 0; i < f->nmatches; i++) dnt_event_match_release(&f->matches[i]);
+  free(f->matches);
+  dnt_schema_free(f->schema);
+  f->matches = NULL, f->nmatches = 0, f->schema = NULL;
+}
+
+/* The event rules' matches, made once (their filters parsed when the rule was read). */
+static void make_matches(struct dnt_rule_feed *f) {
+  size_t n = dnt_rules_count(f->rules);
+  if (f->matches || !dnt_rules_want(f->rules, DNT_TRIGGER_EVENT)) return;
+  f->matches = dnt_xmalloc(n * sizeof *f->matches);
+  memset(f->matches, 0, n * sizeof *f->matches);
+  f->nmatches = n;
+  char err[512];
+  if ((f->schema = dnt_schema_new()) && dnt_schema_load_default(f->schema, err, sizeof err) != 0) {
+    dnt_schema_free(f->schema);
+    f->schema = NULL;
+  }
+  for (size_t i = 0; i < n; i++) {
+    const struct dnt_rule *r = dnt_rules_get(f->rules, i);
+    if (r->kind == DNT_TRIGGER_EVENT) dnt_event_match_init(&f->matches[i], r->provider, r->event, r->filter, f->schema, err, sizeof err);
+  }
+}
+
 static int feed_on_trace(void *ud, const ntr_trace *t) {
   struct dnt_rule_feed *f = ud;
   f->sync_qpc = t->sync_time_qpc, f->freq = t->qpc_frequency, f->suspend_ts = 0;
+  f->pointer_size = t->pointer_size;
+  make_matches(f);
   struct tm tm = {.tm_year = t->start_time[0] - 1900, .tm_mon = t->start_time[1] - 1, .tm_mday = t->start_time[3],
                   .tm_hour = t->start_time[4], .tm_min = t->start_time[5], .tm_sec = t->start_time[6]};
   f->start_unix_ms = (int64_t)timegm(&tm) * 1000 + t->start_time[7];
@@ -411,6 +439,11 @@ static int feed_on_metadata(void *ud, const ntr_metadata *md) {
 static int feed_on_event(void *ud, const ntr_event *ev) {
   struct dnt_rule_feed *f = ud;
   const ntr_metadata *md = ev->metadata;
+  for (size_t i = 0; i < f->nmatches; i++) {
+    const char *name;
+    if (f->matches[i].provider && dnt_event_match_test(&f->matches[i], ev, f->pointer_size, &name))
+      dnt_rules_event(f->rules, i, name, (uint64_t)unix_ms_of(f, ev->timestamp));
+  }
   if (md && strcmp(md->provider, RUNTIME) == 0) {
     if (md->event_id == EV_EXCEPTION) { /* ExceptionType (UTF-16z) first */
       ntr_payload c;
@@ -442,14 +475,56 @@ void dnt_rule_feed_value(struct dnt_rule_feed *f, const dnt_counter_value *v) {
 
 /* ---- the rules of a command line ---- */
 
-static int read_one_rule(const char *text, const char *where, struct dnt_counter_specs *specs, dnt_rule_take_fn take,
-                         void *ud) {
+/* What a session enables for rule r's events (nothing for a counter rule, whose counter goes to
+ * the specs): 0, or -1 with err. schema: loaded here at the first runtime event named. */
+static int rule_providers(const struct dnt_rule *r, struct dnt_providers *l, struct dnt_schema **schema, char *err,
+                          size_t cap) {
+  char spec[600];
+  if (r->kind == DNT_TRIGGER_EXCEPTION || r->kind == DNT_TRIGGER_GC_PAUSE) {
+    snprintf(spec, sizeof spec, "%s:0x%x:4", RUNTIME, r->kind == DNT_TRIGGER_EXCEPTION ? 0x8000 : 0x1);
+  } else if (r->kind == DNT_TRIGGER_EVENT && strcasecmp(r->provider, RUNTIME) != 0) {
+    snprintf(spec, sizeof spec, "%s:0xffffffffffffffff:5", r->provider); /* every event of it */
+  } else if (r->kind == DNT_TRIGGER_EVENT) { /* the runtime's: only what its event needs */
+    if (!r->event) {
+      snprintf(err, cap, "name the runtime's event (%s/GC/Start): its keywords are asked for, not all of them", RUNTIME);
+      return -1;
+    }
+    if (!*schema && (!(*schema = dnt_schema_new()) || dnt_schema_load_default(*schema, err, cap) != 0)) return -1;
+    uint64_t kw;
+    uint32_t level;
+    if (!dnt_schema_enabling(*schema, RUNTIME, r->event, &kw, &level)) {
+      snprintf(err, cap, "the runtime has no event '%s' (TraceEvent's names: GC/Start, Exception/Start...)", r->event);
+      return -1;
+    }
+    snprintf(spec, sizeof spec, "%s:0x%llx:%u", RUNTIME, (unsigned long long)kw, level);
+  } else {
+    return 0;
+  }
+  return dnt_providers_parse(l, spec, err, cap);
+}
+
+static int read_one_rule(const char *text, const char *where, struct dnt_counter_specs *specs,
+                         struct dnt_providers *providers, struct dnt_schema **schema, dnt_rule_take_fn take, void *ud) {
   struct dnt_rule r;
   char err[200];
   size_t col;
   if (dnt_rule_parse(text, &r, err, sizeof err, &col) != 0) {
     dnt_rule_release(&r);
     dnt_error("%s, column %zu: expected %s", where, col, err);
+    return DNT_EXIT_USAGE;
+  }
+  if (r.filter) { /* its payload filter, as the feed will read it */
+    struct dnt_event_match m;
+    if (dnt_event_match_init(&m, r.provider, r.event, r.filter, NULL, err, sizeof err) != 0) {
+      dnt_rule_release(&r);
+      dnt_error("%s: %s", where, err);
+      return DNT_EXIT_USAGE;
+    }
+    dnt_event_match_release(&m);
+  }
+  if (rule_providers(&r, providers, schema, err, sizeof err) != 0) {
+    dnt_rule_release(&r);
+    dnt_error("%s: %s", where, err);
     return DNT_EXIT_USAGE;
   }
   if (r.kind == DNT_TRIGGER_COUNTER) { /* the session asks for the rule's counter */
@@ -465,28 +540,28 @@ static int read_one_rule(const char *text, const char *where, struct dnt_counter
 }
 
 int dnt_rules_read(const struct dnt_strlist *texts, const char *file, struct dnt_counter_specs *specs,
-                   dnt_rule_take_fn take, void *ud) {
+                   struct dnt_providers *providers, dnt_rule_take_fn take, void *ud) {
   char where[4200];
-  for (size_t i = 0; i < texts->n; i++) {
+  struct dnt_schema *schema = NULL;
+  int rc = 0;
+  for (size_t i = 0; !rc && i < texts->n; i++) {
     snprintf(where, sizeof where, "--rule '%s'", texts->v[i]);
-    int rc = read_one_rule(texts->v[i], where, specs, take, ud);
-    if (rc) return rc;
+    rc = read_one_rule(texts->v[i], where, specs, providers, &schema, take, ud);
   }
-  if (!file) return 0;
-  FILE *fp = fopen(file, "r");
-  if (!fp) {
+  FILE *fp = NULL;
+  if (!rc && file && !(fp = fopen(file, "r"))) {
     dnt_error("cannot read '%s': %s", file, strerror(errno));
-    return DNT_EXIT_USAGE;
+    rc = DNT_EXIT_USAGE;
   }
   char line[4096];
-  int rc = 0;
-  for (int n = 1; !rc && fgets(line, sizeof line, fp); n++) {
+  for (int n = 1; !rc && fp && fgets(line, sizeof line, fp); n++) {
     line[strcspn(line, "\r\n")] = '\0';
     const char *p = line + strspn(line, " \t");
     if (!*p || *p == '#') continue;
     snprintf(where, sizeof where, "%s:%d", file, n);
-    rc = read_one_rule(line, where, specs, take, ud);
+    rc = read_one_rule(line, where, specs, providers, &schema, take, ud);
   }
-  fclose(fp);
+  if (fp) fclose(fp);
+  dnt_schema_free(schema);
   return rc;
 }

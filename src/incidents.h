@@ -13,8 +13,10 @@
 
 #include "dnt-agent.h"
 #include "dnt-counters.h"
+#include "event-match.h"
 #include "ntr.h"
 #include "options.h"
+#include "providers.h"
 
 struct dnt_incidents;
 
@@ -55,20 +57,27 @@ const char *dnt_incidents_dir(const struct dnt_incidents *r);
 /* ---- a session's events to the rules ---- */
 
 /* What a rules engine is fed from a session's stream: its counters through a counters decoder,
- * and the runtime's ExceptionThrown and GC suspension events, each on the trace's own clock (Unix
- * ms). Caller-owned, zeroed; rules and decoder set by the caller (the decoder's on_value calls
- * dnt_rule_feed_value). Reset the clock (zero it again) for a new stream. */
+ * the runtime's ExceptionThrown and GC suspension events, and the events its event rules match,
+ * each on the trace's own clock (Unix ms). Caller-owned, zeroed; rules and decoder set by the
+ * caller (the decoder's on_value calls dnt_rule_feed_value). For a new stream, release it and
+ * set it up again. */
 struct dnt_rule_feed {
   struct dnt_rules *rules;
   dnt_counters_decoder *decoder;
   uint64_t sync_qpc, freq;
   int64_t start_unix_ms;
   uint64_t suspend_ts;
+  uint32_t pointer_size;
+  struct dnt_event_match *matches; /* one per rule (made at the stream's start); unused: no provider */
+  size_t nmatches;
+  struct dnt_schema *schema;       /* the runtime's event layouts, for the event rules' filters */
 };
 /* The parser's callbacks, with the feed as their ud. */
 const ntr_callbacks *dnt_rule_feed_callbacks(void);
 /* A counter's value (the decoder's on_value) to the rules. */
 void dnt_rule_feed_value(struct dnt_rule_feed *f, const dnt_counter_value *v);
+/* Frees what the feed made (its event matches); rules and decoder stay the caller's. */
+void dnt_rule_feed_release(struct dnt_rule_feed *f);
 
 /* ---- the rules of a command line ---- */
 
@@ -77,10 +86,12 @@ void dnt_rule_feed_value(struct dnt_rule_feed *f, const dnt_counter_value *v);
 typedef int (*dnt_rule_take_fn)(void *ud, struct dnt_rule *r, const char *text, const char *where);
 
 /* Each of texts (borrowed), then each line of file (NULL: none; blank and '#' lines skipped),
- * parsed; the counter of a counter rule added to specs; then given to take. The first that does
- * not parse, whose counter specs refuses, or that take refuses stops the reading with one error
- * line ("WHERE, column N: expected ..."). 0 or DNT_EXIT_USAGE. */
+ * parsed; the counter of a counter rule added to specs, the events another rule wants to
+ * providers (the runtime's keywords for exceptions, GC pauses and its named events; every event
+ * of another provider); then given to take. The first that does not parse, whose counter specs
+ * refuses, whose event cannot be asked for, or that take refuses stops the reading with one
+ * error line ("WHERE, column N: expected ..."). 0 or DNT_EXIT_USAGE. */
 int dnt_rules_read(const struct dnt_strlist *texts, const char *file, struct dnt_counter_specs *specs,
-                   dnt_rule_take_fn take, void *ud);
+                   struct dnt_providers *providers, dnt_rule_take_fn take, void *ud);
 
 #endif

@@ -291,6 +291,16 @@ int dnt_providers_parse(struct dnt_providers *l, const char *spec, char *err, si
   return 0;
 }
 
+int dnt_providers_merge(struct dnt_providers *l, const struct dnt_providers *from, char *err, size_t errlen) {
+  for (size_t i = 0; i < from->n; i++) {
+    char spec[600];
+    snprintf(spec, sizeof spec, "%s:0x%llx:%u", from->v[i].name, (unsigned long long)from->v[i].keywords,
+             from->v[i].level);
+    if (dnt_providers_parse(l, spec, err, errlen) != 0) return -1;
+  }
+  return 0;
+}
+
 int dnt_providers_add_profiles(struct dnt_providers *l, const char *names, char *err, size_t errlen) {
   for (const char *s = names; *s;) {
     const char *end = strchr(s, ',');

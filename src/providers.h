@@ -33,6 +33,10 @@ void dnt_providers_release(struct dnt_providers *l);
  * On error returns -1 with a message pointing at the bad token in err. */
 int dnt_providers_parse(struct dnt_providers *l, const char *spec, char *err, size_t errlen);
 
+/* Adds each provider of from (borrowed; none with args) to l, merged by the same rules. 0 or -1
+ * with err. */
+int dnt_providers_merge(struct dnt_providers *l, const struct dnt_providers *from, char *err, size_t errlen);
+
 /* Adds the providers of the comma-separated profiles, except those already named by
  * --providers. -1 with a message on an unknown profile. */
 int dnt_providers_add_profiles(struct dnt_providers *l, const char *names, char *err, size_t errlen);

@@ -13,6 +13,7 @@
 #include "dnt-perf.h"
 #include "dnt-profile.h"
 #include "incidents.h"
+#include "providers.h"
 #include "ntr.h"
 #include "options.h"
 #include "session.h"
@@ -96,6 +97,7 @@ struct serve {
   struct dnt_incidents *incidents;
   dsipc_provider *providers;
   size_t nproviders;
+  struct dnt_providers wanted; /* the events the rules want */
 };
 
 struct job {

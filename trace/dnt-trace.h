@@ -225,6 +225,12 @@ enum dnt_layout_type {
 const dnt_schema_event *dnt_schema_find(const struct dnt_schema *s, const char *provider, uint32_t event_id,
                                         uint32_t version, uint32_t *nfields);
 
+/* What a session enables to get the events of provider named name (TraceEvent's "GC/Start" or
+ * the manifest's symbol "GCStart_V2"), over all their versions: the keywords OR'ed, the most
+ * verbose level. 1, or 0 when the schema has no such event. */
+int dnt_schema_enabling(const struct dnt_schema *s, const char *provider, const char *name, uint64_t *keywords,
+                        uint32_t *level);
+
 /* A self-described event's name as TraceEvent gives it (its EventPipe metadata rules): without an
  * opcode in the metadata, a name ending in Start or Stop (any case) implies opcode 1 or 2; an
  * opcode 1 or 2 strips that ending; a nonzero opcode follows a slash by its name (Start, Stop,

@@ -430,6 +430,22 @@ const dnt_schema_event *dnt_schema_find(const struct dnt_schema *s, const char *
   return &best->pub;
 }
 
+int dnt_schema_enabling(const struct dnt_schema *s, const char *provider, const char *name, uint64_t *keywords,
+                        uint32_t *level) {
+  int found = 0;
+  *keywords = 0, *level = 0;
+  for (size_t i = 0; i < s->n; i++) {
+    const struct schema_event *e = &s->events[i];
+    if (strcmp(e->provider, provider) != 0 ||
+        (strcmp(e->pub.name, name) != 0 && strcmp(e->pub.symbol, name) != 0))
+      continue;
+    found = 1;
+    *keywords |= e->pub.keywords;
+    if (e->pub.level > *level) *level = e->pub.level;
+  }
+  return found;
+}
+
 const ntr_field *dnt_schema_lookup(const struct dnt_schema *s, const char *provider, uint32_t event_id,
                                    uint32_t version, const char **name, uint32_t *nfields) {
   const dnt_schema_event *pub = dnt_schema_find(s, provider, event_id, version, nfields);

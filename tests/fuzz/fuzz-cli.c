@@ -61,6 +61,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char text[300];
     if (dnt_rule_parse(arg, &r, err, sizeof err, &column) == 0) {
       if (!r.nactions || r.nactions > DNT_RULE_MAX_ACTIONS) abort();
+      if (r.kind == DNT_TRIGGER_EVENT && (!r.provider || !*r.provider || !r.count || (r.event && !*r.event) ||
+                                          (r.filter && !strchr(r.filter, ':'))))
+        abort();
       (void)dnt_rule_trigger_text(&r, text, sizeof text);
       for (size_t i = 0; i < r.nactions; i++) (void)dnt_action_text(&r.actions[i], text, sizeof text);
     } else if (column < 1 || column > strlen(arg) + 1) {

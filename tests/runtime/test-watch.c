@@ -100,6 +100,66 @@ Test(watch, a_burst_of_exceptions_fires_once, .timeout = 300) {
   free(dir);
 }
 
+/* Event rules, as collect's stopping event matches: the runtime's ExceptionThrown by TraceEvent's
+ * name and its ExceptionType field (a layout from the schema: the runtime's events carry none), and
+ * the sample's own EventSource event Sample-Load/Tick by its n field (a layout from its metadata).
+ * Rule 1 counts all 40 exceptions the sample throws, so it fires only if each one matched; rule 3
+ * fires on the one Tick whose n is 1000. Rules 2 and 4 name values that never come: had their
+ * filters been ignored, they would have fired on the first event, before the others did. */
+Test(watch, event_rules_match_by_name_and_payload, .timeout = 300) {
+  DNT_REQUIRE_TARGET();
+  char *dir = dnt_temp_dir("dnt-watch"), pid[32], go[4200];
+  snprintf(go, sizeof go, "%s/go", dir);
+  const char *const args[] = {"--throw", "20", "--throw-count", "40", "--event-rate", "200", "--start-file", go,
+                              "--no-cpu", "--no-blocking", "--no-alloc", "--no-exceptions", "--no-counters", NULL};
+  dnt_target t;
+  dnt_start_sample(&t, args, pid, sizeof pid);
+  struct bg b;
+  const char *const wargs[] = {
+      "watch", "-p", pid, "-o", dir, "--rule",
+      "event Microsoft-Windows-DotNETRuntime/Exception/Start ExceptionType:Sample.SampleException 40 in 1h => exec true",
+      "--rule", "event Microsoft-Windows-DotNETRuntime/Exception/Start ExceptionType:System.TimeoutException => exec true",
+      "--rule", "event Sample-Load/Tick n:1000 => exec true",
+      "--rule", "event Sample-Load/Tick s:tock => exec true", NULL};
+  watch_then_go(&b, wargs, "Watching process", go);
+  int fired1 = bg_wait_text(&b, "rule 1 fired on process"), fired3 = bg_wait_text(&b, "rule 3 fired on process");
+  int status = bg_finish(&b, SIGINT);
+  char *o = slurp(b.out), *e = slurp(b.err);
+  bg_remove(&b);
+  dnt_target_stop(&t);
+  cr_assert(fired1 && fired3, "rules 1 and 3 fired: %s%s", o, e);
+  cr_assert_eq(status, 0, "watch, stopped by Ctrl+C: status %d: %s", status, e);
+  cr_expect(strstr(o, ": event Microsoft-Windows-DotNETRuntime/Exception/Start ExceptionType:Sample.SampleException "
+                      "40 in 3600 s (40 Exception/Start in "),
+            "%s", o);
+  cr_expect(strstr(o, ": event Sample-Load/Tick n:1000 (Tick); exec true"), "%s", o);
+  cr_expect(strstr(e, "rule 1: fired 1 time, 0 more held back by the limits\n"), "%s", e);
+  cr_expect(strstr(e, "rule 2: fired 0 times, 0 more held back by the limits\n"), "%s", e);
+  cr_expect(strstr(e, "rule 3: fired 1 time, 0 more held back by the limits\n"), "%s", e);
+  cr_expect(strstr(e, "rule 4: fired 0 times, 0 more held back by the limits\n"), "%s", e);
+  free(o), free(e);
+  dnt_rm_rf(dir);
+  free(dir);
+}
+
+/* The runtime's events a rule names are asked for by their own keywords: a name the runtime does
+ * not have, or none, is one line, exit 2, before any process is touched. */
+Test(watch, an_event_rule_the_runtime_cannot_answer_is_one_line) {
+  const char *const bad[][2] = {
+      {"event Microsoft-Windows-DotNETRuntime/GC/Nope => stacks", "the runtime has no event 'GC/Nope'"},
+      {"event Microsoft-Windows-DotNETRuntime => stacks", "name the runtime's event"},
+      {"event Sample-Load/Tick n:1,m => stacks", "column 28: expected FIELD:VALUE"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    struct dnt_run r;
+    int rc = dnt_run_dntrace(&r, "watch", "-p", "1", "--rule", bad[i][0], NULL);
+    cr_expect_eq(rc, 2, "%s: %d %s", bad[i][0], rc, r.err);
+    cr_expect(strstr(r.err, bad[i][1]), "%s: %s", bad[i][0], r.err);
+    cr_expect_eq(strchr(r.err, '\n'), strrchr(r.err, '\n'), "one line: %s", r.err);
+    dnt_run_free(&r);
+  }
+}
+
 /* gc-heap-size is above 0 from its first value: held 1 s, the rule fires; its heap snapshot is the
  * file the command after it gets ($DNTRACE_FILE), and a .gcdump dntrace reads. JSON lines. */
 Test(watch, a_counter_rule_hands_its_file_to_a_command, .timeout = 300) {

@@ -42,8 +42,8 @@ namespace Sample
             "  --spike-at S     S seconds after 'ready' (or the start file), an incident: for 3 s thread spike-burn\n" +
             "                   spins in Sample.SpikeWork.Burn and spike-alloc allocates; 1.5 s in, spike-burn\n" +
             "                   throws and catches 10 Sample.SampleException; prints 'spike' and 'spike over'\n" +
-            "  --start-file PATH  --throw, --crash-after and --spike-at begin once the file PATH exists, not at 'ready' (a\n" +
-            "                   test makes it once its session runs); their delays count from then\n" +
+            "  --start-file PATH  --throw, --crash-after, --spike-at and --event-rate begin once the file PATH exists, not at\n" +
+            "                   'ready' (a test makes it once its session runs); their delays count from then\n" +
             "  --contend        threads contend-a and contend-b take turns at one lock in\n" +
             "                   Sample.ContendWork.HoldLock, each holding it about 5 ms; print 'contention N'\n" +
             "                   (Monitor.LockContentionCount, the runtime's count of contended waits) every 250 ms\n" +

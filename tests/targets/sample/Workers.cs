@@ -36,7 +36,11 @@ namespace Sample
             else if (_opts.Alloc) Spawn("alloc-work", () => AllocWork.Run(_stop));
             if (_opts.Exceptions) Spawn("exception-work", () => Faults.Run(_stop));
             if (_opts.Counters) Spawn("metrics-work", () => Telemetry.Run(_stop));
-            if (_opts.EventRate > 0) Spawn("load-work", () => LoadWork.Run(_opts.EventRate, _stop));
+            if (_opts.EventRate > 0)
+                Spawn("load-work", () =>
+                {
+                    if (StartFile.Wait(_opts.StartFile, _stop)) LoadWork.Run(_opts.EventRate, _stop);
+                });
             if (_opts.Handoff) Handoff.Start(this, _stop);
             if (_opts.Async) Spawn("async-driver", () => AsyncWork.Run(_stop));
             if (_opts.HeapEntries >= 0)

@@ -87,6 +87,45 @@ Test(rules, a_histograms_percentile_is_named) {
   parse_bad("lat[p100] > 1 => stacks", 4, "a percentile");
 }
 
+/* An event rule: the provider ends at the first '/', the event's name (TraceEvent's, with its own
+ * slashes) after it; a payload filter is one word of FIELD:VALUE pairs; a count and window, or
+ * none (each event). */
+Test(rules, an_event_rule_reads_as_written) {
+  struct dnt_rule r = parse_ok("event Microsoft-Windows-DotNETRuntime/GC/Start Reason:1,Depth:2 3 in 1m => stacks");
+  cr_expect_eq(r.kind, DNT_TRIGGER_EVENT);
+  cr_expect_str_eq(r.provider, "Microsoft-Windows-DotNETRuntime");
+  cr_expect_str_eq(r.event, "GC/Start");
+  cr_expect_str_eq(r.filter, "Reason:1,Depth:2");
+  cr_expect_eq(r.count, 3);
+  cr_expect_eq(r.window_ms, 60000);
+  char buf[200];
+  cr_expect_str_eq(dnt_rule_trigger_text(&r, buf, sizeof buf),
+                   "event Microsoft-Windows-DotNETRuntime/GC/Start Reason:1,Depth:2 3 in 60 s");
+  dnt_rule_release(&r);
+  r = parse_ok("event Sample-Load=>exec true");
+  cr_expect_str_eq(r.provider, "Sample-Load");
+  cr_expect_null(r.event);
+  cr_expect_null(r.filter);
+  cr_expect_eq(r.count, 1);
+  cr_expect_eq(r.window_ms, 0);
+  cr_expect_str_eq(dnt_rule_trigger_text(&r, buf, sizeof buf), "event Sample-Load");
+  dnt_rule_release(&r);
+  r = parse_ok("event Sample-Load/Tick s:a=b,n:7 => stacks");
+  cr_expect_str_eq(r.event, "Tick");
+  cr_expect_str_eq(r.filter, "s:a=b,n:7");
+  dnt_rule_release(&r);
+  parse_bad("event => stacks", 7, "a provider's name");
+  parse_bad("event /GC => stacks", 7, "a provider's name");
+  parse_bad("event P/ => stacks", 9, "an event's name after '/'");
+  parse_bad("event P n:1 => stacks", 9, "an event's name before a payload filter");
+  parse_bad("event P/E n:1,m => stacks", 15, "FIELD:VALUE");
+  parse_bad("event P/E n:1, => stacks", 14, "another FIELD:VALUE");
+  parse_bad("event P/E :1 => stacks", 11, "FIELD:VALUE");
+  parse_bad("event P/E 3 => stacks", 13, "'in'");
+  parse_bad("event P/E 0 in 1s => stacks", 11, "a count of events");
+  parse_bad("event P?x => stacks", 8, "a provider's name");
+}
+
 Test(rules, a_mistake_is_said_at_its_column) {
   parse_bad("", 1, "a trigger");
   parse_bad("cpu-usage 80 => stacks", 11, "a comparison");
@@ -204,6 +243,39 @@ Test(rules, exceptions_fire_on_count_within_the_window) {
   for (int i = 0; i < 5; i++) dnt_rules_exception(e, "Sample.SampleException", 700000 + (uint64_t)i);
   cr_assert_eq(x.n, 2);
   cr_expect_eq(x.held[1], 1);
+  dnt_rules_free(e);
+}
+
+/* The caller matches events; the engine counts them: each one (no window), or COUNT within the
+ * window, and a rule's index is the only thing that ties a match to it. */
+Test(rules, events_fire_each_or_on_count_within_the_window) {
+  struct fired x;
+  const char *const rules[] = {"event P/E => stacks", "event P/E 3 in 1s => stacks", "exception 1 in 1s => stacks"};
+  struct dnt_rules *e = engine(&x, rules, 3);
+  dnt_rules_set_limits(e, 100, 600000, 0);
+  dnt_rules_event(e, 0, "E", 1000);
+  cr_assert_eq(x.n, 1);
+  cr_expect_eq(x.index[0], 0);
+  cr_expect(strstr(x.why[0], "event P/E (E)"), "%s", x.why[0]);
+  dnt_rules_event(e, 0, NULL, 1100);
+  cr_assert_eq(x.n, 2);
+  cr_expect(strstr(x.why[1], "(an event)"), "%s", x.why[1]);
+  /* rule 1: two in the first second, the third 1.5 s after the first: no; two more within it */
+  dnt_rules_event(e, 1, "E", 1000);
+  dnt_rules_event(e, 1, "E", 1400);
+  dnt_rules_event(e, 1, "E", 2500);
+  cr_expect_eq(x.n, 2);
+  dnt_rules_event(e, 1, "E", 2600);
+  cr_expect_eq(x.n, 2, "1400, 2500, 2600: 1.2 s");
+  dnt_rules_event(e, 1, "E", 2700);
+  cr_assert_eq(x.n, 3);
+  cr_expect_eq(x.index[2], 1);
+  cr_expect(strstr(x.why[2], "(3 E in 0.200 s)"), "%s", x.why[2]);
+  /* an index that is not an event rule's, or out of range: nothing */
+  dnt_rules_event(e, 2, "E", 3000);
+  dnt_rules_event(e, 9, "E", 3000);
+  cr_expect_eq(x.n, 3);
+  cr_expect(dnt_rules_want(e, DNT_TRIGGER_EVENT));
   dnt_rules_free(e);
 }
 
