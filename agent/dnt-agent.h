@@ -17,6 +17,9 @@
  *                 an event of that provider (and name, as TraceEvent names it: GC/Start, and
  *                 payload fields' values, as collect's --stopping-event-* options match them);
  *                 COUNT of them within DURATION when given, else each one
+ *            process-start
+ *                 the process is followed from now: once for each process (with --all, each
+ *                 new one), when its session starts
  *   ACTION   save-ring | collect DURATION [PROFILE] | dump [mini|heap|triage|full] | gcdump
  *            | stacks | exec COMMAND... (the rest of the line: the last action)
  *   DURATION a number with ms, s, m or h (30s, 5m)
@@ -32,7 +35,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum dnt_trigger_kind { DNT_TRIGGER_COUNTER, DNT_TRIGGER_EXCEPTION, DNT_TRIGGER_GC_PAUSE, DNT_TRIGGER_EVENT };
+enum dnt_trigger_kind {
+  DNT_TRIGGER_COUNTER, DNT_TRIGGER_EXCEPTION, DNT_TRIGGER_GC_PAUSE, DNT_TRIGGER_EVENT, DNT_TRIGGER_PROCESS_START
+};
 enum dnt_action_kind {
   DNT_ACTION_COLLECT, DNT_ACTION_DUMP, DNT_ACTION_GCDUMP, DNT_ACTION_STACKS, DNT_ACTION_EXEC, DNT_ACTION_SAVE_RING
 };
@@ -118,6 +123,8 @@ void dnt_rules_counter_tagged(struct dnt_rules *e, const char *provider, const c
 void dnt_rules_exception(struct dnt_rules *e, const char *type, uint64_t time_ms);
 /* A garbage collection that paused the process pause_ms, ending at time_ms. */
 void dnt_rules_gc_pause(struct dnt_rules *e, double pause_ms, uint64_t time_ms);
+/* The process began to be followed at time_ms: the process-start rules fire. */
+void dnt_rules_process_start(struct dnt_rules *e, uint64_t time_ms);
 /* An event that rule i (an event rule) matches arrived at time_ms (name: the event's, for the
  * log; the caller matches: the library reads no payloads). */
 void dnt_rules_event(struct dnt_rules *e, size_t i, const char *name, uint64_t time_ms);

@@ -212,6 +212,11 @@ void dnt_rules_exception(struct dnt_rules *e, const char *type, uint64_t time_ms
   }
 }
 
+void dnt_rules_process_start(struct dnt_rules *e, uint64_t time_ms) {
+  for (size_t i = 0; i < e->n; i++)
+    if (e->v[i].rule.kind == DNT_TRIGGER_PROCESS_START) fire(e, i, time_ms, "process-start (followed from now)");
+}
+
 void dnt_rules_event(struct dnt_rules *e, size_t i, const char *name, uint64_t time_ms) {
   if (i < e->n && e->v[i].rule.kind == DNT_TRIGGER_EVENT) count_one(e, i, name && *name ? name : "an event", time_ms);
 }

@@ -142,7 +142,7 @@ static int event_trigger(struct reader *r, struct dnt_rule *rule) {
 static int trigger(struct reader *r, struct dnt_rule *rule) {
   char w[256];
   const char *at = (blanks(r), r->at);
-  if (!word(r, w, sizeof w)) return fail(r, at, "a trigger (a counter, exception, gc-pause or event) before '=>'");
+  if (!word(r, w, sizeof w)) return fail(r, at, "a trigger (a counter, exception, gc-pause, event or process-start) before '=>'");
   if (strcmp(w, "exception") == 0) {
     rule->kind = DNT_TRIGGER_EXCEPTION;
     at = (blanks(r), r->at);
@@ -158,6 +158,10 @@ static int trigger(struct reader *r, struct dnt_rule *rule) {
     return count_in(r, rule, "exceptions");
   }
   if (strcmp(w, "event") == 0) return event_trigger(r, rule);
+  if (strcmp(w, "process-start") == 0) {
+    rule->kind = DNT_TRIGGER_PROCESS_START;
+    return 0;
+  }
   if (strcmp(w, "gc-pause") == 0) {
     rule->kind = DNT_TRIGGER_GC_PAUSE;
     at = (blanks(r), r->at);
@@ -188,8 +192,8 @@ static int trigger(struct reader *r, struct dnt_rule *rule) {
   }
   for (const char *c = w; *c; c++)
     if (!isalnum((unsigned char)*c) && !strchr("._-/", *c))
-      return fail(r, at, "a counter ([PROVIDER/]NAME), exception or gc-pause");
-  if (!*w) return fail(r, at, "a counter ([PROVIDER/]NAME), exception or gc-pause");
+      return fail(r, at, "a counter ([PROVIDER/]NAME), exception, gc-pause, event or process-start");
+  if (!*w) return fail(r, at, "a counter ([PROVIDER/]NAME), exception, gc-pause, event or process-start");
   const char *slash = strrchr(w, '/');
   rule->provider = slash ? dup_n(w, (size_t)(slash - w)) : strdup("System.Runtime");
   rule->counter = strdup(slash ? slash + 1 : w);
@@ -301,6 +305,7 @@ const char *dnt_rule_trigger_text(const struct dnt_rule *r, char *buf, size_t ca
     snprintf(buf, cap, "exception%s%s %u in %s", r->type ? " " : "", r->type ? r->type : "", r->count, t);
     break;
   case DNT_TRIGGER_GC_PAUSE: snprintf(buf, cap, "gc-pause > %g ms", r->threshold); break;
+  case DNT_TRIGGER_PROCESS_START: snprintf(buf, cap, "process-start"); break;
   case DNT_TRIGGER_EVENT: {
     char n[64] = "";
     put_ms(t, sizeof t, r->window_ms);

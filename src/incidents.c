@@ -308,7 +308,7 @@ static void run_next(struct dnt_incidents *r) {
     case DNT_ACTION_SAVE_RING: /* the caller's: it calls dnt_incidents_saved once done */
       file_for(r, in, k, "nettrace");
       r->busy = 1;
-      if (!r->save || r->save(r->ud, in->files[k]) != 0) {
+      if (!r->save || r->save(r->ud, in->pid, in->files[k]) != 0) {
         if (!r->save) dnt_warning("rule %zu: save-ring without --ring: nothing kept to save", in->rule);
         r->busy = 0;
         in->status[k] = 1, in->next_action++;

@@ -26,9 +26,10 @@ struct dnt_incident_opts {
   long max_disk_mb; /* the files of the directory kept under this (0: no bound) */
 };
 
-/* save-ring, the caller's: starts writing its ring to path and calls dnt_incidents_saved once done;
- * 0, or -1 when it cannot (no ring, no session): the action fails at once. */
-typedef int (*dnt_save_ring_fn)(void *ud, const char *path);
+/* save-ring, the caller's: starts writing the ring of process pid to path and calls
+ * dnt_incidents_saved once done; 0, or -1 when it cannot (no ring, no session): the action fails
+ * at once. */
+typedef int (*dnt_save_ring_fn)(void *ud, int pid, const char *path);
 
 /* A runner on loop (borrowed), with o (copied; its strings borrowed). save may be NULL. NULL when
  * the program's own file cannot be found. */

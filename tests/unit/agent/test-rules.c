@@ -279,6 +279,25 @@ Test(rules, events_fire_each_or_on_count_within_the_window) {
   dnt_rules_free(e);
 }
 
+/* process-start: the rules of that kind fire when the caller says the process is followed; the
+ * limits hold as for any rule. */
+Test(rules, process_start_fires_its_rules_only) {
+  struct fired x;
+  const char *const rules[] = {"cpu-usage > 1 => stacks", "process-start => exec true"};
+  struct dnt_rules *e = engine(&x, rules, 2);
+  cr_expect_eq(dnt_rules_get(e, 1)->kind, DNT_TRIGGER_PROCESS_START);
+  char buf[64];
+  cr_expect_str_eq(dnt_rule_trigger_text(dnt_rules_get(e, 1), buf, sizeof buf), "process-start");
+  dnt_rules_process_start(e, 5000);
+  cr_assert_eq(x.n, 1);
+  cr_expect_eq(x.index[0], 1);
+  cr_expect_eq(x.time[0], 5000);
+  dnt_rules_process_start(e, 6000); /* within its limit window: held back */
+  cr_expect_eq(x.n, 1);
+  parse_bad("process-start now => stacks", 15, "'=>'");
+  dnt_rules_free(e);
+}
+
 Test(rules, limits_and_cooldown) {
   struct fired x;
   const char *const rules[] = {"gc-pause > 100ms => stacks"};
