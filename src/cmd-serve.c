@@ -65,8 +65,47 @@ static struct dnt_rules *target_rules(struct serve *sv, struct target *t) {
   return e;
 }
 
+/* The targets' session: the counters, the events the rules want and, with --ring, what it records
+ * (its rundown then names the window's stacks). */
+static dsipc_session_config session_config(const struct serve *sv) {
+  int ring = sv->o->ring_ms != 0;
+  return (dsipc_session_config){.buffer_mb = ring ? 256 : COUNTERS_BUFFER_MB, .format = 1, .request_rundown = ring,
+                                .request_stackwalk = ring, .providers = sv->providers, .n_providers = sv->nproviders};
+}
+
+/* A fresh parser for a new session's stream: the counters' decoder, behind the rules' feed when
+ * there are rules (their runtime events), beside a new ring with --ring. */
+static void target_parser(struct target *t) {
+  const struct serve_options *o = t->sv->o;
+  ntr_parser_free(t->parser);
+  ntr_ring_free(t->ring);
+  t->parser = NULL, t->ring = NULL;
+  dnt_rule_feed_release(&t->feed);
+  dnt_counters_decoder_free(t->feed.decoder);
+  struct dnt_rules *rules = t->feed.rules;
+  t->feed = (struct dnt_rule_feed){.rules = rules};
+  const char *sid = t->sv->wire.session_id[0] ? t->sv->wire.session_id : NULL;
+  if (!(t->feed.decoder = dnt_counters_decoder_new(&o->specs, sid, on_value, t))) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  const ntr_callbacks *cb = rules ? dnt_rule_feed_callbacks() : dnt_counters_decoder_callbacks();
+  void *ud = rules ? (void *)&t->feed : (void *)t->feed.decoder;
+  ntr_callbacks fcb;
+  if (o->ring_ms) {
+    uint64_t mb = o->ring_mb ? (uint64_t)o->ring_mb : 256;
+    if (!(t->ring = ntr_ring_new(o->ring_ms, mb << 20))) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+    ntr_fanout_init(&t->fan);
+    ntr_fanout_add(&t->fan, cb, ud);
+    ntr_callbacks rcb;
+    ntr_ring_callbacks(&rcb);
+    ntr_fanout_add(&t->fan, &rcb, t->ring);
+    ntr_fanout_callbacks(&t->fan, &fcb);
+    cb = &fcb, ud = &t->fan;
+  }
+  if (ntr_parser_new(&t->parser, cb, ud, NULL) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+}
+
 static void on_counters_data(void *ud, const uint8_t *p, size_t n) {
   struct target *t = ud;
+  if (t->ring) ntr_ring_now(t->ring, uv_now(t->sv->loop));
   int rc = ntr_parser_feed(t->parser, p, n);
   if (rc < 0 && rc != NTR_EOF) { /* a stream we cannot read: this target's counters stop here */
     dnt_warning("process %d: the counters stream does not parse: %s", t->pid, ntr_parser_errmsg(t->parser));
@@ -74,8 +113,16 @@ static void on_counters_data(void *ud, const uint8_t *p, size_t n) {
   }
 }
 
+static void on_ring_restart(uv_timer_t *h);
+
 static void on_counters_end(void *ud) {
   struct target *t = ud;
+  if (t->ring_saving && !t->sv->quitting) { /* a save-ring: the session's end closed the window */
+    t->sv->restarting = t;
+    uv_timer_start(&t->sv->ring_restart, on_ring_restart, 0, 0);
+    return;
+  }
+  t->ring_saving = 0;
   t->live = 0;
   t->ended = 1;
   dnt_counter_table_clear(&t->table);
@@ -98,6 +145,51 @@ static void on_counters_started(void *ud, int rc) {
 }
 
 static const dnt_session_cb counters_cb = {on_counters_data, on_counters_end};
+
+static void on_restarted(void *ud, int rc) {
+  struct target *t = ud;
+  if (rc) {
+    dnt_warning("process %d refused the next session: %s", t->pid, t->s.reply_msg);
+    t->live = 0, t->ended = 1;
+    dnt_counter_table_clear(&t->table);
+  }
+}
+
+/* After a save-ring's session ended (a timer: not inside the session's callback): the window
+ * saved as the action's file, the action done, then the target's next session. */
+static void on_ring_restart(uv_timer_t *h) {
+  struct serve *sv = h->data;
+  struct target *t = sv->restarting;
+  sv->restarting = NULL;
+  int ok = dnt_ring_save(t->ring, t->ring_path) == 0;
+  t->ring_saving = 0;
+  dnt_session_close(&t->s);
+  struct dnt_session_target want = {.pid = t->pid};
+  target_parser(t);
+  dsipc_session_config cfg = session_config(sv);
+  if (dnt_session_open(&t->s, sv->loop, &want) != 0 ||
+      dnt_session_start_async(&t->s, 2, &cfg, &counters_cb, t, on_restarted) != 0) {
+    dnt_warning("cannot start the next session on process %d", t->pid);
+    t->live = 0, t->ended = 1;
+    dnt_counter_table_clear(&t->table);
+  }
+  dnt_incidents_saved(sv->incidents, ok);
+}
+
+/* save-ring (incidents.h): the target's session stops; its end saves the window and starts the next. */
+static int save_ring(void *ud, int pid, const char *path) {
+  struct serve *sv = ud;
+  for (struct target *t = sv->targets; t; t = t->next) {
+    if (t->pid != pid || !t->live || !t->ring || t->ring_saving || sv->quitting || sv->restarting) continue;
+    free(t->ring_path);
+    t->ring_path = dnt_xstrdup(path);
+    t->ring_saving = 1;
+    ntr_ring_hold(t->ring);
+    dnt_session_stop(&t->s);
+    return 0;
+  }
+  return -1;
+}
 
 /* The target's labels for /metrics (pid, process, --label pairs). */
 static void make_prom_labels(struct serve *sv, struct target *t) {
@@ -125,15 +217,9 @@ static struct target *target_add(struct serve *sv, int pid, unsigned long long k
     t->push = serve_pusher_new(sv);
     t->push->retry.data = t;
   }
-  const char *sid = sv->wire.session_id[0] ? sv->wire.session_id : NULL;
   if (sv->nrules) t->feed.rules = target_rules(sv, t);
-  /* the counters' decoder, behind the rules' feed when there are rules (their runtime events) */
-  if (!(t->feed.decoder = dnt_counters_decoder_new(&sv->o->specs, sid, on_value, t)) ||
-      ntr_parser_new(&t->parser, t->feed.rules ? dnt_rule_feed_callbacks() : dnt_counters_decoder_callbacks(),
-                     t->feed.rules ? (void *)&t->feed : (void *)t->feed.decoder, NULL) != 0)
-    dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  dsipc_session_config cfg = {.buffer_mb = COUNTERS_BUFFER_MB, .format = 1, .providers = sv->providers,
-                              .n_providers = sv->nproviders};
+  target_parser(t);
+  dsipc_session_config cfg = session_config(sv);
   if (dnt_session_start_async(&t->s, 2, &cfg, &counters_cb, t, on_counters_started) != 0) {
     dnt_warning("cannot start a session on process %d: %s", pid, t->s.reply_msg);
     goto fail;
@@ -146,7 +232,9 @@ fail:
   dnt_session_close(&t->s);
   serve_pusher_free(t);
   ntr_parser_free(t->parser);
+  ntr_ring_free(t->ring);
   dnt_counters_decoder_free(t->feed.decoder);
+  dnt_rule_feed_release(&t->feed);
   dnt_rules_free(t->feed.rules);
   free(t->prom_labels);
   free(t);
@@ -159,6 +247,8 @@ static void target_free(struct target *t) {
   serve_pusher_free(t);
   dnt_session_close(&t->s);
   ntr_parser_free(t->parser);
+  ntr_ring_free(t->ring);
+  free(t->ring_path);
   dnt_counters_decoder_free(t->feed.decoder);
   dnt_rule_feed_release(&t->feed);
   dnt_rules_free(t->feed.rules); /* its incidents under way keep their own copy of their rule */
@@ -476,12 +566,17 @@ static const struct dnt_option serve_options[] = {
     DNT_OPT_STRING('o', "output", "DIR", O(output_dir), "where the rules' actions write (default: the current directory)"),
     DNT_OPT_COUNT(0, "max-actions", "N", O(max_fires), 1000, "a rule fires at most N times in 10 minutes per target (default 1)"),
     DNT_OPT_COUNT(0, "max-disk", "MB", O(max_disk_mb), 16777216, "keep the actions' files under MB in all (see dntrace-watch(1))"),
+    {.kind = DNT_OPT_DURATION, .long_name = "ring", .argh = "TIME", .offset = O(ring_ms),
+     .help = "keep each target's last TIME of a recording, for the save-ring action"},
+    DNT_OPT_COUNT(0, "ring-size", "MB", O(ring_mb), 1048576, "with --ring: at most MB of it per target (default 256)"),
+    DNT_OPT_STRING(0, "ring-profile", "LIST", O(ring_profile),
+                   "with --ring: what it records (default dotnet-common,\ndotnet-sampled-thread-time, as collect's)"),
     DNT_OPT_END(),
 };
 #undef O
 
 const struct dnt_usage usage_serve = {
-    .synopsis = "dntrace serve (-p PID[,PID..] | -n NAME | --all) [--label KEY=VALUE]... [--listen ADDR] [--counters LIST] [--refresh-interval SEC] [--rescan TIME] [--cpu] [--push URL [--push-interval TIME]] [--rule RULE... | --rules FILE [-o DIR] [--max-actions N] [--max-disk MB]]",
+    .synopsis = "dntrace serve (-p PID[,PID..] | -n NAME | --all) [--label KEY=VALUE]... [--listen ADDR] [--counters LIST] [--refresh-interval SEC] [--rescan TIME] [--cpu] [--push URL [--push-interval TIME]] [--rule RULE... | --rules FILE [-o DIR] [--max-actions N] [--max-disk MB] [--ring TIME [--ring-size MB] [--ring-profile LIST]]]",
     .summary = "Serve /metrics and Go's /debug/pprof endpoints for .NET processes (an agent)",
     .options = serve_options,
 };
@@ -529,14 +624,13 @@ static int check_labels(struct serve *sv, const struct dnt_strlist *l) {
 
 /* ---- the rules ---- */
 
-/* A rule that parsed: its text kept for every target's engine (save-ring refused: serve keeps
- * no ring). */
+/* A rule that parsed: its text kept for every target's engine (save-ring refused without --ring). */
 static int take_rule(void *ud, struct dnt_rule *r, const char *text, const char *where) {
   struct serve *sv = ud;
   int rc = 0;
   for (size_t i = 0; !rc && i < r->nactions; i++)
-    if (r->actions[i].kind == DNT_ACTION_SAVE_RING) {
-      dnt_error("%s: save-ring needs a ring, which serve does not keep (use 'dntrace watch --ring')", where);
+    if (r->actions[i].kind == DNT_ACTION_SAVE_RING && !sv->o->ring_ms) {
+      dnt_error("%s: save-ring needs a ring: give --ring TIME (each process's last TIME kept)", where);
       rc = DNT_EXIT_USAGE;
     }
   dnt_rule_release(r);
@@ -550,8 +644,8 @@ static int take_rule(void *ud, struct dnt_rule *r, const char *text, const char 
 static int read_rules(struct serve *sv, struct serve_options *o, struct dnt_providers *wanted) {
   int rc = dnt_rules_read(&o->rules, o->rules_file, &o->specs, wanted, take_rule, sv);
   if (rc) return rc;
-  if (!sv->nrules && (o->output_dir || o->max_disk_mb || o->max_fires)) {
-    dnt_error("-o, --max-actions and --max-disk go with --rule or --rules");
+  if (!sv->nrules && (o->output_dir || o->max_disk_mb || o->max_fires || o->ring_ms || o->ring_mb || o->ring_profile)) {
+    dnt_error("-o, --max-actions, --max-disk and --ring go with --rule or --rules");
     return DNT_EXIT_USAGE;
   }
   return 0;
@@ -567,6 +661,7 @@ static void quit(struct serve *sv) {
   uv_close((uv_handle_t *)&sv->reconnect, NULL);
   uv_close((uv_handle_t *)&sv->rescan, NULL);
   uv_close((uv_handle_t *)&sv->push_tick, NULL);
+  uv_close((uv_handle_t *)&sv->ring_restart, NULL);
   for (struct target *t = sv->targets; t; t = t->next) serve_pusher_free(t); /* windows unsent are dropped */
   uv_close((uv_handle_t *)&sv->sigint, NULL);
   uv_close((uv_handle_t *)&sv->sigterm, NULL);
@@ -622,11 +717,19 @@ int cmd_serve(int argc, char **argv) {
   if ((rc = read_rules(&sv, &o, &sv.wanted)) != 0) goto out;
   rc = DNT_EXIT_FAILURE;
   if (dnt_counters_wire_build(&sv.wire, &o.specs, o.refresh, 1000, 10) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  sv.providers = dnt_xmalloc((sv.wire.n + sv.wanted.n) * sizeof *sv.providers);
+  if (o.ring_ms && dnt_providers_add_profiles(&sv.extra, o.ring_profile ? o.ring_profile
+                                                                         : "dotnet-common,dotnet-sampled-thread-time",
+                                              err, sizeof err) != 0) {
+    dnt_error("--ring-profile: %s", err);
+    rc = DNT_EXIT_USAGE;
+    goto out;
+  }
+  if (dnt_providers_merge(&sv.extra, &sv.wanted, err, sizeof err) != 0) dnt_die(DNT_EXIT_FAILURE, "%s", err);
+  sv.providers = dnt_xmalloc((sv.wire.n + sv.extra.n + 1) * sizeof *sv.providers);
   for (size_t i = 0; i < sv.wire.n; i++) sv.providers[sv.nproviders++] = sv.wire.v[i];
-  for (size_t i = 0; i < sv.wanted.n; i++)
-    sv.providers[sv.nproviders++] = (dsipc_provider){.name = sv.wanted.v[i].name, .keywords = sv.wanted.v[i].keywords,
-                                                     .level = sv.wanted.v[i].level, .args = NULL};
+  for (size_t i = 0; i < sv.extra.n; i++)
+    sv.providers[sv.nproviders++] = (dsipc_provider){.name = sv.extra.v[i].name, .keywords = sv.extra.v[i].keywords,
+                                                     .level = sv.extra.v[i].level, .args = sv.extra.v[i].args};
   sv.loop = uv_default_loop();
   if (sv.nrules) {
     struct dnt_incident_opts io = {.dir = o.output_dir, .json = 0, .max_disk_mb = o.max_disk_mb};
@@ -634,7 +737,7 @@ int cmd_serve(int argc, char **argv) {
       dnt_error("cannot make '%s': %s", o.output_dir, strerror(errno));
       goto out;
     }
-    if (!(sv.incidents = dnt_incidents_new(sv.loop, &io, NULL, NULL)))
+    if (!(sv.incidents = dnt_incidents_new(sv.loop, &io, o.ring_ms ? save_ring : NULL, &sv)))
       dnt_die(DNT_EXIT_FAILURE, "cannot find this program's own file: %s", strerror(errno));
   }
 #if defined(__GLIBC__)
@@ -681,7 +784,8 @@ int cmd_serve(int argc, char **argv) {
   uv_timer_init(sv.loop, &sv.reconnect);
   uv_timer_init(sv.loop, &sv.rescan);
   uv_timer_init(sv.loop, &sv.push_tick);
-  sv.reconnect.data = sv.rescan.data = sv.push_tick.data = &sv;
+  uv_timer_init(sv.loop, &sv.ring_restart);
+  sv.reconnect.data = sv.rescan.data = sv.push_tick.data = sv.ring_restart.data = &sv;
   if (o.push) {
     uint64_t every = o.push_interval_ms ? o.push_interval_ms : 10000;
     uv_timer_start(&sv.push_tick, serve_push_tick, 0, every);
@@ -718,6 +822,7 @@ out:
   dnt_counter_specs_release(&o.specs);
   free(sv.providers);
   dnt_providers_release(&sv.wanted);
+  dnt_providers_release(&sv.extra);
   dnt_incidents_free(sv.incidents);
   for (size_t i = 0; i < sv.nrules; i++) free(sv.rule_texts[i]);
   free(sv.rule_texts);

@@ -255,14 +255,7 @@ static void on_restarted(void *ud, int rc) {
 static void on_restart(uv_timer_t *h) {
   struct watched *t = h->data;
   struct watch *w = t->w;
-  struct dnt_output out = {0};
-  int ok = dnt_output_open(&out, t->ring_path, DNT_OUTPUT_REPLACE) == 0;
-  if (ok && ntr_ring_write(t->ring, out.fp) != 0) {
-    dnt_output_abort(&out);
-    ok = 0;
-  } else if (ok && dnt_output_commit(&out) < 0) {
-    ok = 0;
-  }
+  int ok = dnt_ring_save(t->ring, t->ring_path) == 0;
   t->ring_saving = 0;
   if (w->stopping) {
     target_ended(t);

@@ -13,6 +13,7 @@
 #include "builtin.h"
 #include "dnt-trace.h"
 #include "incidents.h"
+#include "output.h"
 #include "util.h"
 
 extern char **environ;
@@ -360,6 +361,18 @@ static void run_next(struct dnt_incidents *r) {
       uv_close((uv_handle_t *)&r->child, on_child_closed);
     }
   }
+}
+
+int dnt_ring_save(ntr_ring *ring, const char *path) {
+  struct dnt_output out = {0};
+  if (dnt_output_open(&out, path, DNT_OUTPUT_REPLACE) != 0) return -1;
+  if (ntr_ring_write(ring, out.fp) != 0) {
+    dnt_output_abort(&out);
+    dnt_error("%s: nothing to save: the session sent no trace header%s", path,
+              ntr_ring_failed(ring) ? " (out of memory)" : "");
+    return -1;
+  }
+  return dnt_output_commit(&out) < 0 ? -1 : 0;
 }
 
 void dnt_incidents_fire(struct dnt_incidents *r, const struct dnt_firing *f, int pid, const char *process) {

@@ -31,6 +31,10 @@ struct dnt_incident_opts {
  * at once. */
 typedef int (*dnt_save_ring_fn)(void *ud, int pid, const char *path);
 
+/* Writes the window ring holds to path (atomically: a file there is replaced only once this one
+ * is whole). 0, or -1 with the error said. */
+int dnt_ring_save(ntr_ring *ring, const char *path);
+
 /* A runner on loop (borrowed), with o (copied; its strings borrowed). save may be NULL. NULL when
  * the program's own file cannot be found. */
 struct dnt_incidents *dnt_incidents_new(uv_loop_t *loop, const struct dnt_incident_opts *o, dnt_save_ring_fn save,

@@ -56,6 +56,9 @@ struct serve_options {
   struct dnt_strlist rules; /* --rule: watch's rules, on every target */
   const char *rules_file, *output_dir;
   long max_disk_mb, max_fires;
+  uint64_t ring_ms; /* --ring: each target's last TIME kept for save-ring */
+  long ring_mb;
+  const char *ring_profile;
 };
 
 struct target {
@@ -68,6 +71,10 @@ struct target {
   int opened;             /* s was opened (dnt_session_close owes it) */
   ntr_parser *parser;
   struct dnt_rule_feed feed; /* its counters' decoder, and with --rule its own rules engine */
+  ntr_fanout fan;            /* --ring: the parser's consumers, the feed (or decoder) and the ring */
+  ntr_ring *ring;            /* --ring: the session's last blocks, for save-ring */
+  int ring_saving;           /* a save-ring under way: the session stops, then starts again */
+  char *ring_path;           /* ... into this file */
   struct dnt_counter_table table;
   char *prom_labels; /* pid="..",process="..",k="v" */
   int live, ended, seen;
@@ -98,6 +105,9 @@ struct serve {
   dsipc_provider *providers;
   size_t nproviders;
   struct dnt_providers wanted; /* the events the rules want */
+  struct dnt_providers extra;  /* ... merged with what --ring records */
+  uv_timer_t ring_restart;     /* a save-ring's session ended: its target's next session, from here */
+  struct target *restarting;
 };
 
 struct job {

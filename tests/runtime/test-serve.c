@@ -38,6 +38,7 @@
 
 #include "dnt-counters.h"
 #include "dnt-http.h"
+#include "../lib/env-cr.h"
 #include "../lib/loopback.h"
 #include "../lib/prom-check.h"
 #include "../lib/run.h"
@@ -45,11 +46,6 @@
 #include "../lib/target.h"
 
 #define SCRAPE_EVERY_MS 10
-
-static int in_ci(void) {
-  const char *ci = getenv("CI");
-  return ci && strcmp(ci, "true") == 0;
-}
 
 static void require_tool(const char *tool, const char *package) {
   char cmd[128];
@@ -444,7 +440,74 @@ Test(serve, rules_fire_and_their_files_are_served, .timeout = 240) {
   rm_rf(dir);
 }
 
-/* A rule that does not parse, save-ring (serve keeps no ring): one line, exit 2. */
+/* serve --ring: each target's last seconds kept; a rule's save-ring writes the window (the
+ * session stops, its rundown closes the window, the next one starts) and the file is served
+ * with the incident. The sample's spike comes 8 s after its start file: the 6 s ring has cut the
+ * session's start, spans the window, holds the spike's hot method, and reads in TraceEvent; the
+ * target's counters are answered again from the next session. */
+Test(serve, ring_saved_by_a_rule_is_served, .timeout = 300) {
+  DNT_REQUIRE_TARGET();
+  char dir[] = "/tmp/dnt-serve-XXXXXX";
+  cr_assert(mkdtemp(dir));
+  char go[128], out[128];
+  snprintf(go, sizeof go, "%s/go", dir);
+  snprintf(out, sizeof out, "%s/out", dir);
+  dnt_target t;
+  char pid[16];
+  const char *const args[] = {"--spike-at", "8", "--start-file", go, "--no-cpu", "--no-blocking", "--no-alloc",
+                              "--no-exceptions", NULL};
+  dnt_start_sample(&t, args, pid, sizeof pid);
+  int port = dnt_free_port();
+  char listen[64], log[300], pidlabel[64];
+  snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+  snprintf(log, sizeof log, "%s/serve.log", dir);
+  char *argv[] = {"dntrace", "serve", "-p", pid, "--listen", listen, "-o", out, "--ring", "6s", "--rule",
+                  "exception Sample.SampleException 5 in 10s => save-ring", NULL};
+  pid_t serve = spawn_dntrace(log, argv);
+  snprintf(pidlabel, sizeof pidlabel, "pid=\"%s\"", pid);
+  cr_assert(wait_for(port, "/metrics", 200, pidlabel), "serve answers /metrics with the sample's pid");
+  int fd = open(go, O_WRONLY | O_CREAT | O_EXCL, 0644);
+  cr_assert_geq(fd, 0);
+  close(fd);
+  cr_assert(wait_for(port, "/debug/dntrace/incidents", 200, "\"status\":0}"), "an incident, its window written");
+  char *list;
+  cr_assert_eq(get(port, "/debug/dntrace/incidents", &list), 200);
+  const char *body = body_of(list), *file = strstr(body, "\"file\":\"");
+  cr_assert(file && strstr(body, "\"action\":\"save-ring\""), "%s", body);
+  file += 8;
+  const char *slash = strrchr(file, '/'), *q = strchr(file, '"');
+  cr_assert(slash && q && slash < q && q - file < 400, "%s", body);
+  char url[600], ring[600];
+  snprintf(url, sizeof url, "/debug/dntrace/incidents/%.*s", (int)(q - slash - 1), slash + 1);
+  snprintf(ring, sizeof ring, "%.*s", (int)(q - file), file);
+  free(list);
+  /* the file served is the file written, whole */
+  char *served;
+  cr_expect_eq(get(port, url, &served), 200, "%s", url);
+  struct stat st;
+  cr_assert_eq(stat(ring, &st), 0, "%s", ring);
+  const char *len = strcasestr(served, "Content-Length: ");
+  cr_expect(len && strtoll(len + 16, NULL, 10) == (long long)st.st_size, "%s is %lld bytes: %.300s", ring,
+            (long long)st.st_size, served);
+  free(served);
+  cr_expect(wait_for(port, "/metrics", 200, pidlabel), "/metrics answered from the next session");
+  cr_expect_eq(stop_serve(serve), 0, "serve ends with 0 on Ctrl+C");
+  dnt_target_stop(&t);
+  double span = -1, first_at = -1;
+  long events = trace_info_events(ring, &span, &first_at);
+  /* the session ran 8 s and more before the burst; the ring kept its last 6: timing: the trace's own clock */
+  cr_expect_geq(first_at, 1.0, "the ring cut the session's start: the first event at +%.3f s", first_at);
+  cr_expect_geq(span, 5.0, "the window spans the ring: %.3f s", span); /* timing: the trace's own clock */
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "report", ring, "--hide-idle", NULL), 0, "%s", r.err);
+  cr_expect(strstr(r.out, "Sample.SpikeWork.Burn"), "the spike's hot method: %s", r.out);
+  dnt_run_free(&r);
+  long te = te_event_count(te_oracle_or_skip("serve's saved rings"), ring);
+  cr_expect_eq(te, events, "TraceEvent %ld, dntrace %ld", te, events);
+  rm_rf(dir);
+}
+
+/* A rule that does not parse, save-ring without --ring: one line, exit 2. */
 Test(serve, rules_that_cannot_run_are_refused) {
   struct dnt_run r;
   cr_assert_eq(dnt_run_dntrace(&r, "serve", "-p", "1", "--rule", "cpu-usage > => stacks", NULL), 2);
@@ -455,6 +518,13 @@ Test(serve, rules_that_cannot_run_are_refused) {
   dnt_run_free(&r);
   cr_assert_eq(dnt_run_dntrace(&r, "serve", "-p", "1", "--max-disk", "10", NULL), 2);
   cr_expect(strstr(r.err, "go with --rule or --rules"), "%s", r.err);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "serve", "-p", "1", "--ring", "60s", NULL), 2);
+  cr_expect(strstr(r.err, "go with --rule or --rules"), "%s", r.err);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "serve", "-p", "1", "--ring", "60s", "--ring-profile", "no-such", "--rule",
+                               "exception 5 in 10s => save-ring", NULL), 2);
+  cr_expect(strstr(r.err, "--ring-profile: "), "%s", r.err);
   dnt_run_free(&r);
 }
 
