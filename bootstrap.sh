@@ -23,14 +23,15 @@ packages=(build-essential autoconf autoconf-archive automake libtool pkg-config
           chromium fonts-dejavu-core time prometheus \
           clang libclang-rt-14-dev golang-go \
           liblzma-dev libicu-dev podman runc catatonit \
-          debhelper lintian fakeroot stress-ng)
+          debhelper lintian fakeroot stress-ng gdb)
 # chromium renders the flame graph in a test; prometheus (promtool and the server) checks and
 # scrapes `counters serve` in a test; clang builds build-clang/ (clang's UBSan) and the fuzzers;
 # npm fetches speedscope, the viewer a test loads the timelines into (in chromium); golang-go
 # brings `go tool pprof`, which reads the pprof output in a test;
 # liblzma-dev and libicu-dev (headers) serve --enable-static-binary; podman, runc and catatonit
 # (the pods' pause image, built locally) run tests/containers; debhelper, lintian and fakeroot
-# build and check the Debian package (`make deb`); stress-ng holds the CPUs for tests/ci-under-load.sh
+# build and check the Debian package (`make deb`); stress-ng holds the CPUs for tests/ci-under-load.sh;
+# gdb's gcore writes the core of a process that is not .NET (tests/runtime/test-dump-analyze.c)
 
 say() { printf '==> %s\n' "$*"; }
 # a step of check, with the time it started (what a slow run's log shows first)
@@ -93,23 +94,26 @@ deps() {
     say "warning: no 'dotnet' on PATH: the sample target cannot be built, so runtime tests will skip"
   fi
   speedscope
-  dotnet_gcdump
+  dotnet_tool dotnet-gcdump "the heap snapshots"
+  dotnet_tool dotnet-dump "dump analyze"
 }
 
-# dotnet-gcdump (from NuGet, Microsoft's): the oracle that tests/runtime/test-gcdump.c holds dntrace
-# gcdump's counts to, in $DNT_DOTNET_TOOLS (a tool path of the build's: nothing of the machine's)
-GCDUMP_VERSION=10.0.750501
-dotnet_gcdump() {
+# Microsoft's diagnostics tools from NuGet, oracles that tests hold dntrace to, in
+# $DNT_DOTNET_TOOLS (a tool path of the build's: nothing of the machine's): dotnet-gcdump for
+# tests/runtime/test-gcdump.c's heap snapshots, dotnet-dump for tests/runtime/test-dump-analyze.c's
+# readings of a core
+DIAG_TOOLS_VERSION=10.0.750501
+dotnet_tool() { # NAME WHAT-IT-CHECKS
   command -v dotnet >/dev/null 2>&1 || return 0
-  [ -x "$DNT_DOTNET_TOOLS/dotnet-gcdump" ] && return 0
-  say "dotnet tool install dotnet-gcdump $GCDUMP_VERSION ($DNT_DOTNET_TOOLS)"
-  if ! DOTNET_CLI_TELEMETRY_OPTOUT=1 DOTNET_NOLOGO=1 dotnet tool install --tool-path "$DNT_DOTNET_TOOLS" dotnet-gcdump \
-    --version "$GCDUMP_VERSION" >/dev/null; then
+  [ -x "$DNT_DOTNET_TOOLS/$1" ] && return 0
+  say "dotnet tool install $1 $DIAG_TOOLS_VERSION ($DNT_DOTNET_TOOLS)"
+  if ! DOTNET_CLI_TELEMETRY_OPTOUT=1 DOTNET_NOLOGO=1 dotnet tool install --tool-path "$DNT_DOTNET_TOOLS" "$1" \
+    --version "$DIAG_TOOLS_VERSION" >/dev/null; then
     if [ "${CI:-}" = true ]; then
-      echo "bootstrap: cannot install dotnet-gcdump from NuGet (CI needs it: the heap snapshots' oracle)" >&2
+      echo "bootstrap: cannot install $1 from NuGet (CI needs it: $2's oracle)" >&2
       exit 1
     fi
-    say "warning: dotnet-gcdump not installed: the heap snapshots' comparison with it will skip"
+    say "warning: $1 not installed: the comparison of $2 with it will skip"
   fi
 }
 

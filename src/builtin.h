@@ -35,6 +35,7 @@ int cmd_ps(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_collect(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
+int cmd_dump_analyze(int argc, char **argv); /* dump-analyze.c: `dump analyze CORE` */
 int cmd_report(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_events(int argc, char **argv);
@@ -55,6 +56,7 @@ extern const struct dnt_usage usage_ps;
 extern const struct dnt_usage usage_info;
 extern const struct dnt_usage usage_collect;
 extern const struct dnt_usage usage_dump;
+extern const struct dnt_usage usage_dump_analyze;
 extern const struct dnt_usage usage_report;
 extern const struct dnt_usage usage_convert;
 extern const struct dnt_usage usage_events;

@@ -66,7 +66,7 @@ static const struct dnt_option dump_options[] = {
 
 const struct dnt_usage usage_dump = {
     .synopsis = "dntrace dump (-p PID | -n NAME | --diagnostic-port PATH) [--type TYPE] [-o PATH] [--diag] [--crashreport] [--compress] [--keep-on-error]",
-    .summary = "Write a core dump of a .NET process through its runtime's createdump",
+    .summary = "Write a core dump of a .NET process through its runtime's createdump ('dump analyze CORE' reads one)",
     .options = dump_options,
 };
 #undef O
@@ -387,6 +387,7 @@ static void target_tmpdir(const struct dnt_target *t, char *out, size_t cap) {
 }
 
 int cmd_dump(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "analyze") == 0) return cmd_dump_analyze(argc - 1, argv + 1);
   struct dump_options o = {.type = 4};
   int rc = dnt_options_parse(&usage_dump, "dump", argc, argv, &o);
   if (rc) return rc == DNT_OPTIONS_DONE ? 0 : rc;

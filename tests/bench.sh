@@ -457,8 +457,8 @@ else
 fi
 
 # incidents (issue 26): `watch` with three counter rules on the sample for 60 s (CPU time and peak
-# RSS of dntrace), and `collect --ring 10s` at 100,000 events a second for 30 s beside a plain
-# collect of the same stream
+# RSS of dntrace), `collect --ring 10s` at 100,000 events a second for 30 s beside a plain
+# collect of the same stream, and a 64 MB ring's RSS over five minutes
 if [ -x "$exe" ]; then
   echo "== watch: three counter rules, 60 s"
   "$exe" --no-cpu --no-blocking --no-alloc >/dev/null 2>&1 &
@@ -479,6 +479,24 @@ if [ -x "$exe" ]; then
     --providers Sample-Load --ring 10s --duration 30s -o /tmp/dnt-bench-ring 2>&1 | grep -E 'ring:|Saved'
   /usr/bin/time -f "  plain: %U s user + %S s system CPU in %e s, peak RSS %M KB" $DNT_BIN collect -p $pid \
     --providers Sample-Load --duration 30s -o /tmp/dnt-bench-plain.nettrace 2>&1 | grep -E 'plain:'
+  # the size bound over a long run (issue 26: 5 minutes; BENCH_RING_SECONDS shortens it): the ring
+  # is full after seconds, so its RSS at one minute and at the end are the same when it holds
+  ring_s=${BENCH_RING_SECONDS:-300}
+  echo "== collect --ring 60s --ring-size 64MB at 100,000 events a second, $ring_s s"
+  rm -rf /tmp/dnt-bench-ring
+  $DNT_BIN collect -p $pid --providers Sample-Load --ring 60s --ring-size 64 --duration "${ring_s}s" \
+    -o /tmp/dnt-bench-ring >/dev/null 2>&1 &
+  ring=$!
+  at60=0 most=0
+  for i in $(seq 1 "$ring_s"); do
+    sleep 1
+    rss=$(awk '/^VmRSS/ { print $2 }' /proc/$ring/status 2>/dev/null)
+    [ -z "$rss" ] && break
+    [ "$rss" -gt "$most" ] && most=$rss
+    [ "$i" = 60 ] && at60=$rss
+  done
+  wait $ring 2>/dev/null || true
+  echo "  RSS at 60 s ${at60} KB, at most ${most} KB over $ring_s s (ring bound 64 MB)"
   kill $pid
   wait $pid 2>/dev/null || true
   rm -rf /tmp/dnt-bench-ring /tmp/dnt-bench-plain.nettrace

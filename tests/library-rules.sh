@@ -7,7 +7,7 @@
 
 builddir=${1:-${DNT_BUILDDIR:-.}}
 libs="nettrace/libntr.a ipc/libdsipc.a trace/libdnttrace.a profile/libdntprofile.a perf/libdntperf.a
-counters/libdntcounters.a http/libdnthttp.a analyze/libdntanalyze.a agent/libdntagent.a"
+counters/libdntcounters.a http/libdnthttp.a analyze/libdntanalyze.a agent/libdntagent.a coredump/libdntcore.a"
 forbidden='^(printf|vprintf|puts|putchar|perror|exit|abort|err|errx|warn|warnx|dnt_die|dnt_error|dnt_warning|dnt_xmalloc|dnt_xrealloc|dnt_xstrdup)$'
 
 # calls_forbidden ARCHIVE: the forbidden functions it calls, one a line

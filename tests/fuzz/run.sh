@@ -30,6 +30,7 @@ for fuzzer in "$@"; do
     fuzz-http) dirs="$seeds/http" max_len=9000 ;;
     fuzz-cli) dirs="$seeds/cli" max_len=4096 ;;
     fuzz-elfcore) dirs="$seeds/elfcore" max_len=131072 ;;
+    fuzz-coredump) dirs="$seeds/elfcore $seeds/coredump" max_len=131072 ;;
     fuzz-perf-script) dirs="$seeds/perf-script" ;;
     fuzz-perfmap) dirs="$seeds/perfmap" ;;
     fuzz-perfdata) dirs="$seeds/perfdata" ;;

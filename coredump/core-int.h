@@ -1,0 +1,56 @@
+/* coredump/'s own declarations, shared by its files (not public). */
+#ifndef DNT_CORE_INT_H
+#define DNT_CORE_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dnt-core.h"
+
+struct segment {
+  uint64_t vaddr, filesz, offset;
+};
+
+struct dnt_core {
+  const uint8_t *base; /* the file, mapped */
+  uint64_t size;
+  int cut; /* a segment runs past the file's end */
+  struct segment *segs;
+  size_t nsegs;
+  struct dnt_core_mapping *maps;
+  size_t nmaps;
+  struct dnt_core_thread *threads;
+  size_t nthreads, capthreads;
+};
+
+uint64_t dnt__u64(const uint8_t *p);
+
+/* clr.c: the core a runtime was found in. */
+const dnt_core *dnt__clr_core(const dnt_clr *r);
+
+/* ---- json.c: a JSON text read into a tree of nodes (the descriptor's: small, trusted no more
+ * than the core it came from) ---- */
+
+enum json_kind { JSON_NULL, JSON_BOOL, JSON_NUMBER, JSON_STRING, JSON_ARRAY, JSON_OBJECT };
+
+struct json {
+  enum json_kind kind;
+  const char *key;   /* a member's name (its object's), NUL-terminated in the tree's copy */
+  const char *text;  /* a string's, NUL-terminated (escapes kept as written but \" and \\ read) */
+  double number;
+  int32_t child, next; /* indexes into the tree's nodes; -1 none */
+};
+
+struct json_tree {
+  struct json *v;
+  size_t n, cap;
+  char *text; /* the copy the strings point into */
+};
+
+/* Reads text (n bytes) into t (caller's, zeroed). 0, or -1 with err. */
+int dnt__json_parse(struct json_tree *t, const char *text, size_t n, char *err, size_t cap);
+void dnt__json_free(struct json_tree *t);
+/* The member named key of object node i, -1 when none. */
+int32_t dnt__json_member(const struct json_tree *t, int32_t i, const char *key);
+
+#endif

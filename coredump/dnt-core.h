@@ -1,0 +1,104 @@
+/* coredump/: a .NET process's core file read without the runtime's debugging library (`dntrace
+ * dump analyze`, issue 25): the ELF core's memory, threads and mapped files; the runtime's data
+ * contracts (the JSON descriptor libcoreclr.so exports as DotNetRuntimeContractDescriptor: the
+ * runtime's own account of its types' field offsets and its globals); and from them the managed
+ * threads as SOS's clrthreads lists them. docs/internals/dump-analyze-spike.md says why this way.
+ *
+ * A core is untrusted bytes: every offset, size and count is checked against what the file holds;
+ * a read of memory the core does not hold fails, never reads past the file. The file is mapped,
+ * not read into memory. Never prints, never exits; errors come back as a message. One public
+ * header. */
+#ifndef DNT_CORE_H
+#define DNT_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- the core file ---- */
+
+typedef struct dnt_core dnt_core;
+
+/* A file the process had mapped (NT_FILE): [start, end) of its memory from offset of the file. */
+struct dnt_core_mapping {
+  uint64_t start, end, offset;
+  const char *path; /* borrowed from the core */
+};
+
+/* A thread of the process (NT_PRSTATUS), in the core's order (SOS's DBG column is that index). */
+struct dnt_core_thread {
+  uint32_t tid;
+  uint64_t rip, rsp, rbp;
+};
+
+/* Opens the core at path (an x86-64 ELF core). 0, or -1 with err (caller's, cap bytes). *out the
+ * callee's: close with dnt_core_close. */
+int dnt_core_open(dnt_core **out, const char *path, char *err, size_t cap);
+void dnt_core_close(dnt_core *c);
+
+/* The mapped files and the threads, borrowed until the core is closed. */
+size_t dnt_core_mappings(const dnt_core *c, const struct dnt_core_mapping **v);
+size_t dnt_core_threads(const dnt_core *c, const struct dnt_core_thread **v);
+
+/* n bytes of the process's memory at addr into buf: 0, or -1 when the core does not hold them
+ * all. */
+int dnt_core_read(const dnt_core *c, uint64_t addr, void *buf, size_t n);
+int dnt_core_read_u64(const dnt_core *c, uint64_t addr, uint64_t *v);
+int dnt_core_read_u32(const dnt_core *c, uint64_t addr, uint32_t *v);
+
+/* ---- the runtime in it ---- */
+
+typedef struct dnt_clr dnt_clr;
+
+/* Finds the runtime in the core: libcoreclr.so among its mapped files; its descriptor's address
+ * from the symbol table of that library's file (at the path the core names, or in runtime_dir
+ * when given); the descriptor and its JSON read from the core. 0, or -1 with err: not a .NET
+ * process, a runtime without contracts (before .NET 9), its library not found on this machine
+ * (err names the version and the path looked at). *out the callee's (the core borrowed: close the
+ * runtime first). */
+int dnt_clr_open(dnt_clr **out, const dnt_core *c, const char *runtime_dir, char *err, size_t cap);
+void dnt_clr_close(dnt_clr *r);
+
+/* The runtime's version as its folder names it ("10.0.12"; "" when the path does not say). */
+const char *dnt_clr_version(const dnt_clr *r);
+/* The library's path the core names. */
+const char *dnt_clr_library(const dnt_clr *r);
+
+/* A contract's version in the descriptor, 0 when it has none. */
+int dnt_clr_contract(const dnt_clr *r, const char *name);
+/* A field's offset in a type of the descriptor: 0, or -1 when it has no such field. */
+int dnt_clr_field(const dnt_clr *r, const char *type, const char *field, uint64_t *offset);
+/* A global's value: a literal's value, or the address a pointer global holds (the address of the
+ * runtime's variable: read it for the variable's value). 0, or -1 when there is none. */
+int dnt_clr_global(const dnt_clr *r, const char *name, uint64_t *value);
+
+/* ---- managed threads (the Thread contract) ---- */
+
+struct dnt_clr_thread {
+  uint32_t id;           /* the managed thread id */
+  uint32_t os_id;        /* the OS's (the core's thread ids) */
+  int dbg;               /* the index of that thread among the core's, -1 when it has none */
+  uint64_t address;      /* the Thread object */
+  uint32_t state;        /* Thread::m_State's bits */
+  int cooperative;       /* GC mode: 1 cooperative, 0 preemptive */
+  uint64_t alloc_ptr, alloc_limit; /* its allocation context */
+  uint64_t frame;        /* its innermost explicit Frame */
+  uint64_t last_thrown;  /* the last exception object it threw, 0 when none */
+  int finalizer, gc;     /* the runtime's finalizer thread, a GC thread */
+};
+
+struct dnt_clr_threads {
+  uint32_t count, unstarted, background, pending, dead;
+  uint64_t domain; /* the AppDomain */
+  struct dnt_clr_thread *v;
+  size_t n;
+};
+
+#define DNT_CLR_TS_BACKGROUND 0x200u
+#define DNT_CLR_TS_THREADPOOL 0x01000000u /* TS_TPWorkerThread */
+
+/* The thread store's list, walked as the Thread contract says. 0, or -1 with err (a list that
+ * does not end, memory the core lacks). t the caller's (free with dnt_clr_threads_release). */
+int dnt_clr_threads_read(const dnt_clr *r, struct dnt_clr_threads *t, char *err, size_t cap);
+void dnt_clr_threads_release(struct dnt_clr_threads *t);
+
+#endif

@@ -1,0 +1,207 @@
+/* dntrace dump analyze: a core of a .NET process read as dotnet-dump's SOS reads it, with
+ * coredump/ (the runtime's data contracts, no debugging library loaded): commands given with -c,
+ * or typed at a prompt. The output of each command is shaped as SOS's, column for column, so
+ * what users know of dotnet-dump holds; --json gives each as an object. Command-line glue: it
+ * prints. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "builtin.h"
+#include "dnt-core.h"
+#include "options.h"
+#include "util.h"
+
+struct analyze_options {
+  const char *core, *runtime_dir;
+  struct dnt_strlist commands;
+  int json;
+};
+
+#define O(f) offsetof(struct analyze_options, f)
+static const struct dnt_option analyze_options[] = {
+    DNT_OPT_LIST('c', "command", "COMMAND", O(commands), "run COMMAND (repeatable, in order), then exit; without it, a prompt"),
+    DNT_OPT_STRING(0, "runtime-dir", "DIR", O(runtime_dir),
+                   "the folder of the core's runtime (its libcoreclr.so), when it is\nnot where the core says"),
+    DNT_OPT_FLAG(0, "json", O(json), "each command's answer as a JSON object, a line each"),
+    DNT_OPT_END(),
+};
+
+const struct dnt_usage usage_dump_analyze = {
+    .synopsis = "dntrace dump analyze CORE [-c COMMAND]... [--runtime-dir DIR] [--json]",
+    .summary = "Read a .NET process's core: its runtime and managed threads, as dotnet-dump's SOS shows them",
+    .options = analyze_options,
+    .operand = DNT_OPERAND_ONE,
+    .operand_offset = O(core),
+    .no_operand = "dump analyze: give the core file to read",
+    .many_operands = "dump analyze: one core file at a time",
+};
+#undef O
+
+struct analysis {
+  const struct analyze_options *o;
+  dnt_core *core;
+  dnt_clr *clr;
+};
+
+/* eeversion: the runtime, as the core names it. */
+static int cmd_eeversion(struct analysis *a) {
+  char *lib = dnt_safe_text(dnt_clr_library(a->clr));
+  if (a->o->json)
+    printf("{\"command\":\"eeversion\",\"version\":\"%s\",\"library\":\"%s\"}\n", dnt_clr_version(a->clr), lib);
+  else
+    printf("%s\nWorkstation or Server GC: not read yet\n%s\n", dnt_clr_version(a->clr), lib);
+  free(lib);
+  return 0;
+}
+
+/* threads: the OS threads of the core, as SOS's `threads` lists them. */
+static int cmd_threads(struct analysis *a) {
+  const struct dnt_core_thread *v;
+  size_t n = dnt_core_threads(a->core, &v);
+  if (a->o->json) printf("{\"command\":\"threads\",\"threads\":[");
+  for (size_t i = 0; i < n; i++) {
+    if (a->o->json)
+      printf("%s{\"index\":%zu,\"tid\":%u,\"ip\":%llu,\"sp\":%llu}", i ? "," : "", i, v[i].tid,
+             (unsigned long long)v[i].rip, (unsigned long long)v[i].rsp);
+    else
+      printf("%s%zu 0x%04X (%u)\n", i == 0 ? "*" : " ", i, v[i].tid, v[i].tid);
+  }
+  if (a->o->json) printf("]}\n");
+  return 0;
+}
+
+/* What SOS's Exception column says of a thread that has none: its special role. */
+static const char *role_of(const struct dnt_clr_thread *t) {
+  if (t->finalizer) return "(Finalizer) ";
+  if (t->gc) return "(GC) ";
+  if (t->state & DNT_CLR_TS_THREADPOOL) return "(Threadpool Worker) ";
+  return "";
+}
+
+/* clrthreads: the managed threads, in SOS's layout. */
+static int cmd_clrthreads(struct analysis *a) {
+  struct dnt_clr_threads ts;
+  char err[512];
+  if (dnt_clr_threads_read(a->clr, &ts, err, sizeof err) != 0) {
+    dnt_error("clrthreads: %s", err);
+    return 1;
+  }
+  if (a->o->json) {
+    printf("{\"command\":\"clrthreads\",\"threadCount\":%u,\"unstarted\":%u,\"background\":%u,\"pending\":%u,"
+           "\"dead\":%u,\"threads\":[",
+           ts.count, ts.unstarted, ts.background, ts.pending, ts.dead);
+    for (size_t i = 0; i < ts.n; i++) {
+      const struct dnt_clr_thread *t = &ts.v[i];
+      printf("%s{\"dbg\":%d,\"id\":%u,\"osId\":%u,\"thread\":\"0x%llx\",\"state\":\"0x%x\",\"gcMode\":\"%s\","
+             "\"allocContext\":[\"0x%llx\",\"0x%llx\"],\"lastThrown\":\"0x%llx\",\"finalizer\":%s,\"threadpool\":%s}",
+             i ? "," : "", t->dbg, t->id, t->os_id, (unsigned long long)t->address, t->state,
+             t->cooperative ? "Cooperative" : "Preemptive", (unsigned long long)t->alloc_ptr,
+             (unsigned long long)t->alloc_limit, (unsigned long long)t->last_thrown, t->finalizer ? "true" : "false",
+             t->state & DNT_CLR_TS_THREADPOOL ? "true" : "false");
+    }
+    printf("]}\n");
+  } else {
+    printf("ThreadCount:      %u\nUnstartedThread:  %u\nBackgroundThread: %u\nPendingThread:    %u\nDeadThread:       %u\n"
+           "Hosted Runtime:   no\n",
+           ts.count, ts.unstarted, ts.background, ts.pending, ts.dead);
+    printf("%108sLock  \n", "");
+    printf(" DBG   ID     OSID ThreadOBJ           State GC Mode     GC Alloc Context                  Domain           "
+           "Count Apt Exception\n");
+    for (size_t i = 0; i < ts.n; i++) {
+      const struct dnt_clr_thread *t = &ts.v[i];
+      char dbg[16];
+      if (t->dbg >= 0) snprintf(dbg, sizeof dbg, "%4d", t->dbg);
+      else snprintf(dbg, sizeof dbg, "XXXX");
+      printf("%s %4u %8x %016llX %8x %-11s %016llX:%016llX %016llX -00001 Ukn %s", dbg, t->id, t->os_id,
+             (unsigned long long)t->address, t->state, t->cooperative ? "Cooperative" : "Preemptive",
+             (unsigned long long)t->alloc_ptr, (unsigned long long)t->alloc_limit, (unsigned long long)ts.domain,
+             role_of(t));
+      if (t->last_thrown) printf("%016llX (an exception; its type is not read yet)", (unsigned long long)t->last_thrown);
+      printf("\n");
+    }
+  }
+  dnt_clr_threads_release(&ts);
+  return 0;
+}
+
+static const struct {
+  const char *name;
+  int (*fn)(struct analysis *a);
+  const char *help;
+} commands[] = {
+    {"clrthreads", cmd_clrthreads, "the managed threads (SOS's clrthreads)"},
+    {"threads", cmd_threads, "the core's OS threads"},
+    {"eeversion", cmd_eeversion, "the runtime's version and library"},
+};
+
+static void help(void) {
+  printf("Commands:\n");
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) printf("  %-12s %s\n", commands[i].name, commands[i].help);
+  printf("  %-12s %s\n  %-12s %s\n", "help", "this list", "exit, quit", "leave the prompt");
+}
+
+/* One command line: 0 done, 1 failed, -1 exit asked. */
+static int run(struct analysis *a, const char *line) {
+  char word[64];
+  while (*line == ' ' || *line == '\t') line++;
+  size_t n = strcspn(line, " \t\r\n");
+  if (!n) return 0;
+  snprintf(word, sizeof word, "%.*s", (int)(n < 63 ? n : 63), line);
+  if (strcmp(word, "exit") == 0 || strcmp(word, "quit") == 0 || strcmp(word, "q") == 0) return -1;
+  if (strcmp(word, "help") == 0 || strcmp(word, "?") == 0) return help(), 0;
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    if (strcasecmp(word, commands[i].name) == 0) return commands[i].fn(a);
+  char *safe = dnt_safe_text(word);
+  dnt_error("unknown command '%s' (help lists them; more of SOS's come: clrstack, pe, dumpheap)", safe);
+  free(safe);
+  return 1;
+}
+
+int cmd_dump_analyze(int argc, char **argv) {
+  struct analyze_options o = {0};
+  int rc = dnt_options_parse(&usage_dump_analyze, "dump analyze", argc, argv, &o);
+  if (rc) return rc == DNT_OPTIONS_DONE ? 0 : rc;
+  struct analysis a = {.o = &o};
+  char err[1024];
+  if (dnt_core_open(&a.core, o.core, err, sizeof err) != 0) {
+    char *safe = dnt_safe_text(o.core);
+    dnt_error("%s: %s", safe, err);
+    free(safe);
+    free(o.commands.v);
+    return DNT_EXIT_FAILURE;
+  }
+  if (dnt_clr_open(&a.clr, a.core, o.runtime_dir, err, sizeof err) != 0) {
+    char *safe = dnt_safe_text(o.core);
+    dnt_error("%s: %s", safe, err);
+    free(safe);
+    dnt_core_close(a.core);
+    free(o.commands.v);
+    return DNT_EXIT_FAILURE;
+  }
+  int failed = 0;
+  if (o.commands.n) {
+    for (size_t i = 0; i < o.commands.n; i++) {
+      int r = run(&a, o.commands.v[i]);
+      if (r < 0) break;
+      failed |= r;
+    }
+  } else {
+    int tty = isatty(0);
+    if (tty) fprintf(stderr, "Runtime %s. Type 'help' for the commands, 'exit' to leave.\n", dnt_clr_version(a.clr));
+    char line[4096];
+    for (;;) {
+      if (tty) fputs("> ", stderr);
+      if (!fgets(line, sizeof line, stdin)) break;
+      int r = run(&a, line);
+      if (r < 0) break;
+      failed |= r;
+      fflush(stdout);
+    }
+  }
+  dnt_clr_close(a.clr);
+  dnt_core_close(a.core);
+  free(o.commands.v);
+  return failed ? DNT_EXIT_FAILURE : 0;
+}

@@ -1,0 +1,54 @@
+/* fuzz-coredump.c: libFuzzer target for `dntrace dump analyze`'s readers (coredump/): an input
+ * that begins with '{' is the runtime's JSON descriptor (json.c), anything else a core file
+ * (core.c: ELF header, program headers, notes; reads of its memory), and the runtime looked for
+ * in it (clr.c: its mapped files, the library's symbol table, the descriptor) with the managed
+ * threads when one is found. Seeds: tests/fuzz/seeds/elfcore (real cores without memory) and
+ * tests/fuzz/seeds/coredump (descriptor-shaped JSON written here). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core-int.h"
+#include "fuzz-file.h"
+
+static void json(const uint8_t *data, size_t size) {
+  struct json_tree t;
+  char err[256];
+  if (dnt__json_parse(&t, (const char *)data, size, err, sizeof err) == 0) {
+    if (!t.n) abort();
+    for (size_t i = 0; i < t.n; i++) /* every link stays inside the tree */
+      if ((t.v[i].child >= 0 && (size_t)t.v[i].child >= t.n) || (t.v[i].next >= 0 && (size_t)t.v[i].next >= t.n))
+        abort();
+    (void)dnt__json_member(&t, 0, "types");
+  }
+  dnt__json_free(&t);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size && data[0] == '{') {
+    json(data, size);
+    return 0;
+  }
+  char path[32], err[512];
+  int fd = fuzz_file(data, size, path, sizeof path);
+  (void)fd;
+  dnt_core *c;
+  if (dnt_core_open(&c, path, err, sizeof err) != 0) return 0;
+  const struct dnt_core_mapping *maps;
+  size_t n = dnt_core_mappings(c, &maps);
+  for (size_t i = 0; i < n; i++) {
+    uint8_t b[16];
+    if (!maps[i].path) abort();
+    (void)dnt_core_read(c, maps[i].start, b, sizeof b);
+    (void)dnt_core_read(c, maps[i].end - 8, b, sizeof b);
+  }
+  dnt_clr *r;
+  if (dnt_clr_open(&r, c, NULL, err, sizeof err) == 0) {
+    struct dnt_clr_threads ts;
+    if (dnt_clr_threads_read(r, &ts, err, sizeof err) == 0) dnt_clr_threads_release(&ts);
+    dnt_clr_close(r);
+  }
+  dnt_core_close(c);
+  return 0;
+}

@@ -1,0 +1,171 @@
+/* test-dump-analyze.c: `dntrace dump analyze` (issue 25) on real cores. The sample, with idle
+ * threads of its own, dumped in full by `dntrace dump`; on that core dntrace's clrthreads must
+ * print what dotnet-dump's SOS prints, byte for byte (its oracle, from NuGet: ./bootstrap.sh
+ * installs it), and its --json the same threads. Bad input is one line and exit 1: a file that is
+ * not ELF, an empty one, a core cut short, the core of a process that is not .NET (gdb's gcore),
+ * a runtime folder without the runtime; an unknown command fails the run; the prompt reads
+ * commands from standard input. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../lib/env-cr.h"
+#include "../lib/files-cr.h"
+#include "../lib/run.h"
+#include "../lib/target-cr.h"
+#include "../lib/target.h"
+
+/* Microsoft's dotnet-dump (build-tools/dotnet-tools, or $DNT_DOTNET_TOOLS). */
+static const char *dotnet_dump(void) {
+  static char path[4200];
+  const char *dir = getenv("DNT_DOTNET_TOOLS"), *src = getenv("DNT_SRCDIR");
+  if (dir && *dir) snprintf(path, sizeof path, "%s/dotnet-dump", dir);
+  else snprintf(path, sizeof path, "%s/build-tools/dotnet-tools/dotnet-dump", src ? src : ".");
+  if (access(path, X_OK) != 0) {
+    if (in_ci()) cr_assert_fail("no dotnet-dump (CI=true: ./bootstrap.sh deps installs it): %s", path);
+    cr_skip_test("no dotnet-dump (./bootstrap.sh deps installs it): %s", path);
+  }
+  return path;
+}
+
+/* A full core of the sample (its idle threads and workers; no exceptions thrown) in dir. */
+static void dump_sample(const char *dir, char *core, size_t cap) {
+  const char *const args[] = {"--threads", "3", "--no-exceptions", "--no-alloc", NULL};
+  dnt_target t;
+  char pid[32];
+  dnt_start_sample(&t, args, pid, sizeof pid);
+  snprintf(core, cap, "%s/sample.core", dir);
+  struct dnt_run r;
+  int rc = dnt_run_dntrace(&r, "dump", "-p", pid, "--type", "full", "-o", core, NULL);
+  dnt_target_stop(&t);
+  cr_assert_eq(rc, 0, "dntrace dump: %s", r.err);
+  dnt_run_free(&r);
+}
+
+Test(dump_analyze, clrthreads_is_what_dotnet_dump_prints, .timeout = 300) {
+  DNT_REQUIRE_TARGET();
+  const char *oracle = dotnet_dump();
+  char *dir = dnt_temp_dir("dnt-analyze"), core[4200];
+  dump_sample(dir, core, sizeof core);
+  struct dnt_run ours, theirs;
+  cr_assert_eq(dnt_run_dntrace(&ours, "dump", "analyze", core, "-c", "clrthreads", NULL), 0, "%s", ours.err);
+  char *const argv[] = {(char *)oracle, "analyze", core, "-c", "clrthreads", "-c", "exit", NULL};
+  cr_assert_eq(dnt_run_argv(&theirs, argv, NULL, 120000), 0, "dotnet-dump: %s%s", theirs.out, theirs.err);
+  /* dotnet-dump's first line says it loads the core */
+  const char *table = strstr(theirs.out, "ThreadCount:");
+  cr_assert(table, "dotnet-dump: %s", theirs.out);
+  cr_expect_str_eq(ours.out, table, "dntrace:\n%s\ndotnet-dump:\n%s", ours.out, table);
+  /* the sample's three idle threads and its workers are among them, 8 and more */
+  unsigned count = 0;
+  cr_expect(sscanf(ours.out, "ThreadCount: %u", &count) == 1 && count >= 8, "%s", ours.out);
+  dnt_run_free(&theirs);
+  /* --json: the same threads */
+  struct dnt_run js;
+  cr_assert_eq(dnt_run_dntrace(&js, "dump", "analyze", core, "-c", "clrthreads", "--json", NULL), 0, "%s", js.err);
+  char json[4400];
+  snprintf(json, sizeof json, "%s/clrthreads.json", dir);
+  dnt_write_file(json, js.out, strlen(js.out));
+  char text[4400];
+  snprintf(text, sizeof text, "%s/clrthreads.txt", dir);
+  dnt_write_file(text, ours.out, strlen(ours.out));
+  char py[] = "import json, sys\n"
+              "j = json.loads(open(sys.argv[1]).read())\n"
+              "rows = [l.split() for l in open(sys.argv[2]).read().splitlines()[8:]]\n"
+              "assert j['command'] == 'clrthreads' and j['threadCount'] == len(j['threads']), j\n"
+              "assert [(t['id'], t['osId']) for t in j['threads']] == [(int(r[1]), int(r[2], 16)) for r in rows], (j, rows)\n"
+              "assert sum(t['finalizer'] for t in j['threads']) == 1, j\n";
+  expect_python(py, json, text, NULL);
+  dnt_run_free(&js);
+  dnt_run_free(&ours);
+  dnt_rm_rf(dir);
+  free(dir);
+}
+
+/* One error line naming the file, exit 1. */
+static void refused(const char *core, const char *const *more, const char *said) {
+  char *argv[12] = {(char *)dnt_bin(), "dump", "analyze", (char *)core, "-c", "clrthreads"};
+  size_t n = 6;
+  for (; more && *more && n < 11; more++) argv[n++] = (char *)*more;
+  argv[n] = NULL;
+  struct dnt_run r;
+  int rc = dnt_run_argv(&r, argv, NULL, 60000);
+  cr_expect_eq(rc, 1, "%s: exit %d: %s", core, rc, r.err);
+  cr_expect(strstr(r.err, said), "%s: wanted '%s': %s", core, said, r.err);
+  cr_expect_eq(strchr(r.err, '\n'), strrchr(r.err, '\n'), "one line: %s", r.err);
+  cr_expect_str_eq(r.out, "", "nothing on stdout: %s", r.out);
+  dnt_run_free(&r);
+}
+
+Test(dump_analyze, bad_cores_are_one_line, .timeout = 300) {
+  DNT_REQUIRE_TARGET();
+  char *dir = dnt_temp_dir("dnt-analyze"), core[4200], path[4400];
+  dump_sample(dir, core, sizeof core);
+  snprintf(path, sizeof path, "%s/text", dir);
+  dnt_write_file(path, "not a core\n", 11);
+  refused(path, NULL, "not an ELF file");
+  snprintf(path, sizeof path, "%s/empty", dir);
+  dnt_write_file(path, "", 0);
+  refused(path, NULL, "an empty file");
+  refused("/nonexistent/core", NULL, "cannot open '/nonexistent/core'");
+  /* cut after its headers and notes: the runtime's memory is not in it */
+  struct stat st;
+  cr_assert_eq(stat(core, &st), 0);
+  snprintf(path, sizeof path, "%s/cut", dir);
+  char cmd[9000];
+  snprintf(cmd, sizeof cmd, "head -c 1048576 '%s' > '%s'", core, path);
+  cr_assert_eq(system(cmd), 0);
+  refused(path, NULL, "does not hold the runtime's");
+  /* its runtime's folder named wrong */
+  const char *const nowhere[] = {"--runtime-dir", "/nonexistent", NULL};
+  refused(core, nowhere, "cannot open '/nonexistent/libcoreclr.so'");
+  /* a process that is not .NET, its core written by gdb */
+  if (system("command -v gcore >/dev/null 2>&1") != 0) {
+    if (in_ci()) cr_assert_fail("no gcore (CI=true: ./bootstrap.sh installs gdb)");
+  } else {
+    pid_t sleeper = fork();
+    cr_assert_geq(sleeper, 0);
+    if (sleeper == 0) {
+      execlp("sleep", "sleep", "600", (char *)NULL);
+      _exit(127);
+    }
+    snprintf(path, sizeof path, "%s/sleep", dir);
+    snprintf(cmd, sizeof cmd, "gcore -o '%s' %d >/dev/null 2>&1", path, (int)sleeper);
+    int rc = system(cmd);
+    kill(sleeper, SIGKILL);
+    waitpid(sleeper, NULL, 0);
+    cr_assert_eq(rc, 0, "%s", cmd);
+    snprintf(path, sizeof path, "%s/sleep.%d", dir, (int)sleeper);
+    refused(path, NULL, "not a .NET process: libcoreclr.so is not among the core's mapped files");
+  }
+  dnt_rm_rf(dir);
+  free(dir);
+}
+
+/* Commands from a prompt (standard input), an unknown one failing the run. */
+Test(dump_analyze, the_prompt_and_an_unknown_command, .timeout = 300) {
+  DNT_REQUIRE_TARGET();
+  char *dir = dnt_temp_dir("dnt-analyze"), core[4200], cmd[9000];
+  dump_sample(dir, core, sizeof core);
+  snprintf(cmd, sizeof cmd, "printf 'help\\neeversion\\nclrthreads\\nexit\\nthreads\\n' | '%s' dump analyze '%s'",
+           dnt_bin(), core);
+  FILE *p = popen(cmd, "r");
+  cr_assert(p);
+  static char out[1 << 16];
+  out[fread(out, 1, sizeof out - 1, p)] = '\0';
+  cr_expect_eq(pclose(p), 0);
+  cr_expect(strstr(out, "Commands:\n  clrthreads"), "%s", out);
+  cr_expect(strstr(out, "ThreadCount:"), "%s", out);
+  cr_expect(strstr(out, "/libcoreclr.so\n"), "eeversion names the library: %s", out);
+  cr_expect(!strstr(out, "*0 0x"), "nothing after exit: %s", out);
+  struct dnt_run r;
+  cr_expect_eq(dnt_run_dntrace(&r, "dump", "analyze", core, "-c", "clrthreads", "-c", "gcroot 0", NULL), 1);
+  cr_expect(strstr(r.err, "unknown command 'gcroot'"), "%s", r.err);
+  cr_expect(strstr(r.out, "ThreadCount:"), "the commands before it ran: %s", r.out);
+  dnt_run_free(&r);
+  dnt_rm_rf(dir);
+  free(dir);
+}
