@@ -122,7 +122,10 @@ static void on_counters_end(void *ud) {
     uv_timer_start(&t->sv->ring_restart, on_ring_restart, 0, 0);
     return;
   }
-  t->ring_saving = 0;
+  if (t->ring_saving) { /* ... while serve stops: the window is saved, no session follows */
+    t->ring_saving = 0;
+    dnt_incidents_saved(t->sv->incidents, dnt_ring_save(t->ring, t->ring_path) == 0);
+  }
   t->live = 0;
   t->ended = 1;
   dnt_counter_table_clear(&t->table);
@@ -141,6 +144,7 @@ static void on_counters_started(void *ud, int rc) {
   t->live = 1;
   printf("Following process %d (%s)\n", t->pid, t->name);
   fflush(stdout);
+  if (t->feed.rules) dnt_rules_process_start(t->feed.rules, dnt_unix_ms()); /* followed from now */
   serve_push_roll(t->sv, t); /* --push: its first window */
 }
 

@@ -296,12 +296,6 @@ static void on_unseen(uv_timer_t *h) {
   }
 }
 
-static uint64_t now_unix_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* The session runs: the process is followed from now (its process-start rules fire). */
 static void target_live(struct watched *t) {
   struct watch *w = t->w;
@@ -312,7 +306,7 @@ static void target_live(struct watched *t) {
     fprintf(stderr, "Following process %d (%s)\n", t->pid, name);
     free(name);
   }
-  dnt_rules_process_start(t->rules, now_unix_ms());
+  dnt_rules_process_start(t->rules, dnt_unix_ms());
 }
 
 static void on_started(void *ud, int rc) {

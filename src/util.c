@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "builtin.h"
@@ -54,6 +55,12 @@ void *dnt_xrealloc(void *p, size_t n) {
 char *dnt_xstrdup(const char *s) {
   size_t n = strlen(s) + 1;
   return memcpy(dnt_xmalloc(n), s, n);
+}
+
+uint64_t dnt_unix_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 char *dnt_safe_text(const char *s) {

@@ -24,6 +24,9 @@ char *dnt_xstrdup(const char *s);
  * NULL in, NULL out. */
 char *dnt_safe_text(const char *s);
 
+/* The wall clock in ms since the Unix epoch (a rule's time when no event gives one). */
+uint64_t dnt_unix_ms(void);
+
 /* Whether standard output is a pipe whose reader has gone (`dntrace ... | head -1`): what could not
  * be written then was not wanted, and the command ends quietly (EPIPE is no error for a CLI). */
 int dnt_stdout_closed(void);

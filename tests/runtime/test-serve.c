@@ -462,21 +462,28 @@ Test(serve, ring_saved_by_a_rule_is_served, .timeout = 300) {
   snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
   snprintf(log, sizeof log, "%s/serve.log", dir);
   char *argv[] = {"dntrace", "serve", "-p", pid, "--listen", listen, "-o", out, "--ring", "6s", "--rule",
-                  "exception Sample.SampleException 5 in 10s => save-ring", NULL};
+                  "exception Sample.SampleException 5 in 10s => save-ring", "--rule", "process-start => exec true",
+                  NULL};
   pid_t serve = spawn_dntrace(log, argv);
   snprintf(pidlabel, sizeof pidlabel, "pid=\"%s\"", pid);
   cr_assert(wait_for(port, "/metrics", 200, pidlabel), "serve answers /metrics with the sample's pid");
   int fd = open(go, O_WRONLY | O_CREAT | O_EXCL, 0644);
   cr_assert_geq(fd, 0);
   close(fd);
-  cr_assert(wait_for(port, "/debug/dntrace/incidents", 200, "\"status\":0}"), "an incident, its window written");
+  cr_assert(wait_for(port, "/debug/dntrace/incidents", 200, "\"action\":\"save-ring\",\"file\":\""),
+            "an incident, its window written");
   char *list;
   cr_assert_eq(get(port, "/debug/dntrace/incidents", &list), 200);
-  const char *body = body_of(list), *file = strstr(body, "\"file\":\"");
-  cr_assert(file && strstr(body, "\"action\":\"save-ring\""), "%s", body);
+  const char *body = body_of(list), *file = strstr(body, "\"action\":\"save-ring\",\"file\":\"");
+  cr_assert(file, "%s", body);
+  file += strlen("\"action\":\"save-ring\",");
+  cr_expect(strstr(file, "\"status\":0}"), "saved: %s", body);
+  /* the process-start rule fired once, as the target was followed */
+  const char *started = strstr(body, "\"why\":\"process-start (followed from now)\"");
+  cr_expect(started && !strstr(started + 1, "\"why\":\"process-start"), "process-start once: %s", body);
   file += 8;
-  const char *slash = strrchr(file, '/'), *q = strchr(file, '"');
-  cr_assert(slash && q && slash < q && q - file < 400, "%s", body);
+  const char *q = strchr(file, '"'), *slash = q ? memrchr(file, '/', (size_t)(q - file)) : NULL;
+  cr_assert(slash && q - file < 400, "%s", body);
   char url[600], ring[600];
   snprintf(url, sizeof url, "/debug/dntrace/incidents/%.*s", (int)(q - slash - 1), slash + 1);
   snprintf(ring, sizeof ring, "%.*s", (int)(q - file), file);
