@@ -3,10 +3,13 @@
  * or typed at a prompt. The output of each command is shaped as SOS's, column for column, so
  * what users know of dotnet-dump holds; --json gives each as an object. Command-line glue: it
  * prints. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "builtin.h"
 #include "dnt-core.h"
@@ -159,19 +162,66 @@ static int run(struct analysis *a, const char *line) {
   return 1;
 }
 
+/* A gzipped core (`dump --compress`) inflated into an unnamed temporary file (under $TMPDIR, gone
+ * when closed), read in place like any core through /proc/self/fd: its descriptor, or -1 with
+ * err; *gz 0 when path is not gzipped (read as it is). */
+static int inflate_core(const char *path, int *gz, char *named, size_t cap, char *err, size_t errcap) {
+  *gz = 0;
+  unsigned char magic[2] = {0};
+  FILE *fp = fopen(path, "rbe");
+  if (!fp) return 0; /* the core's reader says why */
+  size_t got = fread(magic, 1, 2, fp);
+  fclose(fp);
+  if (got != 2 || magic[0] != 0x1f || magic[1] != 0x8b) return 0;
+  *gz = 1;
+  const char *tmp = getenv("TMPDIR");
+  int fd = open(tmp && *tmp ? tmp : "/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  gzFile in = gzopen(path, "rb");
+  if (fd < 0 || !in) {
+    snprintf(err, errcap, "cannot inflate it: %s", fd < 0 ? strerror(errno) : "gzopen failed");
+    if (fd >= 0) close(fd);
+    if (in) gzclose(in);
+    return -1;
+  }
+  static char buf[1 << 16];
+  int n, rc = 0;
+  while ((n = gzread(in, buf, sizeof buf)) > 0)
+    if (write(fd, buf, (size_t)n) != n) {
+      snprintf(err, errcap, "cannot inflate it into %s: %s", tmp && *tmp ? tmp : "/tmp", strerror(errno));
+      rc = -1;
+      break;
+    }
+  int zerr = Z_OK;
+  const char *why = gzerror(in, &zerr);
+  if (!rc && (n < 0 || (zerr != Z_OK && zerr != Z_STREAM_END))) {
+    snprintf(err, errcap, "its gzip stream is damaged or cut short (%s)", why);
+    rc = -1;
+  }
+  gzclose(in);
+  if (rc) {
+    close(fd);
+    return -1;
+  }
+  snprintf(named, cap, "/proc/self/fd/%d", fd);
+  return fd;
+}
+
 int cmd_dump_analyze(int argc, char **argv) {
   struct analyze_options o = {0};
   int rc = dnt_options_parse(&usage_dump_analyze, "dump analyze", argc, argv, &o);
   if (rc) return rc == DNT_OPTIONS_DONE ? 0 : rc;
   struct analysis a = {.o = &o};
-  char err[1024];
-  if (dnt_core_open(&a.core, o.core, err, sizeof err) != 0) {
+  char err[1024], inflated[64];
+  int gz, fd = inflate_core(o.core, &gz, inflated, sizeof inflated, err, sizeof err);
+  if ((gz && fd < 0) || dnt_core_open(&a.core, gz ? inflated : o.core, err, sizeof err) != 0) {
     char *safe = dnt_safe_text(o.core);
     dnt_error("%s: %s", safe, err);
     free(safe);
+    if (fd > 0) close(fd);
     free(o.commands.v);
     return DNT_EXIT_FAILURE;
   }
+  if (fd > 0) close(fd); /* the core keeps its own mapping of it */
   if (dnt_clr_open(&a.clr, a.core, o.runtime_dir, err, sizeof err) != 0) {
     char *safe = dnt_safe_text(o.core);
     dnt_error("%s: %s", safe, err);

@@ -1,7 +1,7 @@
 /* test-dump-analyze.c: `dntrace dump analyze` (issue 25) on real cores. The sample, with idle
  * threads of its own, dumped in full by `dntrace dump`; on that core dntrace's clrthreads must
  * print what dotnet-dump's SOS prints, byte for byte (its oracle, from NuGet: ./bootstrap.sh
- * installs it), and its --json the same threads. Bad input is one line and exit 1: a file that is
+ * installs it), and its --json the same threads; gzipped, the same. Bad input is one line and exit 1: a file that is
  * not ELF, an empty one, a core cut short, the core of a process that is not .NET (gdb's gcore),
  * a runtime folder without the runtime; an unknown command fails the run; the prompt reads
  * commands from standard input. */
@@ -63,6 +63,20 @@ Test(dump_analyze, clrthreads_is_what_dotnet_dump_prints, .timeout = 300) {
   unsigned count = 0;
   cr_expect(sscanf(ours.out, "ThreadCount: %u", &count) == 1 && count >= 8, "%s", ours.out);
   dnt_run_free(&theirs);
+  /* gzipped (as `dump --compress` writes it): read the same; cut short: one line */
+  char gz[4400], cut[4400], cmd[18000];
+  snprintf(gz, sizeof gz, "%s.gz", core);
+  snprintf(cut, sizeof cut, "%s/cut.gz", dir);
+  snprintf(cmd, sizeof cmd, "gzip -1 -c '%s' > '%s' && head -c 1000000 '%s' > '%s'", core, gz, gz, cut);
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
+  struct dnt_run z;
+  cr_expect_eq(dnt_run_dntrace(&z, "dump", "analyze", gz, "-c", "clrthreads", NULL), 0, "%s", z.err);
+  cr_expect_str_eq(z.out, ours.out, "the gzipped core reads the same");
+  dnt_run_free(&z);
+  cr_expect_eq(dnt_run_dntrace(&z, "dump", "analyze", cut, "-c", "clrthreads", NULL), 1);
+  cr_expect(strstr(z.err, "its gzip stream is damaged or cut short"), "%s", z.err);
+  cr_expect_eq(strchr(z.err, '\n'), strrchr(z.err, '\n'), "one line: %s", z.err);
+  dnt_run_free(&z);
   /* --json: the same threads */
   struct dnt_run js;
   cr_assert_eq(dnt_run_dntrace(&js, "dump", "analyze", core, "-c", "clrthreads", "--json", NULL), 0, "%s", js.err);
