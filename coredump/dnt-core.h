@@ -71,6 +71,33 @@ int dnt_clr_field(const dnt_clr *r, const char *type, const char *field, uint64_
  * runtime's variable: read it for the variable's value). 0, or -1 when there is none. */
 int dnt_clr_global(const dnt_clr *r, const char *name, uint64_t *value);
 
+/* ---- objects and types (the Object, RuntimeTypeSystem and Loader contracts) ---- */
+
+/* An object's MethodTable: 0, or -1 when the core does not hold it. */
+int dnt_clr_object_mt(const dnt_clr *r, uint64_t obj, uint64_t *mt);
+/* The name of the type whose MethodTable is mt ("Namespace.Outer+Inner"), from its module's
+ * metadata (the assembly's file at the path the runtime kept, read on this machine): 0, or -1
+ * when it cannot be named (its file missing; arrays and generic instances are not named yet). */
+int dnt_clr_type_name(const dnt_clr *r, uint64_t mt, char *buf, size_t cap);
+/* A String object's text in UTF-8 (*out malloc'ed, the caller's; at most max UTF-16 units): 0,
+ * or -1 when the core does not hold it. */
+int dnt_clr_string(const dnt_clr *r, uint64_t obj, size_t max, char **out);
+
+/* An exception object, as SOS's pe shows it. */
+struct dnt_clr_exception {
+  uint64_t address, mt;
+  char type[512];           /* "" when it cannot be named */
+  char *message;            /* NULL: none (malloc'ed, as the two below) */
+  char *stack_trace_string; /* _stackTraceString */
+  uint64_t inner;           /* the inner exception, 0 when none */
+  char inner_type[512];
+  uint32_t hresult;
+};
+
+/* Reads the exception at obj. 0, or -1 with err. e the caller's (release it). */
+int dnt_clr_exception_read(const dnt_clr *r, uint64_t obj, struct dnt_clr_exception *e, char *err, size_t cap);
+void dnt_clr_exception_release(struct dnt_clr_exception *e);
+
 /* ---- managed threads (the Thread contract) ---- */
 
 struct dnt_clr_thread {

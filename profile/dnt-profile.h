@@ -321,4 +321,9 @@ enum dnt_profile_format {
  * is then incomplete). Write errors are the caller's to check on fp. */
 int dnt_profile_write(const struct dnt_profile *prof, enum dnt_profile_format format, const char *title, FILE *fp);
 
+/* The full name ("Namespace.Outer+Inner") of TypeDef row rid (1-based) of the assembly at path, an
+ * IL or ReadyToRun PE file, into buf (cap bytes): 1, or 0 when the file or its metadata does not
+ * read or has no such row. */
+int dnt_assembly_type_name(const char *path, uint32_t rid, char *buf, size_t cap);
+
 #endif

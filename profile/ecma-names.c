@@ -204,16 +204,14 @@ static uint32_t enclosing(const struct dnt__ecma *e, uint32_t td) {
   return 0;
 }
 
-int dnt__ecma_method_name(const struct dnt__ecma *e, uint32_t rid, char *buf, size_t cap) {
-  if (!cap || rid == 0 || rid > e->nmethods) return 0;
-  const char *method = string_at(e, rd_idx(e->methods + (size_t)(rid - 1) * e->method_row + 8, e->str_size));
+int dnt__ecma_type_name(const struct dnt__ecma *e, uint32_t td, char *buf, size_t cap) {
   uint32_t types[16], n = 0;
-  for (uint32_t td = owner_of(e, rid); td && td <= e->ntypedefs && n < 16; td = enclosing(e, td)) {
+  for (; td && td <= e->ntypedefs && n < 16; td = enclosing(e, td)) {
     for (uint32_t k = 0; k < n; k++)
       if (types[k] == td) return 0; /* a cycle of nesting */
     types[n++] = td;
   }
-  if (!method || n == 0) return 0;
+  if (!cap || n == 0) return 0;
   const uint8_t *outer = e->typedefs + (size_t)(types[n - 1] - 1) * e->typedef_row;
   const char *ns = string_at(e, rd_idx(outer + e->td_ns, e->str_size));
   if (!ns) return 0;
@@ -223,6 +221,14 @@ int dnt__ecma_method_name(const struct dnt__ecma *e, uint32_t rid, char *buf, si
     if (!name) return 0;
     o += (size_t)snprintf(buf + o, cap - o, "%s%s", name, k ? "+" : "");
   }
+  return 1;
+}
+
+int dnt__ecma_method_name(const struct dnt__ecma *e, uint32_t rid, char *buf, size_t cap) {
+  if (!cap || rid == 0 || rid > e->nmethods) return 0;
+  const char *method = string_at(e, rd_idx(e->methods + (size_t)(rid - 1) * e->method_row + 8, e->str_size));
+  if (!method || !dnt__ecma_type_name(e, owner_of(e, rid), buf, cap)) return 0;
+  size_t o = strlen(buf);
   if (o < cap) snprintf(buf + o, cap - o, ".%s", method);
   return 1;
 }

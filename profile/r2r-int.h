@@ -26,6 +26,8 @@ int dnt__ecma_open(struct dnt__ecma *e, const uint8_t *md, size_t len);
 /* "Namespace.Outer+Inner.Method" of MethodDef row rid (1-based) into buf: 1, or 0 when there is
  * no such row or its names do not read. */
 int dnt__ecma_method_name(const struct dnt__ecma *e, uint32_t rid, char *buf, size_t cap);
+/* "Namespace.Outer+Inner" of TypeDef row td (1-based) into buf: 1, or 0 as above. */
+int dnt__ecma_type_name(const struct dnt__ecma *e, uint32_t td, char *buf, size_t cap);
 
 /* r2r.c: a PE file with ReadyToRun code (its bytes in memory). */
 struct dnt__r2r;

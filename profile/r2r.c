@@ -3,9 +3,14 @@
  * MethodDefEntryPoints (a NativeArray from each MethodDef to the runtime function of its entry).
  * The formats: the PE/COFF specification, ECMA-335 II.25, and the runtime's readytorun.h and
  * NativeFormat, as dotnet/runtime's R2RDump reads them. */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dnt-profile.h"
 
 #include "r2r-int.h"
 
@@ -120,10 +125,10 @@ static int read_pe(struct dnt__r2r *r, uint32_t *cli_rva) {
   uint32_t pe = rd32(r->bytes + 0x3C);
   if (pe > r->len || r->len - pe < 24 || memcmp(r->bytes + pe, "PE\0\0", 4) != 0) return -1;
   const uint8_t *coff = r->bytes + pe + 4;
-  r->func_size = function_size(rd16(coff));
+  r->func_size = function_size(rd16(coff)); /* 0: IL only (an AnyCPU image is I386's), metadata alone */
   uint32_t nsections = rd16(coff + 2), opt_size = rd16(coff + 16);
   size_t opt = pe + 24;
-  if (!r->func_size || opt_size < 96 || opt_size > r->len - opt) return -1;
+  if (opt_size < 96 || opt_size > r->len - opt) return -1;
   uint32_t magic = rd16(r->bytes + opt);
   size_t dirs = opt + (magic == 0x20b ? 112 : 96), ndirs_at = opt + (magic == 0x20b ? 108 : 92);
   if ((magic != 0x20b && magic != 0x10b) || dirs + 15 * 8 > opt + opt_size || rd32(r->bytes + ndirs_at) < 15) return -1;
@@ -136,15 +141,22 @@ static int read_pe(struct dnt__r2r *r, uint32_t *cli_rva) {
   return 0;
 }
 
-/* The ReadyToRun header's two sections and the metadata: 0, or -1. */
-static int read_r2r(struct dnt__r2r *r, uint32_t cli_rva) {
+/* The metadata the CLI header names: 0, or -1. */
+static int read_metadata(struct dnt__r2r *r, uint32_t cli_rva) {
   long cli = file_offset(r, cli_rva, 72);
   if (cli < 0 || rd32(r->bytes + cli) < 72) return -1;
   uint32_t md_rva = rd32(r->bytes + cli + 8), md_size = rd32(r->bytes + cli + 12);
+  long md = file_offset(r, md_rva, md_size);
+  return md < 0 || dnt__ecma_open(&r->md, r->bytes + md, md_size) != 0 ? -1 : 0;
+}
+
+/* The ReadyToRun header's two sections and the metadata: 0, or -1. */
+static int read_r2r(struct dnt__r2r *r, uint32_t cli_rva) {
+  long cli = file_offset(r, cli_rva, 72);
+  if (cli < 0 || rd32(r->bytes + cli) < 72 || read_metadata(r, cli_rva) != 0) return -1;
   uint32_t native_rva = rd32(r->bytes + cli + 64);
-  long md = file_offset(r, md_rva, md_size), h = file_offset(r, native_rva, 16);
-  if (md < 0 || h < 0 || rd32(r->bytes + h) != 0x00525452) return -1; /* "RTR" */
-  if (dnt__ecma_open(&r->md, r->bytes + md, md_size) != 0) return -1;
+  long h = file_offset(r, native_rva, 16);
+  if (h < 0 || rd32(r->bytes + h) != 0x00525452) return -1; /* "RTR" */
   uint32_t n = rd32(r->bytes + h + 12);
   long list = file_offset(r, native_rva + 16, 0);
   if (list < 0 || n > (r->len - (size_t)list) / 12) return -1;
@@ -181,7 +193,7 @@ struct dnt__r2r *dnt__r2r_open(uint8_t *bytes, size_t len, int mapped) {
   r->bytes = bytes, r->len = len, r->mapped = mapped;
   uint32_t cli_rva, count;
   size_t at = 0;
-  if (read_pe(r, &cli_rva) != 0 || read_r2r(r, cli_rva) != 0 || r->nfuncs == 0 ||
+  if (read_pe(r, &cli_rva) != 0 || !r->func_size || read_r2r(r, cli_rva) != 0 || r->nfuncs == 0 ||
       !(r->entry_rid = calloc(r->nfuncs, sizeof *r->entry_rid))) {
     dnt__r2r_free(r);
     return NULL;
@@ -222,4 +234,24 @@ void dnt__r2r_free(struct dnt__r2r *r) {
   if (r->mapped) munmap(r->bytes, r->len);
   else free(r->bytes);
   free(r);
+}
+
+int dnt_assembly_type_name(const char *path, uint32_t rid, char *buf, size_t cap) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  struct stat st;
+  if (fd < 0) return 0;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 64) {
+    close(fd);
+    return 0;
+  }
+  size_t len = (size_t)st.st_size;
+  uint8_t *bytes = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (bytes == MAP_FAILED) return 0;
+  struct dnt__r2r r = {.bytes = bytes, .len = len, .mapped = 1};
+  uint32_t cli_rva;
+  int ok = read_pe(&r, &cli_rva) == 0 && read_metadata(&r, cli_rva) == 0 && rid && rid <= r.md.ntypedefs &&
+           dnt__ecma_type_name(&r.md, rid, buf, cap);
+  munmap(bytes, len);
+  return ok;
 }

@@ -13,6 +13,7 @@
 
 #include "builtin.h"
 #include "dnt-core.h"
+#include "dnt-trace.h"
 #include "options.h"
 #include "util.h"
 
@@ -46,6 +47,7 @@ struct analysis {
   const struct analyze_options *o;
   dnt_core *core;
   dnt_clr *clr;
+  int thread; /* the current thread (setthread): its index among the core's */
 };
 
 /* eeversion: the runtime, as the core names it. */
@@ -121,7 +123,15 @@ static int cmd_clrthreads(struct analysis *a) {
              (unsigned long long)t->address, t->state, t->cooperative ? "Cooperative" : "Preemptive",
              (unsigned long long)t->alloc_ptr, (unsigned long long)t->alloc_limit, (unsigned long long)ts.domain,
              role_of(t));
-      if (t->last_thrown) printf("%016llX (an exception; its type is not read yet)", (unsigned long long)t->last_thrown);
+      if (t->last_thrown) {
+        char type[512];
+        uint64_t mt;
+        if (dnt_clr_object_mt(a->clr, t->last_thrown, &mt) != 0 || dnt_clr_type_name(a->clr, mt, type, sizeof type) != 0)
+          snprintf(type, sizeof type, "<unknown type>");
+        char *safe = dnt_safe_text(type);
+        printf("%s %016llx", safe, (unsigned long long)t->last_thrown);
+        free(safe);
+      }
       printf("\n");
     }
   }
@@ -129,14 +139,100 @@ static int cmd_clrthreads(struct analysis *a) {
   return 0;
 }
 
+/* A text the process chose (a message), printed escaped; none: SOS's "<none>". */
+static void put_text(const char *label, const char *text) {
+  char *safe = text ? dnt_safe_text(text) : NULL;
+  printf("%s%s\n", label, safe ? safe : "<none>");
+  free(safe);
+}
+
+/* pe [ADDR]: the exception at ADDR, or the current thread's (its last thrown), as SOS prints it. */
+static int cmd_pe(struct analysis *a, const char *arg) {
+  uint64_t obj = 0;
+  char err[512];
+  if (arg && *arg) {
+    char *end;
+    obj = strtoull(arg, &end, 16);
+    if (*end || !obj) {
+      dnt_error("pe: '%s' is not an object's address (hex)", arg);
+      return 1;
+    }
+  } else {
+    struct dnt_clr_threads ts;
+    if (dnt_clr_threads_read(a->clr, &ts, err, sizeof err) != 0) {
+      dnt_error("pe: %s", err);
+      return 1;
+    }
+    for (size_t i = 0; i < ts.n; i++)
+      if (ts.v[i].dbg == a->thread) obj = ts.v[i].last_thrown;
+    dnt_clr_threads_release(&ts);
+    if (!obj) {
+      if (a->o->json) printf("{\"command\":\"pe\",\"exception\":null}\n");
+      else printf("There is no current managed exception on this thread\n");
+      return 0;
+    }
+  }
+  struct dnt_clr_exception e;
+  if (dnt_clr_exception_read(a->clr, obj, &e, err, sizeof err) != 0) {
+    dnt_error("pe: %s", err);
+    return 1;
+  }
+  if (a->o->json) {
+    printf("{\"command\":\"pe\",\"exception\":{\"address\":\"0x%llx\",\"type\":", (unsigned long long)e.address);
+    dnt_json_string(stdout, e.type);
+    printf(",\"message\":");
+    if (e.message) dnt_json_string(stdout, e.message);
+    else printf("null");
+    printf(",\"inner\":\"0x%llx\",\"innerType\":", (unsigned long long)e.inner);
+    dnt_json_string(stdout, e.inner_type);
+    printf(",\"hresult\":\"%08x\"}}\n", e.hresult);
+  } else {
+    printf("Exception object: %016llx\n", (unsigned long long)e.address);
+    put_text("Exception type:   ", e.type[0] ? e.type : "<unknown type>");
+    put_text("Message:          ", e.message);
+    if (e.inner) {
+      char *safe = dnt_safe_text(e.inner_type[0] ? e.inner_type : "<unknown type>");
+      printf("InnerException:   %s, Use !PrintException %016llx to see more.\n", safe, (unsigned long long)e.inner);
+      free(safe);
+    } else {
+      printf("InnerException:   <none>\n");
+    }
+    printf("StackTrace (generated): not read yet (an exception's frames come with clrstack, issue 25)\n\n");
+    put_text("StackTraceString: ", e.stack_trace_string);
+    printf("HResult: %08x\n", e.hresult);
+  }
+  dnt_clr_exception_release(&e);
+  return 0;
+}
+
+/* setthread N: the current thread, by its index among the core's (SOS's DBG column). */
+static int cmd_setthread(struct analysis *a, const char *arg) {
+  const struct dnt_core_thread *v;
+  size_t n = dnt_core_threads(a->core, &v);
+  char *end;
+  long i = arg ? strtol(arg, &end, 10) : -1;
+  if (!arg || *end || i < 0 || (size_t)i >= n) {
+    dnt_error("setthread: give a thread's index, 0 to %zu (threads lists them)", n ? n - 1 : 0);
+    return 1;
+  }
+  a->thread = (int)i;
+  return 0;
+}
+
+static int cmd_clrthreads_(struct analysis *a, const char *arg) { return (void)arg, cmd_clrthreads(a); }
+static int cmd_threads_(struct analysis *a, const char *arg) { return (void)arg, cmd_threads(a); }
+static int cmd_eeversion_(struct analysis *a, const char *arg) { return (void)arg, cmd_eeversion(a); }
+
 static const struct {
   const char *name;
-  int (*fn)(struct analysis *a);
+  int (*fn)(struct analysis *a, const char *arg);
   const char *help;
 } commands[] = {
-    {"clrthreads", cmd_clrthreads, "the managed threads (SOS's clrthreads)"},
-    {"threads", cmd_threads, "the core's OS threads"},
-    {"eeversion", cmd_eeversion, "the runtime's version and library"},
+    {"clrthreads", cmd_clrthreads_, "the managed threads (SOS's clrthreads)"},
+    {"pe", cmd_pe, "[ADDR] the exception at ADDR, or the current thread's"},
+    {"setthread", cmd_setthread, "N  the current thread, by index (threads lists them)"},
+    {"threads", cmd_threads_, "the core's OS threads"},
+    {"eeversion", cmd_eeversion_, "the runtime's version and library"},
 };
 
 static void help(void) {
@@ -154,10 +250,14 @@ static int run(struct analysis *a, const char *line) {
   snprintf(word, sizeof word, "%.*s", (int)(n < 63 ? n : 63), line);
   if (strcmp(word, "exit") == 0 || strcmp(word, "quit") == 0 || strcmp(word, "q") == 0) return -1;
   if (strcmp(word, "help") == 0 || strcmp(word, "?") == 0) return help(), 0;
+  const char *arg = line + n;
+  while (*arg == ' ' || *arg == '\t') arg++;
+  char argbuf[256];
+  snprintf(argbuf, sizeof argbuf, "%.*s", (int)strcspn(arg, " \t\r\n"), arg);
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-    if (strcasecmp(word, commands[i].name) == 0) return commands[i].fn(a);
+    if (strcasecmp(word, commands[i].name) == 0) return commands[i].fn(a, argbuf[0] ? argbuf : NULL);
   char *safe = dnt_safe_text(word);
-  dnt_error("unknown command '%s' (help lists them; more of SOS's come: clrstack, pe, dumpheap)", safe);
+  dnt_error("unknown command '%s' (help lists them; more of SOS's come: clrstack, dumpheap, gcroot)", safe);
   free(safe);
   return 1;
 }

@@ -2,7 +2,7 @@
  * that begins with '{' is the runtime's JSON descriptor (json.c), anything else a core file
  * (core.c: ELF header, program headers, notes; reads of its memory), and the runtime looked for
  * in it (clr.c: its mapped files, the library's symbol table, the descriptor) with the managed
- * threads when one is found. Seeds: tests/fuzz/seeds/elfcore (real cores without memory) and
+ * threads and their exceptions (objects.c) when one is found. Seeds: tests/fuzz/seeds/elfcore (real cores without memory) and
  * tests/fuzz/seeds/coredump (descriptor-shaped JSON written here). */
 #include <stdint.h>
 #include <stdlib.h>
@@ -46,7 +46,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   dnt_clr *r;
   if (dnt_clr_open(&r, c, NULL, err, sizeof err) == 0) {
     struct dnt_clr_threads ts;
-    if (dnt_clr_threads_read(r, &ts, err, sizeof err) == 0) dnt_clr_threads_release(&ts);
+    if (dnt_clr_threads_read(r, &ts, err, sizeof err) == 0) {
+      for (size_t i = 0; i < ts.n; i++) { /* the exceptions on them, as clrthreads and pe read them */
+        struct dnt_clr_exception e;
+        if (ts.v[i].last_thrown && dnt_clr_exception_read(r, ts.v[i].last_thrown, &e, err, sizeof err) == 0)
+          dnt_clr_exception_release(&e);
+      }
+      dnt_clr_threads_release(&ts);
+    }
     dnt_clr_close(r);
   }
   dnt_core_close(c);

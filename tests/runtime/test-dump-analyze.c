@@ -1,7 +1,8 @@
 /* test-dump-analyze.c: `dntrace dump analyze` (issue 25) on real cores. The sample, with idle
  * threads of its own, dumped in full by `dntrace dump`; on that core dntrace's clrthreads must
  * print what dotnet-dump's SOS prints, byte for byte (its oracle, from NuGet: ./bootstrap.sh
- * installs it), and its --json the same threads; gzipped, the same. Bad input is one line and exit 1: a file that is
+ * installs it), and its --json the same threads; gzipped, the same. A crashed sample's own core
+ * shows its exception on the thread that threw it (clrthreads, pe), as dotnet-dump does. Bad input is one line and exit 1: a file that is
  * not ELF, an empty one, a core cut short, the core of a process that is not .NET (gdb's gcore),
  * a runtime folder without the runtime; an unknown command fails the run; the prompt reads
  * commands from standard input. */
@@ -95,6 +96,79 @@ Test(dump_analyze, clrthreads_is_what_dotnet_dump_prints, .timeout = 300) {
   expect_python(py, json, text, NULL);
   dnt_run_free(&js);
   dnt_run_free(&ours);
+  dnt_rm_rf(dir);
+  free(dir);
+}
+
+/* The text of the line of text that begins with prefix ("" when none), into buf. */
+static const char *line_of(const char *text, const char *prefix, char *buf, size_t cap) {
+  buf[0] = '\0';
+  for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+    if (strncmp(p, prefix, strlen(prefix)) == 0) {
+      snprintf(buf, cap, "%.*s", (int)strcspn(p, "\n"), p);
+      break;
+    }
+  return buf;
+}
+
+/* The sample crashes (--crash-after: an unhandled Sample.SampleException on thread crash-work)
+ * and its runtime writes a full core of itself as it dies (DOTNET_DbgEnableMiniDump). On that
+ * core, clrthreads shows the exception on the thread that threw it, as dotnet-dump does, byte for
+ * byte; pe on that thread (setthread to its DBG index) gives its type, message, inner exception,
+ * stack trace string and HResult as dotnet-dump's pe does; pe ADDR the same. */
+Test(dump_analyze, a_crash_shows_its_exception_as_dotnet_dump_does, .timeout = 300) {
+  DNT_REQUIRE_TARGET();
+  const char *oracle = dotnet_dump();
+  char *dir = dnt_temp_dir("dnt-analyze"), core[4200], name_env[4300];
+  snprintf(core, sizeof core, "%s/crash.core", dir);
+  snprintf(name_env, sizeof name_env, "DOTNET_DbgMiniDumpName=%s", core);
+  const char *const env[] = {"DOTNET_DbgEnableMiniDump=1", "DOTNET_DbgMiniDumpType=4", name_env, NULL};
+  char *const sample[] = {(char *)dnt_target_exe(), "--crash-after", "1", "--no-alloc", "--no-exceptions", NULL};
+  struct dnt_run r;
+  int rc = dnt_run_argv(&r, sample, env, DNT_HANG_MS);
+  cr_assert_neq(rc, 0, "the sample crashed: %s%s", r.out, r.err);
+  dnt_run_free(&r);
+  cr_assert_eq(access(core, R_OK), 0, "its runtime wrote %s", core);
+  struct dnt_run ours, theirs;
+  cr_assert_eq(dnt_run_dntrace(&ours, "dump", "analyze", core, "-c", "clrthreads", NULL), 0, "%s", ours.err);
+  char *const argv[] = {(char *)oracle, "analyze", core, "-c", "clrthreads", "-c", "exit", NULL};
+  cr_assert_eq(dnt_run_argv(&theirs, argv, NULL, 120000), 0, "dotnet-dump: %s%s", theirs.out, theirs.err);
+  const char *table = strstr(theirs.out, "ThreadCount:");
+  cr_assert(table, "dotnet-dump: %s", theirs.out);
+  cr_expect_str_eq(ours.out, table, "dntrace:\n%s\ndotnet-dump:\n%s", ours.out, table);
+  /* the thread that threw: its row names the exception and its address */
+  const char *row = strstr(table, " Sample.SampleException ");
+  cr_assert(row, "dotnet-dump shows the exception: %s", table);
+  while (row > table && row[-1] != '\n') row--;
+  int dbg = -1;
+  char addr[32] = "";
+  cr_assert(sscanf(row, "%d", &dbg) == 1 && sscanf(strstr(row, "Sample.SampleException ") + 23, "%31s", addr) == 1,
+            "%.200s", row);
+  dnt_run_free(&ours);
+  dnt_run_free(&theirs);
+  char setthread[32];
+  snprintf(setthread, sizeof setthread, "setthread %d", dbg);
+  char pe_addr[64];
+  snprintf(pe_addr, sizeof pe_addr, "pe %s", addr);
+  cr_assert_eq(dnt_run_dntrace(&ours, "dump", "analyze", core, "-c", setthread, "-c", "pe", "-c", pe_addr, NULL), 0,
+               "%s", ours.err);
+  char *const pe[] = {(char *)oracle, "analyze", core, "-c", setthread, "-c", "pe", "-c", "exit", NULL};
+  cr_assert_eq(dnt_run_argv(&theirs, pe, NULL, 120000), 0, "dotnet-dump: %s%s", theirs.out, theirs.err);
+  const char *lines[] = {"Exception object: ", "Exception type:   ", "Message:          ", "InnerException:   ",
+                         "StackTraceString: ", "HResult: "};
+  for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+    char a[1024], b[1024];
+    line_of(ours.out, lines[i], a, sizeof a);
+    line_of(theirs.out, lines[i], b, sizeof b);
+    cr_expect(b[0], "dotnet-dump prints %s: %s", lines[i], theirs.out);
+    cr_expect_str_eq(a, b, "dntrace:\n%s\ndotnet-dump:\n%s", ours.out, theirs.out);
+  }
+  cr_expect(strstr(ours.out, "Exception type:   Sample.SampleException\n"), "%s", ours.out);
+  /* pe ADDR: the same exception again */
+  const char *second = strstr(ours.out, "Exception object: ");
+  cr_expect(second && strstr(second + 1, "Exception object: "), "pe ADDR printed it too: %s", ours.out);
+  dnt_run_free(&ours);
+  dnt_run_free(&theirs);
   dnt_rm_rf(dir);
   free(dir);
 }
