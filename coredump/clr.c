@@ -42,8 +42,73 @@ static int fail(char *err, size_t cap, const char *what) {
   return -1;
 }
 
-/* The symbol's value in the ELF file at path (a shared library's .dynsym): 0, or -1 with err. */
-static int symbol_value(const char *path, const char *name, uint64_t *value, char *err, size_t cap) {
+/* ---- the GNU build id, of the library in the core and of its file ---- */
+
+#define PT_NOTE 4
+#define NT_GNU_BUILD_ID 3
+#define MAX_ID 64
+
+/* Reads n bytes at off of an image (the library in the core's memory from its base, or its file):
+ * 0 or -1. */
+typedef int (*image_read_fn)(const void *ud, uint64_t off, void *buf, size_t n);
+
+static int core_image_read(const void *ud, uint64_t off, void *buf, size_t n) {
+  const dnt_clr *r = ud;
+  return dnt_core_read(r->c, r->base + off, buf, n);
+}
+
+struct file_image {
+  const uint8_t *f;
+  uint64_t size;
+};
+
+static int file_image_read(const void *ud, uint64_t off, void *buf, size_t n) {
+  const struct file_image *fi = ud;
+  if (off > fi->size || n > fi->size - off) return -1;
+  memcpy(buf, fi->f + off, n);
+  return 0;
+}
+
+/* The build id of an ELF image: its PT_NOTE segments' NT_GNU_BUILD_ID (at their vaddr in memory,
+ * their offset in the file: the same for a library's first segment). Its length, 0 when none. */
+static size_t build_id(image_read_fn rd, const void *ud, int in_memory, uint8_t id[MAX_ID]) {
+  uint8_t h[64];
+  if (rd(ud, 0, h, sizeof h) != 0 || memcmp(h, "\177ELF", 4) != 0) return 0;
+  uint64_t phoff = dnt__u64(h + 32);
+  uint16_t phentsize = (uint16_t)(h[54] | h[55] << 8), phnum = (uint16_t)(h[56] | h[57] << 8);
+  if (phentsize < 56 || phnum > 256) return 0;
+  for (uint16_t i = 0; i < phnum; i++) {
+    uint8_t ph[56];
+    if (rd(ud, phoff + (uint64_t)i * phentsize, ph, sizeof ph) != 0) return 0;
+    uint32_t type = (uint32_t)(ph[0] | ph[1] << 8 | ph[2] << 16 | (uint32_t)ph[3] << 24);
+    uint64_t at = dnt__u64(ph + (in_memory ? 16 : 8)), size = dnt__u64(ph + 32);
+    if (type != PT_NOTE || size > 65536) continue;
+    uint8_t notes[65536];
+    if (rd(ud, at, notes, (size_t)size) != 0) continue;
+    for (uint64_t p = 0; p + 12 <= size;) {
+      uint32_t namesz = (uint32_t)dnt__u64(notes + p), descsz = (uint32_t)(dnt__u64(notes + p) >> 32);
+      uint32_t nt = (uint32_t)(notes[p + 8] | notes[p + 9] << 8 | notes[p + 10] << 16 | (uint32_t)notes[p + 11] << 24);
+      uint64_t name_pad = ((uint64_t)namesz + 3) & ~3ull, desc_pad = ((uint64_t)descsz + 3) & ~3ull;
+      if (name_pad > size - p - 12 || descsz > size - p - 12 - name_pad) break;
+      if (nt == NT_GNU_BUILD_ID && namesz == 4 && memcmp(notes + p + 12, "GNU", 4) == 0 && descsz && descsz <= MAX_ID) {
+        memcpy(id, notes + p + 12 + name_pad, descsz);
+        return descsz;
+      }
+      p += 12 + name_pad + desc_pad;
+    }
+  }
+  return 0;
+}
+
+static void hex(const uint8_t *id, size_t n, char *out) {
+  for (size_t i = 0; i < n; i++) sprintf(out + 2 * i, "%02x", id[i]);
+  out[2 * n] = '\0';
+}
+
+/* The symbol's value in the ELF file at path (a shared library's .dynsym), once the file is
+ * known to be the build the core's process loaded (their GNU build ids equal; a core that does
+ * not hold the library's notes is taken on trust): 0, or -1 with err. */
+static int symbol_value(const dnt_clr *r, const char *path, const char *name, uint64_t *value, char *err, size_t cap) {
   errno = 0;
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a core may name a fifo: never wait on it */
   struct stat st;
@@ -57,6 +122,16 @@ static int symbol_value(const char *path, const char *name, uint64_t *value, cha
   close(fd);
   if (f == MAP_FAILED) return snprintf(err, cap, "'%s' cannot be read as a library", path), -1;
   int rc = -1;
+  uint8_t want[MAX_ID], have[MAX_ID];
+  struct file_image fi = {f, size};
+  size_t nwant = build_id(core_image_read, r, 1, want), nhave = build_id(file_image_read, &fi, 0, have);
+  if (nwant && (nwant != nhave || memcmp(want, have, nwant) != 0)) {
+    char a[2 * MAX_ID + 1], b[2 * MAX_ID + 1];
+    hex(want, nwant, a), hex(have, nhave, b);
+    snprintf(err, cap, "'%s' is another build than the core's runtime (build id %s, the core's %s): give the "
+             "matching runtime's folder with --runtime-dir", path, nhave ? b : "none", a);
+    goto out;
+  }
   uint64_t shoff = dnt__u64(f + 40);
   uint16_t shentsize = (uint16_t)(f[58] | f[59] << 8), shnum = (uint16_t)(f[60] | f[61] << 8);
   if (memcmp(f, "\177ELF", 4) != 0 || f[4] != 2 || shentsize < 64 || shoff > size ||
@@ -165,7 +240,7 @@ int dnt_clr_open(dnt_clr **out, const dnt_core *c, const char *runtime_dir, char
   if (runtime_dir) snprintf(path, sizeof path, "%s/%s", runtime_dir, LIBRARY);
   else snprintf(path, sizeof path, "%s", r->library);
   uint64_t value;
-  if (symbol_value(path, SYMBOL, &value, err, cap) != 0) {
+  if (symbol_value(r, path, SYMBOL, &value, err, cap) != 0) {
     if (!runtime_dir && access(path, F_OK) != 0)
       snprintf(err, cap, "the core's runtime (.NET %s) is not on this machine: %s is missing (install that runtime, "
                "or give its folder with --runtime-dir)", r->version[0] ? r->version : "?", path);

@@ -197,4 +197,37 @@ static inline long trace_info_events(const char *trace, double *span, double *fi
   return events;
 }
 
+/* One of Microsoft's diagnostics tools from NuGet (dotnet-gcdump, dotnet-dump), the oracles
+ * ./bootstrap.sh installs into build-tools/dotnet-tools (or $DNT_DOTNET_TOOLS): its path; without
+ * it the test fails under CI=true, else skips. */
+static inline const char *diag_tool(const char *name) {
+  static char path[4200];
+  const char *dir = getenv("DNT_DOTNET_TOOLS"), *src = getenv("DNT_SRCDIR");
+  if (dir && *dir) snprintf(path, sizeof path, "%s/%s", dir, name);
+  else snprintf(path, sizeof path, "%s/build-tools/dotnet-tools/%s", src ? src : ".", name);
+  if (access(path, X_OK) != 0) {
+    if (in_ci()) cr_assert_fail("no %s (CI=true: ./bootstrap.sh deps installs it): %s", name, path);
+    cr_skip_test("no %s (./bootstrap.sh deps installs it): %s", name, path);
+  }
+  return path;
+}
+
+/* A flight recorder's window saved around the sample's --spike-at 8 with a 6 s ring: it begins
+ * seconds after the session did (the ring cut its start), spans the ring, holds the spike's hot
+ * method, and TraceEvent reads as many events as dntrace. what: the window's writer, for the
+ * messages. */
+static inline void expect_spike_window(const char *ring, const char *what) {
+  double span = -1, first_at = -1;
+  long events = trace_info_events(ring, &span, &first_at);
+  /* timing: the trace's own clock, not the test's */
+  cr_expect_geq(first_at, 1.0, "%s: the ring cut the session's start: the first event at +%.3f s", what, first_at);
+  cr_expect_geq(span, 5.0, "%s: the window spans the ring: %.3f s", what, span);
+  struct dnt_run r;
+  cr_assert_eq(dnt_run_dntrace(&r, "report", ring, "--hide-idle", NULL), 0, "%s", r.err);
+  cr_expect(strstr(r.out, "Sample.SpikeWork.Burn"), "%s: the spike's hot method: %s", what, r.out);
+  dnt_run_free(&r);
+  long te = te_event_count(te_oracle_or_skip(what), ring);
+  cr_expect_eq(te, events, "%s: TraceEvent %ld, dntrace %ld", what, te, events);
+}
+
 #endif

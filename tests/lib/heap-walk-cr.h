@@ -43,17 +43,7 @@ static inline void start_heap(dnt_target *t) { start_heap_with(t, ENTRIES ":" BY
  * $DNT_DOTNET_TOOLS). Its report's rows are "SIZE COUNT TYPE[ (Bytes > N)]  [MODULE]", a type
  * split over rows by its objects' sizes, SIZE one object's. */
 
-static inline const char *gcdump_tool(void) {
-  static char path[4200];
-  const char *dir = getenv("DNT_DOTNET_TOOLS"), *src = getenv("DNT_SRCDIR");
-  if (dir && *dir) snprintf(path, sizeof path, "%s/dotnet-gcdump", dir);
-  else snprintf(path, sizeof path, "%s/build-tools/dotnet-tools/dotnet-gcdump", src ? src : ".");
-  if (access(path, X_OK) != 0) {
-    if (in_ci()) cr_assert_fail("no dotnet-gcdump (CI=true: ./bootstrap.sh deps installs it): %s", path);
-    cr_skip_test("no dotnet-gcdump (./bootstrap.sh deps installs it): %s", path);
-  }
-  return path;
-}
+static inline const char *gcdump_tool(void) { return diag_tool("dotnet-gcdump"); }
 
 
 /* ---- walks written here ---- */

@@ -20,17 +20,19 @@
 #include "../lib/target-cr.h"
 #include "../lib/target.h"
 
-/* Microsoft's dotnet-dump (build-tools/dotnet-tools, or $DNT_DOTNET_TOOLS). */
-static const char *dotnet_dump(void) {
-  static char path[4200];
-  const char *dir = getenv("DNT_DOTNET_TOOLS"), *src = getenv("DNT_SRCDIR");
-  if (dir && *dir) snprintf(path, sizeof path, "%s/dotnet-dump", dir);
-  else snprintf(path, sizeof path, "%s/build-tools/dotnet-tools/dotnet-dump", src ? src : ".");
-  if (access(path, X_OK) != 0) {
-    if (in_ci()) cr_assert_fail("no dotnet-dump (CI=true: ./bootstrap.sh deps installs it): %s", path);
-    cr_skip_test("no dotnet-dump (./bootstrap.sh deps installs it): %s", path);
-  }
-  return path;
+/* Microsoft's dotnet-dump, the oracle. */
+static const char *dotnet_dump(void) { return diag_tool("dotnet-dump"); }
+
+/* `clrthreads` of core by dntrace (into ours, the caller's) and by dotnet-dump: the same text. */
+static void clrthreads_as_dotnet_dumps(const char *core, struct dnt_run *ours) {
+  struct dnt_run theirs;
+  cr_assert_eq(dnt_run_dntrace(ours, "dump", "analyze", core, "-c", "clrthreads", NULL), 0, "%s", ours->err);
+  char *const argv[] = {(char *)dotnet_dump(), "analyze", (char *)core, "-c", "clrthreads", "-c", "exit", NULL};
+  cr_assert_eq(dnt_run_argv(&theirs, argv, NULL, 120000), 0, "dotnet-dump: %s%s", theirs.out, theirs.err);
+  const char *table = strstr(theirs.out, "ThreadCount:"); /* after its line saying it loads the core */
+  cr_assert(table, "dotnet-dump: %s", theirs.out);
+  cr_expect_str_eq(ours->out, table, "dntrace:\n%s\ndotnet-dump:\n%s", ours->out, table);
+  dnt_run_free(&theirs);
 }
 
 /* A full core of the sample (its idle threads and workers; no exceptions thrown) in dir. */
@@ -49,21 +51,14 @@ static void dump_sample(const char *dir, char *core, size_t cap) {
 
 Test(dump_analyze, clrthreads_is_what_dotnet_dump_prints, .timeout = 300) {
   DNT_REQUIRE_TARGET();
-  const char *oracle = dotnet_dump();
+  dotnet_dump();
   char *dir = dnt_temp_dir("dnt-analyze"), core[4200];
   dump_sample(dir, core, sizeof core);
-  struct dnt_run ours, theirs;
-  cr_assert_eq(dnt_run_dntrace(&ours, "dump", "analyze", core, "-c", "clrthreads", NULL), 0, "%s", ours.err);
-  char *const argv[] = {(char *)oracle, "analyze", core, "-c", "clrthreads", "-c", "exit", NULL};
-  cr_assert_eq(dnt_run_argv(&theirs, argv, NULL, 120000), 0, "dotnet-dump: %s%s", theirs.out, theirs.err);
-  /* dotnet-dump's first line says it loads the core */
-  const char *table = strstr(theirs.out, "ThreadCount:");
-  cr_assert(table, "dotnet-dump: %s", theirs.out);
-  cr_expect_str_eq(ours.out, table, "dntrace:\n%s\ndotnet-dump:\n%s", ours.out, table);
+  struct dnt_run ours;
+  clrthreads_as_dotnet_dumps(core, &ours);
   /* the sample's three idle threads and its workers are among them, 8 and more */
   unsigned count = 0;
   cr_expect(sscanf(ours.out, "ThreadCount: %u", &count) == 1 && count >= 8, "%s", ours.out);
-  dnt_run_free(&theirs);
   /* gzipped (as `dump --compress` writes it): read the same; cut short: one line */
   char gz[4400], cut[4400], cmd[18000];
   snprintf(gz, sizeof gz, "%s.gz", core);
@@ -130,22 +125,16 @@ Test(dump_analyze, a_crash_shows_its_exception_as_dotnet_dump_does, .timeout = 3
   dnt_run_free(&r);
   cr_assert_eq(access(core, R_OK), 0, "its runtime wrote %s", core);
   struct dnt_run ours, theirs;
-  cr_assert_eq(dnt_run_dntrace(&ours, "dump", "analyze", core, "-c", "clrthreads", NULL), 0, "%s", ours.err);
-  char *const argv[] = {(char *)oracle, "analyze", core, "-c", "clrthreads", "-c", "exit", NULL};
-  cr_assert_eq(dnt_run_argv(&theirs, argv, NULL, 120000), 0, "dotnet-dump: %s%s", theirs.out, theirs.err);
-  const char *table = strstr(theirs.out, "ThreadCount:");
-  cr_assert(table, "dotnet-dump: %s", theirs.out);
-  cr_expect_str_eq(ours.out, table, "dntrace:\n%s\ndotnet-dump:\n%s", ours.out, table);
-  /* the thread that threw: its row names the exception and its address */
-  const char *row = strstr(table, " Sample.SampleException ");
-  cr_assert(row, "dotnet-dump shows the exception: %s", table);
-  while (row > table && row[-1] != '\n') row--;
+  clrthreads_as_dotnet_dumps(core, &ours);
+  /* the thread that threw: its row names the exception and its address (the text is dotnet-dump's too) */
+  const char *row = strstr(ours.out, " Sample.SampleException ");
+  cr_assert(row, "the exception shown: %s", ours.out);
+  while (row > ours.out && row[-1] != '\n') row--;
   int dbg = -1;
   char addr[32] = "";
   cr_assert(sscanf(row, "%d", &dbg) == 1 && sscanf(strstr(row, "Sample.SampleException ") + 23, "%31s", addr) == 1,
             "%.200s", row);
   dnt_run_free(&ours);
-  dnt_run_free(&theirs);
   char setthread[32];
   snprintf(setthread, sizeof setthread, "setthread %d", dbg);
   char pe_addr[64];
@@ -207,9 +196,22 @@ Test(dump_analyze, bad_cores_are_one_line, .timeout = 300) {
   snprintf(cmd, sizeof cmd, "head -c 1048576 '%s' > '%s'", core, path);
   cr_assert_eq(system(cmd), 0);
   refused(path, NULL, "does not hold the runtime's");
-  /* its runtime's folder named wrong */
+  /* its runtime's folder named wrong; a folder whose libcoreclr.so is another build (the
+   * runtime's own JIT library under that name) */
   const char *const nowhere[] = {"--runtime-dir", "/nonexistent", NULL};
   refused(core, nowhere, "cannot open '/nonexistent/libcoreclr.so'");
+  struct dnt_run v;
+  cr_assert_eq(dnt_run_dntrace(&v, "dump", "analyze", core, "-c", "eeversion", NULL), 0, "%s", v.err);
+  char *lib = strstr(v.out, "/libcoreclr.so\n"), other[4400];
+  cr_assert(lib, "eeversion names the library: %s", v.out);
+  *lib = '\0';
+  snprintf(cmd, sizeof cmd, "mkdir '%s/other' && cp '%s/libclrjit.so' '%s/other/libcoreclr.so'", dir, strrchr(v.out, '\n') + 1,
+           dir);
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
+  dnt_run_free(&v);
+  snprintf(other, sizeof other, "%s/other", dir);
+  const char *const another[] = {"--runtime-dir", other, NULL};
+  refused(core, another, "is another build than the core's runtime (build id ");
   /* a process that is not .NET, its core written by gdb */
   if (system("command -v gcore >/dev/null 2>&1") != 0) {
     if (in_ci()) cr_assert_fail("no gcore (CI=true: ./bootstrap.sh installs gdb)");

@@ -500,17 +500,7 @@ Test(serve, ring_saved_by_a_rule_is_served, .timeout = 300) {
   cr_expect(wait_for(port, "/metrics", 200, pidlabel), "/metrics answered from the next session");
   cr_expect_eq(stop_serve(serve), 0, "serve ends with 0 on Ctrl+C");
   dnt_target_stop(&t);
-  double span = -1, first_at = -1;
-  long events = trace_info_events(ring, &span, &first_at);
-  /* the session ran 8 s and more before the burst; the ring kept its last 6: timing: the trace's own clock */
-  cr_expect_geq(first_at, 1.0, "the ring cut the session's start: the first event at +%.3f s", first_at);
-  cr_expect_geq(span, 5.0, "the window spans the ring: %.3f s", span); /* timing: the trace's own clock */
-  struct dnt_run r;
-  cr_assert_eq(dnt_run_dntrace(&r, "report", ring, "--hide-idle", NULL), 0, "%s", r.err);
-  cr_expect(strstr(r.out, "Sample.SpikeWork.Burn"), "the spike's hot method: %s", r.out);
-  dnt_run_free(&r);
-  long te = te_event_count(te_oracle_or_skip("serve's saved rings"), ring);
-  cr_expect_eq(te, events, "TraceEvent %ld, dntrace %ld", te, events);
+  expect_spike_window(ring, "serve's save-ring");
   rm_rf(dir);
 }
 
