@@ -543,6 +543,9 @@ typedef struct dnt_heap_summary {
   int walked;             /* the trace has a heap walk */
   int complete;           /* ... its GC ended, nothing lost, the references add up */
   int reference_mismatch; /* the references are not what the objects said */
+  uint64_t unnamed_objects; /* objects whose type the walk's BulkType events never named ("(unknown
+                               type)"): the runtime leaves them out when another session on the
+                               process changes its events during the walk */
 } dnt_heap_summary;
 
 /* Where a snapshot came from, as a .gcdump keeps it: the process and when (UTC ns since 1970; 0

@@ -656,6 +656,8 @@ void dnt_heap_analysis_finish(struct dnt_heap_analysis *a) {
   s->lost_events = a->lost_node_events + a->lost_edge_events;
   s->walked = a->complete || a->walking || a->nnodes;
   s->reference_mismatch = a->nedges != a->edges_wanted;
+  for (size_t i = 0; i < a->nnodes; i++) /* objects of types the walk never named (before the graph takes the walk) */
+    if (a->type[i] < a->ntypes && !a->types[a->type[i]].name) s->unnamed_objects++;
   s->complete = a->complete && s->lost_events == 0 && !s->reference_mismatch;
   if (s->complete) {
     if (build_graph(a) != 0) a->failed = 1;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "analysis-cmd.h"
@@ -138,11 +139,46 @@ static void walk_progress(const void *a, char *buf, size_t cap) {
            (unsigned long long)references);
 }
 
+#define NAMING_TRIES 3 /* walks of a live process whose types the runtime left unnamed */
+
+/* The snapshot of a trace file or a live process, one walk: the graph, or NULL with *rc the exit
+ * code (the error said); *unnamed: a complete walk's objects whose types the runtime did not name
+ * (its graph then NULL, nothing said: the caller tries again or says so). */
+static struct dnt_heap *walk_once(const struct gcdump_options *o, int *rc, int *command_exit, int *damaged,
+                                  uint64_t *unnamed);
+
 /* The snapshot of a trace file, a .gcdump or a live process: the graph, or NULL with *rc the exit
- * code (the error said). */
+ * code (the error said). The runtime names each type once, and forgets what it named only when
+ * no session has its events on: while another session on the process does (a watch, serve,
+ * collect or dotnet-trace), a second snapshot's objects of types named for an earlier one come
+ * unnamed. Such a live walk is taken again (a second apart, NAMING_TRIES in all: the other session
+ * may end), then refused; a trace's is reported, with a warning. */
 static struct dnt_heap *load(const struct gcdump_options *o, int *rc, int *command_exit, int *damaged) {
   const char *file = o->a.trace;
   if (file && is_gcdump_file(file)) return read_gcdump(file, rc);
+  int again = !o->a.target.child_argv; /* a command is not started twice */
+  for (int tries = 1;; tries++) {
+    uint64_t unnamed = 0;
+    struct dnt_heap *h = walk_once(o, rc, command_exit, damaged, &unnamed);
+    if (h || !unnamed) return h;
+    if (!again || tries == NAMING_TRIES) {
+      dnt_error("the heap walk is incomplete: the runtime named no type for %llu of its objects%s (it does not name "
+                "types again for a new snapshot while another session on the process has its events on: stop that "
+                "session, or take the snapshot once it has ended), so no report",
+                (unsigned long long)unnamed, tries > 1 ? ", every time" : "");
+      *rc = DNT_EXIT_FAILURE;
+      return NULL;
+    }
+    dnt_warning("the runtime named no type for %llu objects of the walk (another session on the process has its "
+                "events on?): walking the heap again in a second",
+                (unsigned long long)unnamed);
+    sleep(1);
+  }
+}
+
+static struct dnt_heap *walk_once(const struct gcdump_options *o, int *rc, int *command_exit, int *damaged,
+                                  uint64_t *unnamed) {
+  const char *file = o->a.trace;
   const struct dnt_analysis_recording rec = {
       .what = "the heap", .profiles = "gc-heap-snapshot", .buffer_mb = o->buffer_mb ? (unsigned)o->buffer_mb : BUFFER_MB,
       .done = walked, .duration_is_timeout = 1, .progress = walk_progress};
@@ -170,6 +206,13 @@ static struct dnt_heap *load(const struct gcdump_options *o, int *rc, int *comma
     *rc = DNT_EXIT_FAILURE;
     goto out;
   }
+  if (s->unnamed_objects && !file) { /* a live walk: taken again (load) */
+    *unnamed = s->unnamed_objects;
+    goto out;
+  }
+  if (s->unnamed_objects)
+    dnt_warning("the runtime named no type for %llu objects of this walk: they are reported as (unknown type)",
+                (unsigned long long)s->unnamed_objects);
   h = dnt_heap_analysis_take(a);
   if (!h) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   if (!file) { /* the process, as dotnet-gcdump's file says it */

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../lib/background-cr.h"
 #include "../lib/heap-walk-cr.h"
 
 /* ---- paths from the roots ----
@@ -357,4 +358,35 @@ Test(gcdump_views, perfviews_test_file_reads_as_its_baseline_says, .timeout = 12
   dnt_run_free(&second);
   dnt_rm_rf(dir);
   free(dir);
+}
+
+/* The runtime names each type once, and forgets what it named only when no session has its events
+ * on. With a watch on the process (its rules want the runtime's exception events) a first snapshot
+ * is named; a second comes with its objects' types unnamed, which dntrace takes again and then
+ * refuses in one line, exit 1: never a report of "(unknown type)" rows. Once the watch has ended,
+ * a snapshot is named again. */
+Test(gcdump_views, a_walk_the_runtime_leaves_unnamed_is_refused, .timeout = 240) {
+  dnt_target t;
+  start_heap(&t);
+  char pid[16];
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  struct bg w;
+  const char *const wargs[] = {"watch", "-p", pid, "--rule", "exception 5 in 1h => stacks", NULL};
+  bg_start(&w, wargs);
+  cr_assert(bg_wait_text(&w, "Watching process"), "watch started");
+  struct dnt_run r;
+  cr_expect_eq(dnt_run_dntrace(&r, "gcdump", "-p", pid, NULL), 0, "%s", r.err);
+  cr_expect(strstr(r.out, "Sample.CacheEntry"), "the first snapshot is named: %s", r.out);
+  dnt_run_free(&r);
+  cr_expect_eq(dnt_run_dntrace(&r, "gcdump", "-p", pid, NULL), 1, "%s%s", r.out, r.err);
+  cr_expect(strstr(r.err, "walking the heap again"), "%s", r.err);
+  cr_expect(strstr(r.err, "dntrace: error: the heap walk is incomplete: the runtime named no type for "), "%s", r.err);
+  cr_expect_str_eq(r.out, "", "no report");
+  dnt_run_free(&r);
+  cr_expect_eq(bg_finish(&w, SIGINT), 0);
+  bg_remove(&w);
+  cr_expect_eq(dnt_run_dntrace(&r, "gcdump", "-p", pid, NULL), 0, "%s", r.err);
+  cr_expect(strstr(r.out, "Sample.CacheEntry"), "named again once the watch ended: %s", r.out);
+  dnt_run_free(&r);
+  dnt_target_stop(&t);
 }
