@@ -156,7 +156,9 @@ static struct dnt_heap *walk_once(const struct gcdump_options *o, int *rc, int *
 static struct dnt_heap *load(const struct gcdump_options *o, int *rc, int *command_exit, int *damaged) {
   const char *file = o->a.trace;
   if (file && is_gcdump_file(file)) return read_gcdump(file, rc);
-  int again = !o->a.target.child_argv; /* a command is not started twice */
+  /* a command is not started twice, nor a runtime that dials a listener waited for again */
+  const char *port = o->a.target.port;
+  int again = !o->a.target.child_argv && !(port && strstr(port, ",listen"));
   for (int tries = 1;; tries++) {
     uint64_t unnamed = 0;
     struct dnt_heap *h = walk_once(o, rc, command_exit, damaged, &unnamed);
