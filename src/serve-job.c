@@ -152,6 +152,13 @@ static void heap_finish(struct job *j, struct dnt_http_reply *rep) {
   char text[400];
   dnt_heap_analysis_finish(j->heap);
   const dnt_heap_summary *s = dnt_heap_analysis_summary(j->heap);
+  if (s->complete && s->unnamed_objects) { /* see dntrace-gcdump(1): never a profile of unnamed types */
+    snprintf(text, sizeof text, "process %d: the runtime named no type for %llu objects of the walk (another session "
+             "on the process has its events on): ask again once it has ended\n", j->pid,
+             (unsigned long long)s->unnamed_objects);
+    answer_text(rep, 502, text);
+    return;
+  }
   struct dnt_heap *h = dnt_heap_analysis_failed(j->heap) ? NULL : dnt_heap_analysis_take(j->heap);
   if (!h && !dnt_heap_analysis_failed(j->heap)) {
     if (s->lost_events)

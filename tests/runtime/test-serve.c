@@ -379,6 +379,37 @@ Test(serve, heap_is_a_pprof_heap_profile_of_the_walk, .timeout = 240) {
   rm_rf(dir);
 }
 
+/* With a rule that wants the runtime's events, serve's own session keeps them on: the runtime
+ * names the heap's types for the first snapshot only (dntrace-gcdump(1)), so a second heap
+ * request is answered 502 with why, never a profile of unnamed types. */
+Test(serve, a_heap_the_runtime_leaves_unnamed_is_502, .timeout = 240) {
+  DNT_REQUIRE_TARGET();
+  char dir[] = "/tmp/dnt-serve-XXXXXX";
+  cr_assert(mkdtemp(dir));
+  dnt_target t;
+  char pid[16];
+  const char *const args[] = {"--heap", "300:100", "--no-cpu", "--no-blocking", "--no-alloc", "--no-exceptions", NULL};
+  dnt_start_sample(&t, args, pid, sizeof pid);
+  int port = dnt_free_port();
+  char listen[64], log[300], pidlabel[64], path[64];
+  snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+  snprintf(log, sizeof log, "%s/serve.log", dir);
+  char *argv[] = {"dntrace", "serve", "-p", pid, "--listen", listen, "-o", dir, "--rule",
+                  "exception 5 in 1h => stacks", NULL};
+  pid_t serve = spawn_dntrace(log, argv);
+  snprintf(pidlabel, sizeof pidlabel, "pid=\"%s\"", pid);
+  snprintf(path, sizeof path, "/debug/pprof/heap?pid=%s", pid);
+  cr_assert(wait_for(port, "/metrics", 200, pidlabel), "serve answers /metrics with the sample's pid");
+  cr_expect_eq(get(port, path, NULL), 200, "the first snapshot is named");
+  char *answer;
+  cr_expect_eq(get(port, path, &answer), 502, "%s", answer);
+  cr_expect(strstr(body_of(answer), "the runtime named no type for "), "%s", answer);
+  free(answer);
+  cr_expect_eq(stop_serve(serve), 0, "serve ends with 0 on Ctrl+C");
+  dnt_target_stop(&t);
+  rm_rf(dir);
+}
+
 /* ---- rules in the agent ----
  * serve --rule on the sample, which throws 50 exceptions once its start file is there: the rule
  * fires once; /debug/dntrace/incidents lists it with its file, which is served from there (and
