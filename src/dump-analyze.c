@@ -61,7 +61,7 @@ static int cmd_eeversion(struct analysis *a) {
   return 0;
 }
 
-/* threads: the OS threads of the core, as SOS's `threads` lists them. */
+/* threads: the OS threads of the core, as SOS's `threads` lists them (the current one starred). */
 static int cmd_threads(struct analysis *a) {
   const struct dnt_core_thread *v;
   size_t n = dnt_core_threads(a->core, &v);
@@ -71,7 +71,7 @@ static int cmd_threads(struct analysis *a) {
       printf("%s{\"index\":%zu,\"tid\":%u,\"ip\":%llu,\"sp\":%llu}", i ? "," : "", i, v[i].tid,
              (unsigned long long)v[i].rip, (unsigned long long)v[i].rsp);
     else
-      printf("%s%zu 0x%04X (%u)\n", i == 0 ? "*" : " ", i, v[i].tid, v[i].tid);
+      printf("%s%zu 0x%04X (%u)\n", (int)i == a->thread ? "*" : " ", i, v[i].tid, v[i].tid);
   }
   if (a->o->json) printf("]}\n");
   return 0;

@@ -56,6 +56,16 @@ Test(dump_analyze, clrthreads_is_what_dotnet_dump_prints, .timeout = 300) {
   dump_sample(dir, core, sizeof core);
   struct dnt_run ours;
   clrthreads_as_dotnet_dumps(core, &ours);
+  /* threads (the core's, the current one starred) as dotnet-dump lists them, after a setthread too */
+  struct dnt_run th, oth;
+  cr_assert_eq(dnt_run_dntrace(&th, "dump", "analyze", core, "-c", "setthread 2", "-c", "threads", NULL), 0, "%s", th.err);
+  char *const targv[] = {(char *)dotnet_dump(), "analyze", core, "-c", "setthread 2", "-c", "threads", "-c", "exit", NULL};
+  cr_assert_eq(dnt_run_argv(&oth, targv, NULL, 120000), 0, "dotnet-dump: %s%s", oth.out, oth.err);
+  const char *list = strstr(oth.out, "\n");
+  cr_expect(list && strstr(th.out, " 1 0x") && strstr(th.out, "*2 0x"), "%s", th.out);
+  cr_expect_str_eq(th.out, list ? list + 1 : "", "dntrace:\n%s\ndotnet-dump:\n%s", th.out, oth.out);
+  dnt_run_free(&th);
+  dnt_run_free(&oth);
   /* the sample's three idle threads and its workers are among them, 8 and more */
   unsigned count = 0;
   cr_expect(sscanf(ours.out, "ThreadCount: %u", &count) == 1 && count >= 8, "%s", ours.out);
