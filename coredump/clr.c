@@ -180,8 +180,7 @@ static int number_of(const struct json *v, uint64_t *out) {
 static int read_descriptor(dnt_clr *r, uint64_t at, char *err, size_t cap) {
   uint8_t d[40];
   if (dnt_core_read(r->c, at, d, sizeof d) != 0)
-    return fail(err, cap, "the core does not hold the runtime's descriptor (a heap, mini or triage dump: only full "
-                          "dumps are read for now)");
+    return fail(err, cap, "neither the core nor the runtime's library holds the runtime's descriptor");
   uint64_t magic = dnt__u64(d);
   uint32_t flags = (uint32_t)dnt__u64(d + 8), size = (uint32_t)(dnt__u64(d + 8) >> 32);
   uint64_t json_at = dnt__u64(d + 16), ptrs_at = dnt__u64(d + 32);

@@ -11,6 +11,18 @@ struct segment {
   uint64_t vaddr, filesz, offset;
 };
 
+/* A file the process had mapped, read for what the core left out (backing.c). */
+struct backing {
+  const char *path;    /* the core's */
+  const uint8_t *f;    /* mapped; NULL when it cannot be read */
+  uint64_t size;
+  uint64_t bias;       /* where its address 0 was loaded (its offset-0 mapping's start) */
+  struct reloc {
+    uint64_t at, addend;
+  } *rels;             /* its R_X86_64_RELATIVE relocations, by address */
+  size_t nrels;
+};
+
 struct dnt_core {
   const uint8_t *base; /* the file, mapped */
   uint64_t size;
@@ -21,7 +33,14 @@ struct dnt_core {
   size_t nmaps;
   struct dnt_core_thread *threads;
   size_t nthreads, capthreads;
+  struct backing *backings; /* made as reads need them */
+  size_t nbackings;
 };
+
+/* backing.c: n bytes at addr from the file mapped there (not the core's), relocated as the loader
+ * did: 0, or -1 when no file was mapped there or it cannot be read. c's cache of files grows. */
+int dnt__backing_read(dnt_core *c, uint64_t addr, uint8_t *to, size_t n);
+void dnt__backings_free(dnt_core *c);
 
 uint64_t dnt__u64(const uint8_t *p);
 

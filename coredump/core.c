@@ -165,6 +165,7 @@ int dnt_core_open(dnt_core **out, const char *path, char *err, size_t cap) {
 void dnt_core_close(dnt_core *c) {
   if (!c) return;
   if (c->base) munmap((void *)c->base, (size_t)c->size);
+  dnt__backings_free(c);
   free(c->segs), free(c->maps), free(c->threads);
   free(c);
 }
@@ -179,26 +180,35 @@ size_t dnt_core_threads(const dnt_core *c, const struct dnt_core_thread **v) {
   return c->nthreads;
 }
 
-/* The segment holding addr, NULL when none does. */
-static const struct segment *segment_at(const dnt_core *c, uint64_t addr) {
+/* The segment holding addr, NULL when none does; *next: where the next segment after addr
+ * begins (UINT64_MAX when none does). */
+static const struct segment *segment_at(const dnt_core *c, uint64_t addr, uint64_t *next) {
   size_t lo = 0, hi = c->nsegs;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
     if (c->segs[mid].vaddr <= addr) lo = mid + 1;
     else hi = mid;
   }
+  *next = lo < c->nsegs ? c->segs[lo].vaddr : UINT64_MAX;
   if (!lo) return NULL;
   const struct segment *s = &c->segs[lo - 1];
   return addr - s->vaddr < s->filesz ? s : NULL;
 }
 
+/* Memory the core holds, else (up to the next segment) the bytes of the file mapped there. */
 int dnt_core_read(const dnt_core *c, uint64_t addr, void *buf, size_t n) {
   uint8_t *to = buf;
   while (n) {
-    const struct segment *s = segment_at(c, addr);
-    if (!s) return -1;
-    uint64_t in = addr - s->vaddr, k = s->filesz - in < n ? s->filesz - in : n;
-    memcpy(to, c->base + s->offset + in, (size_t)k);
+    uint64_t next, k;
+    const struct segment *s = segment_at(c, addr, &next);
+    if (s) {
+      uint64_t in = addr - s->vaddr;
+      k = s->filesz - in < n ? s->filesz - in : n;
+      memcpy(to, c->base + s->offset + in, (size_t)k);
+    } else {
+      k = next - addr < n ? next - addr : n;
+      if (dnt__backing_read((dnt_core *)c, addr, to, (size_t)k) != 0) return -1; /* its cache of files grows */
+    }
     to += k, n -= (size_t)k;
     if (n && addr > UINT64_MAX - k) return -1;
     addr += k;

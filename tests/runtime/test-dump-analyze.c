@@ -1,7 +1,8 @@
 /* test-dump-analyze.c: `dntrace dump analyze` (issue 25) on real cores. The sample, with idle
  * threads of its own, dumped in full by `dntrace dump`; on that core dntrace's clrthreads must
  * print what dotnet-dump's SOS prints, byte for byte (its oracle, from NuGet: ./bootstrap.sh
- * installs it), and its --json the same threads; gzipped, the same. A crashed sample's own core
+ * installs it), and its --json the same threads; gzipped, the same; heap, mini and triage dumps
+ * too. A crashed sample's own core
  * shows its exception on the thread that threw it (clrthreads, pe), as dotnet-dump does. Bad input is one line and exit 1: a file that is
  * not ELF, an empty one, a core cut short, the core of a process that is not .NET (gdb's gcore),
  * a runtime folder without the runtime; an unknown command fails the run; the prompt reads
@@ -101,6 +102,35 @@ Test(dump_analyze, clrthreads_is_what_dotnet_dump_prints, .timeout = 300) {
   expect_python(py, json, text, NULL);
   dnt_run_free(&js);
   dnt_run_free(&ours);
+  dnt_rm_rf(dir);
+  free(dir);
+}
+
+/* heap, mini and triage dumps hold no read-only pages: the runtime's descriptor, its JSON and
+ * pointers come from libcoreclr.so's file (relocated as the loader did), the rest from the core;
+ * clrthreads is dotnet-dump's, byte for byte, on each. */
+Test(dump_analyze, every_dump_type_reads_as_dotnet_dumps, .timeout = 300) {
+  DNT_REQUIRE_TARGET();
+  dotnet_dump();
+  const char *const args[] = {"--threads", "3", "--no-exceptions", "--no-alloc", NULL};
+  dnt_target t;
+  char pid[32], *dir = dnt_temp_dir("dnt-analyze");
+  dnt_start_sample(&t, args, pid, sizeof pid);
+  const char *types[] = {"heap", "mini", "triage"};
+  char cores[3][4200];
+  for (int i = 0; i < 3; i++) {
+    snprintf(cores[i], sizeof cores[i], "%s/%s.core", dir, types[i]);
+    struct dnt_run r;
+    cr_assert_eq(dnt_run_dntrace(&r, "dump", "-p", pid, "--type", types[i], "-o", cores[i], NULL), 0, "%s", r.err);
+    dnt_run_free(&r);
+  }
+  dnt_target_stop(&t);
+  for (int i = 0; i < 3; i++) {
+    struct dnt_run ours;
+    clrthreads_as_dotnet_dumps(cores[i], &ours);
+    cr_expect(strstr(ours.out, "(Finalizer)"), "%s: %s", types[i], ours.out);
+    dnt_run_free(&ours);
+  }
   dnt_rm_rf(dir);
   free(dir);
 }

@@ -135,6 +135,40 @@ Test(core, threads_files_and_memory) {
   free(b);
 }
 
+/* What the core left out comes from the file mapped there: the core's mapping renamed to a file
+ * written here (a name as long as the one it replaces), its bytes at the mapping's offset; outside
+ * any mapping, nothing. */
+Test(core, what_the_core_left_out_comes_from_the_mapped_file) {
+  size_t n;
+  uint8_t *b = make_core(&n);
+  char lib[] = "/tmp/dntlbXXXXXX"; /* 17 bytes with its NUL, as "/x/libcoreclr.so" */
+  cr_assert_eq(sizeof lib, sizeof "/x/libcoreclr.so");
+  int fd = mkstemp(lib);
+  cr_assert_geq(fd, 0);
+  uint8_t page[0x1000];
+  for (size_t i = 0; i < sizeof page; i++) page[i] = (uint8_t)(i * 7);
+  cr_assert_eq(write(fd, page, sizeof page), (ssize_t)sizeof page);
+  close(fd);
+  uint8_t *at = memmem(b, n, "/x/libcoreclr.so", sizeof lib);
+  cr_assert(at);
+  memcpy(at, lib, sizeof lib);
+  char *path = write_temp(b, n), err[256];
+  dnt_core *c;
+  cr_assert_eq(dnt_core_open(&c, path, err, sizeof err), 0, "%s", err);
+  uint8_t got[8];
+  cr_expect_eq(dnt_core_read(c, 0x10000 + 0x800, got, sizeof got), 0, "past the segments, from the file");
+  cr_expect_eq(memcmp(got, page + 0x800, sizeof got), 0);
+  char mixed[24];
+  cr_expect_eq(dnt_core_read(c, 0x10018, mixed, 16), 0, "the core's last 8 bytes, then the file's");
+  cr_expect_eq(memcmp(mixed, "ijklmnop", 8), 0);
+  cr_expect_eq(memcmp(mixed + 8, page + 0x20, 8), 0);
+  cr_expect_eq(dnt_core_read(c, 0x11000 - 4, got, 8), -1, "past the mapping's end");
+  dnt_core_close(c);
+  unlink(path);
+  unlink(lib);
+  free(b);
+}
+
 Test(core, every_cut_is_an_error_or_a_core) {
   size_t n;
   uint8_t *b = make_core(&n);
