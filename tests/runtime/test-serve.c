@@ -40,6 +40,7 @@
 #include "dnt-http.h"
 #include "../lib/env-cr.h"
 #include "../lib/loopback.h"
+#include "../lib/pod-cr.h"
 #include "../lib/prom-check.h"
 #include "../lib/run.h"
 #include "../lib/target-cr.h"
@@ -747,114 +748,6 @@ Test(serve_cpu, without_perf_one_line_and_exit_2) {
 
 /* ---- serve --all ---- */
 
-/* serve --all visits every .NET process it can see: the tests running beside this one would get
- * its sessions, their fake runtimes its requests. So it runs in a pod: a PID namespace of its own
- * (unshare, its /proc mounted anew) where it sees only this test's two samples. The pod is a
- * shell told what to do on its stdin, answering a line each: "up PID" once a sample's diagnostic
- * socket is there, "serve PID" once serve runs, "serve-ended STATUS"; the pids are the pod's, as
- * serve sees and labels them. serve's output goes to fd 3. It all dies with the test (unshare
- * --kill-child, and the parent's death signal). */
-static const char pod_script[] =
-    "exe_a=$1 exe_b=$2; shift 2; tmp=${TMPDIR:-/tmp}\n"
-    "up() {\n"
-    "  \"$1\" </dev/null >/dev/null 2>&1 &\n"
-    "  p=$!; key=$(cut -d' ' -f22 /proc/$p/stat)\n"
-    "  while [ ! -S \"$tmp/dotnet-diagnostic-$p-$key-socket\" ]; do\n"
-    "    kill -0 $p 2>/dev/null || { echo \"died $p\"; exit 1; }\n"
-    "    sleep 0.05\n"
-    "  done\n"
-    "  echo \"up $p\"\n"
-    "}\n"
-    "up \"$exe_a\"; a=$p; up \"$exe_b\"; b=$p\n"
-    "\"$@\" </dev/null >&3 2>&3 &\n"
-    "s=$!; echo \"serve $s\"\n"
-    "while read -r cmd; do\n"
-    "  case $cmd in\n"
-    "  restart-b) kill $b; wait $b; up \"$exe_b\"; b=$p;;\n"
-    "  stop) kill -INT $s; wait $s; echo \"serve-ended $?\"; kill $a $b; wait; exit 0;;\n"
-    "  esac\n"
-    "done\n";
-
-struct pod {
-  pid_t pid;      /* unshare's */
-  int in, out;    /* its stdin, its stdout */
-  char buf[4096]; /* what it said and was not heard yet */
-  char last[256]; /* the last line heard */
-};
-
-static void pod_start(struct pod *p, int log, char *const tail[]) {
-  int in[2], out[2];
-  cr_assert_eq(pipe2(in, O_CLOEXEC), 0);
-  cr_assert_eq(pipe2(out, O_CLOEXEC), 0);
-  const char *argv[64];
-  int n = 0;
-  argv[n++] = "unshare";
-  if (geteuid() != 0) argv[n++] = "--user", argv[n++] = "--map-root-user";
-  argv[n++] = "--pid", argv[n++] = "--fork", argv[n++] = "--mount-proc", argv[n++] = "--kill-child";
-  argv[n++] = "--", argv[n++] = "/bin/sh", argv[n++] = "-c", argv[n++] = pod_script, argv[n++] = "pod";
-  for (char *const *t = tail; *t && n < 63; t++) argv[n++] = *t;
-  argv[n] = NULL;
-  memset(p, 0, sizeof *p);
-  p->pid = fork();
-  cr_assert_geq(p->pid, 0);
-  if (p->pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    dup2(in[0], 0);
-    dup2(out[1], 1);
-    dup2(log, 2);
-    dup2(log, 3);
-    execvp(argv[0], (char *const *)argv);
-    _exit(127);
-  }
-  close(in[0]);
-  close(out[1]);
-  p->in = in[1];
-  p->out = out[0];
-}
-
-static void pod_say(struct pod *p, const char *cmd) {
-  size_t n = strlen(cmd);
-  cr_assert(write(p->in, cmd, n) == (ssize_t)n && write(p->in, "\n", 1) == 1, "the pod takes '%s'", cmd);
-}
-
-/* The next line the pod says, when it is "WORD N": N; -1 when it says anything else, or nothing
- * (DNT_HANG_MS at most). The line is kept in p->last. */
-static int pod_hear(struct pod *p, const char *word) {
-  double end = hang_deadline();
-  for (;;) {
-    char *nl = strchr(p->buf, '\n');
-    if (nl) {
-      *nl = '\0';
-      snprintf(p->last, sizeof p->last, "%.255s", p->buf);
-      memmove(p->buf, nl + 1, strlen(nl + 1) + 1);
-      char w[32];
-      int v;
-      return sscanf(p->last, "%31s %d", w, &v) == 2 && strcmp(w, word) == 0 ? v : -1;
-    }
-    double left = end - dnt_now_ms(); /* timing: a hang's ceiling */
-    struct pollfd pf = {.fd = p->out, .events = POLLIN};
-    size_t len = strlen(p->buf);
-    ssize_t got;
-    if (left <= 0 || poll(&pf, 1, (int)left) <= 0 || len + 1 >= sizeof p->buf ||
-        (got = read(p->out, p->buf + len, sizeof p->buf - 1 - len)) <= 0) {
-      snprintf(p->last, sizeof p->last, "(nothing, waiting for '%s')", word);
-      return -1;
-    }
-    p->buf[len + (size_t)got] = '\0';
-  }
-}
-
-/* Ends the pod (its processes die with it) and reaps it. */
-static void pod_end(struct pod *p) {
-  close(p->in);
-  close(p->out);
-  int status;
-  for (double end = hang_deadline(); waiting(end); usleep(50 * 1000))
-    if (waitpid(p->pid, &status, WNOHANG) == p->pid) return;
-  kill(p->pid, SIGKILL);
-  waitpid(p->pid, &status, 0);
-}
-
 /* The series line of /metrics text for counter family with label pid, or NULL. */
 static const char *series_of(const char *text, const char *family, int pid) {
   char want[64];
@@ -895,7 +788,7 @@ Test(serve, all_follows_two_samples_and_a_restart, .timeout = 300) {
   cr_assert_gt(a, 0, "the pod starts the first sample: %s", pod.last);
   int b = pod_hear(&pod, "up");
   cr_assert_gt(b, 0, "the pod starts the second sample: %s", pod.last);
-  cr_assert_gt(pod_hear(&pod, "serve"), 0, "the pod starts serve: %s", pod.last);
+  cr_assert_gt(pod_hear(&pod, "started"), 0, "the pod starts serve: %s", pod.last);
   const char *family = "cpu_usage_percent{";
   int both = 0;
   char *ans = NULL;
@@ -956,7 +849,7 @@ Test(serve, all_follows_two_samples_and_a_restart, .timeout = 300) {
   free(ans);
 
   pod_say(&pod, "stop");
-  int code = pod_hear(&pod, "serve-ended");
+  int code = pod_hear(&pod, "ended");
   cr_expect_eq(code, 0, "serve ends with 0 on Ctrl+C (%s)", pod.last);
   pod_end(&pod);
   rm_rf(dir);

@@ -13,6 +13,7 @@
 #include "../lib/background-cr.h"
 #include "../lib/env-cr.h"
 #include "../lib/files-cr.h"
+#include "../lib/pod-cr.h"
 #include "../lib/run.h"
 #include "../lib/target-cr.h"
 #include "../lib/target.h"
@@ -184,50 +185,70 @@ Test(watch, an_event_rule_the_runtime_cannot_answer_is_one_line) {
   }
 }
 
-/* --all: each process has its own engine of the rules. Process A is followed from watch's first
- * scan, B from a later one (started after watch); process-start fires once for each as it is
- * followed, and a counter rule (its first value) once for each, B's after A has ended. Other
- * tests' processes are followed too: only A's and B's lines are read, and the rules ask for
- * counters only: a session with the runtime's own events on would keep the runtime from naming
- * types again in another test's heap snapshots (test-gcdump-views). */
+/* The text of the file at path holds want (the command in the pod writes there), before a hang. */
+static int log_says(const char *path, const char *want) {
+  for (double end = dnt_now_ms() + DNT_HANG_MS; dnt_now_ms() < end; usleep(100 * 1000)) { /* timing: a hang's ceiling */
+    char *text = slurp(path);
+    int hit = strstr(text, want) != NULL;
+    free(text);
+    if (hit) return 1;
+  }
+  return 0;
+}
+
+/* --all: each process has its own engine of the rules. watch runs in a pod (pod-cr.h: it sees the
+ * test's two samples only, never the processes of the tests beside), A and B followed from its
+ * first scan; then B restarts and the new B is followed from a later scan. process-start fires
+ * once for each process as it is followed, a counter rule (its first value) once for each, the new
+ * B's after the old B has ended, A going on. */
 Test(watch, all_follows_each_process_and_new_ones, .timeout = 300) {
   DNT_REQUIRE_TARGET();
-  char *dir = dnt_temp_dir("dnt-watch"), pid_a[32], pid_b[32], line[200];
-  const char *const args[] = {"--no-cpu", "--no-blocking", "--no-alloc", "--no-exceptions", NULL};
-  dnt_target a, b;
-  dnt_start_sample(&a, args, pid_a, sizeof pid_a);
-  struct bg w;
-  const char *const wargs[] = {"watch", "--all", "--rescan", "200ms", "-o", dir,
-                               "--rule", "process-start => exec true",
-                               "--rule", "System.Runtime/gc-heap-size >= 0 => exec true", NULL};
-  bg_start(&w, wargs);
-  snprintf(line, sizeof line, "rule 2 fired on process %s (", pid_a);
-  int counted_a = bg_wait_text(&w, line);
-  dnt_target_stop(&a); /* A ends; B begins after it */
-  dnt_start_sample(&b, args, pid_b, sizeof pid_b);
-  snprintf(line, sizeof line, "rule 2 fired on process %s (", pid_b);
-  int counted_b = bg_wait_text(&w, line);
-  int status = bg_finish(&w, SIGINT);
-  char *o = slurp(w.out), *e = slurp(w.err);
-  bg_remove(&w);
-  dnt_target_stop(&b);
-  cr_assert(counted_a && counted_b, "A (%s) %d, B (%s) %d: %s%s", pid_a, counted_a, pid_b, counted_b, o, e);
-  cr_expect_eq(status, 0, "%s", e);
-  cr_expect(strstr(e, "Watching every .NET process with 2 rules: Ctrl+C stops"), "%s", e);
-  const char *pids[] = {pid_a, pid_b};
-  for (int i = 0; i < 2; i++) { /* each: followed, one process-start, one counter firing */
-    snprintf(line, sizeof line, "Following process %s (Sample)\n", pids[i]);
-    cr_expect(strstr(e, line), "%s in %s", line, e);
-    snprintf(line, sizeof line, "rule 1 fired on process %s (Sample): process-start (followed from now); exec true\n",
-             pids[i]);
-    const char *first = strstr(o, line);
-    cr_expect(first && !strstr(first + 1, line), "once: %s in %s", line, o);
-    snprintf(line, sizeof line, "rule 2 fired on process %s (Sample): System.Runtime/gc-heap-size >= 0 (gc-heap-size = ",
-             pids[i]);
-    first = strstr(o, line);
-    cr_expect(first && !strstr(first + 1, line), "once: %s in %s", line, o);
+  if (system("command -v unshare >/dev/null 2>&1") != 0) cr_assert_fail("needs unshare (util-linux)");
+  char *dir = dnt_temp_dir("dnt-watch"), log[4200], line[200];
+  snprintf(log, sizeof log, "%s/watch.log", dir);
+  int logfd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  cr_assert_geq(logfd, 0);
+  char *tail[] = {(char *)dnt_target_exe(), (char *)dnt_target_exe(), (char *)dnt_bin(), "watch", "--all",
+                  "--rescan", "200ms", "-o", dir, "--rule", "process-start => exec true", "--rule",
+                  "System.Runtime/gc-heap-size >= 0 => exec true", NULL};
+  struct pod pod;
+  pod_start(&pod, logfd, tail);
+  close(logfd);
+  int a = pod_hear(&pod, "up"), b = a > 0 ? pod_hear(&pod, "up") : -1;
+  cr_assert(a > 0 && b > 0, "the pod starts two samples: %s", pod.last);
+  cr_assert_gt(pod_hear(&pod, "started"), 0, "the pod starts watch: %s", pod.last);
+  int pids[3] = {a, b, 0};
+  for (int i = 0; i < 2; i++) {
+    snprintf(line, sizeof line, "rule 2 fired on process %d (", pids[i]);
+    cr_assert(log_says(log, line), "%s", line);
   }
-  free(o), free(e);
+  pod_say(&pod, "restart-b");
+  pids[2] = pod_hear(&pod, "up");
+  cr_assert_gt(pids[2], 0, "the pod restarts B: %s", pod.last);
+  snprintf(line, sizeof line, "rule 2 fired on process %d (", pids[2]);
+  cr_assert(log_says(log, line), "%s", line);
+  pod_say(&pod, "stop");
+  int status = pod_hear(&pod, "ended");
+  pod_end(&pod);
+  char *text = slurp(log);
+  cr_expect_eq(status, 0, "watch ends with 0 on Ctrl+C: %s", text);
+  cr_expect(strstr(text, "Watching every .NET process with 2 rules: Ctrl+C stops"), "%s", text);
+  for (int i = 0; i < 3; i++) { /* each: followed, one process-start, one counter firing */
+    snprintf(line, sizeof line, "Following process %d (", pids[i]);
+    cr_expect(strstr(text, line), "%s in %s", line, text);
+    snprintf(line, sizeof line, "rule 1 fired on process %d (Sample): process-start (followed from now); exec true\n",
+             pids[i]);
+    const char *first = strstr(text, line);
+    cr_expect(first && !strstr(first + 1, line), "once: %s in %s", line, text);
+    snprintf(line, sizeof line, "rule 2 fired on process %d (Sample): System.Runtime/gc-heap-size >= 0 (gc-heap-size = ",
+             pids[i]);
+    first = strstr(text, line);
+    cr_expect(first && !strstr(first + 1, line), "once: %s in %s", line, text);
+  }
+  int followed = 0;
+  for (const char *p = strstr(text, "Following process "); p; p = strstr(p + 1, "Following process ")) followed++;
+  cr_expect_eq(followed, 3, "the pod's three processes only: %s", text);
+  free(text);
   dnt_rm_rf(dir);
   free(dir);
 }
