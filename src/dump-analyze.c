@@ -284,13 +284,19 @@ static int inflate_core(const char *path, int *gz, char *named, size_t cap, char
     return -1;
   }
   static char buf[1 << 16];
-  int n, rc = 0;
-  while ((n = gzread(in, buf, sizeof buf)) > 0)
+  int n, rc = 0, tty = isatty(2);
+  uint64_t total = 0;
+  while ((n = gzread(in, buf, sizeof buf)) > 0) {
     if (write(fd, buf, (size_t)n) != n) {
       snprintf(err, errcap, "cannot inflate it into %s: %s", tmp && *tmp ? tmp : "/tmp", strerror(errno));
       rc = -1;
       break;
     }
+    total += (uint64_t)n;
+    if (tty && total % (256u << 20) < (uint64_t)n) /* a large core takes a while: a line that says so */
+      fprintf(stderr, "\rInflating the core: %llu MB", (unsigned long long)(total >> 20));
+  }
+  if (tty && total >= (256u << 20)) fputc('\n', stderr);
   int zerr = Z_OK;
   const char *why = gzerror(in, &zerr);
   if (!rc && (n < 0 || (zerr != Z_OK && zerr != Z_STREAM_END))) {
