@@ -35,6 +35,7 @@ struct dnt_clr {
   int32_t types, globals, contracts;
   uint64_t *pointers;
   uint32_t npointers;
+  uint64_t dac_table, dac_table_size; /* g_dacTable in the core, 0 when the library has none */
 };
 
 static int fail(char *err, size_t cap, const char *what) {
@@ -108,7 +109,8 @@ static void hex(const uint8_t *id, size_t n, char *out) {
 /* The symbol's value in the ELF file at path (a shared library's .dynsym), once the file is
  * known to be the build the core's process loaded (their GNU build ids equal; a core that does
  * not hold the library's notes is taken on trust): 0, or -1 with err. */
-static int symbol_value(const dnt_clr *r, const char *path, const char *name, uint64_t *value, char *err, size_t cap) {
+static int symbol_value(const dnt_clr *r, const char *path, const char *name, uint64_t *value, uint64_t *sym_size,
+                        char *err, size_t cap) {
   errno = 0;
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a core may name a fifo: never wait on it */
   struct stat st;
@@ -155,6 +157,7 @@ static int symbol_value(const dnt_clr *r, const char *path, const char *name, ui
       size_t len = strlen(name);
       if (at < strn && strn - at > len && memcmp(f + stroff + at, name, len + 1) == 0) {
         *value = dnt__u64(sym + 8);
+        *sym_size = dnt__u64(sym + 16);
         rc = 0;
         break;
       }
@@ -238,8 +241,8 @@ int dnt_clr_open(dnt_clr **out, const dnt_core *c, const char *runtime_dir, char
   char path[4200];
   if (runtime_dir) snprintf(path, sizeof path, "%s/%s", runtime_dir, LIBRARY);
   else snprintf(path, sizeof path, "%s", r->library);
-  uint64_t value;
-  if (symbol_value(r, path, SYMBOL, &value, err, cap) != 0) {
+  uint64_t value, size;
+  if (symbol_value(r, path, SYMBOL, &value, &size, err, cap) != 0) {
     if (!runtime_dir && access(path, F_OK) != 0)
       snprintf(err, cap, "the core's runtime (.NET %s) is not on this machine: %s is missing (install that runtime, "
                "or give its folder with --runtime-dir)", r->version[0] ? r->version : "?", path);
@@ -250,6 +253,11 @@ int dnt_clr_open(dnt_clr **out, const dnt_core *c, const char *runtime_dir, char
     dnt_clr_close(r);
     return -1;
   }
+  /* the runtime's table of its debugger-visible variables: where the GC's own interface is found
+   * (heap.c); a runtime without it reads all but the heap */
+  char ignored[512];
+  if (symbol_value(r, path, "g_dacTable", &value, &size, ignored, sizeof ignored) == 0)
+    r->dac_table = r->base + value, r->dac_table_size = size;
   *out = r;
   return 0;
 }
@@ -264,6 +272,7 @@ void dnt_clr_close(dnt_clr *r) {
 
 const char *dnt_clr_version(const dnt_clr *r) { return r->version; }
 const dnt_core *dnt__clr_core(const dnt_clr *r) { return r->c; }
+uint64_t dnt__clr_dac_table(const dnt_clr *r, uint64_t *size) { return *size = r->dac_table_size, r->dac_table; }
 const char *dnt_clr_library(const dnt_clr *r) { return r->library; }
 
 int dnt_clr_contract(const dnt_clr *r, const char *name) {

@@ -46,6 +46,9 @@ uint64_t dnt__u64(const uint8_t *p);
 
 /* clr.c: the core a runtime was found in. */
 const dnt_core *dnt__clr_core(const dnt_clr *r);
+/* The runtime's g_dacTable (the addresses of its debugger-visible variables) and its size in
+ * bytes: 0 when its library exports none. */
+uint64_t dnt__clr_dac_table(const dnt_clr *r, uint64_t *size);
 
 /* ---- json.c: a JSON text read into a tree of nodes (the descriptor's: small, trusted no more
  * than the core it came from) ---- */

@@ -98,6 +98,61 @@ struct dnt_clr_exception {
 int dnt_clr_exception_read(const dnt_clr *r, uint64_t obj, struct dnt_clr_exception *e, char *err, size_t cap);
 void dnt_clr_exception_release(struct dnt_clr_exception *e);
 
+/* ---- the GC heap (the GC's own interface to debuggers: .NET 10's contracts have no GC yet) ---- */
+
+typedef struct dnt_clr_heap dnt_clr_heap;
+
+/* A region of the heap holding objects: [start, end). */
+struct dnt_clr_region {
+  uint64_t start, end;
+  int generation; /* 0, 1, 2; 3 the large object heap, 4 the pinned one */
+  int heap;       /* its heap's index (server GC has one per core) */
+  int frozen;     /* a frozen segment: objects never collected (string literals) */
+};
+
+/* Finds the heap: its regions (in the walk's order: by heap, then by address)
+ * and the allocation contexts the walk steps over. 0, or -1 with err (a runtime whose GC
+ * interface this reader does not know; a triage dump, which holds none of the GC's state). *out
+ * the callee's: close it before the runtime. */
+int dnt_clr_heap_open(dnt_clr_heap **out, const dnt_clr *r, char *err, size_t cap);
+void dnt_clr_heap_close(dnt_clr_heap *h);
+size_t dnt_clr_heap_regions(const dnt_clr_heap *h, const struct dnt_clr_region **v);
+/* Its number of heaps: 1 with workstation GC. */
+int dnt_clr_heap_count(const dnt_clr_heap *h);
+/* Whether the GC said its structures were valid when the core was taken (not in the middle of
+ * a collection): a walk of a heap that is not may meet things that are not objects. */
+int dnt_clr_heap_valid(const dnt_clr_heap *h);
+
+/* One object the walk met. An address where the walk found no valid MethodTable is given too
+ * (valid 0, mt the word read there, size 0), and the walk looks for the next object word by
+ * word, as ClrMD's careful walk does. */
+struct dnt_clr_object {
+  uint64_t address, mt;
+  uint64_t size; /* as SOS counts it: BaseSize plus the components, at least 24; not aligned */
+  int valid;
+  const struct dnt_clr_region *region;
+};
+/* Nonzero stops the walk. */
+typedef int (*dnt_clr_object_fn)(void *ud, const struct dnt_clr_object *o);
+
+struct dnt_clr_walk {
+  uint64_t invalid; /* addresses without a valid MethodTable met */
+  uint64_t missing; /* regions (or their rest) whose memory the core does not hold (a mini dump) */
+};
+/* Calls fn for every object, in the walk's order (that of dotnet-dump's dumpheap). 0, or -1 out
+ * of memory. *w the caller's, filled. */
+int dnt_clr_heap_walk(dnt_clr_heap *h, dnt_clr_object_fn fn, void *ud, struct dnt_clr_walk *w);
+
+/* dumpheap -stat's rows: a MethodTable's objects, in the order the walk first met it. */
+struct dnt_clr_type_stat {
+  uint64_t mt, count, size;
+};
+/* Walks the heap and counts its objects by MethodTable (only those for which keep, when given,
+ * returns nonzero; an invalid one under the word found at its address). *v malloc'ed, the
+ * caller's; *n its length. 0, or -1 out of memory. */
+int dnt_clr_heap_stat(dnt_clr_heap *h, int (*keep)(void *ud, const struct dnt_clr_object *o), void *ud,
+                      struct dnt_clr_type_stat **v, size_t *n, struct dnt_clr_walk *w);
+
 /* ---- managed threads (the Thread contract) ---- */
 
 struct dnt_clr_thread {

@@ -85,17 +85,126 @@ static int module_path(const dnt_clr *r, uint64_t module, char *buf, size_t cap)
   return ok ? 0 : -1;
 }
 
-int dnt_clr_type_name(const dnt_clr *r, uint64_t mt, char *buf, size_t cap) {
-  uint64_t flags2_off, module_off, module;
-  uint32_t flags2;
+/* ---- type names, as ClrMD (and so dotnet-dump) writes them: "Namespace.Outer+Inner",
+ * generic instances "List<System.String>" (a nested type's arguments after the segment that
+ * declares them: "SharedArrayPool<System.Char>+<>c"), arrays "T[]", "T[,]" ---- */
+
+#define MT_ARRAY_MASK 0x000C0000u
+#define MT_ARRAY 0x00080000u
+#define MT_SZARRAY 0x00020000u
+#define MT_HAS_COMPONENT_SIZE 0x80000000u
+#define MT_GENERIC_MASK 0x30u
+#define TYPE_DESC_TAG 2u
+#define ARRAY_BASE_SIZE 0x18 /* a multi-dimensional array's BaseSize: this plus 8 a rank */
+#define ELEMENT_PTR 0x0F
+#define ELEMENT_BYREF 0x10
+#define MAX_TYPE_ARGS 64
+#define MAX_DEPTH 16
+
+struct text {
+  char *buf;
+  size_t cap, len;
+  int cut;
+};
+
+static void put(struct text *t, const char *s, size_t n) {
+  if (t->len + n >= t->cap) {
+    t->cut = 1;
+    return;
+  }
+  memcpy(t->buf + t->len, s, n);
+  t->len += n;
+  t->buf[t->len] = '\0';
+}
+
+static void puts_(struct text *t, const char *s) { put(t, s, strlen(s)); }
+
+static int name_of(const dnt_clr *r, uint64_t th, struct text *t, int depth);
+
+/* A TypeDef's own name with its generic arguments placed: each '+'-separated segment that ends
+ * in `N takes the next N of args. */
+static void place_args(const char *def, const uint64_t *args, uint32_t nargs, const dnt_clr *r, struct text *t,
+                       int depth) {
+  uint32_t used = 0;
+  for (const char *seg = def; *seg;) {
+    size_t n = strcspn(seg, "+");
+    const char *tick = memchr(seg, '`', n);
+    char *end = NULL;
+    unsigned long k = tick ? strtoul(tick + 1, &end, 10) : 0;
+    if (tick && end == seg + n && k && used + k <= nargs) {
+      put(t, seg, (size_t)(tick - seg));
+      puts_(t, "<");
+      for (unsigned long i = 0; i < k; i++) {
+        if (i) puts_(t, ", ");
+        if (name_of(r, args[used++], t, depth + 1) != 0) puts_(t, "?");
+      }
+      puts_(t, ">");
+    } else {
+      put(t, seg, n);
+    }
+    seg += n;
+    if (*seg == '+') put(t, seg++, 1);
+  }
+}
+
+static int name_of(const dnt_clr *r, uint64_t th, struct text *t, int depth) {
   const dnt_core *c = dnt__clr_core(r);
-  if (field(r, "MethodTable", "MTFlags2", &flags2_off) || field(r, "MethodTable", "Module", &module_off) ||
-      dnt_core_read_u32(c, mt + flags2_off, &flags2) != 0 || dnt_core_read_u64(c, mt + module_off, &module) != 0)
+  if (depth > MAX_DEPTH || !th) return -1;
+  if (th & TYPE_DESC_TAG) { /* a TypeDesc: a pointer or byref to its argument */
+    uint64_t desc = th & ~(uint64_t)TYPE_DESC_TAG, flags_off, arg_off, arg;
+    uint32_t flags;
+    if (field(r, "TypeDesc", "TypeAndFlags", &flags_off) || field(r, "ParamTypeDesc", "TypeArg", &arg_off) ||
+        dnt_core_read_u32(c, desc + flags_off, &flags) != 0)
+      return -1;
+    uint8_t kind = (uint8_t)flags;
+    if ((kind != ELEMENT_PTR && kind != ELEMENT_BYREF) || dnt_core_read_u64(c, desc + arg_off, &arg) != 0 ||
+        name_of(r, arg, t, depth + 1) != 0)
+      return -1;
+    puts_(t, kind == ELEMENT_PTR ? "*" : "&");
+    return 0;
+  }
+  uint64_t flags_off, base_off, flags2_off, module_off, inst_off, module, inst;
+  uint32_t flags, base, flags2;
+  if (field(r, "MethodTable", "MTFlags", &flags_off) || field(r, "MethodTable", "BaseSize", &base_off) ||
+      field(r, "MethodTable", "MTFlags2", &flags2_off) || field(r, "MethodTable", "Module", &module_off) ||
+      field(r, "MethodTable", "PerInstInfo", &inst_off) || dnt_core_read_u32(c, th + flags_off, &flags) != 0 ||
+      dnt_core_read_u32(c, th + base_off, &base) != 0 || dnt_core_read_u32(c, th + flags2_off, &flags2) != 0 ||
+      dnt_core_read_u64(c, th + module_off, &module) != 0 || dnt_core_read_u64(c, th + inst_off, &inst) != 0)
     return -1;
+  if ((flags & MT_ARRAY_MASK) == MT_ARRAY) { /* PerInstInfo is the element's TypeHandle */
+    if (name_of(r, inst, t, depth + 1) != 0) return -1;
+    if (flags & MT_SZARRAY) return puts_(t, "[]"), 0;
+    uint32_t rank = base > ARRAY_BASE_SIZE ? (base - ARRAY_BASE_SIZE) / 8 : 1;
+    puts_(t, "[");
+    for (uint32_t i = 1; i < rank && i < 32; i++) puts_(t, ",");
+    return puts_(t, "]"), 0;
+  }
   uint32_t rid = flags2 >> 8;
-  char path[4096];
-  if (!rid || module_path(r, module, path, sizeof path) != 0) return -1;
-  return dnt_assembly_type_name(path, rid, buf, cap) ? 0 : -1;
+  char path[4096], def[2048];
+  if (!rid || module_path(r, module, path, sizeof path) != 0 || !dnt_assembly_type_name(path, rid, def, sizeof def))
+    return -1;
+  uint64_t args[MAX_TYPE_ARGS];
+  uint32_t nargs = 0;
+  if (!(flags & MT_HAS_COMPONENT_SIZE) && (flags & MT_GENERIC_MASK) && inst) {
+    /* GenericsDictInfo just before PerInstInfo's dictionaries; the type's own is the last */
+    uint64_t ndicts_off, nargs_off, dict;
+    uint16_t ndicts = 0, n = 0;
+    if (field(r, "GenericsDictInfo", "NumDicts", &ndicts_off) == 0 &&
+        field(r, "GenericsDictInfo", "NumTypeArgs", &nargs_off) == 0 &&
+        dnt_core_read(c, inst - 8 + ndicts_off, &ndicts, 2) == 0 && dnt_core_read(c, inst - 8 + nargs_off, &n, 2) == 0 &&
+        ndicts && n <= MAX_TYPE_ARGS && dnt_core_read_u64(c, inst + 8ull * (ndicts - 1u), &dict) == 0 &&
+        dnt_core_read(c, dict, args, 8ull * n) == 0)
+      nargs = n;
+  }
+  place_args(def, args, nargs, r, t, depth);
+  return 0;
+}
+
+int dnt_clr_type_name(const dnt_clr *r, uint64_t mt, char *buf, size_t cap) {
+  if (!cap) return -1;
+  struct text t = {buf, cap, 0, 0};
+  buf[0] = '\0';
+  return name_of(r, mt, &t, 0) == 0 && !t.cut ? 0 : -1;
 }
 
 /* A field of an exception holding an object (a string or another exception), 0 when none. */

@@ -13,15 +13,11 @@
 
 #include "builtin.h"
 #include "dnt-core.h"
+#include "dump-analyze.h"
 #include "dnt-trace.h"
 #include "options.h"
 #include "util.h"
 
-struct analyze_options {
-  const char *core, *runtime_dir;
-  struct dnt_strlist commands;
-  int json;
-};
 
 #define O(f) offsetof(struct analyze_options, f)
 static const struct dnt_option analyze_options[] = {
@@ -43,12 +39,15 @@ const struct dnt_usage usage_dump_analyze = {
 };
 #undef O
 
-struct analysis {
-  const struct analyze_options *o;
-  dnt_core *core;
-  dnt_clr *clr;
-  int thread; /* the current thread (setthread): its index among the core's */
-};
+
+dnt_clr_heap *dnt_analyze_heap(struct analysis *a, const char *command) {
+  char err[512];
+  if (!a->heap && dnt_clr_heap_open(&a->heap, a->clr, err, sizeof err) != 0) {
+    dnt_error("%s: %s", command, err);
+    return NULL;
+  }
+  return a->heap;
+}
 
 /* eeversion: the runtime, as the core names it. */
 static int cmd_eeversion(struct analysis *a) {
@@ -147,7 +146,8 @@ static void put_text(const char *label, const char *text) {
 }
 
 /* pe [ADDR]: the exception at ADDR, or the current thread's (its last thrown), as SOS prints it. */
-static int cmd_pe(struct analysis *a, const char *arg) {
+static int cmd_pe(struct analysis *a, int argc, char **argv) {
+  const char *arg = argc > 1 ? argv[1] : NULL;
   uint64_t obj = 0;
   char err[512];
   if (arg && *arg) {
@@ -206,7 +206,8 @@ static int cmd_pe(struct analysis *a, const char *arg) {
 }
 
 /* setthread N: the current thread, by its index among the core's (SOS's DBG column). */
-static int cmd_setthread(struct analysis *a, const char *arg) {
+static int cmd_setthread(struct analysis *a, int argc, char **argv) {
+  const char *arg = argc > 1 ? argv[1] : NULL;
   const struct dnt_core_thread *v;
   size_t n = dnt_core_threads(a->core, &v);
   char *end;
@@ -219,16 +220,17 @@ static int cmd_setthread(struct analysis *a, const char *arg) {
   return 0;
 }
 
-static int cmd_clrthreads_(struct analysis *a, const char *arg) { return (void)arg, cmd_clrthreads(a); }
-static int cmd_threads_(struct analysis *a, const char *arg) { return (void)arg, cmd_threads(a); }
-static int cmd_eeversion_(struct analysis *a, const char *arg) { return (void)arg, cmd_eeversion(a); }
+static int cmd_clrthreads_(struct analysis *a, int argc, char **argv) { return (void)argc, (void)argv, cmd_clrthreads(a); }
+static int cmd_threads_(struct analysis *a, int argc, char **argv) { return (void)argc, (void)argv, cmd_threads(a); }
+static int cmd_eeversion_(struct analysis *a, int argc, char **argv) { return (void)argc, (void)argv, cmd_eeversion(a); }
 
 static const struct {
   const char *name;
-  int (*fn)(struct analysis *a, const char *arg);
+  int (*fn)(struct analysis *a, int argc, char **argv);
   const char *help;
 } commands[] = {
     {"clrthreads", cmd_clrthreads_, "the managed threads (SOS's clrthreads)"},
+    {"dumpheap", dnt_analyze_dumpheap, "[-stat] [-type T] [-mt MT] the heap's objects (SOS's dumpheap)"},
     {"pe", cmd_pe, "[ADDR] the exception at ADDR, or the current thread's"},
     {"setthread", cmd_setthread, "N  the current thread, by index (threads lists them)"},
     {"threads", cmd_threads_, "the core's OS threads"},
@@ -241,23 +243,29 @@ static void help(void) {
   printf("  %-12s %s\n  %-12s %s\n", "help", "this list", "exit, quit", "leave the prompt");
 }
 
-/* One command line: 0 done, 1 failed, -1 exit asked. */
+#define MAX_WORDS 32
+
+/* One command line: 0 done, 1 failed, -1 exit asked. Its words, split at blanks. */
 static int run(struct analysis *a, const char *line) {
-  char word[64];
-  while (*line == ' ' || *line == '\t') line++;
-  size_t n = strcspn(line, " \t\r\n");
-  if (!n) return 0;
-  snprintf(word, sizeof word, "%.*s", (int)(n < 63 ? n : 63), line);
+  char buf[4096], *argv[MAX_WORDS + 1];
+  int argc = 0;
+  snprintf(buf, sizeof buf, "%s", line);
+  for (char *p = strtok(buf, " \t\r\n"); p; p = strtok(NULL, " \t\r\n")) {
+    if (argc == MAX_WORDS) {
+      dnt_error("%.32s: too many words (at most %d)", argv[0], MAX_WORDS);
+      return 1;
+    }
+    argv[argc++] = p;
+  }
+  argv[argc] = NULL;
+  if (!argc) return 0;
+  const char *word = argv[0];
   if (strcmp(word, "exit") == 0 || strcmp(word, "quit") == 0 || strcmp(word, "q") == 0) return -1;
   if (strcmp(word, "help") == 0 || strcmp(word, "?") == 0) return help(), 0;
-  const char *arg = line + n;
-  while (*arg == ' ' || *arg == '\t') arg++;
-  char argbuf[256];
-  snprintf(argbuf, sizeof argbuf, "%.*s", (int)strcspn(arg, " \t\r\n"), arg);
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-    if (strcasecmp(word, commands[i].name) == 0) return commands[i].fn(a, argbuf[0] ? argbuf : NULL);
+    if (strcasecmp(word, commands[i].name) == 0) return commands[i].fn(a, argc, argv);
   char *safe = dnt_safe_text(word);
-  dnt_error("unknown command '%s' (help lists them; more of SOS's come: clrstack, dumpheap, gcroot)", safe);
+  dnt_error("unknown command '%s' (help lists them; more of SOS's come: clrstack, dumpobj, gcroot)", safe);
   free(safe);
   return 1;
 }
@@ -356,6 +364,7 @@ int cmd_dump_analyze(int argc, char **argv) {
       fflush(stdout);
     }
   }
+  dnt_clr_heap_close(a.heap);
   dnt_clr_close(a.clr);
   dnt_core_close(a.core);
   free(o.commands.v);
