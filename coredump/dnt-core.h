@@ -105,12 +105,13 @@ typedef struct dnt_clr_heap dnt_clr_heap;
 /* A region of the heap holding objects: [start, end). */
 struct dnt_clr_region {
   uint64_t start, end;
+  uint64_t descriptor; /* the GC's record of it (its heap_segment) */
   int generation; /* 0, 1, 2; 3 the large object heap, 4 the pinned one */
   int heap;       /* its heap's index (server GC has one per core) */
   int frozen;     /* a frozen segment: objects never collected (string literals) */
 };
 
-/* Finds the heap: its regions (in the walk's order: by heap, then by address)
+/* Finds the heap: its regions (in the walk's order: by address)
  * and the allocation contexts the walk steps over. 0, or -1 with err (a runtime whose GC
  * interface this reader does not know; a triage dump, which holds none of the GC's state). *out
  * the callee's: close it before the runtime. */

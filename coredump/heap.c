@@ -80,7 +80,8 @@ static int gc_vars_at(const dnt_core *c, uint64_t at, uint64_t v[V_COUNT], uint6
   if (*gen_size < 16 || *gen_size > 4096 || *gen_count < 3 || *gen_count > MAX_GENERATIONS) return -1;
   for (int i = 0; i < V_COUNT; i++)
     if (u64_at(c, at + 24 + 8ull * i, &v[i]) != 0) return -1;
-  return v[V_GENERATION_TABLE] && v[V_GENERATION_FIELD_OFFSETS] ? 0 : -1;
+  /* workstation GC has one generation table; server GC one in each of its heaps */
+  return v[V_GENERATION_FIELD_OFFSETS] && (v[V_GENERATION_TABLE] || (v[V_N_HEAPS] && v[V_G_HEAPS])) ? 0 : -1;
 }
 
 /* The GC's variables: entry 19 of g_dacTable, or failing that the one entry of it that leads to a
@@ -140,9 +141,10 @@ static int read_generations(struct dnt_clr_heap *h, int heap, uint64_t gen_table
     for (size_t n = 0; seg; n++) {
       uint8_t s[S_SIZE];
       if (n == MAX_REGIONS || dnt_core_read(h->c, seg, s, sizeof s) != 0)
-        return fail(err, cap, "the GC's list of regions is damaged or not in the core");
+        return fail(err, cap, "the core does not hold the GC's list of regions (a triage dump holds none of the heap), "
+                                "or the list is damaged");
       struct dnt_clr_region reg = {.start = dnt__u64(s + S_MEM), .end = dnt__u64(s + S_ALLOCATED),
-                                   .generation = (int)g, .heap = heap,
+                                   .descriptor = seg, .generation = (int)g, .heap = heap,
                                    .frozen = (dnt__u64(s + S_FLAGS) & SEGMENT_READONLY) != 0};
       if (seg == ephemeral) reg.end = alloc_allocated;
       if (reg.end > reg.start && add_region(h, reg) != 0) return fail(err, cap, "out of memory");
@@ -152,13 +154,12 @@ static int read_generations(struct dnt_clr_heap *h, int heap, uint64_t gen_table
   return 0;
 }
 
-/* dotnet-dump's order, which dumpheap's ties keep: by heap, then by address (checked on cores
- * whose frozen segment's record, malloc'ed, lies below the regions' but whose objects lie above:
- * dotnet-dump walks it last). */
+/* dotnet-dump's order, which dumpheap's ties keep: by address, whatever the heap (checked on
+ * workstation and server GC cores, with a frozen segment whose record is malloc'ed below the
+ * regions' and whose objects lie above them: it comes last). */
 static int walk_order(const void *a, const void *b) {
-  const struct dnt_clr_region *x = a, *y = b;
-  if (x->heap != y->heap) return x->heap < y->heap ? -1 : 1;
-  return x->start < y->start ? -1 : x->start > y->start;
+  uint64_t x = ((const struct dnt_clr_region *)a)->start, y = ((const struct dnt_clr_region *)b)->start;
+  return x < y ? -1 : x > y;
 }
 
 static int gap_by_start(const void *a, const void *b) {

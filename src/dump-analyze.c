@@ -51,11 +51,21 @@ dnt_clr_heap *dnt_analyze_heap(struct analysis *a, const char *command) {
 
 /* eeversion: the runtime, as the core names it. */
 static int cmd_eeversion(struct analysis *a) {
-  char *lib = dnt_safe_text(dnt_clr_library(a->clr));
-  if (a->o->json)
-    printf("{\"command\":\"eeversion\",\"version\":\"%s\",\"library\":\"%s\"}\n", dnt_clr_version(a->clr), lib);
-  else
-    printf("%s\nWorkstation or Server GC: not read yet\n%s\n", dnt_clr_version(a->clr), lib);
+  char *lib = dnt_safe_text(dnt_clr_library(a->clr)), err[512], mode[64] = "GC mode not read: ";
+  /* the GC's mode as SOS says it; a core without the GC's state (a triage dump) says why not */
+  int heaps = 0;
+  if (!a->heap && dnt_clr_heap_open(&a->heap, a->clr, err, sizeof err) != 0) a->heap = NULL;
+  if (a->heap) heaps = dnt_clr_heap_count(a->heap);
+  if (heaps > 1) snprintf(mode, sizeof mode, "Server mode with %d gc heaps", heaps);
+  else if (heaps == 1) snprintf(mode, sizeof mode, "Workstation mode");
+  if (a->o->json) {
+    printf("{\"command\":\"eeversion\",\"version\":\"%s\",\"library\":\"%s\",\"gcHeaps\":%d}\n",
+           dnt_clr_version(a->clr), lib, heaps);
+  } else {
+    char *why = heaps ? NULL : dnt_safe_text(err);
+    printf("%s\n%s%s\n%s\n", dnt_clr_version(a->clr), mode, why ? why : "", lib);
+    free(why);
+  }
   free(lib);
   return 0;
 }

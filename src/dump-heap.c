@@ -29,6 +29,7 @@ static int parse_args(int argc, char **argv, struct dumpheap_args *d) {
       d->short_ = 1;
     } else if (strcasecmp(w, "-bycount") == 0) {
       d->bycount = 1;
+    } else if (strcasecmp(w, "-noprogress") == 0) { /* SOS's; the progress line here is on a terminal only */
     } else if (strcasecmp(w, "-type") == 0 && i + 1 < argc) {
       d->type = argv[++i];
     } else if (strcasecmp(w, "-mt") == 0 && i + 1 < argc) {

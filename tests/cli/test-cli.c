@@ -600,6 +600,23 @@ static int man_examples(const char *page, char **lines, int cap) {
   return seen ? n : -1;
 }
 
+/* The next word of a command line at *at, as a shell splits it: at blanks, but a "double-quoted"
+ * text is one word (its quotes removed). NULL at the end. The line is cut in place. */
+static char *shell_word(char **at) {
+  char *p = *at;
+  while (*p == ' ') p++;
+  if (!*p) return NULL;
+  char *word = p, *out = p;
+  for (int quoted = 0; *p && (quoted || *p != ' '); p++) {
+    if (*p == '"') quoted = !quoted;
+    else *out++ = *p;
+  }
+  if (*p) p++;
+  *out = '\0';
+  *at = p;
+  return word;
+}
+
 /* Every page has examples, and each example's command line parses: run with its target made
  * bogus (a pid no process has, a name no process has) in an empty directory, it may fail for
  * want of a target or a file, never as a usage error (exit 2). */
@@ -619,10 +636,10 @@ Test(cli, every_man_page_has_examples_that_parse, .timeout = 300) {
     cr_expect_geq(n, 0, "dntrace%s(1) has an EXAMPLES section", pages[i]);
     cr_expect_neq(n, 0, "dntrace%s(1)'s EXAMPLES run dntrace", pages[i]);
     for (int k = 0; k < n; k++) {
-      char *argv[40] = {bin}, *save = NULL, *copy = strdup(ex[k]);
+      char *argv[40] = {bin}, *copy = strdup(ex[k]), *at = copy;
       int argc = 1;
-      strtok_r(copy, " ", &save); /* "dntrace" */
-      for (char *w; (w = strtok_r(NULL, " ", &save)) && argc < 39;) {
+      shell_word(&at); /* "dntrace" */
+      for (char *w; (w = shell_word(&at)) && argc < 39;) {
         int target = strcmp(argv[argc - 1], "-p") == 0 || strcmp(argv[argc - 1], "-n") == 0 ||
                      strcmp(argv[argc - 1], "--name") == 0 || strcmp(argv[argc - 1], "--process-id") == 0;
         /* events' -n is a count and --name an event name: only a target's value is made bogus */

@@ -2,7 +2,7 @@
  * threads of its own, dumped in full by `dntrace dump`; on that core dntrace's clrthreads must
  * print what dotnet-dump's SOS prints, byte for byte (its oracle, from NuGet: ./bootstrap.sh
  * installs it), and its --json the same threads; gzipped, the same; heap, mini and triage dumps
- * too. A crashed sample's own core
+ * too, and dumpheap as dotnet-dump's on workstation and server GC heaps. A crashed sample's own core
  * shows its exception on the thread that threw it (clrthreads, pe), as dotnet-dump does. Bad input is one line and exit 1: a file that is
  * not ELF, an empty one, a core cut short, the core of a process that is not .NET (gdb's gcore),
  * a runtime folder without the runtime; an unknown command fails the run; the prompt reads
@@ -106,6 +106,130 @@ Test(dump_analyze, clrthreads_is_what_dotnet_dump_prints, .timeout = 300) {
   free(dir);
 }
 
+/* `command` (a dumpheap) on core by dntrace (into ours, the caller's) and by dotnet-dump: the same
+ * text (dotnet-dump's after its first line, which says it loads the core). */
+static void dumpheap_as_dotnet_dumps(const char *core, const char *command, struct dnt_run *ours) {
+  struct dnt_run theirs;
+  cr_assert_eq(dnt_run_dntrace(ours, "dump", "analyze", core, "-c", command, NULL), 0, "%s: %s", command, ours->err);
+  char *const argv[] = {(char *)dotnet_dump(), "analyze", (char *)core, "-c", (char *)command, "-c", "exit", NULL};
+  cr_assert_eq(dnt_run_argv(&theirs, argv, NULL, 300000), 0, "dotnet-dump: %s%s", theirs.out, theirs.err);
+  const char *after = strstr(theirs.out, "Loading core dump: ");
+  after = after ? strchr(after, '\n') : NULL;
+  cr_assert(after, "dotnet-dump: %s", theirs.out);
+  cr_expect_str_eq(ours->out, after + 1, "%s: dntrace and dotnet-dump differ (%zu and %zu bytes)", command,
+                   strlen(ours->out), strlen(after + 1));
+  dnt_run_free(&theirs);
+}
+
+/* The count of a type's row in dumpheap -stat's text ("MT COUNT TOTAL NAME"), 0 when none. */
+static unsigned long stat_count(const char *text, const char *type) {
+  char want[512];
+  snprintf(want, sizeof want, " %s\n", type);
+  for (const char *p = strstr(text, want); p; p = strstr(p + 1, want)) {
+    const char *line = p;
+    while (line > text && line[-1] != '\n') line--;
+    char count[32] = "";
+    if (sscanf(line, "%*s %31s", count) == 1) {
+      unsigned long n = 0;
+      for (const char *c = count; *c; c++)
+        if (*c != ',') n = n * 10 + (unsigned long)(*c - '0');
+      return n;
+    }
+  }
+  return 0;
+}
+
+/* A full core of the sample holding a heap whose shape is known (--heap: 300 Sample.CacheEntry,
+ * each with a byte[] of 100,000 bytes, in the large object heap), with the GC given by env. */
+static void dump_heap_sample(const char *dir, const char *heap, const char *const *env, char *core, size_t cap) {
+  const char *const args[] = {"--heap", heap, "--threads", "2", "--no-cpu", "--no-blocking", "--no-alloc",
+                              "--no-exceptions", NULL};
+  dnt_target t;
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = args, .env = env, .wait_socket = 1};
+  char err[512], pid[32];
+  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  snprintf(core, cap, "%s/heap.core", dir);
+  struct dnt_run r;
+  int rc = dnt_run_dntrace(&r, "dump", "-p", pid, "--type", "full", "-o", core, NULL);
+  dnt_target_stop(&t);
+  cr_assert_eq(rc, 0, "dntrace dump: %s", r.err);
+  dnt_run_free(&r);
+}
+
+/* dumpheap on a workstation GC's heap (small, large and pinned object heaps, the frozen segment
+ * of string literals): -stat, -bycount, -type and -mt print what dotnet-dump prints, byte for
+ * byte (the same objects, sizes, type names and order); the sample's 300 cache entries and their
+ * arrays are counted; --json says the same. */
+Test(dump_analyze, dumpheap_is_what_dotnet_dump_prints, .timeout = 600) {
+  DNT_REQUIRE_TARGET();
+  dotnet_dump();
+  char *dir = dnt_temp_dir("dnt-analyze"), core[4200];
+  dump_heap_sample(dir, "300:100000", NULL, core, sizeof core);
+  struct dnt_run stat, r;
+  dumpheap_as_dotnet_dumps(core, "dumpheap -stat -noprogress", &stat);
+  cr_expect_eq(stat_count(stat.out, "Sample.CacheEntry"), 300, "%s", stat.out);
+  cr_expect_geq(stat_count(stat.out, "System.Byte[]"), 300, "%s", stat.out);
+  cr_expect(strstr(stat.out, " Free\n") && strstr(stat.out, " System.String\n") &&
+                strstr(stat.out, "System.Collections.Generic.Dictionary<System.String, System.Object>") &&
+                strstr(stat.out, "\nTotal "),
+            "%s", stat.out);
+  dumpheap_as_dotnet_dumps(core, "dumpheap -stat -bycount -noprogress", &r);
+  dnt_run_free(&r);
+  dumpheap_as_dotnet_dumps(core, "dumpheap -type Sample.CacheEntry", &r);
+  cr_expect_eq(stat_count(r.out, "Sample.CacheEntry"), 300, "%s", r.out);
+  dnt_run_free(&r);
+  /* -mt: the cache entries' MethodTable, from the row */
+  const char *row = strstr(stat.out, " Sample.CacheEntry\n");
+  while (row && row > stat.out && row[-1] != '\n') row--;
+  char mt[32] = "", cmd[64];
+  cr_assert(row && sscanf(row, "%31s", mt) == 1, "%s", stat.out);
+  snprintf(cmd, sizeof cmd, "dumpheap -mt %s", mt);
+  dumpheap_as_dotnet_dumps(core, cmd, &r);
+  dnt_run_free(&r);
+  /* --json: the same rows */
+  cr_assert_eq(dnt_run_dntrace(&r, "dump", "analyze", core, "--json", "-c", "dumpheap -stat", NULL), 0, "%s", r.err);
+  char json[4400], text[4400];
+  snprintf(json, sizeof json, "%s/stat.json", dir);
+  snprintf(text, sizeof text, "%s/stat.txt", dir);
+  dnt_write_file(json, r.out, strlen(r.out));
+  dnt_write_file(text, stat.out, strlen(stat.out));
+  char py[] = "import json, sys\n"
+              "j = json.loads(open(sys.argv[1]).read())\n"
+              "rows = [l.split(None, 3) for l in open(sys.argv[2]).read().splitlines()[2:-1]]\n"
+              "got = [(int(s['mt'], 16), s['count'], s['size'], s['type']) for s in j['statistics']]\n"
+              "want = [(int(r[0], 16), int(r[1].replace(',', '')), int(r[2].replace(',', '')), r[3]) for r in rows]\n"
+              "assert got == want, (got[:5], want[:5])\n"
+              "assert j['objects'] == sum(s['count'] for s in j['statistics']) and j['invalid'] == 0, j['objects']\n"
+              "assert [s['count'] for s in j['statistics'] if s['type'] == 'Sample.CacheEntry'] == [300]\n";
+  expect_python(py, json, text, NULL);
+  dnt_run_free(&r);
+  dnt_run_free(&stat);
+  dnt_rm_rf(dir);
+  free(dir);
+}
+
+/* Server GC (two heaps): every object of both, in dotnet-dump's order, and eeversion says the
+ * mode as SOS does. */
+Test(dump_analyze, dumpheap_reads_a_server_gc_heap, .timeout = 600) {
+  DNT_REQUIRE_TARGET();
+  dotnet_dump();
+  char *dir = dnt_temp_dir("dnt-analyze"), core[4200];
+  const char *const env[] = {"DOTNET_gcServer=1", "DOTNET_GCHeapCount=2", NULL};
+  dump_heap_sample(dir, "3000:1000", env, core, sizeof core);
+  struct dnt_run r;
+  dumpheap_as_dotnet_dumps(core, "dumpheap -stat -noprogress", &r);
+  cr_expect_eq(stat_count(r.out, "Sample.CacheEntry"), 3000, "%s", r.out);
+  dnt_run_free(&r);
+  dumpheap_as_dotnet_dumps(core, "dumpheap", &r);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "dump", "analyze", core, "-c", "eeversion", NULL), 0, "%s", r.err);
+  cr_expect(strstr(r.out, "\nServer mode with 2 gc heaps\n"), "%s", r.out);
+  dnt_run_free(&r);
+  dnt_rm_rf(dir);
+  free(dir);
+}
+
 /* heap, mini and triage dumps hold no read-only pages: the runtime's descriptor, its JSON and
  * pointers come from libcoreclr.so's file (relocated as the loader did), the rest from the core;
  * clrthreads is dotnet-dump's, byte for byte, on each. */
@@ -131,6 +255,20 @@ Test(dump_analyze, every_dump_type_reads_as_dotnet_dumps, .timeout = 300) {
     cr_expect(strstr(ours.out, "(Finalizer)"), "%s: %s", types[i], ours.out);
     dnt_run_free(&ours);
   }
+  /* dumpheap: a heap dump holds the heap (dotnet-dump's text); a mini dump the GC's state but not
+   * the heap's memory: nothing listed (as dotnet-dump) and a warning that says so; a triage dump
+   * not even the GC's state: one line, exit 1 */
+  struct dnt_run h;
+  dumpheap_as_dotnet_dumps(cores[0], "dumpheap -stat -noprogress", &h);
+  cr_expect(strstr(h.out, " System.String\n"), "%s", h.out);
+  dnt_run_free(&h);
+  dumpheap_as_dotnet_dumps(cores[1], "dumpheap -stat -noprogress", &h);
+  cr_expect(strstr(h.err, "does not hold the memory of") && strstr(h.err, "a mini dump holds none"), "%s", h.err);
+  dnt_run_free(&h);
+  cr_expect_eq(dnt_run_dntrace(&h, "dump", "analyze", cores[2], "-c", "dumpheap -stat", NULL), 1);
+  cr_expect(strstr(h.err, "a triage dump holds none of the heap"), "%s", h.err);
+  cr_expect_eq(strchr(h.err, '\n'), strrchr(h.err, '\n'), "one line: %s", h.err);
+  dnt_run_free(&h);
   dnt_rm_rf(dir);
   free(dir);
 }
@@ -150,7 +288,8 @@ static const char *line_of(const char *text, const char *prefix, char *buf, size
  * and its runtime writes a full core of itself as it dies (DOTNET_DbgEnableMiniDump). On that
  * core, clrthreads shows the exception on the thread that threw it, as dotnet-dump does, byte for
  * byte; pe on that thread (setthread to its DBG index) gives its type, message, inner exception,
- * stack trace string and HResult as dotnet-dump's pe does; pe ADDR the same. */
+ * stack trace string and HResult as dotnet-dump's pe does; pe ADDR the same; dumpheap -stat as
+ * dotnet-dump's. */
 Test(dump_analyze, a_crash_shows_its_exception_as_dotnet_dump_does, .timeout = 300) {
   DNT_REQUIRE_TARGET();
   const char *oracle = dotnet_dump();
@@ -193,6 +332,10 @@ Test(dump_analyze, a_crash_shows_its_exception_as_dotnet_dump_does, .timeout = 3
     cr_expect_str_eq(a, b, "dntrace:\n%s\ndotnet-dump:\n%s", ours.out, theirs.out);
   }
   cr_expect(strstr(ours.out, "Exception type:   Sample.SampleException\n"), "%s", ours.out);
+  struct dnt_run heap;
+  dumpheap_as_dotnet_dumps(core, "dumpheap -stat -noprogress", &heap);
+  cr_expect(strstr(heap.out, " Sample.SampleException\n"), "the exception is on the heap: %s", heap.out);
+  dnt_run_free(&heap);
   /* pe ADDR: the same exception again */
   const char *second = strstr(ours.out, "Exception object: ");
   cr_expect(second && strstr(second + 1, "Exception object: "), "pe ADDR printed it too: %s", ours.out);
