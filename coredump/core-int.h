@@ -50,6 +50,14 @@ const dnt_core *dnt__clr_core(const dnt_clr *r);
  * bytes: 0 when its library exports none. */
 uint64_t dnt__clr_dac_table(const dnt_clr *r, uint64_t *size);
 
+/* code.c: the function holding a code address, for unwinding it: where it begins, its
+ * UNWIND_INFO (both 0 when not known), and the base its RVAs count from (a chained function's). */
+struct dnt__code_unwind {
+  uint64_t begin, info, base;
+};
+/* As dnt_clr_code_method, and the function's unwind data into *u. */
+int dnt__clr_code(const dnt_clr *r, uint64_t ip, uint64_t *md, uint64_t *start, struct dnt__code_unwind *u);
+
 /* ---- json.c: a JSON text read into a tree of nodes (the descriptor's: small, trusted no more
  * than the core it came from) ---- */
 

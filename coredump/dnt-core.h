@@ -98,6 +98,17 @@ struct dnt_clr_exception {
 int dnt_clr_exception_read(const dnt_clr *r, uint64_t obj, struct dnt_clr_exception *e, char *err, size_t cap);
 void dnt_clr_exception_release(struct dnt_clr_exception *e);
 
+/* ---- code and methods (the ExecutionManager contract, MethodDescs) ---- */
+
+/* The method whose code holds ip: its MethodDesc and where its code (or its function, in a
+ * ReadyToRun image) begins. 0, or -1 when ip is in no managed method's code (native code, a
+ * stub). */
+int dnt_clr_code_method(const dnt_clr *r, uint64_t ip, uint64_t *md, uint64_t *start);
+/* A MethodDesc's MethodTable and MethodDef token. 0, or -1. */
+int dnt_clr_method_desc(const dnt_clr *r, uint64_t md, uint64_t *mt, uint32_t *token);
+/* "Namespace.Type.Method" of a MethodDesc, from its module's metadata: 0, or -1. */
+int dnt_clr_method_name(const dnt_clr *r, uint64_t md, char *buf, size_t cap);
+
 /* ---- the GC heap (the GC's own interface to debuggers: .NET 10's contracts have no GC yet) ---- */
 
 typedef struct dnt_clr_heap dnt_clr_heap;
@@ -183,5 +194,21 @@ struct dnt_clr_threads {
  * does not end, memory the core lacks). t the caller's (free with dnt_clr_threads_release). */
 int dnt_clr_threads_read(const dnt_clr *r, struct dnt_clr_threads *t, char *err, size_t cap);
 void dnt_clr_threads_release(struct dnt_clr_threads *t);
+
+/* ---- stacks (as SOS's clrstack walks them) ---- */
+
+/* A row of a managed thread's stack: a managed method's frame (frame 0), or one of the runtime's
+ * explicit Frames (its address in frame, its kind's name; method: the P/Invoke target an
+ * InlinedCallFrame names, 0 when none). sp: the frame's stack pointer (a Frame's own address);
+ * ip: where it is (a Frame's: where the thread was when it was met). */
+struct dnt_clr_frame {
+  uint64_t sp, ip;
+  uint64_t method; /* MethodDesc */
+  uint64_t frame;
+  const char *kind; /* static */
+};
+/* The thread's stack, innermost first. *v malloc'ed, the caller's (NULL, 0 for a thread the core
+ * holds no registers of). 0, or -1 out of memory or the runtime's Frame layout unknown. */
+int dnt_clr_stack_walk(const dnt_clr *r, const struct dnt_clr_thread *t, struct dnt_clr_frame **v, size_t *n);
 
 #endif

@@ -239,3 +239,20 @@ void dnt_clr_exception_release(struct dnt_clr_exception *e) {
   free(e->stack_trace_string);
   memset(e, 0, sizeof *e);
 }
+
+int dnt_clr_method_name(const dnt_clr *r, uint64_t md, char *buf, size_t cap) {
+  uint64_t mt, module_off, module;
+  uint32_t token;
+  char path[4096];
+  if (dnt_clr_method_desc(r, md, &mt, &token) != 0 || field(r, "MethodTable", "Module", &module_off) ||
+      dnt_core_read_u64(dnt__clr_core(r), mt + module_off, &module) != 0 ||
+      module_path(r, module, path, sizeof path) != 0)
+    return -1;
+  if (!dnt_assembly_method_name(path, token & 0xffffff, buf, cap)) return -1;
+  /* its parameters, as SOS writes them after the name (left out when they do not read) */
+  size_t n = strlen(buf);
+  char params[2048];
+  if (dnt_assembly_method_params(path, token & 0xffffff, params, sizeof params) && n + strlen(params) < cap)
+    memcpy(buf + n, params, strlen(params) + 1);
+  return 0;
+}

@@ -325,5 +325,9 @@ int dnt_profile_write(const struct dnt_profile *prof, enum dnt_profile_format fo
  * IL or ReadyToRun PE file, into buf (cap bytes): 1, or 0 when the file or its metadata does not
  * read or has no such row. */
 int dnt_assembly_type_name(const char *path, uint32_t rid, char *buf, size_t cap);
+/* The full name ("Namespace.Outer+Inner.Method") of MethodDef row rid, as above. */
+int dnt_assembly_method_name(const char *path, uint32_t rid, char *buf, size_t cap);
+/* Its parameters as the runtime's debugger interface writes them: "(Int32, System.String)". */
+int dnt_assembly_method_params(const char *path, uint32_t rid, char *buf, size_t cap);
 
 #endif

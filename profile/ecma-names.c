@@ -132,8 +132,9 @@ static const uint8_t *stream(const uint8_t *md, size_t len, const char *name, ui
 
 int dnt__ecma_open(struct dnt__ecma *e, const uint8_t *md, size_t len) {
   memset(e, 0, sizeof *e);
-  uint32_t tlen, slen;
-  const uint8_t *t = stream(md, len, "#~", &tlen), *s = stream(md, len, "#Strings", &slen);
+  uint32_t tlen, slen, blen = 0;
+  const uint8_t *t = stream(md, len, "#~", &tlen), *s = stream(md, len, "#Strings", &slen),
+                *b = stream(md, len, "#Blob", &blen);
   if (!t || !s || tlen < 24) return -1;
   uint8_t heaps = t[6];
   uint64_t valid = (uint64_t)rd32(t + 8) | (uint64_t)rd32(t + 12) << 32;
@@ -160,6 +161,10 @@ int dnt__ecma_open(struct dnt__ecma *e, const uint8_t *md, size_t len) {
     p += (size_t)rows[i] * sizes[i];
   }
   e->strings = s, e->strings_len = slen;
+  e->blobs = b, e->blobs_len = b ? blen : 0;
+  e->typerefs = t + offs[0x01], e->ntyperefs = rows[0x01], e->typeref_row = sizes[0x01];
+  e->blob_size = (uint8_t)column_size(BLOB, heaps, rows);
+  e->scope_size = (uint8_t)column_size(CI(11), heaps, rows);
   e->typedefs = t + offs[T_TYPEDEF], e->ntypedefs = rows[T_TYPEDEF], e->typedef_row = sizes[T_TYPEDEF];
   e->methods = t + offs[T_METHODDEF], e->nmethods = rows[T_METHODDEF], e->method_row = sizes[T_METHODDEF];
   e->nested = t + offs[T_NESTED], e->nnested = rows[T_NESTED], e->nested_row = sizes[T_NESTED];
@@ -231,4 +236,137 @@ int dnt__ecma_method_name(const struct dnt__ecma *e, uint32_t rid, char *buf, si
   size_t o = strlen(buf);
   if (o < cap) snprintf(buf + o, cap - o, ".%s", method);
   return 1;
+}
+
+/* ---- signatures (II.23.2), written as the runtime's TypeString writes a method's ---- */
+
+struct sig {
+  const struct dnt__ecma *e;
+  const uint8_t *p, *end;
+  char *buf;
+  size_t cap, len;
+  int bad;
+};
+
+static void out(struct sig *g, const char *text) {
+  size_t n = strlen(text);
+  if (g->len + n >= g->cap) {
+    g->bad = 1;
+    return;
+  }
+  memcpy(g->buf + g->len, text, n + 1);
+  g->len += n;
+}
+
+/* A compressed unsigned integer (II.23.2). */
+static uint32_t number(struct sig *g) {
+  if (g->p >= g->end) return g->bad = 1, 0;
+  uint8_t b = *g->p;
+  if (!(b & 0x80)) return g->p++, b;
+  if ((b & 0xC0) == 0x80) {
+    if (g->end - g->p < 2) return g->bad = 1, 0;
+    uint32_t v = (uint32_t)(b & 0x3F) << 8 | g->p[1];
+    return g->p += 2, v;
+  }
+  if (g->end - g->p < 4) return g->bad = 1, 0;
+  uint32_t v = (uint32_t)(b & 0x1F) << 24 | (uint32_t)g->p[1] << 16 | (uint32_t)g->p[2] << 8 | g->p[3];
+  return g->p += 4, v;
+}
+
+/* A type a signature names (a TypeDef or TypeRef row): "Namespace.Name", its own name only (a
+ * nested type's namespace is empty, and the runtime writes no enclosing type there). */
+static void type_def_or_ref(struct sig *g) {
+  const struct dnt__ecma *e = g->e;
+  uint32_t index = number(g), rid = index >> 2;
+  const char *name = NULL, *ns = NULL;
+  if ((index & 3) == 0 && rid && rid <= e->ntypedefs) {
+    const uint8_t *row = e->typedefs + (size_t)(rid - 1) * e->typedef_row;
+    name = string_at(e, rd_idx(row + e->td_name, e->str_size));
+    ns = string_at(e, rd_idx(row + e->td_ns, e->str_size));
+  } else if ((index & 3) == 1 && rid && rid <= e->ntyperefs) {
+    const uint8_t *row = e->typerefs + (size_t)(rid - 1) * e->typeref_row;
+    name = string_at(e, rd_idx(row + e->scope_size, e->str_size));
+    ns = string_at(e, rd_idx(row + e->scope_size + e->str_size, e->str_size));
+  }
+  if (!name || !ns) return (void)(g->bad = 1); /* a TypeSpec: not in a MethodDef's own signature */
+  if (*ns) out(g, ns), out(g, ".");
+  out(g, name);
+}
+
+static void type(struct sig *g, int depth) {
+  static const char *const primitives[] = {
+      [0x01] = "Void",  [0x02] = "Boolean", [0x03] = "Char",   [0x04] = "SByte",  [0x05] = "Byte",
+      [0x06] = "Int16", [0x07] = "UInt16",  [0x08] = "Int32",  [0x09] = "UInt32", [0x0A] = "Int64",
+      [0x0B] = "UInt64", [0x0C] = "Single", [0x0D] = "Double", [0x0E] = "System.String",
+      [0x16] = "System.TypedReference", [0x18] = "IntPtr", [0x19] = "UIntPtr", [0x1C] = "System.Object"};
+  if (g->bad || depth > 32 || g->p >= g->end) return (void)(g->bad = 1);
+  uint8_t t = *g->p++;
+  char num[32];
+  if (t < sizeof primitives / sizeof primitives[0] && primitives[t]) return out(g, primitives[t]);
+  switch (t) {
+  case 0x0F: type(g, depth + 1), out(g, "*"); return;                /* PTR */
+  case 0x10: type(g, depth + 1), out(g, " ByRef"); return;           /* BYREF */
+  case 0x11: case 0x12: type_def_or_ref(g); return;                  /* VALUETYPE, CLASS */
+  case 0x13: case 0x1E:                                             /* VAR, MVAR */
+    snprintf(num, sizeof num, "%s%u", t == 0x13 ? "!" : "!!", number(g));
+    out(g, num);
+    return;
+  case 0x14: { /* ARRAY: type rank, sizes, lower bounds */
+    type(g, depth + 1);
+    uint32_t rank = number(g), n = number(g);
+    for (uint32_t i = 0; i < n && !g->bad; i++) number(g);
+    n = number(g);
+    for (uint32_t i = 0; i < n && !g->bad; i++) number(g); /* signed, but only skipped */
+    out(g, "[");
+    for (uint32_t i = 1; i < rank && i < 32; i++) out(g, ",");
+    out(g, "]");
+    return;
+  }
+  case 0x15: { /* GENERICINST: CLASS|VALUETYPE type, count, args */
+    if (g->p >= g->end) return (void)(g->bad = 1);
+    g->p++;
+    type_def_or_ref(g);
+    uint32_t n = number(g);
+    out(g, "<");
+    for (uint32_t i = 0; i < n && !g->bad && i < 64; i++) {
+      if (i) out(g, ",");
+      type(g, depth + 1);
+    }
+    out(g, ">");
+    return;
+  }
+  case 0x1B: out(g, "FNPTR"); g->bad = 1; return; /* a function pointer's own signature: not written */
+  case 0x1D: type(g, depth + 1), out(g, "[]"); return; /* SZARRAY */
+  case 0x1F: case 0x20: number(g), type(g, depth + 1); return;          /* CMOD_REQD, CMOD_OPT */
+  case 0x45: type(g, depth + 1); return;                              /* PINNED */
+  default: g->bad = 1; return;
+  }
+}
+
+int dnt__ecma_method_params(const struct dnt__ecma *e, uint32_t rid, char *buf, size_t cap) {
+  if (!cap || !e->blobs || rid == 0 || rid > e->nmethods) return 0;
+  uint32_t at = rd_idx(e->methods + (size_t)(rid - 1) * e->method_row + 8 + e->str_size, e->blob_size);
+  struct sig g = {.e = e, .buf = buf, .cap = cap};
+  if (at >= e->blobs_len) return 0;
+  g.p = e->blobs + at, g.end = e->blobs + e->blobs_len;
+  uint32_t len = number(&g);
+  if (g.bad || len > (uint32_t)(g.end - g.p)) return 0;
+  g.end = g.p + len;
+  buf[0] = '\0';
+  if (g.p >= g.end) return 0;
+  uint8_t conv = *g.p++;
+  if (conv & 0x10) number(&g); /* GENERIC: its count of type parameters */
+  uint32_t n = number(&g);
+  while (!g.bad && g.p < g.end && (*g.p == 0x1F || *g.p == 0x20)) g.p++, number(&g); /* the return's modifiers */
+  if (!g.bad && g.p < g.end && *g.p == 0x10) g.p++;                                  /* a byref return */
+  type(&g, 0); /* the return type: not written */
+  g.len = 0, buf[0] = '\0';
+  out(&g, "(");
+  for (uint32_t i = 0; i < n && !g.bad && i < 256; i++) {
+    if (i) out(&g, ", ");
+    if (g.p < g.end && *g.p == 0x41) g.p++; /* SENTINEL */
+    type(&g, 0);
+  }
+  out(&g, ")");
+  return !g.bad;
 }

@@ -18,6 +18,11 @@ struct dnt__ecma {
   uint32_t typedef_row, method_row, nested_row; /* row sizes */
   uint8_t str_size, typedef_idx, method_idx;    /* index sizes (2 or 4) */
   uint8_t td_name, td_ns, td_methods;           /* column offsets in a TypeDef row */
+  const uint8_t *blobs;                         /* #Blob heap (NULL when none) */
+  uint32_t blobs_len;
+  const uint8_t *typerefs;                      /* TypeRef rows */
+  uint32_t ntyperefs, typeref_row;
+  uint8_t blob_size, scope_size;                /* a Blob index's size, a ResolutionScope's */
 };
 
 /* Reads the metadata root at md (len bytes, borrowed: it must outlive e). 0, or -1 when it is
@@ -26,6 +31,10 @@ int dnt__ecma_open(struct dnt__ecma *e, const uint8_t *md, size_t len);
 /* "Namespace.Outer+Inner.Method" of MethodDef row rid (1-based) into buf: 1, or 0 when there is
  * no such row or its names do not read. */
 int dnt__ecma_method_name(const struct dnt__ecma *e, uint32_t rid, char *buf, size_t cap);
+/* The parameters of MethodDef row rid as the runtime's debugger interface writes them after a
+ * method's name: "(Int32, System.String, Boolean ByRef, Byte*, System.Object[])". 1, or 0 when
+ * its signature does not read. */
+int dnt__ecma_method_params(const struct dnt__ecma *e, uint32_t rid, char *buf, size_t cap);
 /* "Namespace.Outer+Inner" of TypeDef row td (1-based) into buf: 1, or 0 as above. */
 int dnt__ecma_type_name(const struct dnt__ecma *e, uint32_t td, char *buf, size_t cap);
 

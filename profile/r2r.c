@@ -236,7 +236,9 @@ void dnt__r2r_free(struct dnt__r2r *r) {
   free(r);
 }
 
-int dnt_assembly_type_name(const char *path, uint32_t rid, char *buf, size_t cap) {
+/* A TypeDef's (what 0) or a MethodDef's (1) name, or a MethodDef's parameters (2), in the
+ * assembly at path: 1, or 0. */
+static int assembly_name(const char *path, int what, uint32_t rid, char *buf, size_t cap) {
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   struct stat st;
   if (fd < 0) return 0;
@@ -250,8 +252,22 @@ int dnt_assembly_type_name(const char *path, uint32_t rid, char *buf, size_t cap
   if (bytes == MAP_FAILED) return 0;
   struct dnt__r2r r = {.bytes = bytes, .len = len, .mapped = 1};
   uint32_t cli_rva;
-  int ok = read_pe(&r, &cli_rva) == 0 && read_metadata(&r, cli_rva) == 0 && rid && rid <= r.md.ntypedefs &&
-           dnt__ecma_type_name(&r.md, rid, buf, cap);
+  int ok = read_pe(&r, &cli_rva) == 0 && read_metadata(&r, cli_rva) == 0 && rid &&
+           (what == 2   ? dnt__ecma_method_params(&r.md, rid, buf, cap)
+            : what == 1 ? rid <= r.md.nmethods && dnt__ecma_method_name(&r.md, rid, buf, cap)
+                        : rid <= r.md.ntypedefs && dnt__ecma_type_name(&r.md, rid, buf, cap));
   munmap(bytes, len);
   return ok;
+}
+
+int dnt_assembly_type_name(const char *path, uint32_t rid, char *buf, size_t cap) {
+  return assembly_name(path, 0, rid, buf, cap);
+}
+
+int dnt_assembly_method_name(const char *path, uint32_t rid, char *buf, size_t cap) {
+  return assembly_name(path, 1, rid, buf, cap);
+}
+
+int dnt_assembly_method_params(const char *path, uint32_t rid, char *buf, size_t cap) {
+  return assembly_name(path, 2, rid, buf, cap);
 }

@@ -240,6 +240,7 @@ static const struct {
   const char *help;
 } commands[] = {
     {"clrthreads", cmd_clrthreads_, "the managed threads (SOS's clrthreads)"},
+    {"clrstack", dnt_analyze_clrstack, "[-all] the managed stack of the current thread (or every one's)"},
     {"dumpheap", dnt_analyze_dumpheap, "[-stat] [-type T] [-mt MT] the heap's objects (SOS's dumpheap)"},
     {"pe", cmd_pe, "[ADDR] the exception at ADDR, or the current thread's"},
     {"setthread", cmd_setthread, "N  the current thread, by index (threads lists them)"},

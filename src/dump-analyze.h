@@ -26,4 +26,7 @@ dnt_clr_heap *dnt_analyze_heap(struct analysis *a, const char *command);
 /* dumpheap [-stat] [-type NAME] [-mt MT] (dump-heap.c): 0, or 1 after printing why. */
 int dnt_analyze_dumpheap(struct analysis *a, int argc, char **argv);
 
+/* clrstack [-all] (dump-stack.c): 0, or 1 after printing why. */
+int dnt_analyze_clrstack(struct analysis *a, int argc, char **argv);
+
 #endif

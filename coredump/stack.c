@@ -1,0 +1,248 @@
+/* stack.c: a managed thread's stack (dnt-core.h), as SOS's clrstack walks it. From the thread's
+ * registers: while the instruction pointer is in a managed method, that method is a frame, and
+ * its caller is found through the frame pointer chain (the JIT and crossgen keep RBP frames on
+ * Unix: the return address at [rbp+8], the caller's rbp at [rbp], the caller's stack pointer
+ * rbp+16). When it is in native code, the thread's explicit Frames (Thread.Frame, a list ending
+ * at -1, each beginning with its kind's identifier) say where managed code was left: an
+ * InlinedCallFrame (a P/Invoke in progress) holds the call's return address, stack pointer and
+ * the caller's rbp; a transition Frame (the prestub, a call-counting or dispatch stub) its
+ * TransitionBlock's return address and saved rbp; an exception's Frame a whole CONTEXT. Each
+ * Frame met is a row of its own, as SOS prints it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core-int.h"
+
+#define FRAME_TOP (~0ull)
+#define MAX_FRAMES 4096
+#define CONTEXT_RSP 0x98 /* the AMD64 CONTEXT's Rsp, Rbp and Rip */
+#define CONTEXT_RBP 0xa0
+#define CONTEXT_RIP 0xf8
+#define CALLEE_SAVED_RBP 0 /* a TransitionBlock's callee-saved registers begin with rbp on Unix */
+
+/* The Frame kinds, by the identifier each begins with (the descriptor's globals NAMEIdentifier). */
+static const char *const kinds[] = {
+    "InlinedCallFrame",      "ResumableFrame",         "RedirectedThreadFrame",
+    "FaultingExceptionFrame", "SoftwareExceptionFrame", "FuncEvalFrame",
+    "PInvokeCalliFrame",     "HijackFrame",            "PrestubMethodFrame",
+    "CallCountingHelperFrame", "StubDispatchFrame",    "ExternalMethodFrame",
+    "DynamicHelperFrame",    "ProtectValueClassFrame", "DebuggerClassInitMarkFrame",
+    "DebuggerExitFrame",     "DebuggerU2MCatchHandlerFrame", "ExceptionFilterFrame",
+};
+
+struct walk {
+  const dnt_clr *r;
+  struct dnt_clr_frame *v;
+  size_t n, cap;
+  int oom;
+};
+
+static int u64_at(const dnt_clr *r, uint64_t at, uint64_t *v) { return dnt_core_read_u64(dnt__clr_core(r), at, v); }
+
+static void add(struct walk *w, struct dnt_clr_frame f) {
+  if (w->n == w->cap) {
+    size_t cap = w->cap ? w->cap * 2 : 32;
+    struct dnt_clr_frame *v = realloc(w->v, cap * sizeof *v);
+    if (!v) return (void)(w->oom = 1);
+    w->v = v, w->cap = cap;
+  }
+  w->v[w->n++] = f;
+}
+
+/* The kind of the Frame at frame: its name, NULL when its identifier is none the descriptor
+ * names. */
+static const char *kind_of(const dnt_clr *r, uint64_t frame) {
+  uint64_t id;
+  if (u64_at(r, frame, &id) != 0) return NULL;
+  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+    char global[64];
+    uint64_t v;
+    snprintf(global, sizeof global, "%sIdentifier", kinds[i]);
+    if (dnt_clr_global(r, global, &v) == 0 && v == id) return kinds[i];
+  }
+  return NULL;
+}
+
+struct regs {
+  uint64_t ip, sp, fp;
+};
+
+enum { UWOP_PUSH_NONVOL, UWOP_ALLOC_LARGE, UWOP_ALLOC_SMALL, UWOP_SET_FPREG, UWOP_SAVE_NONVOL, UWOP_SAVE_NONVOL_FAR,
+       UWOP_EPILOG, UWOP_SPARE, UWOP_SAVE_XMM128, UWOP_SAVE_XMM128_FAR, UWOP_PUSH_MACHFRAME };
+#define REG_RBP 5
+#define UNW_FLAG_CHAININFO 0x4
+#define MAX_CHAIN 8
+
+/* Undoes the prolog of the function u names, as far as ip has run it: ctx becomes the caller's
+ * (its ip the return address). 0, or -1 when the data does not read or is not of a kind known
+ * here. */
+static int unwind(const dnt_clr *r, const struct dnt__code_unwind *u, struct regs *ctx) {
+  const dnt_core *c = dnt__clr_core(r);
+  uint64_t sp = ctx->sp, fp = ctx->fp, offset = ctx->ip - u->begin, info = u->info;
+  int chained = 0;
+  for (int depth = 0; depth < MAX_CHAIN; depth++) {
+    uint8_t h[4], codes[512];
+    if (dnt_core_read(c, info, h, sizeof h) != 0) return -1;
+    int version = h[0] & 7, flags = h[0] >> 3, prolog = h[1], count = h[2], frame_reg = h[3] & 0xf,
+        frame_off = h[3] >> 4;
+    if ((version != 1 && version != 2) || dnt_core_read(c, info + 4, codes, (size_t)count * 2) != 0) return -1;
+    /* in a chained function, or past the prolog, every code applies; inside the prolog only
+     * those its instructions so far have done */
+    int in_prolog = !chained && offset < (uint64_t)prolog;
+    for (int i = 0; i < count;) {
+      int at = codes[2 * i], op = codes[2 * i + 1] & 0xf, opinfo = codes[2 * i + 1] >> 4, slots = 1;
+      uint32_t arg = 0;
+      if (op == UWOP_ALLOC_LARGE) slots = opinfo ? 3 : 2;
+      else if (op == UWOP_SAVE_NONVOL || op == UWOP_SAVE_XMM128 || op == UWOP_EPILOG) slots = 2;
+      else if (op == UWOP_SAVE_NONVOL_FAR || op == UWOP_SAVE_XMM128_FAR) slots = 3;
+      if (i + slots > count) return -1;
+      if (slots >= 2) arg = (uint32_t)codes[2 * i + 2] | (uint32_t)codes[2 * i + 3] << 8;
+      if (slots == 3) arg |= ((uint32_t)codes[2 * i + 4] | (uint32_t)codes[2 * i + 5] << 8) << 16;
+      int applies = op != UWOP_EPILOG && (!in_prolog || (uint64_t)at <= offset);
+      if (applies) {
+        uint64_t v;
+        switch (op) {
+        case UWOP_PUSH_NONVOL:
+          if (opinfo == REG_RBP && dnt_core_read_u64(c, sp, &fp) != 0) return -1;
+          sp += 8;
+          break;
+        case UWOP_ALLOC_LARGE: sp += opinfo ? arg : (uint64_t)arg * 8; break;
+        case UWOP_ALLOC_SMALL: sp += (uint64_t)opinfo * 8 + 8; break;
+        case UWOP_SET_FPREG:
+          if (frame_reg != REG_RBP) return -1;
+          sp = fp - (uint64_t)frame_off * 16;
+          break;
+        case UWOP_SAVE_NONVOL:
+        case UWOP_SAVE_NONVOL_FAR:
+          if (opinfo == REG_RBP) {
+            if (dnt_core_read_u64(c, sp + (op == UWOP_SAVE_NONVOL ? (uint64_t)arg * 8 : arg), &v) != 0) return -1;
+            fp = v;
+          }
+          break;
+        case UWOP_SAVE_XMM128:
+        case UWOP_SAVE_XMM128_FAR: break;
+        case UWOP_PUSH_MACHFRAME: { /* an interrupt's frame: ip and sp as the CPU pushed them */
+          uint64_t base = sp + (opinfo ? 8 : 0), ip, rsp;
+          if (dnt_core_read_u64(c, base, &ip) != 0 || dnt_core_read_u64(c, base + 24, &rsp) != 0) return -1;
+          *ctx = (struct regs){ip, rsp, fp};
+          return 0;
+        }
+        default: return -1;
+        }
+      }
+      i += slots;
+    }
+    if (!(flags & UNW_FLAG_CHAININFO)) break;
+    /* the function this one continues (a cold part, a funclet's parent): its RUNTIME_FUNCTION
+     * after the codes, kept to an even count */
+    uint32_t fn[3];
+    if (dnt_core_read(c, info + 4 + 2 * (uint64_t)((count + 1) & ~1), fn, sizeof fn) != 0) return -1;
+    info = u->base + fn[2], chained = 1;
+  }
+  uint64_t ip;
+  if (dnt_core_read_u64(c, sp, &ip) != 0) return -1;
+  *ctx = (struct regs){ip, sp + 8, fp};
+  return 0;
+}
+
+/* Where managed code resumes after the Frame at frame (of kind): 1 with ctx set, 0 when the
+ * Frame does not say (it marks a boundary only), -1 when the core lacks it. */
+static int resume_at(const dnt_clr *r, uint64_t frame, const char *kind, struct regs *ctx) {
+  uint64_t a, b, c, off;
+  if (strcmp(kind, "InlinedCallFrame") == 0) {
+    uint64_t sp_off, ret_off, fp_off;
+    if (dnt_clr_field(r, "InlinedCallFrame", "CallSiteSP", &sp_off) ||
+        dnt_clr_field(r, "InlinedCallFrame", "CallerReturnAddress", &ret_off) ||
+        dnt_clr_field(r, "InlinedCallFrame", "CalleeSavedFP", &fp_off) || u64_at(r, frame + ret_off, &a) ||
+        u64_at(r, frame + sp_off, &b) || u64_at(r, frame + fp_off, &c))
+      return -1;
+    if (!a) return 0; /* not in a call now */
+    *ctx = (struct regs){a, b, c};
+    return 1;
+  }
+  if (strcmp(kind, "SoftwareExceptionFrame") == 0 || strcmp(kind, "FaultingExceptionFrame") == 0 ||
+      strcmp(kind, "ResumableFrame") == 0 || strcmp(kind, "RedirectedThreadFrame") == 0) {
+    uint64_t context;
+    if (strcmp(kind, "SoftwareExceptionFrame") == 0 || strcmp(kind, "FaultingExceptionFrame") == 0) {
+      if (dnt_clr_field(r, kind, "TargetContext", &off)) return -1;
+      context = frame + off;
+    } else if (dnt_clr_field(r, "ResumableFrame", "TargetContextPtr", &off) || u64_at(r, frame + off, &context)) {
+      return -1;
+    }
+    if (u64_at(r, context + CONTEXT_RIP, &a) || u64_at(r, context + CONTEXT_RSP, &b) ||
+        u64_at(r, context + CONTEXT_RBP, &c))
+      return -1;
+    *ctx = (struct regs){a, b, c};
+    return a ? 1 : 0;
+  }
+  if (strcmp(kind, "PrestubMethodFrame") == 0 || strcmp(kind, "CallCountingHelperFrame") == 0 ||
+      strcmp(kind, "StubDispatchFrame") == 0 || strcmp(kind, "ExternalMethodFrame") == 0 ||
+      strcmp(kind, "DynamicHelperFrame") == 0 || strcmp(kind, "PInvokeCalliFrame") == 0) {
+    uint64_t tb_off, ret_off, saved_off, tb;
+    if (dnt_clr_field(r, "FramedMethodFrame", "TransitionBlockPtr", &tb_off) ||
+        dnt_clr_field(r, "TransitionBlock", "ReturnAddress", &ret_off) ||
+        dnt_clr_field(r, "TransitionBlock", "CalleeSavedRegisters", &saved_off) || u64_at(r, frame + tb_off, &tb) ||
+        u64_at(r, tb + ret_off, &a) || u64_at(r, tb + saved_off + CALLEE_SAVED_RBP, &c))
+      return -1;
+    *ctx = (struct regs){a, tb + ret_off + 8, c};
+    return a ? 1 : 0;
+  }
+  return 0;
+}
+
+int dnt_clr_stack_walk(const dnt_clr *r, const struct dnt_clr_thread *t, struct dnt_clr_frame **out, size_t *nout) {
+  struct walk w = {.r = r};
+  *out = NULL, *nout = 0;
+  const struct dnt_core_thread *os;
+  size_t nos = dnt_core_threads(dnt__clr_core(r), &os);
+  if (t->dbg < 0 || (size_t)t->dbg >= nos) return 0; /* no registers: nothing to walk */
+  struct regs ctx = {os[t->dbg].rip, os[t->dbg].rsp, os[t->dbg].rbp};
+  uint64_t frame = t->frame, next_off;
+  if (dnt_clr_field(r, "Frame", "Next", &next_off) != 0) return -1;
+  while (w.n < MAX_FRAMES && !w.oom) {
+    uint64_t md, start;
+    struct dnt__code_unwind u;
+    if (ctx.ip && dnt__clr_code(r, ctx.ip, &md, &start, &u) == 0) {
+      add(&w, (struct dnt_clr_frame){.sp = ctx.sp, .ip = ctx.ip, .method = md});
+      struct regs caller = ctx;
+      if (!u.info || unwind(r, &u, &caller) != 0) {
+        /* no unwind data: the caller through the frame pointer */
+        uint64_t fp = ctx.fp, ip, caller_fp;
+        if (fp < ctx.sp || u64_at(r, fp + 8, &ip) || u64_at(r, fp, &caller_fp)) break;
+        caller = (struct regs){ip, fp + 16, caller_fp};
+      }
+      if (caller.sp <= ctx.sp) break; /* a stack only grows: anything else is damage */
+      ctx = caller;
+      continue;
+    }
+    /* native code: the next explicit Frame says where managed code was left */
+    if (!frame || frame == FRAME_TOP) break;
+    const char *kind = kind_of(r, frame);
+    struct dnt_clr_frame f = {.sp = frame, .ip = ctx.ip, .frame = frame, .kind = kind ? kind : "Frame"};
+    if (kind && strcmp(kind, "InlinedCallFrame") == 0) {
+      uint64_t datum;
+      if (u64_at(r, frame + 16, &datum) == 0 && datum && !(datum & 7)) f.method = datum; /* the target's MethodDesc */
+    }
+    add(&w, f);
+    struct regs next = ctx;
+    int how = kind ? resume_at(r, frame, kind, &next) : 0;
+    if (how < 0) break;
+    if (how > 0) {
+      if (strcmp(kind, "InlinedCallFrame") == 0) { /* SOS shows it again, at the call's return */
+        f.ip = next.ip;
+        add(&w, f);
+      }
+      ctx = next;
+    }
+    uint64_t following;
+    if (u64_at(r, frame + next_off, &following) != 0 || following == frame) break;
+    frame = following;
+  }
+  if (w.oom) {
+    free(w.v);
+    return -1;
+  }
+  *out = w.v, *nout = w.n;
+  return 0;
+}
