@@ -92,6 +92,12 @@ struct dnt_clr_exception {
   uint64_t inner;           /* the inner exception, 0 when none */
   char inner_type[512];
   uint32_t hresult;
+  /* the stack its throw recorded (_stackTrace: the frames the exception passed), innermost first */
+  enum { DNT_CLR_TRACE_NONE, DNT_CLR_TRACE_UNAVAILABLE, DNT_CLR_TRACE_UNREADABLE, DNT_CLR_TRACE_FRAMES } trace;
+  struct dnt_clr_trace_frame {
+    uint64_t ip, sp, method; /* method: its MethodDesc */
+  } *frames;                 /* malloc'ed */
+  size_t nframes;
 };
 
 /* Reads the exception at obj. 0, or -1 with err. e the caller's (release it). */
@@ -108,6 +114,8 @@ int dnt_clr_code_method(const dnt_clr *r, uint64_t ip, uint64_t *md, uint64_t *s
 int dnt_clr_method_desc(const dnt_clr *r, uint64_t md, uint64_t *mt, uint32_t *token);
 /* "Namespace.Type.Method" of a MethodDesc, from its module's metadata: 0, or -1. */
 int dnt_clr_method_name(const dnt_clr *r, uint64_t md, char *buf, size_t cap);
+/* The file of a MethodDesc's module (its path as the runtime kept it): 0, or -1. */
+int dnt_clr_method_module(const dnt_clr *r, uint64_t md, char *buf, size_t cap);
 
 /* ---- the GC heap (the GC's own interface to debuggers: .NET 10's contracts have no GC yet) ---- */
 

@@ -214,6 +214,41 @@ static int ref_field(const dnt_clr *r, uint64_t obj, const char *name, uint64_t 
   return field(r, "Exception", name, &off) || dnt_core_read_u64(dnt__clr_core(r), obj + off, v) != 0 ? -1 : 0;
 }
 
+#define ARRAY_DATA 16       /* an array's elements, after its MethodTable and length */
+#define TRACE_HEADER 16     /* the trace's own header: u32 count, u32 kept-alive count, its thread */
+#define TRACE_ELEMENT 32    /* ip, sp, MethodDesc, flags */
+#define MAX_TRACE 100000
+
+/* _stackTrace: a byte[] of the trace, or (since .NET 9) an object[] whose first element is. */
+static void read_trace(const dnt_clr *r, uint64_t obj, struct dnt_clr_exception *e) {
+  const dnt_core *c = dnt__clr_core(r);
+  uint64_t off, array, mt, objects = 0, at;
+  uint32_t length, flags, count;
+  e->trace = DNT_CLR_TRACE_NONE;
+  if (field(r, "Exception", "_stackTrace", &off) || dnt_core_read_u64(c, obj + off, &array) != 0 || !array) return;
+  if (dnt_clr_global(r, "ObjectArrayMethodTable", &at) == 0) dnt_core_read_u64(c, at, &objects);
+  if (dnt_clr_object_mt(r, array, &mt) == 0 && mt == objects && dnt_core_read_u64(c, array + ARRAY_DATA, &array) != 0)
+    return;
+  e->trace = DNT_CLR_TRACE_UNAVAILABLE;
+  if (!array || dnt_core_read_u32(c, array + 8, &length) != 0 || length == 0 || dnt_clr_object_mt(r, array, &mt) != 0 ||
+      dnt_core_read_u32(c, mt, &flags) != 0)
+    return;
+  e->trace = DNT_CLR_TRACE_UNREADABLE;
+  if (dnt_core_read_u32(c, array + ARRAY_DATA, &count) != 0 || count == 0 || count > MAX_TRACE ||
+      count > (length - (length < TRACE_HEADER ? length : TRACE_HEADER)) / TRACE_ELEMENT)
+    return;
+  e->frames = calloc(count, sizeof *e->frames);
+  if (!e->frames) return;
+  for (uint32_t i = 0; i < count; i++) {
+    uint64_t el = array + ARRAY_DATA + TRACE_HEADER + (uint64_t)i * TRACE_ELEMENT;
+    struct dnt_clr_trace_frame *f = &e->frames[e->nframes];
+    if (dnt_core_read_u64(c, el, &f->ip) || dnt_core_read_u64(c, el + 8, &f->sp) || dnt_core_read_u64(c, el + 16, &f->method))
+      break;
+    e->nframes++;
+  }
+  e->trace = DNT_CLR_TRACE_FRAMES;
+}
+
 int dnt_clr_exception_read(const dnt_clr *r, uint64_t obj, struct dnt_clr_exception *e, char *err, size_t cap) {
   memset(e, 0, sizeof *e);
   e->address = obj;
@@ -227,6 +262,7 @@ int dnt_clr_exception_read(const dnt_clr *r, uint64_t obj, struct dnt_clr_except
   if (dnt_clr_type_name(r, e->mt, e->type, sizeof e->type) != 0) e->type[0] = '\0';
   if (message && dnt_clr_string(r, message, MAX_MESSAGE_UNITS, &e->message) != 0) e->message = NULL;
   if (trace && dnt_clr_string(r, trace, MAX_MESSAGE_UNITS, &e->stack_trace_string) != 0) e->stack_trace_string = NULL;
+  read_trace(r, obj, e);
   uint64_t inner_mt;
   if (e->inner && (dnt_clr_object_mt(r, e->inner, &inner_mt) != 0 ||
                    dnt_clr_type_name(r, inner_mt, e->inner_type, sizeof e->inner_type) != 0))
@@ -235,9 +271,19 @@ int dnt_clr_exception_read(const dnt_clr *r, uint64_t obj, struct dnt_clr_except
 }
 
 void dnt_clr_exception_release(struct dnt_clr_exception *e) {
+  free(e->frames);
   free(e->message);
   free(e->stack_trace_string);
   memset(e, 0, sizeof *e);
+}
+
+int dnt_clr_method_module(const dnt_clr *r, uint64_t md, char *buf, size_t cap) {
+  uint64_t mt, module_off, module;
+  uint32_t token;
+  return dnt_clr_method_desc(r, md, &mt, &token) != 0 || field(r, "MethodTable", "Module", &module_off) ||
+                 dnt_core_read_u64(dnt__clr_core(r), mt + module_off, &module) != 0
+             ? -1
+             : module_path(r, module, buf, cap);
 }
 
 int dnt_clr_method_name(const dnt_clr *r, uint64_t md, char *buf, size_t cap) {

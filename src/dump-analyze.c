@@ -155,6 +155,35 @@ static void put_text(const char *label, const char *text) {
   free(safe);
 }
 
+/* The frames the exception's throw recorded, as SOS's pe prints them: SP, IP and
+ * "Module!Type.Method(Params)+0xOFFSET" (the offset from the method's code). */
+static void print_trace(struct analysis *a, const struct dnt_clr_exception *e) {
+  printf("StackTrace (generated):\n");
+  if (e->trace == DNT_CLR_TRACE_NONE) return (void)printf("<none>\n");
+  if (e->trace == DNT_CLR_TRACE_UNAVAILABLE) return (void)printf("<Not Available>\n");
+  if (e->trace == DNT_CLR_TRACE_UNREADABLE) return (void)printf("Unable to decipher generated stack trace\n\n");
+  printf("    SP               IP               Function\n");
+  for (size_t i = 0; i < e->nframes; i++) {
+    const struct dnt_clr_trace_frame *f = &e->frames[i];
+    char name[2048], path[4096], *safe;
+    uint64_t md, start;
+    if (dnt_clr_method_name(a->clr, f->method, name, sizeof name) != 0) continue; /* SOS leaves out what it cannot name */
+    const char *module = dnt_clr_method_module(a->clr, f->method, path, sizeof path) == 0 ? path : "UNKNOWN";
+    if (strrchr(module, '/')) module = strrchr(module, '/') + 1;
+    printf("    %016llX %016llX ", (unsigned long long)f->sp, (unsigned long long)f->ip);
+    safe = dnt_safe_text(module);
+    printf("%s!", safe);
+    free(safe);
+    safe = dnt_safe_text(name);
+    printf("%s", safe);
+    free(safe);
+    if (dnt_clr_code_method(a->clr, f->ip, &md, &start) == 0 && md == f->method && f->ip > start)
+      printf("+%#llx", (unsigned long long)(f->ip - start));
+    printf("\n");
+  }
+  printf("\n");
+}
+
 /* pe [ADDR]: the exception at ADDR, or the current thread's (its last thrown), as SOS prints it. */
 static int cmd_pe(struct analysis *a, int argc, char **argv) {
   const char *arg = argc > 1 ? argv[1] : NULL;
@@ -195,7 +224,16 @@ static int cmd_pe(struct analysis *a, int argc, char **argv) {
     else printf("null");
     printf(",\"inner\":\"0x%llx\",\"innerType\":", (unsigned long long)e.inner);
     dnt_json_string(stdout, e.inner_type);
-    printf(",\"hresult\":\"%08x\"}}\n", e.hresult);
+    printf(",\"hresult\":\"%08x\",\"stackTrace\":[", e.hresult);
+    for (size_t i = 0; i < e.nframes; i++) {
+      char name[2048] = "";
+      if (dnt_clr_method_name(a->clr, e.frames[i].method, name, sizeof name) != 0) name[0] = '\0';
+      printf("%s{\"sp\":\"0x%llx\",\"ip\":\"0x%llx\",\"method\":", i ? "," : "", (unsigned long long)e.frames[i].sp,
+             (unsigned long long)e.frames[i].ip);
+      dnt_json_string(stdout, name);
+      printf("}");
+    }
+    printf("]}}\n");
   } else {
     printf("Exception object: %016llx\n", (unsigned long long)e.address);
     put_text("Exception type:   ", e.type[0] ? e.type : "<unknown type>");
@@ -207,7 +245,7 @@ static int cmd_pe(struct analysis *a, int argc, char **argv) {
     } else {
       printf("InnerException:   <none>\n");
     }
-    printf("StackTrace (generated): not read yet (an exception's frames come with clrstack, issue 25)\n\n");
+    print_trace(a, &e);
     put_text("StackTraceString: ", e.stack_trace_string);
     printf("HResult: %08x\n", e.hresult);
   }

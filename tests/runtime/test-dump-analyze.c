@@ -121,6 +121,48 @@ static void dumpheap_as_dotnet_dumps(const char *core, const char *command, stru
   dnt_run_free(&theirs);
 }
 
+/* SOS's rows without their source lines (" [FILE @ LINE]" at a row's end: dotnet-dump reads the
+ * portable PDBs, dntrace does not yet), into a new string. */
+static char *without_source_lines(const char *text) {
+  char *out = malloc(strlen(text) + 1), *o = out;
+  cr_assert(out);
+  for (const char *line = text; *line;) {
+    size_t n = strcspn(line, "\n");
+    const char *open = NULL;
+    for (const char *p = line; p < line + n; p++)
+      if (p[0] == ' ' && p[1] == '[') open = p;
+    size_t keep = n;
+    if (open && n && line[n - 1] == ']') {
+      const char *at = strstr(open, " @ ");
+      if (at && at < line + n) keep = (size_t)(open - line);
+    }
+    memcpy(o, line, keep);
+    o += keep;
+    line += n;
+    if (*line == '\n') *o++ = '\n', line++;
+  }
+  *o = '\0';
+  return out;
+}
+
+/* commands (a clrstack, a setthread before it) on core by dntrace (into ours) and by dotnet-dump:
+ * the same rows, but SOS's source lines. */
+static void clrstack_as_dotnet_dumps(const char *core, const char *before, const char *command, struct dnt_run *ours) {
+  struct dnt_run theirs;
+  cr_assert_eq(dnt_run_dntrace(ours, "dump", "analyze", core, "-c", before, "-c", command, NULL), 0, "%s: %s", command,
+               ours->err);
+  char *const argv[] = {(char *)dotnet_dump(), "analyze", (char *)core, "-c", (char *)before, "-c", (char *)command,
+                        "-c", "exit", NULL};
+  cr_assert_eq(dnt_run_argv(&theirs, argv, NULL, 300000), 0, "dotnet-dump: %s%s", theirs.out, theirs.err);
+  const char *after = strstr(theirs.out, "Loading core dump: ");
+  after = after ? strchr(after, '\n') : NULL;
+  cr_assert(after, "dotnet-dump: %s", theirs.out);
+  char *want = without_source_lines(after + 1);
+  cr_expect_str_eq(ours->out, want, "%s: dntrace:\n%s\ndotnet-dump:\n%s", command, ours->out, want);
+  free(want);
+  dnt_run_free(&theirs);
+}
+
 /* The count of a type's row in dumpheap -stat's text ("MT COUNT TOTAL NAME"), 0 when none. */
 static unsigned long stat_count(const char *text, const char *type) {
   char want[512];
@@ -230,6 +272,63 @@ Test(dump_analyze, dumpheap_reads_a_server_gc_heap, .timeout = 600) {
   free(dir);
 }
 
+/* clrstack -all on the sample's core: every managed thread's frames as dotnet-dump prints them
+ * (the same stack pointers, instruction pointers, methods with their parameters, and the
+ * runtime's Frames: a P/Invoke's InlinedCallFrame twice, the thread's base), source lines aside;
+ * clrstack of the current thread after setthread; --json the same frames. */
+Test(dump_analyze, clrstack_is_what_dotnet_dump_prints, .timeout = 300) {
+  DNT_REQUIRE_TARGET();
+  dotnet_dump();
+  char *dir = dnt_temp_dir("dnt-analyze"), core[4200];
+  dump_sample(dir, core, sizeof core);
+  struct dnt_run all, one, js;
+  clrstack_as_dotnet_dumps(core, "setthread 0", "clrstack -all", &all);
+  cr_expect(strstr(all.out, " Sample.Program.Main(System.String[])\n"), "%s", all.out);
+  cr_expect(strstr(all.out, " System.Threading.Thread.StartCallback()\n"), "%s", all.out);
+  cr_expect(strstr(all.out, "[InlinedCallFrame: "), "%s", all.out);
+  unsigned parked = 0;
+  for (const char *p = all.out; (p = strstr(p, " Sample.IdleWork.Park(System.Threading.CancellationToken)\n")); p++)
+    parked++;
+  cr_expect_eq(parked, 3, "the sample's three idle threads: %s", all.out);
+  /* the thread that runs Main, by its index among the core's */
+  const char *main_row = strstr(all.out, " Sample.Program.Main(");
+  cr_assert(main_row);
+  const char *header = main_row;
+  while (header > all.out && strncmp(header, "OS Thread Id: 0x", 16) != 0) header--;
+  unsigned tid = 0;
+  cr_assert(sscanf(header, "OS Thread Id: 0x%x", &tid) == 1, "%.100s", header);
+  struct dnt_run threads;
+  cr_assert_eq(dnt_run_dntrace(&threads, "dump", "analyze", core, "-c", "threads", NULL), 0, "%s", threads.err);
+  char want[64], setthread[32];
+  snprintf(want, sizeof want, " 0x%04X (%u)\n", tid, tid);
+  const char *row = strstr(threads.out, want);
+  cr_assert(row, "thread %u among the core's: %s", tid, threads.out);
+  while (row > threads.out && row[-1] != '\n') row--;
+  snprintf(setthread, sizeof setthread, "setthread %d", atoi(row + 1));
+  dnt_run_free(&threads);
+  clrstack_as_dotnet_dumps(core, setthread, "clrstack", &one);
+  cr_expect(strstr(one.out, " Sample.Program.Main(System.String[])\n"), "%s", one.out);
+  dnt_run_free(&one);
+  /* --json: the same rows */
+  cr_assert_eq(dnt_run_dntrace(&js, "dump", "analyze", core, "--json", "-c", "clrstack -all", NULL), 0, "%s", js.err);
+  char json[4400], text[4400];
+  snprintf(json, sizeof json, "%s/stack.json", dir);
+  snprintf(text, sizeof text, "%s/stack.txt", dir);
+  dnt_write_file(json, js.out, strlen(js.out));
+  dnt_write_file(text, all.out, strlen(all.out));
+  char py[] = "import json, sys\n"
+              "j = json.loads(open(sys.argv[1]).read())\n"
+              "rows = [l.split(None, 2) for l in open(sys.argv[2]).read().splitlines() if l[:1] in '0123456789ABCDEF']\n"
+              "got = [(int(f['sp'], 16), int(f['ip'], 16)) for t in j['threads'] for f in t['frames']]\n"
+              "assert got == [(int(r[0], 16), int(r[1], 16)) for r in rows], (got[:4], rows[:4])\n"
+              "assert any(f['method'] == 'Sample.Program.Main(System.String[])' for t in j['threads'] for f in t['frames'])\n";
+  expect_python(py, json, text, NULL);
+  dnt_run_free(&js);
+  dnt_run_free(&all);
+  dnt_rm_rf(dir);
+  free(dir);
+}
+
 /* heap, mini and triage dumps hold no read-only pages: the runtime's descriptor, its JSON and
  * pointers come from libcoreclr.so's file (relocated as the loader did), the rest from the core;
  * clrthreads is dotnet-dump's, byte for byte, on each. */
@@ -254,6 +353,9 @@ Test(dump_analyze, every_dump_type_reads_as_dotnet_dumps, .timeout = 300) {
     clrthreads_as_dotnet_dumps(cores[i], &ours);
     cr_expect(strstr(ours.out, "(Finalizer)"), "%s: %s", types[i], ours.out);
     dnt_run_free(&ours);
+    clrstack_as_dotnet_dumps(cores[i], "setthread 0", "clrstack -all", &ours); /* stacks are in every type */
+    cr_expect(strstr(ours.out, " Sample.IdleWork.Park("), "%s: %s", types[i], ours.out);
+    dnt_run_free(&ours);
   }
   /* dumpheap: a heap dump holds the heap (dotnet-dump's text); a mini dump the GC's state but not
    * the heap's memory: nothing listed (as dotnet-dump) and a warning that says so; a triage dump
@@ -273,16 +375,6 @@ Test(dump_analyze, every_dump_type_reads_as_dotnet_dumps, .timeout = 300) {
   free(dir);
 }
 
-/* The text of the line of text that begins with prefix ("" when none), into buf. */
-static const char *line_of(const char *text, const char *prefix, char *buf, size_t cap) {
-  buf[0] = '\0';
-  for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-    if (strncmp(p, prefix, strlen(prefix)) == 0) {
-      snprintf(buf, cap, "%.*s", (int)strcspn(p, "\n"), p);
-      break;
-    }
-  return buf;
-}
 
 /* The sample crashes (--crash-after: an unhandled Sample.SampleException on thread crash-work)
  * and its runtime writes a full core of itself as it dies (DOTNET_DbgEnableMiniDump). On that
@@ -322,17 +414,19 @@ Test(dump_analyze, a_crash_shows_its_exception_as_dotnet_dump_does, .timeout = 3
                "%s", ours.err);
   char *const pe[] = {(char *)oracle, "analyze", core, "-c", setthread, "-c", "pe", "-c", "exit", NULL};
   cr_assert_eq(dnt_run_argv(&theirs, pe, NULL, 120000), 0, "dotnet-dump: %s%s", theirs.out, theirs.err);
-  const char *lines[] = {"Exception object: ", "Exception type:   ", "Message:          ", "InnerException:   ",
-                         "StackTraceString: ", "HResult: "};
-  for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
-    char a[1024], b[1024];
-    line_of(ours.out, lines[i], a, sizeof a);
-    line_of(theirs.out, lines[i], b, sizeof b);
-    cr_expect(b[0], "dotnet-dump prints %s: %s", lines[i], theirs.out);
-    cr_expect_str_eq(a, b, "dntrace:\n%s\ndotnet-dump:\n%s", ours.out, theirs.out);
-  }
+  /* pe: dotnet-dump's text, the stack its throw recorded included (each of its lines, in order) */
+  const char *theirs_pe = strstr(theirs.out, "Exception object: ");
+  cr_assert(theirs_pe, "dotnet-dump: %s", theirs.out);
+  cr_expect(strncmp(ours.out, theirs_pe, strlen(theirs_pe)) == 0, "dntrace:\n%s\ndotnet-dump:\n%s", ours.out,
+            theirs_pe);
+  cr_expect(strstr(ours.out, "StackTrace (generated):\n    SP               IP               Function\n") &&
+                strstr(ours.out, " Sample.dll!Sample.ThrowWork.Fail()+0x"),
+            "%s", ours.out);
   cr_expect(strstr(ours.out, "Exception type:   Sample.SampleException\n"), "%s", ours.out);
   struct dnt_run heap;
+  clrstack_as_dotnet_dumps(core, setthread, "clrstack", &heap);
+  cr_expect(strstr(heap.out, "[SoftwareExceptionFrame: ") && strstr(heap.out, " Sample.ThrowWork.Fail()\n"), "%s", heap.out);
+  dnt_run_free(&heap);
   dumpheap_as_dotnet_dumps(core, "dumpheap -stat -noprogress", &heap);
   cr_expect(strstr(heap.out, " Sample.SampleException\n"), "the exception is on the heap: %s", heap.out);
   dnt_run_free(&heap);
