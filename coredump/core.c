@@ -154,6 +154,9 @@ int dnt_core_open(dnt_core **out, const char *path, char *err, size_t cap) {
     dnt_core_close(c);
     return -1;
   }
+  /* a core is read here and there (a heap walk, a thread's stack): no readahead around a read,
+   * which would fill memory with pages never looked at */
+  (void)madvise((void *)c->base, (size_t)c->size, MADV_RANDOM);
   if (parse(c, err, cap) != 0) {
     dnt_core_close(c);
     return -1;
@@ -193,6 +196,27 @@ static const struct segment *segment_at(const dnt_core *c, uint64_t addr, uint64
   if (!lo) return NULL;
   const struct segment *s = &c->segs[lo - 1];
   return addr - s->vaddr < s->filesz ? s : NULL;
+}
+
+void dnt_core_forget(const dnt_core *c, uint64_t addr, uint64_t n) {
+  long page = sysconf(_SC_PAGESIZE);
+  if (page <= 0) return;
+  while (n) {
+    uint64_t next, k;
+    const struct segment *s = segment_at(c, addr, &next);
+    if (s) {
+      uint64_t in = addr - s->vaddr;
+      k = s->filesz - in < n ? s->filesz - in : n;
+      /* the whole pages of the file inside [addr, addr + k) */
+      uint64_t from = (s->offset + in + (uint64_t)page - 1) & ~((uint64_t)page - 1), to = (s->offset + in + k) & ~((uint64_t)page - 1);
+      if (to > from) (void)madvise((void *)(c->base + from), (size_t)(to - from), MADV_DONTNEED);
+    } else {
+      k = next - addr < n ? next - addr : n;
+    }
+    if (!k || addr > UINT64_MAX - k) return;
+    n -= k;
+    addr += k;
+  }
 }
 
 /* Memory the core holds, else (up to the next segment) the bytes of the file mapped there. */

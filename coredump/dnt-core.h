@@ -44,6 +44,10 @@ size_t dnt_core_threads(const dnt_core *c, const struct dnt_core_thread **v);
 int dnt_core_read(const dnt_core *c, uint64_t addr, void *buf, size_t n);
 int dnt_core_read_u64(const dnt_core *c, uint64_t addr, uint64_t *v);
 int dnt_core_read_u32(const dnt_core *c, uint64_t addr, uint32_t *v);
+/* A hint: the memory at [addr, addr + n) will not be read again soon (the pages of the file
+ * mapped for it are let go; a later read maps them again). Keeps a walk of a large heap from
+ * holding the whole core in memory. */
+void dnt_core_forget(const dnt_core *c, uint64_t addr, uint64_t n);
 
 /* ---- the runtime in it ---- */
 

@@ -28,6 +28,7 @@
 #define MAX_GAPS (1u << 20)
 #define MT_HAS_COMPONENT_SIZE 0x80000000u
 #define MIN_OBJECT_SIZE 24
+#define FORGET_EVERY (16u << 20)
 #define MIN_BASE_SIZE 16 /* a String's is 22: its header, MethodTable, length and terminator */
 
 /* GcDacVars' pointers, by their index after its four leading values (gcinterface.dacvars.def). */
@@ -341,6 +342,7 @@ int dnt_clr_heap_walk(dnt_clr_heap *h, dnt_clr_object_fn fn, void *ud, struct dn
   for (size_t i = 0; i < h->nregions; i++) {
     const struct dnt_clr_region *reg = &h->regions[i];
     int skips = reg->generation != 3 && !reg->frozen; /* no allocation context in the LOH or a frozen one */
+    uint64_t forgotten = reg->start;
     for (uint64_t at = reg->start; at && at < reg->end;) {
       uint64_t word;
       if (u64_at(h->c, at, &word) != 0) { /* the core lacks the rest of the region */
@@ -368,7 +370,12 @@ int dnt_clr_heap_walk(dnt_clr_heap *h, dnt_clr_object_fn fn, void *ud, struct dn
       }
       at += (o.size + 7) & ~7ull;
       if (skips) at = past_contexts(h, reg, at);
+      if (at > forgotten && at - forgotten >= FORGET_EVERY) { /* what is walked need not stay in memory */
+        dnt_core_forget(h->c, forgotten, at - forgotten);
+        forgotten = at;
+      }
     }
+    if (forgotten < reg->end) dnt_core_forget(h->c, forgotten, reg->end - forgotten);
   }
   return 0;
 }

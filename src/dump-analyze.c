@@ -30,7 +30,7 @@ static const struct dnt_option analyze_options[] = {
 
 const struct dnt_usage usage_dump_analyze = {
     .synopsis = "dntrace dump analyze CORE [-c COMMAND]... [--runtime-dir DIR] [--json]",
-    .summary = "Read a .NET process's core: its runtime and managed threads, as dotnet-dump's SOS shows them",
+    .summary = "Read a .NET process's core: its managed threads, stacks, heap and exceptions, as dotnet-dump's SOS shows them",
     .options = analyze_options,
     .operand = DNT_OPERAND_ONE,
     .operand_offset = O(core),
@@ -314,7 +314,7 @@ static int run(struct analysis *a, const char *line) {
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     if (strcasecmp(word, commands[i].name) == 0) return commands[i].fn(a, argc, argv);
   char *safe = dnt_safe_text(word);
-  dnt_error("unknown command '%s' (help lists them; more of SOS's come: clrstack, dumpobj, gcroot)", safe);
+  dnt_error("unknown command '%s' (help lists them; more of SOS's come: dumpobj, gcroot)", safe);
   free(safe);
   return 1;
 }

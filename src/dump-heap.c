@@ -110,6 +110,7 @@ struct listing {
   const uint64_t *mts;
   size_t n;
   int list, short_, json, any, oom;
+  int noted; /* the fragmentation was seen already (by the counting walk) */
   uint64_t free_mt;
   struct dnt_clr_object last_free;
   struct fragment *frags;
@@ -136,10 +137,17 @@ static void note_fragment(struct listing *l, const struct dnt_clr_object *o) {
   else l->last_free.size = 0;
 }
 
+/* The counting walk's look at every object (no filter): the fragmentation. Keeps them all. */
+static int fragment_of(void *ud, const struct dnt_clr_object *o) {
+  struct listing *l = ud;
+  if (!l->short_) note_fragment(l, o);
+  return 1;
+}
+
 static int list_object(void *ud, const struct dnt_clr_object *o) {
   struct listing *l = ud;
   if (!bsearch(&o->mt, l->mts, l->n, sizeof *l->mts, cmp_u64)) return 0;
-  if (!l->short_) note_fragment(l, o);
+  if (!l->short_ && !l->noted) note_fragment(l, o);
   if (!l->list) return 0;
   if (l->json) {
     printf("%s{\"address\":\"0x%" PRIx64 "\",\"mt\":\"0x%" PRIx64 "\",\"size\":%" PRIu64 "}", l->any ? "," : "",
@@ -195,13 +203,16 @@ int dnt_analyze_dumpheap(struct analysis *a, int argc, char **argv) {
   struct dnt_clr_type_stat *v;
   struct dnt_clr_walk walk;
   size_t n;
-  if (dnt_clr_heap_stat(h, NULL, NULL, &v, &n, &walk) != 0) {
+  /* without a filter, the fragmentation is seen in the counting walk: -stat walks once */
+  struct listing l = {.short_ = d.short_, .json = a->o->json, .free_mt = free_mt};
+  int unfiltered = !d.type && !d.mt;
+  if (dnt_clr_heap_stat(h, unfiltered ? fragment_of : NULL, &l, &v, &n, &walk) != 0 || l.oom) {
     dnt_error("dumpheap: out of memory");
+    free(l.frags);
     return 1;
   }
   struct row *rows = calloc(n ? n : 1, sizeof *rows);
   uint64_t *kept = calloc(n ? n : 1, sizeof *kept);
-  struct listing l = {.short_ = d.short_, .json = a->o->json, .free_mt = free_mt};
   size_t nrows = 0;
   int rc = 0;
   if (!rows || !kept) {
@@ -221,9 +232,9 @@ int dnt_analyze_dumpheap(struct analysis *a, int argc, char **argv) {
   }
   /* a second walk: the objects listed, and the fragmentation (with -stat too, as SOS) */
   qsort(kept, nrows, sizeof *kept, cmp_u64);
-  l.mts = kept, l.n = nrows, l.list = !d.stat;
+  l.mts = kept, l.n = nrows, l.list = !d.stat, l.noted = unfiltered;
   if (l.json) printf("{\"command\":\"dumpheap\"%s", l.list ? ",\"objects\":[" : "");
-  if (nrows && dnt_clr_heap_walk(h, list_object, &l, &walk) != 0) l.oom = 1;
+  if (nrows && (l.list || !l.noted) && dnt_clr_heap_walk(h, list_object, &l, &walk) != 0) l.oom = 1;
   if (l.json && l.list) printf("]");
   if (l.oom) {
     if (l.json) printf("}\n");

@@ -456,6 +456,43 @@ else
   echo "(no sample target, or perf cannot record: waits timings skipped)"
 fi
 
+# dump analyze (issue 25): full dumps of the sample holding a 10,000,000-object heap (--heap
+# 5000000:0, a CacheEntry and an empty byte[] each) and a 1 GB one (--heap 10000:100000, in the
+# large object heap), then `dumpheap -stat` by dntrace and by dotnet-dump (when ./bootstrap.sh
+# installed it) on each: wall time and peak RSS; and `clrstack -all` of a sample with 500 idle
+# threads
+if [ -x "$exe" ]; then
+  dd=${DNT_DOTNET_TOOLS:-${DNT_SRCDIR:-$(dirname "$0")/..}/build-tools/dotnet-tools}/dotnet-dump
+  for heap in 5000000:0 10000:100000 threads; do
+    if [ "$heap" = threads ]; then
+      "$exe" --threads 500 --no-cpu --no-blocking --no-alloc --no-exceptions >/dev/null 2>&1 &
+    else
+      "$exe" --heap "$heap" --no-cpu --no-blocking --no-alloc --no-exceptions --no-counters >/dev/null 2>&1 &
+    fi
+    pid=$!
+    for _ in $(seq 600); do ls /tmp/dotnet-diagnostic-$pid-*-socket >/dev/null 2>&1 && break; sleep 0.1; done
+    sleep 5
+    core=/tmp/dnt-bench-analyze.core
+    $DNT_BIN dump -p $pid --type full -o $core >/dev/null 2>&1
+    kill $pid
+    wait $pid 2>/dev/null || true
+    if [ "$heap" = threads ]; then
+      echo "== dump analyze: clrstack -all, 500 idle threads ($(($(stat -c %s $core) / 1000000)) MB core)"
+      cmd="clrstack -all" ddcmd="clrstack -all"
+    else
+      echo "== dump analyze: dumpheap -stat, --heap $heap ($(($(stat -c %s $core) / 1000000)) MB core)"
+      cmd="dumpheap -stat" ddcmd="dumpheap -stat -noprogress"
+    fi
+    /usr/bin/time -f "  dntrace:     %e s, %U s user, peak RSS %M KB" $DNT_BIN dump analyze $core -c "$cmd" 2>&1 >/dev/null |
+      grep 'dntrace:'
+    if [ -x "$dd" ]; then
+      /usr/bin/time -f "  dotnet-dump: %e s, %U s user, peak RSS %M KB" "$dd" analyze $core -c "$ddcmd" -c exit 2>&1 \
+        >/dev/null | grep 'dotnet-dump:'
+    fi
+    rm -f $core
+  done
+fi
+
 # incidents (issue 26): `watch` with three counter rules on the sample for 60 s (CPU time and peak
 # RSS of dntrace), `collect --ring 10s` at 100,000 events a second for 30 s beside a plain
 # collect of the same stream, and a 64 MB ring's RSS over five minutes

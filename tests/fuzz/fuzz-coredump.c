@@ -2,7 +2,9 @@
  * that begins with '{' is the runtime's JSON descriptor (json.c), anything else a core file
  * (core.c: ELF header, program headers, notes; reads of its memory), and the runtime looked for
  * in it (clr.c: its mapped files, the library's symbol table, the descriptor) with the managed
- * threads and their exceptions (objects.c) when one is found. Seeds: tests/fuzz/seeds/elfcore (real cores without memory) and
+ * threads, their exceptions (objects.c) and stacks (stack.c, code.c: the code map, unwind data,
+ * Frames, MethodDescs), and the heap (heap.c: the GC's variables, its regions, the walk, the
+ * types' names) when one is found. Seeds: tests/fuzz/seeds/elfcore (real cores without memory) and
  * tests/fuzz/seeds/coredump (descriptor-shaped JSON written here). */
 #include <stdint.h>
 #include <stdlib.h>
@@ -51,8 +53,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         struct dnt_clr_exception e;
         if (ts.v[i].last_thrown && dnt_clr_exception_read(r, ts.v[i].last_thrown, &e, err, sizeof err) == 0)
           dnt_clr_exception_release(&e);
+        struct dnt_clr_frame *f; /* its stack, as clrstack walks and names it */
+        size_t nf;
+        char name[512];
+        if (dnt_clr_stack_walk(r, &ts.v[i], &f, &nf) == 0) {
+          for (size_t k = 0; k < nf; k++)
+            if (f[k].method) (void)dnt_clr_method_name(r, f[k].method, name, sizeof name);
+          free(f);
+        }
       }
       dnt_clr_threads_release(&ts);
+    }
+    dnt_clr_heap *h; /* the heap, counted and its types named as dumpheap -stat does */
+    if (dnt_clr_heap_open(&h, r, err, sizeof err) == 0) {
+      struct dnt_clr_type_stat *v;
+      struct dnt_clr_walk w;
+      size_t nv;
+      if (dnt_clr_heap_stat(h, NULL, NULL, &v, &nv, &w) == 0) {
+        char name[512];
+        for (size_t i = 0; i < nv && i < 64; i++) (void)dnt_clr_type_name(r, v[i].mt, name, sizeof name);
+        free(v);
+      }
+      dnt_clr_heap_close(h);
     }
     dnt_clr_close(r);
   }

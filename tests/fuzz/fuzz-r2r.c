@@ -1,12 +1,16 @@
 /* fuzz-r2r.c: libFuzzer target for the ReadyToRun images a trace names (profile/r2r.c and
  * ecma-names.c: PE headers, the CLI and ReadyToRun headers, NativeArray entries, metadata
- * tables): dnt__r2r_open, every MethodDef token's RVA, and names at RVAs across the image. Seeds:
+ * tables, method signatures): dnt__r2r_open, every MethodDef token's RVA, names at RVAs across
+ * the image, and (as `dump analyze` reads an assembly's file) methods' names and parameters and
+ * types' names by row. Seeds:
  * small ReadyToRun assemblies of the installed shared framework, copied by run.sh at run time
  * (Microsoft's files are not the project's to commit). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dnt-profile.h"
+#include "fuzz-file.h"
 #include "r2r-int.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -26,5 +30,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   (void)dnt__r2r_name(r, UINT32_MAX, name, sizeof name);
   (void)dnt__r2r_name(r, 0, name, 1);
   dnt__r2r_free(r);
+  char path[32], small[8];
+  fuzz_file(data, size, path, sizeof path);
+  for (uint32_t rid = 1; rid <= 64; rid++) {
+    if (!dnt_assembly_method_name(path, rid, name, sizeof name)) break;
+    (void)dnt_assembly_method_params(path, rid, name, sizeof name);
+    (void)dnt_assembly_method_params(path, rid, small, sizeof small); /* a buffer too small: cut, never past it */
+    (void)dnt_assembly_type_name(path, rid, name, sizeof name);
+  }
   return 0;
 }
