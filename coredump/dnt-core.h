@@ -83,6 +83,34 @@ int dnt_clr_object_mt(const dnt_clr *r, uint64_t obj, uint64_t *mt);
  * metadata (the assembly's file at the path the runtime kept, read on this machine): 0, or -1
  * when it cannot be named (its file missing; arrays and generic instances are not named yet). */
 int dnt_clr_type_name(const dnt_clr *r, uint64_t mt, char *buf, size_t cap);
+/* The same in the runtime's own format, as SOS's dumpobj writes it: a generic instance's
+ * arguments after the whole name, each with its assembly
+ * ("System.Collections.Generic.List`1[[System.String, System.Private.CoreLib]]"). */
+int dnt_clr_type_name_sos(const dnt_clr *r, uint64_t mt, char *buf, size_t cap);
+/* The CorElementType of a type (its class's: a primitive's own, VALUETYPE for a struct, CLASS
+ * for any reference type): 0, or -1. */
+int dnt_clr_element_type(const dnt_clr *r, uint64_t mt, uint8_t *type);
+/* The file of a Module (its path as the runtime kept it) into buf: 0, or -1. */
+int dnt_clr_module_path(const dnt_clr *r, uint64_t module, char *buf, size_t cap);
+
+/* A field of a class, as SOS's dumpobj lists them (dnt_clr_fields). */
+struct dnt_clr_field {
+  uint32_t token;      /* its FieldDef token */
+  uint32_t offset;     /* from the object's data (after its MethodTable), or its statics base */
+  uint8_t type;        /* the runtime's CorElementType for it (every reference is CLASS 0x12) */
+  uint8_t sig_type;    /* its signature's (SZARRAY 0x1D, GENERICINST 0x15, CLASS, VALUETYPE...) */
+  uint32_t type_token; /* its signature's class or struct token, 0 when none */
+  int is_static, thread_static;
+  uint64_t type_mt;    /* its type's MethodTable when the runtime loaded it, else 0 */
+  uint64_t address;    /* where its value is; 0 when not known (a thread static, statics not allocated) */
+  uint64_t enclosing;  /* the MethodTable of the class (of the hierarchy) that declares it */
+  char name[256];
+};
+/* The fields of an object of MethodTable mt at obj (0: a class's statics only matter): the
+ * parents' first, each class's instance fields then its statics. *v malloc'ed, the caller's. 0,
+ * or -1 (a class the core does not hold, a field layout unknown here). */
+int dnt_clr_fields(const dnt_clr *r, uint64_t mt, uint64_t obj, struct dnt_clr_field **v, size_t *n);
+
 /* A String object's text in UTF-8 (*out malloc'ed, the caller's; at most max UTF-16 units): 0,
  * or -1 when the core does not hold it. */
 int dnt_clr_string(const dnt_clr *r, uint64_t obj, size_t max, char **out);

@@ -119,12 +119,36 @@ static void put(struct text *t, const char *s, size_t n) {
 
 static void puts_(struct text *t, const char *s) { put(t, s, strlen(s)); }
 
-static int name_of(const dnt_clr *r, uint64_t th, struct text *t, int depth);
+static int name_of(const dnt_clr *r, uint64_t th, struct text *t, int depth, int dac);
 
 /* A TypeDef's own name with its generic arguments placed: each '+'-separated segment that ends
  * in `N takes the next N of args. */
 static void place_args(const char *def, const uint64_t *args, uint32_t nargs, const dnt_clr *r, struct text *t,
                        int depth) {
+  if (depth < 0) { /* the runtime's own format: "Outer`1+Inner[[Arg, Assembly],...]" */
+    depth = -depth;
+    puts_(t, def);
+    if (!nargs) return;
+    puts_(t, "[");
+    for (uint32_t i = 0; i < nargs; i++) {
+      char path[4096];
+      uint64_t module_off, module;
+      puts_(t, i ? ",[" : "[");
+      if (name_of(r, args[i], t, depth + 1, 1) != 0) puts_(t, "?");
+      /* its assembly: its module's file name without the extension */
+      if (!(args[i] & TYPE_DESC_TAG) && field(r, "MethodTable", "Module", &module_off) == 0 &&
+          dnt_core_read_u64(dnt__clr_core(r), args[i] + module_off, &module) == 0 &&
+          module_path(r, module, path, sizeof path) == 0) {
+        char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path, *dot = strrchr(base, '.');
+        if (dot) *dot = '\0';
+        puts_(t, ", ");
+        puts_(t, base);
+      }
+      puts_(t, "]");
+    }
+    puts_(t, "]");
+    return;
+  }
   uint32_t used = 0;
   for (const char *seg = def; *seg;) {
     size_t n = strcspn(seg, "+");
@@ -136,7 +160,7 @@ static void place_args(const char *def, const uint64_t *args, uint32_t nargs, co
       puts_(t, "<");
       for (unsigned long i = 0; i < k; i++) {
         if (i) puts_(t, ", ");
-        if (name_of(r, args[used++], t, depth + 1) != 0) puts_(t, "?");
+        if (name_of(r, args[used++], t, depth + 1, 0) != 0) puts_(t, "?");
       }
       puts_(t, ">");
     } else {
@@ -147,7 +171,7 @@ static void place_args(const char *def, const uint64_t *args, uint32_t nargs, co
   }
 }
 
-static int name_of(const dnt_clr *r, uint64_t th, struct text *t, int depth) {
+static int name_of(const dnt_clr *r, uint64_t th, struct text *t, int depth, int dac) {
   const dnt_core *c = dnt__clr_core(r);
   if (depth > MAX_DEPTH || !th) return -1;
   if (th & TYPE_DESC_TAG) { /* a TypeDesc: a pointer or byref to its argument */
@@ -158,7 +182,7 @@ static int name_of(const dnt_clr *r, uint64_t th, struct text *t, int depth) {
       return -1;
     uint8_t kind = (uint8_t)flags;
     if ((kind != ELEMENT_PTR && kind != ELEMENT_BYREF) || dnt_core_read_u64(c, desc + arg_off, &arg) != 0 ||
-        name_of(r, arg, t, depth + 1) != 0)
+        name_of(r, arg, t, depth + 1, dac) != 0)
       return -1;
     puts_(t, kind == ELEMENT_PTR ? "*" : "&");
     return 0;
@@ -172,7 +196,7 @@ static int name_of(const dnt_clr *r, uint64_t th, struct text *t, int depth) {
       dnt_core_read_u64(c, th + module_off, &module) != 0 || dnt_core_read_u64(c, th + inst_off, &inst) != 0)
     return -1;
   if ((flags & MT_ARRAY_MASK) == MT_ARRAY) { /* PerInstInfo is the element's TypeHandle */
-    if (name_of(r, inst, t, depth + 1) != 0) return -1;
+    if (name_of(r, inst, t, depth + 1, dac) != 0) return -1;
     if (flags & MT_SZARRAY) return puts_(t, "[]"), 0;
     uint32_t rank = base > ARRAY_BASE_SIZE ? (base - ARRAY_BASE_SIZE) / 8 : 1;
     puts_(t, "[");
@@ -196,15 +220,26 @@ static int name_of(const dnt_clr *r, uint64_t th, struct text *t, int depth) {
         dnt_core_read(c, dict, args, 8ull * n) == 0)
       nargs = n;
   }
-  place_args(def, args, nargs, r, t, depth);
+  place_args(def, args, nargs, r, t, dac ? -depth - 1 : depth);
   return 0;
+}
+
+int dnt_clr_module_path(const dnt_clr *r, uint64_t module, char *buf, size_t cap) {
+  return module_path(r, module, buf, cap);
 }
 
 int dnt_clr_type_name(const dnt_clr *r, uint64_t mt, char *buf, size_t cap) {
   if (!cap) return -1;
   struct text t = {buf, cap, 0, 0};
   buf[0] = '\0';
-  return name_of(r, mt, &t, 0) == 0 && !t.cut ? 0 : -1;
+  return name_of(r, mt, &t, 0, 0) == 0 && !t.cut ? 0 : -1;
+}
+
+int dnt_clr_type_name_sos(const dnt_clr *r, uint64_t mt, char *buf, size_t cap) {
+  if (!cap) return -1;
+  struct text t = {buf, cap, 0, 0};
+  buf[0] = '\0';
+  return name_of(r, mt, &t, 0, 1) == 0 && !t.cut ? 0 : -1;
 }
 
 /* A field of an exception holding an object (a string or another exception), 0 when none. */
@@ -300,5 +335,19 @@ int dnt_clr_method_name(const dnt_clr *r, uint64_t md, char *buf, size_t cap) {
   char params[2048];
   if (dnt_assembly_method_params(path, token & 0xffffff, params, sizeof params) && n + strlen(params) < cap)
     memcpy(buf + n, params, strlen(params) + 1);
+  return 0;
+}
+
+int dnt_clr_element_type(const dnt_clr *r, uint64_t th, uint8_t *type) {
+  uint64_t canon_off, et_off, v;
+  const dnt_core *c = dnt__clr_core(r);
+  *type = 0;
+  if (!th || (th & TYPE_DESC_TAG)) return -1;
+  if (field(r, "MethodTable", "EEClassOrCanonMT", &canon_off) || field(r, "EEClass", "InternalCorElementType", &et_off) ||
+      dnt_core_read_u64(c, th + canon_off, &v) != 0)
+    return -1;
+  if ((v & 1) && dnt_core_read_u64(c, (v & ~1ull) + canon_off, &v) != 0) return -1;
+  if ((v & 1) || !v || dnt_core_read(c, v + et_off, type, 1) != 0) return -1;
+  if (*type == 0x0E || *type == 0x1C || *type == 0x1D || *type == 0x14) *type = 0x12; /* references: CLASS */
   return 0;
 }

@@ -329,5 +329,10 @@ int dnt_assembly_type_name(const char *path, uint32_t rid, char *buf, size_t cap
 int dnt_assembly_method_name(const char *path, uint32_t rid, char *buf, size_t cap);
 /* Its parameters as the runtime's debugger interface writes them: "(Int32, System.String)". */
 int dnt_assembly_method_params(const char *path, uint32_t rid, char *buf, size_t cap);
+/* Field row rid of the assembly at path: its name, its type's element type and (a class or
+ * value type's) TypeDefOrRef token, as dnt__ecma_field. 1, or 0. */
+int dnt_assembly_field(const char *path, uint32_t rid, char *name, size_t cap, uint8_t *element, uint32_t *token);
+/* The TypeDef row of the top-level type ns.name in the assembly at path, 0 when none. */
+uint32_t dnt_assembly_find_type(const char *path, const char *ns, const char *name);
 
 #endif

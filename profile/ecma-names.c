@@ -168,6 +168,7 @@ int dnt__ecma_open(struct dnt__ecma *e, const uint8_t *md, size_t len) {
   e->typedefs = t + offs[T_TYPEDEF], e->ntypedefs = rows[T_TYPEDEF], e->typedef_row = sizes[T_TYPEDEF];
   e->methods = t + offs[T_METHODDEF], e->nmethods = rows[T_METHODDEF], e->method_row = sizes[T_METHODDEF];
   e->nested = t + offs[T_NESTED], e->nnested = rows[T_NESTED], e->nested_row = sizes[T_NESTED];
+  e->fields = t + offs[0x04], e->nfields = rows[0x04], e->field_row = sizes[0x04];
   e->str_size = (uint8_t)column_size(STR, heaps, rows);
   e->typedef_idx = (uint8_t)column_size(T_TYPEDEF, heaps, rows);
   e->method_idx = (uint8_t)column_size(T_METHODDEF, heaps, rows);
@@ -369,4 +370,38 @@ int dnt__ecma_method_params(const struct dnt__ecma *e, uint32_t rid, char *buf, 
   }
   out(&g, ")");
   return !g.bad;
+}
+
+int dnt__ecma_field(const struct dnt__ecma *e, uint32_t rid, char *buf, size_t cap, uint8_t *element, uint32_t *token) {
+  *element = 0, *token = 0;
+  if (!cap || !e->blobs || rid == 0 || rid > e->nfields) return 0;
+  const uint8_t *row = e->fields + (size_t)(rid - 1) * e->field_row;
+  const char *name = string_at(e, rd_idx(row + 2, e->str_size));
+  uint32_t at = rd_idx(row + 2 + e->str_size, e->blob_size);
+  if (!name || at >= e->blobs_len) return 0;
+  snprintf(buf, cap, "%s", name);
+  struct sig g = {.e = e, .p = e->blobs + at, .end = e->blobs + e->blobs_len};
+  uint32_t len = number(&g);
+  if (g.bad || len > (uint32_t)(g.end - g.p) || len < 2) return 1;
+  g.end = g.p + len;
+  if (*g.p++ != 0x06) return 1; /* FIELD */
+  while (g.p < g.end && (*g.p == 0x1F || *g.p == 0x20)) g.p++, number(&g); /* custom modifiers */
+  if (g.p >= g.end) return 1;
+  *element = *g.p++;
+  if (*element == 0x15 && g.p < g.end) g.p++; /* GENERICINST: its CLASS or VALUETYPE, then the type */
+  if (*element == 0x11 || *element == 0x12 || *element == 0x15) {
+    uint32_t index = number(&g);
+    static const uint32_t tables[] = {0x02000000u, 0x01000000u, 0x1B000000u, 0};
+    if (!g.bad) *token = tables[index & 3] ? tables[index & 3] | (index >> 2) : 0;
+  }
+  return 1;
+}
+
+uint32_t dnt__ecma_find_type(const struct dnt__ecma *e, const char *ns, const char *name) {
+  for (uint32_t td = 1; td <= e->ntypedefs; td++) {
+    const uint8_t *row = e->typedefs + (size_t)(td - 1) * e->typedef_row;
+    const char *n = string_at(e, rd_idx(row + e->td_name, e->str_size)), *s = string_at(e, rd_idx(row + e->td_ns, e->str_size));
+    if (n && s && strcmp(n, name) == 0 && strcmp(s, ns) == 0) return td;
+  }
+  return 0;
 }

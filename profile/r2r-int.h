@@ -23,6 +23,8 @@ struct dnt__ecma {
   const uint8_t *typerefs;                      /* TypeRef rows */
   uint32_t ntyperefs, typeref_row;
   uint8_t blob_size, scope_size;                /* a Blob index's size, a ResolutionScope's */
+  const uint8_t *fields;                        /* Field rows */
+  uint32_t nfields, field_row;
 };
 
 /* Reads the metadata root at md (len bytes, borrowed: it must outlive e). 0, or -1 when it is
@@ -35,6 +37,12 @@ int dnt__ecma_method_name(const struct dnt__ecma *e, uint32_t rid, char *buf, si
  * method's name: "(Int32, System.String, Boolean ByRef, Byte*, System.Object[])". 1, or 0 when
  * its signature does not read. */
 int dnt__ecma_method_params(const struct dnt__ecma *e, uint32_t rid, char *buf, size_t cap);
+/* Field row rid: its name into buf, and what its signature's type is: the element type (CLASS
+ * 0x12, VALUETYPE 0x11, SZARRAY 0x1D, GENERICINST 0x15, a primitive's...) and, for a CLASS or
+ * VALUETYPE, its TypeDefOrRef token (0x02.../0x01.../0x1B...; 0 otherwise). 1, or 0. */
+int dnt__ecma_field(const struct dnt__ecma *e, uint32_t rid, char *buf, size_t cap, uint8_t *element, uint32_t *token);
+/* The TypeDef row (1-based) of the top-level type ns.name, 0 when none. */
+uint32_t dnt__ecma_find_type(const struct dnt__ecma *e, const char *ns, const char *name);
 /* "Namespace.Outer+Inner" of TypeDef row td (1-based) into buf: 1, or 0 as above. */
 int dnt__ecma_type_name(const struct dnt__ecma *e, uint32_t td, char *buf, size_t cap);
 

@@ -264,6 +264,42 @@ int dnt_assembly_type_name(const char *path, uint32_t rid, char *buf, size_t cap
   return assembly_name(path, 0, rid, buf, cap);
 }
 
+/* The assembly at path mapped and its metadata read into *r (unmap with close_assembly): 0 or -1. */
+static int open_assembly(const char *path, struct dnt__r2r *r) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  struct stat st;
+  if (fd < 0) return -1;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 64) {
+    close(fd);
+    return -1;
+  }
+  size_t len = (size_t)st.st_size;
+  uint8_t *bytes = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (bytes == MAP_FAILED) return -1;
+  *r = (struct dnt__r2r){.bytes = bytes, .len = len, .mapped = 1};
+  uint32_t cli_rva;
+  if (read_pe(r, &cli_rva) == 0 && read_metadata(r, cli_rva) == 0) return 0;
+  munmap(bytes, len);
+  return -1;
+}
+
+int dnt_assembly_field(const char *path, uint32_t rid, char *name, size_t cap, uint8_t *element, uint32_t *token) {
+  struct dnt__r2r r;
+  if (open_assembly(path, &r) != 0) return 0;
+  int ok = dnt__ecma_field(&r.md, rid, name, cap, element, token);
+  munmap(r.bytes, r.len);
+  return ok;
+}
+
+uint32_t dnt_assembly_find_type(const char *path, const char *ns, const char *name) {
+  struct dnt__r2r r;
+  if (open_assembly(path, &r) != 0) return 0;
+  uint32_t td = dnt__ecma_find_type(&r.md, ns, name);
+  munmap(r.bytes, r.len);
+  return td;
+}
+
 int dnt_assembly_method_name(const char *path, uint32_t rid, char *buf, size_t cap) {
   return assembly_name(path, 1, rid, buf, cap);
 }

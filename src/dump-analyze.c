@@ -280,6 +280,8 @@ static const struct {
     {"clrthreads", cmd_clrthreads_, "the managed threads (SOS's clrthreads)"},
     {"clrstack", dnt_analyze_clrstack, "[-all] the managed stack of the current thread (or every one's)"},
     {"dumpheap", dnt_analyze_dumpheap, "[-stat] [-type T] [-mt MT] the heap's objects (SOS's dumpheap)"},
+    {"dumpobj", dnt_analyze_dumpobj, "ADDR the object at ADDR and its fields (SOS's dumpobj)"},
+    {"do", dnt_analyze_dumpobj, "ADDR the same (SOS's short name)"},
     {"pe", cmd_pe, "[ADDR] the exception at ADDR, or the current thread's"},
     {"setthread", cmd_setthread, "N  the current thread, by index (threads lists them)"},
     {"threads", cmd_threads_, "the core's OS threads"},
@@ -314,7 +316,7 @@ static int run(struct analysis *a, const char *line) {
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     if (strcasecmp(word, commands[i].name) == 0) return commands[i].fn(a, argc, argv);
   char *safe = dnt_safe_text(word);
-  dnt_error("unknown command '%s' (help lists them; more of SOS's come: dumpobj, gcroot)", safe);
+  dnt_error("unknown command '%s' (help lists them; more of SOS's come: gcroot, eeheap)", safe);
   free(safe);
   return 1;
 }
@@ -372,7 +374,10 @@ static int inflate_core(const char *path, int *gz, char *named, size_t cap, char
 int cmd_dump_analyze(int argc, char **argv) {
   struct analyze_options o = {0};
   int rc = dnt_options_parse(&usage_dump_analyze, "dump analyze", argc, argv, &o);
-  if (rc) return rc == DNT_OPTIONS_DONE ? 0 : rc;
+  if (rc) {
+    free(o.commands.v); /* what was taken before the error */
+    return rc == DNT_OPTIONS_DONE ? 0 : rc;
+  }
   struct analysis a = {.o = &o};
   char err[1024], inflated[64];
   int gz, fd = inflate_core(o.core, &gz, inflated, sizeof inflated, err, sizeof err);

@@ -29,4 +29,7 @@ int dnt_analyze_dumpheap(struct analysis *a, int argc, char **argv);
 /* clrstack [-all] (dump-stack.c): 0, or 1 after printing why. */
 int dnt_analyze_clrstack(struct analysis *a, int argc, char **argv);
 
+/* dumpobj ADDR (dump-obj.c): 0, or 1 after printing why. */
+int dnt_analyze_dumpobj(struct analysis *a, int argc, char **argv);
+
 #endif

@@ -116,8 +116,10 @@ static void dumpheap_as_dotnet_dumps(const char *core, const char *command, stru
   const char *after = strstr(theirs.out, "Loading core dump: ");
   after = after ? strchr(after, '\n') : NULL;
   cr_assert(after, "dotnet-dump: %s", theirs.out);
-  cr_expect_str_eq(ours->out, after + 1, "%s: dntrace and dotnet-dump differ (%zu and %zu bytes)", command,
-                   strlen(ours->out), strlen(after + 1));
+  int short_texts = strlen(ours->out) < 4096 && strlen(after + 1) < 4096; /* small enough to show */
+  cr_expect_str_eq(ours->out, after + 1, "%s: dntrace and dotnet-dump differ (%zu and %zu bytes)%s%s%s%s", command,
+                   strlen(ours->out), strlen(after + 1), short_texts ? "\ndntrace:\n" : "", short_texts ? ours->out : "",
+                   short_texts ? "\ndotnet-dump:\n" : "", short_texts ? after + 1 : "");
   dnt_run_free(&theirs);
 }
 
@@ -202,7 +204,7 @@ static void dump_heap_sample(const char *dir, const char *heap, const char *cons
 /* dumpheap on a workstation GC's heap (small, large and pinned object heaps, the frozen segment
  * of string literals): -stat, -bycount, -type and -mt print what dotnet-dump prints, byte for
  * byte (the same objects, sizes, type names and order); the sample's 300 cache entries and their
- * arrays are counted; --json says the same. */
+ * arrays are counted; dumpobj of some of them is dotnet-dump's; --json says the same. */
 Test(dump_analyze, dumpheap_is_what_dotnet_dump_prints, .timeout = 600) {
   DNT_REQUIRE_TARGET();
   dotnet_dump();
@@ -229,6 +231,22 @@ Test(dump_analyze, dumpheap_is_what_dotnet_dump_prints, .timeout = 600) {
   snprintf(cmd, sizeof cmd, "dumpheap -mt %s", mt);
   dumpheap_as_dotnet_dumps(core, cmd, &r);
   dnt_run_free(&r);
+  /* dumpobj of objects whose fields are primitives and strings (SOS's rows, values included), an
+   * array, a string and a free block: dotnet-dump's text */
+  const char *kinds[] = {"Sample.Options", "System.Byte[]", "System.String", "Free"};
+  for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+    char list[128];
+    snprintf(list, sizeof list, "dumpheap -short -type %s", kinds[k]);
+    cr_assert_eq(dnt_run_dntrace(&r, "dump", "analyze", core, "-c", list, NULL), 0, "%s", r.err);
+    char addr[32] = "", obj[64];
+    cr_assert(sscanf(r.out, "%31s", addr) == 1, "%s: %s", kinds[k], r.out);
+    dnt_run_free(&r);
+    snprintf(obj, sizeof obj, "dumpobj %s", addr);
+    dumpheap_as_dotnet_dumps(core, obj, &r);
+    if (strcmp(kinds[k], "Free") == 0) cr_expect(strstr(r.out, "Free Object\nSize:"), "%s", r.out);
+    else cr_expect(strstr(r.out, kinds[k]) && strstr(r.out, "\nFields:\n"), "%s: %s", kinds[k], r.out);
+    dnt_run_free(&r);
+  }
   /* --json: the same rows */
   cr_assert_eq(dnt_run_dntrace(&r, "dump", "analyze", core, "--json", "-c", "dumpheap -stat", NULL), 0, "%s", r.err);
   char json[4400], text[4400];
