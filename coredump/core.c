@@ -198,20 +198,28 @@ static const struct segment *segment_at(const dnt_core *c, uint64_t addr, uint64
   return addr - s->vaddr < s->filesz ? s : NULL;
 }
 
+/* The piece of [addr, addr + n) that begins at addr and lies in one segment (*s) or in none (*s
+ * NULL: up to the next segment): its length, at least 1 when n is. */
+static uint64_t piece(const dnt_core *c, uint64_t addr, uint64_t n, const struct segment **s) {
+  uint64_t next;
+  *s = segment_at(c, addr, &next);
+  if (*s) {
+    uint64_t in = addr - (*s)->vaddr;
+    return (*s)->filesz - in < n ? (*s)->filesz - in : n;
+  }
+  return next - addr < n ? next - addr : n;
+}
+
 void dnt_core_forget(const dnt_core *c, uint64_t addr, uint64_t n) {
   long page = sysconf(_SC_PAGESIZE);
   if (page <= 0) return;
   while (n) {
-    uint64_t next, k;
-    const struct segment *s = segment_at(c, addr, &next);
-    if (s) {
-      uint64_t in = addr - s->vaddr;
-      k = s->filesz - in < n ? s->filesz - in : n;
-      /* the whole pages of the file inside [addr, addr + k) */
-      uint64_t from = (s->offset + in + (uint64_t)page - 1) & ~((uint64_t)page - 1), to = (s->offset + in + k) & ~((uint64_t)page - 1);
+    const struct segment *s;
+    uint64_t k = piece(c, addr, n, &s);
+    if (s) { /* the whole pages of the file inside [addr, addr + k) */
+      uint64_t at = s->offset + (addr - s->vaddr), mask = (uint64_t)page - 1;
+      uint64_t from = (at + mask) & ~mask, to = (at + k) & ~mask;
       if (to > from) (void)madvise((void *)(c->base + from), (size_t)(to - from), MADV_DONTNEED);
-    } else {
-      k = next - addr < n ? next - addr : n;
     }
     if (!k || addr > UINT64_MAX - k) return;
     n -= k;
@@ -223,16 +231,10 @@ void dnt_core_forget(const dnt_core *c, uint64_t addr, uint64_t n) {
 int dnt_core_read(const dnt_core *c, uint64_t addr, void *buf, size_t n) {
   uint8_t *to = buf;
   while (n) {
-    uint64_t next, k;
-    const struct segment *s = segment_at(c, addr, &next);
-    if (s) {
-      uint64_t in = addr - s->vaddr;
-      k = s->filesz - in < n ? s->filesz - in : n;
-      memcpy(to, c->base + s->offset + in, (size_t)k);
-    } else {
-      k = next - addr < n ? next - addr : n;
-      if (dnt__backing_read((dnt_core *)c, addr, to, (size_t)k) != 0) return -1; /* its cache of files grows */
-    }
+    const struct segment *s;
+    uint64_t k = piece(c, addr, n, &s);
+    if (s) memcpy(to, c->base + s->offset + (addr - s->vaddr), (size_t)k);
+    else if (dnt__backing_read((dnt_core *)c, addr, to, (size_t)k) != 0) return -1; /* its cache of files grows */
     to += k, n -= (size_t)k;
     if (n && addr > UINT64_MAX - k) return -1;
     addr += k;

@@ -24,6 +24,20 @@
 /* Microsoft's dotnet-dump, the oracle. */
 static const char *dotnet_dump(void) { return diag_tool("dotnet-dump"); }
 
+/* command on core with --json, beside text (the same command's plain answer): py (a Python script
+ * given the JSON's file and the text's) checks that they agree. */
+static void expect_json_agrees(const char *core, const char *command, const char *text, const char *dir, const char *py) {
+  struct dnt_run js;
+  cr_assert_eq(dnt_run_dntrace(&js, "dump", "analyze", core, "--json", "-c", command, NULL), 0, "%s", js.err);
+  char json[4400], plain[4400];
+  snprintf(json, sizeof json, "%s/answer.json", dir);
+  snprintf(plain, sizeof plain, "%s/answer.txt", dir);
+  dnt_write_file(json, js.out, strlen(js.out));
+  dnt_write_file(plain, text, strlen(text));
+  expect_python(py, json, plain, NULL);
+  dnt_run_free(&js);
+}
+
 /* `clrthreads` of core by dntrace (into ours, the caller's) and by dotnet-dump: the same text. */
 static void clrthreads_as_dotnet_dumps(const char *core, struct dnt_run *ours) {
   struct dnt_run theirs;
@@ -36,18 +50,27 @@ static void clrthreads_as_dotnet_dumps(const char *core, struct dnt_run *ours) {
   dnt_run_free(&theirs);
 }
 
-/* A full core of the sample (its idle threads and workers; no exceptions thrown) in dir. */
-static void dump_sample(const char *dir, char *core, size_t cap) {
-  const char *const args[] = {"--threads", "3", "--no-exceptions", "--no-alloc", NULL};
+/* A full core, dir/name, of the sample started with args and env (NULL: none), written by
+ * `dntrace dump`; the sample stopped after. */
+static void dump_target(const char *dir, const char *const *args, const char *const *env, const char *name, char *core,
+                        size_t cap) {
   dnt_target t;
-  char pid[32];
-  dnt_start_sample(&t, args, pid, sizeof pid);
-  snprintf(core, cap, "%s/sample.core", dir);
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = args, .env = env, .wait_socket = 1};
+  char err[512], pid[32];
+  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  snprintf(core, cap, "%s/%s", dir, name);
   struct dnt_run r;
   int rc = dnt_run_dntrace(&r, "dump", "-p", pid, "--type", "full", "-o", core, NULL);
   dnt_target_stop(&t);
   cr_assert_eq(rc, 0, "dntrace dump: %s", r.err);
   dnt_run_free(&r);
+}
+
+/* A full core of the sample (its idle threads and workers; no exceptions thrown) in dir. */
+static void dump_sample(const char *dir, char *core, size_t cap) {
+  const char *const args[] = {"--threads", "3", "--no-exceptions", "--no-alloc", NULL};
+  dump_target(dir, args, NULL, "sample.core", core, cap);
 }
 
 Test(dump_analyze, clrthreads_is_what_dotnet_dump_prints, .timeout = 300) {
@@ -85,22 +108,13 @@ Test(dump_analyze, clrthreads_is_what_dotnet_dump_prints, .timeout = 300) {
   cr_expect_eq(strchr(z.err, '\n'), strrchr(z.err, '\n'), "one line: %s", z.err);
   dnt_run_free(&z);
   /* --json: the same threads */
-  struct dnt_run js;
-  cr_assert_eq(dnt_run_dntrace(&js, "dump", "analyze", core, "-c", "clrthreads", "--json", NULL), 0, "%s", js.err);
-  char json[4400];
-  snprintf(json, sizeof json, "%s/clrthreads.json", dir);
-  dnt_write_file(json, js.out, strlen(js.out));
-  char text[4400];
-  snprintf(text, sizeof text, "%s/clrthreads.txt", dir);
-  dnt_write_file(text, ours.out, strlen(ours.out));
   char py[] = "import json, sys\n"
               "j = json.loads(open(sys.argv[1]).read())\n"
               "rows = [l.split() for l in open(sys.argv[2]).read().splitlines()[8:]]\n"
               "assert j['command'] == 'clrthreads' and j['threadCount'] == len(j['threads']), j\n"
               "assert [(t['id'], t['osId']) for t in j['threads']] == [(int(r[1]), int(r[2], 16)) for r in rows], (j, rows)\n"
               "assert sum(t['finalizer'] for t in j['threads']) == 1, j\n";
-  expect_python(py, json, text, NULL);
-  dnt_run_free(&js);
+  expect_json_agrees(core, "clrthreads", ours.out, dir, py);
   dnt_run_free(&ours);
   dnt_rm_rf(dir);
   free(dir);
@@ -188,17 +202,7 @@ static unsigned long stat_count(const char *text, const char *type) {
 static void dump_heap_sample(const char *dir, const char *heap, const char *const *env, char *core, size_t cap) {
   const char *const args[] = {"--heap", heap, "--threads", "2", "--no-cpu", "--no-blocking", "--no-alloc",
                               "--no-exceptions", NULL};
-  dnt_target t;
-  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = args, .env = env, .wait_socket = 1};
-  char err[512], pid[32];
-  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
-  snprintf(pid, sizeof pid, "%d", (int)t.pid);
-  snprintf(core, cap, "%s/heap.core", dir);
-  struct dnt_run r;
-  int rc = dnt_run_dntrace(&r, "dump", "-p", pid, "--type", "full", "-o", core, NULL);
-  dnt_target_stop(&t);
-  cr_assert_eq(rc, 0, "dntrace dump: %s", r.err);
-  dnt_run_free(&r);
+  dump_target(dir, args, env, "heap.core", core, cap);
 }
 
 /* dumpheap on a workstation GC's heap (small, large and pinned object heaps, the frozen segment
@@ -248,12 +252,6 @@ Test(dump_analyze, dumpheap_is_what_dotnet_dump_prints, .timeout = 600) {
     dnt_run_free(&r);
   }
   /* --json: the same rows */
-  cr_assert_eq(dnt_run_dntrace(&r, "dump", "analyze", core, "--json", "-c", "dumpheap -stat", NULL), 0, "%s", r.err);
-  char json[4400], text[4400];
-  snprintf(json, sizeof json, "%s/stat.json", dir);
-  snprintf(text, sizeof text, "%s/stat.txt", dir);
-  dnt_write_file(json, r.out, strlen(r.out));
-  dnt_write_file(text, stat.out, strlen(stat.out));
   char py[] = "import json, sys\n"
               "j = json.loads(open(sys.argv[1]).read())\n"
               "rows = [l.split(None, 3) for l in open(sys.argv[2]).read().splitlines()[2:-1]]\n"
@@ -262,8 +260,7 @@ Test(dump_analyze, dumpheap_is_what_dotnet_dump_prints, .timeout = 600) {
               "assert got == want, (got[:5], want[:5])\n"
               "assert j['objects'] == sum(s['count'] for s in j['statistics']) and j['invalid'] == 0, j['objects']\n"
               "assert [s['count'] for s in j['statistics'] if s['type'] == 'Sample.CacheEntry'] == [300]\n";
-  expect_python(py, json, text, NULL);
-  dnt_run_free(&r);
+  expect_json_agrees(core, "dumpheap -stat", stat.out, dir, py);
   dnt_run_free(&stat);
   dnt_rm_rf(dir);
   free(dir);
@@ -299,7 +296,7 @@ Test(dump_analyze, clrstack_is_what_dotnet_dump_prints, .timeout = 300) {
   dotnet_dump();
   char *dir = dnt_temp_dir("dnt-analyze"), core[4200];
   dump_sample(dir, core, sizeof core);
-  struct dnt_run all, one, js;
+  struct dnt_run all, one;
   clrstack_as_dotnet_dumps(core, "setthread 0", "clrstack -all", &all);
   cr_expect(strstr(all.out, " Sample.Program.Main(System.String[])\n"), "%s", all.out);
   cr_expect(strstr(all.out, " System.Threading.Thread.StartCallback()\n"), "%s", all.out);
@@ -328,20 +325,13 @@ Test(dump_analyze, clrstack_is_what_dotnet_dump_prints, .timeout = 300) {
   cr_expect(strstr(one.out, " Sample.Program.Main(System.String[])\n"), "%s", one.out);
   dnt_run_free(&one);
   /* --json: the same rows */
-  cr_assert_eq(dnt_run_dntrace(&js, "dump", "analyze", core, "--json", "-c", "clrstack -all", NULL), 0, "%s", js.err);
-  char json[4400], text[4400];
-  snprintf(json, sizeof json, "%s/stack.json", dir);
-  snprintf(text, sizeof text, "%s/stack.txt", dir);
-  dnt_write_file(json, js.out, strlen(js.out));
-  dnt_write_file(text, all.out, strlen(all.out));
   char py[] = "import json, sys\n"
               "j = json.loads(open(sys.argv[1]).read())\n"
               "rows = [l.split(None, 2) for l in open(sys.argv[2]).read().splitlines() if l[:1] in '0123456789ABCDEF']\n"
               "got = [(int(f['sp'], 16), int(f['ip'], 16)) for t in j['threads'] for f in t['frames']]\n"
               "assert got == [(int(r[0], 16), int(r[1], 16)) for r in rows], (got[:4], rows[:4])\n"
               "assert any(f['method'] == 'Sample.Program.Main(System.String[])' for t in j['threads'] for f in t['frames'])\n";
-  expect_python(py, json, text, NULL);
-  dnt_run_free(&js);
+  expect_json_agrees(core, "clrstack -all", all.out, dir, py);
   dnt_run_free(&all);
   dnt_rm_rf(dir);
   free(dir);
