@@ -155,8 +155,9 @@ typedef struct dnt_clr_heap dnt_clr_heap;
 
 /* A region of the heap holding objects: [start, end). */
 struct dnt_clr_region {
-  uint64_t start, end;
-  uint64_t descriptor; /* the GC's record of it (its heap_segment) */
+  uint64_t start, end;  /* its objects' (end = start: none) */
+  uint64_t committed;   /* where its committed memory ends */
+  uint64_t descriptor;  /* the GC's record of it (its heap_segment) */
   int generation; /* 0, 1, 2; 3 the large object heap, 4 the pinned one */
   int heap;       /* its heap's index (server GC has one per core) */
   int frozen;     /* a frozen segment: objects never collected (string literals) */
@@ -171,6 +172,10 @@ void dnt_clr_heap_close(dnt_clr_heap *h);
 size_t dnt_clr_heap_regions(const dnt_clr_heap *h, const struct dnt_clr_region **v);
 /* Its number of heaps: 1 with workstation GC. */
 int dnt_clr_heap_count(const dnt_clr_heap *h);
+/* Heap i's gc_heap (server GC), 0 with workstation GC. */
+uint64_t dnt_clr_heap_address(const dnt_clr_heap *h, int i);
+/* DATAS's mode (the GC's dynamic adaptation: server GC says it), -1 when the GC does not. */
+int dnt_clr_heap_datas(const dnt_clr_heap *h);
 /* Whether the GC said its structures were valid when the core was taken (not in the middle of
  * a collection): a walk of a heap that is not may meet things that are not objects. */
 int dnt_clr_heap_valid(const dnt_clr_heap *h);

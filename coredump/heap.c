@@ -34,13 +34,14 @@
 /* GcDacVars' pointers, by their index after its four leading values (gcinterface.dacvars.def). */
 enum {
   V_GENERATION_TABLE = 3, V_EPHEMERAL_SEGMENT = 7, V_ALLOC_ALLOCATED = 12, V_N_HEAPS = 19, V_G_HEAPS = 20,
-  V_GC_STRUCTURES_INVALID = 21, V_GC_HEAP_FIELD_OFFSETS = 27, V_GENERATION_FIELD_OFFSETS = 28, V_COUNT = 29
+  V_GC_STRUCTURES_INVALID = 21, V_GC_HEAP_FIELD_OFFSETS = 27, V_GENERATION_FIELD_OFFSETS = 28, V_COUNT = 29,
+  V_DYNAMIC_ADAPTATION = 37, V_COUNT_2_4 = 38 /* from version 2.4: DATAS's mode (server GC's) */
 };
 /* gc_heap_field_offsets' indexes (dac_gcheap_fields.h), and generation_field_offsets'. */
 enum { H_ALLOC_ALLOCATED = 0, H_EPHEMERAL_SEGMENT = 1, H_GENERATION_TABLE = 18, H_COUNT = 19 };
 enum { G_ALLOCATION_CONTEXT = 0, G_START_SEGMENT = 1 };
 /* dac_heap_segment's fields */
-enum { S_ALLOCATED = 0, S_MEM = 32, S_FLAGS = 40, S_NEXT = 48, S_SIZE = 56 };
+enum { S_ALLOCATED = 0, S_COMMITTED = 8, S_MEM = 32, S_FLAGS = 40, S_NEXT = 48, S_SIZE = 56 };
 #define SEGMENT_READONLY 1 /* a frozen segment (string literals and other objects never collected) */
 
 struct gap {
@@ -62,6 +63,8 @@ struct dnt_clr_heap {
   size_t ngaps;
   uint64_t unmask, num_components, free_mt;
   int heaps, valid;
+  int datas;             /* DATAS's mode, -1 when the GC does not say */
+  uint64_t *addresses;   /* each heap's gc_heap (server GC), else NULL */
   struct mt_info *mts; /* the MethodTables met, open addressing */
   size_t nmts, capmts;
 };
@@ -74,12 +77,13 @@ static int fail(char *err, size_t cap, const char *what) {
 static int u64_at(const dnt_core *c, uint64_t at, uint64_t *v) { return dnt_core_read_u64(c, at, v); }
 
 /* GcDacVars at at, if it looks like one this reader knows: 0, or -1. */
-static int gc_vars_at(const dnt_core *c, uint64_t at, uint64_t v[V_COUNT], uint64_t *gen_size, uint64_t *gen_count) {
+static int gc_vars_at(const dnt_core *c, uint64_t at, uint64_t v[V_COUNT_2_4], uint64_t *gen_size, uint64_t *gen_count) {
   uint8_t head[24];
   if (!at || dnt_core_read(c, at, head, sizeof head) != 0 || head[0] != GC_MAJOR) return -1;
   *gen_size = dnt__u64(head + 8), *gen_count = dnt__u64(head + 16);
   if (*gen_size < 16 || *gen_size > 4096 || *gen_count < 3 || *gen_count > MAX_GENERATIONS) return -1;
-  for (int i = 0; i < V_COUNT; i++)
+  memset(v, 0, V_COUNT_2_4 * sizeof *v);
+  for (int i = 0; i < (head[1] >= 4 ? V_COUNT_2_4 : V_COUNT); i++)
     if (u64_at(c, at + 24 + 8ull * i, &v[i]) != 0) return -1;
   /* workstation GC has one generation table; server GC one in each of its heaps */
   return v[V_GENERATION_FIELD_OFFSETS] && (v[V_GENERATION_TABLE] || (v[V_N_HEAPS] && v[V_G_HEAPS])) ? 0 : -1;
@@ -87,7 +91,7 @@ static int gc_vars_at(const dnt_core *c, uint64_t at, uint64_t v[V_COUNT], uint6
 
 /* The GC's variables: entry 19 of g_dacTable, or failing that the one entry of it that leads to a
  * GcDacVars this reader knows. */
-static int find_gc_vars(const dnt_clr *r, uint64_t v[V_COUNT], uint64_t *gen_size, uint64_t *gen_count, char *err,
+static int find_gc_vars(const dnt_clr *r, uint64_t v[V_COUNT_2_4], uint64_t *gen_size, uint64_t *gen_count, char *err,
                         size_t cap) {
   const dnt_core *c = dnt__clr_core(r);
   uint64_t size, table = dnt__clr_dac_table(r, &size), var, at;
@@ -145,10 +149,12 @@ static int read_generations(struct dnt_clr_heap *h, int heap, uint64_t gen_table
         return fail(err, cap, "the core does not hold the GC's list of regions (a triage dump holds none of the heap), "
                                 "or the list is damaged");
       struct dnt_clr_region reg = {.start = dnt__u64(s + S_MEM), .end = dnt__u64(s + S_ALLOCATED),
+                                   .committed = dnt__u64(s + S_COMMITTED),
                                    .descriptor = seg, .generation = (int)g, .heap = heap,
                                    .frozen = (dnt__u64(s + S_FLAGS) & SEGMENT_READONLY) != 0};
       if (seg == ephemeral) reg.end = alloc_allocated;
-      if (reg.end > reg.start && add_region(h, reg) != 0) return fail(err, cap, "out of memory");
+      if (reg.end < reg.start) reg.end = reg.start; /* listed (eeheap), walked empty */
+      if (add_region(h, reg) != 0) return fail(err, cap, "out of memory");
       seg = dnt__u64(s + S_NEXT);
     }
   }
@@ -169,13 +175,14 @@ static int gap_by_start(const void *a, const void *b) {
 }
 
 static int read_heaps(struct dnt_clr_heap *h, char *err, size_t cap) {
-  uint64_t v[V_COUNT], gen_size, gen_count;
+  uint64_t v[V_COUNT_2_4], gen_size, gen_count;
   if (find_gc_vars(h->r, v, &gen_size, &gen_count, err, cap) != 0) return -1;
   int32_t gen_fields[2];
   if (dnt_core_read(h->c, v[V_GENERATION_FIELD_OFFSETS], gen_fields, sizeof gen_fields) != 0 || gen_fields[1] < 0 ||
       (uint64_t)gen_fields[1] + 8 > gen_size || gen_fields[0] + 16 > (int64_t)gen_size)
     return fail(err, cap, "the GC's generation layout is not in the core");
-  int32_t invalid = 0;
+  int32_t invalid = 0, datas;
+  h->datas = v[V_DYNAMIC_ADAPTATION] && dnt_core_read(h->c, v[V_DYNAMIC_ADAPTATION], &datas, 4) == 0 ? datas : -1;
   h->valid = !v[V_GC_STRUCTURES_INVALID] || (dnt_core_read(h->c, v[V_GC_STRUCTURES_INVALID], &invalid, 4) == 0 && !invalid);
   uint32_t n_heaps = 0;
   if (v[V_N_HEAPS] && v[V_G_HEAPS]) dnt_core_read_u32(h->c, v[V_N_HEAPS], &n_heaps);
@@ -196,11 +203,13 @@ static int read_heaps(struct dnt_clr_heap *h, char *err, size_t cap) {
       u64_at(h->c, v[V_G_HEAPS], &heaps) != 0)
     return fail(err, cap, "the core does not hold the server GC's heaps");
   h->heaps = (int)n_heaps;
+  if (!(h->addresses = calloc(n_heaps, sizeof *h->addresses))) return fail(err, cap, "out of memory");
   for (uint32_t i = 0; i < n_heaps; i++) {
     uint64_t heap, ephemeral, alloc_allocated;
     if (u64_at(h->c, heaps + 8ull * i, &heap) || u64_at(h->c, heap + (uint64_t)heap_fields[H_EPHEMERAL_SEGMENT], &ephemeral) ||
         u64_at(h->c, heap + (uint64_t)heap_fields[H_ALLOC_ALLOCATED], &alloc_allocated))
       return fail(err, cap, "the core does not hold the server GC's heaps");
+    h->addresses[i] = heap;
     if (read_generations(h, (int)i, heap + (uint64_t)heap_fields[H_GENERATION_TABLE], gen_size, gen_count, gen_fields,
                          ephemeral, alloc_allocated, err, cap) != 0)
       return -1;
@@ -239,6 +248,7 @@ int dnt_clr_heap_open(dnt_clr_heap **out, const dnt_clr *r, char *err, size_t ca
 void dnt_clr_heap_close(dnt_clr_heap *h) {
   if (!h) return;
   free(h->regions);
+  free(h->addresses);
   free(h->gaps);
   free(h->mts);
   free(h);
@@ -251,6 +261,8 @@ size_t dnt_clr_heap_regions(const dnt_clr_heap *h, const struct dnt_clr_region *
 
 int dnt_clr_heap_count(const dnt_clr_heap *h) { return h->heaps; }
 int dnt_clr_heap_valid(const dnt_clr_heap *h) { return h->valid; }
+int dnt_clr_heap_datas(const dnt_clr_heap *h) { return h->datas; }
+uint64_t dnt_clr_heap_address(const dnt_clr_heap *h, int i) { return h->addresses && i >= 0 && i < h->heaps ? h->addresses[i] : 0; }
 
 /* A MethodTable is valid when its class's record points back at its canonical MethodTable (the
  * check the runtime's debugger interface makes before it describes one); the free-space type has

@@ -282,6 +282,7 @@ static const struct {
     {"dumpheap", dnt_analyze_dumpheap, "[-stat] [-type T] [-mt MT] the heap's objects (SOS's dumpheap)"},
     {"dumpobj", dnt_analyze_dumpobj, "ADDR the object at ADDR and its fields (SOS's dumpobj)"},
     {"do", dnt_analyze_dumpobj, "ADDR the same (SOS's short name)"},
+    {"eeheap", dnt_analyze_eeheap, "-gc  the GC's heaps: their regions, by generation (SOS's eeheap -gc)"},
     {"pe", cmd_pe, "[ADDR] the exception at ADDR, or the current thread's"},
     {"setthread", cmd_setthread, "N  the current thread, by index (threads lists them)"},
     {"threads", cmd_threads_, "the core's OS threads"},
@@ -316,7 +317,7 @@ static int run(struct analysis *a, const char *line) {
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     if (strcasecmp(word, commands[i].name) == 0) return commands[i].fn(a, argc, argv);
   char *safe = dnt_safe_text(word);
-  dnt_error("unknown command '%s' (help lists them; more of SOS's come: gcroot, eeheap)", safe);
+  dnt_error("unknown command '%s' (help lists them; more of SOS's come: gcroot)", safe);
   free(safe);
   return 1;
 }

@@ -293,3 +293,114 @@ out:
   free(v);
   return rc;
 }
+
+/* ---- eeheap -gc ---- */
+
+#define PAGE_MASK 0xfffull /* a region's committed memory begins on the page its objects do */
+
+static void size_text(uint64_t n, char *buf, size_t cap) {
+  if (n) snprintf(buf, cap, "0x%" PRIx64 " (%" PRIu64 ")", n, n);
+  else buf[0] = '\0';
+}
+
+static uint64_t committed_of(const struct dnt_clr_region *g) {
+  uint64_t from = g->start & ~PAGE_MASK;
+  return g->committed > from ? g->committed - from : 0;
+}
+
+static void segment_header(int w) {
+  printf("%16s %16s %16s %16s %-*s %-*s\n", "segment", "begin", "allocated", "committed", w, "allocated size", w,
+         "committed size");
+}
+
+static void segment_row(const struct dnt_clr_region *g, int w) {
+  char seg[24], begin[24], end[24], committed[24], used[48], held[48];
+  snprintf(seg, sizeof seg, "%012" PRIx64, g->descriptor);
+  snprintf(begin, sizeof begin, "%012" PRIx64, g->start);
+  snprintf(end, sizeof end, "%012" PRIx64, g->end);
+  snprintf(committed, sizeof committed, "%012" PRIx64, g->committed);
+  size_text(g->end - g->start, used, sizeof used);
+  size_text(committed_of(g), held, sizeof held);
+  printf("%16s %16s %16s %16s %-*s %-*s\n", seg, begin, end, committed, w, used, w, held);
+}
+
+/* The regions of heap i of a kind (generation 0..4; -1 the frozen ones), by generation then
+ * address, into v (the caller's, room for all). */
+static size_t regions_of(const struct dnt_clr_region *all, size_t n, int heap, int kind, const struct dnt_clr_region **v) {
+  size_t k = 0;
+  for (int gen = kind < 0 ? 2 : kind; gen <= (kind == 0 ? 2 : kind < 0 ? 2 : kind); gen++)
+    for (size_t i = 0; i < n; i++) /* all is by address */
+      if (all[i].heap == heap && all[i].generation == gen && all[i].frozen == (kind < 0)) v[k++] = &all[i];
+  return k;
+}
+
+int dnt_analyze_eeheap(struct analysis *a, int argc, char **argv) {
+  if (argc != 2 || strcasecmp(argv[1], "-gc") != 0) {
+    dnt_error("eeheap: only 'eeheap -gc' is read (the GC's heaps; the loader heaps are not yet)");
+    return 1;
+  }
+  dnt_clr_heap *h = dnt_analyze_heap(a, "eeheap");
+  if (!h) return 1;
+  const struct dnt_clr_region *all;
+  size_t n = dnt_clr_heap_regions(h, &all);
+  const struct dnt_clr_region **v = calloc(n ? n : 1, sizeof *v);
+  if (!v) {
+    dnt_error("eeheap: out of memory");
+    return 1;
+  }
+  int w = 14; /* "allocated size" */
+  uint64_t used = 0, held = 0;
+  for (size_t i = 0; i < n; i++) {
+    char t[48];
+    size_text(committed_of(&all[i]), t, sizeof t);
+    if ((int)strlen(t) > w) w = strlen(t) > 32 ? 32 : (int)strlen(t);
+    used += all[i].end - all[i].start, held += committed_of(&all[i]);
+  }
+  if (a->o->json) {
+    printf("{\"command\":\"eeheap\",\"heaps\":%d,\"regions\":[", dnt_clr_heap_count(h));
+    for (size_t i = 0; i < n; i++)
+      printf("%s{\"heap\":%d,\"generation\":%d,\"frozen\":%s,\"segment\":\"0x%" PRIx64 "\",\"begin\":\"0x%" PRIx64
+             "\",\"allocated\":\"0x%" PRIx64 "\",\"committed\":\"0x%" PRIx64 "\"}",
+             i ? "," : "", all[i].heap, all[i].generation, all[i].frozen ? "true" : "false", all[i].descriptor,
+             all[i].start, all[i].end, all[i].committed);
+    printf("],\"allocated\":%" PRIu64 ",\"committed\":%" PRIu64 "}\n", used, held);
+    free(v);
+    return 0;
+  }
+  char datas[16] = "";
+  if (dnt_clr_heap_datas(h) >= 0) snprintf(datas, sizeof datas, "%d", dnt_clr_heap_datas(h));
+  printf("\nDATAS = %s\n========================================\nNumber of GC Heaps: %d\n"
+         "----------------------------------------\n",
+         datas, dnt_clr_heap_count(h));
+  for (int heap = 0; heap < dnt_clr_heap_count(h); heap++) {
+    if (dnt_clr_heap_count(h) > 1) printf("Heap %d (%016" PRIx64 ")\n", heap, dnt_clr_heap_address(h, heap));
+    printf("Small object heap\n");
+    segment_header(w);
+    size_t k = regions_of(all, n, heap, 0, v);
+    for (size_t i = 0; i < k; i++) {
+      if (!i || v[i]->generation != v[i - 1]->generation) printf("generation %d:\n", v[i]->generation);
+      segment_row(v[i], w);
+    }
+    if ((k = regions_of(all, n, heap, -1, v))) {
+      printf("NonGC heap\n");
+      segment_header(w);
+      for (size_t i = 0; i < k; i++) segment_row(v[i], w);
+    }
+    printf("Large object heap\n");
+    segment_header(w);
+    k = regions_of(all, n, heap, 3, v);
+    for (size_t i = 0; i < k; i++) segment_row(v[i], w);
+    if ((k = regions_of(all, n, heap, 4, v))) {
+      printf("Pinned object heap\n");
+      segment_header(w);
+      for (size_t i = 0; i < k; i++) segment_row(v[i], w);
+    }
+    printf("------------------------------\n");
+  }
+  char t1[48], t2[48];
+  size_text(used, t1, sizeof t1);
+  size_text(held, t2, sizeof t2);
+  printf("GC Allocated Heap Size:    Size: %s bytes.\nGC Committed Heap Size:    Size: %s bytes.\n", t1, t2);
+  free(v);
+  return 0;
+}

@@ -206,7 +206,7 @@ static void dump_heap_sample(const char *dir, const char *heap, const char *cons
 }
 
 /* dumpheap on a workstation GC's heap (small, large and pinned object heaps, the frozen segment
- * of string literals): -stat, -bycount, -type and -mt print what dotnet-dump prints, byte for
+ * of string literals): -stat, -bycount, -type and -mt (and eeheap -gc) print what dotnet-dump prints, byte for
  * byte (the same objects, sizes, type names and order); the sample's 300 cache entries and their
  * arrays are counted; dumpobj of some of them is dotnet-dump's; --json says the same. */
 Test(dump_analyze, dumpheap_is_what_dotnet_dump_prints, .timeout = 600) {
@@ -224,6 +224,9 @@ Test(dump_analyze, dumpheap_is_what_dotnet_dump_prints, .timeout = 600) {
             "%s", stat.out);
   dumpheap_as_dotnet_dumps(core, "dumpheap -stat -bycount -noprogress", &r);
   dnt_run_free(&r);
+  dumpheap_as_dotnet_dumps(core, "eeheap -gc", &r); /* the regions, generation by generation */
+  cr_expect(strstr(r.out, "\nLarge object heap\n") && strstr(r.out, "\nNumber of GC Heaps: 1\n"), "%s", r.out);
+  dnt_run_free(&r);
   dumpheap_as_dotnet_dumps(core, "dumpheap -type Sample.CacheEntry", &r);
   cr_expect_eq(stat_count(r.out, "Sample.CacheEntry"), 300, "%s", r.out);
   dnt_run_free(&r);
@@ -239,8 +242,12 @@ Test(dump_analyze, dumpheap_is_what_dotnet_dump_prints, .timeout = 600) {
    * array, a string and a free block: dotnet-dump's text */
   const char *kinds[] = {"Sample.Options", "System.Byte[]", "System.String", "Free"};
   for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
-    char list[128];
-    snprintf(list, sizeof list, "dumpheap -short -type %s", kinds[k]);
+    char list[128], want[128], type_mt[32] = ""; /* the type's own MethodTable, from its -stat row */
+    snprintf(want, sizeof want, " %s\n", kinds[k]);
+    const char *at = strstr(stat.out, want);
+    while (at && at > stat.out && at[-1] != '\n') at--;
+    cr_assert(at && sscanf(at, "%31s", type_mt) == 1, "%s: %s", kinds[k], stat.out);
+    snprintf(list, sizeof list, "dumpheap -short -mt %s", type_mt);
     cr_assert_eq(dnt_run_dntrace(&r, "dump", "analyze", core, "-c", list, NULL), 0, "%s", r.err);
     char addr[32] = "", obj[64];
     cr_assert(sscanf(r.out, "%31s", addr) == 1, "%s: %s", kinds[k], r.out);
@@ -266,8 +273,8 @@ Test(dump_analyze, dumpheap_is_what_dotnet_dump_prints, .timeout = 600) {
   free(dir);
 }
 
-/* Server GC (two heaps): every object of both, in dotnet-dump's order, and eeversion says the
- * mode as SOS does. */
+/* Server GC (two heaps): every object of both, in dotnet-dump's order, eeheap -gc's regions of
+ * each as dotnet-dump lists them, and eeversion says the mode as SOS does. */
 Test(dump_analyze, dumpheap_reads_a_server_gc_heap, .timeout = 600) {
   DNT_REQUIRE_TARGET();
   dotnet_dump();
@@ -279,6 +286,9 @@ Test(dump_analyze, dumpheap_reads_a_server_gc_heap, .timeout = 600) {
   cr_expect_eq(stat_count(r.out, "Sample.CacheEntry"), 3000, "%s", r.out);
   dnt_run_free(&r);
   dumpheap_as_dotnet_dumps(core, "dumpheap", &r);
+  dnt_run_free(&r);
+  dumpheap_as_dotnet_dumps(core, "eeheap -gc", &r);
+  cr_expect(strstr(r.out, "\nHeap 0 (") && strstr(r.out, "\nHeap 1 ("), "%s", r.out);
   dnt_run_free(&r);
   cr_assert_eq(dnt_run_dntrace(&r, "dump", "analyze", core, "-c", "eeversion", NULL), 0, "%s", r.err);
   cr_expect(strstr(r.out, "\nServer mode with 2 gc heaps\n"), "%s", r.out);
