@@ -36,6 +36,7 @@ struct dnt_clr {
   uint64_t *pointers;
   uint32_t npointers;
   uint64_t dac_table, dac_table_size; /* g_dacTable in the core, 0 when the library has none */
+  char file_version[160]; /* "10.0.1226.42308 @Commit: ...", from the library's own stamp; "" */
 };
 
 static int fail(char *err, size_t cap, const char *what) {
@@ -170,6 +171,30 @@ out:
   return rc;
 }
 
+/* The library's own version stamp ("@(#)Version 10.0.1226.42308 @Commit: HASH", as the runtime
+ * writes it into its binaries) from its file into buf, "" when it has none. */
+static void read_file_version(const char *path, char *buf, size_t cap) {
+  static const char mark[] = "@(#)Version ";
+  buf[0] = '\0';
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  struct stat st;
+  if (fd < 0) return;
+  const uint8_t *f = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0
+                         ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0)
+                         : MAP_FAILED;
+  close(fd);
+  if (f == MAP_FAILED) return;
+  const uint8_t *at = memmem(f, (size_t)st.st_size, mark, sizeof mark - 1);
+  if (at) {
+    const uint8_t *p = at + sizeof mark - 1, *end = f + st.st_size;
+    size_t n = 0;
+    while (p + n < end && n + 1 < cap && p[n] >= 0x20 && p[n] < 0x7f) n++;
+    memcpy(buf, p, n);
+    buf[n] = '\0';
+  }
+  munmap((void *)f, (size_t)st.st_size);
+}
+
 /* A value of the JSON: a number, or a "0x..." (or decimal) string. */
 static int number_of(const struct json *v, uint64_t *out) {
   if (v->kind == JSON_NUMBER && v->number >= 0 && v->number < 1.8e19) return *out = (uint64_t)v->number, 0;
@@ -255,6 +280,7 @@ int dnt_clr_open(dnt_clr **out, const dnt_core *c, const char *runtime_dir, char
   }
   /* the runtime's table of its debugger-visible variables: where the GC's own interface is found
    * (heap.c); a runtime without it reads all but the heap */
+  read_file_version(path, r->file_version, sizeof r->file_version);
   char ignored[512];
   if (symbol_value(r, path, "g_dacTable", &value, &size, ignored, sizeof ignored) == 0)
     r->dac_table = r->base + value, r->dac_table_size = size;
@@ -271,6 +297,7 @@ void dnt_clr_close(dnt_clr *r) {
 }
 
 const char *dnt_clr_version(const dnt_clr *r) { return r->version; }
+const char *dnt_clr_file_version(const dnt_clr *r) { return r->file_version; }
 const dnt_core *dnt__clr_core(const dnt_clr *r) { return r->c; }
 uint64_t dnt__clr_dac_table(const dnt_clr *r, uint64_t *size) { return *size = r->dac_table_size, r->dac_table; }
 const char *dnt_clr_library(const dnt_clr *r) { return r->library; }

@@ -64,6 +64,9 @@ void dnt_clr_close(dnt_clr *r);
 
 /* The runtime's version as its folder names it ("10.0.12"; "" when the path does not say). */
 const char *dnt_clr_version(const dnt_clr *r);
+/* The library's own version stamp, as SOS's eeversion prints it ("10.0.1226.42308 @Commit:
+ * HASH"; "" when the file has none). */
+const char *dnt_clr_file_version(const dnt_clr *r);
 /* The library's path the core names. */
 const char *dnt_clr_library(const dnt_clr *r);
 

@@ -330,6 +330,16 @@ int dnt_clr_method_name(const dnt_clr *r, uint64_t md, char *buf, size_t cap) {
       module_path(r, module, path, sizeof path) != 0)
     return -1;
   if (!dnt_assembly_method_name(path, token & 0xffffff, buf, cap)) return -1;
+  /* a generic type's method: its type as the runtime names the instance ("TaskAwaiter`1[[System.Int32,
+   * System.Private.CoreLib]]", shared code's "[[System.__Canon, ...]]"), in place of the definition */
+  char type[2048];
+  if (dnt_clr_type_name_sos(r, mt, type, sizeof type) == 0 && strchr(type, '[')) {
+    size_t def = (size_t)(strchr(type, '[') - type), rest = strlen(buf) - def;
+    if (strncmp(buf, type, def) == 0 && buf[def] == '.' && strlen(type) + rest < cap) {
+      memmove(buf + strlen(type), buf + def, rest + 1);
+      memcpy(buf, type, strlen(type));
+    }
+  }
   /* its parameters, as SOS writes them after the name (left out when they do not read) */
   size_t n = strlen(buf);
   char params[2048];

@@ -53,19 +53,28 @@ dnt_clr_heap *dnt_analyze_heap(struct analysis *a, const char *command) {
 static int cmd_eeversion(struct analysis *a) {
   char *lib = dnt_safe_text(dnt_clr_library(a->clr)), err[512], mode[64] = "GC mode not read: ";
   /* the GC's mode as SOS says it; a core without the GC's state (a triage dump) says why not */
-  int heaps = 0;
+  int heaps = 0, server = 0;
   if (!a->heap && dnt_clr_heap_open(&a->heap, a->clr, err, sizeof err) != 0) a->heap = NULL;
-  if (a->heap) heaps = dnt_clr_heap_count(a->heap);
-  if (heaps > 1) snprintf(mode, sizeof mode, "Server mode with %d gc heaps", heaps);
-  else if (heaps == 1) snprintf(mode, sizeof mode, "Workstation mode");
+  if (a->heap) heaps = dnt_clr_heap_count(a->heap), server = dnt_clr_heap_address(a->heap, 0) != 0;
+  if (server) snprintf(mode, sizeof mode, "Server mode with %d gc heaps", heaps);
+  else if (heaps) snprintf(mode, sizeof mode, "Workstation mode");
+  /* SOS's first lines: the library's version stamp, its number alone, then whole */
+  char *stamp = dnt_safe_text(dnt_clr_file_version(a->clr)), number[64];
+  snprintf(number, sizeof number, "%.*s", (int)strcspn(stamp, " "), stamp);
   if (a->o->json) {
-    printf("{\"command\":\"eeversion\",\"version\":\"%s\",\"library\":\"%s\",\"gcHeaps\":%d}\n",
-           dnt_clr_version(a->clr), lib, heaps);
+    printf("{\"command\":\"eeversion\",\"version\":\"%s\",\"fileVersion\":\"%s\",\"library\":\"%s\",\"gcHeaps\":%d,"
+           "\"server\":%s}\n",
+           dnt_clr_version(a->clr), number, lib, heaps, server ? "true" : "false");
   } else {
     char *why = heaps ? NULL : dnt_safe_text(err);
-    printf("%s\n%s%s\n%s\n", dnt_clr_version(a->clr), mode, why ? why : "", lib);
+    if (stamp[0]) printf("%s\n%s\n", number, stamp);
+    else printf("%s\n", dnt_clr_version(a->clr));
+    printf("%s%s\n", mode, why ? why : "");
+    if (server && dnt_clr_heap_datas(a->heap) >= 0) printf("DATAS %d \n", dnt_clr_heap_datas(a->heap));
+    printf("%s\n", lib);
     free(why);
   }
+  free(stamp);
   free(lib);
   return 0;
 }

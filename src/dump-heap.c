@@ -373,7 +373,8 @@ int dnt_analyze_eeheap(struct analysis *a, int argc, char **argv) {
          "----------------------------------------\n",
          datas, dnt_clr_heap_count(h));
   for (int heap = 0; heap < dnt_clr_heap_count(h); heap++) {
-    if (dnt_clr_heap_count(h) > 1) printf("Heap %d (%016" PRIx64 ")\n", heap, dnt_clr_heap_address(h, heap));
+    if (dnt_clr_heap_address(h, heap)) /* server GC, even with one heap */
+      printf("Heap %d (%016" PRIx64 ")\n", heap, dnt_clr_heap_address(h, heap));
     printf("Small object heap\n");
     segment_header(w);
     size_t k = regions_of(all, n, heap, 0, v);

@@ -2,7 +2,8 @@
  * threads of its own, dumped in full by `dntrace dump`; on that core dntrace's clrthreads must
  * print what dotnet-dump's SOS prints, byte for byte (its oracle, from NuGet: ./bootstrap.sh
  * installs it), and its --json the same threads; gzipped, the same; heap, mini and triage dumps
- * too, and dumpheap as dotnet-dump's on workstation and server GC heaps. A crashed sample's own core
+ * too, and dumpheap as dotnet-dump's on workstation and server GC heaps, and a real web service's
+ * core (tests/targets/web) read as dotnet-dump reads it. A crashed sample's own core
  * shows its exception on the thread that threw it (clrthreads, pe), as dotnet-dump does. Bad input is one line and exit 1: a file that is
  * not ELF, an empty one, a core cut short, the core of a process that is not .NET (gdb's gcore),
  * a runtime folder without the runtime; an unknown command fails the run; the prompt reads
@@ -20,6 +21,7 @@
 #include "../lib/run.h"
 #include "../lib/target-cr.h"
 #include "../lib/target.h"
+#include "../lib/web-load.h"
 
 /* Microsoft's dotnet-dump, the oracle. */
 static const char *dotnet_dump(void) { return diag_tool("dotnet-dump"); }
@@ -343,6 +345,58 @@ Test(dump_analyze, clrstack_is_what_dotnet_dump_prints, .timeout = 300) {
               "assert any(f['method'] == 'Sample.Program.Main(System.String[])' for t in j['threads'] for f in t['frames'])\n";
   expect_json_agrees(core, "clrstack -all", all.out, dir, py);
   dnt_run_free(&all);
+  dnt_rm_rf(dir);
+  free(dir);
+}
+
+/* A real web service (tests/targets/web: ASP.NET Core, server GC with DATAS by default) after a
+ * load of requests, dumped in full: clrthreads, dumpheap -stat, eeheap -gc and clrstack -all (its
+ * async state machines' frames, generic instances' methods "TaskAwaiter`1[[System.Int32, ...]]")
+ * as dotnet-dump prints them; eeversion's first lines (the runtime's version stamp, the GC's
+ * mode, DATAS) are SOS's. */
+Test(dump_analyze, a_web_service_reads_as_dotnet_dump_does, .timeout = 600) {
+  const char *why = dnt_web_unavailable();
+  if (why) {
+    if (in_ci()) cr_assert_fail("needs the web target: %s (CI=true)", why);
+    cr_skip_test("needs the web target: %s", why);
+  }
+  dotnet_dump();
+  dnt_target t;
+  int port;
+  char err[512], pid[32], *dir = dnt_temp_dir("dnt-analyze"), core[4200];
+  cr_assert_eq(dnt_web_start(&t, &port, err, sizeof err), 0, "%s", err);
+  const char *const paths[] = {"/json", "/order/{n}", "/work", NULL};
+  struct dnt_web_load l = {.port = port, .paths = paths, .connections = 4, .requests = 300};
+  int loaded = dnt_web_load_run(&l);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  snprintf(core, sizeof core, "%s/web.core", dir);
+  struct dnt_run r;
+  int rc = dnt_run_dntrace(&r, "dump", "-p", pid, "--type", "full", "-o", core, NULL);
+  dnt_target_stop(&t);
+  cr_assert_eq(loaded, 0, "the load: %s", l.error);
+  cr_assert_eq(rc, 0, "dntrace dump: %s", r.err);
+  dnt_run_free(&r);
+  clrthreads_as_dotnet_dumps(core, &r);
+  dnt_run_free(&r);
+  dumpheap_as_dotnet_dumps(core, "dumpheap -stat -noprogress", &r);
+  cr_expect(strstr(r.out, "Microsoft.AspNetCore."), "ASP.NET's objects: %s", r.out);
+  dnt_run_free(&r);
+  dumpheap_as_dotnet_dumps(core, "eeheap -gc", &r);
+  cr_expect(strstr(r.out, "\nHeap 0 ("), "server GC: %s", r.out);
+  dnt_run_free(&r);
+  clrstack_as_dotnet_dumps(core, "setthread 0", "clrstack -all", &r);
+  dnt_run_free(&r);
+  /* eeversion: SOS's lines but its own version's (dntrace prints the library's path there) */
+  struct dnt_run theirs;
+  cr_assert_eq(dnt_run_dntrace(&r, "dump", "analyze", core, "-c", "eeversion", NULL), 0, "%s", r.err);
+  char *const argv[] = {(char *)dotnet_dump(), "analyze", core, "-c", "eeversion", "-c", "exit", NULL};
+  cr_assert_eq(dnt_run_argv(&theirs, argv, NULL, 120000), 0, "dotnet-dump: %s%s", theirs.out, theirs.err);
+  const char *sos = strstr(theirs.out, "\n"), *sos_end = strstr(theirs.out, "SOS Version:");
+  cr_assert(sos && sos_end, "dotnet-dump: %s", theirs.out);
+  cr_expect(strncmp(r.out, sos + 1, (size_t)(sos_end - sos - 1)) == 0 && strstr(r.out, "Server mode with "),
+            "dntrace:\n%s\ndotnet-dump:\n%s", r.out, theirs.out);
+  dnt_run_free(&theirs);
+  dnt_run_free(&r);
   dnt_rm_rf(dir);
   free(dir);
 }
