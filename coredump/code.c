@@ -177,6 +177,7 @@ int dnt__clr_code(const dnt_clr *r, uint64_t ip, uint64_t *md, uint64_t *start, 
       u64_at(r, header + md_off, md) || !*md)
     return -1;
   *start = code;
+  u->header = header;
   /* its functions (the body, then funclets), RVAs from the section's start: the last one that
    * begins at or before ip */
   if (field(r, "RealCodeHeader", "NumUnwindInfos", &n_off) == 0 &&

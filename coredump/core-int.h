@@ -54,6 +54,7 @@ uint64_t dnt__clr_dac_table(const dnt_clr *r, uint64_t *size);
  * UNWIND_INFO (both 0 when not known), and the base its RVAs count from (a chained function's). */
 struct dnt__code_unwind {
   uint64_t begin, info, base;
+  uint64_t header; /* the JIT's RealCodeHeader of the method, 0 for precompiled code */
 };
 /* As dnt_clr_code_method, and the function's unwind data into *u. */
 int dnt__clr_code(const dnt_clr *r, uint64_t ip, uint64_t *md, uint64_t *start, struct dnt__code_unwind *u);

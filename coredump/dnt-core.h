@@ -255,6 +255,11 @@ struct dnt_clr_frame {
   uint64_t frame;
   const char *kind; /* static */
 };
+/* The source line of a managed frame at ip (caller: not the innermost frame, nor the first after
+ * a Frame: its ip is a return address, the line the call's), as SOS's clrstack shows it: the IL
+ * offset from the method's debug info, the line from the portable PDB beside its module's file.
+ * 0 with the document's path in file, or -1 (no PDB there, no line, precompiled code). */
+int dnt_clr_source_line(const dnt_clr *r, uint64_t ip, int caller, char *file, size_t cap, uint32_t *line);
 /* The thread's stack, innermost first. *v malloc'ed, the caller's (NULL, 0 for a thread the core
  * holds no registers of). 0, or -1 out of memory or the runtime's Frame layout unknown. */
 int dnt_clr_stack_walk(const dnt_clr *r, const struct dnt_clr_thread *t, struct dnt_clr_frame **v, size_t *n);

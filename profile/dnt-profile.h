@@ -332,6 +332,10 @@ int dnt_assembly_method_params(const char *path, uint32_t rid, char *buf, size_t
 /* Field row rid of the assembly at path: its name, its type's element type and (a class or
  * value type's) TypeDefOrRef token, as dnt__ecma_field. 1, or 0. */
 int dnt_assembly_field(const char *path, uint32_t rid, char *name, size_t cap, uint8_t *element, uint32_t *token);
+/* The source line of IL offset il of MethodDef row rid, from the portable PDB at path, as SOS
+ * picks it (the last visible sequence point at or before il): the document's name into file
+ * (cap bytes) and the line. 1, or 0 when the file, the method or a line is not there. */
+int dnt_pdb_line(const char *path, uint32_t rid, uint32_t il, char *file, size_t cap, uint32_t *line);
 /* The TypeDef row of the top-level type ns.name in the assembly at path, 0 when none. */
 uint32_t dnt_assembly_find_type(const char *path, const char *ns, const char *name);
 

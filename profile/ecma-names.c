@@ -107,7 +107,7 @@ static int column_size(int col, uint8_t heaps, const uint32_t *rows) {
 }
 
 /* The stream named name of the metadata root: its bytes, or NULL. */
-static const uint8_t *stream(const uint8_t *md, size_t len, const char *name, uint32_t *size) {
+const uint8_t *dnt__ecma_stream(const uint8_t *md, size_t len, const char *name, uint32_t *size) {
   if (len < 16 || rd32(md) != 0x424A5342) return NULL; /* "BSJB" */
   uint32_t vlen = rd32(md + 12);
   if (vlen > len - 16 || len - 16 - vlen < 4) return NULL;
@@ -133,8 +133,8 @@ static const uint8_t *stream(const uint8_t *md, size_t len, const char *name, ui
 int dnt__ecma_open(struct dnt__ecma *e, const uint8_t *md, size_t len) {
   memset(e, 0, sizeof *e);
   uint32_t tlen, slen, blen = 0;
-  const uint8_t *t = stream(md, len, "#~", &tlen), *s = stream(md, len, "#Strings", &slen),
-                *b = stream(md, len, "#Blob", &blen);
+  const uint8_t *t = dnt__ecma_stream(md, len, "#~", &tlen), *s = dnt__ecma_stream(md, len, "#Strings", &slen),
+                *b = dnt__ecma_stream(md, len, "#Blob", &blen);
   if (!t || !s || tlen < 24) return -1;
   uint8_t heaps = t[6];
   uint64_t valid = (uint64_t)rd32(t + 8) | (uint64_t)rd32(t + 12) << 32;

@@ -27,6 +27,8 @@ struct dnt__ecma {
   uint32_t nfields, field_row;
 };
 
+/* The stream named name of the metadata root at md (len bytes): its bytes and size, or NULL. */
+const uint8_t *dnt__ecma_stream(const uint8_t *md, size_t len, const char *name, uint32_t *size);
 /* Reads the metadata root at md (len bytes, borrowed: it must outlive e). 0, or -1 when it is
  * not metadata dntrace can read. */
 int dnt__ecma_open(struct dnt__ecma *e, const uint8_t *md, size_t len);

@@ -1,7 +1,7 @@
 /* dump analyze's clrstack: a managed thread's stack as SOS's clrstack prints it (the current
  * thread's, or -all every managed thread's): a row per frame, its stack pointer, instruction
- * pointer and method, and the runtime's explicit Frames as SOS shows them ("[InlinedCallFrame:
- * ADDR]"). Command-line glue: it prints. */
+ * pointer, method and source line (from the PDB beside the module), and the runtime's explicit
+ * Frames as SOS shows them ("[InlinedCallFrame: ADDR]"). Command-line glue: it prints. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,18 +38,35 @@ static int print_stack(struct analysis *a, const struct dnt_clr_thread *t, int f
       if (v[i].frame) printf("\"frame\":\"%s\",", v[i].kind);
       printf("\"method\":");
       dnt_json_string(stdout, name);
+      char file[4096];
+      uint32_t line;
+      if (!v[i].frame && dnt_clr_source_line(a->clr, v[i].ip, i > 0, file, sizeof file, &line) == 0) {
+        printf(",\"file\":");
+        dnt_json_string(stdout, file);
+        printf(",\"line\":%u", line);
+      }
       printf("}");
     }
     printf("]}");
   } else {
     printf("        Child SP               IP Call Site\n");
+    int caller = 0; /* past the innermost frame, or a Frame: ips are return addresses */
     for (size_t i = 0; i < n; i++) {
       if (v[i].frame) {
         printf("%016" PRIX64 " %016" PRIx64 " [%s: %016" PRIx64 "] ", v[i].sp, v[i].ip, v[i].kind, v[i].frame);
+        put_name(a, v[i].method);
       } else {
         printf("%016" PRIX64 " %016" PRIX64 " ", v[i].sp, v[i].ip);
+        put_name(a, v[i].method);
+        char file[4096];
+        uint32_t line;
+        if (dnt_clr_source_line(a->clr, v[i].ip, caller, file, sizeof file, &line) == 0) {
+          char *safe = dnt_safe_text(file);
+          printf(" [%s @ %u]", safe, line);
+          free(safe);
+        }
       }
-      put_name(a, v[i].method);
+      caller = 1;
       printf("\n");
     }
   }

@@ -47,6 +47,16 @@ for fuzzer in "$@"; do
         [ -f "$f" ] && [ "$(wc -c <"$f")" -le "$max_len" ] && [ "$(wc -c <"$f")" -ge 20000 ] && cp "$f" "$dirs/"
       done
       ;;
+    fuzz-pdb)
+      # the sample's own portable PDB, from a build beside this one that made it (a build output:
+      # not committed); without one the target starts from nothing
+      max_len=262144
+      dirs="$build/fuzz-seeds-pdb"
+      mkdir -p "$dirs"
+      for f in "$build"/tests/targets/sample/out/Sample.pdb "$build"/../*/tests/targets/sample/out/Sample.pdb; do
+        [ -f "$f" ] && cp "$f" "$dirs/" && break
+      done
+      ;;
     fuzz-fields | fuzz-counters | fuzz-trace-read | fuzz-gc | fuzz-jitpool | fuzz-allocs | fuzz-exclocks | fuzz-heap)
       dirs="$seeds/traces"
       # the public corpus of real traces, when it is there (read only: new finds go to fuzz-corpus)

@@ -139,32 +139,8 @@ static void dumpheap_as_dotnet_dumps(const char *core, const char *command, stru
   dnt_run_free(&theirs);
 }
 
-/* SOS's rows without their source lines (" [FILE @ LINE]" at a row's end: dotnet-dump reads the
- * portable PDBs, dntrace does not yet), into a new string. */
-static char *without_source_lines(const char *text) {
-  char *out = malloc(strlen(text) + 1), *o = out;
-  cr_assert(out);
-  for (const char *line = text; *line;) {
-    size_t n = strcspn(line, "\n");
-    const char *open = NULL;
-    for (const char *p = line; p < line + n; p++)
-      if (p[0] == ' ' && p[1] == '[') open = p;
-    size_t keep = n;
-    if (open && n && line[n - 1] == ']') {
-      const char *at = strstr(open, " @ ");
-      if (at && at < line + n) keep = (size_t)(open - line);
-    }
-    memcpy(o, line, keep);
-    o += keep;
-    line += n;
-    if (*line == '\n') *o++ = '\n', line++;
-  }
-  *o = '\0';
-  return out;
-}
-
 /* commands (a clrstack, a setthread before it) on core by dntrace (into ours) and by dotnet-dump:
- * the same rows, but SOS's source lines. */
+ * the same rows, source lines included. */
 static void clrstack_as_dotnet_dumps(const char *core, const char *before, const char *command, struct dnt_run *ours) {
   struct dnt_run theirs;
   cr_assert_eq(dnt_run_dntrace(ours, "dump", "analyze", core, "-c", before, "-c", command, NULL), 0, "%s: %s", command,
@@ -175,9 +151,7 @@ static void clrstack_as_dotnet_dumps(const char *core, const char *before, const
   const char *after = strstr(theirs.out, "Loading core dump: ");
   after = after ? strchr(after, '\n') : NULL;
   cr_assert(after, "dotnet-dump: %s", theirs.out);
-  char *want = without_source_lines(after + 1);
-  cr_expect_str_eq(ours->out, want, "%s: dntrace:\n%s\ndotnet-dump:\n%s", command, ours->out, want);
-  free(want);
+  cr_expect_str_eq(ours->out, after + 1, "%s: dntrace:\n%s\ndotnet-dump:\n%s", command, ours->out, after + 1);
   dnt_run_free(&theirs);
 }
 
@@ -300,8 +274,9 @@ Test(dump_analyze, dumpheap_reads_a_server_gc_heap, .timeout = 600) {
 }
 
 /* clrstack -all on the sample's core: every managed thread's frames as dotnet-dump prints them
- * (the same stack pointers, instruction pointers, methods with their parameters, and the
- * runtime's Frames: a P/Invoke's InlinedCallFrame twice, the thread's base), source lines aside;
+ * (the same stack pointers, instruction pointers, methods with their parameters, source lines
+ * from the sample's PDB, and the runtime's Frames: a P/Invoke's InlinedCallFrame twice, the
+ * thread's base);
  * clrstack of the current thread after setthread; --json the same frames. */
 Test(dump_analyze, clrstack_is_what_dotnet_dump_prints, .timeout = 300) {
   DNT_REQUIRE_TARGET();
@@ -310,11 +285,11 @@ Test(dump_analyze, clrstack_is_what_dotnet_dump_prints, .timeout = 300) {
   dump_sample(dir, core, sizeof core);
   struct dnt_run all, one;
   clrstack_as_dotnet_dumps(core, "setthread 0", "clrstack -all", &all);
-  cr_expect(strstr(all.out, " Sample.Program.Main(System.String[])\n"), "%s", all.out);
+  cr_expect(strstr(all.out, " Sample.Program.Main(System.String[]) [") && strstr(all.out, "Program.cs @ "), "%s", all.out);
   cr_expect(strstr(all.out, " System.Threading.Thread.StartCallback()\n"), "%s", all.out);
   cr_expect(strstr(all.out, "[InlinedCallFrame: "), "%s", all.out);
   unsigned parked = 0;
-  for (const char *p = all.out; (p = strstr(p, " Sample.IdleWork.Park(System.Threading.CancellationToken)\n")); p++)
+  for (const char *p = all.out; (p = strstr(p, " Sample.IdleWork.Park(System.Threading.CancellationToken) [")); p++)
     parked++;
   cr_expect_eq(parked, 3, "the sample's three idle threads: %s", all.out);
   /* the thread that runs Main, by its index among the core's */
@@ -334,7 +309,7 @@ Test(dump_analyze, clrstack_is_what_dotnet_dump_prints, .timeout = 300) {
   snprintf(setthread, sizeof setthread, "setthread %d", atoi(row + 1));
   dnt_run_free(&threads);
   clrstack_as_dotnet_dumps(core, setthread, "clrstack", &one);
-  cr_expect(strstr(one.out, " Sample.Program.Main(System.String[])\n"), "%s", one.out);
+  cr_expect(strstr(one.out, " Sample.Program.Main(System.String[]) ["), "%s", one.out);
   dnt_run_free(&one);
   /* --json: the same rows */
   char py[] = "import json, sys\n"
@@ -342,7 +317,8 @@ Test(dump_analyze, clrstack_is_what_dotnet_dump_prints, .timeout = 300) {
               "rows = [l.split(None, 2) for l in open(sys.argv[2]).read().splitlines() if l[:1] in '0123456789ABCDEF']\n"
               "got = [(int(f['sp'], 16), int(f['ip'], 16)) for t in j['threads'] for f in t['frames']]\n"
               "assert got == [(int(r[0], 16), int(r[1], 16)) for r in rows], (got[:4], rows[:4])\n"
-              "assert any(f['method'] == 'Sample.Program.Main(System.String[])' for t in j['threads'] for f in t['frames'])\n";
+              "main = [f for t in j['threads'] for f in t['frames'] if f['method'] == 'Sample.Program.Main(System.String[])']\n"
+              "assert main and main[0]['file'].endswith('Program.cs') and main[0]['line'] > 0, main\n";
   expect_json_agrees(core, "clrstack -all", all.out, dir, py);
   dnt_run_free(&all);
   dnt_rm_rf(dir);
@@ -497,7 +473,7 @@ Test(dump_analyze, a_crash_shows_its_exception_as_dotnet_dump_does, .timeout = 3
   cr_expect(strstr(ours.out, "Exception type:   Sample.SampleException\n"), "%s", ours.out);
   struct dnt_run heap;
   clrstack_as_dotnet_dumps(core, setthread, "clrstack", &heap);
-  cr_expect(strstr(heap.out, "[SoftwareExceptionFrame: ") && strstr(heap.out, " Sample.ThrowWork.Fail()\n"), "%s", heap.out);
+  cr_expect(strstr(heap.out, "[SoftwareExceptionFrame: ") && strstr(heap.out, " Sample.ThrowWork.Fail() ["), "%s", heap.out);
   dnt_run_free(&heap);
   dumpheap_as_dotnet_dumps(core, "dumpheap -stat -noprogress", &heap);
   cr_expect(strstr(heap.out, " Sample.SampleException\n"), "the exception is on the heap: %s", heap.out);
