@@ -12,8 +12,8 @@
  * objects run from mem to allocated, or to the heap's alloc_allocated for its ephemeral region.
  * An object: its MethodTable (low bits are flags), then for arrays and strings a u32 count; its
  * size is BaseSize plus the count times the component size, and the next object is at that size
- * aligned to 8. The allocation contexts (each thread's and each generation's) are unfilled gaps:
- * the walk steps over them. */
+ * aligned to 8. The allocation contexts (each thread's, and each heap's generation 0's) are
+ * unfilled gaps: the walk steps over them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +24,7 @@
 #define GC_MAJOR 2            /* the GcDacVars layout read here */
 #define MAX_GENERATIONS 8
 #define MAX_HEAPS 1024
-#define MAX_REGIONS (1u << 22)
+#define MAX_REGIONS (1u << 20) /* 4 TB of 4 MB regions; a list longer than that is damage */
 #define MAX_GAPS (1u << 20)
 #define MT_HAS_COMPONENT_SIZE 0x80000000u
 #define MIN_OBJECT_SIZE 24
@@ -145,7 +145,9 @@ static int read_generations(struct dnt_clr_heap *h, int heap, uint64_t gen_table
       return fail(err, cap, "the core does not hold the GC's generation table");
     for (size_t n = 0; seg; n++) {
       uint8_t s[S_SIZE];
-      if (n == MAX_REGIONS || dnt_core_read(h->c, seg, s, sizeof s) != 0)
+      if (n == MAX_REGIONS || h->nregions == MAX_REGIONS)
+        return fail(err, cap, "the GC's list of regions does not end (it is damaged)");
+      if (dnt_core_read(h->c, seg, s, sizeof s) != 0)
         return fail(err, cap, "the core does not hold the GC's list of regions (a triage dump holds none of the heap), "
                                 "or the list is damaged");
       struct dnt_clr_region reg = {.start = dnt__u64(s + S_MEM), .end = dnt__u64(s + S_ALLOCATED),
@@ -302,7 +304,7 @@ static const struct mt_info *mt_info(struct dnt_clr_heap *h, uint64_t mt) {
   while (h->mts[k].mt && h->mts[k].mt != mt) k = (k + 1) & (h->capmts - 1);
   struct mt_info *m = &h->mts[k];
   if (!m->mt) {
-    uint8_t b[8];
+    uint8_t b[8] = {0};
     m->mt = mt, h->nmts++;
     m->readable = dnt_core_read(h->c, mt, b, sizeof b) == 0;
     m->flags = (uint32_t)dnt__u64(b), m->base_size = (uint32_t)(dnt__u64(b) >> 32);
@@ -380,8 +382,9 @@ int dnt_clr_heap_walk(dnt_clr_heap *h, dnt_clr_object_fn fn, void *ud, struct dn
         at = next_valid(h, reg, at, skips);
         continue;
       }
-      at += (o.size + 7) & ~7ull;
-      if (skips) at = past_contexts(h, reg, at);
+      uint64_t next = at + ((o.size + 7) & ~7ull);
+      if (next <= at) break; /* a size past the end of memory: damage */
+      at = skips ? past_contexts(h, reg, next) : next;
       if (at > forgotten && at - forgotten >= FORGET_EVERY) { /* what is walked need not stay in memory */
         dnt_core_forget(h->c, forgotten, at - forgotten);
         forgotten = at;
