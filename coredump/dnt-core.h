@@ -90,8 +90,8 @@ int dnt_clr_type_name(const dnt_clr *r, uint64_t mt, char *buf, size_t cap);
  * arguments after the whole name, each with its assembly
  * ("System.Collections.Generic.List`1[[System.String, System.Private.CoreLib]]"). */
 int dnt_clr_type_name_sos(const dnt_clr *r, uint64_t mt, char *buf, size_t cap);
-/* The CorElementType of a type (its class's: a primitive's own, VALUETYPE for a struct, CLASS
- * for any reference type): 0, or -1. */
+/* The CorElementType of a type as an array's element (a primitive's own, VALUETYPE for a struct
+ * or an enum, CLASS for any reference type): 0, or -1. */
 int dnt_clr_element_type(const dnt_clr *r, uint64_t mt, uint8_t *type);
 /* The file of a Module (its path as the runtime kept it) into buf: 0, or -1. */
 int dnt_clr_module_path(const dnt_clr *r, uint64_t module, char *buf, size_t cap);
@@ -113,6 +113,9 @@ struct dnt_clr_field {
  * parents' first, each class's instance fields then its statics. *v malloc'ed, the caller's. 0,
  * or -1 (a class the core does not hold, a field layout unknown here). */
 int dnt_clr_fields(const dnt_clr *r, uint64_t mt, uint64_t obj, struct dnt_clr_field **v, size_t *n);
+
+/* A class's count of instance fields (its parents' included) and of its own statics: 0, or -1. */
+int dnt_clr_field_counts(const dnt_clr *r, uint64_t mt, unsigned *instances, unsigned *statics);
 
 /* A String object's text in UTF-8 (*out malloc'ed, the caller's; at most max UTF-16 units): 0,
  * or -1 when the core does not hold it. */

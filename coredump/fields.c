@@ -73,18 +73,187 @@ static const char *const primitive_names[] = {
     [0x08] = "Int32",   [0x09] = "UInt32", [0x0A] = "Int64",  [0x0B] = "UInt64", [0x0C] = "Single", [0x0D] = "Double",
     [0x0E] = "String",  [0x18] = "IntPtr", [0x19] = "UIntPtr", [0x1C] = "Object"};
 
-/* The field's type's MethodTable as the runtime's debugger interface finds it (a type it has
- * loaded: a primitive, or a class the module's maps hold), 0 otherwise. */
-static uint64_t type_mt(const dnt_clr *r, uint64_t module, uint8_t element, uint32_t token) {
-  uint64_t off;
-  if (element < sizeof primitive_names / sizeof primitive_names[0] && primitive_names[element])
-    return corelib_type(r, primitive_names[element]);
-  if (element != 0x11 && element != 0x12) return 0;
-  if (token >> 24 == 0x02 && field(r, "Module", "TypeDefToMethodTableMap", &off) == 0)
-    return lookup_map(r, module + off, token & 0xffffff);
-  if (token >> 24 == 0x01 && field(r, "Module", "TypeRefToMethodTableMap", &off) == 0)
-    return lookup_map(r, module + off, token & 0xffffff);
+/* ---- a field's type as the runtime's debugger interface finds it: only a type it has loaded;
+ * arrays and generic instances from the loaded types' table (Module.AvailableTypeParams, an
+ * EETypeHashTable: buckets after 3 special slots, the first the count; chains of entries ending
+ * at an odd pointer; each entry's value a TypeHandle) ---- */
+
+#define MT_ARRAY_MASK 0x000C0000u
+#define MT_ARRAY 0x00080000u
+#define MT_SZARRAY 0x00020000u
+#define MT_GENERIC_MASK 0x30u
+#define MAX_ARGS 16
+#define MAX_ENTRIES 200000
+
+struct sigr {
+  const uint8_t *p, *end;
+  int bad;
+};
+
+static uint32_t sig_number(struct sigr *g) {
+  if (g->p >= g->end) return g->bad = 1, 0;
+  uint8_t b = *g->p;
+  if (!(b & 0x80)) return g->p++, b;
+  if ((b & 0xC0) == 0x80 && g->end - g->p >= 2) {
+    uint32_t v = (uint32_t)(b & 0x3F) << 8 | g->p[1];
+    return g->p += 2, v;
+  }
+  if ((b & 0xE0) == 0xC0 && g->end - g->p >= 4) {
+    uint32_t v = (uint32_t)(b & 0x1F) << 24 | (uint32_t)g->p[1] << 16 | (uint32_t)g->p[2] << 8 | g->p[3];
+    return g->p += 4, v;
+  }
+  return g->bad = 1, 0;
+}
+
+/* A MethodTable's own facts: its flags, module, TypeDef row, PerInstInfo (an array's element),
+ * and a generic instance's arguments (args, *nargs). 0, or -1. */
+static int mt_facts(const dnt_clr *r, uint64_t mt, uint32_t *flags, uint64_t *module, uint32_t *rid, uint64_t *inst,
+                    uint64_t *args, uint32_t *nargs) {
+  uint64_t flags_off, flags2_off, module_off, inst_off, ndicts_off, nargs_off, dict;
+  uint32_t flags2;
+  const dnt_core *c = dnt__clr_core(r);
+  *nargs = 0;
+  if ((mt & 2) || field(r, "MethodTable", "MTFlags", &flags_off) || field(r, "MethodTable", "MTFlags2", &flags2_off) ||
+      field(r, "MethodTable", "Module", &module_off) || field(r, "MethodTable", "PerInstInfo", &inst_off) ||
+      dnt_core_read_u32(c, mt + flags_off, flags) || dnt_core_read_u32(c, mt + flags2_off, &flags2) ||
+      u64_at(r, mt + module_off, module) || u64_at(r, mt + inst_off, inst))
+    return -1;
+  *rid = flags2 >> 8;
+  uint16_t ndicts = 0, n = 0;
+  if (!(*flags & 0x80000000u) && (*flags & MT_GENERIC_MASK) && *inst &&
+      field(r, "GenericsDictInfo", "NumDicts", &ndicts_off) == 0 && field(r, "GenericsDictInfo", "NumTypeArgs", &nargs_off) == 0 &&
+      dnt_core_read(c, *inst - 8 + ndicts_off, &ndicts, 2) == 0 && dnt_core_read(c, *inst - 8 + nargs_off, &n, 2) == 0 &&
+      ndicts && n <= MAX_ARGS && u64_at(r, *inst + 8ull * (ndicts - 1u), &dict) == 0 &&
+      dnt_core_read(c, dict, args, 8ull * n) == 0)
+    *nargs = n;
   return 0;
+}
+
+/* Looks through module's loaded types for one that match() takes. 0 when none. */
+static uint64_t find_loaded(const dnt_clr *r, uint64_t module, int (*match)(const dnt_clr *r, uint64_t th, const void *want),
+                            const void *want) {
+  uint64_t table_off, buckets_off, value_off, next_off, table, buckets, length;
+  if (!module || field(r, "Module", "AvailableTypeParams", &table_off) || field(r, "EETypeHashTable", "Buckets", &buckets_off) ||
+      field(r, "EETypeHashTable", "VolatileEntryValue", &value_off) ||
+      field(r, "EETypeHashTable", "VolatileEntryNextEntry", &next_off) || u64_at(r, module + table_off, &table) || !table ||
+      u64_at(r, table + buckets_off, &buckets) || !buckets || u64_at(r, buckets, &length) || length > MAX_ENTRIES)
+    return 0;
+  size_t seen = 0;
+  for (uint64_t b = 0; b < length; b++) {
+    uint64_t entry;
+    if (u64_at(r, buckets + 8 * (3 + b), &entry)) return 0;
+    for (; !(entry & 1) && entry && seen < MAX_ENTRIES; seen++) {
+      uint64_t th;
+      if (u64_at(r, entry + value_off, &th)) return 0;
+      th &= ~1ull;
+      if (match(r, th, want)) return th;
+      if (u64_at(r, entry + next_off, &entry)) return 0;
+    }
+  }
+  return 0;
+}
+
+struct array_want {
+  uint64_t element;
+};
+
+static int is_array_of(const dnt_clr *r, uint64_t th, const void *want) {
+  uint32_t flags, rid, n;
+  uint64_t module, inst, args[MAX_ARGS];
+  return mt_facts(r, th, &flags, &module, &rid, &inst, args, &n) == 0 && (flags & MT_ARRAY_MASK) == MT_ARRAY &&
+         (flags & MT_SZARRAY) && inst == ((const struct array_want *)want)->element;
+}
+
+struct instance_want {
+  uint64_t module;
+  uint32_t rid, nargs;
+  uint64_t args[MAX_ARGS];
+};
+
+static int is_instance_of(const dnt_clr *r, uint64_t th, const void *want) {
+  const struct instance_want *w = want;
+  uint32_t flags, rid, n;
+  uint64_t module, inst, args[MAX_ARGS];
+  return mt_facts(r, th, &flags, &module, &rid, &inst, args, &n) == 0 && module == w->module && rid == w->rid &&
+         n == w->nargs && memcmp(args, w->args, 8ull * n) == 0;
+}
+
+static uint64_t resolve(const dnt_clr *r, struct sigr *g, uint64_t module, uint64_t enclosing, uint64_t corelib, int depth);
+
+/* A TypeDefOrRef token of module's to the loaded type's MethodTable (0: not loaded). */
+static uint64_t type_of_token(const dnt_clr *r, uint64_t module, uint32_t coded) {
+  uint64_t off;
+  uint32_t rid = coded >> 2;
+  if ((coded & 3) == 0 && field(r, "Module", "TypeDefToMethodTableMap", &off) == 0) return lookup_map(r, module + off, rid);
+  if ((coded & 3) == 1 && field(r, "Module", "TypeRefToMethodTableMap", &off) == 0) return lookup_map(r, module + off, rid);
+  return 0;
+}
+
+/* The loaded type a signature names, read from g: 0 when the runtime has not loaded it (or the
+ * signature is of a kind not resolved here). module: the signature's; enclosing: the class whose
+ * generic parameters VAR names. */
+static uint64_t resolve(const dnt_clr *r, struct sigr *g, uint64_t module, uint64_t enclosing, uint64_t corelib, int depth) {
+  if (depth > 8 || g->p >= g->end) return g->bad = 1, 0;
+  uint8_t t = *g->p++;
+  while ((t == 0x1F || t == 0x20) && !g->bad) sig_number(g), t = g->p < g->end ? *g->p++ : (g->bad = 1, 0);
+  if (t < sizeof primitive_names / sizeof primitive_names[0] && primitive_names[t]) return corelib_type(r, primitive_names[t]);
+  switch (t) {
+  case 0x0F: /* PTR: the runtime gives a pointer UIntPtr's MethodTable */
+    resolve(r, g, module, enclosing, corelib, depth + 1);
+    return corelib_type(r, "UIntPtr");
+  case 0x11: case 0x12: return type_of_token(r, module, sig_number(g));
+  case 0x13: { /* VAR: the enclosing class's argument */
+    uint32_t i = sig_number(g), flags, rid, n;
+    uint64_t m, inst, args[MAX_ARGS];
+    return mt_facts(r, enclosing, &flags, &m, &rid, &inst, args, &n) == 0 && i < n ? args[i] : 0;
+  }
+  case 0x1D: { /* SZARRAY: the array of the element, among the element's module's and CoreLib's */
+    struct array_want w = {resolve(r, g, module, enclosing, corelib, depth + 1)};
+    uint32_t flags, rid, n;
+    uint64_t m = 0, inst, args[MAX_ARGS];
+    if (!w.element) return 0;
+    if (!(w.element & 2)) mt_facts(r, w.element, &flags, &m, &rid, &inst, args, &n);
+    uint64_t th = find_loaded(r, m, is_array_of, &w);
+    return th ? th : m == corelib ? 0 : find_loaded(r, corelib, is_array_of, &w);
+  }
+  case 0x15: { /* GENERICINST: the definition's instance with these arguments */
+    if (g->p >= g->end) return g->bad = 1, 0;
+    g->p++; /* CLASS or VALUETYPE */
+    uint64_t def = type_of_token(r, module, sig_number(g));
+    struct instance_want w = {0};
+    uint32_t n = sig_number(g), flags;
+    uint64_t inst, dummy[MAX_ARGS];
+    uint32_t dn;
+    if (g->bad || n > MAX_ARGS) return g->bad = 1, 0;
+    for (uint32_t i = 0; i < n; i++) {
+      w.args[i] = resolve(r, g, module, enclosing, corelib, depth + 1);
+      if (!w.args[i]) return 0;
+    }
+    w.nargs = n;
+    if (!def || mt_facts(r, def, &flags, &w.module, &w.rid, &inst, dummy, &dn) != 0) return 0;
+    uint64_t th = find_loaded(r, w.module, is_instance_of, &w);
+    for (uint32_t i = 0; !th && i < n; i++) { /* or among an argument's module's */
+      uint32_t f, rid, k;
+      uint64_t m, in, a[MAX_ARGS];
+      if (!(w.args[i] & 2) && mt_facts(r, w.args[i], &f, &m, &rid, &in, a, &k) == 0 && m != w.module)
+        th = find_loaded(r, m, is_instance_of, &w);
+    }
+    return th;
+  }
+  default: return 0;
+  }
+}
+
+/* The field's type's MethodTable as the runtime's debugger interface finds it (a type it has
+ * loaded), 0 otherwise. */
+static uint64_t type_mt(const dnt_clr *r, uint64_t module, uint64_t enclosing, const uint8_t *sig, size_t siglen) {
+  uint64_t at, object_mt, corelib = 0, off;
+  if (dnt_clr_global(r, "ObjectMethodTable", &at) == 0 && u64_at(r, at, &object_mt) == 0 &&
+      field(r, "MethodTable", "Module", &off) == 0)
+    u64_at(r, object_mt + off, &corelib);
+  struct sigr g = {sig, sig + siglen, 0};
+  uint64_t th = siglen ? resolve(r, &g, module, enclosing, corelib, 0) : 0;
+  return g.bad ? 0 : th;
 }
 
 /* A class's statics base: its GC statics (references and structs) or the others, 0 when none. */
@@ -152,13 +321,15 @@ static int class_fields(const dnt_clr *r, uint64_t mt, uint64_t obj, struct list
     f->enclosing = mt;
     if (f->is_static) statics++;
     else l->instances++;
-    uint8_t element = 0;
+    uint8_t element = 0, sig[256];
     uint32_t token = 0;
-    if (!path[0] || !dnt_assembly_field(path, w1 & 0xffffff, f->name, sizeof f->name, &element, &token))
+    size_t siglen = 0;
+    if (!path[0] || !dnt_assembly_field(path, w1 & 0xffffff, f->name, sizeof f->name, &element, &token, sig, sizeof sig,
+                                        &siglen))
       snprintf(f->name, sizeof f->name, "?");
     /* a generic instance's own type is not what the runtime names it by: no token then */
     f->sig_type = element, f->type_token = element == 0x15 ? 0 : token;
-    f->type_mt = type_mt(r, module, element ? element : f->type, f->type_token);
+    f->type_mt = type_mt(r, module, canon, sig, siglen);
     if (!f->is_static) {
       f->address = obj ? obj + 8 + f->offset : 0;
     } else if (!f->thread_static) {
@@ -177,5 +348,18 @@ int dnt_clr_fields(const dnt_clr *r, uint64_t mt, uint64_t obj, struct dnt_clr_f
     return -1;
   }
   *v = l.v, *n = l.n;
+  return 0;
+}
+
+int dnt_clr_field_counts(const dnt_clr *r, uint64_t mt, unsigned *instances, unsigned *statics) {
+  uint64_t canon_off, ninst_off, nstat_off, v;
+  uint16_t ninst, nstat;
+  const dnt_core *c = dnt__clr_core(r);
+  if (field(r, "MethodTable", "EEClassOrCanonMT", &canon_off) || field(r, "EEClass", "NumInstanceFields", &ninst_off) ||
+      field(r, "EEClass", "NumStaticFields", &nstat_off) || u64_at(r, mt + canon_off, &v))
+    return -1;
+  if ((v & 1) && u64_at(r, (v & ~1ull) + canon_off, &v)) return -1;
+  if ((v & 1) || !v || dnt_core_read(c, v + ninst_off, &ninst, 2) || dnt_core_read(c, v + nstat_off, &nstat, 2)) return -1;
+  *instances = ninst, *statics = nstat;
   return 0;
 }

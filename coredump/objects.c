@@ -349,13 +349,17 @@ int dnt_clr_method_name(const dnt_clr *r, uint64_t md, char *buf, size_t cap) {
 }
 
 int dnt_clr_element_type(const dnt_clr *r, uint64_t th, uint8_t *type) {
-  uint64_t canon_off, et_off, v;
+  uint64_t canon_off, et_off, flags_off, v;
+  uint32_t flags;
   const dnt_core *c = dnt__clr_core(r);
   *type = 0;
   if (!th || (th & TYPE_DESC_TAG)) return -1;
   if (field(r, "MethodTable", "EEClassOrCanonMT", &canon_off) || field(r, "EEClass", "InternalCorElementType", &et_off) ||
+      field(r, "MethodTable", "MTFlags", &flags_off) || dnt_core_read_u32(c, th + flags_off, &flags) != 0 ||
       dnt_core_read_u64(c, th + canon_off, &v) != 0)
     return -1;
+  if ((flags & 0x000C0000u) == 0x00040000u && (flags & 0x000F0000u) != 0x00070000u) /* a struct or enum */
+    return *type = 0x11, 0;
   if ((v & 1) && dnt_core_read_u64(c, (v & ~1ull) + canon_off, &v) != 0) return -1;
   if ((v & 1) || !v || dnt_core_read(c, v + et_off, type, 1) != 0) return -1;
   if (*type == 0x0E || *type == 0x1C || *type == 0x1D || *type == 0x14) *type = 0x12; /* references: CLASS */

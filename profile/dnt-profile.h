@@ -330,8 +330,10 @@ int dnt_assembly_method_name(const char *path, uint32_t rid, char *buf, size_t c
 /* Its parameters as the runtime's debugger interface writes them: "(Int32, System.String)". */
 int dnt_assembly_method_params(const char *path, uint32_t rid, char *buf, size_t cap);
 /* Field row rid of the assembly at path: its name, its type's element type and (a class or
- * value type's) TypeDefOrRef token, as dnt__ecma_field. 1, or 0. */
-int dnt_assembly_field(const char *path, uint32_t rid, char *name, size_t cap, uint8_t *element, uint32_t *token);
+ * value type's) TypeDefOrRef token, and its type's signature bytes (sig, at most sigcap: *siglen,
+ * 0 when longer). 1, or 0. */
+int dnt_assembly_field(const char *path, uint32_t rid, char *name, size_t cap, uint8_t *element, uint32_t *token,
+                       uint8_t *sig, size_t sigcap, size_t *siglen);
 /* The source line of IL offset il of MethodDef row rid, from the portable PDB at path, as SOS
  * picks it (the last visible sequence point at or before il): the document's name into file
  * (cap bytes) and the line. 1, or 0 when the file, the method or a line is not there. */

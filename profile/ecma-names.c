@@ -372,8 +372,9 @@ int dnt__ecma_method_params(const struct dnt__ecma *e, uint32_t rid, char *buf, 
   return !g.bad;
 }
 
-int dnt__ecma_field(const struct dnt__ecma *e, uint32_t rid, char *buf, size_t cap, uint8_t *element, uint32_t *token) {
-  *element = 0, *token = 0;
+int dnt__ecma_field(const struct dnt__ecma *e, uint32_t rid, char *buf, size_t cap, uint8_t *element, uint32_t *token,
+                    uint8_t *sig, size_t sigcap, size_t *siglen) {
+  *element = 0, *token = 0, *siglen = 0;
   if (!cap || !e->blobs || rid == 0 || rid > e->nfields) return 0;
   const uint8_t *row = e->fields + (size_t)(rid - 1) * e->field_row;
   const char *name = string_at(e, rd_idx(row + 2, e->str_size));
@@ -387,6 +388,10 @@ int dnt__ecma_field(const struct dnt__ecma *e, uint32_t rid, char *buf, size_t c
   if (*g.p++ != 0x06) return 1; /* FIELD */
   while (g.p < g.end && (*g.p == 0x1F || *g.p == 0x20)) g.p++, number(&g); /* custom modifiers */
   if (g.p >= g.end) return 1;
+  if ((size_t)(g.end - g.p) <= sigcap) { /* the type's own bytes, for a caller that resolves it whole */
+    *siglen = (size_t)(g.end - g.p);
+    memcpy(sig, g.p, *siglen);
+  }
   *element = *g.p++;
   if (*element == 0x15 && g.p < g.end) g.p++; /* GENERICINST: its CLASS or VALUETYPE, then the type */
   if (*element == 0x11 || *element == 0x12 || *element == 0x15) {

@@ -41,8 +41,10 @@ int dnt__ecma_method_name(const struct dnt__ecma *e, uint32_t rid, char *buf, si
 int dnt__ecma_method_params(const struct dnt__ecma *e, uint32_t rid, char *buf, size_t cap);
 /* Field row rid: its name into buf, and what its signature's type is: the element type (CLASS
  * 0x12, VALUETYPE 0x11, SZARRAY 0x1D, GENERICINST 0x15, a primitive's...) and, for a CLASS or
- * VALUETYPE, its TypeDefOrRef token (0x02.../0x01.../0x1B...; 0 otherwise). 1, or 0. */
-int dnt__ecma_field(const struct dnt__ecma *e, uint32_t rid, char *buf, size_t cap, uint8_t *element, uint32_t *token);
+ * VALUETYPE, its TypeDefOrRef token (0x02.../0x01.../0x1B...; 0 otherwise); the type's own
+ * signature bytes into sig (*siglen; 0 when longer than sigcap). 1, or 0. */
+int dnt__ecma_field(const struct dnt__ecma *e, uint32_t rid, char *buf, size_t cap, uint8_t *element, uint32_t *token,
+                    uint8_t *sig, size_t sigcap, size_t *siglen);
 /* The TypeDef row (1-based) of the top-level type ns.name, 0 when none. */
 uint32_t dnt__ecma_find_type(const struct dnt__ecma *e, const char *ns, const char *name);
 /* "Namespace.Outer+Inner" of TypeDef row td (1-based) into buf: 1, or 0 as above. */

@@ -284,10 +284,11 @@ static int open_assembly(const char *path, struct dnt__r2r *r) {
   return -1;
 }
 
-int dnt_assembly_field(const char *path, uint32_t rid, char *name, size_t cap, uint8_t *element, uint32_t *token) {
+int dnt_assembly_field(const char *path, uint32_t rid, char *name, size_t cap, uint8_t *element, uint32_t *token,
+                       uint8_t *sig, size_t sigcap, size_t *siglen) {
   struct dnt__r2r r;
   if (open_assembly(path, &r) != 0) return 0;
-  int ok = dnt__ecma_field(&r.md, rid, name, cap, element, token);
+  int ok = dnt__ecma_field(&r.md, rid, name, cap, element, token, sig, sigcap, siglen);
   munmap(r.bytes, r.len);
   return ok;
 }

@@ -97,10 +97,44 @@ static void put_value(struct analysis *a, uint8_t t, uint64_t addr, int is_stati
   }
 }
 
+/* The pointer-sized value of obj's instance field name, 0 when none. */
+static uint64_t field_value(struct analysis *a, uint64_t mt, uint64_t obj, const char *name) {
+  struct dnt_clr_field *v;
+  size_t n;
+  uint64_t value = 0;
+  if (dnt_clr_fields(a->clr, mt, obj, &v, &n) != 0) return 0;
+  for (size_t i = 0; i < n; i++)
+    if (!v[i].is_static && strcmp(v[i].name, name) == 0 && v[i].address) dnt_core_read_u64(a->core, v[i].address, &value);
+  free(v);
+  return value;
+}
+
+/* A RuntimeType (or its cache): the type it stands for, as SOS shows it. */
+static void print_runtime_type(struct analysis *a, uint64_t mt, uint64_t obj, const char *name) {
+  if (strcmp(name, "System.RuntimeType+RuntimeTypeCache") == 0) {
+    obj = field_value(a, mt, obj, "m_runtimeType");
+    if (!obj || dnt_clr_object_mt(a->clr, obj, &mt) != 0) return;
+  } else if (strcmp(name, "System.RuntimeType") != 0) {
+    return;
+  }
+  uint64_t handle = field_value(a, mt, obj, "m_handle");
+  if (!handle) return;
+  if (handle & 2) return (void)printf("TypeDesc:    %016" PRIX64 "\n", (uint64_t)(handle & ~(uint64_t)2));
+  char type[4096];
+  if (dnt_clr_type_name_sos(a->clr, handle, type, sizeof type) != 0) return;
+  char *safe = dnt_safe_text(type);
+  printf("Type Name:   %s\nType MT:     %016" PRIx64 "\n", safe, handle);
+  free(safe);
+}
+
 static void print_fields(struct analysis *a, uint64_t mt, uint64_t obj) {
   struct dnt_clr_field *v;
   size_t n;
   printf("Fields:\n");
+  unsigned instances = 0, statics = 0; /* SOS lists fields when the type has some (its parents' instance
+                                          fields, its own statics) */
+  if (dnt_clr_field_counts(a->clr, mt, &instances, &statics) == 0 && instances + statics == 0)
+    return (void)printf("None\n");
   if (dnt_clr_fields(a->clr, mt, obj, &v, &n) != 0) return (void)printf("Unable to display fields\n");
   if (!n) {
     printf("None\n");
@@ -175,6 +209,7 @@ int dnt_analyze_dumpobj(struct analysis *a, int argc, char **argv) {
   printf("Name:        %s\nMethodTable: %016" PRIx64 "\nSize:        %" PRIu64 "(0x%" PRIx64 ") bytes\n", safe, mt, size,
          size);
   free(safe);
+  print_runtime_type(a, mt, obj, name);
   if ((flags & MT_ARRAY_MASK) == MT_ARRAY) {
     uint64_t element = 0, inst_off;
     uint32_t rank = flags & MT_SZARRAY ? 1 : (base > ARRAY_BASE_SIZE ? (base - ARRAY_BASE_SIZE) / 8 : 1);
