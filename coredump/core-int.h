@@ -59,6 +59,10 @@ struct dnt__code_unwind {
 /* As dnt_clr_code_method, and the function's unwind data into *u. */
 int dnt__clr_code(const dnt_clr *r, uint64_t ip, uint64_t *md, uint64_t *start, struct dnt__code_unwind *u);
 
+/* objects.c: a generic instance's type arguments (at most max; *n 0 for any other type): 0, or
+ * -1 when the core does not hold them. */
+int dnt__mt_instantiation(const dnt_clr *r, uint64_t mt, uint64_t *args, uint32_t max, uint32_t *n);
+
 /* ---- json.c: a JSON text read into a tree of nodes (the descriptor's: small, trusted no more
  * than the core it came from) ---- */
 

@@ -109,7 +109,7 @@ static uint32_t sig_number(struct sigr *g) {
  * and a generic instance's arguments (args, *nargs). 0, or -1. */
 static int mt_facts(const dnt_clr *r, uint64_t mt, uint32_t *flags, uint64_t *module, uint32_t *rid, uint64_t *inst,
                     uint64_t *args, uint32_t *nargs) {
-  uint64_t flags_off, flags2_off, module_off, inst_off, ndicts_off, nargs_off, dict;
+  uint64_t flags_off, flags2_off, module_off, inst_off;
   uint32_t flags2;
   const dnt_core *c = dnt__clr_core(r);
   *nargs = 0;
@@ -119,14 +119,7 @@ static int mt_facts(const dnt_clr *r, uint64_t mt, uint32_t *flags, uint64_t *mo
       u64_at(r, mt + module_off, module) || u64_at(r, mt + inst_off, inst))
     return -1;
   *rid = flags2 >> 8;
-  uint16_t ndicts = 0, n = 0;
-  if (!(*flags & 0x80000000u) && (*flags & MT_GENERIC_MASK) && *inst &&
-      field(r, "GenericsDictInfo", "NumDicts", &ndicts_off) == 0 && field(r, "GenericsDictInfo", "NumTypeArgs", &nargs_off) == 0 &&
-      dnt_core_read(c, *inst - 8 + ndicts_off, &ndicts, 2) == 0 && dnt_core_read(c, *inst - 8 + nargs_off, &n, 2) == 0 &&
-      ndicts && n <= MAX_ARGS && u64_at(r, *inst + 8ull * (ndicts - 1u), &dict) == 0 &&
-      dnt_core_read(c, dict, args, 8ull * n) == 0)
-    *nargs = n;
-  return 0;
+  return dnt__mt_instantiation(r, mt, args, MAX_ARGS, nargs) == 0 ? 0 : -1;
 }
 
 /* Looks through module's loaded types for one that match() takes. 0 when none. */

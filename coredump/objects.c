@@ -119,6 +119,27 @@ static void put(struct text *t, const char *s, size_t n) {
 
 static void puts_(struct text *t, const char *s) { put(t, s, strlen(s)); }
 
+int dnt__mt_instantiation(const dnt_clr *r, uint64_t mt, uint64_t *args, uint32_t max, uint32_t *n) {
+  uint64_t flags_off, inst_off, ndicts_off, nargs_off, inst, dict;
+  uint32_t flags;
+  uint16_t ndicts = 0, count = 0;
+  const dnt_core *c = dnt__clr_core(r);
+  *n = 0;
+  if ((mt & TYPE_DESC_TAG) || field(r, "MethodTable", "MTFlags", &flags_off) ||
+      field(r, "MethodTable", "PerInstInfo", &inst_off) || dnt_core_read_u32(c, mt + flags_off, &flags) != 0 ||
+      dnt_core_read_u64(c, mt + inst_off, &inst) != 0)
+    return -1;
+  if ((flags & MT_HAS_COMPONENT_SIZE) || !(flags & MT_GENERIC_MASK) || !inst) return 0; /* not a generic instance */
+  /* GenericsDictInfo just before PerInstInfo's dictionaries; the type's own is the last */
+  if (field(r, "GenericsDictInfo", "NumDicts", &ndicts_off) || field(r, "GenericsDictInfo", "NumTypeArgs", &nargs_off) ||
+      dnt_core_read(c, inst - 8 + ndicts_off, &ndicts, 2) != 0 || dnt_core_read(c, inst - 8 + nargs_off, &count, 2) != 0 ||
+      !ndicts || count > max || dnt_core_read_u64(c, inst + 8ull * (ndicts - 1u), &dict) != 0 ||
+      dnt_core_read(c, dict, args, 8ull * count) != 0)
+    return -1;
+  *n = count;
+  return 0;
+}
+
 static int name_of(const dnt_clr *r, uint64_t th, struct text *t, int depth, int dac);
 
 /* A TypeDef's own name with its generic arguments placed: each '+'-separated segment that ends
@@ -209,17 +230,7 @@ static int name_of(const dnt_clr *r, uint64_t th, struct text *t, int depth, int
     return -1;
   uint64_t args[MAX_TYPE_ARGS];
   uint32_t nargs = 0;
-  if (!(flags & MT_HAS_COMPONENT_SIZE) && (flags & MT_GENERIC_MASK) && inst) {
-    /* GenericsDictInfo just before PerInstInfo's dictionaries; the type's own is the last */
-    uint64_t ndicts_off, nargs_off, dict;
-    uint16_t ndicts = 0, n = 0;
-    if (field(r, "GenericsDictInfo", "NumDicts", &ndicts_off) == 0 &&
-        field(r, "GenericsDictInfo", "NumTypeArgs", &nargs_off) == 0 &&
-        dnt_core_read(c, inst - 8 + ndicts_off, &ndicts, 2) == 0 && dnt_core_read(c, inst - 8 + nargs_off, &n, 2) == 0 &&
-        ndicts && n <= MAX_TYPE_ARGS && dnt_core_read_u64(c, inst + 8ull * (ndicts - 1u), &dict) == 0 &&
-        dnt_core_read(c, dict, args, 8ull * n) == 0)
-      nargs = n;
-  }
+  if (dnt__mt_instantiation(r, th, args, MAX_TYPE_ARGS, &nargs) != 0) nargs = 0;
   place_args(def, args, nargs, r, t, dac ? -depth - 1 : depth);
   return 0;
 }
@@ -312,6 +323,42 @@ void dnt_clr_exception_release(struct dnt_clr_exception *e) {
   memset(e, 0, sizeof *e);
 }
 
+#define MD_CLASSIFICATION 0x7
+#define MD_INSTANTIATED 5
+
+/* A generic method's instantiation (an InstantiatedMethodDesc's dictionary begins with it). */
+static void method_instantiation(const dnt_clr *r, uint64_t md, uint64_t *args, uint32_t *n) {
+  uint64_t flags_off, inst_off, count_off, dict;
+  uint16_t flags, count;
+  const dnt_core *c = dnt__clr_core(r);
+  *n = 0;
+  if (field(r, "MethodDesc", "Flags", &flags_off) || field(r, "InstantiatedMethodDesc", "PerInstInfo", &inst_off) ||
+      field(r, "InstantiatedMethodDesc", "NumGenericArgs", &count_off) || dnt_core_read(c, md + flags_off, &flags, 2) ||
+      (flags & MD_CLASSIFICATION) != MD_INSTANTIATED || dnt_core_read(c, md + count_off, &count, 2) ||
+      count > MAX_TYPE_ARGS || dnt_core_read_u64(c, md + inst_off, &dict) || !dict ||
+      dnt_core_read(c, dict, args, 8ull * count))
+    return;
+  *n = count;
+}
+
+/* A type as a method's signature writes it: a primitive's short name ("Int32"), else its name
+ * as the runtime writes it ("System.String", "System.__Canon"). */
+static const char *signature_name(const dnt_clr *r, uint64_t th, char *buf, size_t cap) {
+  static const char *const primitives[] = {
+      [0x02] = "Boolean", [0x03] = "Char",  [0x04] = "SByte", [0x05] = "Byte",  [0x06] = "Int16",
+      [0x07] = "UInt16",  [0x08] = "Int32", [0x09] = "UInt32", [0x0A] = "Int64", [0x0B] = "UInt64",
+      [0x0C] = "Single",  [0x0D] = "Double", [0x18] = "IntPtr", [0x19] = "UIntPtr"};
+  uint64_t flags_off;
+  uint32_t flags;
+  uint8_t et;
+  if (!(th & TYPE_DESC_TAG) && field(r, "MethodTable", "MTFlags", &flags_off) == 0 &&
+      dnt_core_read_u32(dnt__clr_core(r), th + flags_off, &flags) == 0 && (flags & 0x000F0000u) == 0x00070000u &&
+      dnt_clr_element_type(r, th, &et) == 0 && et < sizeof primitives / sizeof primitives[0] && primitives[et])
+    return primitives[et];
+  if (dnt_clr_type_name_sos(r, th, buf, cap) != 0) snprintf(buf, cap, "?");
+  return buf;
+}
+
 int dnt_clr_method_module(const dnt_clr *r, uint64_t md, char *buf, size_t cap) {
   uint64_t mt, module_off, module;
   uint32_t token;
@@ -340,10 +387,26 @@ int dnt_clr_method_name(const dnt_clr *r, uint64_t md, char *buf, size_t cap) {
       memcpy(buf, type, strlen(type));
     }
   }
-  /* its parameters, as SOS writes them after the name (left out when they do not read) */
+  /* a generic method's own instantiation, as the runtime writes it after the name */
+  uint64_t margs[MAX_TYPE_ARGS], targs[MAX_TYPE_ARGS];
+  uint32_t nm = 0, nt = 0;
+  method_instantiation(r, md, margs, &nm);
+  if (nm) {
+    struct text t = {buf, cap, strlen(buf), 0};
+    place_args("", margs, nm, r, &t, -1);
+    if (t.cut) return -1;
+  }
+  /* its parameters, as SOS writes them after the name (left out when they do not read), the
+   * generic parameters named by the instantiations */
+  if (dnt__mt_instantiation(r, mt, targs, MAX_TYPE_ARGS, &nt) != 0) nt = 0;
+  char names[2 * MAX_TYPE_ARGS][512];
+  const char *tn[MAX_TYPE_ARGS], *mn[MAX_TYPE_ARGS];
+  for (uint32_t i = 0; i < nt; i++) tn[i] = signature_name(r, targs[i], names[i], sizeof names[i]);
+  for (uint32_t i = 0; i < nm; i++) mn[i] = signature_name(r, margs[i], names[MAX_TYPE_ARGS + i], sizeof names[0]);
+  struct dnt_generic_names inst = {tn, mn, nt, nm};
   size_t n = strlen(buf);
   char params[2048];
-  if (dnt_assembly_method_params(path, token & 0xffffff, params, sizeof params) && n + strlen(params) < cap)
+  if (dnt_assembly_method_params(path, token & 0xffffff, &inst, params, sizeof params) && n + strlen(params) < cap)
     memcpy(buf + n, params, strlen(params) + 1);
   return 0;
 }

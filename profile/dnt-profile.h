@@ -327,8 +327,16 @@ int dnt_profile_write(const struct dnt_profile *prof, enum dnt_profile_format fo
 int dnt_assembly_type_name(const char *path, uint32_t rid, char *buf, size_t cap);
 /* The full name ("Namespace.Outer+Inner.Method") of MethodDef row rid, as above. */
 int dnt_assembly_method_name(const char *path, uint32_t rid, char *buf, size_t cap);
-/* Its parameters as the runtime's debugger interface writes them: "(Int32, System.String)". */
-int dnt_assembly_method_params(const char *path, uint32_t rid, char *buf, size_t cap);
+/* The names a generic method's instantiation gives its type's parameters (VAR: type) and its own
+ * (MVAR: method), for its signature. */
+struct dnt_generic_names {
+  const char *const *type, *const *method;
+  size_t ntype, nmethod;
+};
+/* Its parameters as the runtime's debugger interface writes them: "(Int32, System.String)";
+ * inst (or NULL: "!0", "!!0") names the generic parameters. */
+int dnt_assembly_method_params(const char *path, uint32_t rid, const struct dnt_generic_names *inst, char *buf,
+                               size_t cap);
 /* Field row rid of the assembly at path: its name, its type's element type and (a class or
  * value type's) TypeDefOrRef token, and its type's signature bytes (sig, at most sigcap: *siglen,
  * 0 when longer). 1, or 0. */

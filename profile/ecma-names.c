@@ -247,6 +247,8 @@ struct sig {
   char *buf;
   size_t cap, len;
   int bad;
+  const char *const *targs, *const *margs; /* the instantiation's names for VAR and MVAR */
+  size_t ntargs, nmargs;
 };
 
 static void out(struct sig *g, const char *text) {
@@ -308,10 +310,14 @@ static void type(struct sig *g, int depth) {
   case 0x0F: type(g, depth + 1), out(g, "*"); return;                /* PTR */
   case 0x10: type(g, depth + 1), out(g, " ByRef"); return;           /* BYREF */
   case 0x11: case 0x12: type_def_or_ref(g); return;                  /* VALUETYPE, CLASS */
-  case 0x13: case 0x1E:                                             /* VAR, MVAR */
-    snprintf(num, sizeof num, "%s%u", t == 0x13 ? "!" : "!!", number(g));
+  case 0x13: case 0x1E: {                                           /* VAR, MVAR */
+    uint32_t i = number(g);
+    const char *const *names = t == 0x13 ? g->targs : g->margs;
+    if (names && i < (t == 0x13 ? g->ntargs : g->nmargs)) return out(g, names[i]); /* as instantiated */
+    snprintf(num, sizeof num, "%s%u", t == 0x13 ? "!" : "!!", i);
     out(g, num);
     return;
+  }
   case 0x14: { /* ARRAY: type rank, sizes, lower bounds */
     type(g, depth + 1);
     uint32_t rank = number(g), n = number(g);
@@ -344,10 +350,12 @@ static void type(struct sig *g, int depth) {
   }
 }
 
-int dnt__ecma_method_params(const struct dnt__ecma *e, uint32_t rid, char *buf, size_t cap) {
+int dnt__ecma_method_params(const struct dnt__ecma *e, uint32_t rid, const struct dnt_generic_names *inst, char *buf,
+                            size_t cap) {
   if (!cap || !e->blobs || rid == 0 || rid > e->nmethods) return 0;
   uint32_t at = rd_idx(e->methods + (size_t)(rid - 1) * e->method_row + 8 + e->str_size, e->blob_size);
   struct sig g = {.e = e, .buf = buf, .cap = cap};
+  if (inst) g.targs = inst->type, g.ntargs = inst->ntype, g.margs = inst->method, g.nmargs = inst->nmethod;
   if (at >= e->blobs_len) return 0;
   g.p = e->blobs + at, g.end = e->blobs + e->blobs_len;
   uint32_t len = number(&g);

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dnt-profile.h"
+
 /* ecma-names.c: the ECMA-335 metadata tables (II.22, II.24) as far as method names need them:
  * TypeDef, MethodDef and NestedClass, and the #Strings heap. */
 struct dnt__ecma {
@@ -38,7 +40,8 @@ int dnt__ecma_method_name(const struct dnt__ecma *e, uint32_t rid, char *buf, si
 /* The parameters of MethodDef row rid as the runtime's debugger interface writes them after a
  * method's name: "(Int32, System.String, Boolean ByRef, Byte*, System.Object[])". 1, or 0 when
  * its signature does not read. */
-int dnt__ecma_method_params(const struct dnt__ecma *e, uint32_t rid, char *buf, size_t cap);
+int dnt__ecma_method_params(const struct dnt__ecma *e, uint32_t rid, const struct dnt_generic_names *inst, char *buf,
+                            size_t cap);
 /* Field row rid: its name into buf, and what its signature's type is: the element type (CLASS
  * 0x12, VALUETYPE 0x11, SZARRAY 0x1D, GENERICINST 0x15, a primitive's...) and, for a CLASS or
  * VALUETYPE, its TypeDefOrRef token (0x02.../0x01.../0x1B...; 0 otherwise); the type's own

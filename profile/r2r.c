@@ -238,7 +238,8 @@ void dnt__r2r_free(struct dnt__r2r *r) {
 
 /* A TypeDef's (what 0) or a MethodDef's (1) name, or a MethodDef's parameters (2), in the
  * assembly at path: 1, or 0. */
-static int assembly_name(const char *path, int what, uint32_t rid, char *buf, size_t cap) {
+static int assembly_name(const char *path, int what, uint32_t rid, const struct dnt_generic_names *inst, char *buf,
+                         size_t cap) {
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   struct stat st;
   if (fd < 0) return 0;
@@ -253,7 +254,7 @@ static int assembly_name(const char *path, int what, uint32_t rid, char *buf, si
   struct dnt__r2r r = {.bytes = bytes, .len = len, .mapped = 1};
   uint32_t cli_rva;
   int ok = read_pe(&r, &cli_rva) == 0 && read_metadata(&r, cli_rva) == 0 && rid &&
-           (what == 2   ? dnt__ecma_method_params(&r.md, rid, buf, cap)
+           (what == 2   ? dnt__ecma_method_params(&r.md, rid, inst, buf, cap)
             : what == 1 ? rid <= r.md.nmethods && dnt__ecma_method_name(&r.md, rid, buf, cap)
                         : rid <= r.md.ntypedefs && dnt__ecma_type_name(&r.md, rid, buf, cap));
   munmap(bytes, len);
@@ -261,7 +262,7 @@ static int assembly_name(const char *path, int what, uint32_t rid, char *buf, si
 }
 
 int dnt_assembly_type_name(const char *path, uint32_t rid, char *buf, size_t cap) {
-  return assembly_name(path, 0, rid, buf, cap);
+  return assembly_name(path, 0, rid, NULL, buf, cap);
 }
 
 /* The assembly at path mapped and its metadata read into *r (unmap with close_assembly): 0 or -1. */
@@ -302,9 +303,10 @@ uint32_t dnt_assembly_find_type(const char *path, const char *ns, const char *na
 }
 
 int dnt_assembly_method_name(const char *path, uint32_t rid, char *buf, size_t cap) {
-  return assembly_name(path, 1, rid, buf, cap);
+  return assembly_name(path, 1, rid, NULL, buf, cap);
 }
 
-int dnt_assembly_method_params(const char *path, uint32_t rid, char *buf, size_t cap) {
-  return assembly_name(path, 2, rid, buf, cap);
+int dnt_assembly_method_params(const char *path, uint32_t rid, const struct dnt_generic_names *inst, char *buf,
+                               size_t cap) {
+  return assembly_name(path, 2, rid, inst, buf, cap);
 }

@@ -4,7 +4,7 @@
  * in it (clr.c: its mapped files, the library's symbol table, the descriptor) with the managed
  * threads, their exceptions (objects.c) and stacks (stack.c, code.c: the code map, unwind data,
  * Frames, MethodDescs), and the heap (heap.c: the GC's variables, its regions, the walk, the
- * types' names) when one is found. Seeds: tests/fuzz/seeds/elfcore (real cores without memory) and
+ * types' names; fields.c: their fields and the types of those) when one is found. Seeds: tests/fuzz/seeds/elfcore (real cores without memory) and
  * tests/fuzz/seeds/coredump (descriptor-shaped JSON written here). */
 #include <stdint.h>
 #include <stdlib.h>
@@ -72,6 +72,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (dnt_clr_heap_stat(h, NULL, NULL, &v, &nv, &w) == 0) {
         char name[512];
         for (size_t i = 0; i < nv && i < 64; i++) (void)dnt_clr_type_name(r, v[i].mt, name, sizeof name);
+        for (size_t i = 0; i < nv && i < 8; i++) { /* their fields, as dumpobj reads them */
+          struct dnt_clr_field *f;
+          size_t nf;
+          if (dnt_clr_fields(r, v[i].mt, 0, &f, &nf) == 0) free(f);
+        }
         free(v);
       }
       dnt_clr_heap_close(h);

@@ -34,8 +34,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fuzz_file(data, size, path, sizeof path);
   for (uint32_t rid = 1; rid <= 8; rid++) { /* each call reads the file: a few rows keep runs fast */
     if (!dnt_assembly_method_name(path, rid, name, sizeof name)) break;
-    (void)dnt_assembly_method_params(path, rid, name, sizeof name);
-    (void)dnt_assembly_method_params(path, rid, small, sizeof small); /* a buffer too small: cut, never past it */
+    static const char *const t[] = {"Int32"}, *const m[] = {"System.String", "Double"};
+    struct dnt_generic_names inst = {t, m, 1, 2};
+    (void)dnt_assembly_method_params(path, rid, NULL, name, sizeof name);
+    (void)dnt_assembly_method_params(path, rid, &inst, name, sizeof name);
+    (void)dnt_assembly_method_params(path, rid, NULL, small, sizeof small); /* a buffer too small: cut, never past it */
     (void)dnt_assembly_type_name(path, rid, name, sizeof name);
   }
   return 0;

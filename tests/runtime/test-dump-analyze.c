@@ -69,9 +69,10 @@ static void dump_target(const char *dir, const char *const *args, const char *co
   dnt_run_free(&r);
 }
 
-/* A full core of the sample (its idle threads and workers; no exceptions thrown) in dir. */
+/* A full core of the sample (its idle threads, one parked in a generic method of a generic class,
+ * and workers; no exceptions thrown) in dir. */
 static void dump_sample(const char *dir, char *core, size_t cap) {
-  const char *const args[] = {"--threads", "3", "--no-exceptions", "--no-alloc", NULL};
+  const char *const args[] = {"--threads", "3", "--generic-park", "--no-exceptions", "--no-alloc", NULL};
   dump_target(dir, args, NULL, "sample.core", core, cap);
 }
 
@@ -290,6 +291,10 @@ Test(dump_analyze, clrstack_is_what_dotnet_dump_prints, .timeout = 300) {
   cr_expect(strstr(all.out, " Sample.Program.Main(System.String[]) [") && strstr(all.out, "Program.cs @ "), "%s", all.out);
   cr_expect(strstr(all.out, " System.Threading.Thread.StartCallback()\n"), "%s", all.out);
   cr_expect(strstr(all.out, "[InlinedCallFrame: "), "%s", all.out);
+  /* a generic method of a generic class: both instantiations, and its parameters named by them */
+  cr_expect(strstr(all.out, " Sample.GenericPark`1[[System.Int64, System.Private.CoreLib]].Wait[[") &&
+                strstr(all.out, "](Int64, "),
+            "%s", all.out);
   unsigned parked = 0;
   for (const char *p = all.out; (p = strstr(p, " Sample.IdleWork.Park(System.Threading.CancellationToken) [")); p++)
     parked++;

@@ -9,7 +9,7 @@ namespace Sample
         public const string Usage =
             "usage: Sample [--seconds N] [--exit-code N] [--no-cpu] [--no-blocking] [--no-alloc]\n" +
             "              [--no-exceptions] [--no-counters] [--event-rate N] [--gen2 N] [--threads N]\n" +
-            "              [--gc-induce N] [--gc-background] [--pool-starve] [--handoff]\n" +
+            "              [--gc-induce N] [--gc-background] [--pool-starve] [--handoff] [--generic-park]\n" +
             "              [--alloc TYPE:BYTES_PER_S] [--throw N [--throw-count K] [--throw-delay S]]\n" +
             "              [--contend] [--crash-after S] [--spike-at S] [--start-file PATH] [--alloc-total BYTES] [--async]\n" +
             "              [--heap N:K[:M]]\n" +
@@ -19,6 +19,8 @@ namespace Sample
             "  --gen2 N         force N gen2 collections before 'ready', then print 'gen2 COUNT' (GC.CollectionCount(2))\n" +
             "                   every 250 ms: the runtime's own count, for a test to compare with\n" +
             "  --threads N      also start N idle threads (idle-1 .. idle-N) parked in IdleWork.Park\n" +
+            "  --generic-park   also start a thread parked in a generic method of a generic class\n" +
+            "                   (GenericPark<long>.Wait<string>: dump analyze names its instantiations)\n" +
             "  --gc-induce N    call GC.Collect() N times a second, printing 'induced GC' after each, GC being\n" +
             "                   GC.CollectionCount(0) then: the number the runtime gave that collection\n" +
             "  --gc-background  with --gc-induce: every other induced collection is a background one; after each\n" +
@@ -66,6 +68,7 @@ namespace Sample
         public double GcInduce;
         public bool GcBackground;
         public bool PoolStarve;
+        public bool GenericPark;
         public string? AllocType;
         public double AllocRate;
         public double ThrowRate, ThrowDelay;
@@ -96,6 +99,7 @@ namespace Sample
                     case "--gc-induce": o.GcInduce = double.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
                     case "--gc-background": o.GcBackground = true; break;
                     case "--pool-starve": o.PoolStarve = true; break;
+                    case "--generic-park": o.GenericPark = true; break;
                     case "--alloc": ParseAlloc(o, Value(args, ref i)); break;
                     case "--throw": o.ThrowRate = double.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
                     case "--throw-count": o.ThrowCount = long.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;

@@ -49,6 +49,7 @@ namespace Sample
                 if (_opts.HeapGrowth > 0) Spawn("heap-growth", () => HeapWork.Grow(_opts.HeapGrowth, _stop));
             }
             for (int i = 1; i <= _opts.IdleThreads; i++) Spawn("idle-" + i, () => IdleWork.Park(_stop));
+            if (_opts.GenericPark) Spawn("generic-park", () => GenericPark<long>.Wait(42L, "parked", _stop));
             if (_opts.PoolStarve) Spawn("pool-starve", () => PoolStarve.Run(_stop));
             if (_opts.ThrowRate > 0)
                 Spawn("throw-work", () =>
@@ -151,6 +152,19 @@ namespace Sample
     }
 
     // Threads that only wait: many of them, for tools that list every thread's stack.
+    // --generic-park: a thread that waits inside a generic method of a generic class, so that a
+    // core of the sample has a frame whose name carries both instantiations
+    public static class GenericPark<T>
+    {
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        public static void Wait<U>(T value, U tag, CancellationToken stop)
+        {
+            GC.KeepAlive(value);
+            GC.KeepAlive(tag);
+            stop.WaitHandle.WaitOne();
+        }
+    }
+
     public static class IdleWork
     {
         [MethodImpl(MethodImplOptions.NoInlining)]
