@@ -115,7 +115,7 @@ const uint8_t *dnt__ecma_stream(const uint8_t *md, size_t len, const char *name,
   uint32_t nstreams = rd16(md + p + 2);
   p += 4;
   for (uint32_t i = 0; i < nstreams; i++) {
-    if (len - p < 9) return NULL;
+    if (p > len || len - p < 9) return NULL; /* a name's padding may end past the file */
     uint32_t off = rd32(md + p), sz = rd32(md + p + 4);
     const char *n = (const char *)md + p + 8;
     size_t max = len - p - 8, nlen = strnlen(n, max < 32 ? max : 32);

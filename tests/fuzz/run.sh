@@ -49,12 +49,12 @@ for fuzzer in "$@"; do
       ;;
     fuzz-pdb)
       # the sample's own portable PDB, from a build beside this one that made it (a build output:
-      # not committed); without one the target starts from nothing
+      # not committed), and the inputs that once failed (seeds/pdb)
       max_len=262144
-      dirs="$build/fuzz-seeds-pdb"
-      mkdir -p "$dirs"
+      mkdir -p "$build/fuzz-seeds-pdb"
+      dirs="$seeds/pdb $build/fuzz-seeds-pdb"
       for f in "$build"/tests/targets/sample/out/Sample.pdb "$build"/../*/tests/targets/sample/out/Sample.pdb; do
-        [ -f "$f" ] && cp "$f" "$dirs/" && break
+        [ -f "$f" ] && cp "$f" "$build/fuzz-seeds-pdb/" && break
       done
       ;;
     fuzz-fields | fuzz-counters | fuzz-trace-read | fuzz-gc | fuzz-jitpool | fuzz-allocs | fuzz-exclocks | fuzz-heap)
