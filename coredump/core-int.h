@@ -46,6 +46,14 @@ uint64_t dnt__u64(const uint8_t *p);
 
 /* clr.c: the core a runtime was found in. */
 const dnt_core *dnt__clr_core(const dnt_clr *r);
+
+/* For the files that walk the runtime's structures: a field's offset in the descriptor, and
+ * reads of the runtime's memory (0, or -1 as dnt_clr_field and dnt_core_read). */
+static inline int clr_field(const dnt_clr *r, const char *type, const char *name, uint64_t *off) {
+  return dnt_clr_field(r, type, name, off);
+}
+static inline int clr_u64(const dnt_clr *r, uint64_t at, uint64_t *v) { return dnt_core_read_u64(dnt__clr_core(r), at, v); }
+static inline int clr_u32(const dnt_clr *r, uint64_t at, uint32_t *v) { return dnt_core_read_u32(dnt__clr_core(r), at, v); }
 /* The runtime's g_dacTable (the addresses of its debugger-visible variables) and its size in
  * bytes: 0 when its library exports none. */
 uint64_t dnt__clr_dac_table(const dnt_clr *r, uint64_t *size);

@@ -23,29 +23,22 @@
 #define MAX_FIELDS 65536
 #define MAX_DEPTH 64
 #define MT_DYNAMIC_STATICS 0x2 /* MTFlags2 */
-#define MT_HAS_COMPONENT_SIZE 0x80000000u
-
-static int field(const dnt_clr *r, const char *type, const char *name, uint64_t *off) {
-  return dnt_clr_field(r, type, name, off);
-}
-
-static int u64_at(const dnt_clr *r, uint64_t at, uint64_t *v) { return dnt_core_read_u64(dnt__clr_core(r), at, v); }
 
 /* The value of rid in a module's ModuleLookupMap at map (0 when not there). */
 static uint64_t lookup_map(const dnt_clr *r, uint64_t map, uint32_t rid) {
   uint64_t next_off, count_off, table_off, mask_off;
-  if (field(r, "ModuleLookupMap", "Next", &next_off) || field(r, "ModuleLookupMap", "Count", &count_off) ||
-      field(r, "ModuleLookupMap", "TableData", &table_off) || field(r, "ModuleLookupMap", "SupportedFlagsMask", &mask_off))
+  if (clr_field(r, "ModuleLookupMap", "Next", &next_off) || clr_field(r, "ModuleLookupMap", "Count", &count_off) ||
+      clr_field(r, "ModuleLookupMap", "TableData", &table_off) || clr_field(r, "ModuleLookupMap", "SupportedFlagsMask", &mask_off))
     return 0;
   for (int hops = 0; map && hops < 64; hops++) {
     uint32_t count;
     uint64_t table, mask, v;
-    if (dnt_core_read_u32(dnt__clr_core(r), map + count_off, &count) || u64_at(r, map + table_off, &table) ||
-        u64_at(r, map + mask_off, &mask))
+    if (dnt_core_read_u32(dnt__clr_core(r), map + count_off, &count) || clr_u64(r, map + table_off, &table) ||
+        clr_u64(r, map + mask_off, &mask))
       return 0;
-    if (rid < count) return u64_at(r, table + 8ull * rid, &v) == 0 ? v & ~mask : 0;
+    if (rid < count) return clr_u64(r, table + 8ull * rid, &v) == 0 ? v & ~mask : 0;
     rid -= count;
-    if (u64_at(r, map + next_off, &map) != 0) return 0;
+    if (clr_u64(r, map + next_off, &map) != 0) return 0;
   }
   return 0;
 }
@@ -53,7 +46,7 @@ static uint64_t lookup_map(const dnt_clr *r, uint64_t map, uint32_t rid) {
 /* The class's module and its file. */
 static int module_of(const dnt_clr *r, uint64_t mt, uint64_t *module, char *path, size_t cap) {
   uint64_t off;
-  if (field(r, "MethodTable", "Module", &off) || u64_at(r, mt + off, module) || !*module) return -1;
+  if (clr_field(r, "MethodTable", "Module", &off) || clr_u64(r, mt + off, module) || !*module) return -1;
   return dnt_clr_module_path(r, *module, path, cap);
 }
 
@@ -61,8 +54,8 @@ static int module_of(const dnt_clr *r, uint64_t mt, uint64_t *module, char *path
 static uint64_t corelib_type(const dnt_clr *r, const char *name) {
   uint64_t at, object_mt, module, map_off;
   char path[4096];
-  if (dnt_clr_global(r, "ObjectMethodTable", &at) || u64_at(r, at, &object_mt) ||
-      module_of(r, object_mt, &module, path, sizeof path) || field(r, "Module", "TypeDefToMethodTableMap", &map_off))
+  if (dnt_clr_global(r, "ObjectMethodTable", &at) || clr_u64(r, at, &object_mt) ||
+      module_of(r, object_mt, &module, path, sizeof path) || clr_field(r, "Module", "TypeDefToMethodTableMap", &map_off))
     return 0;
   uint32_t td = dnt_assembly_find_type(path, "System", name);
   return td ? lookup_map(r, module + map_off, td) : 0;
@@ -113,10 +106,10 @@ static int mt_facts(const dnt_clr *r, uint64_t mt, uint32_t *flags, uint64_t *mo
   uint32_t flags2;
   const dnt_core *c = dnt__clr_core(r);
   *nargs = 0;
-  if ((mt & 2) || field(r, "MethodTable", "MTFlags", &flags_off) || field(r, "MethodTable", "MTFlags2", &flags2_off) ||
-      field(r, "MethodTable", "Module", &module_off) || field(r, "MethodTable", "PerInstInfo", &inst_off) ||
+  if ((mt & 2) || clr_field(r, "MethodTable", "MTFlags", &flags_off) || clr_field(r, "MethodTable", "MTFlags2", &flags2_off) ||
+      clr_field(r, "MethodTable", "Module", &module_off) || clr_field(r, "MethodTable", "PerInstInfo", &inst_off) ||
       dnt_core_read_u32(c, mt + flags_off, flags) || dnt_core_read_u32(c, mt + flags2_off, &flags2) ||
-      u64_at(r, mt + module_off, module) || u64_at(r, mt + inst_off, inst))
+      clr_u64(r, mt + module_off, module) || clr_u64(r, mt + inst_off, inst))
     return -1;
   *rid = flags2 >> 8;
   return dnt__mt_instantiation(r, mt, args, MAX_ARGS, nargs) == 0 ? 0 : -1;
@@ -126,21 +119,21 @@ static int mt_facts(const dnt_clr *r, uint64_t mt, uint32_t *flags, uint64_t *mo
 static uint64_t find_loaded(const dnt_clr *r, uint64_t module, int (*match)(const dnt_clr *r, uint64_t th, const void *want),
                             const void *want) {
   uint64_t table_off, buckets_off, value_off, next_off, table, buckets, length;
-  if (!module || field(r, "Module", "AvailableTypeParams", &table_off) || field(r, "EETypeHashTable", "Buckets", &buckets_off) ||
-      field(r, "EETypeHashTable", "VolatileEntryValue", &value_off) ||
-      field(r, "EETypeHashTable", "VolatileEntryNextEntry", &next_off) || u64_at(r, module + table_off, &table) || !table ||
-      u64_at(r, table + buckets_off, &buckets) || !buckets || u64_at(r, buckets, &length) || length > MAX_ENTRIES)
+  if (!module || clr_field(r, "Module", "AvailableTypeParams", &table_off) || clr_field(r, "EETypeHashTable", "Buckets", &buckets_off) ||
+      clr_field(r, "EETypeHashTable", "VolatileEntryValue", &value_off) ||
+      clr_field(r, "EETypeHashTable", "VolatileEntryNextEntry", &next_off) || clr_u64(r, module + table_off, &table) || !table ||
+      clr_u64(r, table + buckets_off, &buckets) || !buckets || clr_u64(r, buckets, &length) || length > MAX_ENTRIES)
     return 0;
   size_t seen = 0;
   for (uint64_t b = 0; b < length; b++) {
     uint64_t entry;
-    if (u64_at(r, buckets + 8 * (3 + b), &entry)) return 0;
+    if (clr_u64(r, buckets + 8 * (3 + b), &entry)) return 0;
     for (; !(entry & 1) && entry && seen < MAX_ENTRIES; seen++) {
       uint64_t th;
-      if (u64_at(r, entry + value_off, &th)) return 0;
+      if (clr_u64(r, entry + value_off, &th)) return 0;
       th &= ~1ull;
       if (match(r, th, want)) return th;
-      if (u64_at(r, entry + next_off, &entry)) return 0;
+      if (clr_u64(r, entry + next_off, &entry)) return 0;
     }
   }
   return 0;
@@ -177,8 +170,8 @@ static uint64_t resolve(const dnt_clr *r, struct sigr *g, uint64_t module, uint6
 static uint64_t type_of_token(const dnt_clr *r, uint64_t module, uint32_t coded) {
   uint64_t off;
   uint32_t rid = coded >> 2;
-  if ((coded & 3) == 0 && field(r, "Module", "TypeDefToMethodTableMap", &off) == 0) return lookup_map(r, module + off, rid);
-  if ((coded & 3) == 1 && field(r, "Module", "TypeRefToMethodTableMap", &off) == 0) return lookup_map(r, module + off, rid);
+  if ((coded & 3) == 0 && clr_field(r, "Module", "TypeDefToMethodTableMap", &off) == 0) return lookup_map(r, module + off, rid);
+  if ((coded & 3) == 1 && clr_field(r, "Module", "TypeRefToMethodTableMap", &off) == 0) return lookup_map(r, module + off, rid);
   return 0;
 }
 
@@ -241,9 +234,9 @@ static uint64_t resolve(const dnt_clr *r, struct sigr *g, uint64_t module, uint6
  * loaded), 0 otherwise. */
 static uint64_t type_mt(const dnt_clr *r, uint64_t module, uint64_t enclosing, const uint8_t *sig, size_t siglen) {
   uint64_t at, object_mt, corelib = 0, off;
-  if (dnt_clr_global(r, "ObjectMethodTable", &at) == 0 && u64_at(r, at, &object_mt) == 0 &&
-      field(r, "MethodTable", "Module", &off) == 0)
-    u64_at(r, object_mt + off, &corelib);
+  if (dnt_clr_global(r, "ObjectMethodTable", &at) == 0 && clr_u64(r, at, &object_mt) == 0 &&
+      clr_field(r, "MethodTable", "Module", &off) == 0)
+    clr_u64(r, object_mt + off, &corelib);
   struct sigr g = {sig, sig + siglen, 0};
   uint64_t th = siglen ? resolve(r, &g, module, enclosing, corelib, 0) : 0;
   return g.bad ? 0 : th;
@@ -253,11 +246,11 @@ static uint64_t type_mt(const dnt_clr *r, uint64_t module, uint64_t enclosing, c
 static uint64_t statics_base(const dnt_clr *r, uint64_t mt, int gc) {
   uint64_t flags2_off, aux_off, aux, size, gc_off, nongc_off, base, mask = ~1ull;
   uint32_t flags2;
-  if (field(r, "MethodTable", "MTFlags2", &flags2_off) || field(r, "MethodTable", "AuxiliaryData", &aux_off) ||
-      field(r, "DynamicStaticsInfo", "!", &size) || field(r, "DynamicStaticsInfo", "GCStatics", &gc_off) ||
-      field(r, "DynamicStaticsInfo", "NonGCStatics", &nongc_off) ||
+  if (clr_field(r, "MethodTable", "MTFlags2", &flags2_off) || clr_field(r, "MethodTable", "AuxiliaryData", &aux_off) ||
+      clr_field(r, "DynamicStaticsInfo", "!", &size) || clr_field(r, "DynamicStaticsInfo", "GCStatics", &gc_off) ||
+      clr_field(r, "DynamicStaticsInfo", "NonGCStatics", &nongc_off) ||
       dnt_core_read_u32(dnt__clr_core(r), mt + flags2_off, &flags2) || !(flags2 & MT_DYNAMIC_STATICS) ||
-      u64_at(r, mt + aux_off, &aux) || !aux || u64_at(r, aux - size + (gc ? gc_off : nongc_off), &base))
+      clr_u64(r, mt + aux_off, &aux) || !aux || clr_u64(r, aux - size + (gc ? gc_off : nongc_off), &base))
     return 0;
   dnt_clr_global(r, "StaticsPointerMask", &mask);
   return base & mask;
@@ -274,20 +267,20 @@ static int class_fields(const dnt_clr *r, uint64_t mt, uint64_t obj, struct list
   uint64_t parent_off, canon_off, list_off, ninst_off, nstat_off, parent, v, klass, descs, module;
   uint16_t ninst, nstat;
   const dnt_core *c = dnt__clr_core(r);
-  if (depth > MAX_DEPTH || field(r, "MethodTable", "ParentMethodTable", &parent_off) ||
-      field(r, "MethodTable", "EEClassOrCanonMT", &canon_off) || field(r, "EEClass", "FieldDescList", &list_off) ||
-      field(r, "EEClass", "NumInstanceFields", &ninst_off) || field(r, "EEClass", "NumStaticFields", &nstat_off) ||
-      u64_at(r, mt + parent_off, &parent) || u64_at(r, mt + canon_off, &v))
+  if (depth > MAX_DEPTH || clr_field(r, "MethodTable", "ParentMethodTable", &parent_off) ||
+      clr_field(r, "MethodTable", "EEClassOrCanonMT", &canon_off) || clr_field(r, "EEClass", "FieldDescList", &list_off) ||
+      clr_field(r, "EEClass", "NumInstanceFields", &ninst_off) || clr_field(r, "EEClass", "NumStaticFields", &nstat_off) ||
+      clr_u64(r, mt + parent_off, &parent) || clr_u64(r, mt + canon_off, &v))
     return -1;
   if (parent && class_fields(r, parent, obj, l, depth + 1) != 0) return -1;
   uint64_t canon = mt;
   if (v & 1) { /* the canonical MethodTable holds the class */
     canon = v & ~1ull;
-    if (u64_at(r, canon + canon_off, &v) || (v & 1)) return -1;
+    if (clr_u64(r, canon + canon_off, &v) || (v & 1)) return -1;
   }
   klass = v;
   char path[4096];
-  if (!klass || u64_at(r, klass + list_off, &descs) || dnt_core_read(c, klass + ninst_off, &ninst, 2) ||
+  if (!klass || clr_u64(r, klass + list_off, &descs) || dnt_core_read(c, klass + ninst_off, &ninst, 2) ||
       dnt_core_read(c, klass + nstat_off, &nstat, 2))
     return -1;
   if (module_of(r, mt, &module, path, sizeof path) != 0) path[0] = '\0';
@@ -295,7 +288,7 @@ static int class_fields(const dnt_clr *r, uint64_t mt, uint64_t obj, struct list
   for (uint64_t d = descs; (l->instances < ninst || statics < nstat) && l->n < MAX_FIELDS; d += FIELD_DESC_SIZE) {
     uint64_t enclosing;
     uint32_t w1, w2;
-    if (!descs || u64_at(r, d, &enclosing) || dnt_core_read_u32(c, d + 8, &w1) || dnt_core_read_u32(c, d + 12, &w2))
+    if (!descs || clr_u64(r, d, &enclosing) || dnt_core_read_u32(c, d + 8, &w1) || dnt_core_read_u32(c, d + 12, &w2))
       return -1;
     if (enclosing != canon && enclosing != mt) return -1; /* not a FieldDesc of this class: a layout unknown here */
     if (l->n == l->cap) {
@@ -348,10 +341,10 @@ int dnt_clr_field_counts(const dnt_clr *r, uint64_t mt, unsigned *instances, uns
   uint64_t canon_off, ninst_off, nstat_off, v;
   uint16_t ninst, nstat;
   const dnt_core *c = dnt__clr_core(r);
-  if (field(r, "MethodTable", "EEClassOrCanonMT", &canon_off) || field(r, "EEClass", "NumInstanceFields", &ninst_off) ||
-      field(r, "EEClass", "NumStaticFields", &nstat_off) || u64_at(r, mt + canon_off, &v))
+  if (clr_field(r, "MethodTable", "EEClassOrCanonMT", &canon_off) || clr_field(r, "EEClass", "NumInstanceFields", &ninst_off) ||
+      clr_field(r, "EEClass", "NumStaticFields", &nstat_off) || clr_u64(r, mt + canon_off, &v))
     return -1;
-  if ((v & 1) && u64_at(r, (v & ~1ull) + canon_off, &v)) return -1;
+  if ((v & 1) && clr_u64(r, (v & ~1ull) + canon_off, &v)) return -1;
   if ((v & 1) || !v || dnt_core_read(c, v + ninst_off, &ninst, 2) || dnt_core_read(c, v + nstat_off, &nstat, 2)) return -1;
   *instances = ninst, *statics = nstat;
   return 0;

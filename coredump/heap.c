@@ -74,8 +74,6 @@ static int fail(char *err, size_t cap, const char *what) {
   return -1;
 }
 
-static int u64_at(const dnt_core *c, uint64_t at, uint64_t *v) { return dnt_core_read_u64(c, at, v); }
-
 /* GcDacVars at at, if it looks like one this reader knows: 0, or -1. */
 static int gc_vars_at(const dnt_core *c, uint64_t at, uint64_t v[V_COUNT_2_4], uint64_t *gen_size, uint64_t *gen_count) {
   uint8_t head[24];
@@ -84,7 +82,7 @@ static int gc_vars_at(const dnt_core *c, uint64_t at, uint64_t v[V_COUNT_2_4], u
   if (*gen_size < 16 || *gen_size > 4096 || *gen_count < 3 || *gen_count > MAX_GENERATIONS) return -1;
   memset(v, 0, V_COUNT_2_4 * sizeof *v);
   for (int i = 0; i < (head[1] >= 4 ? V_COUNT_2_4 : V_COUNT); i++)
-    if (u64_at(c, at + 24 + 8ull * i, &v[i]) != 0) return -1;
+    if (dnt_core_read_u64(c, at + 24 + 8ull * i, &v[i]) != 0) return -1;
   /* workstation GC has one generation table; server GC one in each of its heaps */
   return v[V_GENERATION_FIELD_OFFSETS] && (v[V_GENERATION_TABLE] || (v[V_N_HEAPS] && v[V_G_HEAPS])) ? 0 : -1;
 }
@@ -96,11 +94,11 @@ static int find_gc_vars(const dnt_clr *r, uint64_t v[V_COUNT_2_4], uint64_t *gen
   const dnt_core *c = dnt__clr_core(r);
   uint64_t size, table = dnt__clr_dac_table(r, &size), var, at;
   if (!table) return fail(err, cap, "the runtime's library exports no g_dacTable: its GC heap cannot be found");
-  if (u64_at(c, table + 8 * GC_TABLE_INDEX, &var) == 0 && u64_at(c, var, &at) == 0 &&
+  if (dnt_core_read_u64(c, table + 8 * GC_TABLE_INDEX, &var) == 0 && dnt_core_read_u64(c, var, &at) == 0 &&
       gc_vars_at(c, at, v, gen_size, gen_count) == 0)
     return 0;
   for (uint64_t i = 0; i < size / 8 && i < 4096; i++)
-    if (u64_at(c, table + 8 * i, &var) == 0 && u64_at(c, var, &at) == 0 && gc_vars_at(c, at, v, gen_size, gen_count) == 0)
+    if (dnt_core_read_u64(c, table + 8 * i, &var) == 0 && dnt_core_read_u64(c, var, &at) == 0 && gc_vars_at(c, at, v, gen_size, gen_count) == 0)
       return 0;
   return fail(err, cap, "the core does not hold the GC's variables in a layout this reader knows (GcDacVars 2.x); a "
                         "mini or triage dump holds no heap");
@@ -137,11 +135,11 @@ static int read_generations(struct dnt_clr_heap *h, int heap, uint64_t gen_table
   for (uint64_t g = 0; g < gen_count; g++) {
     uint64_t gen = gen_table + g * gen_size, seg, ctx_ptr, ctx_limit;
     if (g == 0 && gen_fields[G_ALLOCATION_CONTEXT] >= 0 && /* the heap's own allocation context */
-        u64_at(h->c, gen + (uint64_t)gen_fields[G_ALLOCATION_CONTEXT], &ctx_ptr) == 0 &&
-        u64_at(h->c, gen + (uint64_t)gen_fields[G_ALLOCATION_CONTEXT] + 8, &ctx_limit) == 0 &&
+        dnt_core_read_u64(h->c, gen + (uint64_t)gen_fields[G_ALLOCATION_CONTEXT], &ctx_ptr) == 0 &&
+        dnt_core_read_u64(h->c, gen + (uint64_t)gen_fields[G_ALLOCATION_CONTEXT] + 8, &ctx_limit) == 0 &&
         add_gap(h, ctx_ptr, ctx_limit) != 0)
       return fail(err, cap, "out of memory");
-    if (u64_at(h->c, gen + (uint64_t)gen_fields[G_START_SEGMENT], &seg) != 0)
+    if (dnt_core_read_u64(h->c, gen + (uint64_t)gen_fields[G_START_SEGMENT], &seg) != 0)
       return fail(err, cap, "the core does not hold the GC's generation table");
     for (size_t n = 0; seg; n++) {
       uint8_t s[S_SIZE];
@@ -190,7 +188,7 @@ static int read_heaps(struct dnt_clr_heap *h, char *err, size_t cap) {
   if (v[V_N_HEAPS] && v[V_G_HEAPS]) dnt_core_read_u32(h->c, v[V_N_HEAPS], &n_heaps);
   if (n_heaps == 0) { /* workstation GC: the heap's fields are the GC's variables */
     uint64_t ephemeral = 0, alloc_allocated = 0;
-    if (u64_at(h->c, v[V_EPHEMERAL_SEGMENT], &ephemeral) || u64_at(h->c, v[V_ALLOC_ALLOCATED], &alloc_allocated))
+    if (dnt_core_read_u64(h->c, v[V_EPHEMERAL_SEGMENT], &ephemeral) || dnt_core_read_u64(h->c, v[V_ALLOC_ALLOCATED], &alloc_allocated))
       return fail(err, cap, "the core does not hold the GC's ephemeral region");
     h->heaps = 1;
     return read_generations(h, 0, v[V_GENERATION_TABLE], gen_size, gen_count, gen_fields, ephemeral, alloc_allocated,
@@ -202,14 +200,14 @@ static int read_heaps(struct dnt_clr_heap *h, char *err, size_t cap) {
   if (n_heaps > MAX_HEAPS || !v[V_GC_HEAP_FIELD_OFFSETS] ||
       dnt_core_read(h->c, v[V_GC_HEAP_FIELD_OFFSETS], heap_fields, sizeof heap_fields) != 0 ||
       heap_fields[H_ALLOC_ALLOCATED] < 0 || heap_fields[H_EPHEMERAL_SEGMENT] < 0 || heap_fields[H_GENERATION_TABLE] < 0 ||
-      u64_at(h->c, v[V_G_HEAPS], &heaps) != 0)
+      dnt_core_read_u64(h->c, v[V_G_HEAPS], &heaps) != 0)
     return fail(err, cap, "the core does not hold the server GC's heaps");
   h->heaps = (int)n_heaps;
   if (!(h->addresses = calloc(n_heaps, sizeof *h->addresses))) return fail(err, cap, "out of memory");
   for (uint32_t i = 0; i < n_heaps; i++) {
     uint64_t heap, ephemeral, alloc_allocated;
-    if (u64_at(h->c, heaps + 8ull * i, &heap) || u64_at(h->c, heap + (uint64_t)heap_fields[H_EPHEMERAL_SEGMENT], &ephemeral) ||
-        u64_at(h->c, heap + (uint64_t)heap_fields[H_ALLOC_ALLOCATED], &alloc_allocated))
+    if (dnt_core_read_u64(h->c, heaps + 8ull * i, &heap) || dnt_core_read_u64(h->c, heap + (uint64_t)heap_fields[H_EPHEMERAL_SEGMENT], &ephemeral) ||
+        dnt_core_read_u64(h->c, heap + (uint64_t)heap_fields[H_ALLOC_ALLOCATED], &alloc_allocated))
       return fail(err, cap, "the core does not hold the server GC's heaps");
     h->addresses[i] = heap;
     if (read_generations(h, (int)i, heap + (uint64_t)heap_fields[H_GENERATION_TABLE], gen_size, gen_count, gen_fields,
@@ -226,7 +224,7 @@ int dnt_clr_heap_open(dnt_clr_heap **out, const dnt_clr *r, char *err, size_t ca
   h->r = r, h->c = dnt__clr_core(r), h->unmask = 7;
   dnt_clr_global(r, "ObjectToMethodTableUnmask", &h->unmask);
   uint64_t at;
-  if (dnt_clr_global(r, "FreeObjectMethodTable", &at) == 0) u64_at(h->c, at, &h->free_mt);
+  if (dnt_clr_global(r, "FreeObjectMethodTable", &at) == 0) dnt_core_read_u64(h->c, at, &h->free_mt);
   int rc = dnt_clr_field(r, "Array", "m_NumComponents", &h->num_components) != 0
                ? fail(err, cap, "the runtime's descriptor does not place an array's length")
                : read_heaps(h, err, cap);
@@ -274,15 +272,15 @@ static int valid_mt(const struct dnt_clr_heap *h, uint64_t mt, uint32_t base_siz
   if (base_size < MIN_BASE_SIZE) return 0;
   if (mt == h->free_mt) return 1;
   if (dnt_clr_field(h->r, "MethodTable", "EEClassOrCanonMT", &canon_off) != 0 ||
-      dnt_clr_field(h->r, "EEClass", "MethodTable", &class_mt_off) != 0 || u64_at(h->c, mt + canon_off, &v) != 0)
+      dnt_clr_field(h->r, "EEClass", "MethodTable", &class_mt_off) != 0 || dnt_core_read_u64(h->c, mt + canon_off, &v) != 0)
     return 0;
   canon = mt;
   if (v & 1) { /* not canonical: the canonical one holds the class */
     canon = v & ~1ull;
-    if (u64_at(h->c, canon + canon_off, &v) != 0 || (v & 1)) return 0;
+    if (dnt_core_read_u64(h->c, canon + canon_off, &v) != 0 || (v & 1)) return 0;
   }
   klass = v;
-  return klass && u64_at(h->c, klass + class_mt_off, &back) == 0 && back == canon;
+  return klass && dnt_core_read_u64(h->c, klass + class_mt_off, &back) == 0 && back == canon;
 }
 
 /* What the walk needs of a MethodTable, read once. NULL when out of memory. */
@@ -342,7 +340,7 @@ static uint64_t next_valid(struct dnt_clr_heap *h, const struct dnt_clr_region *
     const struct gap *g = skips ? gap_at(h, at) : NULL;
     at = g ? g->end + MIN_OBJECT_SIZE : at + 8;
     uint64_t word;
-    if (at >= reg->end || u64_at(h->c, at, &word) != 0) return 0;
+    if (at >= reg->end || dnt_core_read_u64(h->c, at, &word) != 0) return 0;
     uint64_t mt = word & ~1ull;
     if (mt > 0x1000) {
       const struct mt_info *m = mt_info(h, mt & ~h->unmask);
@@ -359,7 +357,7 @@ int dnt_clr_heap_walk(dnt_clr_heap *h, dnt_clr_object_fn fn, void *ud, struct dn
     uint64_t forgotten = reg->start;
     for (uint64_t at = reg->start; at && at < reg->end;) {
       uint64_t word;
-      if (u64_at(h->c, at, &word) != 0) { /* the core lacks the rest of the region */
+      if (dnt_core_read_u64(h->c, at, &word) != 0) { /* the core lacks the rest of the region */
         w->missing++;
         break;
       }

@@ -14,10 +14,6 @@
 #define MAX_PATH_UNITS 4096
 #define MAX_MESSAGE_UNITS 65536
 
-static int field(const dnt_clr *r, const char *type, const char *name, uint64_t *off) {
-  return dnt_clr_field(r, type, name, off);
-}
-
 int dnt_clr_object_mt(const dnt_clr *r, uint64_t obj, uint64_t *mt) {
   uint64_t unmask = 7, v;
   dnt_clr_global(r, "ObjectToMethodTableUnmask", &unmask);
@@ -60,7 +56,7 @@ static char *utf8_of(const dnt_core *c, uint64_t addr, size_t n) {
 int dnt_clr_string(const dnt_clr *r, uint64_t obj, size_t max, char **out) {
   uint64_t len_off, first_off;
   uint32_t len;
-  if (field(r, "String", "m_StringLength", &len_off) || field(r, "String", "m_FirstChar", &first_off) ||
+  if (clr_field(r, "String", "m_StringLength", &len_off) || clr_field(r, "String", "m_FirstChar", &first_off) ||
       dnt_core_read_u32(dnt__clr_core(r), obj + len_off, &len) != 0)
     return -1;
   *out = utf8_of(dnt__clr_core(r), obj + first_off, len < max ? len : max);
@@ -71,7 +67,7 @@ int dnt_clr_string(const dnt_clr *r, uint64_t obj, size_t max, char **out) {
 static int module_path(const dnt_clr *r, uint64_t module, char *buf, size_t cap) {
   uint64_t off, at;
   const dnt_core *c = dnt__clr_core(r);
-  if (field(r, "Module", "Path", &off) || dnt_core_read_u64(c, module + off, &at) != 0 || !at) return -1;
+  if (clr_field(r, "Module", "Path", &off) || dnt_core_read_u64(c, module + off, &at) != 0 || !at) return -1;
   size_t n = 0;
   for (uint16_t u = 1; n < MAX_PATH_UNITS; n++) {
     if (dnt_core_read(c, at + 2 * n, &u, 2) != 0) return -1;
@@ -125,13 +121,13 @@ int dnt__mt_instantiation(const dnt_clr *r, uint64_t mt, uint64_t *args, uint32_
   uint16_t ndicts = 0, count = 0;
   const dnt_core *c = dnt__clr_core(r);
   *n = 0;
-  if ((mt & TYPE_DESC_TAG) || field(r, "MethodTable", "MTFlags", &flags_off) ||
-      field(r, "MethodTable", "PerInstInfo", &inst_off) || dnt_core_read_u32(c, mt + flags_off, &flags) != 0 ||
+  if ((mt & TYPE_DESC_TAG) || clr_field(r, "MethodTable", "MTFlags", &flags_off) ||
+      clr_field(r, "MethodTable", "PerInstInfo", &inst_off) || dnt_core_read_u32(c, mt + flags_off, &flags) != 0 ||
       dnt_core_read_u64(c, mt + inst_off, &inst) != 0)
     return -1;
   if ((flags & MT_HAS_COMPONENT_SIZE) || !(flags & MT_GENERIC_MASK) || !inst) return 0; /* not a generic instance */
   /* GenericsDictInfo just before PerInstInfo's dictionaries; the type's own is the last */
-  if (field(r, "GenericsDictInfo", "NumDicts", &ndicts_off) || field(r, "GenericsDictInfo", "NumTypeArgs", &nargs_off) ||
+  if (clr_field(r, "GenericsDictInfo", "NumDicts", &ndicts_off) || clr_field(r, "GenericsDictInfo", "NumTypeArgs", &nargs_off) ||
       dnt_core_read(c, inst - 8 + ndicts_off, &ndicts, 2) != 0 || dnt_core_read(c, inst - 8 + nargs_off, &count, 2) != 0 ||
       !ndicts || count > max || dnt_core_read_u64(c, inst + 8ull * (ndicts - 1u), &dict) != 0 ||
       dnt_core_read(c, dict, args, 8ull * count) != 0)
@@ -142,34 +138,33 @@ int dnt__mt_instantiation(const dnt_clr *r, uint64_t mt, uint64_t *args, uint32_
 
 static int name_of(const dnt_clr *r, uint64_t th, struct text *t, int depth, int dac);
 
-/* A TypeDef's own name with its generic arguments placed: each '+'-separated segment that ends
- * in `N takes the next N of args. */
-static void place_args(const char *def, const uint64_t *args, uint32_t nargs, const dnt_clr *r, struct text *t,
-                       int depth) {
-  if (depth < 0) { /* the runtime's own format: "Outer`1+Inner[[Arg, Assembly],...]" */
-    depth = -depth;
-    puts_(t, def);
-    if (!nargs) return;
-    puts_(t, "[");
-    for (uint32_t i = 0; i < nargs; i++) {
-      char path[4096];
-      uint64_t module_off, module;
-      puts_(t, i ? ",[" : "[");
-      if (name_of(r, args[i], t, depth + 1, 1) != 0) puts_(t, "?");
-      /* its assembly: its module's file name without the extension */
-      if (!(args[i] & TYPE_DESC_TAG) && field(r, "MethodTable", "Module", &module_off) == 0 &&
-          dnt_core_read_u64(dnt__clr_core(r), args[i] + module_off, &module) == 0 &&
-          module_path(r, module, path, sizeof path) == 0) {
-        char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path, *dot = strrchr(base, '.');
-        if (dot) *dot = '\0';
-        puts_(t, ", ");
-        puts_(t, base);
-      }
-      puts_(t, "]");
+/* Generic arguments as the runtime writes them after a name: "[[Arg, Assembly],[Arg, Assembly]]"
+ * (each argument in that format too, its assembly its module's file name without extension). */
+static void put_runtime_args(const uint64_t *args, uint32_t nargs, const dnt_clr *r, struct text *t, int depth) {
+  if (!nargs) return;
+  puts_(t, "[");
+  for (uint32_t i = 0; i < nargs; i++) {
+    char path[4096];
+    uint64_t module_off, module;
+    puts_(t, i ? ",[" : "[");
+    if (name_of(r, args[i], t, depth + 1, 1) != 0) puts_(t, "?");
+    if (!(args[i] & TYPE_DESC_TAG) && clr_field(r, "MethodTable", "Module", &module_off) == 0 &&
+        dnt_core_read_u64(dnt__clr_core(r), args[i] + module_off, &module) == 0 &&
+        module_path(r, module, path, sizeof path) == 0) {
+      char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path, *dot = strrchr(base, '.');
+      if (dot) *dot = '\0';
+      puts_(t, ", ");
+      puts_(t, base);
     }
     puts_(t, "]");
-    return;
   }
+  puts_(t, "]");
+}
+
+/* A TypeDef's own name with its generic arguments placed as ClrMD writes them: each
+ * '+'-separated segment that ends in `N takes the next N of args ("Outer<A>+Inner<B>"). */
+static void place_args(const char *def, const uint64_t *args, uint32_t nargs, const dnt_clr *r, struct text *t,
+                       int depth) {
   uint32_t used = 0;
   for (const char *seg = def; *seg;) {
     size_t n = strcspn(seg, "+");
@@ -198,7 +193,7 @@ static int name_of(const dnt_clr *r, uint64_t th, struct text *t, int depth, int
   if (th & TYPE_DESC_TAG) { /* a TypeDesc: a pointer or byref to its argument */
     uint64_t desc = th & ~(uint64_t)TYPE_DESC_TAG, flags_off, arg_off, arg;
     uint32_t flags;
-    if (field(r, "TypeDesc", "TypeAndFlags", &flags_off) || field(r, "ParamTypeDesc", "TypeArg", &arg_off) ||
+    if (clr_field(r, "TypeDesc", "TypeAndFlags", &flags_off) || clr_field(r, "ParamTypeDesc", "TypeArg", &arg_off) ||
         dnt_core_read_u32(c, desc + flags_off, &flags) != 0)
       return -1;
     uint8_t kind = (uint8_t)flags;
@@ -210,9 +205,9 @@ static int name_of(const dnt_clr *r, uint64_t th, struct text *t, int depth, int
   }
   uint64_t flags_off, base_off, flags2_off, module_off, inst_off, module, inst;
   uint32_t flags, base, flags2;
-  if (field(r, "MethodTable", "MTFlags", &flags_off) || field(r, "MethodTable", "BaseSize", &base_off) ||
-      field(r, "MethodTable", "MTFlags2", &flags2_off) || field(r, "MethodTable", "Module", &module_off) ||
-      field(r, "MethodTable", "PerInstInfo", &inst_off) || dnt_core_read_u32(c, th + flags_off, &flags) != 0 ||
+  if (clr_field(r, "MethodTable", "MTFlags", &flags_off) || clr_field(r, "MethodTable", "BaseSize", &base_off) ||
+      clr_field(r, "MethodTable", "MTFlags2", &flags2_off) || clr_field(r, "MethodTable", "Module", &module_off) ||
+      clr_field(r, "MethodTable", "PerInstInfo", &inst_off) || dnt_core_read_u32(c, th + flags_off, &flags) != 0 ||
       dnt_core_read_u32(c, th + base_off, &base) != 0 || dnt_core_read_u32(c, th + flags2_off, &flags2) != 0 ||
       dnt_core_read_u64(c, th + module_off, &module) != 0 || dnt_core_read_u64(c, th + inst_off, &inst) != 0)
     return -1;
@@ -231,7 +226,12 @@ static int name_of(const dnt_clr *r, uint64_t th, struct text *t, int depth, int
   uint64_t args[MAX_TYPE_ARGS];
   uint32_t nargs = 0;
   if (dnt__mt_instantiation(r, th, args, MAX_TYPE_ARGS, &nargs) != 0) nargs = 0;
-  place_args(def, args, nargs, r, t, dac ? -depth - 1 : depth);
+  if (dac) { /* the runtime's own format: "Outer`1+Inner[[Arg, Assembly],...]" */
+    puts_(t, def);
+    put_runtime_args(args, nargs, r, t, depth);
+  } else {
+    place_args(def, args, nargs, r, t, depth);
+  }
   return 0;
 }
 
@@ -257,7 +257,7 @@ int dnt_clr_type_name_sos(const dnt_clr *r, uint64_t mt, char *buf, size_t cap) 
 static int ref_field(const dnt_clr *r, uint64_t obj, const char *name, uint64_t *v) {
   uint64_t off;
   *v = 0;
-  return field(r, "Exception", name, &off) || dnt_core_read_u64(dnt__clr_core(r), obj + off, v) != 0 ? -1 : 0;
+  return clr_field(r, "Exception", name, &off) || dnt_core_read_u64(dnt__clr_core(r), obj + off, v) != 0 ? -1 : 0;
 }
 
 #define ARRAY_DATA 16       /* an array's elements, after its MethodTable and length */
@@ -271,7 +271,7 @@ static void read_trace(const dnt_clr *r, uint64_t obj, struct dnt_clr_exception 
   uint64_t off, array, mt, objects = 0, at;
   uint32_t length, flags, count;
   e->trace = DNT_CLR_TRACE_NONE;
-  if (field(r, "Exception", "_stackTrace", &off) || dnt_core_read_u64(c, obj + off, &array) != 0 || !array) return;
+  if (clr_field(r, "Exception", "_stackTrace", &off) || dnt_core_read_u64(c, obj + off, &array) != 0 || !array) return;
   if (dnt_clr_global(r, "ObjectArrayMethodTable", &at) == 0) dnt_core_read_u64(c, at, &objects);
   if (dnt_clr_object_mt(r, array, &mt) == 0 && mt == objects && dnt_core_read_u64(c, array + ARRAY_DATA, &array) != 0)
     return;
@@ -301,7 +301,7 @@ int dnt_clr_exception_read(const dnt_clr *r, uint64_t obj, struct dnt_clr_except
   uint64_t message, trace, hr_off;
   if (dnt_clr_object_mt(r, obj, &e->mt) != 0 || ref_field(r, obj, "_message", &message) ||
       ref_field(r, obj, "_innerException", &e->inner) || ref_field(r, obj, "_stackTraceString", &trace) ||
-      field(r, "Exception", "_HResult", &hr_off) || dnt_core_read_u32(dnt__clr_core(r), obj + hr_off, &e->hresult)) {
+      clr_field(r, "Exception", "_HResult", &hr_off) || dnt_core_read_u32(dnt__clr_core(r), obj + hr_off, &e->hresult)) {
     snprintf(err, cap, "the core does not hold an exception at 0x%llx", (unsigned long long)obj);
     return -1;
   }
@@ -332,8 +332,8 @@ static void method_instantiation(const dnt_clr *r, uint64_t md, uint64_t *args, 
   uint16_t flags, count;
   const dnt_core *c = dnt__clr_core(r);
   *n = 0;
-  if (field(r, "MethodDesc", "Flags", &flags_off) || field(r, "InstantiatedMethodDesc", "PerInstInfo", &inst_off) ||
-      field(r, "InstantiatedMethodDesc", "NumGenericArgs", &count_off) || dnt_core_read(c, md + flags_off, &flags, 2) ||
+  if (clr_field(r, "MethodDesc", "Flags", &flags_off) || clr_field(r, "InstantiatedMethodDesc", "PerInstInfo", &inst_off) ||
+      clr_field(r, "InstantiatedMethodDesc", "NumGenericArgs", &count_off) || dnt_core_read(c, md + flags_off, &flags, 2) ||
       (flags & MD_CLASSIFICATION) != MD_INSTANTIATED || dnt_core_read(c, md + count_off, &count, 2) ||
       count > MAX_TYPE_ARGS || dnt_core_read_u64(c, md + inst_off, &dict) || !dict ||
       dnt_core_read(c, dict, args, 8ull * count))
@@ -351,7 +351,7 @@ static const char *signature_name(const dnt_clr *r, uint64_t th, char *buf, size
   uint64_t flags_off;
   uint32_t flags;
   uint8_t et;
-  if (!(th & TYPE_DESC_TAG) && field(r, "MethodTable", "MTFlags", &flags_off) == 0 &&
+  if (!(th & TYPE_DESC_TAG) && clr_field(r, "MethodTable", "MTFlags", &flags_off) == 0 &&
       dnt_core_read_u32(dnt__clr_core(r), th + flags_off, &flags) == 0 && (flags & 0x000F0000u) == 0x00070000u &&
       dnt_clr_element_type(r, th, &et) == 0 && et < sizeof primitives / sizeof primitives[0] && primitives[et])
     return primitives[et];
@@ -362,7 +362,7 @@ static const char *signature_name(const dnt_clr *r, uint64_t th, char *buf, size
 int dnt_clr_method_module(const dnt_clr *r, uint64_t md, char *buf, size_t cap) {
   uint64_t mt, module_off, module;
   uint32_t token;
-  return dnt_clr_method_desc(r, md, &mt, &token) != 0 || field(r, "MethodTable", "Module", &module_off) ||
+  return dnt_clr_method_desc(r, md, &mt, &token) != 0 || clr_field(r, "MethodTable", "Module", &module_off) ||
                  dnt_core_read_u64(dnt__clr_core(r), mt + module_off, &module) != 0
              ? -1
              : module_path(r, module, buf, cap);
@@ -372,7 +372,7 @@ int dnt_clr_method_name(const dnt_clr *r, uint64_t md, char *buf, size_t cap) {
   uint64_t mt, module_off, module;
   uint32_t token;
   char path[4096];
-  if (dnt_clr_method_desc(r, md, &mt, &token) != 0 || field(r, "MethodTable", "Module", &module_off) ||
+  if (dnt_clr_method_desc(r, md, &mt, &token) != 0 || clr_field(r, "MethodTable", "Module", &module_off) ||
       dnt_core_read_u64(dnt__clr_core(r), mt + module_off, &module) != 0 ||
       module_path(r, module, path, sizeof path) != 0)
     return -1;
@@ -393,7 +393,7 @@ int dnt_clr_method_name(const dnt_clr *r, uint64_t md, char *buf, size_t cap) {
   method_instantiation(r, md, margs, &nm);
   if (nm) {
     struct text t = {buf, cap, strlen(buf), 0};
-    place_args("", margs, nm, r, &t, -1);
+    put_runtime_args(margs, nm, r, &t, 0);
     if (t.cut) return -1;
   }
   /* its parameters, as SOS writes them after the name (left out when they do not read), the
@@ -417,8 +417,8 @@ int dnt_clr_element_type(const dnt_clr *r, uint64_t th, uint8_t *type) {
   const dnt_core *c = dnt__clr_core(r);
   *type = 0;
   if (!th || (th & TYPE_DESC_TAG)) return -1;
-  if (field(r, "MethodTable", "EEClassOrCanonMT", &canon_off) || field(r, "EEClass", "InternalCorElementType", &et_off) ||
-      field(r, "MethodTable", "MTFlags", &flags_off) || dnt_core_read_u32(c, th + flags_off, &flags) != 0 ||
+  if (clr_field(r, "MethodTable", "EEClassOrCanonMT", &canon_off) || clr_field(r, "EEClass", "InternalCorElementType", &et_off) ||
+      clr_field(r, "MethodTable", "MTFlags", &flags_off) || dnt_core_read_u32(c, th + flags_off, &flags) != 0 ||
       dnt_core_read_u64(c, th + canon_off, &v) != 0)
     return -1;
   if ((flags & 0x000C0000u) == 0x00040000u && (flags & 0x000F0000u) != 0x00070000u) /* a struct or enum */

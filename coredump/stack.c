@@ -38,7 +38,6 @@ struct walk {
   int oom;
 };
 
-static int u64_at(const dnt_clr *r, uint64_t at, uint64_t *v) { return dnt_core_read_u64(dnt__clr_core(r), at, v); }
 
 static void add(struct walk *w, struct dnt_clr_frame f) {
   if (w->n == w->cap) {
@@ -54,7 +53,7 @@ static void add(struct walk *w, struct dnt_clr_frame f) {
  * names. */
 static const char *kind_of(const dnt_clr *r, uint64_t frame) {
   uint64_t id;
-  if (u64_at(r, frame, &id) != 0) return NULL;
+  if (clr_u64(r, frame, &id) != 0) return NULL;
   for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
     char global[64];
     uint64_t v;
@@ -154,8 +153,8 @@ static int resume_at(const dnt_clr *r, uint64_t frame, const char *kind, struct 
     uint64_t sp_off, ret_off, fp_off;
     if (dnt_clr_field(r, "InlinedCallFrame", "CallSiteSP", &sp_off) ||
         dnt_clr_field(r, "InlinedCallFrame", "CallerReturnAddress", &ret_off) ||
-        dnt_clr_field(r, "InlinedCallFrame", "CalleeSavedFP", &fp_off) || u64_at(r, frame + ret_off, &a) ||
-        u64_at(r, frame + sp_off, &b) || u64_at(r, frame + fp_off, &c))
+        dnt_clr_field(r, "InlinedCallFrame", "CalleeSavedFP", &fp_off) || clr_u64(r, frame + ret_off, &a) ||
+        clr_u64(r, frame + sp_off, &b) || clr_u64(r, frame + fp_off, &c))
       return -1;
     if (!a) return 0; /* not in a call now */
     *ctx = (struct regs){a, b, c};
@@ -167,11 +166,11 @@ static int resume_at(const dnt_clr *r, uint64_t frame, const char *kind, struct 
     if (strcmp(kind, "SoftwareExceptionFrame") == 0 || strcmp(kind, "FaultingExceptionFrame") == 0) {
       if (dnt_clr_field(r, kind, "TargetContext", &off)) return -1;
       context = frame + off;
-    } else if (dnt_clr_field(r, "ResumableFrame", "TargetContextPtr", &off) || u64_at(r, frame + off, &context)) {
+    } else if (dnt_clr_field(r, "ResumableFrame", "TargetContextPtr", &off) || clr_u64(r, frame + off, &context)) {
       return -1;
     }
-    if (u64_at(r, context + CONTEXT_RIP, &a) || u64_at(r, context + CONTEXT_RSP, &b) ||
-        u64_at(r, context + CONTEXT_RBP, &c))
+    if (clr_u64(r, context + CONTEXT_RIP, &a) || clr_u64(r, context + CONTEXT_RSP, &b) ||
+        clr_u64(r, context + CONTEXT_RBP, &c))
       return -1;
     *ctx = (struct regs){a, b, c};
     return a ? 1 : 0;
@@ -182,8 +181,8 @@ static int resume_at(const dnt_clr *r, uint64_t frame, const char *kind, struct 
     uint64_t tb_off, ret_off, saved_off, tb;
     if (dnt_clr_field(r, "FramedMethodFrame", "TransitionBlockPtr", &tb_off) ||
         dnt_clr_field(r, "TransitionBlock", "ReturnAddress", &ret_off) ||
-        dnt_clr_field(r, "TransitionBlock", "CalleeSavedRegisters", &saved_off) || u64_at(r, frame + tb_off, &tb) ||
-        u64_at(r, tb + ret_off, &a) || u64_at(r, tb + saved_off + CALLEE_SAVED_RBP, &c))
+        dnt_clr_field(r, "TransitionBlock", "CalleeSavedRegisters", &saved_off) || clr_u64(r, frame + tb_off, &tb) ||
+        clr_u64(r, tb + ret_off, &a) || clr_u64(r, tb + saved_off + CALLEE_SAVED_RBP, &c))
       return -1;
     *ctx = (struct regs){a, tb + ret_off + 8, c};
     return a ? 1 : 0;
@@ -209,7 +208,7 @@ int dnt_clr_stack_walk(const dnt_clr *r, const struct dnt_clr_thread *t, struct 
       if (!u.info || unwind(r, &u, &caller) != 0) {
         /* no unwind data: the caller through the frame pointer */
         uint64_t fp = ctx.fp, ip, caller_fp;
-        if (fp < ctx.sp || u64_at(r, fp + 8, &ip) || u64_at(r, fp, &caller_fp)) break;
+        if (fp < ctx.sp || clr_u64(r, fp + 8, &ip) || clr_u64(r, fp, &caller_fp)) break;
         caller = (struct regs){ip, fp + 16, caller_fp};
       }
       if (caller.sp <= ctx.sp) break; /* a stack only grows: anything else is damage */
@@ -222,7 +221,7 @@ int dnt_clr_stack_walk(const dnt_clr *r, const struct dnt_clr_thread *t, struct 
     struct dnt_clr_frame f = {.sp = frame, .ip = ctx.ip, .frame = frame, .kind = kind ? kind : "Frame"};
     if (kind && strcmp(kind, "InlinedCallFrame") == 0) {
       uint64_t datum;
-      if (u64_at(r, frame + 16, &datum) == 0 && datum && !(datum & 7)) f.method = datum; /* the target's MethodDesc */
+      if (clr_u64(r, frame + 16, &datum) == 0 && datum && !(datum & 7)) f.method = datum; /* the target's MethodDesc */
     }
     add(&w, f);
     struct regs next = ctx;
@@ -236,7 +235,7 @@ int dnt_clr_stack_walk(const dnt_clr *r, const struct dnt_clr_thread *t, struct 
       ctx = next;
     }
     uint64_t following;
-    if (u64_at(r, frame + next_off, &following) != 0 || following == frame) break;
+    if (clr_u64(r, frame + next_off, &following) != 0 || following == frame) break;
     frame = following;
   }
   if (w.oom) {

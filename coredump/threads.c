@@ -48,8 +48,6 @@ static int offsets_of(const dnt_clr *r, struct offsets *o, char *err, size_t cap
   return 0;
 }
 
-static int u32_at(const dnt_clr *r, uint64_t addr, uint32_t *v) { return dnt_core_read_u32(dnt__clr_core(r), addr, v); }
-static int u64_at(const dnt_clr *r, uint64_t addr, uint64_t *v) { return dnt_core_read_u64(dnt__clr_core(r), addr, v); }
 
 static int one(const dnt_clr *r, const struct offsets *o, uint64_t t, struct dnt_clr_thread *th) {
   memset(th, 0, sizeof *th);
@@ -57,16 +55,16 @@ static int one(const dnt_clr *r, const struct offsets *o, uint64_t t, struct dnt
   th->dbg = -1;
   uint32_t disabled = 0;
   uint64_t locals = 0, handle = 0;
-  if (u32_at(r, t + o->id, &th->id) || u32_at(r, t + o->os_id, &th->os_id) || u32_at(r, t + o->state, &th->state) ||
-      u32_at(r, t + o->gc_disabled, &disabled) || u64_at(r, t + o->frame, &th->frame) ||
-      u64_at(r, t + o->locals, &locals))
+  if (clr_u32(r, t + o->id, &th->id) || clr_u32(r, t + o->os_id, &th->os_id) || clr_u32(r, t + o->state, &th->state) ||
+      clr_u32(r, t + o->gc_disabled, &disabled) || clr_u64(r, t + o->frame, &th->frame) ||
+      clr_u64(r, t + o->locals, &locals))
     return -1;
   th->cooperative = disabled & 1;
   uint64_t ctx = locals + o->alloc_context + o->gc_context;
-  if (locals && (u64_at(r, ctx + o->ptr, &th->alloc_ptr) || u64_at(r, ctx + o->limit, &th->alloc_limit)))
+  if (locals && (clr_u64(r, ctx + o->ptr, &th->alloc_ptr) || clr_u64(r, ctx + o->limit, &th->alloc_limit)))
     th->alloc_ptr = th->alloc_limit = 0; /* a context the core lacks: shown empty */
   /* the last thrown object: a handle, the address of the slot holding the object */
-  if (u64_at(r, t + o->last_thrown, &handle) == 0 && handle && u64_at(r, handle, &th->last_thrown) != 0)
+  if (clr_u64(r, t + o->last_thrown, &handle) == 0 && handle && clr_u64(r, handle, &th->last_thrown) != 0)
     th->last_thrown = 0;
   return 0;
 }
@@ -81,19 +79,19 @@ int dnt_clr_threads_read(const dnt_clr *r, struct dnt_clr_threads *ts, char *err
   struct offsets o;
   if (offsets_of(r, &o, err, cap) != 0) return -1;
   uint64_t store_at, store, link, finalizer_at, finalizer = 0, gc_at, gc = 0, domain_at;
-  if (dnt_clr_global(r, "ThreadStore", &store_at) != 0 || u64_at(r, store_at, &store) != 0 || !store) {
+  if (dnt_clr_global(r, "ThreadStore", &store_at) != 0 || clr_u64(r, store_at, &store) != 0 || !store) {
     snprintf(err, cap, "the core does not hold the runtime's thread store");
     return -1;
   }
-  if (u32_at(r, store + o.count, &ts->count) || u32_at(r, store + o.unstarted, &ts->unstarted) ||
-      u32_at(r, store + o.background, &ts->background) || u32_at(r, store + o.pending, &ts->pending) ||
-      u32_at(r, store + o.dead, &ts->dead) || u64_at(r, store + o.first, &link)) {
+  if (clr_u32(r, store + o.count, &ts->count) || clr_u32(r, store + o.unstarted, &ts->unstarted) ||
+      clr_u32(r, store + o.background, &ts->background) || clr_u32(r, store + o.pending, &ts->pending) ||
+      clr_u32(r, store + o.dead, &ts->dead) || clr_u64(r, store + o.first, &link)) {
     snprintf(err, cap, "the core does not hold the runtime's thread store");
     return -1;
   }
-  if (dnt_clr_global(r, "FinalizerThread", &finalizer_at) == 0) u64_at(r, finalizer_at, &finalizer);
-  if (dnt_clr_global(r, "GCThread", &gc_at) == 0) u64_at(r, gc_at, &gc);
-  if (dnt_clr_global(r, "AppDomain", &domain_at) == 0) u64_at(r, domain_at, &ts->domain);
+  if (dnt_clr_global(r, "FinalizerThread", &finalizer_at) == 0) clr_u64(r, finalizer_at, &finalizer);
+  if (dnt_clr_global(r, "GCThread", &gc_at) == 0) clr_u64(r, gc_at, &gc);
+  if (dnt_clr_global(r, "AppDomain", &domain_at) == 0) clr_u64(r, domain_at, &ts->domain);
   const struct dnt_core_thread *os;
   size_t nos = dnt_core_threads(dnt__clr_core(r), &os);
   size_t capv = 0;
@@ -115,7 +113,7 @@ int dnt_clr_threads_read(const dnt_clr *r, struct dnt_clr_threads *ts, char *err
       ts->v = v;
     }
     struct dnt_clr_thread *th = &ts->v[ts->n];
-    if (one(r, &o, t, th) != 0 || u64_at(r, t + o.link, &link) != 0) {
+    if (one(r, &o, t, th) != 0 || clr_u64(r, t + o.link, &link) != 0) {
       snprintf(err, cap, "the core does not hold the runtime's thread at 0x%llx", (unsigned long long)t);
       dnt_clr_threads_release(ts);
       return -1;
