@@ -223,11 +223,10 @@ static int image_names = 1; /* dnt_profile_image_names */
 
 void dnt_profile_image_names(int on) { image_names = on; }
 
-/* The regular file at path mapped read-only (at most max bytes; *len its size), or NULL: a trace
- * names the file, so a FIFO or a device is not waited on, nor a huge file taken. A mapping costs
- * memory only for the pages the lookups touch: the headers, the tables, the names (a file cut
- * while mapped would fault; the runtime's images are replaced, never written in place). */
-static uint8_t *map_file(const char *path, size_t max, size_t *len) {
+/* (r2r-int.h) A mapping costs memory only for the pages the lookups touch: the headers, the
+ * tables, the names (a file cut while mapped would fault; the runtime's images are replaced, never
+ * written in place). */
+uint8_t *dnt__map_file(const char *path, size_t max, size_t *len) {
   int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) return NULL;
   struct stat st;
@@ -247,7 +246,7 @@ static void read_image(struct dnt__methods *t, struct dnt__image_span *sp) {
   sp->state = -1;
   const struct dnt__module *m = module_of(t, sp->module_id);
   size_t len;
-  uint8_t *bytes = m && m->path ? map_file(m->path, 1u << 30, &len) : NULL;
+  uint8_t *bytes = m && m->path ? dnt__map_file(m->path, DNT__MAX_IMAGE, &len) : NULL;
   struct dnt__r2r *r = bytes ? dnt__r2r_open(bytes, len, 1) : NULL;
   if (!r) return;
   uint64_t base = 0;

@@ -7,12 +7,9 @@
  * the row names none, then records (IL offset delta, a change of document when the delta is 0
  * after the first, lines and columns deltas; both 0: a hidden point). SOS takes the last
  * visible point at or before the IL offset. Untrusted bytes: every offset and length checked. */
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "dnt-profile.h"
 #include "r2r-int.h"
@@ -164,17 +161,9 @@ static int point_for(const struct pdb *d, uint32_t rid, uint32_t il, uint32_t *d
 }
 
 int dnt_pdb_line(const char *path, uint32_t rid, uint32_t il, char *file, size_t cap, uint32_t *line) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  struct stat st;
-  if (fd < 0) return 0;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 32) {
-    close(fd);
-    return 0;
-  }
-  size_t len = (size_t)st.st_size;
-  const uint8_t *f = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-  close(fd);
-  if (f == MAP_FAILED) return 0;
+  size_t len;
+  const uint8_t *f = dnt__map_file(path, DNT__MAX_IMAGE, &len);
+  if (!f) return 0;
   struct pdb d;
   uint32_t doc = 0;
   int ok = open_pdb(&d, f, len) == 0 && point_for(&d, rid, il, &doc, line) == 0 && document_name(&d, doc, file, cap) == 0;

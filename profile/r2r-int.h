@@ -53,6 +53,12 @@ uint32_t dnt__ecma_find_type(const struct dnt__ecma *e, const char *ns, const ch
 /* "Namespace.Outer+Inner" of TypeDef row td (1-based) into buf: 1, or 0 as above. */
 int dnt__ecma_type_name(const struct dnt__ecma *e, uint32_t td, char *buf, size_t cap);
 
+/* methods.c: the regular file at path mapped read-only (at most max bytes; *len its size; unmap
+ * it with munmap), or NULL: a trace or a core names the file, so a FIFO or a device is not waited
+ * on, nor a huge file taken. */
+#define DNT__MAX_IMAGE (1u << 30)
+uint8_t *dnt__map_file(const char *path, size_t max, size_t *len);
+
 /* r2r.c: a PE file with ReadyToRun code (its bytes in memory). */
 struct dnt__r2r;
 /* bytes (len, taken: released by dnt__r2r_free, also on failure: munmap'ed when mapped, else

@@ -238,51 +238,33 @@ void dnt__r2r_free(struct dnt__r2r *r) {
 
 /* A TypeDef's (what 0) or a MethodDef's (1) name, or a MethodDef's parameters (2), in the
  * assembly at path: 1, or 0. */
-static int assembly_name(const char *path, int what, uint32_t rid, const struct dnt_generic_names *inst, char *buf,
-                         size_t cap) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  struct stat st;
-  if (fd < 0) return 0;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 64) {
-    close(fd);
-    return 0;
-  }
-  size_t len = (size_t)st.st_size;
-  uint8_t *bytes = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-  close(fd);
-  if (bytes == MAP_FAILED) return 0;
-  struct dnt__r2r r = {.bytes = bytes, .len = len, .mapped = 1};
-  uint32_t cli_rva;
-  int ok = read_pe(&r, &cli_rva) == 0 && read_metadata(&r, cli_rva) == 0 && rid &&
-           (what == 2   ? dnt__ecma_method_params(&r.md, rid, inst, buf, cap)
-            : what == 1 ? rid <= r.md.nmethods && dnt__ecma_method_name(&r.md, rid, buf, cap)
-                        : rid <= r.md.ntypedefs && dnt__ecma_type_name(&r.md, rid, buf, cap));
-  munmap(bytes, len);
-  return ok;
-}
-
-int dnt_assembly_type_name(const char *path, uint32_t rid, char *buf, size_t cap) {
-  return assembly_name(path, 0, rid, NULL, buf, cap);
-}
-
-/* The assembly at path mapped and its metadata read into *r (unmap with close_assembly): 0 or -1. */
+/* The assembly at path mapped and its metadata read into *r (unmap with munmap): 0 or -1. */
 static int open_assembly(const char *path, struct dnt__r2r *r) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  struct stat st;
-  if (fd < 0) return -1;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 64) {
-    close(fd);
-    return -1;
-  }
-  size_t len = (size_t)st.st_size;
-  uint8_t *bytes = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-  close(fd);
-  if (bytes == MAP_FAILED) return -1;
+  size_t len;
+  uint8_t *bytes = dnt__map_file(path, DNT__MAX_IMAGE, &len);
+  if (!bytes) return -1;
   *r = (struct dnt__r2r){.bytes = bytes, .len = len, .mapped = 1};
   uint32_t cli_rva;
   if (read_pe(r, &cli_rva) == 0 && read_metadata(r, cli_rva) == 0) return 0;
   munmap(bytes, len);
   return -1;
+}
+
+/* A TypeDef's (what 0) or a MethodDef's (1) name, or a MethodDef's parameters (2), in the
+ * assembly at path: 1, or 0. */
+static int assembly_name(const char *path, int what, uint32_t rid, const struct dnt_generic_names *inst, char *buf,
+                         size_t cap) {
+  struct dnt__r2r r;
+  if (!rid || open_assembly(path, &r) != 0) return 0;
+  int ok = what == 2   ? dnt__ecma_method_params(&r.md, rid, inst, buf, cap)
+           : what == 1 ? rid <= r.md.nmethods && dnt__ecma_method_name(&r.md, rid, buf, cap)
+                       : rid <= r.md.ntypedefs && dnt__ecma_type_name(&r.md, rid, buf, cap);
+  munmap(r.bytes, r.len);
+  return ok;
+}
+
+int dnt_assembly_type_name(const char *path, uint32_t rid, char *buf, size_t cap) {
+  return assembly_name(path, 0, rid, NULL, buf, cap);
 }
 
 int dnt_assembly_field(const char *path, uint32_t rid, char *name, size_t cap, uint8_t *element, uint32_t *token,
