@@ -27,13 +27,24 @@
  * The library parses rules and decides when they fire from the values and events given to it,
  * each with its own time (the events' timestamps, not a clock read here), within limits: each
  * rule fires at most `max_fires` times in any `limit_ms` (default once in 10 minutes) and not
- * within `cooldown_ms` of its last firing; what the limits held back is counted. It never prints
- * and never exits; the command runs the actions. One public header. */
+ * within `cooldown_ms` of its last firing; what the limits held back is counted.
+ *
+ * It also follows processes (`dnt_follow`): a process's EventPipe session started from the caller's
+ * libuv loop, its stream decoded into that process's own engine of the rules (its counters, the
+ * runtime's exceptions and GC pauses, the events the rules name) and kept in a flight recorder
+ * when asked, the save-ring that closes a window and starts the next session. `watch` and `serve`
+ * follow their processes with it. It never prints and never exits; the command runs the actions.
+ * One public header. */
 #ifndef DNT_AGENT_H
 #define DNT_AGENT_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <uv.h>
+
+#include "dnt-counters.h"
+#include "dsipc.h"
+#include "ntr.h"
 
 enum dnt_trigger_kind {
   DNT_TRIGGER_COUNTER, DNT_TRIGGER_EXCEPTION, DNT_TRIGGER_GC_PAUSE, DNT_TRIGGER_EVENT, DNT_TRIGGER_PROCESS_START
@@ -134,5 +145,66 @@ int dnt_rules_counter_seen(const struct dnt_rules *e, size_t i);
 void dnt_rules_totals(const struct dnt_rules *e, size_t i, uint64_t *fired, uint64_t *held_back);
 /* Whether any rule wants exceptions, GC pauses (the session's runtime events). */
 int dnt_rules_want(const struct dnt_rules *e, enum dnt_trigger_kind kind);
+
+/* ---- following a process ---- */
+
+struct dnt_follow;
+
+/* What a followed process tells its caller (ud: the one given to dnt_follow_start). Called from
+ * the loop; none may close f (dnt_follow_close) from inside. */
+struct dnt_follow_cb {
+  /* The runtime answered the session's start: rc 0, the process is followed from now (its
+   * process-start rules fire); else it refused (msg: its words) and nothing more is called. */
+  void (*on_started)(void *ud, struct dnt_follow *f, int rc, const char *msg);
+  /* Each counter value decoded, after the rules have seen it. May be NULL. */
+  void (*on_value)(void *ud, struct dnt_follow *f, const dnt_counter_value *v);
+  /* A rule of this process fired (firing borrowed for the call). */
+  void (*on_fired)(void *ud, struct dnt_follow *f, const struct dnt_firing *firing);
+  /* A save-ring's window is closed (its session's rundown included): ring, borrowed for the
+   * call, is the caller's to write; the next session starts after the call. */
+  void (*on_window)(void *ud, struct dnt_follow *f, const ntr_ring *ring);
+  /* The process is followed no more, after a start: its session ended (the process exited, or
+   * dnt_follow_stop), msg NULL; or the session after a save-ring could not start (msg says). */
+  void (*on_ended)(void *ud, struct dnt_follow *f, const char *msg);
+  /* A warning worth a line: a counter rule's counter has not reported, the stream does not
+   * parse, an older runtime's fallback. May be NULL. */
+  void (*on_notice)(void *ud, struct dnt_follow *f, const char *msg);
+};
+
+/* What every process an agent follows shares: the caller's, borrowed, outliving them. */
+struct dnt_follow_config {
+  uv_loop_t *loop;
+  dsipc_session_config session;          /* each session's request (its providers borrowed) */
+  const struct dnt_counter_specs *specs; /* the counters decoded (the rules' and the caller's) */
+  const char *counters_session_id;       /* the Meter session's id the specs were asked with (NULL: any) */
+  char *const *rules;                    /* the rules' texts (they parsed): each process's own engine */
+  size_t nrules;
+  uint32_t max_fires;                    /* the limits (dnt_rules_set_limits; 0: its defaults) */
+  uint64_t limit_ms, cooldown_ms;
+  uint64_t ring_ms, ring_bytes;          /* the flight recorder's window and bound (ring_ms 0: none) */
+  uint64_t unseen_ms;                    /* a counter rule's counter silent this long is said (0: never) */
+  const struct dnt_follow_cb *cb;
+};
+
+/* Starts following process pid through its diagnostic socket (path copied): its session is
+ * asked for now, on_started comes when the runtime answers. 0 with *out (close with
+ * dnt_follow_close), or -1 with err (the caller's, cap bytes) and nothing to close. */
+int dnt_follow_start(const struct dnt_follow_config *c, int pid, const char *socket_path, void *ud,
+                     struct dnt_follow **out, char *err, size_t cap);
+/* save-ring: the session stops; its end hands the window to on_window, then the next session
+ * starts. 0, or -1 when there is no ring, the process is not followed now or a save is under way. */
+int dnt_follow_save_ring(struct dnt_follow *f);
+/* Ends the following: StopTracing (on_ended once the rundown is in; a save under way still hands
+ * its window over first). A second call gives the session up at once. */
+void dnt_follow_stop(struct dnt_follow *f);
+int dnt_follow_pid(const struct dnt_follow *f);
+/* The process's engine (its rules' totals, which counters reported). */
+const struct dnt_rules *dnt_follow_rules(const struct dnt_follow *f);
+/* Followed now (its session runs, or is between a save-ring's two sessions); ended for good. */
+int dnt_follow_live(const struct dnt_follow *f);
+int dnt_follow_ended(const struct dnt_follow *f);
+/* Frees f (its session closed, nothing more called); its memory goes once the loop has closed its
+ * timers. NULL is fine. */
+void dnt_follow_close(struct dnt_follow *f);
 
 #endif

@@ -283,6 +283,45 @@ int dsipc_stream_open(struct uv_loop_s *loop, const char *path, int fd, const ds
  * after this. Safe from inside a callback and on NULL. */
 void dsipc_stream_close(dsipc_stream *s);
 
+/* ---- Sessions started from the loop: CollectTracing, its stream, StopTracing ---- */
+
+/* For a program that follows processes while it does other work (an agent): nothing waits. The
+ * newest request is asked first, then CollectTracing2 and 1 when the runtime does not know it. */
+typedef struct dsipc_session dsipc_session;
+typedef struct dsipc_session_cb {
+  /* The runtime answered: st->code 0, the session runs (on_data, then on_end, follow); else it
+   * did not start (the runtime's words in st->msg) and nothing follows. Called once. */
+  void (*on_started)(void *ud, const dsipc_status *st);
+  /* The stream's bytes, in order; valid only during the call. */
+  void (*on_data)(void *ud, const uint8_t *p, size_t n);
+  /* The stream is over: the runtime closed it (after its rundown, when stopped), it was abandoned,
+   * or StopTracing could not be sent (st says). Called once, only after a start. */
+  void (*on_end)(void *ud, const dsipc_status *st);
+  /* A warning the caller may pass on (a fallback to an older request loses a custom rundown; the
+   * runtime refused StopTracing). May be NULL. */
+  void (*on_notice)(void *ud, const char *msg);
+} dsipc_session_cb;
+
+/* Starts a session on the runtime at path (copied) with CollectTracing `version` (1..6); cfg is
+ * read during the call only. reply_timeout_ms covers connecting and each reply. On 0, *out is
+ * the session (free with dsipc_session_close) and cb (copied) will be called from the loop; on
+ * an error, st says why and no callback will be called. */
+int dsipc_session_start(struct uv_loop_s *loop, const char *path, int version, const dsipc_session_config *cfg,
+                        uint64_t reply_timeout_ms, const dsipc_session_cb *cb, void *ud, dsipc_session **out,
+                        dsipc_status *st);
+/* Asks the runtime to end the session (StopTracing on a second connection): its rundown comes,
+ * then on_end. Before the runtime has answered the start: done once it has. Twice, or after the
+ * end: nothing. */
+void dsipc_session_stop(dsipc_session *s);
+/* Stops reading now: on_end comes at once (or, still starting, on_started with an error). */
+void dsipc_session_abandon(dsipc_session *s);
+/* The session's id (0 until started) and whether its stream runs. */
+uint64_t dsipc_session_id(const dsipc_session *s);
+int dsipc_session_running(const dsipc_session *s);
+/* Closes both connections and frees s: no callback is called after this. Safe from inside the
+ * session's own callbacks and on NULL. */
+void dsipc_session_close(dsipc_session *s);
+
 /* ---- Reverse direction: the runtime connects to us (DOTNET_DiagnosticPorts=<path>,connect) ---- */
 
 /* A listening socket in a fresh private directory (0700) with the socket itself 0600.

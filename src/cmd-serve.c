@@ -35,161 +35,69 @@
 #include "target.h"
 #include "util.h"
 
-/* ---- the counters of each target ---- */
+/* ---- each target, followed (agent/): its counters, its rules, its ring ---- */
 
-static int on_value(void *ud, const dnt_counter_value *v) {
+static void on_value(void *ud, struct dnt_follow *f, const dnt_counter_value *v) {
+  (void)f;
   struct target *t = ud;
   if (dnt_counter_table_put(&t->table, v) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  if (t->feed.rules) dnt_rule_feed_value(&t->feed, v);
-  return 0;
 }
 
 /* --rule: a rule of this target fired; its actions run among every target's (incidents.c). */
-static void on_fired(void *ud, const struct dnt_firing *f) {
+static void on_fired(void *ud, struct dnt_follow *f, const struct dnt_firing *firing) {
+  (void)f;
   struct target *t = ud;
-  dnt_incidents_fire(t->sv->incidents, f, t->pid, t->name);
+  dnt_incidents_fire(t->sv->incidents, firing, t->pid, t->name);
 }
 
-/* The target's own engine of the rules (they were checked when serve started). */
-static struct dnt_rules *target_rules(struct serve *sv, struct target *t) {
-  struct dnt_rules *e = dnt_rules_new(on_fired, t);
-  if (!e) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  for (size_t i = 0; i < sv->nrules; i++) {
-    struct dnt_rule r;
-    char err[200];
-    size_t col;
-    if (dnt_rule_parse(sv->rule_texts[i], &r, err, sizeof err, &col) != 0 || dnt_rules_add(e, &r) != 0)
-      dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  }
-  dnt_rules_set_limits(e, sv->o->max_fires ? (uint32_t)sv->o->max_fires : 1, 600000, 0);
-  return e;
-}
-
-/* The targets' session: the counters, the events the rules want and, with --ring, what it records
- * (its rundown then names the window's stacks). */
-static dsipc_session_config session_config(const struct serve *sv) {
-  int ring = sv->o->ring_ms != 0;
-  return (dsipc_session_config){.buffer_mb = ring ? 256 : COUNTERS_BUFFER_MB, .format = 1, .request_rundown = ring,
-                                .request_stackwalk = ring, .providers = sv->providers, .n_providers = sv->nproviders};
-}
-
-/* A fresh parser for a new session's stream: the counters' decoder, behind the rules' feed when
- * there are rules (their runtime events), beside a new ring with --ring. */
-static void target_parser(struct target *t) {
-  const struct serve_options *o = t->sv->o;
-  ntr_parser_free(t->parser);
-  ntr_ring_free(t->ring);
-  t->parser = NULL, t->ring = NULL;
-  dnt_rule_feed_release(&t->feed);
-  dnt_counters_decoder_free(t->feed.decoder);
-  struct dnt_rules *rules = t->feed.rules;
-  t->feed = (struct dnt_rule_feed){.rules = rules};
-  const char *sid = t->sv->wire.session_id[0] ? t->sv->wire.session_id : NULL;
-  if (!(t->feed.decoder = dnt_counters_decoder_new(&o->specs, sid, on_value, t))) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  const ntr_callbacks *cb = rules ? dnt_rule_feed_callbacks() : dnt_counters_decoder_callbacks();
-  void *ud = rules ? (void *)&t->feed : (void *)t->feed.decoder;
-  ntr_callbacks fcb;
-  if (o->ring_ms) {
-    uint64_t mb = o->ring_mb ? (uint64_t)o->ring_mb : 256;
-    if (!(t->ring = ntr_ring_new(o->ring_ms, mb << 20))) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-    ntr_fanout_init(&t->fan);
-    ntr_fanout_add(&t->fan, cb, ud);
-    ntr_callbacks rcb;
-    ntr_ring_callbacks(&rcb);
-    ntr_fanout_add(&t->fan, &rcb, t->ring);
-    ntr_fanout_callbacks(&t->fan, &fcb);
-    cb = &fcb, ud = &t->fan;
-  }
-  if (ntr_parser_new(&t->parser, cb, ud, NULL) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-}
-
-static void on_counters_data(void *ud, const uint8_t *p, size_t n) {
-  struct target *t = ud;
-  if (t->ring) ntr_ring_now(t->ring, uv_now(t->sv->loop));
-  int rc = ntr_parser_feed(t->parser, p, n);
-  if (rc < 0 && rc != NTR_EOF) { /* a stream we cannot read: this target's counters stop here */
-    dnt_warning("process %d: the counters stream does not parse: %s", t->pid, ntr_parser_errmsg(t->parser));
-    dnt_session_abandon(&t->s);
-  }
-}
-
-static void on_ring_restart(uv_timer_t *h);
-
-static void on_counters_end(void *ud) {
-  struct target *t = ud;
-  if (t->ring_saving && !t->sv->quitting) { /* a save-ring: the session's end closed the window */
-    t->sv->restarting = t;
-    uv_timer_start(&t->sv->ring_restart, on_ring_restart, 0, 0);
-    return;
-  }
-  if (t->ring_saving) { /* ... while serve stops: the window is saved, no session follows */
-    t->ring_saving = 0;
-    dnt_incidents_saved(t->sv->incidents, dnt_ring_save(t->ring, t->ring_path) == 0);
-  }
-  t->live = 0;
-  t->ended = 1;
-  dnt_counter_table_clear(&t->table);
-  if (t->sv->quitting) return;
-  printf("Process %d (%s) ended its session\n", t->pid, t->name);
-  fflush(stdout); /* -n: on_reconnect finds the next one; --all: on_rescan drops it */
-}
-
-static void on_counters_started(void *ud, int rc) {
+static void on_started(void *ud, struct dnt_follow *f, int rc, const char *msg) {
+  (void)f;
   struct target *t = ud;
   if (rc) {
-    dnt_warning("process %d refused the counters session: %s", t->pid, t->s.reply_msg);
+    dnt_warning("process %d refused the counters session: %s", t->pid, msg);
     t->ended = 1;
     return;
   }
   t->live = 1;
   printf("Following process %d (%s)\n", t->pid, t->name);
   fflush(stdout);
-  if (t->feed.rules) dnt_rules_process_start(t->feed.rules, dnt_unix_ms()); /* followed from now */
   serve_push_roll(t->sv, t); /* --push: its first window */
 }
 
-static const dnt_session_cb counters_cb = {on_counters_data, on_counters_end};
-
-static void on_restarted(void *ud, int rc) {
+/* A save-ring's window, closed: the action's file (the target's next session starts after). */
+static void on_window(void *ud, struct dnt_follow *f, const ntr_ring *ring) {
+  (void)f;
   struct target *t = ud;
-  if (rc) {
-    dnt_warning("process %d refused the next session: %s", t->pid, t->s.reply_msg);
-    t->live = 0, t->ended = 1;
-    dnt_counter_table_clear(&t->table);
-  }
+  dnt_incidents_saved(t->sv->incidents, dnt_ring_save(ring, t->ring_path) == 0);
 }
 
-/* After a save-ring's session ended (a timer: not inside the session's callback): the window
- * saved as the action's file, the action done, then the target's next session. */
-static void on_ring_restart(uv_timer_t *h) {
-  struct serve *sv = h->data;
-  struct target *t = sv->restarting;
-  sv->restarting = NULL;
-  int ok = dnt_ring_save(t->ring, t->ring_path) == 0;
-  t->ring_saving = 0;
-  dnt_session_close(&t->s);
-  struct dnt_session_target want = {.pid = t->pid};
-  target_parser(t);
-  dsipc_session_config cfg = session_config(sv);
-  if (dnt_session_open(&t->s, sv->loop, &want) != 0 ||
-      dnt_session_start_async(&t->s, 2, &cfg, &counters_cb, t, on_restarted) != 0) {
-    dnt_warning("cannot start the next session on process %d", t->pid);
-    t->live = 0, t->ended = 1;
-    dnt_counter_table_clear(&t->table);
-  }
-  dnt_incidents_saved(sv->incidents, ok);
+static void on_ended(void *ud, struct dnt_follow *f, const char *msg) {
+  (void)f;
+  struct target *t = ud;
+  t->live = 0;
+  t->ended = 1;
+  dnt_counter_table_clear(&t->table);
+  if (t->sv->quitting) return;
+  if (msg) dnt_warning("process %d: %s", t->pid, msg);
+  printf("Process %d (%s) ended its session\n", t->pid, t->name);
+  fflush(stdout); /* -n: on_reconnect finds the next one; --all: on_rescan drops it */
 }
 
-/* save-ring (incidents.h): the target's session stops; its end saves the window and starts the next. */
+static void on_notice(void *ud, struct dnt_follow *f, const char *msg) {
+  (void)f;
+  struct target *t = ud;
+  dnt_warning("process %d: %s", t->pid, msg);
+}
+
+static const struct dnt_follow_cb follow_cb = {on_started, on_value, on_fired, on_window, on_ended, on_notice};
+
+/* save-ring (incidents.h): the target's session stops; its end hands the window to on_window. */
 static int save_ring(void *ud, int pid, const char *path) {
   struct serve *sv = ud;
   for (struct target *t = sv->targets; t; t = t->next) {
-    if (t->pid != pid || !t->live || !t->ring || t->ring_saving || sv->quitting || sv->restarting) continue;
+    if (t->pid != pid || !t->live || sv->quitting || dnt_follow_save_ring(t->f) != 0) continue;
     free(t->ring_path);
     t->ring_path = dnt_xstrdup(path);
-    t->ring_saving = 1;
-    ntr_ring_hold(t->ring);
-    dnt_session_stop(&t->s);
     return 0;
   }
   return -1;
@@ -204,58 +112,42 @@ static void make_prom_labels(struct serve *sv, struct target *t) {
   if (!(t->prom_labels = dnt_prom_label_pairs(kv, pairs))) dnt_die(DNT_EXIT_FAILURE, "out of memory");
 }
 
-/* Opens pid as a target and starts its counters session without waiting. NULL when it cannot
- * be reached (quiet: under --all a process may be gone by now). */
+/* Opens pid as a target and starts following it without waiting. NULL when it cannot be reached
+ * (said; under --all a process may be gone by now). */
 static struct target *target_add(struct serve *sv, int pid, unsigned long long key) {
   struct target *t = calloc(1, sizeof *t);
   if (!t) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   t->sv = sv;
   t->pid = pid;
   t->key = key;
-  struct dnt_session_target want = {.pid = pid};
-  t->opened = 1;
-  if (dnt_session_open(&t->s, sv->loop, &want) != 0) goto fail;
-  snprintf(t->name, sizeof t->name, "%s", t->s.target.name);
+  if (dnt_target_resolve(pid, NULL, &t->where) != 0) {
+    free(t);
+    return NULL;
+  }
+  snprintf(t->name, sizeof t->name, "%s", t->where.name);
+  char err[512];
+  if (dnt_follow_start(&sv->fc, pid, t->where.ep.path, t, &t->f, err, sizeof err) != 0) {
+    dnt_warning("cannot start a session on process %d: %s", pid, err);
+    free(t);
+    return NULL;
+  }
   make_prom_labels(sv, t);
   if (sv->o->push) {
     t->push = serve_pusher_new(sv);
     t->push->retry.data = t;
   }
-  if (sv->nrules) t->feed.rules = target_rules(sv, t);
-  target_parser(t);
-  dsipc_session_config cfg = session_config(sv);
-  if (dnt_session_start_async(&t->s, 2, &cfg, &counters_cb, t, on_counters_started) != 0) {
-    dnt_warning("cannot start a session on process %d: %s", pid, t->s.reply_msg);
-    goto fail;
-  }
   t->next = sv->targets;
   sv->targets = t;
   sv->ntargets++;
   return t;
-fail:
-  dnt_session_close(&t->s);
-  serve_pusher_free(t);
-  ntr_parser_free(t->parser);
-  ntr_ring_free(t->ring);
-  dnt_counters_decoder_free(t->feed.decoder);
-  dnt_rule_feed_release(&t->feed);
-  dnt_rules_free(t->feed.rules);
-  free(t->prom_labels);
-  free(t);
-  return NULL;
 }
 
 static void target_free(struct target *t) {
   for (int k = 0; k < JOB_KINDS; k++)
     if (t->jobs[k]) t->jobs[k]->t = NULL, t->jobs[k] = NULL; /* see job_release: the slot is gone */
   serve_pusher_free(t);
-  dnt_session_close(&t->s);
-  ntr_parser_free(t->parser);
-  ntr_ring_free(t->ring);
+  dnt_follow_close(t->f); /* its incidents under way keep their own copy of their rule */
   free(t->ring_path);
-  dnt_counters_decoder_free(t->feed.decoder);
-  dnt_rule_feed_release(&t->feed);
-  dnt_rules_free(t->feed.rules); /* its incidents under way keep their own copy of their rule */
   dnt_counter_table_release(&t->table);
   free(t->prom_labels);
   free(t);
@@ -665,11 +557,13 @@ static void quit(struct serve *sv) {
   uv_close((uv_handle_t *)&sv->reconnect, NULL);
   uv_close((uv_handle_t *)&sv->rescan, NULL);
   uv_close((uv_handle_t *)&sv->push_tick, NULL);
-  uv_close((uv_handle_t *)&sv->ring_restart, NULL);
   for (struct target *t = sv->targets; t; t = t->next) serve_pusher_free(t); /* windows unsent are dropped */
   uv_close((uv_handle_t *)&sv->sigint, NULL);
   uv_close((uv_handle_t *)&sv->sigterm, NULL);
-  for (struct target *t = sv->targets; t; t = t->next) dnt_session_close(&t->s);
+  for (struct target *t = sv->targets; t; t = t->next) {
+    dnt_follow_close(t->f); /* no rundown waited for */
+    t->f = NULL;
+  }
 }
 
 static void on_signal(uv_signal_t *h, int signum) {
@@ -735,6 +629,21 @@ int cmd_serve(int argc, char **argv) {
     sv.providers[sv.nproviders++] = (dsipc_provider){.name = sv.extra.v[i].name, .keywords = sv.extra.v[i].keywords,
                                                      .level = sv.extra.v[i].level, .args = sv.extra.v[i].args};
   sv.loop = uv_default_loop();
+  /* the targets' session: the counters, the events the rules want and, with --ring, what it
+   * records (its rundown then names the window's stacks) */
+  sv.fc = (struct dnt_follow_config){
+      .loop = sv.loop,
+      .session = {.buffer_mb = o.ring_ms ? 256 : COUNTERS_BUFFER_MB, .format = 1, .request_rundown = o.ring_ms != 0,
+                  .request_stackwalk = o.ring_ms != 0, .providers = sv.providers, .n_providers = sv.nproviders},
+      .specs = &o.specs,
+      .counters_session_id = sv.wire.session_id[0] ? sv.wire.session_id : NULL,
+      .rules = sv.rule_texts,
+      .nrules = sv.nrules,
+      .max_fires = (uint32_t)o.max_fires,
+      .ring_ms = o.ring_ms,
+      .ring_bytes = (uint64_t)(o.ring_mb ? o.ring_mb : 256) << 20,
+      .unseen_ms = sv.nrules ? 3000 : 0,
+      .cb = &follow_cb};
   if (sv.nrules) {
     struct dnt_incident_opts io = {.dir = o.output_dir, .json = 0, .max_disk_mb = o.max_disk_mb};
     if (o.output_dir && mkdir(o.output_dir, 0755) != 0 && errno != EEXIST) {
@@ -788,8 +697,7 @@ int cmd_serve(int argc, char **argv) {
   uv_timer_init(sv.loop, &sv.reconnect);
   uv_timer_init(sv.loop, &sv.rescan);
   uv_timer_init(sv.loop, &sv.push_tick);
-  uv_timer_init(sv.loop, &sv.ring_restart);
-  sv.reconnect.data = sv.rescan.data = sv.push_tick.data = sv.ring_restart.data = &sv;
+  sv.reconnect.data = sv.rescan.data = sv.push_tick.data = &sv;
   if (o.push) {
     uint64_t every = o.push_interval_ms ? o.push_interval_ms : 10000;
     uv_timer_start(&sv.push_tick, serve_push_tick, 0, every);

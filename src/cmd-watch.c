@@ -92,32 +92,22 @@ const struct dnt_usage usage_watch = {
 
 struct watch;
 
-/* One process followed: its session, and the stream's parser feeding its rules (and its ring). */
+/* One process followed (agent/'s dnt_follow: its session, its rules, its ring). */
 struct watched {
   struct watch *w;
   struct watched *next;
   int pid;
   unsigned long long key; /* --all: its socket's (a pid used again is another process) */
   char name[256];
-  dnt_session s;
-  ntr_parser *parser;
-  ntr_fanout fan;  /* the parser's consumers: the rules' decoding, and the ring */
-  ntr_ring *ring;  /* --ring: the stream's last blocks, for save-ring */
-  int ring_saving; /* a save-ring under way: the session stops, then starts again */
-  char *ring_path; /* ... into this file */
-  uv_timer_t restart, unseen;
-  int open_timers; /* of restart and unseen, not closed yet */
-  int closing;     /* ... their closing begun */
-  struct dnt_rule_feed feed; /* its rules and its counters' decoder, fed by the parser */
-  struct dnt_rules *rules;
-  int starting, live, ended, seen;
+  struct dnt_follow *f;
+  char *ring_path; /* a save-ring under way writes here */
+  int ended, seen;
 };
 
 struct watch {
   const struct options *o;
   uv_loop_t *loop;
-  dsipc_session_config cfg;
-  const char *session_id;
+  struct dnt_follow_config fc;
   struct dnt_counter_specs specs;
   struct dnt_providers wanted; /* the events the rules want */
   char **rule_texts;           /* each process's engine is made from them */
@@ -128,229 +118,122 @@ struct watch {
   uv_signal_t sigint, sigterm;
   uv_timer_t stopper, rescan;
   int stopping, handles_closed;
+  int exit_code; /* -p, -n: the process refused the session */
 };
-
-static void on_fired(void *ud, const struct dnt_firing *f) {
-  struct watched *t = ud;
-  dnt_incidents_fire(t->w->incidents, f, t->pid, t->name);
-}
-
-/* The process's own engine of the rules (they were checked when they were read). */
-static struct dnt_rules *target_rules(struct watched *t) {
-  const struct options *o = t->w->o;
-  struct dnt_rules *e = dnt_rules_new(on_fired, t);
-  if (!e) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  for (size_t i = 0; i < t->w->nrules; i++) {
-    struct dnt_rule r;
-    char err[200];
-    size_t col;
-    if (dnt_rule_parse(t->w->rule_texts[i], &r, err, sizeof err, &col) != 0 || dnt_rules_add(e, &r) != 0)
-      dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  }
-  dnt_rules_set_limits(e, o->max_fires ? (uint32_t)o->max_fires : 1, o->limit_ms ? o->limit_ms : 600000,
-                       o->cooldown_ms);
-  return e;
-}
 
 static struct watched *find_live(struct watch *w, int pid) {
   for (struct watched *t = w->targets; t; t = t->next)
-    if (t->pid == pid && t->live) return t;
+    if (t->pid == pid && t->f && dnt_follow_live(t->f)) return t;
   return NULL;
 }
 
-/* save-ring (incidents.h): the session stops; its end saves the window and starts the next. */
+/* save-ring (incidents.h): the process's session stops; its end hands the window to on_window. */
 static int save_ring(void *ud, int pid, const char *path) {
   struct watch *w = ud;
   struct watched *t = find_live(w, pid);
-  if (!t || !t->ring || w->stopping || !t->s.running || t->ring_saving) return -1;
+  if (!t || w->stopping || dnt_follow_save_ring(t->f) != 0) return -1;
   free(t->ring_path);
   t->ring_path = dnt_xstrdup(path);
-  t->ring_saving = 1;
-  ntr_ring_hold(t->ring);
-  dnt_session_stop(&t->s);
-  return 0;
-}
-
-/* ---- a process's session ---- */
-
-static int on_value(void *ud, const dnt_counter_value *v) {
-  struct watched *t = ud;
-  dnt_rule_feed_value(&t->feed, v);
   return 0;
 }
 
 static void close_handles(struct watch *w);
 
-static void on_timer_closed(uv_handle_t *h) {
-  struct watched *t = h->data;
-  t->open_timers--;
-}
-
-static void close_timers(struct watched *t) {
-  if (t->closing) return;
-  t->closing = 1;
-  uv_close((uv_handle_t *)&t->restart, on_timer_closed);
-  uv_close((uv_handle_t *)&t->unseen, on_timer_closed);
-}
-
-/* The process's session is over (its end, a refusal, a failed restart). Without --all, or once
- * stopping, the watch ends with the last of them (the actions under way finish first). */
+/* The process is followed no more. Without --all, or once stopping, the watch ends with the last
+ * of them (the actions under way finish first). */
 static void target_ended(struct watched *t) {
   struct watch *w = t->w;
-  t->ended = 1, t->live = 0, t->starting = 0;
-  close_timers(t);
+  t->ended = 1;
   if (w->o->all && !w->stopping) return;
   for (struct watched *u = w->targets; u; u = u->next)
     if (!u->ended) return;
   close_handles(w);
 }
 
-static void on_data(void *ud, const uint8_t *p, size_t n) {
+/* ---- what a followed process says (agent/) ---- */
+
+static void on_started(void *ud, struct dnt_follow *f, int rc, const char *msg) {
+  (void)f;
   struct watched *t = ud;
-  if (t->ring) ntr_ring_now(t->ring, uv_now(t->w->loop));
-  int rc = ntr_parser_feed(t->parser, p, n);
-  if (rc < 0 && rc != NTR_EOF) {
-    dnt_error("process %d: the stream does not parse as nettrace: %s", t->pid, ntr_parser_errmsg(t->parser));
-    dnt_session_abandon(&t->s);
-  }
-}
-
-static const dnt_session_cb session_cb;
-
-/* A fresh parser for a new session's stream: the rules' decoding and, with --ring, a new ring. */
-static void make_parser(struct watched *t) {
-  const struct options *o = t->w->o;
-  ntr_parser_free(t->parser);
-  dnt_counters_decoder_free(t->feed.decoder);
-  dnt_rule_feed_release(&t->feed);
-  ntr_ring_free(t->ring);
-  t->parser = NULL, t->ring = NULL;
-  t->feed = (struct dnt_rule_feed){.rules = t->rules};
-  t->feed.decoder = dnt_counters_decoder_new(&t->w->specs, t->w->session_id, on_value, t);
-  if (!t->feed.decoder) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  ntr_fanout_init(&t->fan);
-  ntr_fanout_add(&t->fan, dnt_rule_feed_callbacks(), &t->feed);
-  if (o->ring_ms) {
-    uint64_t mb = o->ring_mb ? (uint64_t)o->ring_mb : 256;
-    if (!(t->ring = ntr_ring_new(o->ring_ms, mb << 20))) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-    ntr_callbacks rcb;
-    ntr_ring_callbacks(&rcb);
-    ntr_fanout_add(&t->fan, &rcb, t->ring);
-  }
-  ntr_callbacks fcb;
-  ntr_fanout_callbacks(&t->fan, &fcb);
-  if (ntr_parser_new(&t->parser, &fcb, &t->fan, NULL) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-}
-
-static void on_restarted(void *ud, int rc) {
-  struct watched *t = ud;
-  if (rc) {
-    dnt_error("process %d refused the next session: %s", t->pid, t->s.reply_msg);
-    target_ended(t);
-  }
-}
-
-/* After a save-ring's session ended (a timer: not inside the session's callback): the window
- * saved as the action's file, the action done, then the next session. */
-static void on_restart(uv_timer_t *h) {
-  struct watched *t = h->data;
   struct watch *w = t->w;
-  int ok = dnt_ring_save(t->ring, t->ring_path) == 0;
-  t->ring_saving = 0;
-  if (w->stopping) {
-    target_ended(t);
+  if (rc && w->o->all) {
+    dnt_warning("process %d refused the session: %s", t->pid, msg);
+  } else if (rc) {
+    w->exit_code = dnt_session_refused(t->pid, rc, msg);
   } else {
-    dnt_session_close(&t->s);
-    struct dnt_session_target want = {.pid = t->pid};
-    make_parser(t);
-    if (dnt_session_open(&t->s, w->loop, &want) != 0 ||
-        dnt_session_start_async(&t->s, 2, &w->cfg, &session_cb, t, on_restarted) != 0) {
-      dnt_error("cannot start the next session on process %d", t->pid);
-      target_ended(t);
+    char *name = dnt_safe_text(t->name);
+    if (w->o->all) {
+      fprintf(stderr, "Following process %d (%s)\n", t->pid, name);
+    } else {
+      fprintf(stderr, "Watching process %d (%s) with %zu rule%s", t->pid, name, w->nrules, w->nrules == 1 ? "" : "s");
+      if (w->o->ring_ms) fprintf(stderr, ", keeping the last %.0f s for save-ring", (double)w->o->ring_ms / 1000);
+      fprintf(stderr, ": Ctrl+C stops\n");
     }
-  }
-  dnt_incidents_saved(w->incidents, ok);
-}
-
-static void on_end(void *ud) {
-  struct watched *t = ud;
-  if (t->ring_saving && !t->ended) { /* a save-ring: the session's end closed the window */
-    uv_timer_start(&t->restart, on_restart, 0, 0);
+    free(name);
     return;
   }
   target_ended(t);
 }
 
-static const dnt_session_cb session_cb = {on_data, on_end};
-
-/* After a few intervals: the counter rules whose counter has said nothing (a name misspelt?). */
-static void on_unseen(uv_timer_t *h) {
-  struct watched *t = h->data;
-  char process[48] = ""; /* with --all, whose */
-  if (t->w->o->all) snprintf(process, sizeof process, "process %d: ", t->pid);
-  for (size_t i = 0; i < dnt_rules_count(t->rules); i++) {
-    const struct dnt_rule *r = dnt_rules_get(t->rules, i);
-    if (r->kind == DNT_TRIGGER_COUNTER && !dnt_rules_counter_seen(t->rules, i))
-      dnt_warning("%srule %zu: counter '%s' of '%s' has not reported after %.0f s: is it named right?", process,
-                  i + 1, r->counter, r->provider, 3 * REFRESH_S);
-  }
-}
-
-/* The session runs: the process is followed from now (its process-start rules fire). */
-static void target_live(struct watched *t) {
-  struct watch *w = t->w;
-  t->live = 1, t->starting = 0;
-  if (w->specs.n) uv_timer_start(&t->unseen, on_unseen, (uint64_t)(3000 * REFRESH_S), 0);
-  if (w->o->all) {
-    char *name = dnt_safe_text(t->name);
-    fprintf(stderr, "Following process %d (%s)\n", t->pid, name);
-    free(name);
-  }
-  dnt_rules_process_start(t->rules, dnt_unix_ms());
-}
-
-static void on_started(void *ud, int rc) {
+static void on_fired(void *ud, struct dnt_follow *f, const struct dnt_firing *firing) {
+  (void)f;
   struct watched *t = ud;
-  if (rc) {
-    dnt_warning("process %d refused the session: %s", t->pid, t->s.reply_msg);
-    target_ended(t);
-  } else if (t->w->stopping) {
-    t->live = 1;
-    dnt_session_stop(&t->s);
-  } else {
-    target_live(t);
-  }
+  dnt_incidents_fire(t->w->incidents, firing, t->pid, t->name);
 }
 
-/* A process to follow (its session opened from want, or from pid): its state, put first in the
- * list. */
-static struct watched *target_new(struct watch *w, int pid, unsigned long long key) {
+/* A save-ring's window, closed: the action's file. */
+static void on_window(void *ud, struct dnt_follow *f, const ntr_ring *ring) {
+  (void)f;
+  struct watched *t = ud;
+  dnt_incidents_saved(t->w->incidents, dnt_ring_save(ring, t->ring_path) == 0);
+}
+
+static void on_ended(void *ud, struct dnt_follow *f, const char *msg) {
+  (void)f;
+  struct watched *t = ud;
+  if (msg) dnt_error("process %d: %s", t->pid, msg);
+  target_ended(t);
+}
+
+static void on_notice(void *ud, struct dnt_follow *f, const char *msg) {
+  (void)f;
+  struct watched *t = ud;
+  if (t->w->o->all) dnt_warning("process %d: %s", t->pid, msg);
+  else dnt_warning("%s", msg);
+}
+
+static const struct dnt_follow_cb follow_cb = {
+    .on_started = on_started, .on_fired = on_fired, .on_window = on_window, .on_ended = on_ended,
+    .on_notice = on_notice};
+
+/* Follows a process from its diagnostic socket: put first in the list (ended at once when its
+ * session cannot be asked for). */
+static struct watched *target_new(struct watch *w, int pid, unsigned long long key, const char *path) {
   struct watched *t = dnt_xmalloc(sizeof *t);
   memset(t, 0, sizeof *t);
   t->w = w, t->pid = pid, t->key = key;
-  t->rules = target_rules(t);
-  uv_timer_init(w->loop, &t->restart);
-  uv_timer_init(w->loop, &t->unseen);
-  t->restart.data = t->unseen.data = t;
-  t->open_timers = 2;
-  make_parser(t);
+  dnt_process_name(pid, t->name, sizeof t->name);
   t->next = w->targets;
   w->targets = t;
+  char err[512];
+  int rc = dnt_follow_start(&w->fc, pid, path, t, &t->f, err, sizeof err);
+  if (rc) {
+    if (w->o->all) dnt_warning("cannot start a session on process %d: %s", pid, err);
+    else w->exit_code = dnt_session_refused(pid, rc, err);
+    t->ended = 1;
+  }
   return t;
 }
 
 static void target_free(struct watch *w, struct watched *t) {
-  for (size_t i = 0; i < w->nrules; i++) { /* what its rules did, for the totals */
-    uint64_t fired, held;
-    dnt_rules_totals(t->rules, i, &fired, &held);
-    w->fired[i] += fired, w->held[i] += held;
+  if (t->f) {
+    for (size_t i = 0; i < w->nrules; i++) { /* what its rules did, for the totals */
+      uint64_t fired, held;
+      dnt_rules_totals(dnt_follow_rules(t->f), i, &fired, &held);
+      w->fired[i] += fired, w->held[i] += held;
+    }
   }
-  dnt_session_close(&t->s);
-  ntr_parser_free(t->parser);
-  dnt_counters_decoder_free(t->feed.decoder);
-  dnt_rule_feed_release(&t->feed);
-  ntr_ring_free(t->ring);
-  dnt_rules_free(t->rules);
+  dnt_follow_close(t->f);
   free(t->ring_path);
   free(t);
 }
@@ -364,19 +247,7 @@ static int on_endpoint(const dsipc_endpoint *ep, void *ud) {
       t->seen = 1;
       return 0;
     }
-  struct watched *t = target_new(w, ep->host_pid, ep->key);
-  t->seen = 1;
-  struct dnt_session_target want = {.pid = ep->host_pid};
-  if (dnt_session_open(&t->s, w->loop, &want) != 0) { /* gone already, or not ours: quietly */
-    target_ended(t);
-    return 0;
-  }
-  snprintf(t->name, sizeof t->name, "%s", t->s.target.name);
-  t->starting = 1;
-  if (dnt_session_start_async(&t->s, 2, &w->cfg, &session_cb, t, on_started) != 0) {
-    dnt_warning("cannot start a session on process %d: %s", t->pid, t->s.reply_msg);
-    target_ended(t);
-  }
+  target_new(w, ep->host_pid, ep->key, ep->path)->seen = 1;
   return 0;
 }
 
@@ -387,7 +258,7 @@ static void on_rescan(uv_timer_t *h) {
   dsipc_endpoint_list(on_endpoint, w);
   for (struct watched **pp = &w->targets; *pp;) {
     struct watched *t = *pp;
-    if (t->ended && !t->open_timers && !t->seen) {
+    if (t->ended && !t->seen) {
       *pp = t->next;
       target_free(w, t);
     } else {
@@ -405,20 +276,16 @@ static void close_handles(struct watch *w) {
   uv_close((uv_handle_t *)&w->sigterm, NULL);
   uv_close((uv_handle_t *)&w->stopper, NULL);
   uv_close((uv_handle_t *)&w->rescan, NULL);
-  for (struct watched *t = w->targets; t; t = t->next) close_timers(t);
 }
 
+/* Every process's session stops (a second time: given up at once); the watch ends with the last. */
 static void stop(struct watch *w) {
-  if (w->stopping) {
-    for (struct watched *t = w->targets; t; t = t->next)
-      if (!t->ended) dnt_session_abandon(&t->s);
-    return;
-  }
   w->stopping = 1;
   uv_timer_stop(&w->rescan);
   int running = 0;
   for (struct watched *t = w->targets; t; t = t->next) {
-    if (t->live && !t->ring_saving) dnt_session_stop(&t->s);
+    if (t->ended) continue;
+    dnt_follow_stop(t->f);
     running |= !t->ended;
   }
   if (!running) close_handles(w);
@@ -453,22 +320,13 @@ static int read_rules(struct watch *w, const struct options *o) {
   return 0;
 }
 
-/* -p or -n: the one process, its session started here (a refusal is the command's exit code). */
+/* -p or -n: the one process (a refusal is the command's exit code). */
 static int start_one(struct watch *w, const struct options *o) {
-  struct watched *t = target_new(w, 0, 0);
-  int rc = dnt_session_open(&t->s, w->loop, &o->target);
-  if (rc) {
-    t->ended = 1;
-    return rc;
-  }
-  t->pid = t->s.target.pid;
-  snprintf(t->name, sizeof t->name, "%s", t->s.target.name);
-  if (dnt_session_start(&t->s, 2, &w->cfg, &session_cb, t) != 0) {
-    t->ended = 1;
-    return dnt_session_start_failed(&t->s);
-  }
-  target_live(t);
-  return 0;
+  struct dnt_target target;
+  int rc = dnt_target_resolve(o->target.pid, o->target.name, &target);
+  if (rc) return rc;
+  target_new(w, target.pid, 0, target.ep.path);
+  return w->exit_code;
 }
 
 int cmd_watch(int argc, char **argv) {
@@ -510,7 +368,7 @@ int cmd_watch(int argc, char **argv) {
   /* the counters' providers, then the events the rules want, and what the ring records */
   if (w.specs.n && dnt_counters_wire_build(&wire, &w.specs, REFRESH_S, 1000, 10) != 0)
     dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  w.session_id = wire.session_id[0] ? wire.session_id : NULL;
+  w.fc.counters_session_id = wire.session_id[0] ? wire.session_id : NULL;
   if (dnt_providers_merge(&extra, &w.wanted, err, sizeof err) != 0) /* with the ring's, when it has them */
     dnt_die(DNT_EXIT_FAILURE, "%s", err);
   providers = dnt_xmalloc((wire.n + extra.n + 1) * sizeof *providers);
@@ -519,8 +377,14 @@ int cmd_watch(int argc, char **argv) {
   for (size_t i = 0; i < extra.n; i++)
     providers[np++] = (dsipc_provider){.name = extra.v[i].name, .keywords = extra.v[i].keywords,
                                        .level = extra.v[i].level, .args = extra.v[i].args};
-  w.cfg = (dsipc_session_config){.buffer_mb = o.ring_ms ? 256 : BUFFER_MB, .format = 1, .request_rundown = o.ring_ms != 0,
-                                 .request_stackwalk = o.ring_ms != 0, .providers = providers, .n_providers = np};
+  w.fc.session = (dsipc_session_config){.buffer_mb = o.ring_ms ? 256 : BUFFER_MB, .format = 1,
+                                        .request_rundown = o.ring_ms != 0, .request_stackwalk = o.ring_ms != 0,
+                                        .providers = providers, .n_providers = np};
+  w.fc.loop = w.loop, w.fc.specs = &w.specs, w.fc.cb = &follow_cb;
+  w.fc.rules = w.rule_texts, w.fc.nrules = w.nrules;
+  w.fc.max_fires = (uint32_t)o.max_fires, w.fc.limit_ms = o.limit_ms, w.fc.cooldown_ms = o.cooldown_ms;
+  w.fc.ring_ms = o.ring_ms, w.fc.ring_bytes = (uint64_t)(o.ring_mb ? o.ring_mb : 256) << 20;
+  w.fc.unseen_ms = (uint64_t)(3000 * REFRESH_S);
   uv_signal_init(w.loop, &w.sigint);
   uv_signal_init(w.loop, &w.sigterm);
   uv_timer_init(w.loop, &w.stopper);
@@ -536,19 +400,15 @@ int cmd_watch(int argc, char **argv) {
   if (o.all) uv_timer_start(&w.rescan, on_rescan, 0, o.rescan_ms ? o.rescan_ms : DEFAULT_RESCAN_MS);
   if (o.all) {
     fprintf(stderr, "Watching every .NET process with %zu rule%s", w.nrules, w.nrules == 1 ? "" : "s");
-  } else {
-    char *name = dnt_safe_text(w.targets->name);
-    fprintf(stderr, "Watching process %d (%s) with %zu rule%s", w.targets->pid, name, w.nrules, w.nrules == 1 ? "" : "s");
-    free(name);
+    if (o.ring_ms) fprintf(stderr, ", keeping the last %.0f s for save-ring", (double)o.ring_ms / 1000);
+    fprintf(stderr, ": Ctrl+C stops\n");
   }
-  if (o.ring_ms) fprintf(stderr, ", keeping the last %.0f s for save-ring", (double)o.ring_ms / 1000);
-  fprintf(stderr, ": Ctrl+C stops\n");
   dnt_loop_run(w.loop, UV_RUN_DEFAULT, __func__);
   for (struct watched *t; (t = w.targets);) w.targets = t->next, target_free(&w, t);
-  for (size_t i = 0; i < w.nrules; i++) /* what each rule did, and what the limits held back */
+  rc = w.exit_code;
+  for (size_t i = 0; i < w.nrules && !rc; i++) /* what each rule did, and what the limits held back */
     fprintf(stderr, "rule %zu: fired %llu time%s, %llu more held back by the limits\n", i + 1,
             (unsigned long long)w.fired[i], w.fired[i] == 1 ? "" : "s", (unsigned long long)w.held[i]);
-  rc = 0;
 out:
   if (w.loop) {
     while (dnt_loop_run(w.loop, UV_RUN_NOWAIT, __func__)) {}

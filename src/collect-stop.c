@@ -1,5 +1,5 @@
 /* collect's stopping event (collect-stop.h): the options checked as dotnet-trace checks them,
- * the matching is event-match.c's. */
+ * the matching is trace/event-match.c's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -7,7 +7,6 @@
 #include <stddef.h>
 
 #include "dnt-trace.h"
-#include "event-match.h"
 
 struct dnt_stop_event {
   struct dnt_event_match match;

@@ -13,7 +13,6 @@
 
 #include "dnt-agent.h"
 #include "dnt-counters.h"
-#include "event-match.h"
 #include "ntr.h"
 #include "options.h"
 #include "providers.h"
@@ -33,7 +32,7 @@ typedef int (*dnt_save_ring_fn)(void *ud, int pid, const char *path);
 
 /* Writes the window ring holds to path (atomically: a file there is replaced only once this one
  * is whole). 0, or -1 with the error said. */
-int dnt_ring_save(ntr_ring *ring, const char *path);
+int dnt_ring_save(const ntr_ring *ring, const char *path);
 
 /* A runner on loop (borrowed), with o (copied; its strings borrowed). save may be NULL. NULL when
  * the program's own file cannot be found. */
@@ -58,31 +57,6 @@ const char *dnt_incidents_json(const struct dnt_incidents *r, size_t i);
 /* Whether path (a name inside the output directory, no '/') is a file an incident wrote: 1 or 0. */
 int dnt_incidents_wrote(const struct dnt_incidents *r, const char *name);
 const char *dnt_incidents_dir(const struct dnt_incidents *r);
-
-/* ---- a session's events to the rules ---- */
-
-/* What a rules engine is fed from a session's stream: its counters through a counters decoder,
- * the runtime's ExceptionThrown and GC suspension events, and the events its event rules match,
- * each on the trace's own clock (Unix ms). Caller-owned, zeroed; rules and decoder set by the
- * caller (the decoder's on_value calls dnt_rule_feed_value). For a new stream, release it and
- * set it up again. */
-struct dnt_rule_feed {
-  struct dnt_rules *rules;
-  dnt_counters_decoder *decoder;
-  uint64_t sync_qpc, freq;
-  int64_t start_unix_ms;
-  uint64_t suspend_ts;
-  uint32_t pointer_size;
-  struct dnt_event_match *matches; /* one per rule (made at the stream's start); unused: no provider */
-  size_t nmatches;
-  struct dnt_schema *schema;       /* the runtime's event layouts, for the event rules' filters */
-};
-/* The parser's callbacks, with the feed as their ud. */
-const ntr_callbacks *dnt_rule_feed_callbacks(void);
-/* A counter's value (the decoder's on_value) to the rules. */
-void dnt_rule_feed_value(struct dnt_rule_feed *f, const dnt_counter_value *v);
-/* Frees what the feed made (its event matches); rules and decoder stay the caller's. */
-void dnt_rule_feed_release(struct dnt_rule_feed *f);
 
 /* ---- the rules of a command line ---- */
 

@@ -92,8 +92,8 @@ int serve_cpu_begin(struct job *j, const struct target *t, char *err, size_t cap
     return 500;
   }
   snprintf(c->data, sizeof c->data, "%s/perf.data", c->dir);
-  snprintf(c->ep_path, sizeof c->ep_path, "%s", t->s.target.ep.path);
-  c->ns_pid = t->s.target.ep.ns_pid;
+  snprintf(c->ep_path, sizeof c->ep_path, "%s", t->where.ep.path);
+  c->ns_pid = t->where.ep.ns_pid;
   c->state = CPU_MAP_ON;
   c->working = 1;
   c->work.data = j;

@@ -17,6 +17,7 @@
 #include "ntr.h"
 #include "options.h"
 #include "session.h"
+#include "target.h"
 
 #define DEFAULT_LISTEN "127.0.0.1:6060" /* Go's usual pprof port */
 #define COUNTERS_BUFFER_MB 16
@@ -67,14 +68,9 @@ struct target {
   int pid;
   char name[256];
   unsigned long long key; /* its socket's key (the process's start time): one process, not a pid */
-  dnt_session s;          /* the counters session */
-  int opened;             /* s was opened (dnt_session_close owes it) */
-  ntr_parser *parser;
-  struct dnt_rule_feed feed; /* its counters' decoder, and with --rule its own rules engine */
-  ntr_fanout fan;            /* --ring: the parser's consumers, the feed (or decoder) and the ring */
-  ntr_ring *ring;            /* --ring: the session's last blocks, for save-ring */
-  int ring_saving;           /* a save-ring under way: the session stops, then starts again */
-  char *ring_path;           /* ... into this file */
+  struct dnt_target where; /* its diagnostic socket (--cpu turns the perf map on through it) */
+  struct dnt_follow *f;    /* agent/: its session (counters, the rules' events, --ring), its rules, its ring */
+  char *ring_path;         /* a save-ring under way writes here */
   struct dnt_counter_table table;
   char *prom_labels; /* pid="..",process="..",k="v" */
   int live, ended, seen;
@@ -106,8 +102,7 @@ struct serve {
   size_t nproviders;
   struct dnt_providers wanted; /* the events the rules want */
   struct dnt_providers extra;  /* ... merged with what --ring records */
-  uv_timer_t ring_restart;     /* a save-ring's session ended: its target's next session, from here */
-  struct target *restarting;
+  struct dnt_follow_config fc; /* what every target's following shares */
 };
 
 struct job {

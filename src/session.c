@@ -173,8 +173,6 @@ void dnt_enter_watch_close(struct dnt_enter_watch *w) {
 
 /* ---- the session stream ---- */
 
-static void async_replied(dnt_session *s);
-
 static void on_reply(void *ud, const dsipc_status *st, const uint8_t *payload, size_t n) {
   dnt_session *s = ud;
   s->replied = 1;
@@ -184,7 +182,6 @@ static void on_reply(void *ud, const dsipc_status *st, const uint8_t *payload, s
     s->reply_code = DSIPC_EPROTO;
     snprintf(s->reply_msg, sizeof s->reply_msg, "the runtime's reply has no session id");
   }
-  if (s->starting) async_replied(s);
 }
 
 static void on_data(void *ud, const uint8_t *p, size_t n) {
@@ -280,76 +277,47 @@ int dnt_session_start(dnt_session *s, int version, const dsipc_session_config *c
   return rc;
 }
 
-/* ---- starting from the loop ---- */
+/* ---- starting from the loop: ipc/'s session, its events told as the synchronous start tells them ---- */
 
-static void release_starts(dnt_session *s) {
-  for (size_t i = 0; i < s->nstarts; i++) dsipc_buf_release(&s->start_req[i]);
-  s->nstarts = s->next_start = 0;
-}
-
-/* Sends the next request of the list on a fresh connection. 0, or the error (in reply_msg). */
-static int send_next_start(dnt_session *s) {
-  static const dsipc_stream_cb cb = {on_reply, on_data, on_end};
-  size_t i = s->next_start++;
-  dsipc_status st = {0};
-  s->replied = 0;
-  int rc = dsipc_stream_open(s->loop, s->target.ep.path, -1, &s->start_req[i], REPLY_TIMEOUT_MS, &cb, s, &s->stream,
-                             &st);
-  if (rc) {
-    s->reply_code = rc;
-    snprintf(s->reply_msg, sizeof s->reply_msg, "%s", st.msg);
-  }
-  return rc;
-}
-
-/* The runtime answered a start request: try the next (older) request if it did not know this
- * one, else report. Runs inside the stream's callback: closing the stream here is allowed. */
-static void async_replied(dnt_session *s) {
-  int rc = s->reply_code;
-  while (rc == DSIPC_EUNKNOWNCMD && s->next_start < s->nstarts) {
-    dsipc_stream_close(s->stream);
-    s->stream = NULL;
-    if (s->start_version[s->next_start - 1] > 2)
-      dnt_warning("this runtime takes no CollectTracing%d; asking with CollectTracing2 (default rundown)",
-                  s->start_version[s->next_start - 1]);
-    if ((rc = send_next_start(s)) == 0) return; /* its reply comes back here */
-  }
-  if (rc) {
-    dsipc_stream_close(s->stream);
-    s->stream = NULL;
-  }
+static void async_started(void *ud, const dsipc_status *st) {
+  dnt_session *s = ud;
   s->starting = 0;
-  s->running = rc == 0;
-  release_starts(s);
-  if (s->running && s->stop_wanted && !s->ended) dnt_session_stop(s);
-  s->on_started(s->ud, rc);
+  s->replied = 1;
+  s->reply_code = st->code;
+  snprintf(s->reply_msg, sizeof s->reply_msg, "%s", st->msg);
+  s->running = st->code == 0;
+  if (s->running) s->session_id = dsipc_session_id(s->async);
+  s->on_started(s->ud, st->code);
+}
+
+static void async_data(void *ud, const uint8_t *p, size_t n) { on_data(ud, p, n); }
+
+static void async_end(void *ud, const dsipc_status *st) {
+  dnt_session *s = ud;
+  s->end_code = st->code;
+  snprintf(s->end_msg, sizeof s->end_msg, "%s", st->msg);
+  int was_ended = s->ended;
+  s->ended = 1;
+  if (!was_ended && s->cb.on_end) s->cb.on_end(s->ud);
+}
+
+static void async_notice(void *ud, const char *msg) {
+  (void)ud;
+  dnt_warning("%s", msg);
 }
 
 int dnt_session_start_async(dnt_session *s, int version, const dsipc_session_config *cfg, const dnt_session_cb *cb,
                             void *ud, void (*on_started)(void *ud, int rc)) {
-  if (s->listener || s->starting || s->running) return -EINVAL;
+  if (s->listener || s->starting || s->running || s->async) return -EINVAL;
+  static const dsipc_session_cb acb = {async_started, async_data, async_end, async_notice};
   s->cb = *cb;
   s->ud = ud;
   s->on_started = on_started;
-  /* every fallback encoded now: cfg is the caller's for this call only */
-  int versions[3], n = 0, rc = 0;
-  versions[n++] = version;
-  if (version > 2) versions[n++] = 2;
-  if (version > 1) versions[n++] = 1;
-  for (int i = 0; i < n && !rc; i++) {
-    dsipc_buf_init(&s->start_req[i]);
-    s->start_version[i] = versions[i];
-    s->nstarts = (size_t)i + 1;
-    rc = dsipc_encode_collect_tracing(&s->start_req[i], versions[i], cfg);
-  }
+  dsipc_status st = {0};
+  int rc = dsipc_session_start(s->loop, s->target.ep.path, version, cfg, REPLY_TIMEOUT_MS, &acb, s, &s->async, &st);
   if (rc) {
-    snprintf(s->reply_msg, sizeof s->reply_msg, "cannot encode the session request: %s", dsipc_strerror(rc));
-    release_starts(s);
-    return rc;
-  }
-  s->ended_early = s->stop_wanted = 0;
-  if ((rc = send_next_start(s)) != 0) {
-    release_starts(s);
+    s->reply_code = rc;
+    snprintf(s->reply_msg, sizeof s->reply_msg, "%s", st.msg);
     return rc;
   }
   s->starting = 1;
@@ -415,6 +383,11 @@ static void on_stop_connection(void *ud, const dsipc_status *st, const dsipc_adv
 
 void dnt_session_stop(dnt_session *s) {
   if (s->stopping || s->ended) return;
+  if (s->async) {
+    s->stopping = s->running;
+    dsipc_session_stop(s->async);
+    return;
+  }
   if (!s->running) { /* the stream's first bytes, read with the answer, asked for it: stop once started */
     s->stop_wanted = 1;
     return;
@@ -441,6 +414,16 @@ void dnt_session_stop(dnt_session *s) {
 void dnt_session_abandon(dnt_session *s) {
   if (s->ended) return;
   s->abandoned = 1;
+  if (s->async && s->starting) { /* no answer yet: the start is dropped, as the caller asked */
+    s->starting = 0, s->ended = 1;
+    dsipc_session_close(s->async);
+    s->async = NULL;
+    return;
+  }
+  if (s->async) {
+    dsipc_session_abandon(s->async);
+    return;
+  }
   end_session(s);
 }
 
@@ -456,25 +439,29 @@ int dnt_session_start_failed(const dnt_session *s) {
               s->target.name, how);
     return DNT_EXIT_NOTARGET;
   }
-  if (s->reply_code == -EACCES) { /* never asked: its socket is not ours to use (the message says why) */
-    dnt_error("process %d: %s", s->target.pid, s->reply_msg);
+  return dnt_session_refused(s->target.pid, s->reply_code, s->reply_msg);
+}
+
+int dnt_session_refused(int pid, int code, const char *msg) {
+  if (code == -EACCES) { /* never asked: its socket is not ours to use (the message says why) */
+    dnt_error("process %d: %s", pid, msg);
     return DNT_EXIT_NOTARGET;
   }
-  if (s->reply_code == DSIPC_ETIMEDOUT && dnt_process_stopped(s->target.pid)) {
+  if (code == DSIPC_ETIMEDOUT && dnt_process_stopped(pid)) {
     dnt_error("process %d did not answer the session request: it is stopped (SIGSTOP, a debugger), and its "
               "runtime answers nothing until it runs again (kill -CONT %d)",
-              s->target.pid, s->target.pid);
+              pid, pid);
     return DNT_EXIT_FAILURE;
   }
-  if (s->reply_code == DSIPC_ETIMEDOUT) {
+  if (code == DSIPC_ETIMEDOUT) {
     /* not a refusal: the runtime's diagnostic server never got to answering (a runtime can deadlock
      * there while it enables the session's providers: dotnet/runtime#119014) */
     dnt_error("process %d did not answer the session request: %s; its diagnostic server is blocked "
               "(dntrace info -p %d tells whether it answers anything)",
-              s->target.pid, s->reply_msg, s->target.pid);
+              pid, msg, pid);
     return DNT_EXIT_FAILURE;
   }
-  dnt_error("process %d refused the session: %s", s->target.pid, s->reply_msg);
+  dnt_error("process %d refused the session: %s", pid, msg);
   return DNT_EXIT_FAILURE;
 }
 
@@ -485,8 +472,9 @@ int dnt_session_wait_child(dnt_session *s) {
 }
 
 void dnt_session_close(dnt_session *s) {
-  s->starting = 0; /* a start still waiting for its reply is dropped with its stream */
-  release_starts(s);
+  s->starting = 0; /* a start still waiting for its reply is dropped with its session */
+  dsipc_session_close(s->async);
+  s->async = NULL;
   if (s->child_started && !s->child_exited) {
     uv_process_kill(&s->child, SIGTERM);
     while (!s->child_exited && dnt_loop_run(s->loop, UV_RUN_ONCE, __func__)) {}

@@ -55,11 +55,9 @@ typedef struct dnt_session {
   dnt_session_cb cb;
   void *ud;
   dsipc_buf stop_req; /* StopTracing, while the runtime has still to dial (launch, listen) */
-  /* an asynchronous start: the requests still to try (newest CollectTracing first) */
+  /* a start from the loop: ipc/'s session carries it (then stream and stopper stay NULL) */
   int starting;
-  dsipc_buf start_req[3];
-  int start_version[3];
-  size_t nstarts, next_start;
+  dsipc_session *async;
   void (*on_started)(void *ud, int rc);
 } dnt_session;
 
@@ -94,6 +92,9 @@ int dnt_session_start(dnt_session *s, int version, const dsipc_session_config *c
  * the command of `-- CMD` exited before its runtime connected (no usable target: not .NET, or
  * diagnostics disabled), else 1 (interrupted, or the runtime refused). */
 int dnt_session_start_failed(const dnt_session *s);
+/* The same for a start from the loop that process pid answered with code (a dsipc error) and
+ * msg: one line, and the exit code (3 when its socket is not ours to use, else 1). */
+int dnt_session_refused(int pid, int code, const char *msg);
 
 /* The same without waiting, for a session started from inside a callback of the loop (serve
  * following a restarted process): on_started(ud, rc) is called from the loop once the runtime

@@ -1,6 +1,6 @@
 /* trace/: reading traces. The trace-file input (plain, gzip, zip) that feeds the nettrace parser,
  * self-describing payload fields decoded by name, the XML schemas of the runtime's own events, and
- * a trace's summary (what `info TRACE` shows).
+ * a trace's summary (what `info TRACE` shows), and an event matched by provider, name and payload.
  * One public header; the library never prints and never exits: every message is returned in the
  * caller's buffer or on the object, ready for the command to print. */
 #ifndef DNT_TRACE_H
@@ -329,5 +329,30 @@ size_t dnt_text_escape(char *out, size_t cap, const char *s);
 /* Writes s (NULL: "") as a JSON string literal, quotes included, to fp; control characters are
  * escaped. */
 void dnt_json_string(FILE *fp, const char *s);
+
+/* ============================================================================================== */
+/* An event matched by its provider, name and payload values, as dotnet-trace's stopping event
+ * matches it (TraceEvent's EventMonitor): collect's --stopping-event-* options and watch's and
+ * serve's event rules. */
+#define DNT_MATCH_MAX_FILTERS 16
+
+struct dnt_event_match {
+  const char *provider, *event; /* borrowed; event NULL: any of the provider's */
+  char *filter;                 /* a copy of FIELD:VALUE[,FIELD:VALUE...], cut up in place */
+  const char *keys[DNT_MATCH_MAX_FILTERS], *values[DNT_MATCH_MAX_FILTERS];
+  size_t nfilters;
+  const struct dnt_schema *schema; /* borrowed: layouts of the runtime's own events (NULL: none) */
+  dnt_record rec;
+};
+
+/* Sets up m (caller's storage; provider, event and schema borrowed, filter copied). 0, or -1 with
+ * err saying which pair is not FIELD:VALUE (m released). */
+int dnt_event_match_init(struct dnt_event_match *m, const char *provider, const char *event, const char *filter,
+                         const struct dnt_schema *schema, char *err, size_t cap);
+void dnt_event_match_release(struct dnt_event_match *m);
+
+/* 1 when ev (its payload's pointers pointer_size bytes wide) matches, *name then the event's name
+ * (borrowed from the schema or the metadata; NULL when it has none); else 0. */
+int dnt_event_match_test(struct dnt_event_match *m, const ntr_event *ev, uint32_t pointer_size, const char **name);
 
 #endif

@@ -1,4 +1,4 @@
-/* An event's match (event-match.h). The provider by name (any case); the event by TraceEvent's
+/* An event's match (dnt-trace.h). The provider by name (any case); the event by TraceEvent's
  * name ("GC/Start", from the schema for the runtime's own events, which carry no field list) or
  * the metadata's ("RequestStart"); then each payload field's value as text. */
 #include <stdio.h>
@@ -6,8 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "event-match.h"
-#include "util.h"
+#include "dnt-trace.h"
 
 int dnt_event_match_init(struct dnt_event_match *m, const char *provider, const char *event, const char *filter,
                          const struct dnt_schema *schema, char *err, size_t cap) {
@@ -17,7 +16,10 @@ int dnt_event_match_init(struct dnt_event_match *m, const char *provider, const 
   m->schema = schema;
   dnt_record_init(&m->rec);
   if (!filter) return 0;
-  m->filter = dnt_xstrdup(filter);
+  if (!(m->filter = strdup(filter))) {
+    snprintf(err, cap, "out of memory");
+    return -1;
+  }
   for (char *pair = m->filter; pair && *pair;) {
     char *next = strchr(pair, ',');
     if (next) *next++ = '\0';
