@@ -2,8 +2,9 @@
  * see, with the endpoints a Go program has (net/http/pprof) and Prometheus' /metrics, so that
  * Grafana Alloy, Pyroscope, Parca and Prometheus scrape it as they scrape Go services.
  *
- * Everything runs on one libuv loop, never run from inside a callback: per target a counters
- * session (counters/) whose latest values /metrics answers from memory; per profile request an
+ * Everything runs on one libuv loop, never run from inside a callback: each target followed by
+ * agent/ (its session: counters decoded into a table /metrics answers from memory, the rules
+ * and their flight recorder); per profile request an
  * EventPipe session of its own, started asynchronously, read into a profile (profile/) as the
  * stream arrives, and answered (gzip pprof) when the runtime has sent its rundown, through the
  * HTTP server's deferred replies. A profile request therefore never holds up /metrics. With

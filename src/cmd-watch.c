@@ -1,13 +1,12 @@
-/* dntrace watch: rules on live processes (agent/: their grammar and when they fire); this file
- * runs the sessions that feed them and the actions they call for. Per process one EventPipe
- * session carries what the rules need: the counters they name (counters/'s providers and
- * decoder), the runtime's exception and GC events and the events named when a rule wants them,
- * and with --ring what the flight recorder keeps. Each process has its own engine of the rules;
- * with --all every .NET process this user can see is followed, new ones as a rescan finds them. A
- * firing's actions run one after the other as this program's own commands (dump, gcdump, stacks,
- * collect) or a shell command, each a child process watched by the loop, its file named after the
- * process, the rule and the time; a line says what fired and what was written. Command-line glue:
- * it prints. */
+/* dntrace watch: rules on live processes. agent/ holds the rules and follows each process: one
+ * EventPipe session carrying what the rules need (the counters they name, the runtime's exception
+ * and GC events, the events named when a rule wants them, and with --ring what the flight
+ * recorder keeps), each process with its own engine of the rules; with --all every .NET process
+ * this user can see is followed, new ones as a rescan finds them. This file chooses the processes
+ * and runs what a firing calls for (incidents.c): its actions one after the other as this
+ * program's own commands (dump, gcdump, stacks, collect) or a shell command, each a child process
+ * watched by the loop, its file named after the process, the rule and the time; a line says what
+ * fired and what was written. Command-line glue: it prints. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
