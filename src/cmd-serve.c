@@ -4,12 +4,12 @@
  *
  * Everything runs on one libuv loop, never run from inside a callback: each target followed by
  * agent/ (its session: counters decoded into a table /metrics answers from memory, the rules
- * and their flight recorder); per profile request an
- * EventPipe session of its own, started asynchronously, read into a profile (profile/) as the
- * stream arrives, and answered (gzip pprof) when the runtime has sent its rundown, through the
- * HTTP server's deferred replies. A profile request therefore never holds up /metrics. With
- * --cpu, /debug/pprof/profile is perf's: perf record runs beside that session, a child watched
- * by the loop, and perf script is read on the thread pool (serve-cpu.c).
+ * and their flight recorder); per profile request an EventPipe session of its own, started
+ * asynchronously, read into a profile (profile/) as the stream arrives, and answered (gzip pprof)
+ * when the runtime has sent its rundown, through the HTTP server's deferred replies. A profile
+ * request therefore never holds up /metrics. With --cpu, /debug/pprof/profile is perf's: perf
+ * record runs beside that session, a child watched by the loop, and perf script is read on the
+ * thread pool (serve-cpu.c).
  *
  *   targets   -p PID[,PID..] (kept, 503 once gone), -n NAME (the next process of that name after
  *             a restart), --all (every process with a diagnostic socket; a rescan every
