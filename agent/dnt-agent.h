@@ -207,4 +207,56 @@ int dnt_follow_ended(const struct dnt_follow *f);
  * timers. NULL is fine. */
 void dnt_follow_close(struct dnt_follow *f);
 
+/* ---- incidents: a firing's actions ---- */
+
+/* A firing's actions run one after the other on the caller's libuv loop as this program's own
+ * commands (dump, gcdump, stacks, collect: children watched by the loop; their files named after
+ * the process, the rule and the time), a shell command (exec, with the file written before it in
+ * $DNTRACE_FILE), or the caller's save-ring; a line (or a JSON object) per incident once its
+ * actions are done, kept for a listing too; the output directory held under a budget. */
+struct dnt_incidents;
+
+/* What the runner says: the log's line of an incident (text or JSON, as asked), a note (a file the
+ * budget removed), a warning (an action that could not start). */
+enum dnt_say_kind { DNT_SAY_LOG, DNT_SAY_NOTE, DNT_SAY_WARNING };
+
+struct dnt_incident_opts {
+  const char *dir;  /* where the files go ("." when NULL; copied) */
+  int json;         /* the log as JSON objects, a line each */
+  long max_disk_mb; /* the files of the directory kept under this (0: no bound) */
+  /* each line, without its newline, valid during the call; say_ud is its first argument */
+  void (*say)(void *say_ud, enum dnt_say_kind kind, const char *line);
+  void *say_ud;
+};
+
+/* save-ring, the caller's: starts writing the ring of process pid to path and calls
+ * dnt_incidents_saved once done; 0, or -1 when it cannot (no ring, no session): the action fails
+ * at once. */
+typedef int (*dnt_save_ring_fn)(void *ud, int pid, const char *path);
+
+/* A runner on loop (borrowed), with o (copied). Its actions run this program's own file
+ * (/proc/self/exe) with a command: dump, gcdump collect, collect, stacks. save may be NULL. NULL
+ * when that file cannot be found or out of memory. */
+struct dnt_incidents *dnt_incidents_new(uv_loop_t *loop, const struct dnt_incident_opts *o, dnt_save_ring_fn save,
+                                        void *ud);
+/* Frees it; call once the loop has run its children out (dnt_incidents_idle). */
+void dnt_incidents_free(struct dnt_incidents *r);
+
+/* A firing of process pid (process: its name), queued; its actions start when those of the ones
+ * before it are done. f is borrowed for the call (the incident reads its rule again from the
+ * rule's text: the engine may be gone before the actions are done). */
+void dnt_incidents_fire(struct dnt_incidents *r, const struct dnt_firing *f, int pid, const char *process);
+/* The caller's save-ring is over: ok, the file written. */
+void dnt_incidents_saved(struct dnt_incidents *r, int ok);
+/* 1 when nothing is queued or running. */
+int dnt_incidents_idle(const struct dnt_incidents *r);
+
+/* The incidents done so far (the newest last, at most the last 1000), each as its JSON object,
+ * borrowed until the next call into the runner. */
+size_t dnt_incidents_done(const struct dnt_incidents *r);
+const char *dnt_incidents_json(const struct dnt_incidents *r, size_t i);
+/* Whether path (a name inside the output directory, no '/') is a file an incident wrote: 1 or 0. */
+int dnt_incidents_wrote(const struct dnt_incidents *r, const char *name);
+const char *dnt_incidents_dir(const struct dnt_incidents *r);
+
 #endif

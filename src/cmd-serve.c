@@ -44,7 +44,7 @@ static void on_value(void *ud, struct dnt_follow *f, const dnt_counter_value *v)
   if (dnt_counter_table_put(&t->table, v) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
 }
 
-/* --rule: a rule of this target fired; its actions run among every target's (incidents.c). */
+/* --rule: a rule of this target fired; its actions run among every target's (agent/incidents.c). */
 static void on_fired(void *ud, struct dnt_follow *f, const struct dnt_firing *firing) {
   (void)f;
   struct target *t = ud;
@@ -92,7 +92,7 @@ static void on_notice(void *ud, struct dnt_follow *f, const char *msg) {
 
 static const struct dnt_follow_cb follow_cb = {on_started, on_value, on_fired, on_window, on_ended, on_notice};
 
-/* save-ring (incidents.h): the target's session stops; its end hands the window to on_window. */
+/* save-ring (dnt-agent.h, dnt_save_ring_fn): the target's session stops; its end hands the window to on_window. */
 static int save_ring(void *ud, int pid, const char *path) {
   struct serve *sv = ud;
   for (struct target *t = sv->targets; t; t = t->next) {
@@ -646,7 +646,8 @@ int cmd_serve(int argc, char **argv) {
       .unseen_ms = sv.nrules ? 3000 : 0,
       .cb = &follow_cb};
   if (sv.nrules) {
-    struct dnt_incident_opts io = {.dir = o.output_dir, .json = 0, .max_disk_mb = o.max_disk_mb};
+    struct dnt_incident_opts io = {.dir = o.output_dir, .json = 0, .max_disk_mb = o.max_disk_mb,
+                                   .say = dnt_incidents_print};
     if (o.output_dir && mkdir(o.output_dir, 0755) != 0 && errno != EEXIST) {
       dnt_error("cannot make '%s': %s", o.output_dir, strerror(errno));
       goto out;

@@ -1,12 +1,10 @@
-/* dntrace watch: rules on live processes. agent/ holds the rules and follows each process: one
- * EventPipe session carrying what the rules need (the counters they name, the runtime's exception
+/* dntrace watch: rules on live processes. agent/ holds the rules, follows each process (one
+ * EventPipe session carrying what the rules need: the counters they name, the runtime's exception
  * and GC events, the events named when a rule wants them, and with --ring what the flight
- * recorder keeps), each process with its own engine of the rules; with --all every .NET process
- * this user can see is followed, new ones as a rescan finds them. This file chooses the processes
- * and runs what a firing calls for (incidents.c): its actions one after the other as this
- * program's own commands (dump, gcdump, stacks, collect) or a shell command, each a child process
- * watched by the loop, its file named after the process, the rule and the time; a line says what
- * fired and what was written. Command-line glue: it prints. */
+ * recorder keeps; each process with its own engine of the rules) and runs what a firing calls
+ * for (its actions one after the other as this program's own commands or a shell command, a line
+ * for each incident). This file chooses the processes (with --all every .NET process this user
+ * can see, new ones as a rescan finds them) and prints. Command-line glue. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -23,7 +21,7 @@
 #include "dnt-agent.h"
 #include "dnt-counters.h"
 #include "dnt-trace.h"
-#include "incidents.h"
+#include "agent-cli.h"
 #include "options.h"
 #include "output.h"
 #include "providers.h"
@@ -126,7 +124,7 @@ static struct watched *find_live(struct watch *w, int pid) {
   return NULL;
 }
 
-/* save-ring (incidents.h): the process's session stops; its end hands the window to on_window. */
+/* save-ring (dnt-agent.h, dnt_save_ring_fn): the process's session stops; its end hands the window to on_window. */
 static int save_ring(void *ud, int pid, const char *path) {
   struct watch *w = ud;
   struct watched *t = find_live(w, pid);
@@ -361,7 +359,8 @@ int cmd_watch(int argc, char **argv) {
     goto out;
   }
   w.loop = uv_default_loop();
-  struct dnt_incident_opts io = {.dir = o.output_dir, .json = o.format == DNT_FORMAT_JSON, .max_disk_mb = o.max_disk_mb};
+  struct dnt_incident_opts io = {.dir = o.output_dir, .json = o.format == DNT_FORMAT_JSON, .max_disk_mb = o.max_disk_mb,
+                                 .say = dnt_incidents_print};
   if (!(w.incidents = dnt_incidents_new(w.loop, &io, save_ring, &w)))
     dnt_die(DNT_EXIT_FAILURE, "cannot find this program's own file: %s", strerror(errno));
   /* the counters' providers, then the events the rules want, and what the ring records */

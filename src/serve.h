@@ -12,7 +12,7 @@
 #include "dnt-http.h"
 #include "dnt-perf.h"
 #include "dnt-profile.h"
-#include "incidents.h"
+#include "agent-cli.h"
 #include "providers.h"
 #include "ntr.h"
 #include "options.h"

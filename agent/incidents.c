@@ -1,20 +1,21 @@
-/* The incidents of watch and serve (incidents.h). */
+/* The incidents of watch and serve (dnt-agent.h "Incidents"): a firing's actions run one after
+ * the other on the caller's loop as the program's own commands (dump, gcdump, stacks, collect:
+ * children watched by the loop), a shell command, or the caller's save-ring; a line (or a JSON
+ * object) per incident once its actions are done, kept for a listing too; the output directory
+ * held under a budget. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "builtin.h"
+#include "dnt-agent.h"
 #include "dnt-trace.h"
-#include "incidents.h"
-#include "output.h"
-#include "util.h"
 
 extern char **environ;
 
@@ -38,6 +39,7 @@ struct incident {
 struct dnt_incidents {
   uv_loop_t *loop;
   struct dnt_incident_opts o;
+  char dir[4096];
   dnt_save_ring_fn save;
   void *ud;
   char self[4096];
@@ -59,7 +61,8 @@ struct dnt_incidents *dnt_incidents_new(uv_loop_t *loop, const struct dnt_incide
   }
   r->self[len] = '\0';
   r->loop = loop, r->o = *o, r->save = save, r->ud = ud;
-  if (!r->o.dir) r->o.dir = ".";
+  snprintf(r->dir, sizeof r->dir, "%s", o->dir ? o->dir : ".");
+  r->o.dir = r->dir;
   if (!(r->done = calloc(KEEP_DONE, sizeof *r->done))) {
     free(r);
     return NULL;
@@ -94,6 +97,17 @@ int dnt_incidents_wrote(const struct dnt_incidents *r, const char *name) {
     if (at && at > r->done[i] && at[-1] == '"' && at[strlen(path)] == '"') return 1;
   }
   return 0;
+}
+
+/* A line for the caller (the log's, a note, a warning). */
+static void say(struct dnt_incidents *r, enum dnt_say_kind kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void say(struct dnt_incidents *r, enum dnt_say_kind kind, const char *fmt, ...) {
+  char line[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  r->o.say(r->o.say_ud, kind, line);
 }
 
 /* A time as the log says it (iso: 2026-11-28T01:30:00) or as a file name has it (20261128-013000). */
@@ -139,8 +153,14 @@ static void keep_budget(struct dnt_incidents *r, const struct incident *newest) 
     struct stat st;
     snprintf(path, sizeof path, "%s/%s", r->o.dir, e->d_name);
     if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    if (n == cap) v = dnt_xrealloc(v, (cap = cap ? 2 * cap : 32) * sizeof *v);
-    v[n++] = (struct kept_file){dnt_xstrdup(path), st.st_size, st.st_mtim};
+    if (n == cap) {
+      struct kept_file *more = realloc(v, (cap = cap ? 2 * cap : 32) * sizeof *v);
+      if (!more) break; /* out of memory: the budget is kept with what was listed */
+      v = more;
+    }
+    if (!(v[n].path = strdup(path))) break;
+    v[n].size = st.st_size, v[n].mtime = st.st_mtim;
+    n++;
     total += (uint64_t)st.st_size;
   }
   closedir(d);
@@ -152,8 +172,8 @@ static void keep_budget(struct dnt_incidents *r, const struct incident *newest) 
     if (ours_now) continue;
     if (unlink(v[i].path) == 0) {
       total -= (uint64_t)v[i].size;
-      fprintf(stderr, "Removed %s (%.1f MB): the output directory is over --max-disk %ld MB\n", v[i].path,
-              (double)v[i].size / 1e6, r->o.max_disk_mb);
+      say(r, DNT_SAY_NOTE, "Removed %s (%.1f MB): the output directory is over --max-disk %ld MB", v[i].path,
+          (double)v[i].size / 1e6, r->o.max_disk_mb);
     }
   }
   for (size_t i = 0; i < n; i++) free(v[i].path);
@@ -167,7 +187,7 @@ static char *incident_json(const struct incident *in) {
   size_t len = 0;
   stamp(in->when_unix_ms, 1, when, sizeof when);
   FILE *fp = open_memstream(&text, &len);
-  if (!fp) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  if (!fp) return NULL;
   fprintf(fp, "{\"time\":\"%s\",\"rule\":%zu,\"text\":", when, in->rule);
   dnt_json_string(fp, in->r->text);
   fprintf(fp, ",\"pid\":%d,\"process\":", in->pid);
@@ -185,30 +205,43 @@ static char *incident_json(const struct incident *in) {
     fprintf(fp, ",\"status\":%d}", in->status[i]);
   }
   fprintf(fp, "]}");
-  if (fclose(fp) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  if (fclose(fp) != 0) {
+    free(text);
+    return NULL;
+  }
+  return text;
+}
+
+/* The incident's line: JSON (as listed), or text. NULL when out of memory. */
+static char *incident_text(const struct incident *in) {
+  char when[40], *text = NULL, name[600];
+  size_t len = 0;
+  stamp(in->when_unix_ms, 1, when, sizeof when);
+  FILE *fp = open_memstream(&text, &len);
+  if (!fp) return NULL;
+  dnt_text_escape(name, sizeof name, in->process); /* a process writes its own name */
+  fprintf(fp, "%s rule %zu fired on process %d (%s): %s", when, in->rule, in->pid, name, in->why);
+  if (in->held_back) fprintf(fp, "; %llu firings held back by the limits before it", (unsigned long long)in->held_back);
+  for (size_t i = 0; i < in->r->nactions; i++) {
+    char a[300];
+    fprintf(fp, "%s%s", i ? ", " : "; ", dnt_action_text(&in->r->actions[i], a, sizeof a));
+    if (in->files[i][0] && in->status[i] == 0) fprintf(fp, ": wrote %s", in->files[i]);
+    else if (in->status[i]) fprintf(fp, ": failed (exit %d)", in->status[i]);
+  }
+  if (fclose(fp) != 0) {
+    free(text);
+    return NULL;
+  }
   return text;
 }
 
 static void log_incident(struct dnt_incidents *r, const struct incident *in) {
   char *json = incident_json(in);
-  if (r->o.json) {
-    printf("%s\n", json);
-  } else {
-    char when[40];
-    stamp(in->when_unix_ms, 1, when, sizeof when);
-    char *name = dnt_safe_text(in->process);
-    printf("%s rule %zu fired on process %d (%s): %s", when, in->rule, in->pid, name, in->why);
-    free(name);
-    if (in->held_back) printf("; %llu firings held back by the limits before it", (unsigned long long)in->held_back);
-    for (size_t i = 0; i < in->r->nactions; i++) {
-      char a[300];
-      printf("%s%s", i ? ", " : "; ", dnt_action_text(&in->r->actions[i], a, sizeof a));
-      if (in->files[i][0] && in->status[i] == 0) printf(": wrote %s", in->files[i]);
-      else if (in->status[i]) printf(": failed (exit %d)", in->status[i]);
-    }
-    putchar('\n');
-  }
-  fflush(stdout);
+  char *text = r->o.json ? NULL : incident_text(in);
+  if (r->o.json ? !json : !text) say(r, DNT_SAY_WARNING, "rule %zu fired on process %d: out of memory", in->rule, in->pid);
+  else r->o.say(r->o.say_ud, DNT_SAY_LOG, r->o.json ? json : text);
+  free(text);
+  if (!json) return;
   if (r->ndone == KEEP_DONE) { /* the oldest listed goes */
     free(r->done[0]);
     memmove(r->done, r->done + 1, (KEEP_DONE - 1) * sizeof *r->done);
@@ -310,7 +343,7 @@ static void run_next(struct dnt_incidents *r) {
       file_for(r, in, k, "nettrace");
       r->busy = 1;
       if (!r->save || r->save(r->ud, in->pid, in->files[k]) != 0) {
-        if (!r->save) dnt_warning("rule %zu: save-ring without --ring: nothing kept to save", in->rule);
+        if (!r->save) say(r, DNT_SAY_WARNING, "rule %zu: save-ring without --ring: nothing kept to save", in->rule);
         r->busy = 0;
         in->status[k] = 1, in->next_action++;
         continue;
@@ -336,7 +369,13 @@ static void run_next(struct dnt_incidents *r) {
     /* the child's environment: ours, and for exec the DNTRACE_ variables */
     size_t nours = 0;
     while (environ[nours]) nours++;
-    char **envp = dnt_xmalloc((nours + (size_t)nenv + 1) * sizeof *envp);
+    char **envp = malloc((nours + (size_t)nenv + 1) * sizeof *envp);
+    if (!envp) {
+      if (out_fd >= 0) close(out_fd);
+      say(r, DNT_SAY_WARNING, "rule %zu: cannot start %s: out of memory", in->rule, argv[0]);
+      in->status[k] = 127, in->next_action++;
+      continue;
+    }
     size_t m = 0;
     for (int i = 0; i < nenv; i++) envp[m++] = env[i];
     for (size_t i = 0; i < nours; i++)
@@ -356,32 +395,24 @@ static void run_next(struct dnt_incidents *r) {
     if (out_fd >= 0) close(out_fd);
     r->busy = 1; /* until its handle is closed, even when it did not start */
     if (rc != 0) {
-      dnt_warning("rule %zu: cannot start %s: %s", in->rule, argv[0], uv_strerror(rc));
+      say(r, DNT_SAY_WARNING, "rule %zu: cannot start %s: %s", in->rule, argv[0], uv_strerror(rc));
       in->status[k] = 127, in->next_action++;
       uv_close((uv_handle_t *)&r->child, on_child_closed);
     }
   }
 }
 
-int dnt_ring_save(const ntr_ring *ring, const char *path) {
-  struct dnt_output out = {0};
-  if (dnt_output_open(&out, path, DNT_OUTPUT_REPLACE) != 0) return -1;
-  if (ntr_ring_write(ring, out.fp) != 0) {
-    dnt_output_abort(&out);
-    dnt_error("%s: nothing to save: the session sent no trace header%s", path,
-              ntr_ring_failed(ring) ? " (out of memory)" : "");
-    return -1;
-  }
-  return dnt_output_commit(&out) < 0 ? -1 : 0;
-}
-
 void dnt_incidents_fire(struct dnt_incidents *r, const struct dnt_firing *f, int pid, const char *process) {
-  struct incident *in = dnt_xmalloc(sizeof *in);
-  memset(in, 0, sizeof *in);
-  in->rule = f->index + 1;
+  struct incident *in = calloc(1, sizeof *in);
   char err[200];
   size_t col;
-  if (dnt_rule_parse(f->rule->text, &in->own, err, sizeof err, &col) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  if (!in || dnt_rule_parse(f->rule->text, &in->own, err, sizeof err, &col) != 0) {
+    if (in) dnt_rule_release(&in->own);
+    free(in);
+    say(r, DNT_SAY_WARNING, "rule %zu fired on process %d: out of memory, its actions do not run", f->index + 1, pid);
+    return;
+  }
+  in->rule = f->index + 1;
   in->r = &in->own;
   snprintf(in->why, sizeof in->why, "%s", f->why);
   in->held_back = f->held_back;
@@ -392,99 +423,4 @@ void dnt_incidents_fire(struct dnt_incidents *r, const struct dnt_firing *f, int
   else r->queue = in;
   r->last = in;
   run_next(r);
-}
-
-#define RUNTIME "Microsoft-Windows-DotNETRuntime"
-
-/* ---- the rules of a command line ---- */
-
-/* What a session enables for rule r's events (nothing for a counter rule, whose counter goes to
- * the specs): 0, or -1 with err. schema: loaded here at the first runtime event named. */
-static int rule_providers(const struct dnt_rule *r, struct dnt_providers *l, struct dnt_schema **schema, char *err,
-                          size_t cap) {
-  char spec[600];
-  if (r->kind == DNT_TRIGGER_EXCEPTION || r->kind == DNT_TRIGGER_GC_PAUSE) {
-    snprintf(spec, sizeof spec, "%s:0x%x:4", RUNTIME, r->kind == DNT_TRIGGER_EXCEPTION ? 0x8000 : 0x1);
-  } else if (r->kind == DNT_TRIGGER_EVENT && strcasecmp(r->provider, RUNTIME) != 0) {
-    snprintf(spec, sizeof spec, "%s:0xffffffffffffffff:5", r->provider); /* every event of it */
-  } else if (r->kind == DNT_TRIGGER_EVENT) { /* the runtime's: only what its event needs */
-    if (!r->event) {
-      snprintf(err, cap, "name the runtime's event (%s/GC/Start): its keywords are asked for, not all of them", RUNTIME);
-      return -1;
-    }
-    if (!*schema && (!(*schema = dnt_schema_new()) || dnt_schema_load_default(*schema, err, cap) != 0)) return -1;
-    uint64_t kw;
-    uint32_t level;
-    if (!dnt_schema_enabling(*schema, RUNTIME, r->event, &kw, &level)) {
-      snprintf(err, cap, "the runtime has no event '%s' (TraceEvent's names: GC/Start, Exception/Start...)", r->event);
-      return -1;
-    }
-    snprintf(spec, sizeof spec, "%s:0x%llx:%u", RUNTIME, (unsigned long long)kw, level);
-  } else {
-    return 0;
-  }
-  return dnt_providers_parse(l, spec, err, cap);
-}
-
-static int read_one_rule(const char *text, const char *where, struct dnt_counter_specs *specs,
-                         struct dnt_providers *providers, struct dnt_schema **schema, dnt_rule_take_fn take, void *ud) {
-  struct dnt_rule r;
-  char err[200];
-  size_t col;
-  if (dnt_rule_parse(text, &r, err, sizeof err, &col) != 0) {
-    dnt_rule_release(&r);
-    dnt_error("%s, column %zu: expected %s", where, col, err);
-    return DNT_EXIT_USAGE;
-  }
-  if (r.filter) { /* its payload filter, as the feed will read it */
-    struct dnt_event_match m;
-    if (dnt_event_match_init(&m, r.provider, r.event, r.filter, NULL, err, sizeof err) != 0) {
-      dnt_rule_release(&r);
-      dnt_error("%s: %s", where, err);
-      return DNT_EXIT_USAGE;
-    }
-    dnt_event_match_release(&m);
-  }
-  if (rule_providers(&r, providers, schema, err, sizeof err) != 0) {
-    dnt_rule_release(&r);
-    dnt_error("%s: %s", where, err);
-    return DNT_EXIT_USAGE;
-  }
-  if (r.kind == DNT_TRIGGER_COUNTER) { /* the session asks for the rule's counter */
-    char spec[600];
-    snprintf(spec, sizeof spec, "%s[%s]", r.provider, r.counter);
-    if (dnt_counter_specs_parse(specs, spec, err, sizeof err) != 0) {
-      dnt_rule_release(&r);
-      dnt_error("%s: %s", where, err);
-      return DNT_EXIT_USAGE;
-    }
-  }
-  return take(ud, &r, text, where);
-}
-
-int dnt_rules_read(const struct dnt_strlist *texts, const char *file, struct dnt_counter_specs *specs,
-                   struct dnt_providers *providers, dnt_rule_take_fn take, void *ud) {
-  char where[4200];
-  struct dnt_schema *schema = NULL;
-  int rc = 0;
-  for (size_t i = 0; !rc && i < texts->n; i++) {
-    snprintf(where, sizeof where, "--rule '%s'", texts->v[i]);
-    rc = read_one_rule(texts->v[i], where, specs, providers, &schema, take, ud);
-  }
-  FILE *fp = NULL;
-  if (!rc && file && !(fp = fopen(file, "r"))) {
-    dnt_error("cannot read '%s': %s", file, strerror(errno));
-    rc = DNT_EXIT_USAGE;
-  }
-  char line[4096];
-  for (int n = 1; !rc && fp && fgets(line, sizeof line, fp); n++) {
-    line[strcspn(line, "\r\n")] = '\0';
-    const char *p = line + strspn(line, " \t");
-    if (!*p || *p == '#') continue;
-    snprintf(where, sizeof where, "%s:%d", file, n);
-    rc = read_one_rule(line, where, specs, providers, &schema, take, ud);
-  }
-  if (fp) fclose(fp);
-  dnt_schema_free(schema);
-  return rc;
 }
