@@ -65,7 +65,7 @@ namespace Sample
             if (_opts.SpikeAt >= 0)
                 Spawn("spike-burn", () =>
                 {
-                    if (StartFile.Wait(_opts.StartFile, _stop)) SpikeWork.Run(_opts.SpikeAt, this, _stop);
+                    if (StartFile.Wait(_opts.StartFile, _stop)) SpikeWork.Run(_opts.SpikeAt, _opts.SpikeFor, _opts.SpikeThreads, this, _stop);
                 });
             if (_opts.Contend)
             {
@@ -106,16 +106,23 @@ namespace Sample
     // and a burst of exceptions in the middle.
     public static class SpikeWork
     {
-        public static void Run(double delay, Workers workers, CancellationToken stop)
+        public static void Run(double delay, double length, int more, Workers workers, CancellationToken stop)
         {
             if (stop.WaitHandle.WaitOne(TimeSpan.FromSeconds(delay))) return;
             Console.WriteLine("spike");
             Console.Out.Flush();
-            var until = DateTime.UtcNow.AddSeconds(3);
+            var until = DateTime.UtcNow.AddSeconds(length);
             workers.Spawn("spike-alloc", () =>
             {
                 while (DateTime.UtcNow < until && !stop.IsCancellationRequested) Churn();
             });
+            for (int k = 0; k < more; k++)
+                workers.Spawn("spike-burn-" + (k + 2), () =>
+                {
+                    long sum = 0;
+                    while (DateTime.UtcNow < until && !stop.IsCancellationRequested) sum += Burn(5000);
+                    GC.KeepAlive(sum);
+                });
             var burst = DateTime.UtcNow.AddSeconds(1.5);
             bool thrown = false;
             long total = 0;
