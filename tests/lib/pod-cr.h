@@ -2,9 +2,9 @@
  * in a pod: a PID namespace of its own (unshare, its /proc mounted anew) where it sees only the
  * test's two samples, never the processes of the tests running beside (which its sessions would
  * disturb: a session at a process's start can meet the runtime's own startup hazards). The pod
- * is a shell told what to do on its stdin, answering a line each: "up PID" once a sample's
- * diagnostic socket is there, "started PID" once the command runs, "ended STATUS"; the pids are
- * the pod's, as the command sees them. The command's output goes to fd 3. It all dies with the
+ * is a shell told what to do on its stdin ("restart-b", "kill-PID": SIGKILL, "stop"), answering
+ * a line each: "up PID" once a sample's diagnostic socket is there, "started PID" once the command
+ * runs, "ended STATUS"; the pids are the pod's, as the command sees them. The command's output goes to fd 3. It all dies with the
  * test (unshare --kill-child, and the parent's death signal). */
 #ifndef DNT_TEST_POD_CR_H
 #define DNT_TEST_POD_CR_H
@@ -39,6 +39,7 @@ static const char pod_script[] =
     "while read -r cmd; do\n"
     "  case $cmd in\n"
     "  restart-b) kill $b; wait $b; up \"$exe_b\"; b=$p;;\n"
+    "  kill-*) kill -9 ${cmd#kill-};;\n"
     "  stop) kill -INT $s; wait $s; echo \"ended $?\"; kill $a $b; wait; exit 0;;\n"
     "  esac\n"
     "done\n";

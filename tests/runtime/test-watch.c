@@ -254,6 +254,83 @@ Test(watch, all_follows_each_process_and_new_ones, .timeout = 300) {
   free(dir);
 }
 
+/* A target that dies in the middle of its incident's action (issue 26): watch --all on the pod's
+ * two samples, each firing rule 1 (its first heap-size value) into a 10 s collect; the process
+ * whose collect runs first is killed (SIGKILL) once its file holds the stream's first blocks. Its incident keeps what was
+ * written (a trace dntrace reads, cut where the process died); the other process's incident runs
+ * next, whole; and its engine goes on: rule 2, 20 s of values, fires for it and never for the
+ * dead one. */
+static int first_collect(const char *dir, int *pid) {
+  char path[4400];
+  struct stat st;
+  if (files_ending(dir, ".nettrace", path, sizeof path) < 1 || stat(path, &st) != 0) return 0;
+  const char *base = strrchr(path, '/');
+  /* its session runs: the stream's first blocks are written (before that, the collect is refused) */
+  return st.st_size >= 16384 && base && sscanf(base, "/Sample-%d-rule1-", pid) == 1;
+}
+
+Test(watch, a_target_dying_mid_action_keeps_its_file_and_the_others_go_on, .timeout = 300) {
+  DNT_REQUIRE_TARGET();
+  if (system("command -v unshare >/dev/null 2>&1") != 0) cr_assert_fail("needs unshare (util-linux)");
+  char *dir = dnt_temp_dir("dnt-watch"), log[4200], line[200], cmd[64];
+  snprintf(log, sizeof log, "%s/watch.log", dir);
+  int logfd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  cr_assert_geq(logfd, 0);
+  char *tail[] = {(char *)dnt_target_exe(), (char *)dnt_target_exe(), (char *)dnt_bin(), "watch", "--all",
+                  "-o", dir, "--rule", "System.Runtime/gc-heap-size >= 0 => collect 10s", "--rule",
+                  "System.Runtime/gc-heap-size >= 0 for 20s => exec true", NULL};
+  struct pod pod;
+  pod_start(&pod, logfd, tail);
+  close(logfd);
+  int a = pod_hear(&pod, "up"), b = a > 0 ? pod_hear(&pod, "up") : -1;
+  cr_assert(a > 0 && b > 0, "the pod starts two samples: %s", pod.last);
+  cr_assert_gt(pod_hear(&pod, "started"), 0, "the pod starts watch: %s", pod.last);
+  int dead = 0;
+  for (double end = dnt_now_ms() + DNT_HANG_MS; !first_collect(dir, &dead) && dnt_now_ms() < end;)
+    usleep(20 * 1000); /* timing: a hang's ceiling */
+  cr_assert(dead == a || dead == b, "a collect began: %d (%d, %d)", dead, a, b);
+  int alive = dead == a ? b : a;
+  snprintf(cmd, sizeof cmd, "kill-%d", dead);
+  pod_say(&pod, cmd);
+  snprintf(line, sizeof line, "rule 2 fired on process %d (", alive);
+  cr_assert(log_says(log, line), "%s", line);
+  pod_say(&pod, "stop");
+  int status = pod_hear(&pod, "ended");
+  pod_end(&pod);
+  char *text = slurp(log);
+  cr_expect_eq(status, 0, "watch ends with 0 on Ctrl+C: %s", text);
+  char want[300];
+  snprintf(want, sizeof want, "rule 1 fired on process %d (Sample): ", dead);
+  const char *d1 = strstr(text, want);
+  snprintf(want, sizeof want, "rule 1 fired on process %d (Sample): ", alive);
+  const char *a1 = strstr(text, want);
+  snprintf(want, sizeof want, "rule 2 fired on process %d (Sample): ", alive);
+  const char *a2 = strstr(text, want);
+  snprintf(want, sizeof want, "rule 2 fired on process %d (", dead);
+  cr_expect(!strstr(text, want), "the dead process's engine is gone: %s", text);
+  cr_assert(d1 && a1 && a2 && d1 < a1 && a1 < a2, "the dead one's incident, then the other's two: %s", text);
+  /* each collect's file, as its line names it: the dead one's cut where it died, the other's whole */
+  const char *lines[2] = {d1, a1};
+  for (int i = 0; i < 2; i++) {
+    const char *w = strstr(lines[i], "; collect 10 s: wrote "), *nl = strchr(lines[i], '\n');
+    cr_assert(w && nl && w < nl, "%s", lines[i]);
+    char file[4400];
+    snprintf(file, sizeof file, "%.*s", (int)(nl - w - 22), w + 22);
+    struct dnt_run r;
+    int rc = dnt_run_dntrace(&r, "info", file, NULL);
+    long events = -1;
+    const char *ev = strstr(r.out, "Events              : ");
+    cr_expect(ev && sscanf(ev, "Events              : %ld", &events) == 1 && events > 0, "%s: %s%s", file, r.out,
+              r.err);
+    if (i == 0) cr_expect(strstr(r.out, "State               : truncated"), "%s: cut where it died: %s", file, r.out);
+    else cr_expect(rc == 0 && strstr(r.out, "State               : complete"), "%s: whole: %s", file, r.out);
+    dnt_run_free(&r);
+  }
+  free(text);
+  dnt_rm_rf(dir);
+  free(dir);
+}
+
 /* gc-heap-size is above 0 from its first value: held 1 s, the rule fires; its heap snapshot is the
  * file the command after it gets ($DNTRACE_FILE), and a .gcdump dntrace reads. JSON lines. */
 Test(watch, a_counter_rule_hands_its_file_to_a_command, .timeout = 300) {
