@@ -331,6 +331,39 @@ Test(watch, a_target_dying_mid_action_keeps_its_file_and_the_others_go_on, .time
   free(dir);
 }
 
+/* A full disk during an action (issue 26): watch's output directory a 64 KB tmpfs (watch in a
+ * mount namespace of its own; the sample outside it). The collect cannot write its trace: the
+ * incident is marked failed in the log with the cause on stderr, the action after it runs, and
+ * watch goes on to its end (exit 0). */
+Test(watch, a_full_disk_marks_the_action_failed_and_nothing_else, .timeout = 240) {
+  DNT_REQUIRE_TARGET();
+  if (access("/usr/bin/unshare", X_OK) != 0) cr_assert_fail("needs /usr/bin/unshare (util-linux)");
+  char *dir = dnt_temp_dir("dnt-watch"), pid[32], script[8400];
+  const char *const args[] = {"--no-blocking", "--no-exceptions", NULL};
+  dnt_target t;
+  dnt_start_sample(&t, args, pid, sizeof pid);
+  snprintf(script, sizeof script,
+           "mount -t tmpfs -o size=64k none '%s' && exec '%s' watch -p %s -o '%s' --duration 8s "
+           "--rule 'System.Runtime/gc-heap-size >= 0 => collect 5s, exec true'",
+           dir, dnt_bin(), pid, dir);
+  char *argv[12];
+  int n = 0;
+  argv[n++] = "/usr/bin/unshare"; /* run by path (execv) */
+  if (geteuid() != 0) argv[n++] = "--user", argv[n++] = "--map-root-user";
+  argv[n++] = "--mount", argv[n++] = "/bin/sh", argv[n++] = "-c", argv[n++] = script, argv[n] = NULL;
+  struct dnt_run r;
+  int rc = dnt_run_argv(&r, argv, NULL, DNT_HANG_MS);
+  dnt_target_stop(&t);
+  cr_assert_eq(rc, 0, "watch goes on to its end: %d %s%s", rc, r.out, r.err);
+  cr_expect(strstr(r.out, " rule 1 fired on process ") && strstr(r.out, "; collect 5 s: failed (exit 1), exec true\n"),
+            "the incident, marked failed, its next action run: %s", r.out);
+  cr_expect(strstr(r.err, "No space left on device"), "the cause said: %s", r.err);
+  cr_expect(strstr(r.err, "rule 1: fired 1 time, "), "%s", r.err);
+  dnt_run_free(&r);
+  dnt_rm_rf(dir);
+  free(dir);
+}
+
 /* gc-heap-size is above 0 from its first value: held 1 s, the rule fires; its heap snapshot is the
  * file the command after it gets ($DNTRACE_FILE), and a .gcdump dntrace reads. JSON lines. */
 Test(watch, a_counter_rule_hands_its_file_to_a_command, .timeout = 300) {
