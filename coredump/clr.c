@@ -37,6 +37,7 @@ struct dnt_clr {
   uint32_t npointers;
   uint64_t dac_table, dac_table_size; /* g_dacTable in the core, 0 when the library has none */
   char file_version[160]; /* "10.0.1226.42308 @Commit: ...", from the library's own stamp; "" */
+  struct dnt__module_checks *modules; /* which modules' files are the loaded ones (modules.c) */
 };
 
 static int fail(char *err, size_t cap, const char *what) {
@@ -254,7 +255,10 @@ int dnt_clr_open(dnt_clr **out, const dnt_core *c, const char *runtime_dir, char
   r->c = c;
   r->base = lib->start;
   r->library = strdup(lib->path);
-  if (!r->library) {
+  r->modules = dnt__module_checks_new();
+  if (!r->library || !r->modules) {
+    dnt__module_checks_free(r->modules);
+    free(r->library);
     free(r);
     return fail(err, cap, "out of memory");
   }
@@ -291,9 +295,16 @@ int dnt_clr_open(dnt_clr **out, const dnt_core *c, const char *runtime_dir, char
 void dnt_clr_close(dnt_clr *r) {
   if (!r) return;
   dnt__json_free(&r->json);
+  dnt__module_checks_free(r->modules);
   free(r->pointers);
   free(r->library);
   free(r);
+}
+
+struct dnt__module_checks *dnt__clr_module_checks(const dnt_clr *r) { return r->modules; }
+
+size_t dnt_clr_stale_files(const dnt_clr *r, const char *const **files) {
+  return dnt__module_stale_files(r->modules, files);
 }
 
 const char *dnt_clr_version(const dnt_clr *r) { return r->version; }

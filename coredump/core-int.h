@@ -45,6 +45,19 @@ void dnt__backings_free(dnt_core *c);
 uint64_t dnt__u64(const uint8_t *p);
 
 /* clr.c: the core a runtime was found in. */
+/* Reads what the core itself holds at addr (no file behind it): 0, or -1 where it holds nothing. */
+int dnt__core_read_dumped(const dnt_core *c, uint64_t addr, void *buf, size_t n);
+
+/* modules.c: which modules' files are not the ones the process loaded (checked once each). */
+struct dnt__module_checks;
+struct dnt__module_checks *dnt__module_checks_new(void);
+void dnt__module_checks_free(struct dnt__module_checks *m);
+/* 1 when the file at path is not the one of module (its headers differ from the core's). */
+int dnt__module_stale(const dnt_clr *r, struct dnt__module_checks *m, uint64_t module, const char *path);
+size_t dnt__module_stale_files(const struct dnt__module_checks *m, const char *const **files);
+/* The runtime's checks (clr.c). */
+struct dnt__module_checks *dnt__clr_module_checks(const dnt_clr *r);
+
 const dnt_core *dnt__clr_core(const dnt_clr *r);
 
 /* For the files that walk the runtime's structures: a field's offset in the descriptor, and

@@ -210,6 +210,20 @@ static uint64_t piece(const dnt_core *c, uint64_t addr, uint64_t n, const struct
   return next - addr < n ? next - addr : n;
 }
 
+int dnt__core_read_dumped(const dnt_core *c, uint64_t addr, void *buf, size_t n) {
+  uint8_t *to = buf;
+  while (n) {
+    const struct segment *s;
+    uint64_t k = piece(c, addr, n, &s);
+    if (!s) return -1;
+    memcpy(to, c->base + s->offset + (addr - s->vaddr), (size_t)k);
+    to += k, n -= (size_t)k;
+    if (n && addr > UINT64_MAX - k) return -1;
+    addr += k;
+  }
+  return 0;
+}
+
 void dnt_core_forget(const dnt_core *c, uint64_t addr, uint64_t n) {
   long page = sysconf(_SC_PAGESIZE);
   if (page <= 0) return;

@@ -95,6 +95,11 @@ int dnt_clr_type_name_sos(const dnt_clr *r, uint64_t mt, char *buf, size_t cap);
 int dnt_clr_element_type(const dnt_clr *r, uint64_t mt, uint8_t *type);
 /* The file of a Module (its path as the runtime kept it) into buf: 0, or -1. */
 int dnt_clr_module_path(const dnt_clr *r, uint64_t module, char *buf, size_t cap);
+/* The assemblies' files found not to be the ones the process loaded (their PE headers differ
+ * from those the core holds: replaced since the dump, a redeployed app): their names, fields and
+ * lines are not read (the module's path reads as none). The list grows as modules are met, in
+ * order; *files borrowed until the runtime is closed. */
+size_t dnt_clr_stale_files(const dnt_clr *r, const char *const **files);
 
 /* A field of a class, as SOS's dumpobj lists them (dnt_clr_fields). */
 struct dnt_clr_field {

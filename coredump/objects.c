@@ -63,7 +63,8 @@ int dnt_clr_string(const dnt_clr *r, uint64_t obj, size_t max, char **out) {
   return *out ? 0 : -1;
 }
 
-/* The file of the module at module (Module.Path, UTF-16, NUL-terminated) into buf. */
+/* The file of the module at module (Module.Path, UTF-16, NUL-terminated) into buf; -1 when the file
+ * there now is not the one the process loaded (modules.c). */
 static int module_path(const dnt_clr *r, uint64_t module, char *buf, size_t cap) {
   uint64_t off, at;
   const dnt_core *c = dnt__clr_core(r);
@@ -75,7 +76,7 @@ static int module_path(const dnt_clr *r, uint64_t module, char *buf, size_t cap)
   }
   char *path = utf8_of(c, at, n);
   if (!path) return -1;
-  int ok = strlen(path) < cap;
+  int ok = strlen(path) < cap && !dnt__module_stale(r, dnt__clr_module_checks(r), module, path);
   if (ok) memcpy(buf, path, strlen(path) + 1);
   free(path);
   return ok ? 0 : -1;

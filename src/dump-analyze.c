@@ -306,6 +306,19 @@ static void help(void) {
 
 #define MAX_WORDS 32
 
+/* The assemblies met so far whose file is not the one the process loaded: said once each. */
+static void say_stale(struct analysis *a) {
+  const char *const *files;
+  size_t n = dnt_clr_stale_files(a->clr, &files);
+  fflush(stdout);
+  for (; a->stale_said < n; a->stale_said++) {
+    char *safe = dnt_safe_text(files[a->stale_said]);
+    dnt_warning("%s is not the file the process loaded (its PE headers differ from the dump's: replaced since?): "
+                "its types and methods are left unnamed", safe);
+    free(safe);
+  }
+}
+
 /* One command line: 0 done, 1 failed, -1 exit asked. Its words, split at blanks. */
 static int run(struct analysis *a, const char *line) {
   char buf[4096], *argv[MAX_WORDS + 1];
@@ -324,7 +337,11 @@ static int run(struct analysis *a, const char *line) {
   if (strcmp(word, "exit") == 0 || strcmp(word, "quit") == 0 || strcmp(word, "q") == 0) return -1;
   if (strcmp(word, "help") == 0 || strcmp(word, "?") == 0) return help(), 0;
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-    if (strcasecmp(word, commands[i].name) == 0) return commands[i].fn(a, argc, argv);
+    if (strcasecmp(word, commands[i].name) == 0) {
+      int rc = commands[i].fn(a, argc, argv);
+      say_stale(a);
+      return rc;
+    }
   char *safe = dnt_safe_text(word);
   dnt_error("unknown command '%s' (help lists them; more of SOS's come: gcroot)", safe);
   free(safe);

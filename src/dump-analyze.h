@@ -18,6 +18,7 @@ struct analysis {
   dnt_clr *clr;
   dnt_clr_heap *heap; /* found when a command first needs it (NULL until then) */
   int thread;         /* the current thread (setthread): its index among the core's */
+  size_t stale_said;  /* the stale assemblies' files warned about (dnt_clr_stale_files) */
 };
 
 /* The heap, found once: NULL after printing why. */

@@ -7,8 +7,9 @@
  * shows its exception on the thread that threw it (clrthreads, pe), as dotnet-dump does. Bad input is one line and exit 1: a file that is
  * not ELF, an empty one, a core cut short, the core of a process that is not .NET (gdb's gcore),
  * a runtime folder without the runtime; an unknown command fails the run; the prompt reads
- * commands from standard input. */
+ * commands from standard input; an assembly replaced on disk since the dump names nothing. */
 #include <criterion/criterion.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -588,6 +589,72 @@ Test(dump_analyze, the_prompt_and_an_unknown_command, .timeout = 300) {
   cr_expect_eq(dnt_run_dntrace(&r, "dump", "analyze", core, "-c", "clrthreads", "-c", "gcroot 0", NULL), 1);
   cr_expect(strstr(r.err, "unknown command 'gcroot'"), "%s", r.err);
   cr_expect(strstr(r.out, "ThreadCount:"), "the commands before it ran: %s", r.out);
+  dnt_run_free(&r);
+  dnt_rm_rf(dir);
+  free(dir);
+}
+
+/* A core whose assembly has been replaced on disk since (a redeployed app, a rebuild): the file
+ * would name its types and methods wrongly, and its PDB give wrong lines. The sample runs from a
+ * copy of its folder; once dumped, the copy's Sample.dll gets another build stamp (its COFF
+ * TimeDateStamp, as a rebuild changes it). Before: Sample's frames and types are named. After:
+ * they are left unnamed, and a warning names the file, once. */
+static void set_stamp(const char *dll, uint32_t xor) {
+  FILE *fp = fopen(dll, "r+b");
+  cr_assert(fp, "%s", dll);
+  unsigned char hdr[0x40], stamp[4];
+  cr_assert_eq(fread(hdr, 1, sizeof hdr, fp), sizeof hdr);
+  long pe = (long)(hdr[0x3c] | hdr[0x3d] << 8 | hdr[0x3e] << 16 | (unsigned)hdr[0x3f] << 24);
+  cr_assert(fseek(fp, pe + 8, SEEK_SET) == 0 && fread(stamp, 1, 4, fp) == 4);
+  for (int i = 0; i < 4; i++) stamp[i] ^= (unsigned char)(xor >> (8 * i));
+  cr_assert(fseek(fp, pe + 8, SEEK_SET) == 0 && fwrite(stamp, 1, 4, fp) == 4);
+  cr_assert_eq(fclose(fp), 0);
+}
+
+Test(dump_analyze, an_assembly_replaced_since_the_dump_is_not_read, .timeout = 300) {
+  DNT_REQUIRE_TARGET();
+  char *dir = dnt_temp_dir("dnt-analyze"), app[4200], exe[4300], dll[4300], core[4200], cmd[9000];
+  snprintf(app, sizeof app, "%s/app", dir);
+  char *from = strdup(dnt_target_exe()), *slash = strrchr(from, '/');
+  cr_assert(slash);
+  *slash = '\0';
+  snprintf(cmd, sizeof cmd, "cp -r '%s' '%s'", from, app);
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
+  free(from);
+  snprintf(exe, sizeof exe, "%s/Sample", app);
+  snprintf(dll, sizeof dll, "%s/Sample.dll", app);
+  const char *const args[] = {"--no-exceptions", "--no-alloc", "--no-counters", NULL};
+  dnt_target t;
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .exe = exe, .args = args, .wait_socket = 1};
+  char err[512], pid[32];
+  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  snprintf(core, sizeof core, "%s/app.core", dir);
+  struct dnt_run r;
+  int rc = dnt_run_dntrace(&r, "dump", "-p", pid, "--type", "full", "-o", core, NULL);
+  dnt_target_stop(&t);
+  cr_assert_eq(rc, 0, "dntrace dump: %s", r.err);
+  dnt_run_free(&r);
+  cr_assert_eq(dnt_run_dntrace(&r, "dump", "analyze", core, "-c", "clrstack -all", "-c", "dumpheap -stat", NULL), 0,
+               "%s", r.err);
+  cr_expect(strstr(r.out, "Sample.Program.Main(System.String[])") && strstr(r.out, " Sample.Options\n"),
+            "the loaded file: named: %s", r.out);
+  cr_expect(!strstr(r.err, "is not the file"), "%s", r.err);
+  dnt_run_free(&r);
+  set_stamp(dll, 0x01010101u);
+  cr_assert_eq(dnt_run_dntrace(&r, "dump", "analyze", core, "-c", "clrstack -all", "-c", "dumpheap -stat", NULL), 0,
+               "%s", r.err);
+  cr_expect(!strstr(r.out, "Sample.Program") && !strstr(r.out, " Sample.Options\n") && !strstr(r.out, "Program.cs @"),
+            "a replaced file names nothing: %s", r.out);
+  cr_expect(strstr(r.out, "System.Threading.WaitHandle.WaitOneNoCheck"), "the framework's still named: %s", r.out);
+  char want[4400];
+  snprintf(want, sizeof want, "dntrace: warning: %s is not the file the process loaded", dll);
+  const char *said = strstr(r.err, want);
+  cr_expect(said && !strstr(said + 1, want), "said once: %s", r.err);
+  dnt_run_free(&r);
+  set_stamp(dll, 0x01010101u); /* the same file again: named again */
+  cr_assert_eq(dnt_run_dntrace(&r, "dump", "analyze", core, "-c", "clrstack -all", NULL), 0, "%s", r.err);
+  cr_expect(strstr(r.out, "Sample.Program.Main(System.String[])"), "%s", r.out);
   dnt_run_free(&r);
   dnt_rm_rf(dir);
   free(dir);
