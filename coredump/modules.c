@@ -47,7 +47,7 @@ static size_t identity(const uint8_t *img, size_t n, uint8_t *out) {
   const uint8_t *coff = img + pe + 4;
   uint16_t nsections = le16(coff + 2), optsize = le16(coff + 16);
   size_t opt = pe + 24, sections = opt + optsize, end = sections + (size_t)nsections * 40;
-  if (optsize < 68 || end > n) return 0;
+  if (optsize < 68 || end > n || 28 + (end - sections) > MAX_HEADERS) return 0;
   size_t k = 0;
   memcpy(out + k, coff, 20), k += 20;               /* machine, sections, TimeDateStamp, sizes */
   memcpy(out + k, img + opt + 56, 4), k += 4;       /* SizeOfImage */
