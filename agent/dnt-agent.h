@@ -207,6 +207,10 @@ int dnt_follow_ended(const struct dnt_follow *f);
  * timers. NULL is fine. */
 void dnt_follow_close(struct dnt_follow *f);
 
+/* Writes the window ring holds to path, atomically (a file there is replaced only once this one is
+ * whole). 0, or -1 with err (the caller's, cap bytes). */
+int dnt_ring_write_file(const ntr_ring *ring, const char *path, char *err, size_t cap);
+
 /* ---- incidents: a firing's actions ---- */
 
 /* A firing's actions run one after the other on the caller's libuv loop as this program's own
@@ -258,5 +262,62 @@ const char *dnt_incidents_json(const struct dnt_incidents *r, size_t i);
 /* Whether path (a name inside the output directory, no '/') is a file an incident wrote: 1 or 0. */
 int dnt_incidents_wrote(const struct dnt_incidents *r, const char *name);
 const char *dnt_incidents_dir(const struct dnt_incidents *r);
+
+/* ---- the server: `serve`'s engine ---- */
+
+/* One long-running agent for one process, a list, or every .NET process it can see, with the
+ * endpoints a Go program has (net/http/pprof) and Prometheus' /metrics: each target followed
+ * (its counters decoded into a table /metrics answers from memory, its rules and their flight
+ * recorder), a profile request an EventPipe session of its own parsed on the thread pool and
+ * answered when the runtime has sent its rundown (--cpu: perf's on-CPU profile), --push windows
+ * of thread time sent to Pyroscope, the incidents listed and their files served. All on the
+ * caller's libuv loop, never run from inside a callback. */
+struct dnt_server;
+
+#define DNT_SERVER_MAX_LABELS 32
+
+struct dnt_server_config {
+  uv_loop_t *loop;
+  const char *listen;                    /* HOST:PORT (dnt_http_addr_check'ed by the caller) */
+  const char *name;                      /* -n: the process of that name, and the next one after a restart */
+  int all;                               /* --all: every process with a diagnostic socket, new ones too */
+  uint64_t rescan_ms;                    /* --all: how often (0: 5 s) */
+  const char *const *label_kv;           /* --label pairs: key, value, ... (at most DNT_SERVER_MAX_LABELS) */
+  size_t nlabels;
+  const struct dnt_counter_specs *specs; /* /metrics' counters */
+  const char *counters_session_id;       /* the Meter session's id they were asked with (NULL: any) */
+  const dsipc_provider *providers;       /* each target's session: the counters', the rules', the ring's */
+  size_t nproviders;
+  int cpu;                               /* /debug/pprof/profile is perf's on-CPU profile */
+  const char *push_host, *push_path;     /* --push: Pyroscope's /ingest there (push_host NULL: none) */
+  int push_port;
+  uint64_t push_interval_ms;             /* a window's length (0: 10 s) */
+  char *const *rules;                    /* --rule: their texts (they parsed), an engine each target */
+  size_t nrules;
+  uint32_t max_fires;
+  struct dnt_incident_opts incidents;    /* with rules: where their actions write, the budget */
+  uint64_t ring_ms, ring_bytes;          /* --ring: each target's flight recorder (ring_ms 0: none) */
+  /* the name shown for a process (ps's, escaped), into buf; the pid of the one process named
+   * name, 0 when there is none or several (-n) */
+  const char *(*process_name)(int pid, char *buf, size_t cap);
+  int (*find_by_name)(const char *name);
+  /* each line the server has for a person: a process followed or ended, a --push outage, an
+   * incident (DNT_SAY_LOG), a warning (DNT_SAY_WARNING) */
+  void (*say)(void *say_ud, enum dnt_say_kind kind, const char *line);
+  void *say_ud;
+};
+
+/* Starts serving on c->loop: the HTTP server listening, the targets given (their sockets, as
+ * the caller found them: -p) followed, the timers of -n, --all and --push started. c and what
+ * it points to are borrowed until dnt_server_free. 0 with *out, or -1 with err (nothing to free). */
+int dnt_server_start(const struct dnt_server_config *c, const dsipc_endpoint *targets, size_t ntargets,
+                     struct dnt_server **out, char *err, size_t cap);
+/* The port it listens on (the one the system chose for :0). */
+int dnt_server_port(const struct dnt_server *s);
+/* Stops: the HTTP server closed (every request waiting abandoned), each target's session closed
+ * without its rundown, the timers closed; the loop then runs out. Twice: nothing. */
+void dnt_server_stop(struct dnt_server *s);
+/* Frees it once the loop has run out (after dnt_server_stop). NULL is fine. */
+void dnt_server_free(struct dnt_server *s);
 
 #endif

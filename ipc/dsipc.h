@@ -370,6 +370,17 @@ typedef struct dsipc_endpoint {
  * -ESRCH no such process; -EACCES not permitted; DSIPC_EUNSAFE a socket of the wrong owner;
  * DSIPC_ENOTFOUND none (errmsg says whether the process is .NET and has diagnostics disabled). */
 int dsipc_endpoint_find(int host_pid, dsipc_endpoint *out);
+/* The name the kernel keeps for thread tid (a host id) of process pid, /proc/PID/task/TID/comm:
+ * what the runtime named the OS thread, cut to 15 bytes. Into buf (caller-owned); "" when the
+ * thread is gone or unreadable. Returns buf. */
+const char *dsipc_thread_comm(int pid, unsigned long long tid, char *buf, size_t cap);
+
+/* Calls fn(ud, tid, name) for each thread of pid: tid as the process's own PID namespace numbers
+ * it (the last NSpid value of /proc/PID/task/TID/status: the ids its runtime's events carry),
+ * name its /proc comm (what the runtime named the OS thread, cut to 15 bytes by the kernel; ""
+ * when unreadable), valid during the call. 0, or -1 when /proc/PID/task cannot be read. */
+int dsipc_process_threads(int pid, void (*fn)(void *ud, unsigned long long tid, const char *name), void *ud);
+
 /* A process's state letter (R, S, T for stopped by a signal, t for a tracing stop, Z...) and its
  * start time in clock ticks since boot (with the pid, it names one process, never a later one
  * that got the same pid), from /proc/PID/stat. Either may be NULL. 0, or -ESRCH / -errno. */

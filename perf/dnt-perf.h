@@ -469,4 +469,8 @@ const char *dnt_waits_kind(const char *const *names, size_t n, int woken_by_a_th
 int dnt_waits_write_table(const struct dnt_profile *prof, size_t top, FILE *fp);
 int dnt_waits_write_json(const struct dnt_profile *prof, size_t top, FILE *fp);
 
+/* Names the threads of prof perf left unnamed (":TID") as the kernel names them now, where they
+ * still run (dntrace perf, serve --cpu). 0, or -1 when out of memory. */
+int dnt_perf_name_threads(struct dnt_profile *prof, int pid);
+
 #endif

@@ -437,3 +437,16 @@ int dnt_perf_reader_run(dnt_perf_reader *r, const char *data, const char *map, s
   if (mended[0]) unlink(mended);
   return rc;
 }
+
+/* A thread perf never learnt the name of (it prints ":TID" for one sampled before its COMM
+ * record) is named as the kernel names it now, when it is still there (perf's ids are host ids). */
+int dnt_perf_name_threads(struct dnt_profile *prof, int pid) {
+  for (size_t t = 0; t < dnt_profile_nthreads(prof); t++) {
+    uint64_t tid = dnt_profile_thread_id(prof, t);
+    if (dnt_profile_thread_name(prof, tid)) continue;
+    char name[64];
+    if (dsipc_thread_comm(pid, (unsigned long long)tid, name, sizeof name)[0] && dnt_profile_name_thread(prof, tid, name) != 0)
+      return -1;
+  }
+  return 0;
+}

@@ -1,5 +1,5 @@
 /* What watch and serve share on the command line (agent-cli.h): the rules read from --rule and
- * --rules with what their sessions must ask for, and a save-ring's window written as a file. */
+ * --rules with what their sessions must ask for, and the agent's lines printed. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,20 +9,7 @@
 #include "agent-cli.h"
 #include "builtin.h"
 #include "dnt-trace.h"
-#include "output.h"
 #include "util.h"
-
-int dnt_ring_save(const ntr_ring *ring, const char *path) {
-  struct dnt_output out = {0};
-  if (dnt_output_open(&out, path, DNT_OUTPUT_REPLACE) != 0) return -1;
-  if (ntr_ring_write(ring, out.fp) != 0) {
-    dnt_output_abort(&out);
-    dnt_error("%s: nothing to save: the session sent no trace header%s", path,
-              ntr_ring_failed(ring) ? " (out of memory)" : "");
-    return -1;
-  }
-  return dnt_output_commit(&out) < 0 ? -1 : 0;
-}
 
 #define RUNTIME "Microsoft-Windows-DotNETRuntime"
 
@@ -119,7 +106,7 @@ int dnt_rules_read(const struct dnt_strlist *texts, const char *file, struct dnt
   return rc;
 }
 
-void dnt_incidents_print(void *ud, enum dnt_say_kind kind, const char *line) {
+void dnt_agent_print(void *ud, enum dnt_say_kind kind, const char *line) {
   (void)ud;
   if (kind == DNT_SAY_LOG) {
     printf("%s\n", line);

@@ -1,6 +1,5 @@
-/* What `watch` and `serve --rules` share on the command line: the rules of --rule and --rules
- * read (and what their sessions must ask for), a save-ring's window written as a file, and the
- * incidents' lines printed. Command-line glue: it prints. */
+/* What `watch` and `serve` share on the command line: the rules of --rule and --rules read (and
+ * what their sessions must ask for), and the agent's lines printed. Command-line glue: it prints. */
 #ifndef DNT_AGENT_CLI_H
 #define DNT_AGENT_CLI_H
 
@@ -13,13 +12,9 @@
 #include "options.h"
 #include "providers.h"
 
-/* Writes the window ring holds to path (atomically: a file there is replaced only once this one
- * is whole). 0, or -1 with the error said. */
-int dnt_ring_save(const ntr_ring *ring, const char *path);
-
-/* The incidents' say (dnt_incident_opts): the log on stdout, a line each, flushed; notes on
- * stderr; warnings as warnings. ud unused. */
-void dnt_incidents_print(void *ud, enum dnt_say_kind kind, const char *line);
+/* The agent's say (dnt_incident_opts, dnt_server_config): the log on stdout, a line each, flushed;
+ * notes on stderr; warnings as warnings. ud unused. */
+void dnt_agent_print(void *ud, enum dnt_say_kind kind, const char *line);
 
 /* ---- the rules of a command line ---- */
 

@@ -220,7 +220,7 @@ static void note_thread(void *ud, unsigned long long tid, const char *name) {
 /* The target's threads now (at the start, when asked to stop, at the stream's end): gone ones
  * keep the name they had. */
 static void note_threads(struct collect *c) {
-  if (c->s.target.pid > 0) dnt_process_threads(c->s.target.pid, note_thread, c);
+  if (c->s.target.pid > 0) dsipc_process_threads(c->s.target.pid, note_thread, c);
 }
 
 /* What the stream says that the names need (a reader beside the parser). */

@@ -266,7 +266,7 @@ int cmd_perf(int argc, char **argv) {
   if (!prof) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   if (format && dnt_convert_needs_timeline(format)) dnt_profile_keep_timeline(prof);
   if (!(reader = dnt_perf_read(prof, r.nat.data, trace, r.nat.map, 1000.0 / hz, &perfmap, NULL, NULL))) goto out;
-  dnt_perf_name_threads(prof, r.s.target.pid);
+  if (dnt_perf_name_threads(prof, r.s.target.pid) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
   uint64_t used;
   struct dnt_perf_script_stats ps;
   dnt_perf_reader_stats(reader, &ps, &used);

@@ -162,7 +162,7 @@ static void name_thread(void *ud, unsigned long long tid, const char *name) {
 }
 
 /* Names the listed threads as /proc names them (src/target.h). */
-static void name_threads(int pid, struct thread_list *l) { dnt_process_threads(pid, name_thread, l); }
+static void name_threads(int pid, struct thread_list *l) { dsipc_process_threads(pid, name_thread, l); }
 
 /* dotnet-stack's words for a thread in native code */
 static const char *frame_text(const struct dnt_profile *prof, uint32_t id) {

@@ -182,7 +182,10 @@ static void on_fired(void *ud, struct dnt_follow *f, const struct dnt_firing *fi
 static void on_window(void *ud, struct dnt_follow *f, const ntr_ring *ring) {
   (void)f;
   struct watched *t = ud;
-  dnt_incidents_saved(t->w->incidents, dnt_ring_save(ring, t->ring_path) == 0);
+  char err[600];
+  int ok = dnt_ring_write_file(ring, t->ring_path, err, sizeof err) == 0;
+  if (!ok) dnt_error("%s", err);
+  dnt_incidents_saved(t->w->incidents, ok);
 }
 
 static void on_ended(void *ud, struct dnt_follow *f, const char *msg) {
@@ -360,7 +363,7 @@ int cmd_watch(int argc, char **argv) {
   }
   w.loop = uv_default_loop();
   struct dnt_incident_opts io = {.dir = o.output_dir, .json = o.format == DNT_FORMAT_JSON, .max_disk_mb = o.max_disk_mb,
-                                 .say = dnt_incidents_print};
+                                 .say = dnt_agent_print};
   if (!(w.incidents = dnt_incidents_new(w.loop, &io, save_ring, &w)))
     dnt_die(DNT_EXIT_FAILURE, "cannot find this program's own file: %s", strerror(errno));
   /* the counters' providers, then the events the rules want, and what the ring records */

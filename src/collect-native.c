@@ -96,18 +96,6 @@ dnt_perf_reader *dnt_perf_read(struct dnt_profile *prof, const char *data, const
   return r;
 }
 
-/* A thread perf never learnt the name of (it prints ":TID" for one sampled before its COMM
- * record) is named as the kernel names it now, when it is still there (perf's ids are host ids). */
-void dnt_perf_name_threads(struct dnt_profile *prof, int pid) {
-  for (size_t t = 0; t < dnt_profile_nthreads(prof); t++) {
-    uint64_t tid = dnt_profile_thread_id(prof, t);
-    if (dnt_profile_thread_name(prof, tid)) continue;
-    char name[64];
-    if (dnt_thread_comm(pid, (unsigned long long)tid, name, sizeof name)[0] && dnt_profile_name_thread(prof, tid, name) != 0)
-      dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  }
-}
-
 char *dnt_native_sibling(const char *trace, const char *ext) {
   size_t n = strlen(trace);
   size_t stem = n > 9 && strcmp(trace + n - 9, ".nettrace") == 0 ? n - 9 : n;
@@ -138,7 +126,7 @@ static void note_threads(struct dnt_native *n, int pid) {
     char key[32], name[64];
     snprintf(key, sizeof key, "%.20s\t", e->d_name);
     if (listed(n->names, key)) continue;
-    if (!dnt_thread_comm(pid, strtoull(e->d_name, NULL, 10), name, sizeof name)[0]) continue; /* gone */
+    if (!dsipc_thread_comm(pid, strtoull(e->d_name, NULL, 10), name, sizeof name)[0]) continue; /* gone */
     size_t add = strlen(key) + strlen(name) + 2;
     char *grown = realloc(n->names, n->names_len + add + 1);
     if (!grown) dnt_die(1, "out of memory");

@@ -38,9 +38,6 @@ int dnt_perf_recorded(struct dnt_perf_record *pr, const char *out);
 dnt_perf_reader *dnt_perf_read(struct dnt_profile *prof, const char *data, const char *trace, const char *map,
                                double sample_ms, struct dnt_symtab *perfmap, dnt_perf_observe_fn fn, void *ud);
 
-/* Names the threads of prof perf left unnamed (":TID") as the kernel names them now, where they
- * still run (dntrace perf, serve --cpu). */
-void dnt_perf_name_threads(struct dnt_profile *prof, int pid);
 
 struct dnt_native {
   int sched, hz;

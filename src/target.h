@@ -36,15 +36,4 @@ int dnt_process_stopped(int pid);
 /* Reads /proc/PID/cmdline as one space-joined string into buf; "" if unreadable. */
 const char *dnt_process_cmdline(int pid, char *buf, size_t cap);
 
-/* The name the kernel keeps for thread tid (a host id) of process pid, /proc/PID/task/TID/comm:
- * what the runtime named the OS thread, cut to 15 bytes. Into buf (caller-owned); "" when the
- * thread is gone or unreadable. Returns buf. */
-const char *dnt_thread_comm(int pid, unsigned long long tid, char *buf, size_t cap);
-
-/* Calls fn(ud, tid, name) for each thread of pid: tid as the process's own PID namespace numbers
- * it (the last NSpid value of /proc/PID/task/TID/status: the ids its runtime's events carry),
- * name its /proc comm (what the runtime named the OS thread, cut to 15 bytes by the kernel; ""
- * when unreadable), valid during the call. 0, or -1 when /proc/PID/task cannot be read. */
-int dnt_process_threads(int pid, void (*fn)(void *ud, unsigned long long tid, const char *name), void *ud);
-
 #endif

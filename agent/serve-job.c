@@ -1,4 +1,4 @@
-/* dntrace serve: one profile request (serve.h). Its EventPipe session runs on the loop; the
+/* The server: one profile request (serve-int.h). Its EventPipe session runs on the loop; the
  * stream is copied as it comes and parsed on libuv's thread pool, one work item at a time, and the
  * profile is written there too, so the loop (and /metrics) never waits for a rundown. */
 #include <errno.h>
@@ -7,10 +7,10 @@
 #include <string.h>
 #include <uv.h>
 
-#include "builtin.h"
-#include "serve.h"
-#include "target.h"
-#include "util.h"
+#include "dnt-trace.h"
+#include "serve-int.h"
+
+#define REPLY_TIMEOUT_MS 30000 /* a session's start enables providers in the target: seconds when busy */
 
 const char *const serve_job_names[JOB_KINDS] = {"profile", "allocs", "threads", "heap"};
 
@@ -45,7 +45,8 @@ static void job_free_when_idle(struct job *j) {
 void serve_job_release(struct job *j) {
   if (j->released) return;
   j->released = 1;
-  dnt_session_close(&j->s);
+  dsipc_session_close(j->s);
+  j->s = NULL;
   if (j->t && !j->push) j->t->jobs[j->kind] = NULL;
   if (!j->push) j->sv->njobs--;
   job_free_when_idle(j);
@@ -53,8 +54,8 @@ void serve_job_release(struct job *j) {
 
 static void job_answer_text(struct job *j, int status, const char *text) {
   if (!j->pending) return;
-  struct dnt_http_reply rep = {.status = status, .body = dnt_xstrdup(text)};
-  rep.body_len = strlen(rep.body);
+  struct dnt_http_reply rep = {.status = status, .body = strdup(text)};
+  rep.body_len = rep.body ? strlen(rep.body) : 0; /* out of memory: the status alone */
   dnt_http_pending_answer(j->pending, &rep);
   j->pending = NULL;
 }
@@ -63,11 +64,11 @@ static void job_answer_text(struct job *j, int status, const char *text) {
 static void on_job_gone(void *ud) {
   struct job *j = ud;
   j->pending = NULL;
-  if (j->s.starting) {
-    serve_job_release(j); /* its start is dropped with the stream */
+  if (j->starting) {
+    serve_job_release(j); /* its start is dropped with the session */
     return;
   }
-  dnt_session_abandon(&j->s); /* on_job_end releases it */
+  dsipc_session_abandon(j->s); /* on_job_end releases it */
 }
 
 static void name_profile_thread(void *ud, unsigned long long tid, const char *name) {
@@ -83,20 +84,30 @@ struct thread_row {
 struct thread_rows {
   struct thread_row *v;
   size_t n, cap;
+  int failed; /* out of memory */
 };
 
 static void collect_thread(void *ud, uint64_t tid, const uint32_t *frames, size_t n, uint64_t samples, double ms) {
   struct thread_rows *l = ud;
   (void)samples, (void)ms;
+  if (l->failed) return;
   if (l->n == l->cap) {
-    l->cap = l->cap ? 2 * l->cap : 64;
-    l->v = dnt_xrealloc(l->v, l->cap * sizeof *l->v);
+    struct thread_row *v = realloc(l->v, (l->cap ? 2 * l->cap : 64) * sizeof *l->v);
+    if (!v) {
+      l->failed = 1;
+      return;
+    }
+    l->v = v, l->cap = l->cap ? 2 * l->cap : 64;
   }
-  struct thread_row *r = &l->v[l->n++];
+  struct thread_row *r = &l->v[l->n];
   r->tid = tid;
   r->n = n;
-  r->frames = dnt_xmalloc((n ? n : 1) * sizeof *frames);
+  if (!(r->frames = malloc((n ? n : 1) * sizeof *frames))) {
+    l->failed = 1;
+    return;
+  }
   memcpy(r->frames, frames, n * sizeof *frames);
+  l->n++;
 }
 
 static int by_row_tid(const void *a, const void *b) {
@@ -104,28 +115,35 @@ static int by_row_tid(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* threads?debug=1: every thread's stack as `dntrace stacks` prints it, leaf first. */
-static void write_threads_text(FILE *fp, const struct job *j) {
+/* threads?debug=1: every thread's stack as `dntrace stacks` prints it, leaf first. 0, or -1 when
+ * out of memory. */
+static int write_threads_text(FILE *fp, const struct job *j) {
   struct thread_rows l = {0};
   dnt_profile_each_stack(j->prof, collect_thread, &l);
+  if (l.failed) {
+    for (size_t i = 0; i < l.n; i++) free(l.v[i].frames);
+    free(l.v);
+    return -1;
+  }
   if (l.n) qsort(l.v, l.n, sizeof *l.v, by_row_tid);
   fprintf(fp, "Process %d (%s): %zu managed thread%s\n\n", j->pid, j->name, l.n, l.n == 1 ? "" : "s");
   for (size_t i = 0; i < l.n; i++) {
     const char *name = dnt_profile_thread_name(j->prof, l.v[i].tid);
-    char *safe = dnt_safe_text(name ? name : "");
-    fprintf(fp, "Thread (0x%llX) %llu%s%s:\n", (unsigned long long)l.v[i].tid, (unsigned long long)l.v[i].tid,
-            safe[0] ? " " : "", safe);
-    free(safe);
+    fprintf(fp, "Thread (0x%llX) %llu%s", (unsigned long long)l.v[i].tid, (unsigned long long)l.v[i].tid,
+            name && name[0] ? " " : "");
+    dnt_text_put(fp, name ? name : ""); /* a thread's name and a frame's are the target's words */
+    fputs(":\n", fp);
     for (size_t f = l.v[i].n; f > 0; f--) {
       const char *fn = dnt_profile_name(j->prof, l.v[i].frames[f - 1]);
-      char *text = dnt_safe_text(strcmp(fn, DNT_UNMANAGED_FRAME) == 0 ? "[Native Frames]" : fn);
-      fprintf(fp, "  %s\n", text);
-      free(text);
+      fputs("  ", fp);
+      dnt_text_put(fp, strcmp(fn, DNT_UNMANAGED_FRAME) == 0 ? "[Native Frames]" : fn);
+      fputc('\n', fp);
     }
     fputc('\n', fp);
     free(l.v[i].frames);
   }
   free(l.v);
+  return 0;
 }
 
 /* ---- the work items (thread pool): nothing here touches the loop ---- */
@@ -140,10 +158,10 @@ static void work_parse(uv_work_t *w) {
   }
 }
 
-static void answer_text(struct dnt_http_reply *rep, int status, const char *text) {
+void serve_answer_text(struct dnt_http_reply *rep, int status, const char *text) {
   rep->status = status;
-  rep->body = dnt_xstrdup(text);
-  rep->body_len = strlen(rep->body);
+  rep->body = strdup(text);
+  rep->body_len = rep->body ? strlen(rep->body) : 0; /* out of memory: the status alone */
 }
 
 /* A heap request's end: the walk made a graph, the graph a heap profile (each object under its
@@ -156,7 +174,7 @@ static void heap_finish(struct job *j, struct dnt_http_reply *rep) {
     snprintf(text, sizeof text, "process %d: the runtime named no type for %llu objects of the walk (another session "
              "on the process has its events on): ask again once it has ended\n", j->pid,
              (unsigned long long)s->unnamed_objects);
-    answer_text(rep, 502, text);
+    serve_answer_text(rep, 502, text);
     return;
   }
   struct dnt_heap *h = dnt_heap_analysis_failed(j->heap) ? NULL : dnt_heap_analysis_take(j->heap);
@@ -166,7 +184,7 @@ static void heap_finish(struct job *j, struct dnt_http_reply *rep) {
                (unsigned long long)s->lost_events);
     else
       snprintf(text, sizeof text, "process %d: no complete heap walk within %d s\n", j->pid, HEAP_TIMEOUT_MS / 1000);
-    answer_text(rep, 502, text);
+    serve_answer_text(rep, 502, text);
     return;
   }
   struct dnt_profile *prof = h ? dnt_heap_profile(h) : NULL;
@@ -188,7 +206,7 @@ static void heap_finish(struct job *j, struct dnt_http_reply *rep) {
   dnt_heap_free(h);
   if (rc != 0) {
     if (fp) free(rep->body);
-    answer_text(rep, 500, "out of memory\n");
+    serve_answer_text(rep, 500, "out of memory\n");
     return;
   }
   rep->status = 200;
@@ -202,47 +220,50 @@ static void work_finish(uv_work_t *w) {
   char text[400];
   if (j->loop_failed) {
     snprintf(text, sizeof text, "process %d: %s\n", j->pid, j->loop_msg);
-    answer_text(rep, 502, text);
+    serve_answer_text(rep, 502, text);
     return;
   }
   if (j->parse_failed) {
     snprintf(text, sizeof text, "process %d sent a stream that cannot be read: %s\n", j->pid, j->msg);
-    answer_text(rep, 502, text);
+    serve_answer_text(rep, 502, text);
     return;
   }
   if (!j->stopped || ntr_parser_finish(j->parser) != 0) {
     snprintf(text, sizeof text, "process %d ended the session before the profile was complete (it exited?)\n",
              j->pid);
-    answer_text(rep, 502, text);
+    serve_answer_text(rep, 502, text);
     return;
   }
   if (j->kind == JOB_HEAP) {
     heap_finish(j, rep);
     return;
   }
-  if (j->kind == JOB_THREADS) dnt_process_threads(j->pid, name_profile_thread, j->prof);
+  if (j->kind == JOB_THREADS) dsipc_process_threads(j->pid, name_profile_thread, j->prof);
   if (j->cpu && serve_cpu_profile(j, rep) != 0) return;
   if (dnt_profile_failed(j->prof) || dnt_profile_finish(j->prof) != 0) {
-    answer_text(rep, 500, "out of memory\n");
+    serve_answer_text(rep, 500, "out of memory\n");
     return;
   }
   rep->status = 200;
   FILE *fp = open_memstream(&rep->body, &rep->body_len);
-  if (!fp) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  if (!fp) {
+    serve_answer_text(rep, 500, "out of memory\n");
+    return;
+  }
   char title[320];
   snprintf(title, sizeof title, "%s of process %d (%s)", j->cpu ? "on-CPU time (perf cpu-clock)" : serve_job_names[j->kind],
            j->pid, j->name);
   int rc = 0;
   if (j->kind == JOB_THREADS && j->debug) {
     rep->content_type = "text/plain; charset=utf-8";
-    write_threads_text(fp, j);
+    rc = write_threads_text(fp, j);
   } else {
     rep->content_type = "application/octet-stream";
     rc = dnt_profile_write(j->prof, DNT_PROFILE_PPROF, title, fp);
   }
   if (fclose(fp) != 0 || rc != 0) {
     free(rep->body);
-    answer_text(rep, 500, "out of memory\n");
+    serve_answer_text(rep, 500, "out of memory\n");
   }
 }
 
@@ -297,14 +318,20 @@ static void on_job_data(void *ud, const uint8_t *p, size_t n) {
   if (j->nin + n > MAX_BACKLOG) { /* the parser cannot keep up: give up rather than grow */
     j->loop_failed = 1;
     snprintf(j->loop_msg, sizeof j->loop_msg, "more than %u MiB waiting to be parsed", MAX_BACKLOG >> 20);
-    dnt_session_abandon(&j->s);
+    dsipc_session_abandon(j->s);
     return;
   }
   if (j->nin + n > j->capin) {
     size_t cap = j->capin ? j->capin : 65536;
     while (cap < j->nin + n) cap *= 2;
-    j->in = dnt_xrealloc(j->in, cap);
-    j->capin = cap;
+    uint8_t *in = realloc(j->in, cap);
+    if (!in) {
+      j->loop_failed = 1;
+      snprintf(j->loop_msg, sizeof j->loop_msg, "out of memory");
+      dsipc_session_abandon(j->s);
+      return;
+    }
+    j->in = in, j->capin = cap;
   }
   memcpy(j->in + j->nin, p, n);
   j->nin += n;
@@ -313,9 +340,10 @@ static void on_job_data(void *ud, const uint8_t *p, size_t n) {
 
 /* The stream is over (rundown sent, the process gone, or abandoned): the last bytes and the
  * profile are made on the pool, then answered (after_work). */
-static void on_job_end(void *ud) {
+static void on_job_end(void *ud, const dsipc_status *st) {
   struct job *j = ud;
-  j->ended = 1;
+  (void)st;
+  j->ended = j->s_ended = 1;
   if (!j->pending && !j->done) {
     serve_job_release(j);
     return;
@@ -329,13 +357,13 @@ void serve_job_timer(uv_timer_t *h) {
   if (!j->stopped) { /* the window is over: the runtime sends its rundown, then ends the stream */
     j->stopped = 1;
     if (j->cpu) serve_cpu_stop(j);
-    dnt_session_stop(&j->s);
-    if (!j->s.ended) uv_timer_start(&j->timer, serve_job_timer, STOP_GRACE_MS, 0);
+    dsipc_session_stop(j->s);
+    if (!j->s_ended) uv_timer_start(&j->timer, serve_job_timer, STOP_GRACE_MS, 0);
     return;
   }
   snprintf(j->loop_msg, sizeof j->loop_msg, "no rundown within %d s of StopTracing", STOP_GRACE_MS / 1000);
   j->loop_failed = 1;
-  dnt_session_abandon(&j->s); /* on_job_end answers */
+  dsipc_session_abandon(j->s); /* on_job_end answers */
 }
 
 /* The window starts once the session has started, and with --cpu once perf records too. */
@@ -358,11 +386,12 @@ void serve_job_window_over(struct job *j) {
   if (!j->stopped) serve_job_timer(&j->timer);
 }
 
-static void on_job_started(void *ud, int rc) {
+static void on_job_started(void *ud, const dsipc_status *st) {
   struct job *j = ud;
-  if (rc) {
+  j->starting = 0;
+  if (st->code) {
     char text[700];
-    snprintf(text, sizeof text, "process %d refused the session: %s\n", j->pid, j->s.reply_msg);
+    snprintf(text, sizeof text, "process %d refused the session: %s\n", j->pid, st->msg);
     job_answer_text(j, 502, text);
     if (j->done) {
       struct dnt_http_reply failed = {.status = 502};
@@ -376,7 +405,12 @@ static void on_job_started(void *ud, int rc) {
   start_window(j);
 }
 
-static const dnt_session_cb job_cb = {on_job_data, on_job_end};
+static void on_job_notice(void *ud, const char *msg) {
+  struct job *j = ud;
+  serve_say(j->sv, DNT_SAY_WARNING, "process %d: %s", j->pid, msg);
+}
+
+static const dsipc_session_cb job_cb = {on_job_started, on_job_data, on_job_end, on_job_notice};
 
 /* --push windows: a sample counts in the window whose span holds its time (the worker's call). */
 static int keep_in_window(void *ud, uint64_t thread, uint64_t time_ns) {
@@ -389,22 +423,22 @@ size_t serve_target_label_kv(const struct serve *sv, const struct target *t, con
   snprintf(pid_buf, 24, "%d", t->pid);
   size_t n = 0;
   kv[n++] = "pid", kv[n++] = pid_buf, kv[n++] = "process", kv[n++] = t->name;
-  for (size_t i = 0; i < 2 * sv->nlabels; i++) kv[n++] = sv->label_kv[i];
+  for (size_t i = 0; i < 2 * sv->c.nlabels; i++) kv[n++] = sv->c.label_kv[i];
   return n / 2;
 }
 
-void serve_job_labels(struct serve *sv, const struct target *t, struct dnt_profile *prof) {
+int serve_job_labels(struct serve *sv, const struct target *t, struct dnt_profile *prof) {
   const char *kv[2 * (MAX_LABELS + 2)];
   char pid[24];
   size_t pairs = serve_target_label_kv(sv, t, kv, pid);
-  if (dnt_profile_set_labels(prof, kv, pairs) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  return dnt_profile_set_labels(prof, kv, pairs);
 }
 
 /* Starts a job of kind on t for window_ms and defers rep's answer to it. 0, or the HTTP status
  * to answer now (with text written into err). */
 int serve_job_start(struct serve *sv, struct target *t, enum job_kind kind, uint64_t window_ms, int debug,
                      struct dnt_http_reply *rep, char *err, size_t cap) {
-  int cpu = kind == JOB_PROFILE && sv->o->cpu && rep; /* --push windows stay thread time */
+  int cpu = kind == JOB_PROFILE && sv->c.cpu && rep; /* --push windows stay thread time */
   int refused = cpu ? serve_cpu_check(t, err, cap) : 0;
   if (refused) return refused;
   struct job *j = calloc(1, sizeof *j);
@@ -417,20 +451,22 @@ int serve_job_start(struct serve *sv, struct target *t, enum job_kind kind, uint
   j->pid = t->pid;
   snprintf(j->name, sizeof j->name, "%s", t->name);
   ntr_callbacks cb;
+  int made;
   if (kind == JOB_HEAP) { /* the walk, read into its graph; the profile is made from it at the end */
-    if (!(j->heap = dnt_heap_analysis_new()) || !(j->prof = dnt_profile_new())) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-    serve_job_labels(sv, t, j->prof); /* only its labels: the heap's profile takes them */
+    made = (j->heap = dnt_heap_analysis_new()) && (j->prof = dnt_profile_new()) &&
+           serve_job_labels(sv, t, j->prof) == 0; /* only its labels: the heap's profile takes them */
     dnt_heap_analysis_callbacks(&cb);
-    if (ntr_parser_new(&j->parser, &cb, j->heap, NULL) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+    made = made && ntr_parser_new(&j->parser, &cb, j->heap, NULL) == 0;
   } else {
-    if (!(j->prof = dnt_profile_new())) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-    if (cpu) dnt_profile_methods_only(j->prof, 1); /* the session's events name perf's frames, no more */
-    dnt_profile_set_source(j->prof, kind == JOB_ALLOCS    ? DNT_SOURCE_ALLOCATIONS
-                                    : kind == JOB_THREADS ? DNT_SOURCE_THREADS
-                                                          : DNT_SOURCE_SAMPLER);
-    serve_job_labels(sv, t, j->prof);
+    made = (j->prof = dnt_profile_new()) != NULL;
+    if (made && cpu) dnt_profile_methods_only(j->prof, 1); /* the session's events name perf's frames, no more */
+    if (made)
+      dnt_profile_set_source(j->prof, kind == JOB_ALLOCS    ? DNT_SOURCE_ALLOCATIONS
+                                      : kind == JOB_THREADS ? DNT_SOURCE_THREADS
+                                                            : DNT_SOURCE_SAMPLER);
+    made = made && serve_job_labels(sv, t, j->prof) == 0;
     dnt_profile_callbacks(&cb);
-    if (ntr_parser_new(&j->parser, &cb, j->prof, NULL) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+    made = made && ntr_parser_new(&j->parser, &cb, j->prof, NULL) == 0;
   }
   uv_timer_init(sv->loop, &j->timer);
   j->timer.data = j;
@@ -443,11 +479,10 @@ int serve_job_start(struct serve *sv, struct target *t, enum job_kind kind, uint
     sv->njobs++;
   }
 
-  struct dnt_session_target want = {.pid = t->pid};
-  if (dnt_session_open(&j->s, sv->loop, &want) != 0) { /* it printed why */
-    snprintf(err, cap, "process %d cannot be reached (it exited?)\n", t->pid);
+  if (!made) {
+    snprintf(err, cap, "out of memory\n");
     serve_job_release(j);
-    return 502;
+    return 500;
   }
   /* the sampler for stacks, or the GC keyword at verbose level for GCAllocationTick with its
    * stack; the method rundown at the end names the frames either way */
@@ -463,11 +498,13 @@ int serve_job_start(struct serve *sv, struct target *t, enum job_kind kind, uint
   dsipc_session_config cfg = {.buffer_mb = kind == JOB_HEAP ? HEAP_BUFFER_MB : PROFILE_BUFFER_MB, .format = 1,
                               .request_rundown = 1, .rundown_keyword = DSIPC_DEFAULT_RUNDOWN_KEYWORD,
                               .request_stackwalk = !cpu && kind != JOB_HEAP, .providers = &prov, .n_providers = 1};
-  if (dnt_session_start_async(&j->s, 2, &cfg, &job_cb, j, on_job_started) != 0) {
-    snprintf(err, cap, "cannot start a session on process %d: %s\n", t->pid, j->s.reply_msg);
+  dsipc_status st = {0};
+  if (dsipc_session_start(sv->loop, t->ep.path, 2, &cfg, REPLY_TIMEOUT_MS, &job_cb, j, &j->s, &st) != 0) {
+    snprintf(err, cap, "cannot start a session on process %d: %s\n", t->pid, st.msg);
     serve_job_release(j);
     return 502;
   }
+  j->starting = 1;
   if (j->push) {
     t->push->next = j;
     return 0;
@@ -479,7 +516,6 @@ int serve_job_start(struct serve *sv, struct target *t, enum job_kind kind, uint
   }
   if (!(j->pending = dnt_http_defer(rep, on_job_gone, j))) {
     snprintf(err, cap, "out of memory\n");
-    dnt_session_close(&j->s);
     serve_job_release(j);
     return 500;
   }

@@ -1,25 +1,21 @@
-/* What the files of `dntrace serve` share (cmd-serve.c: targets, HTTP, the command; serve-job.c:
- * one profile request, its session parsed on the thread pool; serve-cpu.c: --cpu, perf beside
- * that session; serve-push.c: --push windows). */
-#ifndef DNT_SERVE_H
-#define DNT_SERVE_H
+/* Private to agent/: what the files of the server (`dntrace serve`'s engine) share (serve.c:
+ * targets, HTTP; serve-job.c: one profile request, its session parsed on the thread pool;
+ * serve-cpu.c: --cpu, perf beside that session; serve-push.c: --push windows). */
+#ifndef DNT_SERVE_INT_H
+#define DNT_SERVE_INT_H
 
 #include <stdint.h>
 #include <uv.h>
 
+#include "dnt-agent.h"
 #include "dnt-analyze.h"
 #include "dnt-counters.h"
 #include "dnt-http.h"
 #include "dnt-perf.h"
 #include "dnt-profile.h"
-#include "agent-cli.h"
-#include "providers.h"
+#include "dsipc.h"
 #include "ntr.h"
-#include "options.h"
-#include "session.h"
-#include "target.h"
 
-#define DEFAULT_LISTEN "127.0.0.1:6060" /* Go's usual pprof port */
 #define COUNTERS_BUFFER_MB 16
 #define PROFILE_BUFFER_MB 64
 #define RECONNECT_MS 1000
@@ -36,31 +32,15 @@
 #define SAMPLE_PROFILER "Microsoft-DotNETCore-SampleProfiler"
 #define RUNTIME_PROVIDER "Microsoft-Windows-DotNETRuntime"
 #define METHOD_KEYWORDS 0x18 /* Loader | Jit: MethodLoadVerbose, ModuleLoad (--cpu's names) */
-#define MAX_LABELS 32
+#define MAX_LABELS DNT_SERVER_MAX_LABELS
 #define CPU_HZ 99 /* --cpu: perf's samples per second and CPU (Go samples at 100 Hz; 99 keeps clear of timers) */
 
 struct job;
 struct pusher;
-struct serve;
+#define serve dnt_server /* the engine's own name, public (dnt-agent.h) */
 
 enum job_kind { JOB_PROFILE, JOB_ALLOCS, JOB_THREADS, JOB_HEAP, JOB_KINDS };
 extern const char *const serve_job_names[JOB_KINDS]; /* "profile", "allocs", "threads", "heap" */
-
-struct serve_options {
-  const char *pids, *name, *listen, *push;
-  uint64_t push_interval_ms;
-  int all, cpu;
-  struct dnt_strlist labels;
-  uint64_t rescan_ms;
-  double refresh;
-  struct dnt_counter_specs specs;
-  struct dnt_strlist rules; /* --rule: watch's rules, on every target */
-  const char *rules_file, *output_dir;
-  long max_disk_mb, max_fires;
-  uint64_t ring_ms; /* --ring: each target's last TIME kept for save-ring */
-  long ring_mb;
-  const char *ring_profile;
-};
 
 struct target {
   struct serve *sv;
@@ -68,42 +48,33 @@ struct target {
   int pid;
   char name[256];
   unsigned long long key; /* its socket's key (the process's start time): one process, not a pid */
-  struct dnt_target where; /* its diagnostic socket (--cpu turns the perf map on through it) */
+  dsipc_endpoint ep;       /* its diagnostic socket (--cpu turns the perf map on through it) */
   struct dnt_follow *f;    /* agent/: its session (counters, the rules' events, --ring), its rules, its ring */
   char *ring_path;         /* a save-ring under way writes here */
   struct dnt_counter_table table;
   char *prom_labels; /* pid="..",process="..",k="v" */
+  int table_full;    /* out of memory once: said */
   int live, ended, seen;
   struct job *jobs[JOB_KINDS]; /* the request of each kind running on it */
   struct pusher *push;         /* --push: its windows and what waits to be sent */
 };
 
 struct serve {
+  struct dnt_server_config c; /* the caller's (its pointers borrowed) */
   uv_loop_t *loop;
-  const struct serve_options *o;
-  struct dnt_counters_wire wire;
   dnt_http_server *http;
   struct target *targets;
   size_t ntargets;
-  const char **label_kv; /* the --label pairs, split: key, value, ... (keys and values heap) */
-  size_t nlabels;
   unsigned njobs;
   uv_timer_t reconnect, rescan, push_tick;
-  char push_host[256], push_path[1024]; /* --push URL, split */
-  int push_port;
-  uv_signal_t sigint, sigterm;
+  int timers; /* the timers are initialised (closed on the way out) */
   int quitting;
-  /* --rule, --rules: their texts (each target parses its own engine), the incidents they make, and
-   * the session's providers (the counters', and the runtime's when a rule wants its events) */
-  char **rule_texts;
-  size_t nrules;
-  struct dnt_incidents *incidents;
-  dsipc_provider *providers;
-  size_t nproviders;
-  struct dnt_providers wanted; /* the events the rules want */
-  struct dnt_providers extra;  /* ... merged with what --ring records */
-  struct dnt_follow_config fc; /* what every target's following shares */
+  struct dnt_incidents *incidents; /* --rule: what fired and its actions */
+  struct dnt_follow_config fc;     /* what every target's following shares */
 };
+
+/* A line for the caller (say_kind: the log, a note, a warning). */
+void serve_say(const struct serve *sv, enum dnt_say_kind kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 struct job {
   struct serve *sv;
@@ -111,7 +82,10 @@ struct job {
   enum job_kind kind;
   int debug; /* threads?debug=1: text */
   uint64_t window_ms;
-  dnt_session s;
+  dsipc_session *s; /* its session (NULL once closed) */
+  int starting;     /* the runtime has not answered its start yet */
+  int s_ended;      /* its stream is over */
+  char reply_msg[512]; /* why the runtime refused it */
   ntr_parser *parser;
   struct dnt_profile *prof;
   struct dnt_heap_analysis *heap; /* a heap request's walk (prof then holds only the labels) */
@@ -193,8 +167,10 @@ void serve_job_progress(struct job *j);
 /* The window is over now (StopTracing, perf stopped). */
 void serve_job_window_over(struct job *j);
 
-/* Labels every sample of prof: pid, process, the --label pairs. */
-void serve_job_labels(struct serve *sv, const struct target *t, struct dnt_profile *prof);
+/* Labels every sample of prof: pid, process, the --label pairs. 0, or -1 when out of memory. */
+int serve_job_labels(struct serve *sv, const struct target *t, struct dnt_profile *prof);
+/* rep's answer: status, and text as its body (out of memory: no body). */
+void serve_answer_text(struct dnt_http_reply *rep, int status, const char *text);
 /* A target's labels as key, value pairs into kv (2 * (MAX_LABELS + 2) entries; pid_buf holds its
  * pid's text, 24 bytes, both the caller's): pid, process, the --label pairs. Returns the pairs. */
 size_t serve_target_label_kv(const struct serve *sv, const struct target *t, const char **kv, char *pid_buf);
@@ -220,7 +196,7 @@ void serve_cpu_free(struct cpu_run *c); /* NULL: nothing */
 
 /* ---- serve-push.c ---- */
 
-struct pusher *serve_pusher_new(struct serve *sv);
+struct pusher *serve_pusher_new(struct serve *sv); /* NULL when out of memory */
 /* The target goes: its windows are dropped, its queue with it. NULL push: nothing. */
 void serve_pusher_free(struct target *t);
 /* Starts t's next window (a no-op while one is starting or t is not live). */

@@ -1,14 +1,11 @@
-/* dntrace serve --push: windows of thread time sent to Pyroscope's /ingest (serve.h). */
+/* The server's --push: windows of thread time sent to Pyroscope's /ingest (serve-int.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
 
-#include "builtin.h"
-#include "serve.h"
-#include "target.h"
-#include "util.h"
+#include "serve-int.h"
 
 /* ---- --push: windows of thread time sent to Pyroscope's /ingest ---- */
 
@@ -48,16 +45,15 @@ static void on_posted(void *ud, int status, const char *msg) {
     p->nq--;
     p->sent++;
     p->backoff_ms = 0;
-    if (p->away) printf("push: %s:%d takes profiles again\n", t->sv->push_host, t->sv->push_port), fflush(stdout);
+    if (p->away) serve_say(t->sv, DNT_SAY_LOG, "push: %s:%d takes profiles again", t->sv->c.push_host, t->sv->c.push_port);
     p->away = 0;
     push_send(t);
     return;
   }
   p->failed++;
   if (!p->away) {
-    if (status > 0) printf("push: %s:%d answered %d; trying again\n", t->sv->push_host, t->sv->push_port, status);
-    else printf("push: %s:%d: %s; trying again\n", t->sv->push_host, t->sv->push_port, msg);
-    fflush(stdout);
+    if (status > 0) serve_say(t->sv, DNT_SAY_LOG, "push: %s:%d answered %d; trying again", t->sv->c.push_host, t->sv->c.push_port, status);
+    else serve_say(t->sv, DNT_SAY_LOG, "push: %s:%d: %s; trying again", t->sv->c.push_host, t->sv->c.push_port, msg);
   }
   p->away = 1;
   p->backoff_ms = p->backoff_ms ? p->backoff_ms * 2 : 1000;
@@ -70,9 +66,13 @@ static void push_send(struct target *t) {
   struct pusher *p = t->push;
   struct serve *sv = t->sv;
   if (!p->nq || p->post || uv_is_active((uv_handle_t *)&p->retry)) return;
-  char *copy = dnt_xmalloc(p->q[0].len); /* kept for a retry */
+  char *copy = malloc(p->q[0].len); /* kept for a retry */
+  if (!copy) {
+    on_posted(t, -ENOMEM, "out of memory");
+    return;
+  }
   memcpy(copy, p->q[0].body, p->q[0].len);
-  int rc = dnt_http_post_start(sv->loop, sv->push_host, sv->push_port, p->q[0].target,
+  int rc = dnt_http_post_start(sv->loop, sv->c.push_host, sv->c.push_port, p->q[0].target,
                                "multipart/form-data; boundary=" PUSH_BOUNDARY, copy, p->q[0].len, PUSH_TIMEOUT_MS,
                                on_posted, t, &p->post);
   if (rc) on_posted(t, rc, uv_strerror(rc));
@@ -106,8 +106,13 @@ static void push_done(struct job *j, struct dnt_http_reply *answer) {
   }
   struct serve *sv = t->sv;
   struct window *w = &p->q[p->nq];
+  w->body = NULL, w->target = NULL;
   FILE *fp = open_memstream(&w->body, &w->len);
-  if (!fp) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  if (!fp) {
+    p->dropped++; /* out of memory: as a window the queue had no room for */
+    free(pprof);
+    return;
+  }
   fputs("--" PUSH_BOUNDARY "\r\nContent-Disposition: form-data; name=\"profile\"; filename=\"profile.pprof\"\r\n"
         "Content-Type: application/octet-stream\r\n\r\n",
         fp);
@@ -118,27 +123,33 @@ static void push_done(struct job *j, struct dnt_http_reply *answer) {
         "\"samples\":{\"units\":\"samples\",\"aggregation\":\"sum\",\"display-name\":\"samples\",\"sampled\":true}}"
         "\r\n--" PUSH_BOUNDARY "--\r\n",
         fp);
-  if (fclose(fp) != 0) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  int ok = fclose(fp) == 0;
   free(pprof);
-  char *target = NULL;
-  size_t tlen = 0;
-  fp = open_memstream(&target, &tlen);
-  if (!fp) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  /* name=APP{labels}: the process's name, its pid and process, every --label */
-  char *name = NULL, pid[24];
-  size_t nlen = 0;
-  FILE *np = open_memstream(&name, &nlen);
-  if (!np) dnt_die(DNT_EXIT_FAILURE, "out of memory");
-  snprintf(pid, sizeof pid, "%d", t->pid);
-  fprintf(np, "%s{pid=%s,process=%s", t->name, pid, t->name);
-  for (size_t i = 0; i < sv->nlabels; i++) fprintf(np, ",%s=%s", sv->label_kv[2 * i], sv->label_kv[2 * i + 1]);
-  fputc('}', np);
-  fclose(np);
-  fprintf(fp, "%s/ingest?name=", strcmp(sv->push_path, "/") == 0 ? "" : sv->push_path);
-  put_query_value(fp, name);
-  fprintf(fp, "&from=%lld&until=%lld&format=pprof&spyName=dntrace", (long long)j->from_unix, (long long)j->until_unix);
-  fclose(fp);
+  char *target = NULL, *name = NULL, pid[24];
+  size_t tlen = 0, nlen = 0;
+  FILE *np = ok ? open_memstream(&name, &nlen) : NULL;
+  if (np) { /* name=APP{labels}: the process's name, its pid and process, every --label */
+    snprintf(pid, sizeof pid, "%d", t->pid);
+    fprintf(np, "%s{pid=%s,process=%s", t->name, pid, t->name);
+    for (size_t i = 0; i < sv->c.nlabels; i++) fprintf(np, ",%s=%s", sv->c.label_kv[2 * i], sv->c.label_kv[2 * i + 1]);
+    fputc('}', np);
+  }
+  ok = np && fclose(np) == 0;
+  fp = ok ? open_memstream(&target, &tlen) : NULL;
+  if (fp) {
+    fprintf(fp, "%s/ingest?name=", strcmp(sv->c.push_path, "/") == 0 ? "" : sv->c.push_path);
+    put_query_value(fp, name);
+    fprintf(fp, "&from=%lld&until=%lld&format=pprof&spyName=dntrace", (long long)j->from_unix,
+            (long long)j->until_unix);
+  }
+  ok = fp && fclose(fp) == 0;
   free(name);
+  if (!ok) { /* out of memory: as a window the queue had no room for */
+    free(w->body), free(target);
+    w->body = NULL;
+    p->dropped++;
+    return;
+  }
   w->target = target;
   p->nq++;
   push_send(t);
@@ -158,8 +169,8 @@ static void push_started(struct job *j) {
     old->stopped = 1;
     old->stopping_next = p->stopping;
     p->stopping = old;
-    dnt_session_stop(&old->s); /* its rundown names its frames; then push_done */
-    if (!old->s.ended) uv_timer_start(&old->timer, serve_job_timer, STOP_GRACE_MS, 0);
+    dsipc_session_stop(old->s); /* its rundown names its frames; then push_done */
+    if (!old->s_ended) uv_timer_start(&old->timer, serve_job_timer, STOP_GRACE_MS, 0);
   }
 }
 
@@ -186,7 +197,7 @@ static void on_pusher_closed(uv_handle_t *h) {
 
 struct pusher *serve_pusher_new(struct serve *sv) {
   struct pusher *p = calloc(1, sizeof *p);
-  if (!p) dnt_die(DNT_EXIT_FAILURE, "out of memory");
+  if (!p) return NULL;
   uv_timer_init(sv->loop, &p->retry);
   p->retry.data = NULL; /* the target, once it has one */
   return p;

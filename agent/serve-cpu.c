@@ -1,4 +1,4 @@
-/* dntrace serve --cpu: /debug/pprof/profile answered with perf's on-CPU profile (serve.h), made
+/* The server's --cpu: /debug/pprof/profile answered with perf's on-CPU profile (serve-int.h), made
  * as `dntrace perf` makes it. The request is a job of serve-job.c whose EventPipe session carries
  * the runtime's method events and rundown (the names of JIT and ReadyToRun code, parsed on the
  * thread pool as the stream comes); beside it:
@@ -20,10 +20,7 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "builtin.h"
-#include "collect-native.h"
-#include "serve.h"
-#include "util.h"
+#include "serve-int.h"
 
 enum { CPU_MAP_ON = 1, CPU_STARTING, CPU_RECORDING, CPU_CLOSED };
 
@@ -92,8 +89,8 @@ int serve_cpu_begin(struct job *j, const struct target *t, char *err, size_t cap
     return 500;
   }
   snprintf(c->data, sizeof c->data, "%s/perf.data", c->dir);
-  snprintf(c->ep_path, sizeof c->ep_path, "%s", t->where.ep.path);
-  c->ns_pid = t->where.ep.ns_pid;
+  snprintf(c->ep_path, sizeof c->ep_path, "%s", t->ep.path);
+  c->ns_pid = t->ep.ns_pid;
   c->state = CPU_MAP_ON;
   c->working = 1;
   c->work.data = j;
@@ -112,19 +109,13 @@ void serve_cpu_stop(struct job *j) {
 
 /* ---- the profile, on the thread pool (the job's last work item) ---- */
 
-static void set_text(struct dnt_http_reply *rep, int status, const char *text) {
-  rep->status = status;
-  rep->body = dnt_xstrdup(text);
-  rep->body_len = strlen(rep->body);
-}
-
 int serve_cpu_profile(struct job *j, struct dnt_http_reply *rep) {
   struct cpu_run *c = j->cpu;
   char text[1200];
   if (!c->perf_ok) { /* perf's own words, when it said any */
     const char *words = c->perf.err_len && !strstr(c->perf.msg, c->perf.err_text) ? c->perf.err_text : "";
     snprintf(text, sizeof text, "process %d: %.500s%s%.600s\n", j->pid, c->perf.msg, words[0] ? ": " : "", words);
-    set_text(rep, 502, text);
+    serve_answer_text(rep, 502, text);
     return -1;
   }
   dnt_profile_methods_only(j->prof, 0); /* the method table is in; perf's samples count */
@@ -134,7 +125,7 @@ int serve_cpu_profile(struct job *j, struct dnt_http_reply *rep) {
                             &info);
   if (!c->reader) {
     snprintf(text, sizeof text, "process %d: %s\n", j->pid, info.error);
-    set_text(rep, 502, text);
+    serve_answer_text(rep, 502, text);
     return -1;
   }
   struct dnt_perf_script_stats st;
@@ -142,10 +133,13 @@ int serve_cpu_profile(struct job *j, struct dnt_http_reply *rep) {
   dnt_perf_reader_stats(c->reader, &st, &used);
   if (used == 0) {
     snprintf(text, sizeof text, "perf recorded no samples of process %d (idle all along, or gone?)\n", j->pid);
-    set_text(rep, 502, text);
+    serve_answer_text(rep, 502, text);
     return -1;
   }
-  dnt_perf_name_threads(j->prof, j->pid);
+  if (dnt_perf_name_threads(j->prof, j->pid) != 0) {
+    serve_answer_text(rep, 500, "out of memory\n");
+    return -1;
+  }
   return 0;
 }
 

@@ -1,0 +1,52 @@
+/* A flight recorder's window written as a file (dnt-agent.h): into a hidden new file beside the
+ * path (".NAME.XXXXXX": not an incident's file for the disk budget meanwhile), then renamed over
+ * it, so that a file at path is only ever a whole trace. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dnt-agent.h"
+
+int dnt_ring_write_file(const ntr_ring *ring, const char *path, char *err, size_t cap) {
+  size_t n = strlen(path);
+  const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+  char *tmp = malloc(n + 16);
+  if (!tmp) return snprintf(err, cap, "%s: out of memory", path), -1;
+  snprintf(tmp, n + 16, "%.*s.%s.XXXXXX", (int)(base - path), path, base);
+  int fd = mkostemp(tmp, O_CLOEXEC);
+  mode_t mask = umask(0); /* mkostemp makes 0600; the file is 0666 less the umask, as fopen's */
+  umask(mask);
+  if (fd >= 0) (void)fchmod(fd, 0666 & ~mask);
+  FILE *fp = fd >= 0 ? fdopen(fd, "wb") : NULL;
+  if (!fp) {
+    snprintf(err, cap, "cannot write '%s': %s", path, strerror(errno));
+    if (fd >= 0) close(fd), unlink(tmp);
+    free(tmp);
+    return -1;
+  }
+  int rc = 0;
+  if (ntr_ring_write(ring, fp) != 0) {
+    snprintf(err, cap, "%s: nothing to save: the session sent no trace header%s", path,
+             ntr_ring_failed(ring) ? " (out of memory)" : "");
+    rc = -1;
+  }
+  if (fflush(fp) != 0 || ferror(fp)) {
+    if (!rc) snprintf(err, cap, "cannot write '%s': %s", path, strerror(errno));
+    rc = -1;
+  }
+  if (fclose(fp) != 0 && !rc) {
+    snprintf(err, cap, "cannot write '%s': %s", path, strerror(errno));
+    rc = -1;
+  }
+  if (!rc && rename(tmp, path) != 0) {
+    snprintf(err, cap, "cannot write '%s': %s", path, strerror(errno));
+    rc = -1;
+  }
+  if (rc) unlink(tmp);
+  free(tmp);
+  return rc;
+}
