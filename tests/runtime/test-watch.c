@@ -286,8 +286,8 @@ Test(watch, a_target_dying_mid_action_keeps_its_file_and_the_others_go_on, .time
   cr_assert(a > 0 && b > 0, "the pod starts two samples: %s", pod.last);
   cr_assert_gt(pod_hear(&pod, "started"), 0, "the pod starts watch: %s", pod.last);
   int dead = 0;
-  for (double end = dnt_now_ms() + DNT_HANG_MS; !first_collect(dir, &dead) && dnt_now_ms() < end;)
-    usleep(20 * 1000); /* timing: a hang's ceiling */
+  for (double end = dnt_now_ms() + DNT_HANG_MS; !first_collect(dir, &dead) && dnt_now_ms() < end;) /* timing: a hang's ceiling */
+    usleep(20 * 1000);
   cr_assert(dead == a || dead == b, "a collect began: %d (%d, %d)", dead, a, b);
   int alive = dead == a ? b : a;
   snprintf(cmd, sizeof cmd, "kill-%d", dead);
