@@ -33,4 +33,8 @@ void dnt__feed_value(struct dnt__feed *f, const dnt_counter_value *v);
 /* Frees what the feed made (its event matches); rules and decoder stay the caller's. */
 void dnt__feed_release(struct dnt__feed *f);
 
+/* Formats a line and hands it to say (incidents.c, serve.c: the caller's say of their options). */
+void dnt__say(void (*say)(void *ud, enum dnt_say_kind kind, const char *line), void *ud, enum dnt_say_kind kind,
+              const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
 #endif

@@ -14,8 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dnt-agent.h"
-#include "dnt-trace.h"
+#include "agent-int.h"
 
 extern char **environ;
 
@@ -99,16 +98,18 @@ int dnt_incidents_wrote(const struct dnt_incidents *r, const char *name) {
   return 0;
 }
 
-/* A line for the caller (the log's, a note, a warning). */
-static void say(struct dnt_incidents *r, enum dnt_say_kind kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void say(struct dnt_incidents *r, enum dnt_say_kind kind, const char *fmt, ...) {
-  char line[1024];
+void dnt__say(void (*say_fn)(void *ud, enum dnt_say_kind kind, const char *line), void *ud, enum dnt_say_kind kind,
+              const char *fmt, ...) {
+  char line[1200];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(line, sizeof line, fmt, ap);
   va_end(ap);
-  r->o.say(r->o.say_ud, kind, line);
+  say_fn(ud, kind, line);
 }
+
+/* A line for the caller (the log's, a note, a warning). */
+#define say_line(r, kind, ...) dnt__say((r)->o.say, (r)->o.say_ud, kind, __VA_ARGS__)
 
 /* A time as the log says it (iso: 2026-11-28T01:30:00) or as a file name has it (20261128-013000). */
 static void stamp(int64_t unix_ms, int iso, char *buf, size_t cap) {
@@ -172,7 +173,7 @@ static void keep_budget(struct dnt_incidents *r, const struct incident *newest) 
     if (ours_now) continue;
     if (unlink(v[i].path) == 0) {
       total -= (uint64_t)v[i].size;
-      say(r, DNT_SAY_NOTE, "Removed %s (%.1f MB): the output directory is over --max-disk %ld MB", v[i].path,
+      say_line(r, DNT_SAY_NOTE, "Removed %s (%.1f MB): the output directory is over --max-disk %ld MB", v[i].path,
           (double)v[i].size / 1e6, r->o.max_disk_mb);
     }
   }
@@ -238,7 +239,7 @@ static char *incident_text(const struct incident *in) {
 static void log_incident(struct dnt_incidents *r, const struct incident *in) {
   char *json = incident_json(in);
   char *text = r->o.json ? NULL : incident_text(in);
-  if (r->o.json ? !json : !text) say(r, DNT_SAY_WARNING, "rule %zu fired on process %d: out of memory", in->rule, in->pid);
+  if (r->o.json ? !json : !text) say_line(r, DNT_SAY_WARNING, "rule %zu fired on process %d: out of memory", in->rule, in->pid);
   else r->o.say(r->o.say_ud, DNT_SAY_LOG, r->o.json ? json : text);
   free(text);
   if (!json) return;
@@ -343,7 +344,7 @@ static void run_next(struct dnt_incidents *r) {
       file_for(r, in, k, "nettrace");
       r->busy = 1;
       if (!r->save || r->save(r->ud, in->pid, in->files[k]) != 0) {
-        if (!r->save) say(r, DNT_SAY_WARNING, "rule %zu: save-ring without --ring: nothing kept to save", in->rule);
+        if (!r->save) say_line(r, DNT_SAY_WARNING, "rule %zu: save-ring without --ring: nothing kept to save", in->rule);
         r->busy = 0;
         in->status[k] = 1, in->next_action++;
         continue;
@@ -372,7 +373,7 @@ static void run_next(struct dnt_incidents *r) {
     char **envp = malloc((nours + (size_t)nenv + 1) * sizeof *envp);
     if (!envp) {
       if (out_fd >= 0) close(out_fd);
-      say(r, DNT_SAY_WARNING, "rule %zu: cannot start %s: out of memory", in->rule, argv[0]);
+      say_line(r, DNT_SAY_WARNING, "rule %zu: cannot start %s: out of memory", in->rule, argv[0]);
       in->status[k] = 127, in->next_action++;
       continue;
     }
@@ -395,7 +396,7 @@ static void run_next(struct dnt_incidents *r) {
     if (out_fd >= 0) close(out_fd);
     r->busy = 1; /* until its handle is closed, even when it did not start */
     if (rc != 0) {
-      say(r, DNT_SAY_WARNING, "rule %zu: cannot start %s: %s", in->rule, argv[0], uv_strerror(rc));
+      say_line(r, DNT_SAY_WARNING, "rule %zu: cannot start %s: %s", in->rule, argv[0], uv_strerror(rc));
       in->status[k] = 127, in->next_action++;
       uv_close((uv_handle_t *)&r->child, on_child_closed);
     }
@@ -409,7 +410,7 @@ void dnt_incidents_fire(struct dnt_incidents *r, const struct dnt_firing *f, int
   if (!in || dnt_rule_parse(f->rule->text, &in->own, err, sizeof err, &col) != 0) {
     if (in) dnt_rule_release(&in->own);
     free(in);
-    say(r, DNT_SAY_WARNING, "rule %zu fired on process %d: out of memory, its actions do not run", f->index + 1, pid);
+    say_line(r, DNT_SAY_WARNING, "rule %zu fired on process %d: out of memory, its actions do not run", f->index + 1, pid);
     return;
   }
   in->rule = f->index + 1;

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "agent-int.h"
 #include "dnt-agent.h"
 #include "dnt-analyze.h"
 #include "dnt-counters.h"
@@ -74,7 +75,7 @@ struct serve {
 };
 
 /* A line for the caller (say_kind: the log, a note, a warning). */
-void serve_say(const struct serve *sv, enum dnt_say_kind kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#define serve_say(sv, kind, ...) dnt__say((sv)->c.say, (sv)->c.say_ud, kind, __VA_ARGS__)
 
 struct job {
   struct serve *sv;

@@ -4,7 +4,6 @@
  * ended ones); its HTTP answers (/metrics, the index, the pprof endpoints, the incidents); its
  * profile requests (serve-job.c, --cpu's serve-cpu.c) and --push windows (serve-push.c). */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,15 +12,6 @@
 
 #include "dnt-trace.h"
 #include "serve-int.h"
-
-void serve_say(const struct serve *sv, enum dnt_say_kind kind, const char *fmt, ...) {
-  char line[1200];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
-  va_end(ap);
-  sv->c.say(sv->c.say_ud, kind, line);
-}
 
 /* ---- each target, followed (agent/): its counters, its rules, its ring ---- */
 

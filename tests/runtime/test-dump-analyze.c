@@ -53,12 +53,12 @@ static void clrthreads_as_dotnet_dumps(const char *core, struct dnt_run *ours) {
   dnt_run_free(&theirs);
 }
 
-/* A full core, dir/name, of the sample started with args and env (NULL: none), written by
- * `dntrace dump`; the sample stopped after. */
-static void dump_target(const char *dir, const char *const *args, const char *const *env, const char *name, char *core,
-                        size_t cap) {
+/* A full core, dir/name, of the program exe (NULL: the sample) started with args and env (NULL:
+ * none), written by `dntrace dump`; the program stopped after. */
+static void dump_program(const char *exe, const char *dir, const char *const *args, const char *const *env,
+                         const char *name, char *core, size_t cap) {
   dnt_target t;
-  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .args = args, .env = env, .wait_socket = 1};
+  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .exe = exe, .args = args, .env = env, .wait_socket = 1};
   char err[512], pid[32];
   cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
   snprintf(pid, sizeof pid, "%d", (int)t.pid);
@@ -68,6 +68,11 @@ static void dump_target(const char *dir, const char *const *args, const char *co
   dnt_target_stop(&t);
   cr_assert_eq(rc, 0, "dntrace dump: %s", r.err);
   dnt_run_free(&r);
+}
+
+static void dump_target(const char *dir, const char *const *args, const char *const *env, const char *name, char *core,
+                        size_t cap) {
+  dump_program(NULL, dir, args, env, name, core, cap);
 }
 
 /* A full core of the sample (its idle threads, one parked in a generic method of a generic class,
@@ -624,17 +629,8 @@ Test(dump_analyze, an_assembly_replaced_since_the_dump_is_not_read, .timeout = 3
   snprintf(exe, sizeof exe, "%s/Sample", app);
   snprintf(dll, sizeof dll, "%s/Sample.dll", app);
   const char *const args[] = {"--no-exceptions", "--no-alloc", "--no-counters", NULL};
-  dnt_target t;
-  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .exe = exe, .args = args, .wait_socket = 1};
-  char err[512], pid[32];
-  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
-  snprintf(pid, sizeof pid, "%d", (int)t.pid);
-  snprintf(core, sizeof core, "%s/app.core", dir);
+  dump_program(exe, dir, args, NULL, "app.core", core, sizeof core);
   struct dnt_run r;
-  int rc = dnt_run_dntrace(&r, "dump", "-p", pid, "--type", "full", "-o", core, NULL);
-  dnt_target_stop(&t);
-  cr_assert_eq(rc, 0, "dntrace dump: %s", r.err);
-  dnt_run_free(&r);
   cr_assert_eq(dnt_run_dntrace(&r, "dump", "analyze", core, "-c", "clrstack -all", "-c", "dumpheap -stat", NULL), 0,
                "%s", r.err);
   cr_expect(strstr(r.out, "Sample.Program.Main(System.String[])") && strstr(r.out, " Sample.Options\n"),

@@ -197,6 +197,38 @@ static int log_says(const char *path, const char *want) {
   return 0;
 }
 
+/* `watch --all` with wargs after it in a pod (pod-cr.h) with two samples, its output into the
+ * file dir/watch.log (its path into log): a and b, the samples' pids, once the pod runs watch. */
+static void watch_all_in_pod(struct pod *pod, const char *dir, const char *const *wargs, char *log, size_t cap, int *a,
+                             int *b) {
+  snprintf(log, cap, "%s/watch.log", dir);
+  int logfd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  cr_assert_geq(logfd, 0);
+  char *tail[40] = {(char *)dnt_target_exe(), (char *)dnt_target_exe(), (char *)dnt_bin(), "watch", "--all"};
+  size_t n = 5;
+  for (size_t i = 0; wargs[i] && n < 39; i++) tail[n++] = (char *)wargs[i];
+  tail[n] = NULL;
+  pod_start(pod, logfd, tail);
+  close(logfd);
+  *a = pod_hear(pod, "up"), *b = *a > 0 ? pod_hear(pod, "up") : -1;
+  cr_assert(*a > 0 && *b > 0, "the pod starts two samples: %s", pod->last);
+  cr_assert_gt(pod_hear(pod, "started"), 0, "the pod starts watch: %s", pod->last);
+}
+
+/* Once the log says rule fired on process pid, watch stopped (Ctrl+C, exit 0) and the pod ended:
+ * the log's text (the caller frees it). */
+static char *stop_when_fired(struct pod *pod, const char *log, int rule, int pid) {
+  char line[200];
+  snprintf(line, sizeof line, "rule %d fired on process %d (", rule, pid);
+  cr_assert(log_says(log, line), "%s", line);
+  pod_say(pod, "stop");
+  int status = pod_hear(pod, "ended");
+  pod_end(pod);
+  char *text = slurp(log);
+  cr_expect_eq(status, 0, "watch ends with 0 on Ctrl+C: %s", text);
+  return text;
+}
+
 /* --all: each process has its own engine of the rules. watch runs in a pod (pod-cr.h: it sees the
  * test's two samples only, never the processes of the tests beside), A and B followed from its
  * first scan; then B restarts and the new B is followed from a later scan. process-start fires
@@ -206,18 +238,11 @@ Test(watch, all_follows_each_process_and_new_ones, .timeout = 300) {
   DNT_REQUIRE_TARGET();
   if (system("command -v unshare >/dev/null 2>&1") != 0) cr_assert_fail("needs unshare (util-linux)");
   char *dir = dnt_temp_dir("dnt-watch"), log[4200], line[200];
-  snprintf(log, sizeof log, "%s/watch.log", dir);
-  int logfd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  cr_assert_geq(logfd, 0);
-  char *tail[] = {(char *)dnt_target_exe(), (char *)dnt_target_exe(), (char *)dnt_bin(), "watch", "--all",
-                  "--rescan", "200ms", "-o", dir, "--rule", "process-start => exec true", "--rule",
-                  "System.Runtime/gc-heap-size >= 0 => exec true", NULL};
+  const char *const wargs[] = {"--rescan", "200ms", "-o", dir, "--rule", "process-start => exec true", "--rule",
+                               "System.Runtime/gc-heap-size >= 0 => exec true", NULL};
   struct pod pod;
-  pod_start(&pod, logfd, tail);
-  close(logfd);
-  int a = pod_hear(&pod, "up"), b = a > 0 ? pod_hear(&pod, "up") : -1;
-  cr_assert(a > 0 && b > 0, "the pod starts two samples: %s", pod.last);
-  cr_assert_gt(pod_hear(&pod, "started"), 0, "the pod starts watch: %s", pod.last);
+  int a, b;
+  watch_all_in_pod(&pod, dir, wargs, log, sizeof log, &a, &b);
   int pids[3] = {a, b, 0};
   for (int i = 0; i < 2; i++) {
     snprintf(line, sizeof line, "rule 2 fired on process %d (", pids[i]);
@@ -226,13 +251,7 @@ Test(watch, all_follows_each_process_and_new_ones, .timeout = 300) {
   pod_say(&pod, "restart-b");
   pids[2] = pod_hear(&pod, "up");
   cr_assert_gt(pids[2], 0, "the pod restarts B: %s", pod.last);
-  snprintf(line, sizeof line, "rule 2 fired on process %d (", pids[2]);
-  cr_assert(log_says(log, line), "%s", line);
-  pod_say(&pod, "stop");
-  int status = pod_hear(&pod, "ended");
-  pod_end(&pod);
-  char *text = slurp(log);
-  cr_expect_eq(status, 0, "watch ends with 0 on Ctrl+C: %s", text);
+  char *text = stop_when_fired(&pod, log, 2, pids[2]);
   cr_expect(strstr(text, "Watching every .NET process with 2 rules: Ctrl+C stops"), "%s", text);
   for (int i = 0; i < 3; i++) { /* each: followed, one process-start, one counter firing */
     snprintf(line, sizeof line, "Following process %d (", pids[i]);
@@ -272,19 +291,12 @@ static int first_collect(const char *dir, int *pid) {
 Test(watch, a_target_dying_mid_action_keeps_its_file_and_the_others_go_on, .timeout = 300) {
   DNT_REQUIRE_TARGET();
   if (system("command -v unshare >/dev/null 2>&1") != 0) cr_assert_fail("needs unshare (util-linux)");
-  char *dir = dnt_temp_dir("dnt-watch"), log[4200], line[200], cmd[64];
-  snprintf(log, sizeof log, "%s/watch.log", dir);
-  int logfd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  cr_assert_geq(logfd, 0);
-  char *tail[] = {(char *)dnt_target_exe(), (char *)dnt_target_exe(), (char *)dnt_bin(), "watch", "--all",
-                  "-o", dir, "--rule", "System.Runtime/gc-heap-size >= 0 => collect 10s", "--rule",
-                  "System.Runtime/gc-heap-size >= 0 for 20s => exec true", NULL};
+  char *dir = dnt_temp_dir("dnt-watch"), log[4200], cmd[64];
+  const char *const wargs[] = {"-o", dir, "--rule", "System.Runtime/gc-heap-size >= 0 => collect 10s", "--rule",
+                               "System.Runtime/gc-heap-size >= 0 for 20s => exec true", NULL};
   struct pod pod;
-  pod_start(&pod, logfd, tail);
-  close(logfd);
-  int a = pod_hear(&pod, "up"), b = a > 0 ? pod_hear(&pod, "up") : -1;
-  cr_assert(a > 0 && b > 0, "the pod starts two samples: %s", pod.last);
-  cr_assert_gt(pod_hear(&pod, "started"), 0, "the pod starts watch: %s", pod.last);
+  int a, b;
+  watch_all_in_pod(&pod, dir, wargs, log, sizeof log, &a, &b);
   int dead = 0;
   for (double end = dnt_now_ms() + DNT_HANG_MS; !first_collect(dir, &dead) && dnt_now_ms() < end;) /* timing: a hang's ceiling */
     usleep(20 * 1000);
@@ -292,13 +304,7 @@ Test(watch, a_target_dying_mid_action_keeps_its_file_and_the_others_go_on, .time
   int alive = dead == a ? b : a;
   snprintf(cmd, sizeof cmd, "kill-%d", dead);
   pod_say(&pod, cmd);
-  snprintf(line, sizeof line, "rule 2 fired on process %d (", alive);
-  cr_assert(log_says(log, line), "%s", line);
-  pod_say(&pod, "stop");
-  int status = pod_hear(&pod, "ended");
-  pod_end(&pod);
-  char *text = slurp(log);
-  cr_expect_eq(status, 0, "watch ends with 0 on Ctrl+C: %s", text);
+  char *text = stop_when_fired(&pod, log, 2, alive);
   char want[300];
   snprintf(want, sizeof want, "rule 1 fired on process %d (Sample): ", dead);
   const char *d1 = strstr(text, want);
@@ -469,29 +475,46 @@ static void on_spike(void *ud, const char *line) {
 
 static int spike_over(void *ud) { return *(int *)ud; }
 
+/* The sample started with args (env: more of its environment, or NULL), then watch with wargs
+ * (their "PID" its pid) until it says ready; the sample let go (its start file go made), its
+ * spike waited for to its end and watch's line until; then Ctrl+C. watch's stdout and stderr
+ * into *o and *e (the caller frees them). */
+static void watch_a_spike(const char *const *args, const char *const *env, const char *const *wargs, const char *ready,
+                          const char *until, const char *go, char **o, char **e) {
+  dnt_target t;
+  dnt_target_opts to = {.mode = DNT_TARGET_PLAIN, .args = args, .env = env, .wait_socket = 1};
+  char err[512], pid[32];
+  cr_assert_eq(dnt_target_start(&t, &to, err, sizeof err), 0, "%s", err);
+  snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  const char *w[32];
+  size_t n = 0;
+  for (; wargs[n] && n < 31; n++) w[n] = strcmp(wargs[n], "PID") == 0 ? pid : wargs[n];
+  w[n] = NULL;
+  struct bg b;
+  watch_then_go(&b, w, ready, go);
+  struct lines sl = {.fd = t.stdout_fd};
+  int over = 0;
+  int done = lines_until(&sl, on_spike, &over, spike_over);
+  int said = bg_wait_text(&b, until);
+  int status = bg_finish(&b, SIGINT);
+  *o = slurp(b.out), *e = slurp(b.err);
+  bg_remove(&b);
+  dnt_target_stop(&t);
+  cr_assert(done, "the sample's spike did not end");
+  cr_assert(said && status == 0, "status %d: %s%s", status, *o, *e);
+}
+
 Test(watch, save_ring_keeps_what_came_before, .timeout = 300) {
   DNT_REQUIRE_TARGET();
-  char *dir = dnt_temp_dir("dnt-watch"), pid[32], go[4200], out[4200];
+  char *dir = dnt_temp_dir("dnt-watch"), go[4200], out[4200];
   snprintf(go, sizeof go, "%s/go", dir);
   snprintf(out, sizeof out, "%s/out", dir);
   const char *const args[] = {"--spike-at", "8", "--start-file", go, "--no-cpu", "--no-blocking", "--no-alloc",
                               "--no-exceptions", NULL};
-  dnt_target t;
-  dnt_start_sample(&t, args, pid, sizeof pid);
-  struct bg b;
-  const char *const wargs[] = {"watch", "-p", pid, "-o", out, "--ring", "6s", "--rule",
+  const char *const wargs[] = {"watch", "-p", "PID", "-o", out, "--ring", "6s", "--rule",
                                "exception Sample.SampleException 5 in 10s => save-ring", NULL};
-  watch_then_go(&b, wargs, "keeping the last 6 s for save-ring", go);
-  struct lines sl = {.fd = t.stdout_fd};
-  int over = 0;
-  int done = lines_until(&sl, on_spike, &over, spike_over);
-  int fired = bg_wait_text(&b, "save-ring: wrote ");
-  int status = bg_finish(&b, SIGINT);
-  char *o = slurp(b.out), *e = slurp(b.err);
-  bg_remove(&b);
-  dnt_target_stop(&t);
-  cr_assert(done, "the sample's spike did not end");
-  cr_assert(fired && status == 0, "status %d: %s%s", status, o, e);
+  char *o, *e;
+  watch_a_spike(args, NULL, wargs, "keeping the last 6 s for save-ring", "save-ring: wrote ", go, &o, &e);
   char ring[4400];
   cr_assert_eq(files_ending(out, ".nettrace", ring, sizeof ring), 1, "%s", o);
   expect_spike_window(ring, "watch's save-ring"); /* the session ran 8 s and more before the burst */
@@ -534,7 +557,7 @@ static size_t ring_cpu_values(const char *ring, struct cpu_value *out, size_t ca
 
 Test(watch, cpu_usage_over_50_for_2s_saves_the_minute_before, .timeout = 400) {
   DNT_REQUIRE_TARGET();
-  char *dir = dnt_temp_dir("dnt-watch"), pid[32], go[4200], out[4200];
+  char *dir = dnt_temp_dir("dnt-watch"), go[4200], out[4200];
   snprintf(go, sizeof go, "%s/go", dir);
   snprintf(out, sizeof out, "%s/out", dir);
   const char *const args[] = {"--spike-at", "66", "--spike-for", "10", "--spike-threads", "6", "--start-file", go,
@@ -542,25 +565,10 @@ Test(watch, cpu_usage_over_50_for_2s_saves_the_minute_before, .timeout = 400) {
   /* cpu-usage is the process's CPU time over the runtime's processor count: counted against one
    * processor, the spike passes 50 with half of one CPU, which its threads get beside a busy suite */
   const char *const env[] = {"DOTNET_PROCESSOR_COUNT=1", NULL};
-  dnt_target t;
-  dnt_target_opts to = {.mode = DNT_TARGET_PLAIN, .args = args, .env = env, .wait_socket = 1};
-  char err[512];
-  cr_assert_eq(dnt_target_start(&t, &to, err, sizeof err), 0, "%s", err);
-  snprintf(pid, sizeof pid, "%d", (int)t.pid);
-  struct bg b;
-  const char *const wargs[] = {"watch", "-p", pid, "-o", out, "--ring", "60s", "--rule",
+  const char *const wargs[] = {"watch", "-p", "PID", "-o", out, "--ring", "60s", "--rule",
                                "cpu-usage > 50 for 2s => save-ring, stacks", NULL};
-  watch_then_go(&b, wargs, "keeping the last 60 s for save-ring", go);
-  struct lines sl = {.fd = t.stdout_fd};
-  int over = 0;
-  int done = lines_until(&sl, on_spike, &over, spike_over);
-  int fired = bg_wait_text(&b, "stacks: wrote ");
-  int status = bg_finish(&b, SIGINT);
-  char *o = slurp(b.out), *e = slurp(b.err);
-  bg_remove(&b);
-  dnt_target_stop(&t);
-  cr_assert(done, "the sample's spike did not end");
-  cr_assert(fired && status == 0, "status %d: %s%s", status, o, e);
+  char *o, *e;
+  watch_a_spike(args, env, wargs, "keeping the last 60 s for save-ring", "stacks: wrote ", go, &o, &e);
   cr_expect_eq(strchr(o, '\n'), strrchr(o, '\n'), "one firing: %s", o);
   cr_expect(strstr(e, "rule 1: fired 1 time, "), "%s", e);
   const char *why = strstr(o, ": System.Runtime/cpu-usage > 50 for 2 s (cpu-usage = ");
