@@ -188,7 +188,8 @@ struct dnt_follow_config {
 
 /* Starts following process pid through its diagnostic socket (path copied): its session is
  * asked for now, on_started comes when the runtime answers. 0 with *out (close with
- * dnt_follow_close), or -1 with err (the caller's, cap bytes) and nothing to close. */
+ * dnt_follow_close), or a dsipc error (-EACCES: its socket is not ours to use) with err (the
+ * caller's, cap bytes) and nothing to close. */
 int dnt_follow_start(const struct dnt_follow_config *c, int pid, const char *socket_path, void *ud,
                      struct dnt_follow **out, char *err, size_t cap);
 /* save-ring: the session stops; its end hands the window to on_window, then the next session
@@ -317,7 +318,8 @@ int dnt_server_port(const struct dnt_server *s);
 /* Stops: the HTTP server closed (every request waiting abandoned), each target's session closed
  * without its rundown, the timers closed; the loop then runs out. Twice: nothing. */
 void dnt_server_stop(struct dnt_server *s);
-/* Frees it once the loop has run out (after dnt_server_stop). NULL is fine. */
+/* Frees it: only after dnt_server_stop, once the loop has run out (its timers' memory is its own).
+ * NULL is fine. */
 void dnt_server_free(struct dnt_server *s);
 
 #endif

@@ -170,13 +170,14 @@ static void on_end(void *ud, const dsipc_status *st);
 static void on_session_notice(void *ud, const char *msg) { notice(ud, "%s", msg); }
 static const dsipc_session_cb session_cb = {on_started, on_data, on_end, on_session_notice};
 
+/* 0, or the dsipc error with err said. */
 static int start_session(struct dnt_follow *f, char *err, size_t cap) {
   dsipc_status st = {0};
-  if (make_parser(f) != 0) return snprintf(err, cap, "out of memory"), -1;
-  if (dsipc_session_start(f->c->loop, f->path, 2, &f->c->session, REPLY_TIMEOUT_MS, &session_cb, f, &f->session,
-                          &st) != 0)
-    return snprintf(err, cap, "%s", st.msg), -1;
-  return 0;
+  if (make_parser(f) != 0) return snprintf(err, cap, "out of memory"), DSIPC_ENOMEM;
+  int rc = dsipc_session_start(f->c->loop, f->path, 2, &f->c->session, REPLY_TIMEOUT_MS, &session_cb, f, &f->session,
+                               &st);
+  if (rc) snprintf(err, cap, "%s", st.msg);
+  return rc;
 }
 
 /* After a save-ring's session ended (a timer: not inside the session's callbacks): the window
@@ -215,19 +216,20 @@ int dnt_follow_start(const struct dnt_follow_config *c, int pid, const char *soc
                      struct dnt_follow **out, char *err, size_t cap) {
   *out = NULL;
   struct dnt_follow *f = calloc(1, sizeof *f);
-  if (!f || !(f->path = strdup(socket_path)) || !(f->rules = (f->c = c, make_rules(f)))) {
+  if (f) f->c = c, f->ud = ud, f->pid = pid;
+  if (!f || !(f->path = strdup(socket_path)) || !(f->rules = make_rules(f))) {
     if (f) free(f->path);
     free(f);
-    return snprintf(err, cap, "out of memory"), -1;
+    return snprintf(err, cap, "out of memory"), DSIPC_ENOMEM;
   }
-  f->ud = ud, f->pid = pid;
   uv_timer_init(c->loop, &f->restart);
   uv_timer_init(c->loop, &f->unseen);
   f->restart.data = f->unseen.data = f;
   f->open_timers = 2;
-  if (start_session(f, err, cap) != 0) {
+  int rc = start_session(f, err, cap);
+  if (rc) {
     dnt_follow_close(f);
-    return -1;
+    return rc;
   }
   *out = f;
   return 0;

@@ -305,8 +305,18 @@ int cmd_serve(int argc, char **argv) {
     rc = rc == DNT_EXIT_USAGE ? rc : DNT_EXIT_NOTARGET;
     goto out;
   }
+  int named = o.name ? dnt_target_find_by_name(o.name) : 0; /* -n: the one running now, followed at once */
+  if (named) {
+    char pid[24];
+    snprintf(pid, sizeof pid, "%d", named);
+    if ((rc = named_pids(pid, &eps, &neps)) != 0) {
+      rc = DNT_EXIT_NOTARGET;
+      goto out;
+    }
+  } else if (o.name) {
+    printf("No process named '%s' yet; waiting for one\n", o.name);
+  }
   rc = DNT_EXIT_FAILURE;
-  if (o.name && !dnt_target_find_by_name(o.name)) printf("No process named '%s' yet; waiting for one\n", o.name);
   loop = uv_default_loop();
   struct dnt_server_config c = {
       .loop = loop,

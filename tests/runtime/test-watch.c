@@ -480,7 +480,7 @@ static int spike_over(void *ud) { return *(int *)ud; }
  * spike waited for to its end and watch's line until; then Ctrl+C. watch's stdout and stderr
  * into *o and *e (the caller frees them). */
 static void watch_a_spike(const char *const *args, const char *const *env, const char *const *wargs, const char *ready,
-                          const char *until, const char *go, char **o, char **e) {
+                          const char *until, const char *go, const char *cpu_csv, char **o, char **e) {
   dnt_target t;
   dnt_target_opts to = {.mode = DNT_TARGET_PLAIN, .args = args, .env = env, .wait_socket = 1};
   char err[512], pid[32];
@@ -490,6 +490,12 @@ static void watch_a_spike(const char *const *args, const char *const *env, const
   size_t n = 0;
   for (; wargs[n] && n < 31; n++) w[n] = strcmp(wargs[n], "PID") == 0 ? pid : wargs[n];
   w[n] = NULL;
+  struct bg cpu; /* cpu_csv: the process's cpu-usage as a session of its own sees it, for a failure to show */
+  if (cpu_csv) {
+    const char *const cargs[] = {"counters", "collect", "-p", pid, "--counters", "System.Runtime[cpu-usage]",
+                                 "-o", cpu_csv, NULL};
+    bg_start(&cpu, cargs);
+  }
   struct bg b;
   watch_then_go(&b, w, ready, go);
   struct lines sl = {.fd = t.stdout_fd};
@@ -499,9 +505,17 @@ static void watch_a_spike(const char *const *args, const char *const *env, const
   int status = bg_finish(&b, SIGINT);
   *o = slurp(b.out), *e = slurp(b.err);
   bg_remove(&b);
+  char *values = NULL;
+  if (cpu_csv) {
+    bg_finish(&cpu, SIGINT);
+    bg_remove(&cpu);
+    values = slurp(cpu_csv);
+  }
   dnt_target_stop(&t);
   cr_assert(done, "the sample's spike did not end");
-  cr_assert(said && status == 0, "status %d: %s%s", status, *o, *e);
+  cr_assert(said && status == 0, "status %d: %s%s%s%s", status, *o, *e, values ? "its cpu-usage:\n" : "",
+            values ? values : "");
+  free(values);
 }
 
 Test(watch, save_ring_keeps_what_came_before, .timeout = 300) {
@@ -514,7 +528,7 @@ Test(watch, save_ring_keeps_what_came_before, .timeout = 300) {
   const char *const wargs[] = {"watch", "-p", "PID", "-o", out, "--ring", "6s", "--rule",
                                "exception Sample.SampleException 5 in 10s => save-ring", NULL};
   char *o, *e;
-  watch_a_spike(args, NULL, wargs, "keeping the last 6 s for save-ring", "save-ring: wrote ", go, &o, &e);
+  watch_a_spike(args, NULL, wargs, "keeping the last 6 s for save-ring", "save-ring: wrote ", go, NULL, &o, &e);
   char ring[4400];
   cr_assert_eq(files_ending(out, ".nettrace", ring, sizeof ring), 1, "%s", o);
   expect_spike_window(ring, "watch's save-ring"); /* the session ran 8 s and more before the burst */
@@ -568,7 +582,9 @@ Test(watch, cpu_usage_over_50_for_2s_saves_the_minute_before, .timeout = 400) {
   const char *const wargs[] = {"watch", "-p", "PID", "-o", out, "--ring", "60s", "--rule",
                                "cpu-usage > 50 for 2s => save-ring, stacks", NULL};
   char *o, *e;
-  watch_a_spike(args, env, wargs, "keeping the last 60 s for save-ring", "stacks: wrote ", go, &o, &e);
+  char csv[4400];
+  snprintf(csv, sizeof csv, "%s/cpu.csv", dir);
+  watch_a_spike(args, env, wargs, "keeping the last 60 s for save-ring", "stacks: wrote ", go, csv, &o, &e);
   cr_expect_eq(strchr(o, '\n'), strrchr(o, '\n'), "one firing: %s", o);
   cr_expect(strstr(e, "rule 1: fired 1 time, "), "%s", e);
   const char *why = strstr(o, ": System.Runtime/cpu-usage > 50 for 2 s (cpu-usage = ");
