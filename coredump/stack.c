@@ -145,6 +145,15 @@ static int unwind(const dnt_clr *r, const struct dnt__code_unwind *u, struct reg
   return 0;
 }
 
+/* The Frames that are FramedMethodFrames: a transition block, a method. */
+static int framed(const char *kind) {
+  static const char *const framed_kinds[] = {"PrestubMethodFrame", "CallCountingHelperFrame", "StubDispatchFrame",
+                                            "ExternalMethodFrame", "DynamicHelperFrame", "PInvokeCalliFrame"};
+  for (size_t i = 0; i < sizeof framed_kinds / sizeof framed_kinds[0]; i++)
+    if (strcmp(kind, framed_kinds[i]) == 0) return 1;
+  return 0;
+}
+
 /* Where managed code resumes after the Frame at frame (of kind): 1 with ctx set, 0 when the
  * Frame does not say (it marks a boundary only), -1 when the core lacks it. */
 static int resume_at(const dnt_clr *r, uint64_t frame, const char *kind, struct regs *ctx) {
@@ -175,9 +184,7 @@ static int resume_at(const dnt_clr *r, uint64_t frame, const char *kind, struct 
     *ctx = (struct regs){a, b, c};
     return a ? 1 : 0;
   }
-  if (strcmp(kind, "PrestubMethodFrame") == 0 || strcmp(kind, "CallCountingHelperFrame") == 0 ||
-      strcmp(kind, "StubDispatchFrame") == 0 || strcmp(kind, "ExternalMethodFrame") == 0 ||
-      strcmp(kind, "DynamicHelperFrame") == 0 || strcmp(kind, "PInvokeCalliFrame") == 0) {
+  if (framed(kind)) {
     uint64_t tb_off, ret_off, saved_off, tb;
     if (dnt_clr_field(r, "FramedMethodFrame", "TransitionBlockPtr", &tb_off) ||
         dnt_clr_field(r, "TransitionBlock", "ReturnAddress", &ret_off) ||
@@ -188,6 +195,17 @@ static int resume_at(const dnt_clr *r, uint64_t frame, const char *kind, struct 
     return a ? 1 : 0;
   }
   return 0;
+}
+
+/* The MethodDesc a FramedMethodFrame stands for (the method being prepared, called or counted),
+ * its last field, after the transition block's pointer (the descriptor names the one, not the
+ * other): 0 when none or unreadable. */
+static uint64_t framed_method(const dnt_clr *r, uint64_t frame) {
+  uint64_t tb_off, size, md;
+  if (dnt_clr_field(r, "FramedMethodFrame", "TransitionBlockPtr", &tb_off) ||
+      dnt_clr_field(r, "FramedMethodFrame", "!", &size) || tb_off + 16 != size || clr_u64(r, frame + tb_off + 8, &md))
+    return 0;
+  return md & 7 ? 0 : md;
 }
 
 int dnt_clr_stack_walk(const dnt_clr *r, const struct dnt_clr_thread *t, struct dnt_clr_frame **out, size_t *nout) {
@@ -222,6 +240,8 @@ int dnt_clr_stack_walk(const dnt_clr *r, const struct dnt_clr_thread *t, struct 
     if (kind && strcmp(kind, "InlinedCallFrame") == 0) {
       uint64_t datum;
       if (clr_u64(r, frame + 16, &datum) == 0 && datum && !(datum & 7)) f.method = datum; /* the target's MethodDesc */
+    } else if (kind && framed(kind)) {
+      f.method = framed_method(r, frame);
     }
     add(&w, f);
     struct regs next = ctx;

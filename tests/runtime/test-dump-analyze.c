@@ -9,6 +9,7 @@
  * a runtime folder without the runtime; an unknown command fails the run; the prompt reads
  * commands from standard input; an assembly replaced on disk since the dump names nothing. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 
 #include "../lib/env-cr.h"
 #include "../lib/files-cr.h"
+#include "../lib/loopback.h"
 #include "../lib/run.h"
 #include "../lib/target-cr.h"
 #include "../lib/target.h"
@@ -55,6 +57,30 @@ static void clrthreads_as_dotnet_dumps(const char *core, struct dnt_run *ours) {
 
 /* A full core, dir/name, of the program exe (NULL: the sample) started with args and env (NULL:
  * none), written by `dntrace dump`; the program stopped after. */
+/* Whether every thread of pid whose name begins with one of the prefixes sleeps (state S): the
+ * sample's parked threads have reached their wait, not still in the runtime's prestub (JIT). */
+static int parked(int pid, const char *const *prefixes) {
+  char path[400], line[512];
+  snprintf(path, sizeof path, "/proc/%d/task", pid);
+  DIR *d = opendir(path);
+  if (!d) return 0;
+  int all = 1;
+  for (struct dirent *e; (e = readdir(d)) && all;) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    snprintf(path, sizeof path, "/proc/%d/task/%s/stat", pid, e->d_name);
+    FILE *fp = fopen(path, "re");
+    if (!fp) continue;
+    char *got = fgets(line, sizeof line, fp);
+    fclose(fp);
+    char *open = got ? strchr(line, '(') : NULL, *close = got ? strrchr(line, ')') : NULL;
+    if (!open || !close || close[1] != ' ') continue;
+    for (const char *const *p = prefixes; *p; p++)
+      if (strncmp(open + 1, *p, strlen(*p)) == 0 && close[2] != 'S') all = 0;
+  }
+  closedir(d);
+  return all;
+}
+
 static void dump_program(const char *exe, const char *dir, const char *const *args, const char *const *env,
                          const char *name, char *core, size_t cap) {
   dnt_target t;
@@ -62,6 +88,10 @@ static void dump_program(const char *exe, const char *dir, const char *const *ar
   char err[512], pid[32];
   cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
   snprintf(pid, sizeof pid, "%d", (int)t.pid);
+  /* the parked threads waiting, so that their stacks are the ones a test names */
+  static const char *const parking[] = {"idle-", "generic-park", NULL};
+  for (double end = dnt_now_ms() + DNT_HANG_MS; !parked((int)t.pid, parking) && dnt_now_ms() < end;) /* timing: a hang's ceiling */
+    usleep(10 * 1000);
   snprintf(core, cap, "%s/%s", dir, name);
   struct dnt_run r;
   int rc = dnt_run_dntrace(&r, "dump", "-p", pid, "--type", "full", "-o", core, NULL);
