@@ -538,13 +538,15 @@ Test(watch, save_ring_keeps_what_came_before, .timeout = 300) {
 }
 
 /* ---- the issue's own rule: cpu-usage > 50 for 2s => save-ring, stacks ----
- * The sample idles for 66 s after the start file (made once watch runs), then spikes for 10 s:
- * Sample.SpikeWork.Burn on 7 threads, counted against one processor (DOTNET_PROCESSOR_COUNT), so
- * that it stays above 50 beside a busy suite (a process's share is its runnable threads' share). With a 60 s ring:
- * one firing (the limit holds back the spike's later 2 s: once in 10 minutes), on the value that
- * completed the 2 s (the value it names is the ring's first above 50 that is 2 s or more after
- * the first one above 50: not a value later); its stacks taken in the spike; the window holding the 50 s and more before the condition began, the spike's hot method
- * the first of the sample's own, and as many events for TraceEvent as for dntrace. */
+ * The sample idles for 66 s after the start file (made once watch runs), then spikes for 12 s:
+ * Sample.SpikeWork.Burn on 15 threads, counted against one processor (DOTNET_PROCESSOR_COUNT), so
+ * that it stays above 50 beside a busy suite (a process's share is its runnable threads' share).
+ * With a 60 s ring: one firing (the limit holds back the spike's later 2 s: once in 10 minutes),
+ * on the value that completed the 2 s (the value it names is the ring's first above 50 that is 2 s
+ * or more after the first one above 50: not a value later); its stacks taken in the spike; the
+ * window holding the 50 s and more before the condition began, the spike's hot method the first
+ * of the sample's own, and as many events for TraceEvent as for dntrace. When the rule does not
+ * fire, the failure shows the counter's values as a session of its own saw them. */
 
 struct cpu_value {
   double t, v;
@@ -574,7 +576,7 @@ Test(watch, cpu_usage_over_50_for_2s_saves_the_minute_before, .timeout = 400) {
   char *dir = dnt_temp_dir("dnt-watch"), go[4200], out[4200];
   snprintf(go, sizeof go, "%s/go", dir);
   snprintf(out, sizeof out, "%s/out", dir);
-  const char *const args[] = {"--spike-at", "66", "--spike-for", "10", "--spike-threads", "6", "--start-file", go,
+  const char *const args[] = {"--spike-at", "66", "--spike-for", "12", "--spike-threads", "14", "--start-file", go,
                               "--no-cpu", "--no-blocking", "--no-alloc", "--no-exceptions", NULL};
   /* cpu-usage is the process's CPU time over the runtime's processor count: counted against one
    * processor, the spike passes 50 with half of one CPU, which its threads get beside a busy suite */
