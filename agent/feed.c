@@ -38,7 +38,8 @@ static void make_matches(struct dnt__feed *f) {
   }
   for (size_t i = 0; i < n; i++) {
     const struct dnt_rule *r = dnt_rules_get(f->rules, i);
-    if (r->kind == DNT_TRIGGER_EVENT) dnt_event_match_init(&f->matches[i], r->provider, r->event, r->filter, f->schema, err, sizeof err);
+    if (r->kind == DNT_TRIGGER_EVENT)
+      dnt_event_match_init(&f->matches[i], r->provider, r->event, r->filter, f->schema, err, sizeof err);
   }
 }
 

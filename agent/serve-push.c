@@ -45,15 +45,17 @@ static void on_posted(void *ud, int status, const char *msg) {
     p->nq--;
     p->sent++;
     p->backoff_ms = 0;
-    if (p->away) serve_say(t->sv, DNT_SAY_LOG, "push: %s:%d takes profiles again", t->sv->c.push_host, t->sv->c.push_port);
+    if (p->away)
+      serve_say(t->sv, DNT_SAY_LOG, "push: %s:%d takes profiles again", t->sv->c.push_host, t->sv->c.push_port);
     p->away = 0;
     push_send(t);
     return;
   }
   p->failed++;
   if (!p->away) {
-    if (status > 0) serve_say(t->sv, DNT_SAY_LOG, "push: %s:%d answered %d; trying again", t->sv->c.push_host, t->sv->c.push_port, status);
-    else serve_say(t->sv, DNT_SAY_LOG, "push: %s:%d: %s; trying again", t->sv->c.push_host, t->sv->c.push_port, msg);
+    const struct dnt_server_config *c = &t->sv->c;
+    if (status > 0) serve_say(t->sv, DNT_SAY_LOG, "push: %s:%d answered %d; trying again", c->push_host, c->push_port, status);
+    else serve_say(t->sv, DNT_SAY_LOG, "push: %s:%d: %s; trying again", c->push_host, c->push_port, msg);
   }
   p->away = 1;
   p->backoff_ms = p->backoff_ms ? p->backoff_ms * 2 : 1000;
