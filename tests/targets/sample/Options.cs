@@ -11,7 +11,7 @@ namespace Sample
             "              [--no-exceptions] [--no-counters] [--event-rate N] [--gen2 N] [--threads N]\n" +
             "              [--gc-induce N] [--gc-background] [--pool-starve] [--handoff] [--generic-park]\n" +
             "              [--alloc TYPE:BYTES_PER_S] [--throw N [--throw-count K] [--throw-delay S]]\n" +
-            "              [--contend] [--crash-after S] [--spike-at S [--spike-for S] [--spike-threads N]] [--start-file PATH] [--alloc-total BYTES] [--async]\n" +
+            "              [--contend] [--crash-after S] [--spike-at S [--spike-for S] [--spike-threads N] [--spike-every S]] [--start-file PATH] [--alloc-total BYTES] [--async]\n" +
             "              [--heap N:K[:M]]\n" +
             "  --seconds N      run N seconds, then exit (default: until killed or Ctrl+C)\n" +
             "  --exit-code N    exit with N when done\n" +
@@ -47,6 +47,7 @@ namespace Sample
             "  --spike-for S    the spike lasts S seconds (default 3; the burst stays 1.5 s in)\n" +
             "  --spike-threads N  N more threads (spike-burn-2...) spin in Burn beside spike-burn, so that the\n" +
             "                   process's share of a busy machine's CPU stays high through the spike\n" +
+            "  --spike-every S  the spike again every S seconds (from the start of the last) until stopped\n" +
             "  --start-file PATH  --throw, --crash-after, --spike-at and --event-rate begin once the file PATH exists, not at\n" +
             "                   'ready' (a test makes it once its session runs); their delays count from then\n" +
             "  --contend        threads contend-a and contend-b take turns at one lock in\n" +
@@ -80,6 +81,7 @@ namespace Sample
         public double CrashAfter = -1;
         public double SpikeAt = -1, SpikeFor = 3;
         public int SpikeThreads;
+        public double SpikeEvery;
         public string? StartFile;
         public long AllocTotal;
         public bool Handoff;
@@ -113,6 +115,7 @@ namespace Sample
                     case "--spike-at": o.SpikeAt = double.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
                     case "--spike-for": o.SpikeFor = double.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
                     case "--spike-threads": o.SpikeThreads = int.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
+                    case "--spike-every": o.SpikeEvery = double.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
                     case "--handoff": o.Handoff = true; break;
                     case "--async": o.Async = true; break;
                     case "--heap": ParseHeap(o, Value(args, ref i)); break;

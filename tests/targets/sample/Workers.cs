@@ -65,7 +65,7 @@ namespace Sample
             if (_opts.SpikeAt >= 0)
                 Spawn("spike-burn", () =>
                 {
-                    if (StartFile.Wait(_opts.StartFile, _stop)) SpikeWork.Run(_opts.SpikeAt, _opts.SpikeFor, _opts.SpikeThreads, this, _stop);
+                    if (StartFile.Wait(_opts.StartFile, _stop)) SpikeWork.Run(_opts.SpikeAt, _opts.SpikeFor, _opts.SpikeThreads, _opts.SpikeEvery, this, _stop);
                 });
             if (_opts.Contend)
             {
@@ -106,9 +106,22 @@ namespace Sample
     // and a burst of exceptions in the middle.
     public static class SpikeWork
     {
-        public static void Run(double delay, double length, int more, Workers workers, CancellationToken stop)
+        public static void Run(double delay, double length, int more, double every, Workers workers,
+                               CancellationToken stop)
         {
             if (stop.WaitHandle.WaitOne(TimeSpan.FromSeconds(delay))) return;
+            for (;;)
+            {
+                var began = DateTime.UtcNow;
+                Once(length, more, workers, stop);
+                if (every <= 0) return;
+                var rest = began.AddSeconds(every) - DateTime.UtcNow;
+                if (stop.WaitHandle.WaitOne(rest > TimeSpan.Zero ? rest : TimeSpan.Zero)) return;
+            }
+        }
+
+        static void Once(double length, int more, Workers workers, CancellationToken stop)
+        {
             Console.WriteLine("spike");
             Console.Out.Flush();
             var until = DateTime.UtcNow.AddSeconds(length);
