@@ -96,8 +96,9 @@ static void on_reply(void *ud, const dsipc_status *st, const uint8_t *payload, s
     dsipc_stream_close(s->stream);
     s->stream = NULL;
     int asked = s->start_version[s->next_start - 1];
+    enter(s); /* the notice's callback may close s: then it is gone once we leave */
     if (asked > 2) notice_fallback(s, asked);
-    if (s->closed) return;
+    if (leave(s) || s->closed) return;
     if (send_next_start(s, &res) == 0) return; /* its reply comes back here */
   }
   if (res.code) {

@@ -1,7 +1,7 @@
 /* Sessions started from the loop (ipc/session.c): the fallback to an older CollectTracing on a
  * fresh connection, the stream handed over, StopTracing of that session on another connection,
- * a refused StopTracing said, and a close from inside the session's own callback; against the
- * fake server (cases session-*.case). */
+ * a refused StopTracing said, and a close from inside the session's own callbacks (its end, the
+ * fallback's notice); against the fake server (cases session-*.case). */
 #include <stdio.h>
 #include <string.h>
 #include <uv.h>
@@ -16,6 +16,7 @@ struct seen {
   size_t ndata;
   int stop_after;      /* bytes after which on_data asks StopTracing (0: never) */
   int abandon_on_note; /* a notice gives the session up */
+  int close_on_note;   /* a notice closes the session, inside its own callback */
   int close_on_end;    /* on_end closes the session, inside its own callback */
 };
 
@@ -47,6 +48,10 @@ static void on_notice(void *ud, const char *msg) {
   s->notices++;
   snprintf(s->notice, sizeof s->notice, "%s", msg);
   if (s->abandon_on_note) dsipc_session_abandon(s->s);
+  if (s->close_on_note) {
+    dsipc_session_close(s->s);
+    s->s = NULL;
+  }
 }
 
 static const dsipc_session_cb cb = {on_started, on_data, on_end, on_notice};
@@ -74,6 +79,23 @@ Test(session, falls_back_to_collect_tracing2_and_stops_that_session) {
   cr_expect_eq(s.ended, 1);
   cr_expect_eq(s.end_code, 0, "the runtime closed the stream");
   cr_expect_null(s.s, "closed from inside on_end");
+}
+
+Test(session, a_close_inside_the_fallbacks_notice_ends_it_there) {
+  /* the case has one connection: a second (CollectTracing2) would fail its verdict */
+  fake_ipc *f = fake_play("session-unknown.case", NULL);
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  struct seen s = {.close_on_note = 1};
+  dsipc_status st;
+  cr_assert_eq(dsipc_session_start(&loop, fake_ipc_socket(f), 5, &cfg, IPC_HANG_MS, &cb, &s, &s.s, &st), 0, "%s",
+               st.msg);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  cr_assert_eq(uv_loop_close(&loop), 0, "every handle closed");
+  fake_done(f);
+  cr_expect_eq(s.notices, 1);
+  cr_expect_eq(s.started + s.ended, 0, "closed: nothing more said");
+  cr_expect_null(s.s);
 }
 
 Test(session, a_refused_stop_is_said_and_the_session_can_be_given_up) {
