@@ -32,8 +32,9 @@
  * It also follows processes (`dnt_follow`): a process's EventPipe session started from the caller's
  * libuv loop, its stream decoded into that process's own engine of the rules (its counters, the
  * runtime's exceptions and GC pauses, the events the rules name) and kept in a flight recorder
- * when asked, the save-ring that closes a window and starts the next session. `watch` and `serve`
- * follow their processes with it. It never prints and never exits; the command runs the actions.
+ * when asked, the save-ring that closes a window and starts the next session; runs what a
+ * firing calls for (`dnt_incidents`); and is `serve`'s engine (`dnt_server`). `watch` and `serve`
+ * are the command lines around it. It never prints and never exits: its lines go to the caller.
  * One public header. */
 #ifndef DNT_AGENT_H
 #define DNT_AGENT_H
