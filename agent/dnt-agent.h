@@ -187,24 +187,22 @@ struct dnt_follow_config {
   const struct dnt_follow_cb *cb;
 };
 
-/* Starts following process pid through its diagnostic socket (path copied): its session is
- * asked for now, on_started comes when the runtime answers. 0 with *out (close with
+/* Starts following the process at its diagnostic socket (path copied): its session is asked
+ * for now, on_started comes when the runtime answers. 0 with *out (close with
  * dnt_follow_close), or a dsipc error (-EACCES: its socket is not ours to use) with err (the
  * caller's, cap bytes) and nothing to close. */
-int dnt_follow_start(const struct dnt_follow_config *c, int pid, const char *socket_path, void *ud,
-                     struct dnt_follow **out, char *err, size_t cap);
+int dnt_follow_start(const struct dnt_follow_config *c, const char *socket_path, void *ud, struct dnt_follow **out,
+                     char *err, size_t cap);
 /* save-ring: the session stops; its end hands the window to on_window, then the next session
  * starts. 0, or -1 when there is no ring, the process is not followed now or a save is under way. */
 int dnt_follow_save_ring(struct dnt_follow *f);
 /* Ends the following: StopTracing (on_ended once the rundown is in; a save under way still hands
  * its window over first). A second call gives the session up at once. */
 void dnt_follow_stop(struct dnt_follow *f);
-int dnt_follow_pid(const struct dnt_follow *f);
 /* The process's engine (its rules' totals, which counters reported). */
 const struct dnt_rules *dnt_follow_rules(const struct dnt_follow *f);
-/* Followed now (its session runs, or is between a save-ring's two sessions); ended for good. */
+/* Followed now (its session runs, or is between a save-ring's two sessions). */
 int dnt_follow_live(const struct dnt_follow *f);
-int dnt_follow_ended(const struct dnt_follow *f);
 /* Frees f (its session closed, nothing more called); its memory goes once the loop has closed its
  * timers. NULL is fine. */
 void dnt_follow_close(struct dnt_follow *f);

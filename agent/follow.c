@@ -17,7 +17,6 @@ enum state { STARTING, LIVE, SAVING, RESTARTING, ENDED };
 struct dnt_follow {
   const struct dnt_follow_config *c;
   void *ud;
-  int pid;
   char *path;
   enum state state;
   int stopping;  /* the caller stopped it: no session follows a save-ring */
@@ -212,11 +211,11 @@ static void on_end(void *ud, const dsipc_status *st) {
 
 /* ---- the caller's side ---- */
 
-int dnt_follow_start(const struct dnt_follow_config *c, int pid, const char *socket_path, void *ud,
-                     struct dnt_follow **out, char *err, size_t cap) {
+int dnt_follow_start(const struct dnt_follow_config *c, const char *socket_path, void *ud, struct dnt_follow **out,
+                     char *err, size_t cap) {
   *out = NULL;
   struct dnt_follow *f = calloc(1, sizeof *f);
-  if (f) f->c = c, f->ud = ud, f->pid = pid;
+  if (f) f->c = c, f->ud = ud;
   if (!f || !(f->path = strdup(socket_path)) || !(f->rules = make_rules(f))) {
     if (f) free(f->path);
     free(f);
@@ -252,10 +251,8 @@ void dnt_follow_stop(struct dnt_follow *f) {
   if (f->state == LIVE || f->state == STARTING) dsipc_session_stop(f->session);
 }
 
-int dnt_follow_pid(const struct dnt_follow *f) { return f->pid; }
 const struct dnt_rules *dnt_follow_rules(const struct dnt_follow *f) { return f->rules; }
 int dnt_follow_live(const struct dnt_follow *f) { return f->state == LIVE || f->state == SAVING || f->state == RESTARTING; }
-int dnt_follow_ended(const struct dnt_follow *f) { return f->state == ENDED; }
 
 static void on_timer_closed(uv_handle_t *h) {
   struct dnt_follow *f = h->data;

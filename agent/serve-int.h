@@ -65,7 +65,6 @@ struct serve {
   uv_loop_t *loop;
   dnt_http_server *http;
   struct target *targets;
-  size_t ntargets;
   unsigned njobs;
   uv_timer_t reconnect, rescan, push_tick;
   int timers; /* the timers are initialised (closed on the way out) */
@@ -85,8 +84,6 @@ struct job {
   uint64_t window_ms;
   dsipc_session *s; /* its session (NULL once closed) */
   int starting;     /* the runtime has not answered its start yet */
-  int s_ended;      /* its stream is over */
-  char reply_msg[512]; /* why the runtime refused it */
   ntr_parser *parser;
   struct dnt_profile *prof;
   struct dnt_heap_analysis *heap; /* a heap request's walk (prof then holds only the labels) */

@@ -343,7 +343,7 @@ static void on_job_data(void *ud, const uint8_t *p, size_t n) {
 static void on_job_end(void *ud, const dsipc_status *st) {
   struct job *j = ud;
   (void)st;
-  j->ended = j->s_ended = 1;
+  j->ended = 1;
   if (!j->pending && !j->done) {
     serve_job_release(j);
     return;
@@ -358,7 +358,7 @@ void serve_job_timer(uv_timer_t *h) {
     j->stopped = 1;
     if (j->cpu) serve_cpu_stop(j);
     dsipc_session_stop(j->s);
-    if (!j->s_ended) uv_timer_start(&j->timer, serve_job_timer, STOP_GRACE_MS, 0);
+    if (!j->ended) uv_timer_start(&j->timer, serve_job_timer, STOP_GRACE_MS, 0);
     return;
   }
   snprintf(j->loop_msg, sizeof j->loop_msg, "no rundown within %d s of StopTracing", STOP_GRACE_MS / 1000);

@@ -172,7 +172,7 @@ static void push_started(struct job *j) {
     old->stopping_next = p->stopping;
     p->stopping = old;
     dsipc_session_stop(old->s); /* its rundown names its frames; then push_done */
-    if (!old->s_ended) uv_timer_start(&old->timer, serve_job_timer, STOP_GRACE_MS, 0);
+    if (!old->ended) uv_timer_start(&old->timer, serve_job_timer, STOP_GRACE_MS, 0);
   }
 }
 

@@ -115,11 +115,10 @@ static struct target *target_add(struct serve *sv, const dsipc_endpoint *ep) {
   char err[512];
   if (make_prom_labels(sv, t) != 0 || (sv->c.push_host && !(t->push = serve_pusher_new(sv)))) {
     snprintf(err, sizeof err, "out of memory");
-  } else if (dnt_follow_start(&sv->fc, t->pid, t->ep.path, t, &t->f, err, sizeof err) == 0) {
+  } else if (dnt_follow_start(&sv->fc, t->ep.path, t, &t->f, err, sizeof err) == 0) {
     if (t->push) t->push->retry.data = t;
     t->next = sv->targets;
     sv->targets = t;
-    sv->ntargets++;
     return t;
   }
   serve_say(sv, DNT_SAY_WARNING, "cannot start a session on process %d: %s", t->pid, err);
@@ -148,7 +147,6 @@ static void drop_ended(struct serve *sv) {
     for (int k = 0; k < JOB_KINDS; k++) busy |= t->jobs[k] != NULL;
     if (t->ended && !busy) {
       *pp = t->next;
-      sv->ntargets--;
       target_free(t);
     } else {
       pp = &t->next;

@@ -216,7 +216,7 @@ static struct watched *target_new(struct watch *w, int pid, unsigned long long k
   t->next = w->targets;
   w->targets = t;
   char err[512];
-  int rc = dnt_follow_start(&w->fc, pid, path, t, &t->f, err, sizeof err);
+  int rc = dnt_follow_start(&w->fc, path, t, &t->f, err, sizeof err);
   if (rc) {
     if (w->o->all) dnt_warning("cannot start a session on process %d: %s", pid, err);
     else w->exit_code = dnt_session_refused(pid, rc, err);
