@@ -19,7 +19,6 @@
 #define MAX_BACKINGS 64
 #define MAX_RELOCS (16u << 20)
 
-static uint32_t u32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
 
 static int by_at(const void *a, const void *b) {
   const struct reloc *x = a, *y = b;
@@ -37,10 +36,10 @@ static void read_relocs(struct backing *b) {
   for (uint32_t i = 0; i < shnum; i++) {
     const uint8_t *sh = f + shoff + (uint64_t)i * shentsize;
     uint64_t off = dnt__u64(sh + 24), size = dnt__u64(sh + 32), entsize = dnt__u64(sh + 56);
-    if (u32(sh + 4) != SHT_RELA || entsize < 24 || off > b->size || size > b->size - off) continue;
+    if (dnt__u32(sh + 4) != SHT_RELA || entsize < 24 || off > b->size || size > b->size - off) continue;
     for (uint64_t k = 0; k + entsize <= size && b->nrels < MAX_RELOCS; k += entsize) {
       const uint8_t *r = f + off + k;
-      if (u32(r + 8) != R_X86_64_RELATIVE) continue;
+      if (dnt__u32(r + 8) != R_X86_64_RELATIVE) continue;
       if (b->nrels == cap) {
         size_t want = cap ? cap * 2 : 1024;
         struct reloc *v = realloc(b->rels, want * sizeof *v);

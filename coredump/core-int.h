@@ -42,6 +42,9 @@ struct dnt_core {
 int dnt__backing_read(dnt_core *c, uint64_t addr, uint8_t *to, size_t n);
 void dnt__backings_free(dnt_core *c);
 
+/* Little-endian numbers of a core's, a file's or an image's bytes (core.c). */
+uint16_t dnt__u16(const uint8_t *p);
+uint32_t dnt__u32(const uint8_t *p);
 uint64_t dnt__u64(const uint8_t *p);
 
 /* clr.c: the core a runtime was found in. */

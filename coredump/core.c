@@ -29,9 +29,11 @@ static int fail(char *err, size_t cap, const char *what) {
   return -1;
 }
 
-static uint16_t u16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static uint32_t u32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
-uint64_t dnt__u64(const uint8_t *p) { return (uint64_t)u32(p) | (uint64_t)u32(p + 4) << 32; }
+uint16_t dnt__u16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+uint32_t dnt__u32(const uint8_t *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+uint64_t dnt__u64(const uint8_t *p) { return (uint64_t)dnt__u32(p) | (uint64_t)dnt__u32(p + 4) << 32; }
 
 /* Whether [off, off + n) lies in a file of size bytes. */
 static int inside(uint64_t size, uint64_t off, uint64_t n) { return off <= size && n <= size - off; }
@@ -75,14 +77,14 @@ static int read_thread(dnt_core *c, const uint8_t *d, uint64_t n, char *err, siz
   }
   const uint8_t *regs = d + PRSTATUS_REGS;
   c->threads[c->nthreads++] =
-      (struct dnt_core_thread){u32(d + PRSTATUS_PID), dnt__u64(regs + 16 * 8), dnt__u64(regs + 19 * 8), dnt__u64(regs + 4 * 8)};
+      (struct dnt_core_thread){dnt__u32(d + PRSTATUS_PID), dnt__u64(regs + 16 * 8), dnt__u64(regs + 19 * 8), dnt__u64(regs + 4 * 8)};
   return 0;
 }
 
 static int read_notes(dnt_core *c, uint64_t off, uint64_t size, char *err, size_t cap) {
   const uint8_t *p = c->base + off, *end = p + size;
   while (end - p >= 12) {
-    uint32_t namesz = u32(p), descsz = u32(p + 4), type = u32(p + 8);
+    uint32_t namesz = dnt__u32(p), descsz = dnt__u32(p + 4), type = dnt__u32(p + 8);
     uint64_t name_pad = ((uint64_t)namesz + 3) & ~3ull, desc_pad = ((uint64_t)descsz + 3) & ~3ull;
     if (name_pad > (uint64_t)(end - p - 12) || descsz > (uint64_t)(end - p - 12) - name_pad)
       return fail(err, cap, "a note runs past its segment");
@@ -101,11 +103,11 @@ static int parse(dnt_core *c, char *err, size_t cap) {
   const uint8_t *h = c->base;
   if (c->size < 64 || memcmp(h, "\177ELF", 4) != 0) return fail(err, cap, "not an ELF file");
   if (h[4] != 2 || h[5] != 1) return fail(err, cap, "not a 64-bit little-endian ELF file");
-  if (u16(h + 16) != 4) return fail(err, cap, "an ELF file, but not a core dump");
-  if (u16(h + 18) != EM_X86_64) return fail(err, cap, "a core of another machine than x86-64 (not read yet)");
+  if (dnt__u16(h + 16) != 4) return fail(err, cap, "an ELF file, but not a core dump");
+  if (dnt__u16(h + 18) != EM_X86_64) return fail(err, cap, "a core of another machine than x86-64 (not read yet)");
   uint64_t phoff = dnt__u64(h + 32);
-  uint16_t phentsize = u16(h + 54);
-  uint32_t phnum = u16(h + 56);
+  uint16_t phentsize = dnt__u16(h + 54);
+  uint32_t phnum = dnt__u16(h + 56);
   if (phnum == 0xffff) return fail(err, cap, "more program headers than this reader takes");
   if (phentsize < 56 || !inside(c->size, phoff, (uint64_t)phnum * phentsize))
     return fail(err, cap, "its program headers lie outside the file (cut short?)");
@@ -114,7 +116,7 @@ static int parse(dnt_core *c, char *err, size_t cap) {
   if (!c->segs) return fail(err, cap, "out of memory");
   for (uint32_t i = 0; i < phnum; i++) {
     const uint8_t *ph = h + phoff + (uint64_t)i * phentsize;
-    uint32_t type = u32(ph);
+    uint32_t type = dnt__u32(ph);
     uint64_t off = dnt__u64(ph + 8), vaddr = dnt__u64(ph + 16), filesz = dnt__u64(ph + 32);
     if (type == PT_NOTE) {
       if (!inside(c->size, off, filesz)) return fail(err, cap, "its notes lie outside the file (cut short?)");
@@ -266,6 +268,6 @@ int dnt_core_read_u64(const dnt_core *c, uint64_t addr, uint64_t *v) {
 int dnt_core_read_u32(const dnt_core *c, uint64_t addr, uint32_t *v) {
   uint8_t b[4];
   if (dnt_core_read(c, addr, b, 4) != 0) return -1;
-  *v = u32(b);
+  *v = dnt__u32(b);
   return 0;
 }

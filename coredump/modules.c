@@ -34,20 +34,16 @@ void dnt__module_checks_free(struct dnt__module_checks *m) {
   free(m);
 }
 
-static uint32_t le32(const uint8_t *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint16_t le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 
 /* The parts of the headers that say which build an image is, from img (n bytes): into out, their
  * length; 0 when img is no PE image. ImageBase is left out (a loader may write the address it
  * chose there). */
 static size_t identity(const uint8_t *img, size_t n, uint8_t *out) {
   if (n < 64 || img[0] != 'M' || img[1] != 'Z') return 0;
-  uint32_t pe = le32(img + 0x3c);
+  uint32_t pe = dnt__u32(img + 0x3c);
   if (pe > n || n - pe < 24 || memcmp(img + pe, "PE\0\0", 4) != 0) return 0;
   const uint8_t *coff = img + pe + 4;
-  uint16_t nsections = le16(coff + 2), optsize = le16(coff + 16);
+  uint16_t nsections = dnt__u16(coff + 2), optsize = dnt__u16(coff + 16);
   size_t opt = pe + 24, sections = opt + optsize, end = sections + (size_t)nsections * 40;
   if (optsize < 68 || end > n || 28 + (end - sections) > MAX_HEADERS) return 0;
   size_t k = 0;
