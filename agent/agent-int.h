@@ -33,6 +33,9 @@ void dnt__feed_value(struct dnt__feed *f, const dnt_counter_value *v);
 /* Frees what the feed made (its event matches); rules and decoder stay the caller's. */
 void dnt__feed_release(struct dnt__feed *f);
 
+/* The wall clock, Unix ms (follow.c): when a process began to be followed, a --push window's span. */
+uint64_t dnt__unix_ms(void);
+
 /* Formats a line and hands it to say (incidents.c, serve.c: the caller's say of their options). */
 void dnt__say(void (*say)(void *ud, enum dnt_say_kind kind, const char *line), void *ud, enum dnt_say_kind kind,
               const char *fmt, ...) __attribute__((format(printf, 4, 5)));

@@ -32,7 +32,7 @@ struct dnt_follow {
   int open_timers;
 };
 
-static uint64_t unix_ms_now(void) {
+uint64_t dnt__unix_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
@@ -152,7 +152,7 @@ static void on_started(void *ud, const dsipc_status *st) {
   if (restarted) return; /* the same process, followed on */
   if (f->c->unseen_ms && f->c->specs && f->c->specs->n) uv_timer_start(&f->unseen, on_unseen, f->c->unseen_ms, 0);
   f->c->cb->on_started(f->ud, f, 0, "");
-  dnt_rules_process_start(f->rules, unix_ms_now()); /* followed from now */
+  dnt_rules_process_start(f->rules, dnt__unix_ms()); /* followed from now */
 }
 
 static void on_data(void *ud, const uint8_t *p, size_t n) {

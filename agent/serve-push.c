@@ -13,12 +13,6 @@
 #define PUSH_BACKOFF_MAX_MS 30000
 #define PUSH_BOUNDARY "dntrace-pprof-5e1f0c2a9d"
 
-static int64_t unix_now(void) {
-  uv_timeval64_t tv;
-  uv_gettimeofday(&tv);
-  return tv.tv_sec;
-}
-
 /* Percent-encodes s into fp as a query value (RFC 3986's unreserved characters kept). */
 static void put_query_value(FILE *fp, const char *s) {
   for (; *s; s++) {
@@ -161,7 +155,7 @@ static void push_started(struct job *j) {
   struct pusher *p = j->t->push;
   uint64_t boundary = uv_hrtime(); /* CLOCK_MONOTONIC ns, as the runtime's timestamps on Linux */
   j->from_ns = boundary;
-  j->from_unix = unix_now();
+  j->from_unix = (int64_t)(dnt__unix_ms() / 1000);
   struct job *old = p->cur;
   p->cur = j;
   p->next = NULL;
