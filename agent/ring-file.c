@@ -2,25 +2,17 @@
  * path (".NAME.XXXXXX": not an incident's file for the disk budget meanwhile), then renamed over
  * it, so that a file at path is only ever a whole trace. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dnt-agent.h"
+#include "dnt-trace.h"
 
 int dnt_ring_write_file(const ntr_ring *ring, const char *path, char *err, size_t cap) {
-  size_t n = strlen(path);
-  const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
-  char *tmp = malloc(n + 16);
-  if (!tmp) return snprintf(err, cap, "%s: out of memory", path), -1;
-  snprintf(tmp, n + 16, "%.*s.%s.XXXXXX", (int)(base - path), path, base);
-  int fd = mkostemp(tmp, O_CLOEXEC);
-  mode_t mask = umask(0); /* mkostemp makes 0600; the file is 0666 less the umask, as fopen's */
-  umask(mask);
-  if (fd >= 0) (void)fchmod(fd, 0666 & ~mask);
+  char *tmp = NULL;
+  int fd = dnt_temp_beside(path, &tmp);
   FILE *fp = fd >= 0 ? fdopen(fd, "wb") : NULL;
   if (!fp) {
     snprintf(err, cap, "cannot write '%s': %s", path, strerror(errno));

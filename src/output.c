@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "builtin.h"
+#include "dnt-trace.h"
 #include "output.h"
 #include "util.h"
 
@@ -58,27 +59,6 @@ int dnt_output_check(const char *path, int quiet) {
   return 0;
 }
 
-/* A temporary beside path: "dir/.name.XXXXXX", created 0666 less the umask. fd or -1. */
-static int make_temp(const char *path, char **tmp) {
-  const char *slash = strrchr(path, '/');
-  size_t dir = slash ? (size_t)(slash - path) + 1 : 0, n = strlen(path);
-  char *t = dnt_xmalloc(n + 10);
-  memcpy(t, path, dir);
-  t[dir] = '.';
-  memcpy(t + dir + 1, path + dir, n - dir);
-  memcpy(t + n + 1, ".XXXXXX", 8);
-  int fd = mkostemp(t, O_CLOEXEC);
-  if (fd < 0) {
-    free(t);
-    return -1;
-  }
-  mode_t mask = umask(0); /* mkostemp makes 0600; the file is 0666 less the umask, as fopen's */
-  umask(mask);
-  if (fchmod(fd, 0666 & ~mask) != 0) { /* not fatal: the file is only more private */ }
-  *tmp = t;
-  return fd;
-}
-
 int dnt_output_open(struct dnt_output *out, const char *path, int flags) {
   memset(out, 0, sizeof *out);
   if (strcmp(path, "-") == 0) {
@@ -98,7 +78,7 @@ int dnt_output_open(struct dnt_output *out, const char *path, int flags) {
       fd = -1;
     }
   } else {
-    fd = make_temp(path, &out->tmp);
+    fd = dnt_temp_beside(path, &out->tmp);
   }
   if (fd < 0 && errno == ELOOP) return dnt_error("cannot write '%s': it is a symbolic link", path);
   if (fd < 0) return dnt_error("cannot write '%s': %s", path, strerror(errno));

@@ -1,6 +1,6 @@
 /* trace/: reading traces. The trace-file input (plain, gzip, zip) that feeds the nettrace parser,
  * self-describing payload fields decoded by name, the XML schemas of the runtime's own events, and
- * a trace's summary (what `info TRACE` shows), and an event matched by provider, name and payload.
+ * a trace's summary (what `info TRACE` shows), an event matched by provider, name and payload, and the temporary a file is written whole in.
  * One public header; the library never prints and never exits: every message is returned in the
  * caller's buffer or on the object, ready for the command to print. */
 #ifndef DNT_TRACE_H
@@ -329,6 +329,12 @@ size_t dnt_text_escape(char *out, size_t cap, const char *s);
 /* Writes s (NULL: "") as a JSON string literal, quotes included, to fp; control characters are
  * escaped. */
 void dnt_json_string(FILE *fp, const char *s);
+
+/* ============================================================================================== */
+/* A file written whole: its temporary "DIR/.NAME.XXXXXX" beside path, created 0666 less the umask
+ * (a hidden name: a directory's listing does not take it for the file meanwhile), to be renamed
+ * over path once complete. The descriptor, *tmp its name (the caller's to free); -1 with errno. */
+int dnt_temp_beside(const char *path, char **tmp);
 
 /* ============================================================================================== */
 /* An event matched by its provider, name and payload values, as dotnet-trace's stopping event
