@@ -1,6 +1,7 @@
 /* trace/: reading traces. The trace-file input (plain, gzip, zip) that feeds the nettrace parser,
  * self-describing payload fields decoded by name, the XML schemas of the runtime's own events, and
- * a trace's summary (what `info TRACE` shows), an event matched by provider, name and payload, and the temporary a file is written whole in.
+ * a trace's summary (what `info TRACE` shows), an event matched by provider, name and payload,
+ * and the temporary a file is written whole in.
  * One public header; the library never prints and never exits: every message is returned in the
  * caller's buffer or on the object, ready for the command to print. */
 #ifndef DNT_TRACE_H
