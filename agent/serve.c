@@ -78,8 +78,9 @@ static const struct dnt_follow_cb follow_cb = {on_started, on_value, on_fired, o
 static int save_ring(void *ud, int pid, const char *path) {
   struct serve *sv = ud;
   for (struct target *t = sv->targets; t; t = t->next) {
+    if (t->pid != pid || !t->live || sv->quitting) continue;
     char *copy = strdup(path);
-    if (!copy || t->pid != pid || !t->live || sv->quitting || dnt_follow_save_ring(t->f) != 0) {
+    if (!copy || dnt_follow_save_ring(t->f) != 0) {
       free(copy);
       continue;
     }

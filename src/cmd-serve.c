@@ -199,7 +199,17 @@ static void on_signal(uv_signal_t *h, int signum) {
   dnt_server_stop(sv->server);
 }
 
-/* -p PID[,PID..]: each one's socket into eps (the caller's, n at most). 0 or an exit code, said. */
+/* pid's socket appended to eps (n of them, the caller's). 0 or an exit code, said. */
+static int add_target(int pid, dsipc_endpoint **eps, size_t *n) {
+  struct dnt_target t;
+  int rc = dnt_target_resolve(pid, NULL, &t);
+  if (rc) return rc;
+  *eps = dnt_xrealloc(*eps, (*n + 1) * sizeof **eps);
+  (*eps)[(*n)++] = t.ep;
+  return 0;
+}
+
+/* -p PID[,PID..]: each one's socket into eps. 0 or an exit code, said. */
 static int named_pids(const char *pids, dsipc_endpoint **eps, size_t *n) {
   for (const char *p = pids; *p;) {
     char *end;
@@ -208,11 +218,8 @@ static int named_pids(const char *pids, dsipc_endpoint **eps, size_t *n) {
       dnt_error("-p: '%s' is not a list of process ids", pids);
       return DNT_EXIT_USAGE;
     }
-    struct dnt_target t;
-    int rc = dnt_target_resolve((int)pid, NULL, &t);
+    int rc = add_target((int)pid, eps, n);
     if (rc) return rc;
-    *eps = dnt_xrealloc(*eps, (*n + 1) * sizeof **eps);
-    (*eps)[(*n)++] = t.ep;
     p = *end ? end + 1 : end;
   }
   return 0;
@@ -306,14 +313,10 @@ int cmd_serve(int argc, char **argv) {
     goto out;
   }
   int named = o.name ? dnt_target_find_by_name(o.name) : 0; /* -n: the one running now, followed at once */
-  if (named) {
-    char pid[24];
-    snprintf(pid, sizeof pid, "%d", named);
-    if ((rc = named_pids(pid, &eps, &neps)) != 0) {
-      rc = DNT_EXIT_NOTARGET;
-      goto out;
-    }
-  } else if (o.name) {
+  if (named && add_target(named, &eps, &neps) != 0) {
+    rc = DNT_EXIT_NOTARGET;
+    goto out;
+  } else if (!named && o.name) {
     printf("No process named '%s' yet; waiting for one\n", o.name);
   }
   rc = DNT_EXIT_FAILURE;
