@@ -87,6 +87,19 @@ int dnt__clr_code(const dnt_clr *r, uint64_t ip, uint64_t *md, uint64_t *start, 
  * -1 when the core does not hold them. */
 int dnt__mt_instantiation(const dnt_clr *r, uint64_t mt, uint64_t *args, uint32_t max, uint32_t *n);
 
+/* heap.c, for the roots' and references' readers (roots.c, gcroot.c): the runtime; the GC's
+ * g_HandleTableMap; heap i's finalize queue (its CFinalize, 0 when unknown) and the GC's count of
+ * generations; an object's valid MethodTable, its flags and its size as SOS counts it (0, or -1
+ * when addr holds no object of a valid type). */
+const dnt_clr *dnt__heap_clr(const dnt_clr_heap *h);
+uint64_t dnt__heap_handle_map(const dnt_clr_heap *h);
+uint64_t dnt__heap_finalize_queue(const dnt_clr_heap *h, int i, uint64_t *gen_count);
+int dnt__heap_object(dnt_clr_heap *h, uint64_t obj, uint64_t *mt, uint32_t *flags, uint64_t *size);
+
+/* fields.c: a class's statics base: its GC statics (references and structs) or the others, 0
+ * when none. */
+uint64_t dnt__statics_base(const dnt_clr *r, uint64_t mt, int gc);
+
 /* ---- json.c: a JSON text read into a tree of nodes (the descriptor's: small, trusted no more
  * than the core it came from) ---- */
 

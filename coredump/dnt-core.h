@@ -90,6 +90,10 @@ int dnt_clr_type_name(const dnt_clr *r, uint64_t mt, char *buf, size_t cap);
  * arguments after the whole name, each with its assembly
  * ("System.Collections.Generic.List`1[[System.String, System.Private.CoreLib]]"). */
 int dnt_clr_type_name_sos(const dnt_clr *r, uint64_t mt, char *buf, size_t cap);
+/* The static field whose value lives at addr (a reference-type static: a slot of the array the
+ * runtime keeps its classes' statics in), among the classes of the modules the process loaded
+ * (their generic instances left out): its class's MethodTable and its name. 0, or -1 when none. */
+int dnt_clr_static_at(const dnt_clr *r, uint64_t addr, uint64_t *mt, char *name, size_t cap);
 /* The CorElementType of a type as an array's element (a primitive's own, VALUETYPE for a struct
  * or an enum, CLASS for any reference type): 0, or -1. */
 int dnt_clr_element_type(const dnt_clr *r, uint64_t mt, uint8_t *type);
@@ -211,6 +215,10 @@ struct dnt_clr_walk {
  * of memory. *w the caller's, filled. */
 int dnt_clr_heap_walk(dnt_clr_heap *h, dnt_clr_object_fn fn, void *ud, struct dnt_clr_walk *w);
 
+/* Whether obj is an object of a valid type: 0 with its MethodTable and size (as SOS counts it),
+ * or -1. */
+int dnt_clr_heap_object(dnt_clr_heap *h, uint64_t obj, uint64_t *mt, uint64_t *size);
+
 /* dumpheap -stat's rows: a MethodTable's objects, in the order the walk first met it. */
 struct dnt_clr_type_stat {
   uint64_t mt, count, size;
@@ -220,6 +228,55 @@ struct dnt_clr_type_stat {
  * caller's; *n its length. 0, or -1 out of memory. */
 int dnt_clr_heap_stat(dnt_clr_heap *h, int (*keep)(void *ud, const struct dnt_clr_object *o), void *ud,
                       struct dnt_clr_type_stat **v, size_t *n, struct dnt_clr_walk *w);
+
+/* ---- roots and references (SOS's gcroot, as ClrMD finds them) ---- */
+
+/* A handle's type, the GC's numbering (HNDTYPE_*); a root of the finalizer queue is ROOT_FINALIZER. */
+enum {
+  DNT_CLR_HANDLE_WEAK_SHORT = 0, DNT_CLR_HANDLE_WEAK_LONG = 1, DNT_CLR_HANDLE_STRONG = 2, DNT_CLR_HANDLE_PINNED = 3,
+  DNT_CLR_HANDLE_VARIABLE = 4, DNT_CLR_HANDLE_REFCOUNTED = 5, DNT_CLR_HANDLE_DEPENDENT = 6,
+  DNT_CLR_HANDLE_ASYNC_PINNED = 7, DNT_CLR_HANDLE_SIZED_REF = 8, DNT_CLR_HANDLE_WEAK_NATIVE_COM = 9,
+  DNT_CLR_ROOT_FINALIZER = 100
+};
+
+struct dnt_clr_root {
+  uint64_t address;   /* the handle, or the finalizer queue's slot */
+  uint64_t object;    /* what it holds (never 0) */
+  uint64_t dependent; /* a dependent handle's secondary object, 0 when none */
+  int kind;
+};
+
+/* The GC's handles that hold an object, in the order the runtime's debugger interface lists them
+ * (handle table by handle table; in each, type by type; in each segment, a type's blocks in its
+ * allocation chain's order). *v malloc'ed, the caller's. 0, or -1 with err (tables the core does
+ * not hold, or in a layout this reader does not know). */
+int dnt_clr_handles(dnt_clr_heap *h, struct dnt_clr_root **v, size_t *n, char *err, size_t cap);
+
+/* The objects ready for finalization (each heap's f-reachable queue), as roots. *v malloc'ed, the
+ * caller's. 0, or -1 out of memory. */
+int dnt_clr_finalizer_roots(dnt_clr_heap *h, struct dnt_clr_root **v, size_t *n);
+
+/* Whether a handle of this kind keeps its object alive (a ref-counted handle's count is not read:
+ * it is not counted as one). */
+int dnt_clr_root_is_strong(int kind);
+
+/* The search for paths from roots to one object, as ClrMD's GCRoot walks it (depth first, an
+ * object's references in its GCDesc's order after its dependent handles' secondaries; what a search
+ * proved reaches the target is kept for the next ones, so a root's path may join an earlier one). */
+typedef struct dnt_clr_gcroot dnt_clr_gcroot;
+
+/* A search for target; handles (borrowed for the search's life) gives the dependent handles. 0, or
+ * -1 out of memory. *out the callee's (free with dnt_clr_gcroot_free, before the heap). */
+int dnt_clr_gcroot_new(dnt_clr_gcroot **out, dnt_clr_heap *h, uint64_t target, const struct dnt_clr_root *handles,
+                       size_t nhandles);
+void dnt_clr_gcroot_free(dnt_clr_gcroot *g);
+/* The path from the object from to the target: *path (from first, the target last; malloc'ed, the
+ * caller's) and its length, 0 when none. 0, or -1 out of memory. */
+int dnt_clr_gcroot_path(dnt_clr_gcroot *g, uint64_t from, uint64_t **path, size_t *n);
+/* Whether the link from one object to the next of a path is a dependent handle's. */
+int dnt_clr_gcroot_dependent_link(const dnt_clr_gcroot *g, uint64_t from, uint64_t to);
+/* The address of the element or field of obj that holds ref (its first), 0 when none. */
+uint64_t dnt_clr_reference_slot(dnt_clr_heap *h, uint64_t obj, uint64_t ref);
 
 /* ---- managed threads (the Thread contract) ---- */
 

@@ -30,12 +30,12 @@ static uint64_t lookup_map(const dnt_clr *r, uint64_t map, uint32_t rid) {
   if (clr_field(r, "ModuleLookupMap", "Next", &next_off) || clr_field(r, "ModuleLookupMap", "Count", &count_off) ||
       clr_field(r, "ModuleLookupMap", "TableData", &table_off) || clr_field(r, "ModuleLookupMap", "SupportedFlagsMask", &mask_off))
     return 0;
+  uint64_t mask; /* only the first table's mask is kept up to date */
+  if (!map || clr_u64(r, map + mask_off, &mask)) return 0;
   for (int hops = 0; map && hops < 64; hops++) {
     uint32_t count;
-    uint64_t table, mask, v;
-    if (dnt_core_read_u32(dnt__clr_core(r), map + count_off, &count) || clr_u64(r, map + table_off, &table) ||
-        clr_u64(r, map + mask_off, &mask))
-      return 0;
+    uint64_t table, v;
+    if (dnt_core_read_u32(dnt__clr_core(r), map + count_off, &count) || clr_u64(r, map + table_off, &table)) return 0;
     if (rid < count) return clr_u64(r, table + 8ull * rid, &v) == 0 ? v & ~mask : 0;
     rid -= count;
     if (clr_u64(r, map + next_off, &map) != 0) return 0;
@@ -242,8 +242,7 @@ static uint64_t type_mt(const dnt_clr *r, uint64_t module, uint64_t enclosing, c
   return g.bad ? 0 : th;
 }
 
-/* A class's statics base: its GC statics (references and structs) or the others, 0 when none. */
-static uint64_t statics_base(const dnt_clr *r, uint64_t mt, int gc) {
+uint64_t dnt__statics_base(const dnt_clr *r, uint64_t mt, int gc) {
   uint64_t flags2_off, aux_off, aux, size, gc_off, nongc_off, base, mask = ~1ull;
   uint32_t flags2;
   if (clr_field(r, "MethodTable", "MTFlags2", &flags2_off) || clr_field(r, "MethodTable", "AuxiliaryData", &aux_off) ||
@@ -319,7 +318,7 @@ static int class_fields(const dnt_clr *r, uint64_t mt, uint64_t obj, struct list
     if (!f->is_static) {
       f->address = obj ? obj + 8 + f->offset : 0;
     } else if (!f->thread_static) {
-      uint64_t base = statics_base(r, mt, f->type == 0x11 || f->type == 0x12);
+      uint64_t base = dnt__statics_base(r, mt, f->type == 0x11 || f->type == 0x12);
       f->address = base ? base + f->offset : 0;
     }
   }

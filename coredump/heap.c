@@ -33,12 +33,12 @@
 
 /* GcDacVars' pointers, by their index after its four leading values (gcinterface.dacvars.def). */
 enum {
-  V_GENERATION_TABLE = 3, V_EPHEMERAL_SEGMENT = 7, V_ALLOC_ALLOCATED = 12, V_N_HEAPS = 19, V_G_HEAPS = 20,
-  V_GC_STRUCTURES_INVALID = 21, V_GC_HEAP_FIELD_OFFSETS = 27, V_GENERATION_FIELD_OFFSETS = 28, V_COUNT = 29,
+  V_GENERATION_TABLE = 3, V_EPHEMERAL_SEGMENT = 7, V_ALLOC_ALLOCATED = 12, V_FINALIZE_QUEUE = 15, V_N_HEAPS = 19,
+  V_G_HEAPS = 20, V_GC_STRUCTURES_INVALID = 21, V_HANDLE_TABLE_MAP = 26, V_GC_HEAP_FIELD_OFFSETS = 27, V_GENERATION_FIELD_OFFSETS = 28, V_COUNT = 29,
   V_DYNAMIC_ADAPTATION = 37, V_COUNT_2_4 = 38 /* from version 2.4: DATAS's mode (server GC's) */
 };
 /* gc_heap_field_offsets' indexes (dac_gcheap_fields.h), and generation_field_offsets'. */
-enum { H_ALLOC_ALLOCATED = 0, H_EPHEMERAL_SEGMENT = 1, H_GENERATION_TABLE = 18, H_COUNT = 19 };
+enum { H_ALLOC_ALLOCATED = 0, H_EPHEMERAL_SEGMENT = 1, H_FINALIZE_QUEUE = 2, H_GENERATION_TABLE = 18, H_COUNT = 19 };
 enum { G_ALLOCATION_CONTEXT = 0, G_START_SEGMENT = 1 };
 /* dac_heap_segment's fields */
 enum { S_ALLOCATED = 0, S_COMMITTED = 8, S_MEM = 32, S_FLAGS = 40, S_NEXT = 48, S_SIZE = 56 };
@@ -65,6 +65,8 @@ struct dnt_clr_heap {
   int heaps, valid;
   int datas;             /* DATAS's mode, -1 when the GC does not say */
   uint64_t *addresses;   /* each heap's gc_heap (server GC), else NULL */
+  uint64_t *finalize_queues; /* each heap's CFinalize (0 where the core does not say) */
+  uint64_t handle_map, gen_count; /* the GC's g_HandleTableMap; its count of generations */
   struct mt_info *mts; /* the MethodTables met, open addressing */
   size_t nmts, capmts;
 };
@@ -177,6 +179,7 @@ static int gap_by_start(const void *a, const void *b) {
 static int read_heaps(struct dnt_clr_heap *h, char *err, size_t cap) {
   uint64_t v[V_COUNT_2_4], gen_size, gen_count;
   if (find_gc_vars(h->r, v, &gen_size, &gen_count, err, cap) != 0) return -1;
+  h->handle_map = v[V_HANDLE_TABLE_MAP], h->gen_count = gen_count;
   int32_t gen_fields[2];
   if (dnt_core_read(h->c, v[V_GENERATION_FIELD_OFFSETS], gen_fields, sizeof gen_fields) != 0 || gen_fields[1] < 0 ||
       (uint64_t)gen_fields[1] + 8 > gen_size || gen_fields[0] + 16 > (int64_t)gen_size)
@@ -191,6 +194,8 @@ static int read_heaps(struct dnt_clr_heap *h, char *err, size_t cap) {
     if (dnt_core_read_u64(h->c, v[V_EPHEMERAL_SEGMENT], &ephemeral) || dnt_core_read_u64(h->c, v[V_ALLOC_ALLOCATED], &alloc_allocated))
       return fail(err, cap, "the core does not hold the GC's ephemeral region");
     h->heaps = 1;
+    if (!(h->finalize_queues = calloc(1, sizeof *h->finalize_queues))) return fail(err, cap, "out of memory");
+    dnt_core_read_u64(h->c, v[V_FINALIZE_QUEUE], &h->finalize_queues[0]);
     return read_generations(h, 0, v[V_GENERATION_TABLE], gen_size, gen_count, gen_fields, ephemeral, alloc_allocated,
                             err, cap);
   }
@@ -203,13 +208,17 @@ static int read_heaps(struct dnt_clr_heap *h, char *err, size_t cap) {
       dnt_core_read_u64(h->c, v[V_G_HEAPS], &heaps) != 0)
     return fail(err, cap, "the core does not hold the server GC's heaps");
   h->heaps = (int)n_heaps;
-  if (!(h->addresses = calloc(n_heaps, sizeof *h->addresses))) return fail(err, cap, "out of memory");
+  if (!(h->addresses = calloc(n_heaps, sizeof *h->addresses)) ||
+      !(h->finalize_queues = calloc(n_heaps, sizeof *h->finalize_queues)))
+    return fail(err, cap, "out of memory");
   for (uint32_t i = 0; i < n_heaps; i++) {
     uint64_t heap, ephemeral, alloc_allocated;
     if (dnt_core_read_u64(h->c, heaps + 8ull * i, &heap) || dnt_core_read_u64(h->c, heap + (uint64_t)heap_fields[H_EPHEMERAL_SEGMENT], &ephemeral) ||
         dnt_core_read_u64(h->c, heap + (uint64_t)heap_fields[H_ALLOC_ALLOCATED], &alloc_allocated))
       return fail(err, cap, "the core does not hold the server GC's heaps");
     h->addresses[i] = heap;
+    if (heap_fields[H_FINALIZE_QUEUE] >= 0)
+      dnt_core_read_u64(h->c, heap + (uint64_t)heap_fields[H_FINALIZE_QUEUE], &h->finalize_queues[i]);
     if (read_generations(h, (int)i, heap + (uint64_t)heap_fields[H_GENERATION_TABLE], gen_size, gen_count, gen_fields,
                          ephemeral, alloc_allocated, err, cap) != 0)
       return -1;
@@ -249,6 +258,7 @@ void dnt_clr_heap_close(dnt_clr_heap *h) {
   if (!h) return;
   free(h->regions);
   free(h->addresses);
+  free(h->finalize_queues);
   free(h->gaps);
   free(h->mts);
   free(h);
@@ -263,6 +273,13 @@ int dnt_clr_heap_count(const dnt_clr_heap *h) { return h->heaps; }
 int dnt_clr_heap_valid(const dnt_clr_heap *h) { return h->valid; }
 int dnt_clr_heap_datas(const dnt_clr_heap *h) { return h->datas; }
 uint64_t dnt_clr_heap_address(const dnt_clr_heap *h, int i) { return h->addresses && i >= 0 && i < h->heaps ? h->addresses[i] : 0; }
+
+const dnt_clr *dnt__heap_clr(const dnt_clr_heap *h) { return h->r; }
+uint64_t dnt__heap_handle_map(const dnt_clr_heap *h) { return h->handle_map; }
+uint64_t dnt__heap_finalize_queue(const dnt_clr_heap *h, int i, uint64_t *gen_count) {
+  *gen_count = h->gen_count;
+  return h->finalize_queues && i >= 0 && i < h->heaps ? h->finalize_queues[i] : 0;
+}
 
 /* A MethodTable is valid when its class's record points back at its canonical MethodTable (the
  * check the runtime's debugger interface makes before it describes one); the free-space type has
@@ -347,6 +364,24 @@ static uint64_t next_valid(struct dnt_clr_heap *h, const struct dnt_clr_region *
       if (m && m->readable) return at;
     }
   }
+}
+
+int dnt__heap_object(dnt_clr_heap *h, uint64_t obj, uint64_t *mt, uint32_t *flags, uint64_t *size) {
+  uint64_t word;
+  uint32_t count = 0;
+  if (!obj || dnt_core_read_u64(h->c, obj, &word) != 0 || !(word & ~h->unmask)) return -1;
+  const struct mt_info *m = mt_info(h, word & ~h->unmask);
+  if (!m || !m->readable || ((m->flags & MT_HAS_COMPONENT_SIZE) && dnt_core_read_u32(h->c, obj + h->num_components, &count) != 0))
+    return -1;
+  *mt = m->mt, *flags = m->flags;
+  *size = m->base_size + (m->flags & MT_HAS_COMPONENT_SIZE ? (uint64_t)(m->flags & 0xffff) * count : 0);
+  if (*size < MIN_OBJECT_SIZE) *size = MIN_OBJECT_SIZE;
+  return 0;
+}
+
+int dnt_clr_heap_object(dnt_clr_heap *h, uint64_t obj, uint64_t *mt, uint64_t *size) {
+  uint32_t flags;
+  return dnt__heap_object(h, obj, mt, &flags, size);
 }
 
 int dnt_clr_heap_walk(dnt_clr_heap *h, dnt_clr_object_fn fn, void *ud, struct dnt_clr_walk *w) {

@@ -291,6 +291,7 @@ static const struct {
     {"dumpheap", dnt_analyze_dumpheap, "[-stat] [-type T] [-mt MT] the heap's objects (SOS's dumpheap)"},
     {"dumpobj", dnt_analyze_dumpobj, "ADDR the object at ADDR and its fields (SOS's dumpobj)"},
     {"do", dnt_analyze_dumpobj, "ADDR the same (SOS's short name)"},
+    {"gcroot", dnt_analyze_gcroot, "[-nostacks] [-limit N] ADDR  what keeps the object at ADDR alive: roots and paths"},
     {"eeheap", dnt_analyze_eeheap, "-gc  the GC's heaps: their regions, by generation (SOS's eeheap -gc)"},
     {"pe", cmd_pe, "[ADDR] the exception at ADDR, or the current thread's"},
     {"setthread", cmd_setthread, "N  the current thread, by index (threads lists them)"},
@@ -343,7 +344,7 @@ static int run(struct analysis *a, const char *line) {
       return rc;
     }
   char *safe = dnt_safe_text(word);
-  dnt_error("unknown command '%s' (help lists them; more of SOS's come: gcroot)", safe);
+  dnt_error("unknown command '%s' (help lists them)", safe);
   free(safe);
   return 1;
 }

@@ -33,6 +33,9 @@ int dnt_analyze_clrstack(struct analysis *a, int argc, char **argv);
 /* dumpobj ADDR (dump-obj.c): 0, or 1 after printing why. */
 int dnt_analyze_dumpobj(struct analysis *a, int argc, char **argv);
 
+/* gcroot [-nostacks] [-limit N] ADDR (dump-gcroot.c): 0, or 1 after printing why. */
+int dnt_analyze_gcroot(struct analysis *a, int argc, char **argv);
+
 /* eeheap -gc (dump-heap.c): 0, or 1 after printing why. */
 int dnt_analyze_eeheap(struct analysis *a, int argc, char **argv);
 
