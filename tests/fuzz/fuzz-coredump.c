@@ -4,7 +4,8 @@
  * in it (clr.c: its mapped files, the library's symbol table, the descriptor) with the managed
  * threads, their exceptions (objects.c) and stacks (stack.c, code.c: the code map, unwind data,
  * Frames, MethodDescs), and the heap (heap.c: the GC's variables, its regions, the walk, the
- * types' names; fields.c: their fields and the types of those) when one is found. Seeds: tests/fuzz/seeds/elfcore (real cores without memory) and
+ * types' names; fields.c: their fields and the types of those; roots.c, gcroot.c, statics.c: the
+ * handles, the finalizer queue, gcroot's search and the statics it names) when one is found. Seeds: tests/fuzz/seeds/elfcore (real cores without memory) and
  * tests/fuzz/seeds/coredump (descriptor-shaped JSON written here). */
 #include <stdint.h>
 #include <stdlib.h>
@@ -79,6 +80,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         free(v);
       }
+      struct dnt_clr_root *hs = NULL, *fs = NULL; /* the roots, and gcroot's search from them */
+      size_t nh = 0, nfs = 0;
+      if (dnt_clr_handles(h, &hs, &nh, err, sizeof err) == 0 && dnt_clr_finalizer_roots(h, &fs, &nfs) == 0) {
+        dnt_clr_gcroot *g;
+        if (nh && dnt_clr_gcroot_new(&g, h, hs[nh - 1].object, hs, nh) == 0) {
+          for (size_t i = 0; i < nh && i < 16; i++) {
+            uint64_t *chain, owner;
+            size_t np;
+            char field[256];
+            if (dnt_clr_gcroot_path(g, hs[i].object, &chain, &np) == 0) {
+              if (np && chain[np - 1] != hs[nh - 1].object) abort(); /* a path ends at the target */
+              if (np > 1) (void)dnt_clr_static_at(r, dnt_clr_reference_slot(h, chain[0], chain[1]), &owner, field, sizeof field);
+              free(chain);
+            }
+          }
+          dnt_clr_gcroot_free(g);
+        }
+      }
+      free(hs), free(fs);
       dnt_clr_heap_close(h);
     }
     dnt_clr_close(r);

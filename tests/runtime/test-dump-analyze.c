@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../lib/core-dump-cr.h"
 #include "../lib/env-cr.h"
 #include "../lib/files-cr.h"
 #include "../lib/loopback.h"
@@ -26,8 +27,6 @@
 #include "../lib/target.h"
 #include "../lib/web-load.h"
 
-/* Microsoft's dotnet-dump, the oracle. */
-static const char *dotnet_dump(void) { return diag_tool("dotnet-dump"); }
 
 /* command on core with --json, beside text (the same command's plain answer): py (a Python script
  * given the JSON's file and the text's) checks that they agree. */
@@ -55,55 +54,7 @@ static void clrthreads_as_dotnet_dumps(const char *core, struct dnt_run *ours) {
   dnt_run_free(&theirs);
 }
 
-/* A full core, dir/name, of the program exe (NULL: the sample) started with args and env (NULL:
- * none), written by `dntrace dump`; the program stopped after. */
-/* Whether every thread of pid whose name begins with one of the prefixes sleeps (state S): the
- * sample's parked threads have reached their wait, not still in the runtime's prestub (JIT). */
-static int parked(int pid, const char *const *prefixes) {
-  char path[400], line[512];
-  snprintf(path, sizeof path, "/proc/%d/task", pid);
-  DIR *d = opendir(path);
-  if (!d) return 0;
-  int all = 1;
-  for (struct dirent *e; (e = readdir(d)) && all;) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    snprintf(path, sizeof path, "/proc/%d/task/%s/stat", pid, e->d_name);
-    FILE *fp = fopen(path, "re");
-    if (!fp) continue;
-    char *got = fgets(line, sizeof line, fp);
-    fclose(fp);
-    char *open = got ? strchr(line, '(') : NULL, *close = got ? strrchr(line, ')') : NULL;
-    if (!open || !close || close[1] != ' ') continue;
-    for (const char *const *p = prefixes; *p; p++)
-      if (strncmp(open + 1, *p, strlen(*p)) == 0 && close[2] != 'S') all = 0;
-  }
-  closedir(d);
-  return all;
-}
 
-static void dump_program(const char *exe, const char *dir, const char *const *args, const char *const *env,
-                         const char *name, char *core, size_t cap) {
-  dnt_target t;
-  dnt_target_opts o = {.mode = DNT_TARGET_PLAIN, .exe = exe, .args = args, .env = env, .wait_socket = 1};
-  char err[512], pid[32];
-  cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
-  snprintf(pid, sizeof pid, "%d", (int)t.pid);
-  /* the parked threads waiting, so that their stacks are the ones a test names */
-  static const char *const parking[] = {"idle-", "generic-park", NULL};
-  for (double end = dnt_now_ms() + DNT_HANG_MS; !parked((int)t.pid, parking) && dnt_now_ms() < end;) /* timing: a hang's ceiling */
-    usleep(10 * 1000);
-  snprintf(core, cap, "%s/%s", dir, name);
-  struct dnt_run r;
-  int rc = dnt_run_dntrace(&r, "dump", "-p", pid, "--type", "full", "-o", core, NULL);
-  dnt_target_stop(&t);
-  cr_assert_eq(rc, 0, "dntrace dump: %s", r.err);
-  dnt_run_free(&r);
-}
-
-static void dump_target(const char *dir, const char *const *args, const char *const *env, const char *name, char *core,
-                        size_t cap) {
-  dump_program(NULL, dir, args, env, name, core, cap);
-}
 
 /* A full core of the sample (its idle threads, one parked in a generic method of a generic class,
  * and workers; no exceptions thrown) in dir. Its metrics thread is left out: where the dump
@@ -211,13 +162,6 @@ static unsigned long stat_count(const char *text, const char *type) {
   return 0;
 }
 
-/* A full core of the sample holding a heap whose shape is known (--heap: 300 Sample.CacheEntry,
- * each with a byte[] of 100,000 bytes, in the large object heap), with the GC given by env. */
-static void dump_heap_sample(const char *dir, const char *heap, const char *const *env, char *core, size_t cap) {
-  const char *const args[] = {"--heap", heap, "--threads", "2", "--no-cpu", "--no-blocking", "--no-alloc",
-                              "--no-exceptions", NULL};
-  dump_target(dir, args, env, "heap.core", core, cap);
-}
 
 /* dumpheap on a workstation GC's heap (small, large and pinned object heaps, the frozen segment
  * of string literals): -stat, -bycount, -type and -mt (and eeheap -gc) print what dotnet-dump prints, byte for
