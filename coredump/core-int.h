@@ -83,6 +83,28 @@ struct dnt__code_unwind {
 /* As dnt_clr_code_method, and the function's unwind data into *u. */
 int dnt__clr_code(const dnt_clr *r, uint64_t ip, uint64_t *md, uint64_t *start, struct dnt__code_unwind *u);
 
+/* stack.c: a thread's registers at a frame: ip, sp and rbp's values; where each register's value
+ * lies in the core (loc: 0 unknown; saved by a callee, or in an exception's context), else its
+ * value when known (the thread's own registers, for its innermost frame). */
+struct dnt__regs {
+  uint64_t ip, sp, fp;
+  uint64_t loc[16], val[16];
+  uint16_t have; /* which val[] are known */
+};
+/* A managed frame's registers and its caller's (NULL when they could not be found), its code's
+ * unwind data and start, and whether it is the thread's innermost, running frame. */
+struct dnt__frame_regs {
+  const struct dnt__regs *ctx, *caller;
+  const struct dnt__code_unwind *code;
+  uint64_t start;
+  int active;
+};
+/* Called for each row of the walk, innermost first (regs NULL for the runtime's Frames); nonzero
+ * stops the walk (which then returns -1). */
+typedef int (*dnt__frame_fn)(void *ud, const struct dnt_clr_frame *f, const struct dnt__frame_regs *regs);
+/* The walk of dnt_clr_stack_walk, frame by frame. 0, or -1. */
+int dnt__stack_walk(const dnt_clr *r, const struct dnt_clr_thread *t, dnt__frame_fn fn, void *ud);
+
 /* objects.c: a generic instance's type arguments (at most max; *n 0 for any other type): 0, or
  * -1 when the core does not hold them. */
 int dnt__mt_instantiation(const dnt_clr *r, uint64_t mt, uint64_t *args, uint32_t max, uint32_t *n);
@@ -99,6 +121,33 @@ int dnt__heap_object(dnt_clr_heap *h, uint64_t obj, uint64_t *mt, uint32_t *flag
 /* fields.c: a class's statics base: its GC statics (references and structs) or the others, 0
  * when none. */
 uint64_t dnt__statics_base(const dnt_clr *r, uint64_t mt, int gc);
+
+/* gcinfo.c: a method's GC info (x64, version 4) at a code offset: its slots, each live or not.
+ * flags: the frame's execution was aborted (an exception's), or its untracked slots are not to
+ * be reported (a funclet's parent, a filter). 0, or -1 when the info does not read (the core
+ * lacks it, it is damaged, or it has more than DNT__GC_MAX_SLOTS slots). */
+#define DNT__GC_MAX_SLOTS 4096
+#define DNT__GC_ABORTED 1
+#define DNT__GC_NO_UNTRACKED 2
+enum { DNT__GC_CALLER_SP_REL = 0, DNT__GC_SP_REL = 1, DNT__GC_FRAMEREG_REL = 2 };
+#define DNT__GC_INTERIOR 1
+#define DNT__GC_PINNED 2
+struct dnt__gc_slot {
+  int is_register;
+  uint32_t reg;    /* a register's number (0 rax, 1 rcx, 2 rdx, 3 rbx, 4 rsp, 5 rbp, 6 rsi, 7 rdi, 8-15) */
+  uint32_t base;   /* a stack slot's: DNT__GC_*_REL */
+  int32_t offset;  /* a stack slot's, from its base */
+  uint32_t flags;  /* DNT__GC_INTERIOR, DNT__GC_PINNED */
+  int untracked, live, could;
+};
+struct dnt__gcinfo {
+  uint32_t code_length, stack_base_register; /* the frame register, ~0 none */
+  uint32_t outgoing_area;                    /* bytes of outgoing arguments above SP */
+  int report_only_leaf, interruptible, safe_point;
+  uint32_t nslots;
+  struct dnt__gc_slot slots[DNT__GC_MAX_SLOTS];
+};
+int dnt__gcinfo_read(const dnt_core *c, uint64_t at, uint32_t offset, int flags, struct dnt__gcinfo *g);
 
 /* ---- json.c: a JSON text read into a tree of nodes (the descriptor's: small, trusted no more
  * than the core it came from) ---- */

@@ -76,8 +76,13 @@ static int read_thread(dnt_core *c, const uint8_t *d, uint64_t n, char *err, siz
     c->threads = v, c->capthreads = k;
   }
   const uint8_t *regs = d + PRSTATUS_REGS;
-  c->threads[c->nthreads++] =
-      (struct dnt_core_thread){dnt__u32(d + PRSTATUS_PID), dnt__u64(regs + 16 * 8), dnt__u64(regs + 19 * 8), dnt__u64(regs + 4 * 8)};
+  /* the general registers in the processor's numbering (rax rcx rdx rbx rsp rbp rsi rdi r8..r15),
+   * from user_regs_struct's order */
+  static const int slot[16] = {10, 11, 12, 5, 19, 4, 13, 14, 9, 8, 7, 6, 3, 2, 1, 0};
+  struct dnt_core_thread *t = &c->threads[c->nthreads++];
+  *t = (struct dnt_core_thread){dnt__u32(d + PRSTATUS_PID), dnt__u64(regs + 16 * 8), dnt__u64(regs + 19 * 8),
+                                dnt__u64(regs + 4 * 8), {0}};
+  for (int i = 0; i < 16; i++) t->gpr[i] = dnt__u64(regs + 8 * slot[i]);
   return 0;
 }
 

@@ -28,6 +28,7 @@ struct dnt_core_mapping {
 struct dnt_core_thread {
   uint32_t tid;
   uint64_t rip, rsp, rbp;
+  uint64_t gpr[16]; /* the general registers, the processor's numbering (0 rax ... 3 rbx, 4 rsp, 5 rbp ... 15 r15) */
 };
 
 /* Opens the core at path (an x86-64 ELF core). 0, or -1 with err (caller's, cap bytes). *out the
@@ -219,6 +220,10 @@ int dnt_clr_heap_walk(dnt_clr_heap *h, dnt_clr_object_fn fn, void *ud, struct dn
  * or -1. */
 int dnt_clr_heap_object(dnt_clr_heap *h, uint64_t obj, uint64_t *mt, uint64_t *size);
 
+/* The last object at or before addr in the region holding addr (the object an interior pointer
+ * points into): 0, or -1 when addr is in no region or none is there. */
+int dnt_clr_heap_object_before(dnt_clr_heap *h, uint64_t addr, uint64_t *obj);
+
 /* dumpheap -stat's rows: a MethodTable's objects, in the order the walk first met it. */
 struct dnt_clr_type_stat {
   uint64_t mt, count, size;
@@ -301,6 +306,8 @@ struct dnt_clr_threads {
 };
 
 #define DNT_CLR_TS_BACKGROUND 0x200u
+#define DNT_CLR_TS_UNSTARTED 0x400u
+#define DNT_CLR_TS_DEAD 0x800u
 #define DNT_CLR_TS_THREADPOOL 0x01000000u /* TS_TPWorkerThread */
 
 /* The thread store's list, walked as the Thread contract says. 0, or -1 with err (a list that
@@ -328,5 +335,22 @@ int dnt_clr_source_line(const dnt_clr *r, uint64_t ip, int caller, char *file, s
 /* The thread's stack, innermost first. *v malloc'ed, the caller's (NULL, 0 for a thread the core
  * holds no registers of). 0, or -1 out of memory or the runtime's Frame layout unknown. */
 int dnt_clr_stack_walk(const dnt_clr *r, const struct dnt_clr_thread *t, struct dnt_clr_frame **v, size_t *n);
+
+/* A reference on a thread's stack, as the runtime's debugger interface reports it: a slot its
+ * managed frame's GC info says is live at the frame's code offset (registers saved by a callee
+ * read where they were saved). */
+struct dnt_clr_stack_root {
+  uint64_t address; /* the slot: a stack address, or where a register was saved; 0: a register of the thread's own */
+  uint64_t object;  /* what it holds (never 0; an interior pointer as it is, into its object) */
+  uint64_t sp, ip;  /* the frame's, as clrstack shows it */
+  char reg[16];     /* the slot's register, SOS's name ("rbp", "rsp", "caller.rsp", "rbx") */
+  int32_t offset;   /* a stack slot's, from reg */
+  int interior, pinned;
+  int active;       /* the frame is the thread's running one (its ip is no return address) */
+};
+/* The thread's stack roots: its managed frames innermost first, each frame's slots in its GC
+ * info's order. Not read: the runtime's Frames' own (a stub's arguments), funclets' frames.
+ * *v malloc'ed, the caller's. 0, or -1 out of memory or the runtime's Frame layout unknown. */
+int dnt_clr_stack_roots(const dnt_clr *r, const struct dnt_clr_thread *t, struct dnt_clr_stack_root **v, size_t *n);
 
 #endif

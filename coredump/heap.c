@@ -384,48 +384,80 @@ int dnt_clr_heap_object(dnt_clr_heap *h, uint64_t obj, uint64_t *mt, uint64_t *s
   return dnt__heap_object(h, obj, mt, &flags, size);
 }
 
+/* One region's objects: 0, 1 when fn stopped the walk, -1 out of memory. */
+static int walk_region(dnt_clr_heap *h, const struct dnt_clr_region *reg, dnt_clr_object_fn fn, void *ud,
+                       struct dnt_clr_walk *w) {
+  int skips = reg->generation != 3 && !reg->frozen; /* no allocation context in the LOH or a frozen one */
+  uint64_t forgotten = reg->start;
+  for (uint64_t at = reg->start; at && at < reg->end;) {
+    uint64_t word;
+    if (dnt_core_read_u64(h->c, at, &word) != 0) { /* the core lacks the rest of the region */
+      w->missing++;
+      break;
+    }
+    uint64_t mt = word & ~h->unmask;
+    const struct mt_info *m = mt ? mt_info(h, mt) : NULL;
+    if (mt && !m) return -1;
+    struct dnt_clr_object o = {.address = at, .mt = mt, .region = reg};
+    uint32_t count = 0;
+    if (m && m->readable && (!(m->flags & MT_HAS_COMPONENT_SIZE) ||
+                             dnt_core_read_u32(h->c, at + h->num_components, &count) == 0)) {
+      o.valid = 1;
+      o.size = m->base_size + (m->flags & MT_HAS_COMPONENT_SIZE ? (uint64_t)(m->flags & 0xffff) * count : 0);
+      if (o.size < MIN_OBJECT_SIZE) o.size = MIN_OBJECT_SIZE; /* "" is 22 bytes but takes 24, as SOS counts */
+    } else { /* not an object: said, then the next one looked for */
+      o.mt = word;
+      w->invalid++;
+    }
+    if (fn(ud, &o)) return 1;
+    if (!o.valid) {
+      at = next_valid(h, reg, at, skips);
+      continue;
+    }
+    uint64_t next = at + ((o.size + 7) & ~7ull);
+    if (next <= at) break; /* a size past the end of memory: damage */
+    at = skips ? past_contexts(h, reg, next) : next;
+    if (at > forgotten && at - forgotten >= FORGET_EVERY) { /* what is walked need not stay in memory */
+      dnt_core_forget(h->c, forgotten, at - forgotten);
+      forgotten = at;
+    }
+  }
+  if (forgotten < reg->end) dnt_core_forget(h->c, forgotten, reg->end - forgotten);
+  return 0;
+}
+
 int dnt_clr_heap_walk(dnt_clr_heap *h, dnt_clr_object_fn fn, void *ud, struct dnt_clr_walk *w) {
   memset(w, 0, sizeof *w);
   for (size_t i = 0; i < h->nregions; i++) {
-    const struct dnt_clr_region *reg = &h->regions[i];
-    int skips = reg->generation != 3 && !reg->frozen; /* no allocation context in the LOH or a frozen one */
-    uint64_t forgotten = reg->start;
-    for (uint64_t at = reg->start; at && at < reg->end;) {
-      uint64_t word;
-      if (dnt_core_read_u64(h->c, at, &word) != 0) { /* the core lacks the rest of the region */
-        w->missing++;
-        break;
-      }
-      uint64_t mt = word & ~h->unmask;
-      const struct mt_info *m = mt ? mt_info(h, mt) : NULL;
-      if (mt && !m) return -1;
-      struct dnt_clr_object o = {.address = at, .mt = mt, .region = reg};
-      uint32_t count = 0;
-      if (m && m->readable && (!(m->flags & MT_HAS_COMPONENT_SIZE) ||
-                               dnt_core_read_u32(h->c, at + h->num_components, &count) == 0)) {
-        o.valid = 1;
-        o.size = m->base_size + (m->flags & MT_HAS_COMPONENT_SIZE ? (uint64_t)(m->flags & 0xffff) * count : 0);
-        if (o.size < MIN_OBJECT_SIZE) o.size = MIN_OBJECT_SIZE; /* "" is 22 bytes but takes 24, as SOS counts */
-      } else { /* not an object: said, then the next one looked for */
-        o.mt = word;
-        w->invalid++;
-      }
-      if (fn(ud, &o)) return 0;
-      if (!o.valid) {
-        at = next_valid(h, reg, at, skips);
-        continue;
-      }
-      uint64_t next = at + ((o.size + 7) & ~7ull);
-      if (next <= at) break; /* a size past the end of memory: damage */
-      at = skips ? past_contexts(h, reg, next) : next;
-      if (at > forgotten && at - forgotten >= FORGET_EVERY) { /* what is walked need not stay in memory */
-        dnt_core_forget(h->c, forgotten, at - forgotten);
-        forgotten = at;
-      }
-    }
-    if (forgotten < reg->end) dnt_core_forget(h->c, forgotten, reg->end - forgotten);
+    int rc = walk_region(h, &h->regions[i], fn, ud, w);
+    if (rc) return rc < 0 ? -1 : 0;
   }
   return 0;
+}
+
+struct containing {
+  uint64_t addr, found;
+};
+
+static int stop_past(void *ud, const struct dnt_clr_object *o) {
+  struct containing *c = ud;
+  if (o->address > c->addr) return 1;
+  if (o->valid) c->found = o->address;
+  return 0;
+}
+
+int dnt_clr_heap_object_before(dnt_clr_heap *h, uint64_t addr, uint64_t *obj) {
+  struct dnt_clr_walk w;
+  memset(&w, 0, sizeof w);
+  for (size_t i = 0; i < h->nregions; i++) {
+    const struct dnt_clr_region *reg = &h->regions[i];
+    if (addr < reg->start || addr >= reg->end) continue;
+    struct containing c = {addr, 0};
+    if (walk_region(h, reg, stop_past, &c, &w) < 0) return -1;
+    *obj = c.found;
+    return c.found ? 0 : -1;
+  }
+  return -1;
 }
 
 /* ---- dumpheap -stat ---- */

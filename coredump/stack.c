@@ -19,7 +19,7 @@
 #define CONTEXT_RSP 0x98 /* the AMD64 CONTEXT's Rsp, Rbp and Rip */
 #define CONTEXT_RBP 0xa0
 #define CONTEXT_RIP 0xf8
-#define CALLEE_SAVED_RBP 0 /* a TransitionBlock's callee-saved registers begin with rbp on Unix */
+#define CONTEXT_RAX 0x78 /* then rcx ... r15, a register each, in the processor's numbering */
 
 /* The Frame kinds, by the identifier each begins with (the descriptor's globals NAMEIdentifier). */
 static const char *const kinds[] = {
@@ -38,15 +38,17 @@ struct walk {
   int oom;
 };
 
-
-static void add(struct walk *w, struct dnt_clr_frame f) {
+static int add(void *ud, const struct dnt_clr_frame *f, const struct dnt__frame_regs *regs) {
+  struct walk *w = ud;
+  (void)regs;
   if (w->n == w->cap) {
     size_t cap = w->cap ? w->cap * 2 : 32;
     struct dnt_clr_frame *v = realloc(w->v, cap * sizeof *v);
-    if (!v) return (void)(w->oom = 1);
+    if (!v) return w->oom = 1;
     w->v = v, w->cap = cap;
   }
-  w->v[w->n++] = f;
+  w->v[w->n++] = *f;
+  return 0;
 }
 
 /* The kind of the Frame at frame: its name, NULL when its identifier is none the descriptor
@@ -63,9 +65,7 @@ static const char *kind_of(const dnt_clr *r, uint64_t frame) {
   return NULL;
 }
 
-struct regs {
-  uint64_t ip, sp, fp;
-};
+#define regs dnt__regs
 
 enum { UWOP_PUSH_NONVOL, UWOP_ALLOC_LARGE, UWOP_ALLOC_SMALL, UWOP_SET_FPREG, UWOP_SAVE_NONVOL, UWOP_SAVE_NONVOL_FAR,
        UWOP_EPILOG, UWOP_SPARE, UWOP_SAVE_XMM128, UWOP_SAVE_XMM128_FAR, UWOP_PUSH_MACHFRAME };
@@ -79,6 +79,7 @@ enum { UWOP_PUSH_NONVOL, UWOP_ALLOC_LARGE, UWOP_ALLOC_SMALL, UWOP_SET_FPREG, UWO
 static int unwind(const dnt_clr *r, const struct dnt__code_unwind *u, struct regs *ctx) {
   const dnt_core *c = dnt__clr_core(r);
   uint64_t sp = ctx->sp, fp = ctx->fp, offset = ctx->ip - u->begin, info = u->info;
+  struct regs out = *ctx; /* the registers the function saved are the caller's, where it saved them */
   int chained = 0;
   for (int depth = 0; depth < MAX_CHAIN; depth++) {
     uint8_t h[4], codes[512];
@@ -104,6 +105,7 @@ static int unwind(const dnt_clr *r, const struct dnt__code_unwind *u, struct reg
         switch (op) {
         case UWOP_PUSH_NONVOL:
           if (opinfo == REG_RBP && dnt_core_read_u64(c, sp, &fp) != 0) return -1;
+          out.loc[opinfo] = sp, out.have &= (uint16_t)~(1u << opinfo);
           sp += 8;
           break;
         case UWOP_ALLOC_LARGE: sp += opinfo ? arg : (uint64_t)arg * 8; break;
@@ -113,18 +115,22 @@ static int unwind(const dnt_clr *r, const struct dnt__code_unwind *u, struct reg
           sp = fp - (uint64_t)frame_off * 16;
           break;
         case UWOP_SAVE_NONVOL:
-        case UWOP_SAVE_NONVOL_FAR:
+        case UWOP_SAVE_NONVOL_FAR: {
+          uint64_t saved_at = sp + (op == UWOP_SAVE_NONVOL ? (uint64_t)arg * 8 : arg);
           if (opinfo == REG_RBP) {
-            if (dnt_core_read_u64(c, sp + (op == UWOP_SAVE_NONVOL ? (uint64_t)arg * 8 : arg), &v) != 0) return -1;
+            if (dnt_core_read_u64(c, saved_at, &v) != 0) return -1;
             fp = v;
           }
+          out.loc[opinfo] = saved_at, out.have &= (uint16_t)~(1u << opinfo);
           break;
+        }
         case UWOP_SAVE_XMM128:
         case UWOP_SAVE_XMM128_FAR: break;
         case UWOP_PUSH_MACHFRAME: { /* an interrupt's frame: ip and sp as the CPU pushed them */
           uint64_t base = sp + (opinfo ? 8 : 0), ip, rsp;
           if (dnt_core_read_u64(c, base, &ip) != 0 || dnt_core_read_u64(c, base + 24, &rsp) != 0) return -1;
-          *ctx = (struct regs){ip, rsp, fp};
+          out.ip = ip, out.sp = rsp, out.fp = fp;
+          *ctx = out;
           return 0;
         }
         default: return -1;
@@ -141,7 +147,8 @@ static int unwind(const dnt_clr *r, const struct dnt__code_unwind *u, struct reg
   }
   uint64_t ip;
   if (dnt_core_read_u64(c, sp, &ip) != 0) return -1;
-  *ctx = (struct regs){ip, sp + 8, fp};
+  out.ip = ip, out.sp = sp + 8, out.fp = fp;
+  *ctx = out;
   return 0;
 }
 
@@ -166,7 +173,8 @@ static int resume_at(const dnt_clr *r, uint64_t frame, const char *kind, struct 
         clr_u64(r, frame + sp_off, &b) || clr_u64(r, frame + fp_off, &c))
       return -1;
     if (!a) return 0; /* not in a call now */
-    *ctx = (struct regs){a, b, c};
+    *ctx = (struct regs){.ip = a, .sp = b, .fp = c}; /* of the callee-saved registers, the frame keeps rbp only */
+    ctx->loc[REG_RBP] = frame + fp_off;
     return 1;
   }
   if (strcmp(kind, "SoftwareExceptionFrame") == 0 || strcmp(kind, "FaultingExceptionFrame") == 0 ||
@@ -181,17 +189,25 @@ static int resume_at(const dnt_clr *r, uint64_t frame, const char *kind, struct 
     if (clr_u64(r, context + CONTEXT_RIP, &a) || clr_u64(r, context + CONTEXT_RSP, &b) ||
         clr_u64(r, context + CONTEXT_RBP, &c))
       return -1;
-    *ctx = (struct regs){a, b, c};
+    *ctx = (struct regs){.ip = a, .sp = b, .fp = c};
+    for (int i = 0; i < 16; i++) ctx->loc[i] = context + CONTEXT_RAX + 8ull * (unsigned)i;
     return a ? 1 : 0;
   }
   if (framed(kind)) {
-    uint64_t tb_off, ret_off, saved_off, tb;
+    static const struct {
+      const char *name;
+      int reg;
+    } saved[] = {{"Rbx", 3}, {"Rbp", REG_RBP}, {"R12", 12}, {"R13", 13}, {"R14", 14}, {"R15", 15}};
+    uint64_t tb_off, ret_off, saved_off, tb, rbp_off;
     if (dnt_clr_field(r, "FramedMethodFrame", "TransitionBlockPtr", &tb_off) ||
         dnt_clr_field(r, "TransitionBlock", "ReturnAddress", &ret_off) ||
-        dnt_clr_field(r, "TransitionBlock", "CalleeSavedRegisters", &saved_off) || clr_u64(r, frame + tb_off, &tb) ||
-        clr_u64(r, tb + ret_off, &a) || clr_u64(r, tb + saved_off + CALLEE_SAVED_RBP, &c))
+        dnt_clr_field(r, "TransitionBlock", "CalleeSavedRegisters", &saved_off) ||
+        dnt_clr_field(r, "CalleeSavedRegisters", "Rbp", &rbp_off) || clr_u64(r, frame + tb_off, &tb) ||
+        clr_u64(r, tb + ret_off, &a) || clr_u64(r, tb + saved_off + rbp_off, &c))
       return -1;
-    *ctx = (struct regs){a, tb + ret_off + 8, c};
+    *ctx = (struct regs){.ip = a, .sp = tb + ret_off + 8, .fp = c};
+    for (size_t i = 0; i < sizeof saved / sizeof saved[0]; i++)
+      if (dnt_clr_field(r, "CalleeSavedRegisters", saved[i].name, &off) == 0) ctx->loc[saved[i].reg] = tb + saved_off + off;
     return a ? 1 : 0;
   }
   return 0;
@@ -208,29 +224,31 @@ static uint64_t framed_method(const dnt_clr *r, uint64_t frame) {
   return md & 7 ? 0 : md;
 }
 
-int dnt_clr_stack_walk(const dnt_clr *r, const struct dnt_clr_thread *t, struct dnt_clr_frame **out, size_t *nout) {
-  struct walk w = {.r = r};
-  *out = NULL, *nout = 0;
+int dnt__stack_walk(const dnt_clr *r, const struct dnt_clr_thread *t, dnt__frame_fn fn, void *ud) {
   const struct dnt_core_thread *os;
-  size_t nos = dnt_core_threads(dnt__clr_core(r), &os);
+  size_t nos = dnt_core_threads(dnt__clr_core(r), &os), n = 0;
   if (t->dbg < 0 || (size_t)t->dbg >= nos) return 0; /* no registers: nothing to walk */
-  struct regs ctx = {os[t->dbg].rip, os[t->dbg].rsp, os[t->dbg].rbp};
+  struct regs ctx = {.ip = os[t->dbg].rip, .sp = os[t->dbg].rsp, .fp = os[t->dbg].rbp, .have = 0xffff};
+  memcpy(ctx.val, os[t->dbg].gpr, sizeof ctx.val);
   uint64_t frame = t->frame, next_off;
+  int active = 1; /* the thread's own registers: its innermost frame is running, not calling */
   if (dnt_clr_field(r, "Frame", "Next", &next_off) != 0) return -1;
-  while (w.n < MAX_FRAMES && !w.oom) {
+  for (; n < MAX_FRAMES; n++) {
     uint64_t md, start;
     struct dnt__code_unwind u;
     if (ctx.ip && dnt__clr_code(r, ctx.ip, &md, &start, &u) == 0) {
-      add(&w, (struct dnt_clr_frame){.sp = ctx.sp, .ip = ctx.ip, .method = md});
       struct regs caller = ctx;
-      if (!u.info || unwind(r, &u, &caller) != 0) {
-        /* no unwind data: the caller through the frame pointer */
+      int unwound = u.info && unwind(r, &u, &caller) == 0;
+      if (!unwound) { /* no unwind data: the caller through the frame pointer */
         uint64_t fp = ctx.fp, ip, caller_fp;
-        if (fp < ctx.sp || clr_u64(r, fp + 8, &ip) || clr_u64(r, fp, &caller_fp)) break;
-        caller = (struct regs){ip, fp + 16, caller_fp};
+        if (fp < ctx.sp || clr_u64(r, fp + 8, &ip) || clr_u64(r, fp, &caller_fp)) caller.sp = 0;
+        else caller.ip = ip, caller.sp = fp + 16, caller.fp = caller_fp, caller.loc[REG_RBP] = fp;
       }
+      struct dnt__frame_regs regs = {&ctx, caller.sp ? &caller : NULL, &u, start, active};
+      struct dnt_clr_frame f = {.sp = ctx.sp, .ip = ctx.ip, .method = md};
+      if (fn(ud, &f, &regs)) return -1;
       if (caller.sp <= ctx.sp) break; /* a stack only grows: anything else is damage */
-      ctx = caller;
+      ctx = caller, active = 0;
       continue;
     }
     /* native code: the next explicit Frame says where managed code was left */
@@ -243,22 +261,28 @@ int dnt_clr_stack_walk(const dnt_clr *r, const struct dnt_clr_thread *t, struct 
     } else if (kind && framed(kind)) {
       f.method = framed_method(r, frame);
     }
-    add(&w, f);
+    if (fn(ud, &f, NULL)) return -1;
     struct regs next = ctx;
     int how = kind ? resume_at(r, frame, kind, &next) : 0;
     if (how < 0) break;
     if (how > 0) {
       if (strcmp(kind, "InlinedCallFrame") == 0) { /* SOS shows it again, at the call's return */
         f.ip = next.ip;
-        add(&w, f);
+        if (fn(ud, &f, NULL)) return -1;
       }
-      ctx = next;
+      ctx = next, active = 0;
     }
     uint64_t following;
     if (clr_u64(r, frame + next_off, &following) != 0 || following == frame) break;
     frame = following;
   }
-  if (w.oom) {
+  return 0;
+}
+
+int dnt_clr_stack_walk(const dnt_clr *r, const struct dnt_clr_thread *t, struct dnt_clr_frame **out, size_t *nout) {
+  struct walk w = {.r = r};
+  *out = NULL, *nout = 0;
+  if (dnt__stack_walk(r, t, add, &w) != 0) {
     free(w.v);
     return -1;
   }
