@@ -148,6 +148,9 @@ struct dnt__gcinfo {
   struct dnt__gc_slot slots[DNT__GC_MAX_SLOTS];
 };
 int dnt__gcinfo_read(const dnt_core *c, uint64_t at, uint32_t offset, int flags, struct dnt__gcinfo *g);
+/* The same from any memory: read fills buf with n bytes at at (0), or fails (-1). */
+typedef int (*dnt__read_fn)(const void *ud, uint64_t at, void *buf, size_t n);
+int dnt__gcinfo_decode(dnt__read_fn read, const void *ud, uint64_t at, uint32_t offset, int flags, struct dnt__gcinfo *g);
 
 /* ---- json.c: a JSON text read into a tree of nodes (the descriptor's: small, trusted no more
  * than the core it came from) ---- */

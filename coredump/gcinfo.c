@@ -55,7 +55,8 @@
 #define WINDOW 512
 
 struct bits {
-  const dnt_core *c;
+  dnt__read_fn read;
+  const void *ud;
   uint64_t base;        /* the stream's first byte */
   uint64_t pos;         /* in bits */
   uint8_t window[WINDOW];
@@ -69,9 +70,9 @@ static int byte_at(struct bits *b, uint64_t at, uint8_t *v) {
     /* the window ends where the core's memory may end: read what there is, a byte at a time past
      * a failing page */
     b->window_at = at;
-    if (dnt_core_read(b->c, b->base + at, b->window, WINDOW) != 0) {
+    if (b->read(b->ud, b->base + at, b->window, WINDOW) != 0) {
       size_t n = 0;
-      while (n < WINDOW && dnt_core_read(b->c, b->base + at + n, b->window + n, 1) == 0) n++;
+      while (n < WINDOW && b->read(b->ud, b->base + at + n, b->window + n, 1) == 0) n++;
       if (!n) return b->window_at = ~0ull, -1;
       memset(b->window + n, 0, WINDOW - n);
     }
@@ -83,6 +84,7 @@ static int byte_at(struct bits *b, uint64_t at, uint8_t *v) {
 /* n bits (at most 64), the first the least significant. */
 static uint64_t read_bits(struct bits *b, unsigned n) {
   uint64_t v = 0;
+  if (n > 64) b->bad = 1;
   for (unsigned i = 0; i < n && !b->bad;) {
     uint8_t byte;
     uint64_t at = b->pos >> 3;
@@ -150,16 +152,16 @@ static int read_slots(struct bits *b, struct dnt__gc_slot *slots, size_t cap, ui
   /* the tracked stack slots, then the untracked: each list restarts its deltas */
   for (int part = 0; part < 2; part++) {
     uint32_t first = part ? regs + stack : regs, count = part ? untracked : stack;
-    int64_t norm = 0;
+    uint64_t norm = 0; /* unsigned: damaged info may overflow it, harmlessly */
     for (uint32_t i = 0; i < count; i++) {
       uint32_t base = (uint32_t)read_bits(b, 2);
       if (i == 0 || flags) {
-        norm = var_signed(b, STACK_SLOT_BASE);
+        norm = (uint64_t)var_signed(b, STACK_SLOT_BASE);
         flags = (uint32_t)read_bits(b, 2);
       } else {
-        norm += (int64_t)var_unsigned(b, STACK_SLOT_DELTA_BASE);
+        norm += var_unsigned(b, STACK_SLOT_DELTA_BASE);
       }
-      slots[first + i] = (struct dnt__gc_slot){.base = base, .offset = (int32_t)(norm * 8), .flags = flags,
+      slots[first + i] = (struct dnt__gc_slot){.base = base, .offset = (int32_t)(uint32_t)(norm << 3), .flags = flags,
                                                .untracked = part};
     }
   }
@@ -194,9 +196,15 @@ static void mark(void *ud, uint32_t slot) {
   }
 }
 
+static int core_read(const void *ud, uint64_t at, void *buf, size_t n) { return dnt_core_read(ud, at, buf, n); }
+
 int dnt__gcinfo_read(const dnt_core *c, uint64_t at, uint32_t offset, int flags, struct dnt__gcinfo *g) {
+  return dnt__gcinfo_decode(core_read, c, at, offset, flags, g);
+}
+
+int dnt__gcinfo_decode(dnt__read_fn read, const void *ud, uint64_t at, uint32_t offset, int flags, struct dnt__gcinfo *g) {
   memset(g, 0, sizeof *g);
-  struct bits b = {.c = c, .base = at, .window_at = ~0ull};
+  struct bits b = {.read = read, .ud = ud, .base = at, .window_at = ~0ull};
   g->stack_base_register = ~0u;
   uint32_t header = 0, slim = read_bits(&b, 1) == 0;
   if (slim) {
@@ -225,14 +233,14 @@ int dnt__gcinfo_read(const dnt_core *c, uint64_t at, uint32_t offset, int flags,
   /* the safe point at offset, if any */
   unsigned width = ceil_log2(g->code_length);
   uint32_t safe_index = safe_points;
-  for (uint32_t i = 0; i < safe_points; i++) {
+  for (uint32_t i = 0; i < safe_points && !b.bad; i++) {
     uint32_t sp = (uint32_t)read_bits(&b, width);
     if (sp == offset && safe_index == safe_points) safe_index = i;
   }
   int aborted = (flags & DNT__GC_ABORTED) != 0;
   /* the interruptible ranges: where offset lies among them, counted in interruptible offsets */
   uint32_t pseudo = 0, interruptible = 0, last_stop = 0, in_range = 0;
-  for (uint32_t i = 0; i < ranges; i++) {
+  for (uint32_t i = 0; i < ranges && !b.bad; i++) {
     uint32_t start = last_stop + (uint32_t)var_unsigned(&b, RANGE_DELTA1_BASE);
     uint32_t length = (uint32_t)var_unsigned(&b, RANGE_DELTA2_BASE) + 1, stop = start + length;
     if (offset >= start && offset < stop) pseudo = interruptible + offset - start, in_range = 1;

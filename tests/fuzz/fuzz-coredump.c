@@ -3,7 +3,7 @@
  * (core.c: ELF header, program headers, notes; reads of its memory), and the runtime looked for
  * in it (clr.c: its mapped files, the library's symbol table, the descriptor) with the managed
  * threads, their exceptions (objects.c) and stacks (stack.c, code.c: the code map, unwind data,
- * Frames, MethodDescs), and the heap (heap.c: the GC's variables, its regions, the walk, the
+ * Frames, MethodDescs; stackroots.c, gcinfo.c: their roots), and the heap (heap.c: the GC's variables, its regions, the walk, the
  * types' names; fields.c: their fields and the types of those; roots.c, gcroot.c, statics.c: the
  * handles, the finalizer queue, gcroot's search and the statics it names) when one is found. Seeds: tests/fuzz/seeds/elfcore (real cores without memory) and
  * tests/fuzz/seeds/coredump (descriptor-shaped JSON written here). */
@@ -61,6 +61,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
           for (size_t k = 0; k < nf; k++)
             if (f[k].method) (void)dnt_clr_method_name(r, f[k].method, name, sizeof name);
           free(f);
+        }
+        struct dnt_clr_stack_root *roots; /* its roots, as gcroot reads them (GC info, saved registers) */
+        size_t nr;
+        if (dnt_clr_stack_roots(r, &ts.v[i], &roots, &nr) == 0) {
+          for (size_t k = 0; k < nr; k++)
+            if (!roots[k].object) abort(); /* a slot holding nothing is no root */
+          free(roots);
         }
       }
       dnt_clr_threads_release(&ts);

@@ -31,6 +31,7 @@ for fuzzer in "$@"; do
     fuzz-cli) dirs="$seeds/cli" max_len=4096 ;;
     fuzz-elfcore) dirs="$seeds/elfcore" max_len=131072 ;;
     fuzz-coredump) dirs="$seeds/elfcore $seeds/coredump" max_len=131072 ;;
+    fuzz-gcinfo) dirs="$seeds/gcinfo" max_len=4096 ;;
     fuzz-perf-script) dirs="$seeds/perf-script" ;;
     fuzz-perfmap) dirs="$seeds/perfmap" ;;
     fuzz-perfdata) dirs="$seeds/perfdata" ;;

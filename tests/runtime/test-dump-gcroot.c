@@ -4,8 +4,9 @@
  * roots and paths of objects held in different ways are the ones dotnet-dump prints, byte for byte,
  * but for its lines saying it caches roots and its static variables' names (dotnet-dump 10 names
  * the static in the slot before, by its field's type: the sample's own source says which static
- * holds what, and dntrace must name that one). -limit, --json and a warning that stacks are not
- * searched; an address that is no object; a core whose memory is damaged read without a crash. */
+ * holds what, and dntrace must name that one), and the roots on the threads' stacks (locals of Main
+ * and of the worker threads). -limit, --json; an address that is no object; a core whose memory is
+ * damaged read without a crash. */
 #include <criterion/criterion.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -108,7 +109,7 @@ static void expect_static(const char *core, uint64_t obj, const char *line) {
 
 /* A copy of core whose memory has 2,000 runs of 8, 64 or 4096 bytes overwritten (0, 0xff or
  * another byte, at places a fixed sequence picks, past the first twentieth of the file): gcroot of
- * each of the three objects exits 0 or 1, never crashes. */
+ * each of the three objects, with the stacks and without, exits 0 or 1, never crashes. */
 static void damaged_memory_is_survived(const char *core, const char *dir, const uint64_t objects[3]) {
   char copy[4400], cmd[9000];
   snprintf(copy, sizeof copy, "%s/damaged.core", dir);
@@ -130,10 +131,10 @@ static void damaged_memory_is_survived(const char *core, const char *dir, const 
     cr_assert(fseek(fp, at, SEEK_SET) == 0 && fwrite(run, 1, n, fp) == n);
   }
   cr_assert_eq(fclose(fp), 0);
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < 6; i++) {
     struct dnt_run r;
     char command[64];
-    snprintf(command, sizeof command, "gcroot -nostacks %" PRIx64, objects[i]);
+    snprintf(command, sizeof command, "gcroot %s%" PRIx64, i < 3 ? "-nostacks " : "", objects[i % 3]);
     int rc = dnt_run_dntrace(&r, "dump", "analyze", copy, "-c", command, NULL);
     cr_expect(rc == 0 || rc == 1, "%s on a damaged core: exit %d\n%s", command, rc, r.err);
     dnt_run_free(&r);
@@ -150,7 +151,7 @@ static void roots_of_the_heap_sample(const char *const *env) {
   uint64_t key = handle_object(core, "Dependent", "Sample.CacheEntry", &value);
   cr_assert(value, "the ConditionalWeakTable's value");
   uint64_t finalizable = first_of(core, "Sample.Finalizable"), growth = first_of(core, "System.Collections.Generic.List<Sample.GrowthItem>"),
-           options = first_of(core, "Sample.Options");
+           options = first_of(core, "Sample.Options"), workers = first_of(core, "Sample.Workers");
   /* the pinned array: reached from the statics, then its pinned handle (two roots); the table's
    * value: through its key, a dependent handle's link; objects held by statics; no object */
   const uint64_t targets[] = {pinned, value, key, finalizable, growth, options, pinned + 24};
@@ -180,14 +181,21 @@ static void roots_of_the_heap_sample(const char *const *env) {
   gcroot_as_dotnet_dumps(core, cmd, &r);
   cr_expect(strstr(r.out, "\nFound 1 unique roots.\n"), "%s", r.out);
   dnt_run_free(&r);
-  /* without -nostacks: the same roots, and a warning that stacks were not searched */
-  struct dnt_run all, handles;
-  snprintf(cmd, sizeof cmd, "gcroot %" PRIx64, pinned);
+  /* the threads' stacks too: the sample's Workers object is held by locals of Main and of its
+   * worker threads' methods (each frame's GC info read at its call), the pinned array and the
+   * options by those and by locals of the runtime's own threads */
+  const uint64_t held[] = {workers, pinned, options, value};
+  struct dnt_run all;
+  for (size_t i = 0; i < sizeof held / sizeof held[0]; i++) {
+    snprintf(cmd, sizeof cmd, "gcroot %" PRIx64, held[i]);
+    gcroot_as_dotnet_dumps(core, cmd, &all);
+    dnt_run_free(&all);
+  }
+  snprintf(cmd, sizeof cmd, "gcroot %" PRIx64, workers);
   cr_assert_eq(dnt_run_dntrace(&all, "dump", "analyze", core, "-c", cmd, NULL), 0, "%s", all.err);
-  snprintf(cmd, sizeof cmd, "gcroot -nostacks %" PRIx64, pinned);
-  cr_assert_eq(dnt_run_dntrace(&handles, "dump", "analyze", core, "-c", cmd, NULL), 0, "%s", handles.err);
-  cr_expect_str_eq(all.out, handles.out);
-  cr_expect(strstr(all.err, "stacks are not searched") && !strstr(handles.err, "stacks"), "%s", all.err);
+  cr_expect(strstr(all.out, " Sample.Program.Main(System.String[]) [") && strstr(all.out, "\n        rbp-") &&
+                strstr(all.out, "\nThread "),
+            "%s", all.out);
   /* --json: the text's roots and paths */
   struct dnt_run js;
   cr_assert_eq(dnt_run_dntrace(&js, "dump", "analyze", core, "--json", "-c", cmd, NULL), 0, "%s", js.err);
@@ -195,18 +203,28 @@ static void roots_of_the_heap_sample(const char *const *env) {
   snprintf(json, sizeof json, "%s/answer.json", dir);
   snprintf(plain, sizeof plain, "%s/answer.txt", dir);
   dnt_write_file(json, js.out, strlen(js.out));
-  dnt_write_file(plain, handles.out, strlen(handles.out));
-  expect_python("import json, sys\n"
+  dnt_write_file(plain, all.out, strlen(all.out));
+  expect_python("import json, sys, re\n"
                 "j = json.loads(open(sys.argv[1]).read())\n"
                 "text = open(sys.argv[2]).read()\n"
                 "lines = [l.strip() for l in text.splitlines()]\n"
-                "roots = [(l.split()[0], l.split('(')[1].rstrip(')')) for l in lines if l.endswith('handle)')]\n"
-                "assert [(r['address'][2:].zfill(16), r['kind']) for r in j['roots']] == roots, (j, roots)\n"
+                "def slot(r):\n"
+                "    if r['kind'] != 'stack': return (int(r['address'], 16), r['kind'])\n"
+                "    o = r['offset']\n"
+                "    return (int(r['address'], 16), r['register'] + ('+%x' % o if o > 0 else '-%x' % -o if o < 0 else ''))\n"
+                "roots = []\n"
+                "for l in lines:\n"
+                "    m = re.match(r'^([0-9a-f]{16}) \\((.*)\\)$', l)\n"
+                "    if m: roots.append((int(m.group(1), 16), m.group(2)))\n"
+                "    m = re.match(r'^([a-z0-9.]+(?:[+-][0-9a-f]+)?): ([0-9a-f]{16})$', l)\n"
+                "    if m: roots.append((int(m.group(2), 16), m.group(1)))\n"
+                "assert [slot(r) for r in j['roots']] == roots, ([slot(r) for r in j['roots']], roots)\n"
                 "paths = [int(l.split()[1], 16) for l in lines if l.startswith('->')]\n"
                 "assert [int(p['address'], 16) for r in j['roots'] for p in r['path']] == paths, (j, paths)\n"
-                "assert j['found'] == len(roots) and j['valid'] and j['stacksSearched'] is False\n",
+                "assert j['found'] == len(roots) and j['valid'] and j['stacksSearched'] is True\n"
+                "assert any(r['kind'] == 'stack' and r['method'] == 'Sample.Program.Main(System.String[])' for r in j['roots'])\n",
                 json, plain, NULL);
-  dnt_run_free(&js), dnt_run_free(&all), dnt_run_free(&handles);
+  dnt_run_free(&js), dnt_run_free(&all);
   /* bad arguments: one line each, the command failed */
   const char *const bad[] = {"gcroot", "gcroot zz", "gcroot -nostack 10", "gcroot -limit x 10"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
