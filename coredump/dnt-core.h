@@ -340,7 +340,7 @@ int dnt_clr_stack_walk(const dnt_clr *r, const struct dnt_clr_thread *t, struct 
  * managed frame's GC info says is live at the frame's code offset (registers saved by a callee
  * read where they were saved). */
 struct dnt_clr_stack_root {
-  uint64_t address; /* the slot: a stack address, or where a register was saved; 0: a register of the thread's own */
+  uint64_t address; /* a stack slot's address; 0 for a register (as SOS shows it) */
   uint64_t object;  /* what it holds (never 0; an interior pointer as it is, into its object) */
   uint64_t sp, ip;  /* the frame's, as clrstack shows it */
   char reg[16];     /* the slot's register, SOS's name ("rbp", "rsp", "caller.rsp", "rbx") */

@@ -72,7 +72,8 @@ static int frame_roots(void *ud, const struct dnt_clr_frame *f, const struct dnt
     uint64_t value;
     if (s->is_register) {
       if (s->reg >= 16 || s->reg == 4 || (!regs->active && !(PRESERVED & (1u << s->reg)))) continue;
-      if (reg_value(w->r, ctx, s->reg, &value, &root.address) != 0) continue;
+      uint64_t saved_at; /* a register's root has no address of its own, wherever its value was saved */
+      if (reg_value(w->r, ctx, s->reg, &value, &saved_at) != 0) continue;
       memcpy(root.reg, reg_names[s->reg], strlen(reg_names[s->reg]) + 1);
     } else {
       uint64_t base, where;
