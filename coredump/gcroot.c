@@ -155,6 +155,63 @@ uint64_t dnt_clr_reference_slot(dnt_clr_heap *h, uint64_t obj, uint64_t ref) {
   return at;
 }
 
+/* ---- the references met: a bit per 8 bytes of each region of the heap (a region's bits made
+ * when first needed), a map for any address outside them ---- */
+
+struct seen {
+  const struct dnt_clr_region *regions; /* by address */
+  size_t nregions;
+  uint64_t **bits;                      /* each region's, NULL until needed */
+  struct map others;
+};
+
+/* Where a region's memory ends: its committed end, or its objects' if beyond (a frozen one). */
+static uint64_t limit_of(const struct dnt_clr_region *r) { return r->committed > r->end ? r->committed : r->end; }
+
+/* The region holding addr, or nregions. */
+static size_t region_of(const struct seen *s, uint64_t addr) {
+  size_t lo = 0, hi = s->nregions;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (s->regions[mid].start <= addr) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo && addr < limit_of(&s->regions[lo - 1]) ? lo - 1 : s->nregions;
+}
+
+static int seen_has(const struct seen *s, uint64_t addr) {
+  size_t r = region_of(s, addr);
+  if (r == s->nregions) return map_get(&s->others, addr, NULL);
+  uint64_t bit = (addr - s->regions[r].start) >> 3;
+  return s->bits[r] && (s->bits[r][bit >> 6] >> (bit & 63) & 1);
+}
+
+/* 0, or -1 out of memory. */
+static int seen_add(struct seen *s, uint64_t addr) {
+  size_t r = region_of(s, addr);
+  if (r == s->nregions) return map_put(&s->others, addr, 0);
+  uint64_t bit = (addr - s->regions[r].start) >> 3;
+  if (!s->bits[r]) {
+    uint64_t words = ((limit_of(&s->regions[r]) - s->regions[r].start) / 8 + 63) / 64;
+    if (!(s->bits[r] = calloc(words ? words : 1, sizeof **s->bits))) return -1;
+  }
+  s->bits[r][bit >> 6] |= 1ull << (bit & 63);
+  return 0;
+}
+
+static void seen_remove(struct seen *s, uint64_t addr) {
+  size_t r = region_of(s, addr);
+  if (r == s->nregions) return map_remove(&s->others, addr);
+  uint64_t bit = (addr - s->regions[r].start) >> 3;
+  if (s->bits[r]) s->bits[r][bit >> 6] &= ~(1ull << (bit & 63));
+}
+
+static void seen_free(struct seen *s) {
+  for (size_t i = 0; s->bits && i < s->nregions; i++) free(s->bits[i]);
+  free(s->bits);
+  map_free(&s->others);
+}
+
 /* ---- the search ---- */
 
 struct dependent {
@@ -179,7 +236,7 @@ struct dnt_clr_gcroot {
   struct dependent *dependents; /* by source, in the handles' order among equals */
   size_t ndependents;
   struct map found; /* object -> its link */
-  struct map seen;  /* references met and not to be explored again */
+  struct seen seen; /* references met and not to be explored again */
   struct link *links;
   size_t nlinks, caplinks;
   struct list *stack;
@@ -244,9 +301,11 @@ int dnt_clr_gcroot_new(dnt_clr_gcroot **out, dnt_clr_heap *h, uint64_t target, c
   dnt_clr_gcroot *g = calloc(1, sizeof *g);
   if (!g) return -1;
   g->h = h, g->target = target;
+  g->seen.nregions = dnt_clr_heap_regions(h, &g->seen.regions);
+  if (!(g->seen.bits = calloc(g->seen.nregions ? g->seen.nregions : 1, sizeof *g->seen.bits))) return free(g), -1;
   size_t n = 0;
   for (size_t i = 0; i < nhandles; i++) n += handles[i].kind == DNT_CLR_HANDLE_DEPENDENT && handles[i].dependent;
-  if (n && !(g->dependents = malloc(n * sizeof *g->dependents))) return free(g), -1;
+  if (n && !(g->dependents = malloc(n * sizeof *g->dependents))) return dnt_clr_gcroot_free(g), -1;
   for (size_t i = 0; i < nhandles; i++)
     if (handles[i].kind == DNT_CLR_HANDLE_DEPENDENT && handles[i].dependent)
       g->dependents[g->ndependents++] = (struct dependent){handles[i].object, handles[i].dependent};
@@ -257,7 +316,7 @@ int dnt_clr_gcroot_new(dnt_clr_gcroot **out, dnt_clr_heap *h, uint64_t target, c
 
 void dnt_clr_gcroot_free(dnt_clr_gcroot *g) {
   if (!g) return;
-  map_free(&g->found), map_free(&g->seen);
+  map_free(&g->found), seen_free(&g->seen);
   free(g->dependents), free(g->links), free(g->stack), free(g->refs.v), free(g->refs.at);
   free(g);
 }
@@ -321,8 +380,8 @@ static int walk_object(dnt_clr_gcroot *g, uint64_t parent, uint64_t curr, int64_
       if ((*link = new_link(g, curr, known)) < 0 || map_put(&g->found, curr, *link) != 0) return -1;
       return open ? push(g, &l) : 0;
     }
-    if (map_get(&g->seen, ref, NULL)) continue;
-    if (map_put(&g->seen, ref, 0) != 0) return -1;
+    if (seen_has(&g->seen, ref)) continue;
+    if (seen_add(&g->seen, ref) != 0) return -1;
     if (!open) list_start(&l, curr, parent), open = 1;
     if (list_store(&l, ref) != 0) {
       if (push(g, &l) != 0) return -1;
@@ -336,7 +395,7 @@ static int walk_object(dnt_clr_gcroot *g, uint64_t parent, uint64_t curr, int64_
 /* Lets the references no search explored be met again. */
 static void drain(dnt_clr_gcroot *g) {
   for (size_t i = 0; i < g->depth; i++)
-    for (uint64_t child; (child = list_next(&g->stack[i]));) map_remove(&g->seen, child);
+    for (uint64_t child; (child = list_next(&g->stack[i]));) seen_remove(&g->seen, child);
   g->depth = 0;
 }
 
@@ -345,7 +404,7 @@ static int64_t add_link(dnt_clr_gcroot *g, int64_t link, uint64_t obj) {
   int64_t next;
   if (!map_get(&g->found, obj, &next) && ((next = new_link(g, obj, link)) < 0 || map_put(&g->found, obj, next) != 0))
     return -1;
-  map_remove(&g->seen, obj);
+  seen_remove(&g->seen, obj);
   return next;
 }
 
@@ -361,7 +420,7 @@ static int64_t found_from(dnt_clr_gcroot *g, int64_t link, size_t top) {
       if ((link = add_link(g, link, obj)) < 0) return -1;
       parent = list_parent(l);
     } else {
-      map_remove(&g->seen, l->object);
+      seen_remove(&g->seen, l->object);
     }
   }
   drain(g);

@@ -459,8 +459,8 @@ fi
 # dump analyze (issue 25): full dumps of the sample holding a 10,000,000-object heap (--heap
 # 5000000:0, a CacheEntry and an empty byte[] each) and a 1 GB one (--heap 10000:100000, in the
 # large object heap), then `dumpheap -stat` by dntrace and by dotnet-dump (when ./bootstrap.sh
-# installed it) on each: wall time and peak RSS; and `clrstack -all` of a sample with 500 idle
-# threads
+# installed it) on each: wall time and peak RSS; gcroot of an object behind the 5,000,000-entry
+# array; and `clrstack -all` of a sample with 500 idle threads
 if [ -x "$exe" ]; then
   dd=${DNT_DOTNET_TOOLS:-${DNT_SRCDIR:-$(dirname "$0")/..}/build-tools/dotnet-tools}/dotnet-dump
   for heap in 5000000:0 10000:100000 threads; do
@@ -488,6 +488,19 @@ if [ -x "$exe" ]; then
     if [ -x "$dd" ]; then
       /usr/bin/time -f "  dotnet-dump: %e s, %U s user, peak RSS %M KB" "$dd" analyze $core -c "$ddcmd" -c exit 2>&1 \
         >/dev/null | grep 'dotnet-dump:'
+    fi
+    if [ "$heap" = 5000000:0 ]; then
+      # gcroot of the one Sample.TableValue: reached through the static array of 5,000,000 entries
+      # and a dependent handle, every thread's stack searched too
+      mt=$($DNT_BIN dump analyze $core -c "dumpheap -stat" 2>/dev/null | awk '$4 == "Sample.TableValue" && NF == 4 {print $1}')
+      obj=$($DNT_BIN dump analyze $core -c "dumpheap -short -mt $mt" 2>/dev/null | head -1)
+      echo "== dump analyze: gcroot $obj (a 10,000,000-object heap)"
+      /usr/bin/time -f "  dntrace:     %e s, %U s user, peak RSS %M KB" $DNT_BIN dump analyze $core -c "gcroot $obj" 2>&1 \
+        >/dev/null | grep 'dntrace:'
+      if [ -x "$dd" ]; then
+        /usr/bin/time -f "  dotnet-dump: %e s, %U s user, peak RSS %M KB" "$dd" analyze $core -c "gcroot $obj" -c exit 2>&1 \
+          >/dev/null | grep 'dotnet-dump:'
+      fi
     fi
     rm -f $core
   done
