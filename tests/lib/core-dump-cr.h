@@ -19,6 +19,17 @@
 /* Microsoft's dotnet-dump, the oracle. */
 static inline const char *dotnet_dump(void) { return diag_tool("dotnet-dump"); }
 
+/* dotnet-dump analyze's answer to command on core (into theirs, the caller's): its text after its
+ * first line, which says it loads the core. */
+static inline const char *dotnet_dump_answer(const char *core, const char *command, struct dnt_run *theirs) {
+  char *const argv[] = {(char *)dotnet_dump(), "analyze", (char *)core, "-c", (char *)command, "-c", "exit", NULL};
+  cr_assert_eq(dnt_run_argv(theirs, argv, NULL, 300000), 0, "dotnet-dump: %s%s", theirs->out, theirs->err);
+  const char *after = strstr(theirs->out, "Loading core dump: ");
+  after = after ? strchr(after, '\n') : NULL;
+  cr_assert(after, "dotnet-dump: %s", theirs->out);
+  return after + 1;
+}
+
 /* Whether every thread of pid whose name begins with one of the prefixes sleeps (state S): the
  * sample's parked threads have reached their wait, not still in the runtime's prestub (JIT). */
 static inline int parked(int pid, const char *const *prefixes) {

@@ -45,14 +45,9 @@ static char *normalised(const char *text) {
 static void gcroot_as_dotnet_dumps(const char *core, const char *command, struct dnt_run *ours) {
   struct dnt_run theirs;
   cr_assert_eq(dnt_run_dntrace(ours, "dump", "analyze", core, "-c", command, NULL), 0, "%s: %s", command, ours->err);
-  char *const argv[] = {(char *)dotnet_dump(), "analyze", (char *)core, "-c", (char *)command, "-c", "exit", NULL};
-  cr_assert_eq(dnt_run_argv(&theirs, argv, NULL, 300000), 0, "dotnet-dump: %s%s", theirs.out, theirs.err);
-  const char *after = strstr(theirs.out, "Loading core dump: ");
-  after = after ? strchr(after, '\n') : NULL;
-  cr_assert(after, "dotnet-dump: %s", theirs.out);
-  char *a = normalised(ours->out), *b = normalised(after + 1);
-  cr_expect_str_eq(a, b, "%s: dntrace and dotnet-dump differ\ndntrace:\n%s\ndotnet-dump:\n%s", command, ours->out,
-                   after + 1);
+  const char *after = dotnet_dump_answer(core, command, &theirs);
+  char *a = normalised(ours->out), *b = normalised(after);
+  cr_expect_str_eq(a, b, "%s: dntrace and dotnet-dump differ\ndntrace:\n%s\ndotnet-dump:\n%s", command, ours->out, after);
   free(a), free(b);
   dnt_run_free(&theirs);
 }
@@ -98,7 +93,8 @@ static uint64_t handle_object(const char *core, const char *kind, const char *ty
   return obj;
 }
 
-static void expect_static(const char *core, uint64_t obj, const char *line) {
+/* gcroot -nostacks of obj says line. */
+static void expect_in_roots(const char *core, uint64_t obj, const char *line) {
   struct dnt_run r;
   char cmd[64];
   snprintf(cmd, sizeof cmd, "gcroot -nostacks %" PRIx64, obj);
@@ -162,20 +158,13 @@ static void roots_of_the_heap_sample(const char *const *env) {
     cr_expect(strstr(r.out, i < 6 ? "\nFound " : "Warning: "), "%s", r.out);
     dnt_run_free(&r);
   }
-  snprintf(cmd, sizeof cmd, "gcroot -nostacks %" PRIx64, pinned);
-  cr_assert_eq(dnt_run_dntrace(&r, "dump", "analyze", core, "-c", cmd, NULL), 0, "%s", r.err);
-  cr_expect(strstr(r.out, " (strong handle)\n") && strstr(r.out, " (pinned handle)\n") &&
-                strstr(r.out, "\nFound 2 unique roots.\n"),
-            "%s", r.out);
-  dnt_run_free(&r);
-  snprintf(cmd, sizeof cmd, "gcroot -nostacks %" PRIx64, value);
-  cr_assert_eq(dnt_run_dntrace(&r, "dump", "analyze", core, "-c", cmd, NULL), 0, "%s", r.err);
-  cr_expect(strstr(r.out, " Sample.TableValue (dependent handle)\n"), "%s", r.out);
-  dnt_run_free(&r);
+  expect_in_roots(core, pinned, " (pinned handle)\n          -> ");
+  expect_in_roots(core, pinned, "\nFound 2 unique roots.\n");
+  expect_in_roots(core, value, " Sample.TableValue (dependent handle)\n");
   /* the statics the sample's source declares */
-  expect_static(core, key, " Sample.CacheEntry[] (static variable: Sample.Cache.Entries)\n");
-  expect_static(core, finalizable, " Sample.Finalizable[] (static variable: Sample.HeapWork.Finalizables)\n");
-  expect_static(core, growth, " (static variable: Sample.HeapWork.Growth)\n");
+  expect_in_roots(core, key, " Sample.CacheEntry[] (static variable: Sample.Cache.Entries)\n");
+  expect_in_roots(core, finalizable, " Sample.Finalizable[] (static variable: Sample.HeapWork.Finalizables)\n");
+  expect_in_roots(core, growth, " (static variable: Sample.HeapWork.Growth)\n");
   /* -limit */
   snprintf(cmd, sizeof cmd, "gcroot -nostacks -limit 1 %" PRIx64, pinned);
   gcroot_as_dotnet_dumps(core, cmd, &r);
