@@ -6,7 +6,7 @@
  * the static in the slot before, by its field's type: the sample's own source says which static
  * holds what, and dntrace must name that one), and the roots on the threads' stacks (locals of Main
  * and of the worker threads). -limit, --json; an address that is no object; a core whose memory is
- * damaged read without a crash. */
+ * damaged read without a crash. Objects ready for finalization, rooted by the finalizer queue. */
 #include <criterion/criterion.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -222,6 +222,30 @@ static void roots_of_the_heap_sample(const char *const *env) {
     dnt_run_free(&r);
   }
   if (!env) damaged_memory_is_survived(core, dir, (const uint64_t[]){value, pinned, finalizable});
+  dnt_rm_rf(dir);
+  free(dir);
+}
+
+/* Objects whose only root is the finalizer queue: the sample's finalizer thread blocked for good
+ * (--stuck-finalizer), five unreachable Sample.Orphan wait behind it, ready for finalization.
+ * gcroot of one, with the stacks and without, is dotnet-dump's: the queue's slot, as a root. */
+Test(dump_gcroot, the_finalizer_queue_roots_what_waits_for_finalization, .timeout = 600) {
+  DNT_REQUIRE_TARGET();
+  dotnet_dump();
+  char *dir = dnt_temp_dir("dnt-gcroot"), core[4200], cmd[128];
+  const char *const args[] = {"--stuck-finalizer", "5", "--threads", "1", "--no-cpu", "--no-blocking", "--no-alloc",
+                              "--no-exceptions", NULL};
+  dump_target(dir, args, NULL, "stuck.core", core, sizeof core);
+  uint64_t orphan = first_of(core, "Sample.Orphan");
+  struct dnt_run r;
+  for (int stacks = 0; stacks < 2; stacks++) {
+    snprintf(cmd, sizeof cmd, "gcroot %s%" PRIx64, stacks ? "" : "-nostacks ", orphan);
+    gcroot_as_dotnet_dumps(core, cmd, &r);
+    cr_expect(strstr(r.out, "Finalizer Queue:\n    ") && strstr(r.out, " (finalizer root)\n          -> ") &&
+                  strstr(r.out, " Sample.Orphan \n\nFound 1 unique roots.\n"),
+              "%s", r.out);
+    dnt_run_free(&r);
+  }
   dnt_rm_rf(dir);
   free(dir);
 }
