@@ -139,7 +139,11 @@ static uint64_t r2r_method(const dnt_clr *r, uint64_t module, uint64_t base, uin
     uint32_t begin;
     if (clr_u32(r, fns + (uint64_t)(i - 1) * RUNTIME_FUNCTION_SIZE, &begin) != 0) return 0;
     uint64_t md = hash_lookup(r, (composite ? composite : info) + map_off, base + begin);
-    if (md) return *start = base + begin, md;
+    uint32_t unwind;
+    if (md) { /* the method's own function: its unwind data is followed by the method's GC info */
+      if (clr_u32(r, fns + (uint64_t)(i - 1) * RUNTIME_FUNCTION_SIZE + 8, &unwind) == 0) u->method_info = base + unwind;
+      return *start = base + begin, md;
+    }
     if (lo - i > 64) break; /* a method's funclets are few */
   }
   return 0;

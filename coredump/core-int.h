@@ -79,6 +79,7 @@ uint64_t dnt__clr_dac_table(const dnt_clr *r, uint64_t *size);
 struct dnt__code_unwind {
   uint64_t begin, info, base;
   uint64_t header; /* the JIT's RealCodeHeader of the method, 0 for precompiled code */
+  uint64_t method_info; /* precompiled code: the UNWIND_INFO of the method's own function (not a funclet's) */
 };
 /* As dnt_clr_code_method, and the function's unwind data into *u. */
 int dnt__clr_code(const dnt_clr *r, uint64_t ip, uint64_t *md, uint64_t *start, struct dnt__code_unwind *u);

@@ -349,7 +349,8 @@ struct dnt_clr_stack_root {
   int active;       /* the frame is the thread's running one (its ip is no return address) */
 };
 /* The thread's stack roots: its managed frames innermost first, each frame's slots in its GC
- * info's order. Not read: the runtime's Frames' own (a stub's arguments), funclets' frames.
+ * info's order (an exception handler's frame for its method, whose own frame then reports none).
+ * Not read: the runtime's Frames' own (a stub's arguments).
  * *v malloc'ed, the caller's. 0, or -1 out of memory or the runtime's Frame layout unknown. */
 int dnt_clr_stack_roots(const dnt_clr *r, const struct dnt_clr_thread *t, struct dnt_clr_stack_root **v, size_t *n);
 

@@ -1,7 +1,8 @@
 /* stackroots.c: the references on a thread's stack (dnt-core.h), as the runtime's stack walk
  * reports them to the GC and to debuggers: for each managed frame, the GC info of its method
  * (after a JIT'ed method's code header; right after the unwind data in a ReadyToRun image) read
- * at the frame's code offset (gcinfo.c). A frame that is not the thread's running one reports no
+ * at the frame's code offset (gcinfo.c); an exception handler's frame (a funclet) reports for its
+ * method, whose own frame further up then does not. A frame that is not the thread's running one reports no
  * scratch register and no slot of the outgoing argument area; a register is read where the
  * frame's callee saved it (stack.c); a stack slot is relative to the frame's SP, its caller's SP
  * or its frame register. */
@@ -20,6 +21,7 @@ static const char *const reg_names[16] = {"rax", "rcx", "rdx", "rbx", "rsp", "rb
 struct roots {
   const dnt_clr *r;
   struct dnt__gcinfo *g;
+  uint64_t funclet_of; /* the start of the method whose funclet (an exception handler) was last met */
   struct dnt_clr_stack_root *v;
   size_t n, cap;
   int oom;
@@ -40,9 +42,10 @@ static uint64_t gcinfo_of(const dnt_clr *r, const struct dnt__code_unwind *u) {
   uint64_t off, at;
   if (u->header) /* JIT'ed code: its RealCodeHeader points at it */
     return dnt_clr_field(r, "RealCodeHeader", "GCInfo", &off) == 0 && clr_u64(r, u->header + off, &at) == 0 ? at : 0;
-  uint8_t h[4]; /* precompiled: after the unwind data (header, codes, personality routine; 4-aligned) */
-  if (!u->info || dnt_core_read(dnt__clr_core(r), u->info, h, sizeof h) != 0 || (h[0] >> 3) & UNW_FLAG_CHAININFO) return 0;
-  return u->info + ((8u + 2u * h[2] + 3u) & ~3u);
+  uint8_t h[4]; /* precompiled: after the method's unwind data (header, codes, personality routine; 4-aligned) */
+  if (!u->method_info || dnt_core_read(dnt__clr_core(r), u->method_info, h, sizeof h) != 0 || (h[0] >> 3) & UNW_FLAG_CHAININFO)
+    return 0;
+  return u->method_info + ((8u + 2u * h[2] + 3u) & ~3u);
 }
 
 static int add(struct roots *w, struct dnt_clr_stack_root root) {
@@ -63,7 +66,13 @@ static int frame_roots(void *ud, const struct dnt_clr_frame *f, const struct dnt
   uint64_t info = gcinfo_of(w->r, regs->code);
   if (!info || ctx->ip < regs->start || ctx->ip - regs->start > UINT32_MAX) return 0;
   struct dnt__gcinfo *g = w->g;
-  if (dnt__gcinfo_read(dnt__clr_core(w->r), info, (uint32_t)(ctx->ip - regs->start), 0, g) != 0) return 0;
+  /* a funclet reports its method's slots; the method's own frame, further up (the funclet's
+   * parent), then reports nothing when its info says only leaves report, else no untracked slot */
+  int funclet = regs->code->begin != regs->start, parent = !funclet && regs->start == w->funclet_of, flags = 0;
+  if (funclet) w->funclet_of = regs->start;
+  else if (parent) w->funclet_of = 0, flags = DNT__GC_NO_UNTRACKED;
+  if (dnt__gcinfo_read(dnt__clr_core(w->r), info, (uint32_t)(ctx->ip - regs->start), flags, g) != 0) return 0;
+  if (parent && g->report_only_leaf) return 0;
   for (uint32_t i = 0; i < g->nslots; i++) {
     const struct dnt__gc_slot *s = &g->slots[i];
     if (!s->live) continue;

@@ -64,7 +64,7 @@ static inline void dump_program(const char *exe, const char *dir, const char *co
   cr_assert_eq(dnt_target_start(&t, &o, err, sizeof err), 0, "%s", err);
   snprintf(pid, sizeof pid, "%d", (int)t.pid);
   /* the parked threads waiting, so that their stacks are the ones a test names */
-  static const char *const parking[] = {"idle-", "generic-park", NULL};
+  static const char *const parking[] = {"idle-", "generic-park", "catch-park", NULL};
   for (double end = dnt_now_ms() + DNT_HANG_MS; !parked((int)t.pid, parking) && dnt_now_ms() < end;) /* timing: a hang's ceiling */
     usleep(10 * 1000);
   snprintf(core, cap, "%s/%s", dir, name);

@@ -6,7 +6,8 @@
  * the static in the slot before, by its field's type: the sample's own source says which static
  * holds what, and dntrace must name that one), and the roots on the threads' stacks (locals of Main
  * and of the worker threads). -limit, --json; an address that is no object; a core whose memory is
- * damaged read without a crash. Objects ready for finalization, rooted by the finalizer queue. */
+ * damaged read without a crash. Objects ready for finalization, rooted by the finalizer queue; a
+ * local of a method waiting in its catch block. */
 #include <criterion/criterion.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -228,13 +229,15 @@ static void roots_of_the_heap_sample(const char *const *env) {
 
 /* Objects whose only root is the finalizer queue: the sample's finalizer thread blocked for good
  * (--stuck-finalizer), five unreachable Sample.Orphan wait behind it, ready for finalization.
- * gcroot of one, with the stacks and without, is dotnet-dump's: the queue's slot, as a root. */
-Test(dump_gcroot, the_finalizer_queue_roots_what_waits_for_finalization, .timeout = 600) {
+ * gcroot of one, with the stacks and without, is dotnet-dump's: the queue's slot, as a root. And
+ * a thread waiting inside a catch block (--catch-park): the handler's frame (a funclet) reports
+ * the locals of its method, whose own frame then reports none, as dotnet-dump shows them. */
+Test(dump_gcroot, the_finalizer_queue_and_a_catch_block_root_as_dotnet_dump_says, .timeout = 600) {
   DNT_REQUIRE_TARGET();
   dotnet_dump();
   char *dir = dnt_temp_dir("dnt-gcroot"), core[4200], cmd[128];
-  const char *const args[] = {"--stuck-finalizer", "5", "--threads", "1", "--no-cpu", "--no-blocking", "--no-alloc",
-                              "--no-exceptions", NULL};
+  const char *const args[] = {"--stuck-finalizer", "5", "--catch-park", "--threads", "1", "--no-cpu", "--no-blocking",
+                              "--no-alloc", "--no-exceptions", NULL};
   dump_target(dir, args, NULL, "stuck.core", core, sizeof core);
   uint64_t orphan = first_of(core, "Sample.Orphan");
   struct dnt_run r;
@@ -246,6 +249,11 @@ Test(dump_gcroot, the_finalizer_queue_roots_what_waits_for_finalization, .timeou
               "%s", r.out);
     dnt_run_free(&r);
   }
+  snprintf(cmd, sizeof cmd, "gcroot %" PRIx64, first_of(core, "Sample.CatchHeld"));
+  gcroot_as_dotnet_dumps(core, cmd, &r);
+  const char *frame = strstr(r.out, " Sample.CatchPark.Run(System.Threading.CancellationToken) [");
+  cr_expect(frame && !strstr(frame + 1, " Sample.CatchPark.Run("), "one frame of Run reports its locals: %s", r.out);
+  dnt_run_free(&r);
   dnt_rm_rf(dir);
   free(dir);
 }

@@ -26,6 +26,31 @@ namespace Sample
         ~Orphan() { }
     }
 
+    // --catch-park: thread catch-park throws a Sample.SampleException, catches it, and waits inside
+    // the catch block (an exception handler's own frame, a funclet) holding a Sample.CatchHeld.
+    public sealed class CatchHeld
+    {
+        public readonly string Name = "held in a catch block";
+    }
+
+    public static class CatchPark
+    {
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        public static void Run(CancellationToken stop)
+        {
+            var held = new CatchHeld();
+            try
+            {
+                throw new SampleException();
+            }
+            catch (SampleException)
+            {
+                IdleWork.Park(stop);
+                GC.KeepAlive(held);
+            }
+        }
+    }
+
     public static class FinalizerWork
     {
         public static void Stick(int orphans)

@@ -12,7 +12,7 @@ namespace Sample
             "              [--gc-induce N] [--gc-background] [--pool-starve] [--handoff] [--generic-park]\n" +
             "              [--alloc TYPE:BYTES_PER_S] [--throw N [--throw-count K] [--throw-delay S]]\n" +
             "              [--contend] [--crash-after S] [--spike-at S [--spike-for S] [--spike-threads N] [--spike-every S]] [--start-file PATH] [--alloc-total BYTES] [--async]\n" +
-            "              [--heap N:K[:M]] [--stuck-finalizer N]\n" +
+            "              [--heap N:K[:M]] [--stuck-finalizer N] [--catch-park]\n" +
             "  --seconds N      run N seconds, then exit (default: until killed or Ctrl+C)\n" +
             "  --exit-code N    exit with N when done\n" +
             "  --event-rate N   emit about N Sample-Load events per second (0: off; very high: as fast as possible)\n" +
@@ -64,7 +64,9 @@ namespace Sample
             "                   'heap N K' once built, then 'heap-growth COUNT' every 250 ms\n" +
             "  --stuck-finalizer N  the finalizer thread blocks for good in Sample.Blocker's finalizer, and N\n" +
             "                   unreachable Sample.Orphan (each owning a byte[100]) wait behind it, ready for\n" +
-            "                   finalization; prints 'stuck N'";
+            "                   finalization; prints 'stuck N'\n" +
+            "  --catch-park     thread catch-park throws and catches a Sample.SampleException, then waits inside\n" +
+            "                   the catch block holding a Sample.CatchHeld";
 
         public double Seconds;
         public int ExitCode;
@@ -91,6 +93,7 @@ namespace Sample
         public bool Async;
         public int HeapEntries = -1, HeapBytes;
         public int StuckFinalizer;
+        public bool CatchPark;
         public double HeapGrowth;
 
         public static Options Parse(string[] args)
@@ -123,6 +126,7 @@ namespace Sample
                     case "--handoff": o.Handoff = true; break;
                     case "--async": o.Async = true; break;
                     case "--heap": ParseHeap(o, Value(args, ref i)); break;
+                    case "--catch-park": o.CatchPark = true; break;
                     case "--stuck-finalizer": o.StuckFinalizer = int.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;
                     case "--start-file": o.StartFile = Value(args, ref i); break;
                     case "--alloc-total": o.AllocTotal = long.Parse(Value(args, ref i), CultureInfo.InvariantCulture); break;

@@ -49,6 +49,7 @@ namespace Sample
                 if (_opts.HeapGrowth > 0) Spawn("heap-growth", () => HeapWork.Grow(_opts.HeapGrowth, _stop));
             }
             if (_opts.StuckFinalizer > 0) FinalizerWork.Stick(_opts.StuckFinalizer);
+            if (_opts.CatchPark) Spawn("catch-park", () => CatchPark.Run(_stop));
             for (int i = 1; i <= _opts.IdleThreads; i++) Spawn("idle-" + i, () => IdleWork.Park(_stop));
             if (_opts.GenericPark) Spawn("generic-park", () => GenericPark<long>.Wait(42L, "parked", _stop));
             if (_opts.PoolStarve) Spawn("pool-starve", () => PoolStarve.Run(_stop));
