@@ -2,10 +2,10 @@
  * reports them to the GC and to debuggers: for each managed frame, the GC info of its method
  * (after a JIT'ed method's code header; right after the unwind data in a ReadyToRun image) read
  * at the frame's code offset (gcinfo.c); an exception handler's frame (a funclet) reports for its
- * method, whose own frame further up then does not. A frame that is not the thread's running one reports no
- * scratch register and no slot of the outgoing argument area; a register is read where the
- * frame's callee saved it (stack.c); a stack slot is relative to the frame's SP, its caller's SP
- * or its frame register. */
+ * method, whose own frame further up then does not. A frame that is not the thread's running one
+ * reports no scratch register and no slot of the outgoing argument area; a register is read where
+ * the frame's callee saved it (stack.c); a stack slot is relative to the frame's SP, its caller's
+ * SP or its frame register. */
 #include <stdlib.h>
 #include <string.h>
 
