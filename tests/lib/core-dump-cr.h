@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "env-cr.h"
+#include "files-cr.h"
 #include "loopback.h"
 #include "run.h"
 #include "target-cr.h"
@@ -28,6 +29,20 @@ static inline const char *dotnet_dump_answer(const char *core, const char *comma
   after = after ? strchr(after, '\n') : NULL;
   cr_assert(after, "dotnet-dump: %s", theirs->out);
   return after + 1;
+}
+
+/* command on core with --json, beside text (the same command's plain answer): py (a Python script
+ * given the JSON's file and the text's) checks that they agree. */
+static inline void expect_json_agrees(const char *core, const char *command, const char *text, const char *dir, const char *py) {
+  struct dnt_run js;
+  cr_assert_eq(dnt_run_dntrace(&js, "dump", "analyze", core, "--json", "-c", command, NULL), 0, "%s", js.err);
+  char json[4400], plain[4400];
+  snprintf(json, sizeof json, "%s/answer.json", dir);
+  snprintf(plain, sizeof plain, "%s/answer.txt", dir);
+  dnt_write_file(json, js.out, strlen(js.out));
+  dnt_write_file(plain, text, strlen(text));
+  expect_python(py, json, plain, NULL);
+  dnt_run_free(&js);
 }
 
 /* Whether every thread of pid whose name begins with one of the prefixes sleeps (state S): the

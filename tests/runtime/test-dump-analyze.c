@@ -28,20 +28,6 @@
 #include "../lib/web-load.h"
 
 
-/* command on core with --json, beside text (the same command's plain answer): py (a Python script
- * given the JSON's file and the text's) checks that they agree. */
-static void expect_json_agrees(const char *core, const char *command, const char *text, const char *dir, const char *py) {
-  struct dnt_run js;
-  cr_assert_eq(dnt_run_dntrace(&js, "dump", "analyze", core, "--json", "-c", command, NULL), 0, "%s", js.err);
-  char json[4400], plain[4400];
-  snprintf(json, sizeof json, "%s/answer.json", dir);
-  snprintf(plain, sizeof plain, "%s/answer.txt", dir);
-  dnt_write_file(json, js.out, strlen(js.out));
-  dnt_write_file(plain, text, strlen(text));
-  expect_python(py, json, plain, NULL);
-  dnt_run_free(&js);
-}
-
 /* `clrthreads` of core by dntrace (into ours, the caller's) and by dotnet-dump: the same text. */
 static void clrthreads_as_dotnet_dumps(const char *core, struct dnt_run *ours) {
   struct dnt_run theirs;

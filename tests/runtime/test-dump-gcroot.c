@@ -187,34 +187,27 @@ static void roots_of_the_heap_sample(const char *const *env) {
                 strstr(all.out, "\nThread "),
             "%s", all.out);
   /* --json: the text's roots and paths */
-  struct dnt_run js;
-  cr_assert_eq(dnt_run_dntrace(&js, "dump", "analyze", core, "--json", "-c", cmd, NULL), 0, "%s", js.err);
-  char json[4400], plain[4400];
-  snprintf(json, sizeof json, "%s/answer.json", dir);
-  snprintf(plain, sizeof plain, "%s/answer.txt", dir);
-  dnt_write_file(json, js.out, strlen(js.out));
-  dnt_write_file(plain, all.out, strlen(all.out));
-  expect_python("import json, sys, re\n"
-                "j = json.loads(open(sys.argv[1]).read())\n"
-                "text = open(sys.argv[2]).read()\n"
-                "lines = [l.strip() for l in text.splitlines()]\n"
-                "def slot(r):\n"
-                "    if r['kind'] != 'stack': return (int(r['address'], 16), r['kind'])\n"
-                "    o = r['offset']\n"
-                "    return (int(r['address'], 16), r['register'] + ('+%x' % o if o > 0 else '-%x' % -o if o < 0 else ''))\n"
-                "roots = []\n"
-                "for l in lines:\n"
-                "    m = re.match(r'^([0-9a-f]{16}) \\((.*)\\)$', l)\n"
-                "    if m: roots.append((int(m.group(1), 16), m.group(2)))\n"
-                "    m = re.match(r'^([a-z0-9.]+(?:[+-][0-9a-f]+)?): ([0-9a-f]{16})$', l)\n"
-                "    if m: roots.append((int(m.group(2), 16), m.group(1)))\n"
-                "assert [slot(r) for r in j['roots']] == roots, ([slot(r) for r in j['roots']], roots)\n"
-                "paths = [int(l.split()[1], 16) for l in lines if l.startswith('->')]\n"
-                "assert [int(p['address'], 16) for r in j['roots'] for p in r['path']] == paths, (j, paths)\n"
-                "assert j['found'] == len(roots) and j['valid'] and j['stacksSearched'] is True\n"
-                "assert any(r['kind'] == 'stack' and r['method'] == 'Sample.Program.Main(System.String[])' for r in j['roots'])\n",
-                json, plain, NULL);
-  dnt_run_free(&js), dnt_run_free(&all);
+  expect_json_agrees(core, cmd, all.out, dir,
+                     "import json, sys, re\n"
+                     "j = json.loads(open(sys.argv[1]).read())\n"
+                     "text = open(sys.argv[2]).read()\n"
+                     "lines = [l.strip() for l in text.splitlines()]\n"
+                     "def slot(r):\n"
+                     "    if r['kind'] != 'stack': return (int(r['address'], 16), r['kind'])\n"
+                     "    o = r['offset']\n"
+                     "    return (int(r['address'], 16), r['register'] + ('+%x' % o if o > 0 else '-%x' % -o if o < 0 else ''))\n"
+                     "roots = []\n"
+                     "for l in lines:\n"
+                     "    m = re.match(r'^([0-9a-f]{16}) \\((.*)\\)$', l)\n"
+                     "    if m: roots.append((int(m.group(1), 16), m.group(2)))\n"
+                     "    m = re.match(r'^([a-z0-9.]+(?:[+-][0-9a-f]+)?):(?: ([0-9a-f]{16}))?$', l)\n"
+                     "    if m: roots.append((int(m.group(2) or '0', 16), m.group(1)))\n"
+                     "assert [slot(r) for r in j['roots']] == roots, ([slot(r) for r in j['roots']], roots)\n"
+                     "paths = [int(l.split()[1], 16) for l in lines if l.startswith('->')]\n"
+                     "assert [int(p['address'], 16) for r in j['roots'] for p in r['path']] == paths, (j, paths)\n"
+                     "assert j['found'] == len(roots) and j['valid'] and j['stacksSearched'] is True\n"
+                     "assert any(r['kind'] == 'stack' and r['method'] == 'Sample.Program.Main(System.String[])' for r in j['roots'])\n");
+  dnt_run_free(&all);
   /* bad arguments: one line each, the command failed */
   const char *const bad[] = {"gcroot", "gcroot zz", "gcroot -nostack 10", "gcroot -limit x 10"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
