@@ -1,7 +1,8 @@
 /* dump analyze's gcroot: what keeps an object alive, as dotnet-dump's gcroot prints it: each root
- * that leads to it (the GC's strong and pinned handles, then the objects ready for finalization),
- * the chain of objects from that root to it, and the count of roots found. Threads' stacks are
- * not searched yet: said on stderr. Command-line glue: it prints. */
+ * that leads to it (the GC's strong and pinned handles, the objects ready for finalization, then
+ * each thread's stack slots, frame by frame), the chain of objects from that root to it (a static
+ * field named where the chain leaves the runtime's array of statics), and the count of roots
+ * found. Command-line glue: it prints. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
