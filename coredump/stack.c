@@ -65,7 +65,6 @@ static const char *kind_of(const dnt_clr *r, uint64_t frame) {
   return NULL;
 }
 
-#define regs dnt__regs
 
 enum { UWOP_PUSH_NONVOL, UWOP_ALLOC_LARGE, UWOP_ALLOC_SMALL, UWOP_SET_FPREG, UWOP_SAVE_NONVOL, UWOP_SAVE_NONVOL_FAR,
        UWOP_EPILOG, UWOP_SPARE, UWOP_SAVE_XMM128, UWOP_SAVE_XMM128_FAR, UWOP_PUSH_MACHFRAME };
@@ -76,10 +75,10 @@ enum { UWOP_PUSH_NONVOL, UWOP_ALLOC_LARGE, UWOP_ALLOC_SMALL, UWOP_SET_FPREG, UWO
 /* Undoes the prolog of the function u names, as far as ip has run it: ctx becomes the caller's
  * (its ip the return address). 0, or -1 when the data does not read or is not of a kind known
  * here. */
-static int unwind(const dnt_clr *r, const struct dnt__code_unwind *u, struct regs *ctx) {
+static int unwind(const dnt_clr *r, const struct dnt__code_unwind *u, struct dnt__regs *ctx) {
   const dnt_core *c = dnt__clr_core(r);
   uint64_t sp = ctx->sp, fp = ctx->fp, offset = ctx->ip - u->begin, info = u->info;
-  struct regs out = *ctx; /* the registers the function saved are the caller's, where it saved them */
+  struct dnt__regs out = *ctx; /* the registers the function saved are the caller's, where it saved them */
   int chained = 0;
   for (int depth = 0; depth < MAX_CHAIN; depth++) {
     uint8_t h[4], codes[512];
@@ -163,7 +162,7 @@ static int framed(const char *kind) {
 
 /* Where managed code resumes after the Frame at frame (of kind): 1 with ctx set, 0 when the
  * Frame does not say (it marks a boundary only), -1 when the core lacks it. */
-static int resume_at(const dnt_clr *r, uint64_t frame, const char *kind, struct regs *ctx) {
+static int resume_at(const dnt_clr *r, uint64_t frame, const char *kind, struct dnt__regs *ctx) {
   uint64_t a, b, c, off;
   if (strcmp(kind, "InlinedCallFrame") == 0) {
     uint64_t sp_off, ret_off, fp_off;
@@ -173,7 +172,7 @@ static int resume_at(const dnt_clr *r, uint64_t frame, const char *kind, struct 
         clr_u64(r, frame + sp_off, &b) || clr_u64(r, frame + fp_off, &c))
       return -1;
     if (!a) return 0; /* not in a call now */
-    *ctx = (struct regs){.ip = a, .sp = b, .fp = c}; /* of the callee-saved registers, the frame keeps rbp only */
+    *ctx = (struct dnt__regs){.ip = a, .sp = b, .fp = c}; /* of the callee-saved registers, the frame keeps rbp only */
     ctx->loc[REG_RBP] = frame + fp_off;
     return 1;
   }
@@ -189,7 +188,7 @@ static int resume_at(const dnt_clr *r, uint64_t frame, const char *kind, struct 
     if (clr_u64(r, context + CONTEXT_RIP, &a) || clr_u64(r, context + CONTEXT_RSP, &b) ||
         clr_u64(r, context + CONTEXT_RBP, &c))
       return -1;
-    *ctx = (struct regs){.ip = a, .sp = b, .fp = c};
+    *ctx = (struct dnt__regs){.ip = a, .sp = b, .fp = c};
     for (int i = 0; i < 16; i++) ctx->loc[i] = context + CONTEXT_RAX + 8ull * (unsigned)i;
     return a ? 1 : 0;
   }
@@ -205,7 +204,7 @@ static int resume_at(const dnt_clr *r, uint64_t frame, const char *kind, struct 
         dnt_clr_field(r, "CalleeSavedRegisters", "Rbp", &rbp_off) || clr_u64(r, frame + tb_off, &tb) ||
         clr_u64(r, tb + ret_off, &a) || clr_u64(r, tb + saved_off + rbp_off, &c))
       return -1;
-    *ctx = (struct regs){.ip = a, .sp = tb + ret_off + 8, .fp = c};
+    *ctx = (struct dnt__regs){.ip = a, .sp = tb + ret_off + 8, .fp = c};
     for (size_t i = 0; i < sizeof saved / sizeof saved[0]; i++)
       if (dnt_clr_field(r, "CalleeSavedRegisters", saved[i].name, &off) == 0) ctx->loc[saved[i].reg] = tb + saved_off + off;
     return a ? 1 : 0;
@@ -228,7 +227,7 @@ int dnt__stack_walk(const dnt_clr *r, const struct dnt_clr_thread *t, dnt__frame
   const struct dnt_core_thread *os;
   size_t nos = dnt_core_threads(dnt__clr_core(r), &os), n = 0;
   if (t->dbg < 0 || (size_t)t->dbg >= nos) return 0; /* no registers: nothing to walk */
-  struct regs ctx = {.ip = os[t->dbg].rip, .sp = os[t->dbg].rsp, .fp = os[t->dbg].rbp, .have = 0xffff};
+  struct dnt__regs ctx = {.ip = os[t->dbg].rip, .sp = os[t->dbg].rsp, .fp = os[t->dbg].rbp, .have = 0xffff};
   memcpy(ctx.val, os[t->dbg].gpr, sizeof ctx.val);
   uint64_t frame = t->frame, next_off;
   int active = 1; /* the thread's own registers: its innermost frame is running, not calling */
@@ -237,7 +236,7 @@ int dnt__stack_walk(const dnt_clr *r, const struct dnt_clr_thread *t, dnt__frame
     uint64_t md, start;
     struct dnt__code_unwind u;
     if (ctx.ip && dnt__clr_code(r, ctx.ip, &md, &start, &u) == 0) {
-      struct regs caller = ctx;
+      struct dnt__regs caller = ctx;
       int unwound = u.info && unwind(r, &u, &caller) == 0;
       if (!unwound) { /* no unwind data: the caller through the frame pointer */
         uint64_t fp = ctx.fp, ip, caller_fp;
@@ -262,7 +261,7 @@ int dnt__stack_walk(const dnt_clr *r, const struct dnt_clr_thread *t, dnt__frame
       f.method = framed_method(r, frame);
     }
     if (fn(ud, &f, NULL)) return -1;
-    struct regs next = ctx;
+    struct dnt__regs next = ctx;
     int how = kind ? resume_at(r, frame, kind, &next) : 0;
     if (how < 0) break;
     if (how > 0) {
