@@ -131,7 +131,8 @@ static int object_refs(dnt_clr_heap *h, uint64_t obj, struct refs *r) {
     for (int64_t o = (int64_t)off; o < (int64_t)size - 8;) {
       for (int64_t i = 0; i > series; i--) {
         uint32_t pair[2];
-        if (dnt_core_read(c, mt - 24 + 8 * (uint64_t)i, pair, sizeof pair) != 0) return 0;
+        if (dnt_core_read(c, mt - 24 + 8 * (uint64_t)i, pair, sizeof pair) != 0 || (int32_t)pair[1] < 0)
+          return 0; /* a skip backwards is damage (and would never end) */
         int64_t stop = o + 8 * (int64_t)pair[0];
         do {
           if (o + 8 > (int64_t)size) return 0;
