@@ -21,7 +21,10 @@
 
 #define O(f) offsetof(struct analyze_options, f)
 static const struct dnt_option analyze_options[] = {
-    DNT_OPT_LIST('c', "command", "COMMAND", O(commands), "run COMMAND (repeatable, in order), then exit; without it, a prompt"),
+    DNT_OPT_LIST('c', "command", "COMMAND", O(commands),
+                 "run COMMAND (repeatable, in order), then exit; without it, a prompt.\nSOS's commands: clrthreads, "
+                 "clrstack [-all], pe, dumpheap, dumpobj,\ngcroot, eeheap -gc, threads, setthread, eeversion (help "
+                 "lists them)"),
     DNT_OPT_STRING(0, "runtime-dir", "DIR", O(runtime_dir),
                    "the folder of the core's runtime (its libcoreclr.so), when it is\nnot where the core says"),
     DNT_OPT_FLAG(0, "json", O(json), "each command's answer as a JSON object, a line each"),
