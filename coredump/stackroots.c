@@ -68,7 +68,7 @@ static int frame_roots(void *ud, const struct dnt_clr_frame *f, const struct dnt
   struct dnt__gcinfo *g = w->g;
   /* a funclet reports its method's slots; the method's own frame, further up (the funclet's
    * parent), then reports nothing when its info says only leaves report, else no untracked slot */
-  int funclet = regs->code->begin != regs->start, parent = !funclet && regs->start == w->funclet_of, flags = 0;
+  int funclet = regs->code->begin && regs->code->begin != regs->start, parent = !funclet && regs->start == w->funclet_of, flags = 0;
   if (funclet) w->funclet_of = regs->start;
   else if (parent) w->funclet_of = 0, flags = DNT__GC_NO_UNTRACKED;
   if (dnt__gcinfo_read(dnt__clr_core(w->r), info, (uint32_t)(ctx->ip - regs->start), flags, g) != 0) return 0;
