@@ -885,8 +885,9 @@ void dnt_exceptions_analysis_finish(struct dnt_exceptions_analysis *a, size_t to
   s->trace_ms = dnt__clock_session_ms(c);
   if (s->trace_ms > 0) s->per_second = (double)s->thrown * 1000.0 / s->trace_ms;
   /* every second of the session, the quiet ones after the last throw too */
-  if (s->trace_ms < (double)MAX_SECONDS * 1000.0 && grow_seconds(a, (size_t)(s->trace_ms / 1000.0)) == 0 &&
-      s->trace_ms > 0)
+  /* (a session's clock can run backwards in a damaged trace: no seconds then) */
+  if (s->trace_ms > 0 && s->trace_ms < (double)MAX_SECONDS * 1000.0 &&
+      grow_seconds(a, (size_t)(s->trace_ms / 1000.0)) == 0)
     a->nsec = (size_t)((s->trace_ms + 999.999) / 1000.0);
   s->per_sec_counts = a->per_sec;
   s->seconds = a->nsec;

@@ -371,3 +371,41 @@ Test(injection, every_text_view_escapes_what_the_trace_named) {
   dnt_rm_rf(dir);
   free(dir);
 }
+
+/* ---- a clock that wraps ---- */
+
+/* Two exceptions whose times lie more than 2^63 ticks apart (a hostile writer's): the session's
+ * length comes out negative. The exceptions' report (which counts the session's seconds) is
+ * written without undefined behaviour: a negative length converted to a count of seconds, found
+ * by fuzz-exclocks, asked for a row of seconds beyond any memory. */
+Test(clock, events_further_apart_than_the_clock_counts, .timeout = 120) {
+  char *dir = temp_dir();
+  ntrw w;
+  begin_trace(&w, 1);
+  static struct bytes p;
+  const uint64_t when[] = {0, (1ull << 63) + 1000};
+  ntrw_ev_begin(&w, 1);
+  for (uint32_t i = 0; i < 2; i++) {
+    p.n = 0;
+    putws(&p, "Hostile.Exception"), putws(&p, "far apart"), put64(&p, 0x1234), put32(&p, 0x80131500);
+    put16(&p, 0), put16(&p, 0);
+    event(&w, MD_THROWN, i + 1, when[i], &p);
+  }
+  ntrw_block_end(&w);
+  ntrw_end(&w);
+  char path[4200];
+  snprintf(path, sizeof path, "%s/wrapped.nettrace", dir);
+  dnt_write_file(path, w.buf, w.len);
+  ntrw_release(&w);
+  for (int json = 0; json < 2; json++) {
+    struct dnt_run r;
+    int rc = json ? dnt_run_dntrace(&r, "exceptions", path, "--format", "json", NULL)
+                  : dnt_run_dntrace(&r, "exceptions", path, NULL);
+    cr_expect(rc == 0 && !strstr(r.err, "runtime error") && !strstr(r.err, "Sanitizer"), "exceptions%s: exit %d: %s",
+              json ? " --format json" : "", rc, r.err);
+    cr_expect(strstr(r.out, json ? "\"thrown\":2" : "Hostile.Exception"), "%s", r.out);
+    dnt_run_free(&r);
+  }
+  dnt_rm_rf(dir);
+  free(dir);
+}
