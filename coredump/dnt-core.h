@@ -124,6 +124,10 @@ struct dnt_clr_field {
  * or -1 (a class the core does not hold, a field layout unknown here). */
 int dnt_clr_fields(const dnt_clr *r, uint64_t mt, uint64_t obj, struct dnt_clr_field **v, size_t *n);
 
+/* Where a thread static field f of the class mt lives on the thread whose Thread is thread: 0
+ * with *at, or -1 when that thread has no storage for it (it never touched the class). */
+int dnt_clr_thread_static(const dnt_clr *r, uint64_t mt, const struct dnt_clr_field *f, uint64_t thread, uint64_t *at);
+
 /* A class's count of instance fields (its parents' included) and of its own statics: 0, or -1. */
 int dnt_clr_field_counts(const dnt_clr *r, uint64_t mt, unsigned *instances, unsigned *statics);
 

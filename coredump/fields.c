@@ -348,3 +348,54 @@ int dnt_clr_field_counts(const dnt_clr *r, uint64_t mt, unsigned *instances, uns
   *instances = ninst, *statics = nstat;
   return 0;
 }
+
+/* A thread static's storage on one thread (the Thread contract's GetThreadLocalStaticBase): the
+ * class's TLS index (in its ThreadStaticsInfo, just before its auxiliary data: the GC index for
+ * references and structs, else the other), its type and offset (the top byte, the low 24 bits);
+ * the thread's ThreadLocalData: a non-collectible index is an element of its array (an Object[],
+ * the first elements unused), a collectible one a handle in its array, a direct one an offset in
+ * the ThreadLocalData itself; storage not there yet may be in flight (a list of index, object). */
+int dnt_clr_thread_static(const dnt_clr *r, uint64_t mt, const struct dnt_clr_field *f, uint64_t thread, uint64_t *at) {
+  uint64_t aux_off, size, index_off, tld_off, tld, aux, base = 0, unused = 2, data_off = 16;
+  uint32_t raw;
+  const dnt_core *c = dnt__clr_core(r);
+  int gc = f->type == 0x11 || f->type == 0x12;
+  if (!f->thread_static || clr_field(r, "MethodTable", "AuxiliaryData", &aux_off) ||
+      clr_field(r, "ThreadStaticsInfo", "!", &size) ||
+      clr_field(r, "ThreadStaticsInfo", gc ? "GCTlsIndex" : "NonGCTlsIndex", &index_off) ||
+      clr_field(r, "Thread", "ThreadLocalDataPtr", &tld_off) || clr_u64(r, mt + aux_off, &aux) || !aux ||
+      dnt_core_read_u32(c, aux - size + index_off, &raw) || raw == UINT32_MAX || clr_u64(r, thread + tld_off, &tld) ||
+      !tld)
+    return -1;
+  dnt_clr_global(r, "NumberOfTlsOffsetsNotUsedInNoncollectibleArray", &unused);
+  dnt_clr_global(r, "PtrArrayOffsetToDataArray", &data_off);
+  uint32_t type = raw >> 24, offset = raw & 0xffffff, count;
+  uint64_t count_off, array_off, array;
+  if (type == 0 && !clr_field(r, "ThreadLocalData", "NonCollectibleTlsDataCount", &count_off) &&
+      !clr_field(r, "ThreadLocalData", "NonCollectibleTlsArrayData", &array_off) &&
+      !dnt_core_read_u32(c, tld + count_off, &count) && count > offset && offset >= unused &&
+      !clr_u64(r, tld + array_off, &array) && array)
+    clr_u64(r, array + data_off + 8ull * (offset - unused), &base);
+  else if (type == 1 && !clr_field(r, "ThreadLocalData", "CollectibleTlsDataCount", &count_off) &&
+           !clr_field(r, "ThreadLocalData", "CollectibleTlsArrayData", &array_off) &&
+           !dnt_core_read_u32(c, tld + count_off, &count) && count > offset && !clr_u64(r, tld + array_off, &array) &&
+           array && !clr_u64(r, array + 8ull * offset, &base) && base)
+    clr_u64(r, base, &base); /* a handle: the object it holds */
+  else if (type == 2)
+    base = tld + offset;
+  uint64_t flight_off, next_off, idx_off, data_field, node = 0;
+  if (!base && !clr_field(r, "ThreadLocalData", "InFlightData", &flight_off) &&
+      !clr_field(r, "InFlightTLSData", "Next", &next_off) && !clr_field(r, "InFlightTLSData", "TlsIndex", &idx_off) &&
+      !clr_field(r, "InFlightTLSData", "TLSData", &data_field) && !clr_u64(r, tld + flight_off, &node))
+    for (int hops = 0; node && hops < 1024; hops++) {
+      uint32_t idx;
+      if (!dnt_core_read_u32(c, node + idx_off, &idx) && idx == raw) {
+        if (!clr_u64(r, node + data_field, &base) && base) clr_u64(r, base, &base); /* a handle: its object */
+        break;
+      }
+      if (clr_u64(r, node + next_off, &node)) break;
+    }
+  if (!base) return -1;
+  *at = base + f->offset;
+  return 0;
+}

@@ -69,32 +69,51 @@ static void type_column(struct analysis *a, const struct dnt_clr_field *f) {
   put_type(t == 0x15 ? "" : element_name(t));
 }
 
-/* The value at addr as SOS formats a field of type t (16 columns; a double unpadded). */
-static void put_value(struct analysis *a, uint8_t t, uint64_t addr, int is_static) {
+/* The value at addr as SOS formats a field of type t: in 16 columns (a double unpadded), or
+ * unpadded (a thread static's value on one thread). */
+static void put_value(struct analysis *a, uint8_t t, uint64_t addr, int is_static, int align) {
   uint8_t b[8];
   size_t size = t == E_I1 || t == E_U1 || t == E_BOOLEAN ? 1 : t == E_I2 || t == E_U2 || t == E_CHAR ? 2
               : t == E_I4 || t == E_U4 || t == E_R4 ? 4 : 8;
-  if (!addr) return (void)printf("%16s", " ");
+  int w = align ? 16 : 0;
+  if (!addr) return (void)printf("%*s", w, align ? " " : "");
   if (t == E_VALUETYPE && !is_static) return (void)printf("%016" PRIx64, addr);
   if (dnt_core_read(a->core, addr, b, size) != 0) return;
   uint64_t u = 0;
   memcpy(&u, b, size);
   switch (t) {
-  case E_I1: printf("%16hd", (short)(int8_t)u); break;
-  case E_I2: printf("%16hd", (short)(int16_t)u); break;
-  case E_I4: printf("%16d", (int32_t)u); break;
-  case E_I8: printf("%16" PRId64, (int64_t)u); break;
-  case E_U1: case E_BOOLEAN: printf("%16hu", (unsigned short)(uint8_t)u); break;
-  case E_U2: printf("%16hu", (unsigned short)u); break;
-  case E_U4: printf("%16u", (uint32_t)u); break;
-  case E_U8: printf("%16" PRIu64, u); break;
-  case E_CHAR: printf("%16hx", (unsigned short)u); break;
+  case E_I1: printf("%*hd", w, (short)(int8_t)u); break;
+  case E_I2: printf("%*hd", w, (short)(int16_t)u); break;
+  case E_I4: printf("%*d", w, (int32_t)u); break;
+  case E_I8: printf("%*" PRId64, w, (int64_t)u); break;
+  case E_U1: case E_BOOLEAN: printf("%*hu", w, (unsigned short)(uint8_t)u); break;
+  case E_U2: printf("%*hu", w, (unsigned short)u); break;
+  case E_U4: printf("%*u", w, (uint32_t)u); break;
+  case E_U8: printf("%*" PRIu64, w, u); break;
+  case E_CHAR: printf("%*hx", w, (unsigned short)u); break;
   case E_I: case E_U: printf("%016" PRIX64, u); break;
   case E_R4: { float f; memcpy(&f, b, 4); printf("%f", (double)f); break; }
   case E_R8: { double d; memcpy(&d, b, 8); printf("%f", d); break; }
   case E_VALUETYPE: printf("%016" PRIx64, u ? addr : 0); break; /* a static struct: its box's slot */
   default: printf("%016" PRIx64, u); break;
   }
+}
+
+/* A thread static's value on each thread that has storage for it, as SOS lists them: the
+ * thread's OS id, its value. */
+static void put_thread_values(struct analysis *a, const struct dnt_clr_field *f) {
+  struct dnt_clr_threads ts;
+  char err[256];
+  printf("    Thread static values (Thread:Value)\n");
+  if (dnt_clr_threads_read(a->clr, &ts, err, sizeof err) != 0) return;
+  for (size_t i = 0; i < ts.n; i++) {
+    uint64_t at;
+    if (!ts.v[i].os_id || dnt_clr_thread_static(a->clr, f->enclosing, f, ts.v[i].address, &at) != 0) continue;
+    printf("        %x:", ts.v[i].os_id);
+    put_value(a, f->type, at, 1, 0);
+    printf("\n");
+  }
+  dnt_clr_threads_release(&ts);
 }
 
 /* The pointer-sized value of obj's instance field name, 0 when none. */
@@ -150,10 +169,12 @@ static void print_fields(struct analysis *a, uint64_t mt, uint64_t obj) {
     printf("%4s ", vt ? "Yes" : "No");
     char *name = dnt_safe_text(f->name);
     if (f->thread_static) {
-      printf("%8s  %s\n    Thread static values (Thread:Value)\n\n", "TLstatic", name);
+      printf("%8s  %s\n", "TLstatic", name);
+      put_thread_values(a, f);
+      printf("\n");
     } else {
       printf("%8s ", f->is_static ? "static" : "instance");
-      put_value(a, f->type, f->address, f->is_static);
+      put_value(a, f->type, f->address, f->is_static, 1);
       printf(" %s\n", name);
     }
     free(name);

@@ -179,10 +179,12 @@ Test(dump_analyze, dumpheap_is_what_dotnet_dump_prints, .timeout = 600) {
   dumpheap_as_dotnet_dumps(core, cmd, &r);
   dnt_run_free(&r);
   /* dumpobj of objects whose fields are primitives and strings (SOS's rows, values included), a
-   * dictionary (fields of arrays and generic instances: their loaded types), an array, a string
-   * and a free block: dotnet-dump's text */
+   * dictionary (fields of arrays and generic instances: their loaded types), an array, a string,
+   * a free block and a Thread (a thread static, t_currentThread, listed with its value on each
+   * thread): dotnet-dump's text */
   const char *kinds[] = {"Sample.Options", "System.Byte[]", "System.String", "Free",
-                         "System.Collections.Generic.Dictionary<System.String, System.Object>"};
+                         "System.Collections.Generic.Dictionary<System.String, System.Object>",
+                         "System.Threading.Thread"}; /* its thread static's value on each thread */
   for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
     char list[128], want[128], type_mt[32] = ""; /* the type's own MethodTable, from its -stat row */
     snprintf(want, sizeof want, " %s\n", kinds[k]);
@@ -197,6 +199,8 @@ Test(dump_analyze, dumpheap_is_what_dotnet_dump_prints, .timeout = 600) {
     snprintf(obj, sizeof obj, "dumpobj %s", addr);
     dumpheap_as_dotnet_dumps(core, obj, &r);
     if (strcmp(kinds[k], "Free") == 0) cr_expect(strstr(r.out, "Free Object\nSize:"), "%s", r.out);
+    else if (strcmp(kinds[k], "System.Threading.Thread") == 0)
+      cr_expect(strstr(r.out, " t_currentThread\n    Thread static values (Thread:Value)\n        "), "%s", r.out);
     else cr_expect(strncmp(r.out, "Name:        ", 13) == 0 && strstr(r.out, "\nFields:\n"), "%s: %s", kinds[k], r.out);
     dnt_run_free(&r);
   }
