@@ -84,14 +84,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
           struct dnt_clr_field *f;
           size_t nf;
           if (dnt_clr_fields(r, v[i].mt, 0, &f, &nf) == 0) {
-            struct dnt_clr_threads ts; /* a thread static's storage on each thread */
-            if (dnt_clr_threads_read(r, &ts, err, sizeof err) == 0) {
+            struct dnt_clr_threads all; /* a thread static's storage on each thread */
+            if (dnt_clr_threads_read(r, &all, err, sizeof err) == 0) {
               for (size_t k = 0; k < nf; k++)
-                for (size_t t = 0; f[k].thread_static && t < ts.n && t < 8; t++) {
+                for (size_t t = 0; f[k].thread_static && t < all.n && t < 8; t++) {
                   uint64_t at;
-                  (void)dnt_clr_thread_static(r, f[k].enclosing, &f[k], ts.v[t].address, &at);
+                  (void)dnt_clr_thread_static(r, f[k].enclosing, &f[k], all.v[t].address, &at);
                 }
-              dnt_clr_threads_release(&ts);
+              dnt_clr_threads_release(&all);
             }
             free(f);
           }
